@@ -1,0 +1,148 @@
+//! `steward`: the operator's command line.
+
+use crate::config::Config;
+use crate::spec::{self, RenderContext, SpecErrors};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// Exit codes, documented in steward(1).
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// A spec or request was invalid (every mistake is printed).
+    pub const INVALID: i32 = 1;
+    /// Bad command-line usage (clap's own code).
+    pub const USAGE: i32 = 2;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "steward", version, about = "Control Steward: validate, render and manage instances")]
+pub struct Cli {
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// stewardd configuration, for the work/run roots and host IP.
+    #[arg(long, global = true, value_name = "FILE", env = "STEWARD_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check spec files (JSON or TOML); print every mistake with its field path.
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print one instance of a spec with every variable resolved, as JSON.
+    Render {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Instance id (0 .. spec.instance-1).
+        #[arg(long, default_value_t = 0)]
+        instance: u32,
+        /// Value of ${hostip}; detected from the host's interfaces by default.
+        #[arg(long)]
+        hostip: Option<IpAddr>,
+        /// Port for a random (hostPort 0) port, as NAME=PORT; repeatable.
+        #[arg(long = "port", value_name = "NAME=PORT", value_parser = parse_port_assignment)]
+        ports: Vec<(String, u16)>,
+    },
+}
+
+fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
+    let (name, port) = s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=PORT"))?;
+    let port: u16 = port.parse().map_err(|_| format!("{port:?} is not a port number"))?;
+    if name.is_empty() || port == 0 {
+        return Err(format!("{s:?} is not NAME=PORT with PORT 1-65535"));
+    }
+    Ok((name.to_string(), port))
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Validate { files } => Ok(validate(&files, &config, cli.output)),
+        Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config),
+    }
+}
+
+#[derive(Serialize)]
+struct FileReport<'a> {
+    file: &'a Path,
+    valid: bool,
+    errors: Vec<spec::SpecError>,
+}
+
+fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
+    let roots = config.roots();
+    let mut reports = Vec::new();
+    for file in files {
+        let result = spec::load_file(file, &roots);
+        reports.push(FileReport { file, valid: result.is_ok(), errors: result.err().map(|e| e.0).unwrap_or_default() });
+    }
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&reports).expect("reports serialize")),
+        Output::Text => {
+            for r in &reports {
+                if r.valid {
+                    println!("{}: valid", r.file.display());
+                } else {
+                    eprintln!("{}: {}", r.file.display(), SpecErrors(r.errors.clone()));
+                }
+            }
+        }
+    }
+    if reports.iter().all(|r| r.valid) {
+        exit::OK
+    } else {
+        exit::INVALID
+    }
+}
+
+fn render(
+    file: &Path,
+    instance: u32,
+    hostip: Option<IpAddr>,
+    ports: Vec<(String, u16)>,
+    config: &Config,
+) -> anyhow::Result<i32> {
+    let roots = config.roots();
+    let parsed = match spec::load_file(file, &roots) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            return Ok(exit::INVALID);
+        }
+    };
+    let allocated: BTreeMap<String, u16> = ports.into_iter().collect();
+    let ctx = RenderContext {
+        roots: &roots,
+        host_ip: hostip.unwrap_or_else(|| config.host_ip()).to_string(),
+        allocated_ports: &allocated,
+    };
+    match spec::render(&parsed, instance, &ctx) {
+        Ok(r) => {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            if e.0.iter().any(|x| x.message.contains("no port was allocated")) {
+                eprintln!("hint: give random ports with --port NAME=PORT");
+            }
+            Ok(exit::INVALID)
+        }
+    }
+}

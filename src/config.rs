@@ -1,0 +1,94 @@
+//! stewardd's configuration (`/etc/steward/stewardd.toml`). Every key is optional; with no file
+//! at all the embedded defaults apply, so the daemon and the CLI work out of the box.
+
+use crate::spec::Roots;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/steward/stewardd.toml";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `${work_base_dir}`: instances' work directories live below it.
+    pub work_base_dir: PathBuf,
+    /// `${run_base_dir}`: instances' pidfiles, logs and runtime files live below it.
+    pub run_base_dir: PathBuf,
+    /// `${hostip}`; detected from the host's interfaces when unset.
+    pub host_ip: Option<IpAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            work_base_dir: PathBuf::from("/var/lib/steward/work"),
+            run_base_dir: PathBuf::from("/var/lib/steward/run"),
+            host_ip: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    /// Reads `path`; a missing file at the default location means the embedded defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, explicit) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text).map_err(|message| ConfigError::Invalid { path, message }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        for (key, dir) in [("work_base_dir", &config.work_base_dir), ("run_base_dir", &config.run_base_dir)] {
+            if !dir.is_absolute() {
+                return Err(format!("{key}: {} must be an absolute path", dir.display()));
+            }
+        }
+        Ok(config)
+    }
+
+    pub fn roots(&self) -> Roots {
+        Roots { work_base_dir: self.work_base_dir.clone(), run_base_dir: self.run_base_dir.clone() }
+    }
+
+    pub fn host_ip(&self) -> IpAddr {
+        self.host_ip.unwrap_or_else(crate::host::detect_ip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_and_relative_roots_are_refused() {
+        assert!(Config::parse("work_dir = \"/x\"").unwrap_err().contains("unknown field"));
+        assert!(Config::parse("run_base_dir = \"run\"").unwrap_err().contains("run_base_dir"));
+    }
+
+    #[test]
+    fn missing_default_file_is_fine_but_missing_explicit_file_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Config::load(Some(&dir.path().join("nope.toml"))).unwrap_err();
+        assert!(err.to_string().contains("nope.toml"));
+    }
+}

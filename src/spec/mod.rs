@@ -1,0 +1,138 @@
+//! The BCS process spec (seed 000): model, parsing from JSON or TOML, validation that reports
+//! every mistake with its field path, and rendering of one instance.
+
+mod decode;
+pub mod error;
+pub mod model;
+pub mod render;
+pub mod template;
+pub mod validate;
+
+pub use error::{SpecError, SpecErrors};
+pub use model::ProcessSpec;
+pub use render::{render, InstanceId, RenderContext, RenderedInstance, Roots};
+
+use std::collections::BTreeMap;
+
+/// The two syntaxes a spec may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Toml,
+}
+
+impl Format {
+    /// By file extension; anything but `.toml` is read as JSON unless it does not look like it.
+    pub fn for_path(path: &std::path::Path, text: &str) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Format::Toml,
+            Some("json") => Format::Json,
+            _ => Format::sniff(text),
+        }
+    }
+    /// JSON documents start with `{`; anything else is taken as TOML.
+    pub fn sniff(text: &str) -> Format {
+        if text.trim_start().starts_with('{') {
+            Format::Json
+        } else {
+            Format::Toml
+        }
+    }
+}
+
+/// Parses text into a document tree, naming the line and column of a syntax error.
+pub fn parse_document(text: &str, format: Format) -> Result<serde_json::Value, SpecErrors> {
+    let syntax = |message: String| SpecErrors(vec![SpecError::new("", message)]);
+    match format {
+        Format::Json => serde_json::from_str(text)
+            .map_err(|e| syntax(format!("JSON syntax error at line {} column {}: {e}", e.line(), e.column()))),
+        Format::Toml => text
+            .parse::<toml::Table>()
+            .map_err(|e| syntax(format!("TOML syntax error: {}", e.to_string().trim_end())))
+            .and_then(|t| serde_json::to_value(t).map_err(|e| syntax(format!("TOML value not representable: {e}")))),
+    }
+}
+
+/// Parses, normalizes and validates a spec, returning it or every mistake found.
+/// `roots` are used to check that instance paths stay inside the configured directories.
+pub fn parse(text: &str, format: Format, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
+    let doc = parse_document(text, format)?;
+    from_document(&doc, roots)
+}
+
+/// As [`parse`], from an already parsed document (an API request body, say).
+pub fn from_document(doc: &serde_json::Value, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
+    let (spec, mut errors) = decode::decode::<ProcessSpec>(doc);
+    let Some(mut spec) = spec else {
+        return Err(SpecErrors(errors));
+    };
+    errors.extend(spec.normalize());
+    let mut found = error::Errors(errors);
+    validate::validate(&spec, &mut found);
+    trial_render(&spec, roots, &mut found);
+    sort_in_document_order(&mut found.0, doc);
+    found.finish(spec)
+}
+
+/// Orders errors as their fields appear in the file, so a report reads top to bottom.
+/// A missing field sorts at its parent's place; errors keep their order within one field.
+fn sort_in_document_order(errors: &mut [SpecError], doc: &serde_json::Value) {
+    fn walk(v: &serde_json::Value, path: error::Path, order: &mut std::collections::HashMap<String, usize>) {
+        let n = order.len();
+        order.insert(path.to_string(), n);
+        match v {
+            serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| walk(v, path.field(k), order)),
+            serde_json::Value::Array(items) => {
+                items.iter().enumerate().for_each(|(i, v)| walk(v, path.index(i), order))
+            }
+            _ => {}
+        }
+    }
+    let mut order = std::collections::HashMap::new();
+    walk(doc, error::Path::root(), &mut order);
+    let rank = |path: &str| {
+        let mut p = path;
+        loop {
+            if let Some(n) = order.get(p) {
+                return *n;
+            }
+            match p.rfind(['.', '[']) {
+                Some(cut) => p = &p[..cut],
+                None => return 0,
+            }
+        }
+    };
+    errors.sort_by_cached_key(|e| rank(&e.path));
+}
+
+/// Renders instances with placeholder ports and host IP, so that path rules (inside the roots,
+/// no `..`) are checked before anything runs. Runs on invalid specs too, adding only errors for
+/// fields that have none yet, so one report holds every mistake.
+fn trial_render(spec: &ProcessSpec, roots: &Roots, errors: &mut error::Errors) {
+    if spec.spec.instance == 0 {
+        return;
+    }
+    let mut placeholder_ports = BTreeMap::new();
+    for (i, port) in spec.spec.template.spec.processes.iter().flat_map(|p| &p.ports).enumerate() {
+        placeholder_ports.insert(port.name.clone(), 31000u16.saturating_add(i as u16));
+    }
+    let ctx = RenderContext { roots, host_ip: "127.0.0.1".into(), allocated_ports: &placeholder_ports };
+    // Paths differ between instances only by ${instanceid}; the first and last cover them.
+    let last = spec.spec.instance - 1;
+    let indexes = if last == 0 { vec![0] } else { vec![0, last] };
+    for index in indexes {
+        let Err(found) = render(spec, index, &ctx) else { continue };
+        for err in found.0 {
+            if !errors.0.iter().any(|e| e.path == err.path) {
+                errors.0.push(err);
+            }
+        }
+    }
+}
+
+/// Reads and parses a spec file; errors name the file's fields.
+pub fn load_file(path: &std::path::Path, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecErrors(vec![SpecError::new("", format!("cannot read {}: {e}", path.display()))]))?;
+    parse(&text, Format::for_path(path, &text), roots)
+}

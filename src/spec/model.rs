@@ -1,0 +1,590 @@
+//! The BCS process spec (seed 000) as serde types, field names in the file's own spelling.
+//!
+//! Every struct is `#[serde(default)]`: a missing field takes the seed's default, and fields the
+//! seed requires are checked by [`super::validate`], so one pass can name every mistake.
+//! Spellings seen in real files (`KeyOrPath`, `imagePullPolicy`, `scaler`) are separate fields here
+//! and folded into the canonical one by [`ProcessSpec::normalize`]; docs/spec.md lists them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ProcessSpec {
+    pub api_version: String,
+    pub kind: String,
+    pub restart_policy: RestartPolicy,
+    pub kill_policy: KillPolicy,
+    pub metadata: Metadata,
+    pub spec: SpecBody,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<Constraint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum RestartPolicyKind {
+    Never,
+    Always,
+    #[default]
+    OnFailure,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RestartPolicy {
+    pub policy: RestartPolicyKind,
+    /// Seconds from a failure to the first restart.
+    pub interval: u64,
+    /// Seconds added to the delay for each further consecutive restart.
+    pub backoff: u64,
+    /// Restarts allowed before the instance stays Failed; 0 = unlimited.
+    pub maxtimes: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct KillPolicy {
+    /// Seconds between the polite stop and SIGKILL.
+    pub grace_period: u64,
+}
+
+impl Default for KillPolicy {
+    fn default() -> Self {
+        KillPolicy { grace_period: 1 }
+    }
+}
+
+pub const DEFAULT_NAMESPACE: &str = "defaultGroup";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: String,
+    pub namespace: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Default for Metadata {
+    fn default() -> Self {
+        Metadata { name: String::new(), namespace: DEFAULT_NAMESPACE.to_string(), labels: BTreeMap::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SpecBody {
+    /// How many instances (ids 0..instance-1).
+    pub instance: u32,
+    pub template: Template,
+}
+
+impl Default for SpecBody {
+    fn default() -> Self {
+        SpecBody { instance: 1, template: Template::default() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Template {
+    pub spec: TemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TemplateSpec {
+    pub processes: Vec<Process>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Process {
+    pub proc_name: String,
+    pub user: String,
+    pub work_path: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pid_file: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uris: Vec<Uri>,
+    pub start_cmd: String,
+    pub start_grace_period: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub stop_cmd: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub restart_cmd: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reload_cmd: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<HealthCheck>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub resources: Resources,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub configmaps: Vec<ConfigMapRef>,
+}
+
+pub const DEFAULT_USER: &str = "root";
+
+impl Default for Process {
+    fn default() -> Self {
+        Process {
+            proc_name: String::new(),
+            user: DEFAULT_USER.to_string(),
+            work_path: String::new(),
+            pid_file: String::new(),
+            ports: Vec::new(),
+            uris: Vec::new(),
+            start_cmd: String::new(),
+            start_grace_period: 1,
+            stop_cmd: String::new(),
+            restart_cmd: String::new(),
+            reload_cmd: String::new(),
+            health_checks: Vec::new(),
+            resources: Resources::default(),
+            env: Vec::new(),
+            secrets: Vec::new(),
+            configmaps: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Protocol {
+    #[default]
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
+    #[serde(rename = "HTTP")]
+    Http,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Port {
+    /// 0 = a random port from the allocator's range; otherwise the fixed port.
+    /// Signed so that a negative number is reported as out of range, not as a type error.
+    pub host_port: i64,
+    pub name: String,
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PullPolicy {
+    Always,
+    #[default]
+    IfNotPresent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Uri {
+    pub value: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_policy: Option<PullPolicy>,
+    /// The seed's field list spells it `imagePullPolicy`; folded into `pullPolicy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<PullPolicy>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub output_dir: String,
+    /// Optional hex sha256 of the downloaded file, verified before extraction.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sha256: String,
+}
+
+impl Uri {
+    pub fn effective_pull_policy(&self) -> PullPolicy {
+        self.pull_policy.or(self.image_pull_policy).unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckType {
+    #[serde(rename = "HTTP")]
+    Http,
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "COMMAND")]
+    Command,
+    #[serde(rename = "REMOTE_HTTP")]
+    RemoteHttp,
+    #[serde(rename = "REMOTE_TCP")]
+    RemoteTcp,
+}
+
+impl CheckType {
+    /// Run by the daemon on the host (at most one per process); the others by the scheduler.
+    pub fn is_local(self) -> bool {
+        matches!(self, CheckType::Http | CheckType::Tcp | CheckType::Command)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// Required; `None` only when the file left it out.
+    #[serde(rename = "type")]
+    pub kind: Option<CheckType>,
+    pub delay_seconds: u64,
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    /// Failures in a row before the instance is killed; 0 = never kill.
+    pub consecutive_failures: u32,
+    pub grace_period_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpCheck>,
+}
+
+/// Marathon's defaults, which the seed's template echoes (60 / 20 / 3 / 300).
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            kind: None,
+            delay_seconds: 0,
+            interval_seconds: 60,
+            timeout_seconds: 20,
+            consecutive_failures: 3,
+            grace_period_seconds: 300,
+            command: None,
+            http: None,
+            tcp: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CommandCheck {
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Scheme {
+    #[default]
+    #[serde(rename = "http")]
+    Http,
+    #[serde(rename = "https")]
+    Https,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HttpCheck {
+    /// > 0 wins; otherwise `portName` names a port of the instance.
+    pub port: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub port_name: String,
+    pub scheme: Scheme,
+    pub path: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Default for HttpCheck {
+    fn default() -> Self {
+        HttpCheck {
+            port: 0,
+            port_name: String::new(),
+            scheme: Scheme::Http,
+            path: "/".to_string(),
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TcpCheck {
+    pub port: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub port_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Resources {
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Limits {
+    /// Cores, fractional allowed; "-1" = unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<NumberText>,
+    /// Megabytes; "-1" = unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<NumberText>,
+}
+
+/// A number the seed writes as a string (`"cpu": "2"`); a bare JSON number is accepted too.
+/// The text is kept as written and checked by validation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NumberText(pub String);
+
+impl NumberText {
+    pub fn as_f64(&self) -> Option<f64> {
+        self.0.trim().parse::<f64>().ok().filter(|f| f.is_finite())
+    }
+}
+
+impl Serialize for NumberText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for NumberText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = NumberText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or a string holding a number")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<NumberText, E> {
+                Ok(NumberText(s.to_string()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<NumberText, E> {
+                Ok(NumberText(n.to_string()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<NumberText, E> {
+                Ok(NumberText(n.to_string()))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<NumberText, E> {
+                Ok(NumberText(n.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ItemType {
+    #[serde(rename = "env")]
+    Env,
+    #[serde(rename = "file")]
+    File,
+}
+
+/// One key of a secret or configmap, injected as an env var or a file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct KeyItem {
+    #[serde(rename = "type")]
+    pub kind: Option<ItemType>,
+    pub data_key: String,
+    /// Configmaps: the file name to use instead of `dataKey`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub data_key_alias: String,
+    /// Env var name, or the file's path (relative to workPath, or absolute inside it).
+    pub key_or_path: String,
+    /// The seed's configmap example spells it `KeyOrPath`; folded into `keyOrPath`.
+    #[serde(rename = "KeyOrPath", skip_serializing_if = "String::is_empty")]
+    pub key_or_path_capitalized: String,
+    /// Kubernetes only; accepted and ignored for processes.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// File owner; root when empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SecretRef {
+    pub secret_name: String,
+    pub items: Vec<KeyItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ConfigMapRef {
+    pub name: String,
+    pub items: Vec<KeyItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Constraint {
+    /// All items must hold.
+    pub intersection_item: Vec<IntersectionItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct IntersectionItem {
+    /// At least one must hold.
+    pub union_data: Vec<UnionData>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operator {
+    #[serde(rename = "UNIQUE")]
+    Unique,
+    #[serde(rename = "MAXPER")]
+    MaxPer,
+    #[serde(rename = "CLUSTER")]
+    Cluster,
+    #[serde(rename = "LIKE")]
+    Like,
+    #[serde(rename = "UNLIKE")]
+    Unlike,
+    #[serde(rename = "GROUPBY")]
+    GroupBy,
+    #[serde(rename = "EXCLUDE")]
+    Exclude,
+    #[serde(rename = "GREATER")]
+    Greater,
+}
+
+/// Constraint parameter types of seed 000.
+pub const TYPE_SCALAR: i64 = 1;
+pub const TYPE_TEXT: i64 = 3;
+pub const TYPE_SET: i64 = 4;
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct UnionData {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operate: Option<Operator>,
+    /// 1 scalar, 3 text, 4 set; 0 when left out.
+    #[serde(rename = "type", skip_serializing_if = "is_default")]
+    pub kind: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set: Option<SetValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scalar: Option<ScalarValue>,
+    /// The seed's prose spells it `scaler`; folded into `scalar`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaler: Option<ScalarValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TextValue {
+    pub value: NumberOrString,
+}
+
+/// A text parameter that real files sometimes write as a bare number (`"value": 5`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NumberOrString(pub NumberText);
+
+impl NumberOrString {
+    pub fn as_str(&self) -> &str {
+        &self.0 .0
+    }
+}
+
+impl From<&str> for NumberOrString {
+    fn from(s: &str) -> Self {
+        NumberOrString(NumberText(s.to_string()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SetValue {
+    pub item: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ScalarValue {
+    pub value: f64,
+}
+
+impl ProcessSpec {
+    /// Folds the tolerated alternative spellings into their canonical fields, returning a
+    /// message for each field where both spellings disagree.
+    pub fn normalize(&mut self) -> Vec<super::error::SpecError> {
+        use super::error::{Path, SpecError};
+        let mut conflicts = Vec::new();
+        let procs = Path::root().field("spec").field("template").field("spec").field("processes");
+        for (pi, p) in self.spec.template.spec.processes.iter_mut().enumerate() {
+            let pp = procs.index(pi);
+            for (ui, u) in p.uris.iter_mut().enumerate() {
+                if let Some(alt) = u.image_pull_policy.take() {
+                    match u.pull_policy {
+                        Some(cur) if cur != alt => conflicts.push(SpecError::new(
+                            pp.field("uris").index(ui).to_string(),
+                            format!("pullPolicy {cur:?} and imagePullPolicy {alt:?} disagree; give one"),
+                        )),
+                        _ => u.pull_policy = Some(alt),
+                    }
+                }
+            }
+            for (ri, r) in p.secrets.iter_mut().enumerate() {
+                fold_key_or_path(&mut r.items, &pp.field("secrets").index(ri), &mut conflicts);
+            }
+            for (ri, r) in p.configmaps.iter_mut().enumerate() {
+                fold_key_or_path(&mut r.items, &pp.field("configmaps").index(ri), &mut conflicts);
+            }
+        }
+        if let Some(c) = &mut self.constraint {
+            let base = Path::root().field("constraint").field("intersectionItem");
+            for (ii, item) in c.intersection_item.iter_mut().enumerate() {
+                for (ui, u) in item.union_data.iter_mut().enumerate() {
+                    if let Some(alt) = u.scaler.take() {
+                        match &u.scalar {
+                            Some(cur) if *cur != alt => conflicts.push(SpecError::new(
+                                base.index(ii).field("unionData").index(ui).to_string(),
+                                "scalar and scaler disagree; give one",
+                            )),
+                            _ => u.scalar = Some(alt),
+                        }
+                    }
+                }
+            }
+        }
+        conflicts
+    }
+}
+
+fn fold_key_or_path(items: &mut [KeyItem], at: &super::error::Path, conflicts: &mut Vec<super::error::SpecError>) {
+    for (i, item) in items.iter_mut().enumerate() {
+        let alt = std::mem::take(&mut item.key_or_path_capitalized);
+        if alt.is_empty() {
+            continue;
+        }
+        if item.key_or_path.is_empty() || item.key_or_path == alt {
+            item.key_or_path = alt;
+        } else {
+            conflicts.push(super::error::SpecError::new(
+                at.field("items").index(i).to_string(),
+                "keyOrPath and KeyOrPath disagree; give one",
+            ));
+        }
+    }
+}

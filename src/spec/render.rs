@@ -1,0 +1,500 @@
+//! Rendering one instance of a validated spec: every `${variable}` resolved, every path
+//! checked to lie inside the configured roots, ports and checks resolved to numbers.
+//! This is what the supervisor runs.
+
+use super::error::{Errors, Path, SpecErrors};
+use super::model::*;
+use super::template::{Template, Var};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Component, PathBuf};
+
+/// Where instances may keep files: `${work_base_dir}` and `${run_base_dir}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roots {
+    pub work_base_dir: PathBuf,
+    pub run_base_dir: PathBuf,
+}
+
+/// What an instance's rendering depends on besides its spec.
+#[derive(Debug, Clone)]
+pub struct RenderContext<'a> {
+    pub roots: &'a Roots,
+    pub host_ip: String,
+    /// Ports allocated for `hostPort: 0`, by port name.
+    pub allocated_ports: &'a BTreeMap<String, u16>,
+}
+
+/// `namespace/name/index`: the identity of one instance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct InstanceId {
+    pub namespace: String,
+    pub name: String,
+    pub index: u32,
+}
+
+impl std::fmt::Display for InstanceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.namespace, self.name, self.index)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedInstance {
+    pub id: InstanceId,
+    pub labels: BTreeMap<String, String>,
+    pub restart_policy: RestartPolicy,
+    pub kill_grace_period_secs: u64,
+    /// `${run_base_dir}/${namespace}.${processname}.${instanceid}`: logs and runtime files.
+    pub run_dir: PathBuf,
+    pub processes: Vec<RenderedProcess>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedProcess {
+    pub proc_name: String,
+    pub user: String,
+    pub work_path: PathBuf,
+    pub pid_file: Option<PathBuf>,
+    pub start_cmd: String,
+    pub start_grace_period_secs: u64,
+    pub stop_cmd: Option<String>,
+    pub restart_cmd: Option<String>,
+    pub reload_cmd: Option<String>,
+    pub ports: Vec<RenderedPort>,
+    pub uris: Vec<RenderedUri>,
+    pub env: Vec<EnvVar>,
+    pub health_checks: Vec<RenderedCheck>,
+    pub limits: RenderedLimits,
+    pub injections: Vec<Injection>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedPort {
+    pub name: String,
+    pub host_port: u16,
+    pub protocol: Protocol,
+    /// Allocated by Steward (`hostPort: 0` in the spec).
+    pub random: bool,
+}
+
+/// A password that never shows in JSON output, logs or `Debug`.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Redacted(pub String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+impl Serialize for Redacted {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
+impl<'de> Deserialize<'de> for Redacted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Redacted)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedUri {
+    /// An absolute URL, or a `/path` in the configured package repository.
+    pub value: String,
+    pub user: Option<String>,
+    pub password: Option<Redacted>,
+    pub pull_policy: PullPolicy,
+    pub output_dir: PathBuf,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedCheck {
+    #[serde(rename = "type")]
+    pub kind: CheckType,
+    pub delay_seconds: u64,
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    pub consecutive_failures: u32,
+    pub grace_period_seconds: u64,
+    pub probe: Probe,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Probe {
+    Http { scheme: Scheme, port: u16, path: String, headers: BTreeMap<String, String> },
+    Tcp { port: u16 },
+    Command { command: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedLimits {
+    /// None = unlimited.
+    pub cpu_cores: Option<f64>,
+    pub memory_mb: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InjectionSource {
+    Secret,
+    ConfigMap,
+}
+
+/// One secret or configmap key to inject into a process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Injection {
+    pub source: InjectionSource,
+    /// The secret's or configmap's name in the instance's namespace.
+    pub store: String,
+    pub data_key: String,
+    pub target: InjectionTarget,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum InjectionTarget {
+    Env { name: String },
+    File { path: PathBuf, mode: u32, owner: String },
+}
+
+/// Renders instance `index` of `spec` (which must have passed validation).
+pub fn render(spec: &ProcessSpec, index: u32, ctx: &RenderContext) -> Result<RenderedInstance, SpecErrors> {
+    let mut errors = Errors::default();
+    if index >= spec.spec.instance {
+        errors.add(
+            &Path::root().field("spec").field("instance"),
+            format!("instance {index} does not exist (ids 0..{})", spec.spec.instance),
+        );
+        return Err(SpecErrors(errors.0));
+    }
+    let id = InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
+    let run_dir = ctx.roots.run_base_dir.join(format!("{}.{}.{}", id.namespace, id.name, id.index));
+
+    // Ports first: every process may name any port of the instance.
+    let procs_path = Path::root().field("spec").field("template").field("spec").field("processes");
+    let mut port_values = BTreeMap::new();
+    let mut ports_per_process = Vec::new();
+    for (pi, p) in spec.spec.template.spec.processes.iter().enumerate() {
+        let mut ports = Vec::new();
+        for (i, port) in p.ports.iter().enumerate() {
+            let number = if port.host_port > 0 {
+                u16::try_from(port.host_port).ok()
+            } else {
+                ctx.allocated_ports.get(&port.name).copied()
+            };
+            match number {
+                Some(n) => {
+                    port_values.insert(port.name.clone(), n);
+                    ports.push(RenderedPort {
+                        name: port.name.clone(),
+                        host_port: n,
+                        protocol: port.protocol,
+                        random: port.host_port == 0,
+                    });
+                }
+                None => errors.add(
+                    &procs_path.index(pi).field("ports").index(i).field("hostPort"),
+                    format!("port {:?} is random (hostPort 0) and no port was allocated for it", port.name),
+                ),
+            }
+        }
+        ports_per_process.push(ports);
+    }
+
+    let mut processes = Vec::new();
+    for ((pi, p), ports) in spec.spec.template.spec.processes.iter().enumerate().zip(ports_per_process) {
+        let at = procs_path.index(pi);
+        let scope = Scope { spec, index, ctx, ports: &port_values, work_path: String::new(), pid_file: String::new() };
+        if let Some(rp) = render_process(p, &at, scope, &run_dir, ports, &mut errors) {
+            processes.push(rp);
+        }
+    }
+    let instance = RenderedInstance {
+        id,
+        labels: spec.metadata.labels.clone(),
+        restart_policy: spec.restart_policy.clone(),
+        kill_grace_period_secs: spec.kill_policy.grace_period,
+        run_dir,
+        processes,
+    };
+    errors.finish(instance)
+}
+
+/// The values variables take while rendering one process.
+struct Scope<'a> {
+    spec: &'a ProcessSpec,
+    index: u32,
+    ctx: &'a RenderContext<'a>,
+    ports: &'a BTreeMap<String, u16>,
+    work_path: String,
+    pid_file: String,
+}
+
+impl Scope<'_> {
+    fn value(&self, v: &Var) -> String {
+        match v {
+            Var::Namespace => self.spec.metadata.namespace.clone(),
+            Var::ProcessName => self.spec.metadata.name.clone(),
+            Var::InstanceId => self.index.to_string(),
+            Var::HostIp => self.ctx.host_ip.clone(),
+            Var::Port(name) => self.ports.get(name).map(u16::to_string).unwrap_or_default(),
+            Var::WorkBaseDir => self.ctx.roots.work_base_dir.display().to_string(),
+            Var::RunBaseDir => self.ctx.roots.run_base_dir.display().to_string(),
+            Var::WorkPath => self.work_path.clone(),
+            Var::PidFile => self.pid_file.clone(),
+        }
+    }
+
+    fn render(&self, text: &str) -> String {
+        // Validation has parsed every templated field already.
+        match Template::parse(text) {
+            Ok(t) => t.render(|v| self.value(v)),
+            Err(_) => text.to_string(),
+        }
+    }
+}
+
+fn render_process(
+    p: &Process,
+    at: &Path,
+    mut scope: Scope,
+    run_dir: &std::path::Path,
+    ports: Vec<RenderedPort>,
+    errors: &mut Errors,
+) -> Option<RenderedProcess> {
+    let roots = [&scope.ctx.roots.work_base_dir, &scope.ctx.roots.run_base_dir];
+    let roots_text =
+        format!("inside {} or {}", scope.ctx.roots.work_base_dir.display(), scope.ctx.roots.run_base_dir.display());
+    // Render in dependency order: workPath, then pidFile (may use workPath), then the rest.
+    let work_path = scope.render(&p.work_path);
+    let work_path = match confine(&work_path, None, &roots) {
+        Ok(path) => path,
+        Err(why) => {
+            errors.add(&at.field("workPath"), format!("{work_path:?} {why}; it must lie {roots_text}"));
+            return None;
+        }
+    };
+    scope.work_path = work_path.display().to_string();
+    let pid_file = if p.pid_file.is_empty() {
+        None
+    } else {
+        let text = scope.render(&p.pid_file);
+        match confine(&text, Some(&work_path), &roots) {
+            Ok(path) => Some(path),
+            Err(why) => {
+                errors.add(&at.field("pidFile"), format!("{text:?} {why}; it must lie {roots_text}"));
+                None
+            }
+        }
+    };
+    scope.pid_file = pid_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let optional = |s: &str| (!s.is_empty()).then(|| scope.render(s));
+
+    let mut uris = Vec::new();
+    for (i, u) in p.uris.iter().enumerate() {
+        let text = if u.output_dir.is_empty() { scope.work_path.clone() } else { scope.render(&u.output_dir) };
+        match confine(&text, Some(&work_path), &roots) {
+            Ok(output_dir) => uris.push(RenderedUri {
+                value: u.value.clone(),
+                user: (!u.user.is_empty()).then(|| u.user.clone()),
+                password: (!u.pwd.is_empty()).then(|| Redacted(u.pwd.clone())),
+                pull_policy: u.effective_pull_policy(),
+                output_dir,
+                sha256: (!u.sha256.is_empty()).then(|| u.sha256.to_ascii_lowercase()),
+            }),
+            Err(why) => errors.add(
+                &at.field("uris").index(i).field("outputDir"),
+                format!("{text:?} {why}; it must lie {roots_text}"),
+            ),
+        }
+    }
+
+    let port_of = |port: i64, name: &str| -> u16 {
+        if port > 0 {
+            u16::try_from(port).unwrap_or_default()
+        } else {
+            scope.ports.get(name).copied().unwrap_or_default()
+        }
+    };
+    let mut health_checks = Vec::new();
+    for c in &p.health_checks {
+        let Some(kind) = c.kind else { continue };
+        let probe = match kind {
+            CheckType::Http | CheckType::RemoteHttp => c.http.as_ref().map(|h| Probe::Http {
+                scheme: h.scheme,
+                port: port_of(h.port, &h.port_name),
+                path: h.path.clone(),
+                headers: h.headers.clone(),
+            }),
+            CheckType::Tcp | CheckType::RemoteTcp => {
+                c.tcp.as_ref().map(|t| Probe::Tcp { port: port_of(t.port, &t.port_name) })
+            }
+            CheckType::Command => c.command.as_ref().map(|cmd| Probe::Command { command: scope.render(&cmd.value) }),
+        };
+        if let Some(probe) = probe {
+            health_checks.push(RenderedCheck {
+                kind,
+                delay_seconds: c.delay_seconds,
+                interval_seconds: c.interval_seconds,
+                timeout_seconds: c.timeout_seconds,
+                consecutive_failures: c.consecutive_failures,
+                grace_period_seconds: c.grace_period_seconds,
+                probe,
+            });
+        }
+    }
+
+    // Secret and configmap files go into the instance's own directories only.
+    let own_dirs = [&work_path, &run_dir.to_path_buf()];
+    let own_text = format!("inside the instance's {} or {}", work_path.display(), run_dir.display());
+    let mut injections = Vec::new();
+    let sources = p
+        .secrets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (InjectionSource::Secret, &s.secret_name, &s.items, at.field("secrets").index(i)))
+        .chain(
+            p.configmaps
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (InjectionSource::ConfigMap, &c.name, &c.items, at.field("configmaps").index(i))),
+        );
+    for (source, store, items, sp) in sources {
+        for (ii, item) in items.iter().enumerate() {
+            let target = match item.kind {
+                Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
+                Some(ItemType::File) => {
+                    let rel = if source == InjectionSource::ConfigMap && !item.data_key_alias.is_empty() {
+                        // seed 000: the alias names the file (and may add directories) under keyOrPath.
+                        format!("{}/{}", item.key_or_path.trim_end_matches('/'), item.data_key_alias)
+                    } else {
+                        item.key_or_path.clone()
+                    };
+                    match confine(&rel, Some(&work_path), &own_dirs) {
+                        Ok(path) => InjectionTarget::File {
+                            path,
+                            mode: file_mode(source, item.read_only),
+                            owner: if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() },
+                        },
+                        Err(why) => {
+                            errors.add(
+                                &sp.field("items").index(ii).field("keyOrPath"),
+                                format!("{rel:?} {why}; it must lie {own_text}"),
+                            );
+                            continue;
+                        }
+                    }
+                }
+                None => continue,
+            };
+            injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
+        }
+    }
+
+    let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
+    Some(RenderedProcess {
+        proc_name: p.proc_name.clone(),
+        user: p.user.clone(),
+        start_cmd: scope.render(&p.start_cmd),
+        start_grace_period_secs: p.start_grace_period,
+        stop_cmd: optional(&p.stop_cmd),
+        restart_cmd: optional(&p.restart_cmd),
+        reload_cmd: optional(&p.reload_cmd),
+        ports,
+        uris,
+        env: p.env.iter().map(|e| EnvVar { name: e.name.clone(), value: scope.render(&e.value) }).collect(),
+        health_checks,
+        limits: RenderedLimits {
+            cpu_cores: limit(&p.resources.limits.cpu),
+            memory_mb: limit(&p.resources.limits.memory),
+        },
+        injections,
+        work_path,
+        pid_file,
+    })
+}
+
+/// seed 000 / issue 5: readOnly → 0400 (secret) or 0444 (configmap), else 0600 or 0644.
+fn file_mode(source: InjectionSource, read_only: bool) -> u32 {
+    match (source, read_only) {
+        (InjectionSource::Secret, true) => 0o400,
+        (InjectionSource::Secret, false) => 0o600,
+        (InjectionSource::ConfigMap, true) => 0o444,
+        (InjectionSource::ConfigMap, false) => 0o644,
+    }
+}
+
+/// Resolves `text` to a clean absolute path strictly below one of `roots`.
+/// Relative paths are taken from `relative_to`. Any `..` is refused rather than resolved,
+/// so that no spelling can escape (symlinks are the runtime's concern: it opens with O_NOFOLLOW).
+pub fn confine(text: &str, relative_to: Option<&PathBuf>, roots: &[&PathBuf]) -> Result<PathBuf, String> {
+    let raw = PathBuf::from(text);
+    if text.is_empty() {
+        return Err("is empty".into());
+    }
+    let full = if raw.is_absolute() {
+        raw
+    } else {
+        match relative_to {
+            Some(base) => base.join(raw),
+            None => return Err("is not an absolute path".into()),
+        }
+    };
+    let mut clean = PathBuf::new();
+    for c in full.components() {
+        match c {
+            Component::ParentDir => return Err("contains '..'".into()),
+            Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    if roots.iter().any(|r| clean.starts_with(r) && clean != **r) {
+        Ok(clean)
+    } else {
+        Err("is outside the allowed directories".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots() -> Roots {
+        Roots { work_base_dir: "/data/work".into(), run_base_dir: "/data/run".into() }
+    }
+
+    #[test]
+    fn confine_accepts_below_roots_only() {
+        let r = roots();
+        let rs = [&r.work_base_dir, &r.run_base_dir];
+        assert_eq!(confine("/data/work/a/./b", None, &rs).unwrap(), PathBuf::from("/data/work/a/b"));
+        assert_eq!(
+            confine("pid/x.pid", Some(&PathBuf::from("/data/run/i")), &rs).unwrap(),
+            PathBuf::from("/data/run/i/pid/x.pid")
+        );
+        assert!(confine("/data/work", None, &rs).unwrap_err().contains("outside"));
+        assert!(confine("/data/workshop/x", None, &rs).unwrap_err().contains("outside"));
+        assert!(confine("/data/work/../etc", None, &rs).unwrap_err().contains(".."));
+        assert!(confine("relative", None, &rs).unwrap_err().contains("absolute"));
+        assert!(confine("/etc/passwd", None, &rs).is_err());
+    }
+
+    #[test]
+    fn redacted_never_prints() {
+        let r = Redacted("hunter2".into());
+        assert_eq!(format!("{r:?}"), "\"***\"");
+        assert_eq!(serde_json::to_string(&r).unwrap(), "\"***\"");
+    }
+}

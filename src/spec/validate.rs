@@ -1,0 +1,496 @@
+//! Static rules of the process spec. Every rule adds to one error list, so a user sees all
+//! mistakes at once; rules that need an instance (paths inside the roots) live in `render`.
+
+use super::error::{Errors, Path};
+use super::model::*;
+use super::template::{Template, Var};
+use std::collections::{BTreeSet, HashSet};
+
+pub const API_VERSION: &str = "v4";
+pub const KIND: &str = "process";
+/// A spec with more instances than this is almost surely a typo.
+pub const MAX_INSTANCES: u32 = 10_000;
+pub const MAX_HEALTH_CHECKS: usize = 3;
+const MAX_NAME_LEN: usize = 63;
+
+/// Checks every static rule, appending to `errors`.
+pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
+    let root = Path::root();
+    if spec.api_version.is_empty() {
+        errors.add(&root.field("apiVersion"), format!("is required (\"{API_VERSION}\")"));
+    } else if spec.api_version != API_VERSION {
+        errors.add(&root.field("apiVersion"), format!("must be \"{API_VERSION}\", found {:?}", spec.api_version));
+    }
+    if spec.kind.is_empty() {
+        errors.add(&root.field("kind"), format!("is required (\"{KIND}\")"));
+    } else if spec.kind != KIND {
+        errors.add(&root.field("kind"), format!("must be \"{KIND}\", found {:?}", spec.kind));
+    }
+    metadata(&spec.metadata, &root.field("metadata"), errors);
+
+    let body = root.field("spec");
+    if spec.spec.instance == 0 {
+        errors.add(&body.field("instance"), "must be at least 1");
+    } else if spec.spec.instance > MAX_INSTANCES {
+        errors.add(&body.field("instance"), format!("must be at most {MAX_INSTANCES}"));
+    }
+    let procs_path = body.field("template").field("spec").field("processes");
+    let procs = &spec.spec.template.spec.processes;
+    if procs.is_empty() {
+        errors.add(&procs_path, "needs at least one process");
+    }
+    // Port names are one namespace per instance: `${ports.NAME}` may name any process's port.
+    let mut port_names = BTreeSet::new();
+    let mut fixed_ports = HashSet::new();
+    for (pi, p) in procs.iter().enumerate() {
+        for (i, port) in p.ports.iter().enumerate() {
+            let at = procs_path.index(pi).field("ports").index(i);
+            if port.name.is_empty() {
+                errors.add(&at.field("name"), "is required");
+            } else if !port.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                || port.name.len() > MAX_NAME_LEN
+            {
+                errors.add(&at.field("name"), format!("{:?} must be 1-63 letters, digits, '_' or '-'", port.name));
+            } else if !port_names.insert(port.name.clone()) {
+                errors.add(&at.field("name"), format!("duplicate port name {:?}", port.name));
+            }
+            if !(0..=65535).contains(&port.host_port) {
+                errors.add(&at.field("hostPort"), format!("{} is out of range: 0 (random) or 1-65535", port.host_port));
+            } else if port.host_port > 0 && !fixed_ports.insert((port.host_port, port.protocol == Protocol::Udp)) {
+                errors.add(&at.field("hostPort"), format!("port {} is declared twice", port.host_port));
+            }
+        }
+    }
+    let mut proc_names = HashSet::new();
+    for (pi, p) in procs.iter().enumerate() {
+        let at = procs_path.index(pi);
+        if !p.proc_name.is_empty() && !proc_names.insert(p.proc_name.as_str()) {
+            errors.add(&at.field("procName"), format!("duplicate procName {:?}", p.proc_name));
+        }
+        process(p, &at, &port_names, errors);
+    }
+    if let Some(c) = &spec.constraint {
+        constraint(c, &root.field("constraint"), errors);
+    }
+}
+
+/// Seed 000: lowercase letters and digits, not all digits, not starting with a digit.
+/// Tolerated: '-' inside (the seed's own example namespace is `ns-a`), and the default
+/// namespace `defaultGroup` spelled exactly.
+pub fn check_name(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("is required".into());
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(format!("{value:?} is longer than {MAX_NAME_LEN} characters"));
+    }
+    if !value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        return Err(format!("{value:?} may hold only lowercase letters, digits and '-'"));
+    }
+    if value.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!("{value:?} must not start with a digit"));
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        return Err(format!("{value:?} must not start or end with '-'"));
+    }
+    Ok(())
+}
+
+fn metadata(m: &Metadata, at: &Path, errors: &mut Errors) {
+    if let Err(e) = check_name(&m.name) {
+        errors.add(&at.field("name"), e);
+    }
+    if m.namespace != DEFAULT_NAMESPACE {
+        if let Err(e) = check_name(&m.namespace) {
+            errors.add(&at.field("namespace"), e);
+        }
+    }
+    for key in m.labels.keys() {
+        if key.is_empty() {
+            errors.add(&at.field("labels"), "label keys must not be empty");
+        }
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// POSIX-ish user name as useradd accepts it.
+fn is_user_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 32
+        && matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && s.trim_end_matches('$').chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// The fields that take `${...}` variables, with the variables each may not use
+/// (a path cannot be defined in terms of itself).
+pub fn templated_fields<'p>(p: &'p Process, at: &Path) -> Vec<(Path, &'p str, &'static [Var])> {
+    let root = at.clone();
+    let mut out: Vec<(Path, &str, &'static [Var])> = vec![
+        (root.field("workPath"), p.work_path.as_str(), &[Var::WorkPath, Var::PidFile]),
+        (root.field("pidFile"), p.pid_file.as_str(), &[Var::PidFile]),
+        (root.field("startCmd"), p.start_cmd.as_str(), &[]),
+        (root.field("stopCmd"), p.stop_cmd.as_str(), &[]),
+        (root.field("restartCmd"), p.restart_cmd.as_str(), &[]),
+        (root.field("reloadCmd"), p.reload_cmd.as_str(), &[]),
+    ];
+    for (i, e) in p.env.iter().enumerate() {
+        out.push((root.field("env").index(i).field("value"), e.value.as_str(), &[]));
+    }
+    for (i, u) in p.uris.iter().enumerate() {
+        out.push((root.field("uris").index(i).field("outputDir"), u.output_dir.as_str(), &[]));
+    }
+    for (i, c) in p.health_checks.iter().enumerate() {
+        if let Some(cmd) = &c.command {
+            out.push((root.field("healthChecks").index(i).field("command").field("value"), cmd.value.as_str(), &[]));
+        }
+    }
+    out
+}
+
+fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
+    if p.proc_name.is_empty() {
+        errors.add(&at.field("procName"), "is required (the name the main process runs under)");
+    } else if p.proc_name.contains('/') || p.proc_name.chars().any(char::is_whitespace) {
+        errors.add(&at.field("procName"), format!("{:?} must be a program name without '/' or spaces", p.proc_name));
+    }
+    if !is_user_name(&p.user) {
+        errors.add(&at.field("user"), format!("{:?} is not a valid user name", p.user));
+    }
+    if p.work_path.is_empty() {
+        errors.add(&at.field("workPath"), "is required");
+    }
+    if p.start_cmd.trim().is_empty() {
+        errors.add(&at.field("startCmd"), "is required");
+    }
+    for (field, text, forbidden) in templated_fields(p, at) {
+        let (template, problems) = Template::parse_all(text);
+        for e in problems {
+            errors.add(&field, e.0);
+        }
+        for v in template.vars() {
+            match v {
+                Var::Port(name) if !port_names.contains(name) => {
+                    let known: Vec<&str> = port_names.iter().map(String::as_str).collect();
+                    errors.add(
+                        &field,
+                        format!(
+                            "`{v}` names no port of this spec (ports: {})",
+                            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                        ),
+                    );
+                }
+                Var::PidFile if p.pid_file.is_empty() && !forbidden.contains(v) => {
+                    errors.add(&field, "`${pidFile}` is used but pidFile is not set");
+                }
+                _ if forbidden.contains(v) => {
+                    errors.add(&field, format!("`{v}` cannot be used here (it is defined by this field)"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    let mut env_names = HashSet::new();
+    for (i, e) in p.env.iter().enumerate() {
+        let f = at.field("env").index(i).field("name");
+        if !is_env_name(&e.name) {
+            errors.add(&f, format!("{:?} is not a valid environment variable name", e.name));
+        } else if !env_names.insert(e.name.as_str()) {
+            errors.add(&f, format!("duplicate environment variable {:?}", e.name));
+        }
+    }
+
+    for (i, u) in p.uris.iter().enumerate() {
+        uri(u, &at.field("uris").index(i), errors);
+    }
+    health_checks(&p.health_checks, &at.field("healthChecks"), port_names, errors);
+    limits(&p.resources.limits, &at.field("resources").field("limits"), errors);
+    for (i, s) in p.secrets.iter().enumerate() {
+        let sp = at.field("secrets").index(i);
+        if s.secret_name.is_empty() {
+            errors.add(&sp.field("secretName"), "is required");
+        }
+        key_items(&s.items, &sp.field("items"), errors);
+    }
+    for (i, c) in p.configmaps.iter().enumerate() {
+        let cp = at.field("configmaps").index(i);
+        if c.name.is_empty() {
+            errors.add(&cp.field("name"), "is required");
+        }
+        key_items(&c.items, &cp.field("items"), errors);
+    }
+}
+
+fn uri(u: &Uri, at: &Path, errors: &mut Errors) {
+    if u.value.is_empty() {
+        errors.add(&at.field("value"), "is required");
+    } else if u.value.starts_with('/') {
+        // A path in the package repository (seed 000), resolved against the configured base.
+        if u.value.split('/').any(|c| c == "..") {
+            errors.add(&at.field("value"), format!("repository path {:?} must not contain '..'", u.value));
+        }
+    } else {
+        match url::Url::parse(&u.value) {
+            Ok(url) if matches!(url.scheme(), "http" | "https" | "file") => {
+                if url.scheme() != "file" && url.host_str().is_none_or(str::is_empty) {
+                    errors.add(&at.field("value"), format!("{:?} has no host", u.value));
+                }
+                if !url.username().is_empty() || url.password().is_some() {
+                    errors.add(&at.field("value"), "put credentials in user/pwd, not in the URL");
+                }
+            }
+            Ok(url) => errors.add(
+                &at.field("value"),
+                format!("scheme {:?} is not supported (http, https, file, or a /repository/path)", url.scheme()),
+            ),
+            Err(e) => errors.add(&at.field("value"), format!("{:?} is not a URL: {e}", u.value)),
+        }
+    }
+    if !u.pwd.is_empty() && u.user.is_empty() {
+        errors.add(&at.field("user"), "is required when pwd is set");
+    }
+    let is_sha256 = u.sha256.len() == 64 && u.sha256.chars().all(|c| c.is_ascii_hexdigit());
+    if !u.sha256.is_empty() && !is_sha256 {
+        errors.add(&at.field("sha256"), "must be 64 hexadecimal digits");
+    }
+}
+
+fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
+    if checks.len() > MAX_HEALTH_CHECKS {
+        errors.add(at, format!("at most {MAX_HEALTH_CHECKS} health checks, found {}", checks.len()));
+    }
+    let local: Vec<usize> =
+        checks.iter().enumerate().filter(|(_, c)| c.kind.is_some_and(CheckType::is_local)).map(|(i, _)| i).collect();
+    if local.len() > 1 {
+        errors.add(
+            at,
+            format!("at most one of HTTP, TCP and COMMAND per process, found {} (entries {:?})", local.len(), local),
+        );
+    }
+    for (i, c) in checks.iter().enumerate() {
+        let cp = at.index(i);
+        match c.kind {
+            None => errors.add(&cp.field("type"), "is required (HTTP, TCP, COMMAND, REMOTE_HTTP or REMOTE_TCP)"),
+            Some(CheckType::Http | CheckType::RemoteHttp) if c.http.is_none() => {
+                errors.add(&cp.field("http"), "is required for an HTTP check")
+            }
+            Some(CheckType::Tcp | CheckType::RemoteTcp) if c.tcp.is_none() => {
+                errors.add(&cp.field("tcp"), "is required for a TCP check")
+            }
+            Some(CheckType::Command) if c.command.as_ref().is_none_or(|cmd| cmd.value.trim().is_empty()) => {
+                errors.add(&cp.field("command").field("value"), "is required for a COMMAND check")
+            }
+            _ => {}
+        }
+        if c.interval_seconds == 0 {
+            errors.add(&cp.field("intervalSeconds"), "must be at least 1");
+        }
+        if c.timeout_seconds == 0 {
+            errors.add(&cp.field("timeoutSeconds"), "must be at least 1");
+        } else if c.timeout_seconds >= c.interval_seconds {
+            errors.add(
+                &cp.field("timeoutSeconds"),
+                format!("must be less than intervalSeconds ({} >= {})", c.timeout_seconds, c.interval_seconds),
+            );
+        }
+        if let Some(h) = &c.http {
+            let hp = cp.field("http");
+            check_port(h.port, &h.port_name, &hp, port_names, errors);
+            if !h.path.starts_with('/') {
+                errors.add(&hp.field("path"), format!("{:?} must start with '/'", h.path));
+            }
+            for name in h.headers.keys() {
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                    errors.add(&hp.field("headers"), format!("{name:?} is not a valid header name"));
+                }
+            }
+        }
+        if let Some(t) = &c.tcp {
+            check_port(t.port, &t.port_name, &cp.field("tcp"), port_names, errors);
+        }
+    }
+}
+
+/// seed 000: `port` > 0 wins; otherwise `portName` must name a declared port.
+fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
+    if port > 65535 {
+        errors.add(&at.field("port"), format!("{port} is out of range 1-65535"));
+    } else if port <= 0 {
+        if port_name.is_empty() {
+            errors.add(at, "needs port (> 0) or portName");
+        } else if !port_names.contains(port_name) {
+            let known: Vec<&str> = port_names.iter().map(String::as_str).collect();
+            errors.add(
+                &at.field("portName"),
+                format!(
+                    "{port_name:?} names no port of this spec (ports: {})",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            );
+        }
+    }
+}
+
+fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
+    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "megabytes")] {
+        let Some(v) = value else { continue };
+        match v.as_f64() {
+            Some(n) if n == -1.0 || n > 0.0 => {}
+            _ => errors
+                .add(&at.field(name), format!("{:?} must be a positive number of {unit}, or -1 for unlimited", v.0)),
+        }
+    }
+}
+
+fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
+    if items.is_empty() {
+        errors.add(at, "needs at least one item");
+    }
+    for (i, item) in items.iter().enumerate() {
+        let ip = at.index(i);
+        if item.data_key.is_empty() {
+            errors.add(&ip.field("dataKey"), "is required");
+        }
+        match item.kind {
+            None => errors.add(&ip.field("type"), "is required (env or file)"),
+            Some(ItemType::Env) => {
+                if !is_env_name(&item.key_or_path) {
+                    errors.add(
+                        &ip.field("keyOrPath"),
+                        format!("{:?} is not a valid environment variable name", item.key_or_path),
+                    );
+                }
+            }
+            Some(ItemType::File) => {
+                // Where the path may point is checked when rendering.
+                if item.key_or_path.is_empty() {
+                    errors.add(&ip.field("keyOrPath"), "is required (the file's path)");
+                }
+                if !item.user.is_empty() && !is_user_name(&item.user) {
+                    errors.add(&ip.field("user"), format!("{:?} is not a valid user name", item.user));
+                }
+            }
+        }
+    }
+}
+
+fn constraint(c: &Constraint, at: &Path, errors: &mut Errors) {
+    for (ii, item) in c.intersection_item.iter().enumerate() {
+        let ip = at.field("intersectionItem").index(ii);
+        if item.union_data.is_empty() {
+            errors.add(&ip.field("unionData"), "needs at least one rule");
+        }
+        for (ui, u) in item.union_data.iter().enumerate() {
+            union_data(u, &ip.field("unionData").index(ui), errors);
+        }
+    }
+}
+
+fn union_data(u: &UnionData, at: &Path, errors: &mut Errors) {
+    if u.name.is_empty() {
+        errors.add(&at.field("name"), "is required (the node attribute, e.g. hostname)");
+    }
+    let Some(op) = u.operate else {
+        errors.add(
+            &at.field("operate"),
+            "is required (UNIQUE, MAXPER, CLUSTER, LIKE, UNLIKE, GROUPBY, EXCLUDE or GREATER)",
+        );
+        return;
+    };
+    if !matches!(u.kind, 0 | TYPE_SCALAR | TYPE_TEXT | TYPE_SET) {
+        errors.add(&at.field("type"), format!("{} is not a type: 1 (scalar), 3 (text) or 4 (set)", u.kind));
+        return;
+    }
+    // Which parameter types each operator takes (seed 000).
+    let allowed: &[i64] = match op {
+        Operator::Unique => &[],
+        Operator::MaxPer => &[TYPE_TEXT],
+        Operator::Cluster | Operator::GroupBy | Operator::Exclude => &[TYPE_SET],
+        Operator::Like | Operator::Unlike => &[TYPE_TEXT, TYPE_SET],
+        Operator::Greater => &[TYPE_SCALAR],
+    };
+    let op_name = serde_json::to_value(op).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    if allowed.is_empty() {
+        return; // UNIQUE takes no parameter; a type given anyway is ignored.
+    }
+    if !allowed.contains(&u.kind) {
+        let want: Vec<String> = allowed.iter().map(|t| type_name(*t)).collect();
+        let found = if u.kind == 0 { "none".to_string() } else { type_name(u.kind) };
+        errors.add(&at.field("type"), format!("{op_name} needs type {}, found {found}", want.join(" or ")));
+        return;
+    }
+    match u.kind {
+        TYPE_TEXT => match &u.text {
+            None => errors.add(&at.field("text"), format!("is required for {op_name} with type 3")),
+            Some(t) => {
+                let v = t.value.as_str();
+                let vp = at.field("text").field("value");
+                match op {
+                    Operator::MaxPer => {
+                        if !v.trim().parse::<u32>().is_ok_and(|n| n > 0) {
+                            errors.add(&vp, format!("MAXPER needs a positive whole number, found {v:?}"));
+                        }
+                    }
+                    _ => check_regex(v, &vp, errors),
+                }
+            }
+        },
+        TYPE_SET => match &u.set {
+            None => errors.add(&at.field("set"), format!("is required for {op_name} with type 4")),
+            Some(s) if s.item.is_empty() => errors.add(&at.field("set").field("item"), "must not be empty"),
+            Some(s) => {
+                for (i, item) in s.item.iter().enumerate() {
+                    let p = at.field("set").field("item").index(i);
+                    match op {
+                        Operator::Like | Operator::Unlike => check_regex(item, &p, errors),
+                        Operator::Exclude if !is_label_pair(item) => {
+                            errors.add(&p, format!("EXCLUDE items are key:value labels, found {item:?}"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        },
+        TYPE_SCALAR => match &u.scalar {
+            None => errors.add(&at.field("scalar"), format!("is required for {op_name} with type 1")),
+            Some(s) if !s.value.is_finite() => errors.add(&at.field("scalar").field("value"), "must be a number"),
+            Some(_) => {}
+        },
+        _ => {}
+    }
+    if op == Operator::Exclude && u.name != "label" {
+        errors.add(&at.field("name"), format!("EXCLUDE works on \"label\" only, found {:?}", u.name));
+    }
+}
+
+fn is_label_pair(item: &str) -> bool {
+    item.split_once(':').is_some_and(|(k, v)| !k.is_empty() && !v.is_empty())
+}
+
+fn type_name(t: i64) -> String {
+    match t {
+        TYPE_SCALAR => "1 (scalar)".into(),
+        TYPE_TEXT => "3 (text)".into(),
+        TYPE_SET => "4 (set)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// LIKE/UNLIKE patterns match the whole attribute value.
+pub fn anchored_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+}
+
+fn check_regex(pattern: &str, at: &Path, errors: &mut Errors) {
+    if pattern.is_empty() {
+        errors.add(at, "must not be empty");
+    } else if let Err(e) = anchored_regex(pattern) {
+        let first = e.to_string().lines().last().unwrap_or_default().trim().to_string();
+        errors.add(at, format!("{pattern:?} is not a valid regular expression: {first}"));
+    }
+}
