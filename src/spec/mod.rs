@@ -60,13 +60,23 @@ pub fn parse(text: &str, format: Format, roots: &Roots) -> Result<ProcessSpec, S
     from_document(&doc, roots)
 }
 
+/// Reads a document into the model without validating it: types, enum values, unknown fields
+/// and alternative spellings only. Every mistake found is returned with the model.
+pub fn decode(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>) {
+    let (spec, mut errors) = decode::decode::<ProcessSpec>(doc);
+    let spec = spec.map(|mut s| {
+        errors.extend(s.normalize());
+        s
+    });
+    (spec, errors)
+}
+
 /// As [`parse`], from an already parsed document (an API request body, say).
 pub fn from_document(doc: &serde_json::Value, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
-    let (spec, mut errors) = decode::decode::<ProcessSpec>(doc);
-    let Some(mut spec) = spec else {
+    let (spec, errors) = decode(doc);
+    let Some(spec) = spec else {
         return Err(SpecErrors(errors));
     };
-    errors.extend(spec.normalize());
     let mut found = error::Errors(errors);
     validate::validate(&spec, &mut found);
     trial_render(&spec, roots, &mut found);

@@ -237,7 +237,7 @@ impl CheckType {
 #[serde(default, rename_all = "camelCase")]
 pub struct HealthCheck {
     /// Required; `None` only when the file left it out.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<CheckType>,
     pub delay_seconds: u64,
     pub interval_seconds: u64,
@@ -396,7 +396,7 @@ pub enum ItemType {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct KeyItem {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<ItemType>,
     pub data_key: String,
     /// Configmaps: the file name to use instead of `dataKey`.

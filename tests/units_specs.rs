@@ -1,0 +1,56 @@
+//! The example units in units/ are what the README demo runs: they must stay valid, and the
+//! JSON and TOML versions of gamesvc must describe the same app.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use steward::config::Config;
+use steward::spec::{self, RenderContext};
+
+fn unit(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("units").join(name)
+}
+
+#[test]
+fn every_unit_validates() {
+    let roots = Config::default().roots();
+    let mut count = 0;
+    for entry in std::fs::read_dir(unit("")).unwrap() {
+        let path = entry.unwrap().path();
+        if matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "toml")) {
+            if let Err(e) = spec::load_file(&path, &roots) {
+                panic!("{}: {e}", path.display());
+            }
+            count += 1;
+        }
+    }
+    assert!(count >= 3, "expected the example units, found {count}");
+}
+
+#[test]
+fn gamesvc_json_and_toml_are_the_same_app() {
+    let roots = Config::default().roots();
+    let json = spec::load_file(&unit("gamesvc.json"), &roots).unwrap();
+    let toml = spec::load_file(&unit("gamesvc.toml"), &roots).unwrap();
+    assert_eq!(json, toml);
+}
+
+#[test]
+fn gamesvc_renders_per_instance() {
+    let config = Config::default();
+    let roots = config.roots();
+    let parsed = spec::load_file(&unit("gamesvc.json"), &roots).unwrap();
+    let ports = BTreeMap::from([("http_port".to_string(), 31042)]);
+    let ctx = RenderContext { roots: &roots, host_ip: "192.0.2.7".into(), allocated_ports: &ports };
+    let one = spec::render(&parsed, 1, &ctx).unwrap();
+    let p = &one.processes[0];
+    assert_eq!(p.work_path, roots.work_base_dir.join("demo.gamesvc.1/gamesvc"));
+    assert_eq!(p.pid_file.as_deref(), Some(roots.run_base_dir.join("demo.gamesvc.1/pid/gamesvr.pid").as_path()));
+    let pid = roots.run_base_dir.join("demo.gamesvc.1/pid/gamesvr.pid");
+    assert_eq!(p.start_cmd, format!("./start.sh --port 31042 --pidfile {}", pid.display()));
+    assert_eq!(p.uris[0].output_dir, p.work_path);
+    let env: BTreeMap<_, _> = p.env.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
+    assert_eq!(env["STEWARD_INSTANCE"], "demo/gamesvc/1");
+    assert_eq!(env["GAMESVC_HOSTIP"], "192.0.2.7");
+    assert_eq!(env["GAMESVC_PORT"], "31042");
+    assert!(spec::render(&parsed, 2, &ctx).is_err(), "instance 2 of 2 does not exist");
+}
