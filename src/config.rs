@@ -17,6 +17,18 @@ pub struct Config {
     pub run_base_dir: PathBuf,
     /// `${hostip}`; detected from the host's interfaces when unset.
     pub host_ip: Option<IpAddr>,
+    /// The durable store (instance records and the event journal).
+    pub state_dir: PathBuf,
+    /// The local API's unix socket.
+    pub socket: PathBuf,
+    /// Mode of the socket: owner root and group `socket_group` may change things.
+    pub socket_group: String,
+    /// Whether users outside root and `socket_group` may read (list, status, events).
+    pub allow_read_for_all: bool,
+    /// Name of the cgroup under which every instance gets its own.
+    pub cgroup_parent: String,
+    /// cgroupfs mount point.
+    pub cgroup_root: PathBuf,
 }
 
 impl Default for Config {
@@ -25,6 +37,12 @@ impl Default for Config {
             work_base_dir: PathBuf::from("/var/lib/steward/work"),
             run_base_dir: PathBuf::from("/var/lib/steward/run"),
             host_ip: None,
+            state_dir: PathBuf::from("/var/lib/steward/state"),
+            socket: PathBuf::from("/run/steward/stewardd.sock"),
+            socket_group: "steward".into(),
+            allow_read_for_all: true,
+            cgroup_parent: "steward".into(),
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
         }
     }
 }
@@ -53,7 +71,13 @@ impl Config {
 
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
-        for (key, dir) in [("work_base_dir", &config.work_base_dir), ("run_base_dir", &config.run_base_dir)] {
+        for (key, dir) in [
+            ("work_base_dir", &config.work_base_dir),
+            ("run_base_dir", &config.run_base_dir),
+            ("state_dir", &config.state_dir),
+            ("socket", &config.socket),
+            ("cgroup_root", &config.cgroup_root),
+        ] {
             if !dir.is_absolute() {
                 return Err(format!("{key}: {} must be an absolute path", dir.display()));
             }

@@ -1,7 +1,14 @@
 //! Steward: a per-host supervisor for BCS process instances and Docker pods.
 //! The binaries in `src/bin` are thin; everything lives in these modules.
 
+pub mod api;
+pub mod cgroups;
 pub mod cli;
+pub mod client;
 pub mod config;
+pub mod daemon;
 pub mod host;
+pub mod runtime;
 pub mod spec;
+pub mod store;
+pub mod supervisor;

@@ -16,6 +16,14 @@ pub mod exit {
     pub const INVALID: i32 = 1;
     /// Bad command-line usage (clap's own code).
     pub const USAGE: i32 = 2;
+    /// The daemon could not be reached.
+    pub const UNREACHABLE: i32 = 3;
+    /// No such instance.
+    pub const NOT_FOUND: i32 = 4;
+    /// The caller may not do this.
+    pub const FORBIDDEN: i32 = 5;
+    /// The daemon could not carry the request out (an instance failed, a stop got stuck).
+    pub const FAILED: i32 = 6;
 }
 
 #[derive(Debug, Parser)]
@@ -24,9 +32,12 @@ pub struct Cli {
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
     pub output: Output,
-    /// stewardd configuration, for the work/run roots and host IP.
+    /// stewardd configuration, for the work/run roots, host IP and socket.
     #[arg(long, global = true, value_name = "FILE", env = "STEWARD_CONFIG")]
     pub config: Option<PathBuf>,
+    /// stewardd's API socket (default: the config's `socket`).
+    #[arg(long, global = true, value_name = "PATH", env = "STEWARD_SOCKET")]
+    pub socket: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -58,6 +69,70 @@ pub enum Command {
         #[arg(long = "port", value_name = "NAME=PORT", value_parser = parse_port_assignment)]
         ports: Vec<(String, u16)>,
     },
+    /// Apply a spec to the daemon: create, update or scale its instances.
+    Apply {
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// Wait until every instance is Running (or has failed), showing progress.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
+    /// List instances.
+    #[command(alias = "list")]
+    Ls {
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Show one instance in full.
+    Status { id: String },
+    /// Start instances.
+    Start(Targets),
+    /// Stop instances (stopCmd or SIGTERM, then SIGKILL after the grace period).
+    Stop(Targets),
+    /// Restart instances (restartCmd, or stop then start).
+    Restart(Targets),
+    /// Reload instances (reloadCmd or SIGHUP).
+    Reload(Targets),
+    /// Stop and remove instances.
+    Delete(Targets),
+    /// Show the daemon's event journal.
+    Events {
+        /// Keep streaming new events.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only events after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+    },
+    /// Show an instance's output (stdout and stderr logs).
+    Logs {
+        id: String,
+        /// Keep printing what is appended.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only the last N lines of each log.
+        #[arg(long, default_value_t = 100)]
+        tail: usize,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Targets {
+    /// Instance ids (namespace/name/index).
+    pub ids: Vec<String>,
+    /// Every instance.
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+    /// Seconds to wait for each to finish (0 = do not wait).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
 }
 
 fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
@@ -72,9 +147,14 @@ fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
 /// Runs the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     let config = Config::load(cli.config.as_deref())?;
+    let socket = cli.socket.clone().unwrap_or_else(|| config.socket.clone());
     match cli.command {
         Command::Validate { files } => Ok(validate(&files, &config, cli.output)),
         Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config),
+        other => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(super::commands::run(other, &config, &socket, cli.output))
+        }
     }
 }
 
@@ -127,6 +207,12 @@ fn render(
         }
     };
     let allocated: BTreeMap<String, u16> = ports.into_iter().collect();
+    let declared: Vec<&str> =
+        parsed.spec.template.spec.processes.iter().flat_map(|p| &p.ports).map(|p| p.name.as_str()).collect();
+    if let Some(unknown) = allocated.keys().find(|k| !declared.contains(&k.as_str())) {
+        eprintln!("{}: --port {unknown}: the spec has no such port (ports: {})", file.display(), declared.join(", "));
+        return Ok(exit::USAGE);
+    }
     let ctx = RenderContext {
         roots: &roots,
         host_ip: hostip.unwrap_or_else(|| config.host_ip()).to_string(),

@@ -62,9 +62,18 @@ pub fn describe(v: &Value) -> String {
         Value::Number(n) => format!("the number {n}"),
         Value::String(s) => format!("the string {s:?}"),
         Value::Array(_) => "a list".into(),
+        Value::Object(map) if map.contains_key(TOML_DATETIME) => "a TOML date-time".into(),
         Value::Object(_) => "an object".into(),
     }
 }
+
+/// How the toml crate spells a date-time when it becomes a JSON value.
+const TOML_DATETIME: &str = "$__toml_private_datetime";
+
+/// The newtype name of [`super::model::NumberText`]: the one leaf that takes a number or a
+/// string. Deserializing it through this hook keeps a wrong type a recorded mistake instead of
+/// an error that would end decoding.
+pub const NUMBER_TEXT: &str = "NumberText";
 
 struct Lenient<'a> {
     value: &'a Value,
@@ -95,18 +104,17 @@ impl<'a> Lenient<'a> {
                 .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e30).map(|f| f as i128)),
             _ => None,
         };
+        let expected = if min == 0 && max >= i128::from(u32::MAX) {
+            "a non-negative integer".to_string()
+        } else if min == i128::from(i64::MIN) {
+            "an integer".to_string()
+        } else {
+            format!("an integer from {min} to {max}")
+        };
         match n {
             Some(n) if n >= min && n <= max => Some(n),
-            Some(_) if min == 0 => {
-                self.mistake(format!("expected an integer from 0 to {max}, found {}", describe(self.value)));
-                None
-            }
-            _ if min == 0 => {
-                self.wrong_type("a non-negative integer");
-                None
-            }
             _ => {
-                self.wrong_type(&format!("an integer from {min} to {max}"));
+                self.wrong_type(&expected);
                 None
             }
         }
@@ -229,8 +237,21 @@ impl<'a> de::Deserializer<'a> for Lenient<'a> {
         self.deserialize_unit(visitor)
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'a>>(self, _name: &'static str, visitor: V) -> Result<V::Value, Fatal> {
-        visitor.visit_newtype_struct(self)
+    fn deserialize_newtype_struct<V: Visitor<'a>>(self, name: &'static str, visitor: V) -> Result<V::Value, Fatal> {
+        if name != NUMBER_TEXT {
+            return visitor.visit_newtype_struct(self);
+        }
+        let text = match self.value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => {
+                self.wrong_type("a number or a string holding a number");
+                String::new()
+            }
+        };
+        let path = self.path.clone();
+        let inner: de::value::StringDeserializer<Fatal> = text.into_deserializer();
+        visitor.visit_newtype_struct(inner).map_err(|e| locate(e, &path))
     }
 
     fn deserialize_seq<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Fatal> {
@@ -444,7 +465,7 @@ mod tests {
             vec![
                 "name: expected a string, found the number 5",
                 "items[0].port: expected an integer from 0 to 65535, found the number 70000",
-                "items[1].port: expected a non-negative integer, found the string \"x\"",
+                "items[1].port: expected an integer from 0 to 65535, found the string \"x\"",
                 "items[1].mode: must be one of Always, Never, found \"Never | Always\"",
                 "enabled: expected true or false, found the string \"yes\"",
                 "stratCmd: unknown field `stratCmd` (known fields: name, items, enabled)",

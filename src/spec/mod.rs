@@ -44,13 +44,30 @@ impl Format {
 pub fn parse_document(text: &str, format: Format) -> Result<serde_json::Value, SpecErrors> {
     let syntax = |message: String| SpecErrors(vec![SpecError::new("", message)]);
     match format {
-        Format::Json => serde_json::from_str(text)
-            .map_err(|e| syntax(format!("JSON syntax error at line {} column {}: {e}", e.line(), e.column()))),
-        Format::Toml => text
-            .parse::<toml::Table>()
-            .map_err(|e| syntax(format!("TOML syntax error: {}", e.to_string().trim_end())))
-            .and_then(|t| serde_json::to_value(t).map_err(|e| syntax(format!("TOML value not representable: {e}")))),
+        Format::Json => serde_json::from_str(text).map_err(|e| {
+            let (line, column) = (e.line(), e.column());
+            let full = e.to_string();
+            let message = full.strip_suffix(&format!(" at line {line} column {column}")).unwrap_or(&full);
+            syntax(format!("JSON syntax error at line {line} column {column}: {message}"))
+        }),
+        Format::Toml => {
+            let table = text.parse::<toml::Table>().map_err(|e| {
+                let at = e.span().map(|span| line_column(text, span.start));
+                let place = at.map(|(l, c)| format!(" at line {l} column {c}")).unwrap_or_default();
+                let message: Vec<&str> = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+                syntax(format!("TOML syntax error{place}: {}", message.join("; ")))
+            })?;
+            serde_json::to_value(table).map_err(|e| syntax(format!("TOML value not representable: {e}")))
+        }
     }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
 }
 
 /// Parses, normalizes and validates a spec, returning it or every mistake found.
@@ -73,15 +90,38 @@ pub fn decode(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>) 
 
 /// As [`parse`], from an already parsed document (an API request body, say).
 pub fn from_document(doc: &serde_json::Value, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
-    let (spec, errors) = decode(doc);
+    let (spec, decode_errors) = decode(doc);
     let Some(spec) = spec else {
-        return Err(SpecErrors(errors));
+        return Err(SpecErrors(decode_errors));
     };
-    let mut found = error::Errors(errors);
+    let mut found = error::Errors::default();
     validate::validate(&spec, &mut found);
     trial_render(&spec, roots, &mut found);
-    sort_in_document_order(&mut found.0, doc);
-    found.finish(spec)
+    // A field that could not be decoded holds a neutral stand-in (0, "", the first enum value);
+    // rules that then fail on the stand-in would only repeat the mistake, so they are dropped.
+    let poisoned: Vec<String> = decode_errors.iter().map(poisoned_prefix).collect();
+    found.0.retain(|e| !poisoned.iter().any(|p| covers(p, &e.path)));
+    let mut all = decode_errors;
+    all.extend(found.0);
+    sort_in_document_order(&mut all, doc);
+    SpecErrors(all).into_result(spec)
+}
+
+/// The part of the spec a decode mistake makes unreliable: the field itself, or for an unknown
+/// enum value (which decides the meaning of its siblings, like a check's `type`) its object.
+fn poisoned_prefix(e: &SpecError) -> String {
+    if e.message.starts_with("must be one of") {
+        match e.path.rfind(['.', '[']) {
+            Some(cut) => e.path[..cut].to_string(),
+            None => e.path.clone(),
+        }
+    } else {
+        e.path.clone()
+    }
+}
+
+fn covers(prefix: &str, path: &str) -> bool {
+    path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(['.', '[']))
 }
 
 /// Orders errors as their fields appear in the file, so a report reads top to bottom.
@@ -119,19 +159,17 @@ fn sort_in_document_order(errors: &mut [SpecError], doc: &serde_json::Value) {
 /// no `..`) are checked before anything runs. Runs on invalid specs too, adding only errors for
 /// fields that have none yet, so one report holds every mistake.
 fn trial_render(spec: &ProcessSpec, roots: &Roots, errors: &mut error::Errors) {
-    if spec.spec.instance == 0 {
-        return;
-    }
     let mut placeholder_ports = BTreeMap::new();
     for (i, port) in spec.spec.template.spec.processes.iter().flat_map(|p| &p.ports).enumerate() {
         placeholder_ports.insert(port.name.clone(), 31000u16.saturating_add(i as u16));
     }
     let ctx = RenderContext { roots, host_ip: "127.0.0.1".into(), allocated_ports: &placeholder_ports };
     // Paths differ between instances only by ${instanceid}; the first and last cover them.
-    let last = spec.spec.instance - 1;
+    // An instance count that is itself wrong (0) still gets its paths checked for instance 0.
+    let last = spec.spec.instance.saturating_sub(1);
     let indexes = if last == 0 { vec![0] } else { vec![0, last] };
     for index in indexes {
-        let Err(found) = render(spec, index, &ctx) else { continue };
+        let Err(found) = render::render_any_index(spec, index, &ctx) else { continue };
         for err in found.0 {
             if !errors.0.iter().any(|e| e.path == err.path) {
                 errors.0.push(err);

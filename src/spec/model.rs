@@ -354,11 +354,14 @@ impl Serialize for NumberText {
 
 impl<'de> Deserialize<'de> for NumberText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
+        struct Text;
+        impl<'de> serde::de::Visitor<'de> for Text {
             type Value = NumberText;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a number or a string holding a number")
+            }
+            fn visit_newtype_struct<D: serde::Deserializer<'de>>(self, d: D) -> Result<NumberText, D::Error> {
+                d.deserialize_any(Text)
             }
             fn visit_str<E>(self, s: &str) -> Result<NumberText, E> {
                 Ok(NumberText(s.to_string()))
@@ -373,7 +376,8 @@ impl<'de> Deserialize<'de> for NumberText {
                 Ok(NumberText(n.to_string()))
             }
         }
-        d.deserialize_any(V)
+        // Through the newtype hook, so the spec decoder can report a wrong type and go on.
+        d.deserialize_newtype_struct(super::decode::NUMBER_TEXT, Text)
     }
 }
 

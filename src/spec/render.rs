@@ -171,14 +171,26 @@ pub enum InjectionTarget {
 
 /// Renders instance `index` of `spec` (which must have passed validation).
 pub fn render(spec: &ProcessSpec, index: u32, ctx: &RenderContext) -> Result<RenderedInstance, SpecErrors> {
-    let mut errors = Errors::default();
     if index >= spec.spec.instance {
-        errors.add(
-            &Path::root().field("spec").field("instance"),
-            format!("instance {index} does not exist (ids 0..{})", spec.spec.instance),
-        );
-        return Err(SpecErrors(errors.0));
+        let ids = match spec.spec.instance {
+            0 => "it has none".to_string(),
+            1 => "its only id is 0".to_string(),
+            n => format!("ids 0 to {}", n - 1),
+        };
+        let message = format!("instance {index} does not exist ({ids})");
+        return Err(SpecErrors(vec![super::SpecError::new("spec.instance", message)]));
     }
+    render_any_index(spec, index, ctx)
+}
+
+/// [`render`] without the check that `index` is below `spec.instance`: validation uses it to
+/// check paths even when the instance count itself is wrong.
+pub(super) fn render_any_index(
+    spec: &ProcessSpec,
+    index: u32,
+    ctx: &RenderContext,
+) -> Result<RenderedInstance, SpecErrors> {
+    let mut errors = Errors::default();
     let id = InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
     let run_dir = ctx.roots.run_base_dir.join(format!("{}.{}.{}", id.namespace, id.name, id.index));
 
@@ -276,14 +288,15 @@ fn render_process(
 ) -> Option<RenderedProcess> {
     let roots = [&scope.ctx.roots.work_base_dir, &scope.ctx.roots.run_base_dir];
     let roots_text =
-        format!("inside {} or {}", scope.ctx.roots.work_base_dir.display(), scope.ctx.roots.run_base_dir.display());
+        format!("below {} or {}", scope.ctx.roots.work_base_dir.display(), scope.ctx.roots.run_base_dir.display());
     // Render in dependency order: workPath, then pidFile (may use workPath), then the rest.
-    let work_path = scope.render(&p.work_path);
-    let work_path = match confine(&work_path, None, &roots) {
-        Ok(path) => path,
+    let work_path_text = scope.render(&p.work_path);
+    let (work_path, work_path_ok) = match confine(&work_path_text, None, &roots) {
+        Ok(path) => (path, true),
         Err(why) => {
-            errors.add(&at.field("workPath"), format!("{work_path:?} {why}; it must lie {roots_text}"));
-            return None;
+            errors.add(&at.field("workPath"), format!("{work_path_text:?} {why}; it must lie {roots_text}"));
+            // Go on with a stand-in below the work root, so the other paths are checked too.
+            (scope.ctx.roots.work_base_dir.join("workPath"), false)
         }
     };
     scope.work_path = work_path.display().to_string();
@@ -307,7 +320,7 @@ fn render_process(
         let text = if u.output_dir.is_empty() { scope.work_path.clone() } else { scope.render(&u.output_dir) };
         match confine(&text, Some(&work_path), &roots) {
             Ok(output_dir) => uris.push(RenderedUri {
-                value: u.value.clone(),
+                value: scope.render(&u.value),
                 user: (!u.user.is_empty()).then(|| u.user.clone()),
                 password: (!u.pwd.is_empty()).then(|| Redacted(u.pwd.clone())),
                 pull_policy: u.effective_pull_policy(),
@@ -358,7 +371,7 @@ fn render_process(
 
     // Secret and configmap files go into the instance's own directories only.
     let own_dirs = [&work_path, &run_dir.to_path_buf()];
-    let own_text = format!("inside the instance's {} or {}", work_path.display(), run_dir.display());
+    let own_text = format!("below the instance's {} or {}", work_path.display(), run_dir.display());
     let mut injections = Vec::new();
     let sources = p
         .secrets
@@ -376,11 +389,22 @@ fn render_process(
             let target = match item.kind {
                 Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
                 Some(ItemType::File) => {
-                    let rel = if source == InjectionSource::ConfigMap && !item.data_key_alias.is_empty() {
+                    let key_or_path = scope.render(&item.key_or_path);
+                    let alias = scope.render(&item.data_key_alias);
+                    let ip = sp.field("items").index(ii);
+                    let alias_escapes = alias.starts_with('/') || alias.split('/').any(|c| c == "..");
+                    if source == InjectionSource::ConfigMap && alias_escapes {
+                        errors.add(
+                            &ip.field("dataKeyAlias"),
+                            format!("{alias:?} must be a relative name without '..' (it is joined to keyOrPath)"),
+                        );
+                        continue;
+                    }
+                    let rel = if source == InjectionSource::ConfigMap && !alias.is_empty() {
                         // seed 000: the alias names the file (and may add directories) under keyOrPath.
-                        format!("{}/{}", item.key_or_path.trim_end_matches('/'), item.data_key_alias)
+                        format!("{}/{alias}", key_or_path.trim_end_matches('/'))
                     } else {
-                        item.key_or_path.clone()
+                        key_or_path
                     };
                     match confine(&rel, Some(&work_path), &own_dirs) {
                         Ok(path) => InjectionTarget::File {
@@ -389,10 +413,7 @@ fn render_process(
                             owner: if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() },
                         },
                         Err(why) => {
-                            errors.add(
-                                &sp.field("items").index(ii).field("keyOrPath"),
-                                format!("{rel:?} {why}; it must lie {own_text}"),
-                            );
+                            errors.add(&ip.field("keyOrPath"), format!("{rel:?} {why}; it must lie {own_text}"));
                             continue;
                         }
                     }
@@ -404,6 +425,9 @@ fn render_process(
     }
 
     let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
+    if !work_path_ok {
+        return None;
+    }
     Some(RenderedProcess {
         proc_name: p.proc_name.clone(),
         user: p.user.clone(),
@@ -462,6 +486,8 @@ pub fn confine(text: &str, relative_to: Option<&PathBuf>, roots: &[&PathBuf]) ->
     }
     if roots.iter().any(|r| clean.starts_with(r) && clean != **r) {
         Ok(clean)
+    } else if roots.iter().any(|r| clean == **r) {
+        Err("is a root itself, shared by every instance".into())
     } else {
         Err("is outside the allowed directories".into())
     }
@@ -484,7 +510,7 @@ mod tests {
             confine("pid/x.pid", Some(&PathBuf::from("/data/run/i")), &rs).unwrap(),
             PathBuf::from("/data/run/i/pid/x.pid")
         );
-        assert!(confine("/data/work", None, &rs).unwrap_err().contains("outside"));
+        assert!(confine("/data/work", None, &rs).unwrap_err().contains("root itself"));
         assert!(confine("/data/workshop/x", None, &rs).unwrap_err().contains("outside"));
         assert!(confine("/data/work/../etc", None, &rs).unwrap_err().contains(".."));
         assert!(confine("relative", None, &rs).unwrap_err().contains("absolute"));

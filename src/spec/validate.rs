@@ -100,7 +100,9 @@ fn metadata(m: &Metadata, at: &Path, errors: &mut Errors) {
     if let Err(e) = check_name(&m.name) {
         errors.add(&at.field("name"), e);
     }
-    if m.namespace != DEFAULT_NAMESPACE {
+    if m.namespace.is_empty() {
+        errors.add(&at.field("namespace"), format!("must not be empty (leave it out for {DEFAULT_NAMESPACE})"));
+    } else if m.namespace != DEFAULT_NAMESPACE {
         if let Err(e) = check_name(&m.namespace) {
             errors.add(&at.field("namespace"), e);
         }
@@ -142,7 +144,22 @@ pub fn templated_fields<'p>(p: &'p Process, at: &Path) -> Vec<(Path, &'p str, &'
         out.push((root.field("env").index(i).field("value"), e.value.as_str(), &[]));
     }
     for (i, u) in p.uris.iter().enumerate() {
+        out.push((root.field("uris").index(i).field("value"), u.value.as_str(), &[]));
         out.push((root.field("uris").index(i).field("outputDir"), u.output_dir.as_str(), &[]));
+    }
+    let stores = p
+        .secrets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (root.field("secrets").index(i), &s.items))
+        .chain(p.configmaps.iter().enumerate().map(|(i, c)| (root.field("configmaps").index(i), &c.items)));
+    for (at, items) in stores {
+        for (i, item) in items.iter().enumerate() {
+            if item.kind == Some(ItemType::File) {
+                out.push((at.field("items").index(i).field("keyOrPath"), item.key_or_path.as_str(), &[]));
+                out.push((at.field("items").index(i).field("dataKeyAlias"), item.data_key_alias.as_str(), &[]));
+            }
+        }
     }
     for (i, c) in p.health_checks.iter().enumerate() {
         if let Some(cmd) = &c.command {
@@ -292,7 +309,7 @@ fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTreeSet<String
         }
         if c.timeout_seconds == 0 {
             errors.add(&cp.field("timeoutSeconds"), "must be at least 1");
-        } else if c.timeout_seconds >= c.interval_seconds {
+        } else if c.interval_seconds > 0 && c.timeout_seconds >= c.interval_seconds {
             errors.add(
                 &cp.field("timeoutSeconds"),
                 format!("must be less than intervalSeconds ({} >= {})", c.timeout_seconds, c.interval_seconds),
@@ -359,7 +376,9 @@ fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
         match item.kind {
             None => errors.add(&ip.field("type"), "is required (env or file)"),
             Some(ItemType::Env) => {
-                if !is_env_name(&item.key_or_path) {
+                if item.key_or_path.is_empty() {
+                    errors.add(&ip.field("keyOrPath"), "is required (the environment variable's name)");
+                } else if !is_env_name(&item.key_or_path) {
                     errors.add(
                         &ip.field("keyOrPath"),
                         format!("{:?} is not a valid environment variable name", item.key_or_path),
@@ -394,6 +413,9 @@ fn constraint(c: &Constraint, at: &Path, errors: &mut Errors) {
 fn union_data(u: &UnionData, at: &Path, errors: &mut Errors) {
     if u.name.is_empty() {
         errors.add(&at.field("name"), "is required (the node attribute, e.g. hostname)");
+    }
+    if u.operate == Some(Operator::Exclude) && !u.name.is_empty() && u.name != "label" {
+        errors.add(&at.field("name"), format!("EXCLUDE works on \"label\" only, found {:?}", u.name));
     }
     let Some(op) = u.operate else {
         errors.add(
@@ -463,9 +485,6 @@ fn union_data(u: &UnionData, at: &Path, errors: &mut Errors) {
         },
         _ => {}
     }
-    if op == Operator::Exclude && u.name != "label" {
-        errors.add(&at.field("name"), format!("EXCLUDE works on \"label\" only, found {:?}", u.name));
-    }
 }
 
 fn is_label_pair(item: &str) -> bool {
@@ -490,7 +509,8 @@ fn check_regex(pattern: &str, at: &Path, errors: &mut Errors) {
     if pattern.is_empty() {
         errors.add(at, "must not be empty");
     } else if let Err(e) = anchored_regex(pattern) {
-        let first = e.to_string().lines().last().unwrap_or_default().trim().to_string();
+        let last = e.to_string().lines().last().unwrap_or_default().trim().to_string();
+        let first = last.strip_prefix("error: ").unwrap_or(&last).to_string();
         errors.add(at, format!("{pattern:?} is not a valid regular expression: {first}"));
     }
 }

@@ -1,0 +1,280 @@
+//! The HTTP/JSON API, versioned under /v1, served on the local unix socket.
+//! One handler per request; one error shape: `{"error": {"code", "message", "field"}}`.
+
+pub mod auth;
+pub mod error;
+
+use crate::spec::{self, Format, InstanceId, Roots};
+use crate::supervisor::{state::Kind, ListFilter, Supervisor, SupervisorError};
+use auth::{Access, Caller};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use error::ApiError;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest spec body accepted.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+pub struct AppState {
+    pub supervisor: Supervisor,
+    pub roots: Roots,
+    pub access: Access,
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/apply", post(apply))
+        .route("/v1/instances", get(list))
+        .route("/v1/instances/{namespace}/{name}/{index}", get(status).delete(delete))
+        .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(action))
+        .route("/v1/events", get(events))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// POST /v1/apply: a spec in JSON or TOML (by Content-Type, else by its first character).
+async fn apply(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    app.access.require_write(&caller)?;
+    let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let format = if content_type.contains("toml") {
+        Format::Toml
+    } else if content_type.contains("json") {
+        Format::Json
+    } else {
+        Format::sniff(text)
+    };
+    let parsed = spec::parse(text, format, &app.roots).map_err(ApiError::invalid_spec)?;
+    let ids = app.supervisor.apply(parsed).await.map_err(ApiError::from)?;
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({"instances": ids}))).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    namespace: Option<String>,
+    name: Option<String>,
+    state: Option<String>,
+}
+
+async fn list(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    app.access.require_read(&caller)?;
+    let state = match q.state.as_deref() {
+        None | Some("") => None,
+        Some(s) => {
+            Some(parse_kind(s).ok_or_else(|| ApiError::bad_request(format!("unknown state {s:?}")).field("state"))?)
+        }
+    };
+    let filter = ListFilter { namespace: q.namespace, name: q.name, state };
+    Ok(Json(serde_json::json!({"instances": app.supervisor.list(&filter)})))
+}
+
+fn parse_kind(s: &str) -> Option<Kind> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok().or_else(|| {
+        let mut c = s.chars();
+        let cap: String = c.next().map(|f| f.to_uppercase().chain(c.flat_map(char::to_lowercase)).collect())?;
+        serde_json::from_value(serde_json::Value::String(cap)).ok()
+    })
+}
+
+fn instance_id(namespace: String, name: String, index: String) -> Result<InstanceId, ApiError> {
+    let index = index.parse().map_err(|_| ApiError::bad_request(format!("{index:?} is not an instance index")))?;
+    Ok(InstanceId { namespace, name, index })
+}
+
+async fn status(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index)): Path<(String, String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    app.access.require_read(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    Ok(Json(serde_json::to_value(app.supervisor.status(&id)?).map_err(ApiError::internal)?))
+}
+
+#[derive(Debug, Deserialize)]
+struct ActionQuery {
+    /// Seconds to wait for the action to complete; without it, the request returns at once (202).
+    timeout: Option<f64>,
+}
+
+async fn action(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index, action)): Path<(String, String, String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.access.require_write(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    app.supervisor.status(&id)?;
+    let sup_app = app.clone();
+    let id2 = id.clone();
+    let work = async move {
+        let s = &sup_app.supervisor;
+        match action.as_str() {
+            "start" => s.start(&id2).await,
+            "stop" => s.stop(&id2).await,
+            "restart" => s.restart(&id2).await,
+            "reload" => s.reload(&id2).await,
+            other => Err(SupervisorError::NotFound(format!("action {other:?} (start, stop, restart, reload)"))),
+        }
+    };
+    run_maybe_waiting(&app, &id, q.timeout, work).await
+}
+
+async fn delete(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index)): Path<(String, String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.access.require_write(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    app.supervisor.status(&id)?;
+    let sup_app = app.clone();
+    let id2 = id.clone();
+    let work = async move { sup_app.supervisor.delete(&id2).await };
+    match q.timeout {
+        Some(t) => match tokio::time::timeout(secs(t), work).await {
+            Ok(r) => r.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from),
+            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
+        },
+        None => {
+            tokio::spawn(work);
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+    }
+}
+
+fn secs(t: f64) -> Duration {
+    Duration::from_secs_f64(t.clamp(0.0, 3600.0))
+}
+
+/// Runs an instance action; with a timeout, waits for it and answers with the status.
+async fn run_maybe_waiting(
+    app: &Arc<AppState>,
+    id: &InstanceId,
+    timeout: Option<f64>,
+    work: impl std::future::Future<Output = Result<(), SupervisorError>> + Send + 'static,
+) -> Result<Response, ApiError> {
+    match timeout {
+        None => {
+            tokio::spawn(async move {
+                if let Err(e) = work.await {
+                    tracing::info!("action failed: {e}");
+                }
+            });
+            Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response())
+        }
+        Some(t) => match tokio::time::timeout(secs(t), work).await {
+            Ok(Ok(())) => Ok((StatusCode::OK, Json(app.supervisor.status(id)?)).into_response()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response()),
+        },
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    since: Option<u64>,
+    /// Keep the stream open for new events (default true).
+    follow: Option<bool>,
+}
+
+/// GET /v1/events?since=SEQ: every event after SEQ from the durable journal as NDJSON, then (with
+/// follow) new ones as they are committed. Subscribes before reading the backlog, so nothing
+/// committed in between is lost; duplicates are dropped by sequence number.
+async fn events(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    app.access.require_read(&caller)?;
+    let store = app.supervisor.store().clone();
+    let mut live = store.subscribe();
+    let since = q.since.unwrap_or(0);
+    let follow = q.follow.unwrap_or(true);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    tokio::spawn(async move {
+        let mut last = since;
+        loop {
+            let batch = match store.events_since(last, 1000) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!("events: {e}");
+                    return;
+                }
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for ev in batch {
+                last = ev.seq;
+                if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if !follow {
+            return;
+        }
+        loop {
+            match live.recv().await {
+                Ok(ev) if ev.seq <= last => {}
+                Ok(ev) => {
+                    last = ev.seq;
+                    if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    // Too slow for the live feed: catch up from the journal.
+                    if let Ok(batch) = store.events_since(last, 10_000) {
+                        for ev in batch {
+                            last = ev.seq;
+                            if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    let stream = tokio_stream_from(rx);
+    Ok(([("content-type", "application/x-ndjson")], axum::body::Body::from_stream(stream)).into_response())
+}
+
+fn ndjson(ev: &crate::store::Event) -> Bytes {
+    let mut line = serde_json::to_vec(ev).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// An mpsc receiver as a `Stream`, without pulling in tokio-stream.
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

@@ -1,0 +1,396 @@
+//! The `steward` commands that talk to the daemon.
+
+use super::steward::{exit, Command, Output, Targets};
+use crate::client::{parse_instance_id, Client, ClientError};
+use crate::config::Config;
+use crate::spec::{self, Format, InstanceId};
+use crate::supervisor::record::{now_ms, InstanceStatus};
+use crate::supervisor::state::{Kind, State};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+pub async fn run(command: Command, config: &Config, socket: &Path, output: Output) -> anyhow::Result<i32> {
+    let client = Client::new(socket);
+    let result = match command {
+        Command::Apply { file, wait, timeout } => apply(&client, config, &file, wait, timeout, output).await,
+        Command::Ls { namespace, name, state } => ls(&client, namespace, name, state, output).await,
+        Command::Status { id } => status(&client, &id, output).await,
+        Command::Start(t) => act(&client, "start", t, output).await,
+        Command::Stop(t) => act(&client, "stop", t, output).await,
+        Command::Restart(t) => act(&client, "restart", t, output).await,
+        Command::Reload(t) => act(&client, "reload", t, output).await,
+        Command::Delete(t) => delete(&client, t).await,
+        Command::Events { follow, since } => events(&client, since, follow, output).await,
+        Command::Logs { id, follow, tail } => return logs(config, &id, follow, tail),
+        Command::Validate { .. } | Command::Render { .. } => unreachable!("handled without the daemon"),
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(e) => Ok(report(e, socket)),
+    }
+}
+
+/// Prints a client error the way a person needs it; returns the exit code.
+fn report(e: ClientError, socket: &Path) -> i32 {
+    match e {
+        ClientError::Unreachable { source, .. } => {
+            eprintln!("steward: cannot reach stewardd at {}: {source}", socket.display());
+            eprintln!("  start it with `systemctl start stewardd`, or in the foreground with `stewardd`");
+            eprintln!("  (another socket: --socket PATH or STEWARD_SOCKET)");
+            exit::UNREACHABLE
+        }
+        ClientError::Api { status, message, errors, .. } => {
+            if errors.is_empty() {
+                eprintln!("steward: {message}");
+            } else {
+                eprintln!("steward: {}", spec::SpecErrors(errors));
+            }
+            match status {
+                404 => exit::NOT_FOUND,
+                403 => exit::FORBIDDEN,
+                422 | 400 => exit::INVALID,
+                _ => exit::FAILED,
+            }
+        }
+        ClientError::Protocol(m) => {
+            eprintln!("steward: {m}");
+            exit::FAILED
+        }
+    }
+}
+
+async fn apply(
+    client: &Client,
+    config: &Config,
+    file: &Path,
+    wait: bool,
+    timeout: u64,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("steward: cannot read {}: {e}", file.display());
+            return Ok(exit::INVALID);
+        }
+    };
+    let format = Format::for_path(file, &text);
+    // Validate locally first, so mistakes are named with the file.
+    if let Err(e) = spec::parse(&text, format, &config.roots()) {
+        eprintln!("{}: {e}", file.display());
+        return Ok(exit::INVALID);
+    }
+    let ids = client.apply(&text, format).await?;
+    if output == Output::Text {
+        println!("applied {}: {}", file.display(), ids.join(", "));
+    }
+    if !wait {
+        if output == Output::Json {
+            println!("{}", serde_json::json!({"instances": ids}));
+        }
+        return Ok(exit::OK);
+    }
+    let ids: Vec<InstanceId> = ids.iter().filter_map(|i| parse_instance_id(i).ok()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(timeout);
+    let mut last_line = String::new();
+    loop {
+        let mut statuses = Vec::new();
+        for id in &ids {
+            statuses.push(client.status(id).await?);
+        }
+        let running = statuses.iter().filter(|s| s.state.kind() == Kind::Running).count();
+        let failed: Vec<&InstanceStatus> =
+            statuses.iter().filter(|s| matches!(s.state.kind(), Kind::Failed | Kind::Exited)).collect();
+        let line = format!("{running}/{} running, {} failed", ids.len(), failed.len());
+        if output == Output::Text && line != last_line {
+            println!("  {line}");
+            last_line = line;
+        }
+        let settled = running + failed.len() == ids.len();
+        if settled || std::time::Instant::now() > deadline {
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&statuses).unwrap_or_default());
+            }
+            for f in &failed {
+                eprintln!("  {} {}: {}", f.id, f.state.kind(), f.message);
+            }
+            return Ok(if settled && failed.is_empty() { exit::OK } else { exit::FAILED });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn ls(
+    client: &Client,
+    namespace: Option<String>,
+    name: Option<String>,
+    state: Option<String>,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let mut filters = Vec::new();
+    if let Some(n) = &namespace {
+        filters.push(("namespace", n.as_str()));
+    }
+    if let Some(n) = &name {
+        filters.push(("name", n.as_str()));
+    }
+    if let Some(s) = &state {
+        filters.push(("state", s.as_str()));
+    }
+    let list = client.list(&filters).await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
+        Output::Text => print_table(&list),
+    }
+    Ok(exit::OK)
+}
+
+fn print_table(list: &[InstanceStatus]) {
+    let header = ["NAMESPACE", "NAME", "ID", "STATE", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"];
+    let now = now_ms();
+    let rows: Vec<[String; 9]> = list
+        .iter()
+        .map(|s| {
+            let ports: Vec<String> = s.ports.iter().map(|(n, p)| format!("{n}:{p}")).collect();
+            [
+                s.id.namespace.clone(),
+                s.id.name.clone(),
+                s.id.index.to_string(),
+                state_word(&s.state),
+                s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                if ports.is_empty() { "-".into() } else { ports.join(",") },
+                s.restarts.to_string(),
+                s.last_start_ms
+                    .filter(|_| s.state.has_processes())
+                    .map(|t| age(now.saturating_sub(t)))
+                    .unwrap_or_else(|| "-".into()),
+                "-".into(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for r in &rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+fn state_word(s: &State) -> String {
+    match s {
+        State::Exited { status } => format!("Exited({})", short_status(status)),
+        State::Stopping { .. } => "Stopping".into(),
+        State::Backoff { until_ms } => format!("Backoff({}s)", until_ms.saturating_sub(now_ms()).div_ceil(1000)),
+        other => other.kind().to_string(),
+    }
+}
+
+fn short_status(s: &crate::supervisor::state::ExitStatus) -> String {
+    use crate::supervisor::state::ExitStatus::*;
+    match s {
+        Code(c) => c.to_string(),
+        Signal(sig) => format!("sig{sig}"),
+        Unknown => "?".into(),
+    }
+}
+
+/// 45s, 12m, 3h, 2d.
+fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {
+    let Ok(iid) = parse_instance_id(id) else {
+        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
+        return Ok(exit::INVALID);
+    };
+    let s = client.status(&iid).await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default()),
+        Output::Text => {
+            println!("instance:  {}", s.id);
+            println!("state:     {}", state_word(&s.state));
+            println!("pid:       {}", s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()));
+            if let Some(e) = &s.last_exit {
+                println!("last exit: {e}");
+            }
+            if !s.message.is_empty() {
+                println!("message:   {}", s.message);
+            }
+            println!("restarts:  {}", s.restarts);
+            if let Some(t) = s.last_start_ms {
+                println!("started:   {} ago", age(now_ms().saturating_sub(t)));
+            }
+            for (n, p) in &s.ports {
+                println!("port:      {n} = {p}");
+            }
+            if let Some(u) = &s.usage {
+                println!("cpu:       {:.3} s", u.cpu_usage_usec as f64 / 1e6);
+                println!("memory:    {:.1} MiB", u.memory_bytes as f64 / 1048576.0);
+                if u.oom_kills > 0 {
+                    println!("oom kills: {}", u.oom_kills);
+                }
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, i32> {
+    if t.all {
+        return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect()).map_err(|e| {
+            eprintln!("steward: {e}");
+            exit::UNREACHABLE
+        });
+    }
+    if t.ids.is_empty() {
+        eprintln!("steward: name instances (namespace/name/index) or --all");
+        return Err(exit::USAGE);
+    }
+    t.ids.iter().map(|i| parse_instance_id(i)).collect::<Result<_, _>>().map_err(|e| {
+        eprintln!("steward: {e}");
+        exit::INVALID
+    })
+}
+
+async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Result<i32, ClientError> {
+    let ids = match targets(client, &t).await {
+        Ok(ids) => ids,
+        Err(code) => return Ok(code),
+    };
+    let timeout = (t.timeout > 0.0).then_some(t.timeout);
+    let mut code = exit::OK;
+    let mut results = Vec::new();
+    for id in ids {
+        match client.action(&id, action, timeout).await {
+            Ok(s) => {
+                if output == Output::Text {
+                    println!("{}: {}", s.id, state_word(&s.state));
+                }
+                results.push(s);
+            }
+            Err(ClientError::Unreachable { socket, source }) => {
+                return Err(ClientError::Unreachable { socket, source })
+            }
+            Err(e) => {
+                eprintln!("steward: {id}: {e}");
+                code = exit::FAILED;
+            }
+        }
+    }
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+    }
+    Ok(code)
+}
+
+async fn delete(client: &Client, t: Targets) -> Result<i32, ClientError> {
+    let ids = match targets(client, &t).await {
+        Ok(ids) => ids,
+        Err(code) => return Ok(code),
+    };
+    let timeout = (t.timeout > 0.0).then_some(t.timeout);
+    let mut code = exit::OK;
+    for id in ids {
+        match client.delete(&id, timeout).await {
+            Ok(()) => println!("{id}: deleted"),
+            Err(ClientError::Unreachable { socket, source }) => {
+                return Err(ClientError::Unreachable { socket, source })
+            }
+            Err(e) => {
+                eprintln!("steward: {id}: {e}");
+                code = exit::FAILED;
+            }
+        }
+    }
+    Ok(code)
+}
+
+async fn events(client: &Client, since: u64, follow: bool, output: Output) -> Result<i32, ClientError> {
+    let mut out = std::io::stdout().lock();
+    client
+        .events(since, follow, |e| {
+            let line = match output {
+                Output::Json => serde_json::to_string(&e).unwrap_or_default(),
+                Output::Text => {
+                    let b = &e.body;
+                    let what = match b["type"].as_str() {
+                        Some("transition") => {
+                            format!("{} -> {}", b["from"].as_str().unwrap_or("?"), b["to"].as_str().unwrap_or("?"))
+                        }
+                        Some(other) => other.to_string(),
+                        None => b.to_string(),
+                    };
+                    let subject = b["instance"].as_str().or(b["app"].as_str()).unwrap_or("-");
+                    let msg =
+                        b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
+                    format!("{:>6} {} {subject} {what}{msg}", e.seq, e.at_ms)
+                }
+            };
+            writeln!(out, "{line}").is_ok() && out.flush().is_ok()
+        })
+        .await?;
+    Ok(exit::OK)
+}
+
+/// Prints the instance's log files (they live in its run directory).
+fn logs(config: &Config, id: &str, follow: bool, tail: usize) -> anyhow::Result<i32> {
+    let Ok(iid) = parse_instance_id(id) else {
+        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
+        return Ok(exit::INVALID);
+    };
+    let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
+    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
+        Ok(rd) => {
+            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "log")).collect()
+        }
+        Err(e) => {
+            eprintln!("steward: no logs for {id} in {}: {e}", dir.display());
+            return Ok(exit::NOT_FOUND);
+        }
+    };
+    files.sort();
+    let mut offsets = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        for l in &lines[lines.len().saturating_sub(tail)..] {
+            println!("[{name}] {l}");
+        }
+        offsets.push(text.len() as u64);
+    }
+    if !follow {
+        return Ok(exit::OK);
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        for (f, off) in files.iter().zip(offsets.iter_mut()) {
+            let Ok(data) = std::fs::read(f) else { continue };
+            if (data.len() as u64) < *off {
+                *off = 0; // rotated (truncated)
+            }
+            let new = &data[*off as usize..];
+            let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+            for l in String::from_utf8_lossy(new).lines() {
+                println!("[{name}] {l}");
+            }
+            *off = data.len() as u64;
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! A typed client of stewardd's API over its unix socket, used by the CLI, the tests and the
+//! scheduler plugin.
+
+use crate::spec::{Format, InstanceId, SpecError};
+use crate::store::Event;
+use crate::supervisor::record::InstanceStatus;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach stewardd at {socket}: {source}")]
+    Unreachable { socket: PathBuf, source: std::io::Error },
+    #[error("{message}")]
+    Api { status: u16, code: String, message: String, field: Option<String>, errors: Vec<SpecError> },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+}
+
+impl Client {
+    pub fn new(socket: impl Into<PathBuf>) -> Client {
+        Client { socket: socket.into() }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    async fn send(&self, req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .map_err(|source| ClientError::Unreachable { socket: self.socket.clone(), source })?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        sender.send_request(req).await.map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    /// One request, its whole body read; non-2xx answers become [`ClientError::Api`].
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let mut req =
+            Request::builder().method(method).uri(format!("http://localhost{path}")).header("host", "localhost");
+        let body = match body {
+            Some((content_type, bytes)) => {
+                req = req.header("content-type", content_type);
+                Full::new(Bytes::from(bytes))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
+        if status.is_success() {
+            Ok((status, bytes))
+        } else {
+            Err(api_error(status, &bytes))
+        }
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(&self, method: Method, path: &str) -> Result<T, ClientError> {
+        let (_, bytes) = self.call(method, path, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
+    }
+
+    pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
+        self.json(Method::GET, "/v1/health").await
+    }
+
+    /// Applies a spec; returns its instance ids.
+    pub async fn apply(&self, text: &str, format: Format) -> Result<Vec<String>, ClientError> {
+        let ct = match format {
+            Format::Json => "application/json",
+            Format::Toml => "application/toml",
+        };
+        let (_, bytes) = self.call(Method::POST, "/v1/apply", Some((ct, text.as_bytes().to_vec()))).await?;
+        #[derive(serde::Deserialize)]
+        struct Applied {
+            instances: Vec<String>,
+        }
+        let a: Applied = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(a.instances)
+    }
+
+    /// Instances, optionally filtered by `namespace`, `name`, `state`.
+    pub async fn list(&self, filters: &[(&str, &str)]) -> Result<Vec<InstanceStatus>, ClientError> {
+        let query: Vec<String> = filters.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+        let path =
+            if query.is_empty() { "/v1/instances".to_string() } else { format!("/v1/instances?{}", query.join("&")) };
+        #[derive(serde::Deserialize)]
+        struct List {
+            instances: Vec<InstanceStatus>,
+        }
+        let l: List = self.json(Method::GET, &path).await?;
+        Ok(l.instances)
+    }
+
+    pub async fn status(&self, id: &InstanceId) -> Result<InstanceStatus, ClientError> {
+        self.json(Method::GET, &instance_path(id)).await
+    }
+
+    /// `start`, `stop`, `restart` or `reload`; with a timeout, waits for it to finish.
+    pub async fn action(
+        &self,
+        id: &InstanceId,
+        action: &str,
+        timeout: Option<f64>,
+    ) -> Result<InstanceStatus, ClientError> {
+        let mut path = format!("{}/{action}", instance_path(id));
+        if let Some(t) = timeout {
+            path.push_str(&format!("?timeout={t}"));
+        }
+        let (_, bytes) = self.call(Method::POST, &path, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    pub async fn delete(&self, id: &InstanceId, timeout: Option<f64>) -> Result<(), ClientError> {
+        let mut path = instance_path(id);
+        if let Some(t) = timeout {
+            path.push_str(&format!("?timeout={t}"));
+        }
+        self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
+    /// Streams events after `since`; `on_event` returns false to stop. Without `follow`, ends
+    /// after the backlog.
+    pub async fn events(
+        &self,
+        since: u64,
+        follow: bool,
+        mut on_event: impl FnMut(Event) -> bool,
+    ) -> Result<(), ClientError> {
+        let path = format!("/v1/events?since={since}&follow={follow}");
+        let req = Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .header("host", "localhost")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if !status.is_success() {
+            let bytes = body.collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
+            return Err(api_error(status, &bytes));
+        }
+        let mut pending = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let Some(data) = frame.data_ref() else { continue };
+            pending.extend_from_slice(data);
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=nl).collect();
+                let ev: Event = serde_json::from_slice(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                if !on_event(ev) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn instance_path(id: &InstanceId) -> String {
+    format!("/v1/instances/{}/{}/{}", encode(&id.namespace), encode(&id.name), id.index)
+}
+
+/// Percent-encodes what may not stand in a path segment or query value.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
+    #[derive(serde::Deserialize)]
+    struct Wrapper {
+        error: Body,
+    }
+    #[derive(serde::Deserialize)]
+    struct Body {
+        code: String,
+        message: String,
+        #[serde(default)]
+        field: Option<String>,
+        #[serde(default)]
+        errors: Vec<SpecError>,
+    }
+    match serde_json::from_slice::<Wrapper>(bytes) {
+        Ok(w) => ClientError::Api {
+            status: status.as_u16(),
+            code: w.error.code,
+            message: w.error.message,
+            field: w.error.field,
+            errors: w.error.errors,
+        },
+        Err(_) => ClientError::Api {
+            status: status.as_u16(),
+            code: "http".into(),
+            message: format!("HTTP {status}: {}", String::from_utf8_lossy(bytes)),
+            field: None,
+            errors: Vec::new(),
+        },
+    }
+}
+
+/// Parses `namespace/name/index`.
+pub fn parse_instance_id(s: &str) -> Result<InstanceId, String> {
+    let parts: Vec<&str> = s.split('/').collect();
+    match parts.as_slice() {
+        [namespace, name, index] => Ok(InstanceId {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            index: index.parse().map_err(|_| format!("{index:?} in {s:?} is not an instance index"))?,
+        }),
+        _ => Err(format!("{s:?} is not an instance id (namespace/name/index)")),
+    }
+}

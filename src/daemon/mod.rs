@@ -1,0 +1,109 @@
+//! stewardd as a library function, so tests can run it in-process or as the real binary.
+//! Ending the daemon (SIGTERM, SIGINT, a crash) never stops the instances: they run on, and
+//! the next daemon re-adopts them.
+
+pub mod notify;
+
+use crate::api::{self, auth::Access, AppState};
+use crate::cgroups::CgroupConfig;
+use crate::config::Config;
+use crate::supervisor::{Supervisor, SupervisorConfig};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Supervisor(#[from] crate::supervisor::SupervisorError),
+    #[error("socket {path}: {message}")]
+    Socket { path: String, message: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(config: Config) -> Result<(), DaemonError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> Result<(), DaemonError> {
+    let host_ip = config.host_ip().to_string();
+    let supervisor = Supervisor::open(SupervisorConfig {
+        state_dir: config.state_dir.clone(),
+        roots: config.roots(),
+        host_ip: host_ip.clone(),
+        cgroups: CgroupConfig { mount_root: config.cgroup_root.clone(), parent: config.cgroup_parent.clone() },
+    })
+    .await?;
+    let listener = bind_socket(&config.socket, &config.socket_group)?;
+    let state = Arc::new(AppState {
+        supervisor,
+        roots: config.roots(),
+        access: Access::from_group(&config.socket_group, config.allow_read_for_all),
+    });
+    let app = api::router(state.clone()).into_make_service_with_connect_info::<api::auth::Caller>();
+    tracing::info!(socket = %config.socket.display(), host_ip, "stewardd ready");
+    notify::notify(&format!(
+        "READY=1\nSTATUS=supervising {} instance(s)",
+        state.supervisor.list(&Default::default()).len()
+    ));
+    let watchdog = notify::start_watchdog();
+
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let shutdown = async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = hup.recv() => tracing::info!("SIGHUP: configuration is read at start; nothing to reload yet"),
+            }
+        }
+        tracing::info!("stewardd stopping; instances keep running");
+        notify::notify("STOPPING=1");
+    };
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    drop(watchdog);
+    let _ = std::fs::remove_file(&config.socket);
+    Ok(())
+}
+
+/// Binds the API socket: refuses to take over a live daemon's socket, replaces a stale one,
+/// and sets mode 0660 with group `group` (when it exists).
+fn bind_socket(path: &Path, group: &str) -> Result<tokio::net::UnixListener, DaemonError> {
+    let err = |message: String| DaemonError::Socket { path: path.display().to_string(), message };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| err(format!("cannot create its directory: {e}")))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(err("another stewardd is listening on it".into()));
+        }
+        std::fs::remove_file(path).map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(|e| err(e.to_string()))?;
+    if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
+        let _ = nix::unistd::chown(path, None, Some(g.gid));
+    }
+    Ok(listener)
+}
+
+/// Logs to journald when systemd runs us (it sets JOURNAL_STREAM), else to stderr.
+pub fn init_logging() {
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STEWARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        if let Ok(journald) = tracing_journald::layer() {
+            let _ = registry.with(journald.with_syslog_identifier("stewardd".into())).try_init();
+            return;
+        }
+    }
+    let _ = registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)).try_init();
+}

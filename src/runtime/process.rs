@@ -1,0 +1,308 @@
+//! Starting and signalling an instance's processes: `/bin/sh -c CMD` in its work dir, as its
+//! user, in a new session and its own cgroup, with its environment and log files.
+
+use super::reaper::{ExitWatch, Reaper};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A user as the kernel needs it, looked up before forking (lookups allocate and read files,
+/// which a forked child of a threaded process must not do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (what initgroups would set).
+    pub groups: Vec<u32>,
+    pub home: PathBuf,
+}
+
+impl ResolvedUser {
+    pub fn lookup(name: &str) -> Result<ResolvedUser, String> {
+        let user = nix::unistd::User::from_name(name)
+            .map_err(|e| format!("cannot look up user {name:?}: {e}"))?
+            .ok_or_else(|| format!("user {name:?} does not exist on this host"))?;
+        let cname = CString::new(name).map_err(|_| format!("user {name:?} has a NUL byte"))?;
+        let groups = nix::unistd::getgrouplist(&cname, user.gid)
+            .map_err(|e| format!("cannot list groups of {name:?}: {e}"))?
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        Ok(ResolvedUser {
+            name: name.to_string(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            groups,
+            home: user.dir,
+        })
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+}
+
+/// Everything needed to start one command of an instance.
+pub struct Launch<'a> {
+    pub command: &'a str,
+    pub work_dir: &'a Path,
+    pub user: &'a ResolvedUser,
+    pub env: &'a [(String, String)],
+    pub stdout: File,
+    pub stderr: File,
+    /// cgroup.procs files the child joins before exec, so every descendant is inside.
+    pub cgroup_join: Vec<OwnedFd>,
+}
+
+/// Starts `sh -c command`; returns its pid and a watch on its exit (from the one reaper).
+pub fn launch(reaper: &Reaper, l: Launch<'_>) -> io::Result<(i32, ExitWatch)> {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(l.command)
+        .current_dir(l.work_dir)
+        .env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .env("HOME", &l.user.home)
+        .env("USER", &l.user.name)
+        .env("LOGNAME", &l.user.name)
+        .env("SHELL", "/bin/sh")
+        .envs(l.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(l.stdout)
+        .stderr(l.stderr);
+    let join: Vec<RawFd> = l.cgroup_join.iter().map(AsRawFd::as_raw_fd).collect();
+    let (uid, gid, groups, switch_user) = (l.user.uid, l.user.gid, l.user.groups.clone(), !l.user.is_root());
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls on
+    // data prepared before the fork (no allocation, no locks).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for fd in &join {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if switch_user {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                drop_capabilities()?;
+            }
+            Ok(())
+        });
+    }
+    let result = reaper.spawn(|| cmd.spawn().map(|child| child.id() as i32));
+    drop(l.cgroup_join);
+    result
+}
+
+/// A non-root workload keeps no capability: setuid already empties the permitted and effective
+/// sets, and the ambient and inheritable sets are cleared so exec cannot bring any back.
+fn drop_capabilities() -> io::Result<()> {
+    use caps::CapSet;
+    for set in [CapSet::Ambient, CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
+        caps::clear(None, set).map_err(|e| io::Error::other(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// A pidfd: a handle on one process that survives pid reuse. Readable when it exits.
+#[derive(Debug)]
+pub struct Pidfd {
+    fd: tokio::io::unix::AsyncFd<OwnedFd>,
+}
+
+impl Pidfd {
+    pub fn open(pid: i32) -> io::Result<Pidfd> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just gave us this fd and nobody else owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and the same for
+        // the AsyncFd's whole life.
+        let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) };
+        Ok(Pidfd { fd: fd.map_err(|e| e.into_parts().1)? })
+    }
+
+    /// Resolves when the process has exited.
+    pub async fn exited(&self) {
+        loop {
+            match self.fd.readable().await {
+                // A pidfd stays readable once the process exited; nothing to clear.
+                Ok(_guard) => return,
+                Err(e) => {
+                    tracing::warn!("pidfd wait: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Sends `sig` to exactly this process, never to a later process with the same pid.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) -> io::Result<()> {
+        // SAFETY: pidfd_send_signal with a valid fd, a signal number and no siginfo.
+        let r = unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, self.fd.get_ref().as_raw_fd(), sig as i32, 0usize, 0u32)
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            let e = io::Error::last_os_error();
+            // Already gone is what a signal was for.
+            if e.raw_os_error() == Some(libc::ESRCH) {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The pid in a pidfile: the first non-blank line, whitespace and extra lines tolerated.
+pub fn read_pidfile(path: &Path) -> Result<i32, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read pidfile {}: {e}", path.display()))?;
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+    let first = first.ok_or_else(|| format!("pidfile {} is empty", path.display()))?;
+    match first.parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!("pidfile {} holds {first:?}, not a pid", path.display())),
+    }
+}
+
+/// Creates `dir` and any missing parents below `root`, giving the new ones to `user`.
+/// Existing directories are left as they are.
+pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Result<()> {
+    let rel = dir.strip_prefix(root).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not below {}", dir.display(), root.display()))
+    })?;
+    std::fs::create_dir_all(root)?;
+    let mut current = root.to_path_buf();
+    for part in rel.components() {
+        current.push(part);
+        match std::fs::create_dir(&current) {
+            Ok(()) => {
+                std::fs::set_permissions(&current, std::fs::Permissions::from_mode(0o755))?;
+                nix::unistd::chown(&current, Some(user.uid.into()), Some(user.gid.into()))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if std::fs::symlink_metadata(&current)?.file_type().is_symlink() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{} is a symlink; refusing to follow it", current.display()),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Opens (appending, creating) a log file the daemon hands to a child: never through a symlink,
+/// owned by the workload's user so it can read its own logs.
+pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    nix::unistd::fchown(file.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))?;
+    Ok(file)
+}
+
+/// Size-based rotation that works while the child keeps its fd open (O_APPEND): copy the file
+/// to `.1` (shifting older copies up to `keep`), then truncate it in place.
+pub fn rotate_log(path: &Path, max_bytes: u64, keep: u32) -> io::Result<bool> {
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if len < max_bytes || keep == 0 {
+        return Ok(false);
+    }
+    let numbered = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+    for n in (1..keep).rev() {
+        let from = numbered(n);
+        if from.exists() {
+            std::fs::rename(&from, numbered(n + 1))?;
+        }
+    }
+    std::fs::copy(path, numbered(1))?;
+    std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(path)?.set_len(0)?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn pidfile_tolerates_whitespace_and_extra_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.pid");
+        std::fs::write(&p, "\n  4242 \nsecond line\n").unwrap();
+        assert_eq!(read_pidfile(&p).unwrap(), 4242);
+        std::fs::write(&p, "abc\n").unwrap();
+        assert!(read_pidfile(&p).unwrap_err().contains("not a pid"));
+        std::fs::write(&p, "   \n").unwrap();
+        assert!(read_pidfile(&p).unwrap_err().contains("empty"));
+        std::fs::write(&p, "-5").unwrap();
+        assert!(read_pidfile(&p).is_err());
+    }
+
+    #[test]
+    fn rotation_keeps_numbered_copies_and_truncates() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.log");
+        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&p).unwrap();
+        for round in 0..3 {
+            f.write_all(format!("round {round} {}\n", "x".repeat(100)).as_bytes()).unwrap();
+            assert!(rotate_log(&p, 50, 2).unwrap());
+        }
+        // The writer's fd keeps appending at the new end after truncation.
+        f.write_all(b"after\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "after\n");
+        assert!(std::fs::read_to_string(dir.path().join("out.log.1")).unwrap().starts_with("round 2"));
+        assert!(std::fs::read_to_string(dir.path().join("out.log.2")).unwrap().starts_with("round 1"));
+        assert!(!dir.path().join("out.log.3").exists());
+        assert!(!rotate_log(&p, 50, 2).unwrap(), "small files stay");
+    }
+
+    #[test]
+    fn owned_dirs_refuse_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("work");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("evil")).unwrap();
+        let me = ResolvedUser::lookup("root").unwrap();
+        let err = create_owned_dirs(&root, &root.join("evil/x"), &me).unwrap_err();
+        assert!(err.to_string().contains("symlink"), "{err}");
+        create_owned_dirs(&root, &root.join("a/b/c"), &me).unwrap();
+        assert!(root.join("a/b/c").is_dir());
+    }
+
+    #[test]
+    fn unknown_user_is_a_clear_error() {
+        let err = ResolvedUser::lookup("no-such-user-steward").unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
+    }
+}

@@ -1,0 +1,195 @@
+//! The writer thread: the only code that writes to the database. It folds every request
+//! queued at the time into one write transaction (group commit), commits it durably, then
+//! publishes the events and answers each request.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::Durability;
+use tokio::sync::oneshot;
+
+use super::error::db_err;
+use super::{Batch, Event, Op, Shared, StoreError, Table, EVENTS, LAST_SEQ_KEY, STATE};
+
+/// Where to send a request's result.
+pub(crate) enum Reply<T> {
+    Async(oneshot::Sender<Result<T, StoreError>>),
+    Blocking(mpsc::SyncSender<Result<T, StoreError>>),
+}
+
+impl<T> Reply<T> {
+    fn send(self, result: Result<T, StoreError>) {
+        // The caller may have given up (dropped future); the work is done either way.
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
+pub(crate) enum Request {
+    Commit { batch: Batch, reply: Reply<Vec<u64>> },
+    Prune { keep_last: u64, reply: Reply<u64> },
+}
+
+impl Request {
+    fn events(&self) -> usize {
+        match self {
+            Request::Commit { batch, .. } => batch.event_count(),
+            Request::Prune { .. } => 0,
+        }
+    }
+}
+
+/// What a successful group commit changed.
+struct Outcome {
+    last_seq: u64,
+    first_seq: u64,
+    /// Events removed by each `Prune` request of the group, in order.
+    pruned: Vec<u64>,
+}
+
+pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: usize) {
+    let mut group = Vec::new();
+    while let Ok(first) = rx.recv() {
+        // Take what is queued, up to `max_group` requests or events, whichever comes first:
+        // a subscriber that keeps up between groups then never lags (buffer >= max_group).
+        let mut events = first.events();
+        group.push(first);
+        while group.len() < max_group && events < max_group {
+            match rx.try_recv() {
+                Ok(request) => {
+                    events += request.events();
+                    group.push(request);
+                }
+                Err(_) => break,
+            }
+        }
+        let last_seq = shared.last_seq.load(Ordering::Acquire);
+        let first_seq = shared.first_seq.load(Ordering::Acquire);
+        let at_ms = now_ms();
+        match write_group(&shared, &group, last_seq, first_seq, at_ms) {
+            Ok(outcome) => finish(&shared, group.drain(..), last_seq, at_ms, outcome),
+            Err(e) => {
+                shared.failed_txns.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(path = %shared.path.display(), requests = group.len(), error = %e, "state store commit failed");
+                for request in group.drain(..) {
+                    match request {
+                        Request::Commit { reply, .. } => reply.send(Err(e.clone())),
+                        Request::Prune { reply, .. } => reply.send(Err(e.clone())),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Apply every request of the group in one write transaction and commit it.
+fn write_group(
+    shared: &Shared,
+    group: &[Request],
+    mut seq: u64,
+    mut first_seq: u64,
+    at_ms: u64,
+) -> Result<Outcome, StoreError> {
+    let path: &Path = &shared.path;
+    let mut txn = shared.db.begin_write().map_err(db_err(path, "begin write transaction"))?;
+    txn.set_durability(Durability::Immediate);
+    let mut pruned = Vec::new();
+    {
+        let mut records = Vec::with_capacity(Table::ALL.len());
+        for t in Table::ALL {
+            records.push(txn.open_table(t.def()).map_err(db_err(path, "open table"))?);
+        }
+        let mut events = txn.open_table(EVENTS).map_err(db_err(path, "open table"))?;
+        let mut state = txn.open_table(STATE).map_err(db_err(path, "open table"))?;
+        for request in group {
+            match request {
+                Request::Commit { batch, .. } => {
+                    for op in &batch.ops {
+                        match op {
+                            Op::Put { table, key, value } => {
+                                records[table.index()]
+                                    .insert(key.as_str(), value.as_slice())
+                                    .map_err(db_err(path, "write record"))?;
+                            }
+                            Op::Delete { table, key } => {
+                                records[table.index()].remove(key.as_str()).map_err(db_err(path, "delete record"))?;
+                            }
+                            Op::Event { bytes, .. } => {
+                                seq += 1;
+                                events.insert(seq, (at_ms, bytes.as_slice())).map_err(db_err(path, "write event"))?;
+                            }
+                        }
+                    }
+                }
+                Request::Prune { keep_last, .. } => {
+                    let cutoff = seq.saturating_sub(*keep_last);
+                    let mut removed = 0u64;
+                    if cutoff >= first_seq {
+                        events
+                            .retain_in(..=cutoff, |_, _| {
+                                removed += 1;
+                                false
+                            })
+                            .map_err(db_err(path, "prune events"))?;
+                        first_seq = cutoff + 1;
+                    }
+                    pruned.push(removed);
+                }
+            }
+        }
+        state.insert(LAST_SEQ_KEY, seq).map_err(db_err(path, "write last_seq"))?;
+    }
+    if shared.fail_next.swap(false, Ordering::SeqCst) {
+        txn.abort().map_err(db_err(path, "abort"))?;
+        return Err(StoreError::Injected { path: path.to_path_buf() });
+    }
+    txn.commit().map_err(db_err(path, "commit"))?;
+    Ok(Outcome { last_seq: seq, first_seq, pruned })
+}
+
+/// After a durable commit: publish counters, events, then answer the callers.
+fn finish(shared: &Shared, group: impl Iterator<Item = Request>, start: u64, at_ms: u64, outcome: Outcome) {
+    let mut seq = start;
+    shared.last_seq.store(outcome.last_seq, Ordering::Release);
+    shared.first_seq.store(outcome.first_seq, Ordering::Release);
+    shared.write_txns.fetch_add(1, Ordering::Relaxed);
+    let mut pruned = outcome.pruned.into_iter();
+    let mut batches = 0;
+    let mut replies = Vec::new();
+    for request in group {
+        match request {
+            Request::Commit { batch, reply } => {
+                batches += 1;
+                let mut seqs = Vec::new();
+                for op in batch.ops {
+                    if let Op::Event { body, .. } = op {
+                        seq += 1;
+                        seqs.push(seq);
+                        // Err only means nobody is subscribed.
+                        let _ = shared.events.send(Event { seq, at_ms, body });
+                    }
+                }
+                replies.push((reply, seqs));
+            }
+            Request::Prune { reply, .. } => reply.send(Ok(pruned.next().unwrap_or(0))),
+        }
+    }
+    debug_assert_eq!(seq, outcome.last_seq);
+    shared.batches.fetch_add(batches, Ordering::Relaxed);
+    shared.events_committed.fetch_add(seq - start, Ordering::Relaxed);
+    for (reply, seqs) in replies {
+        reply.send(Ok(seqs));
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

@@ -1,0 +1,827 @@
+//! One instance's actor: a task that owns the instance's record, carries out what the state
+//! machine decides, and makes every transition durable before acting on it.
+
+use super::record::{now_ms, InstanceRecord};
+use super::state::{self, Event, ExitStatus, State, StopGoal};
+use super::Shared;
+use crate::cgroups::Cgroup;
+use crate::runtime::process::{self, Launch, Pidfd, ResolvedUser};
+use crate::runtime::procinfo::{self, ProcessIdentity};
+use crate::runtime::reaper::ExitWatch;
+use crate::spec::{self, ProcessSpec, RenderContext, RenderedInstance};
+use crate::store::{Batch, Table};
+use nix::sys::signal::Signal;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+/// How often a stop looks at the cgroup while waiting for the instance's processes to go.
+const STOP_POLL: Duration = Duration::from_millis(20);
+/// How often a start looks for the pidfile.
+const PIDFILE_POLL: Duration = Duration::from_millis(20);
+/// After SIGKILL, how long processes may take to disappear before the stop is declared stuck.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+/// reloadCmd / restartCmd may run at most this long.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A spec as applied, with the generation that tells instances whether they run the latest.
+#[derive(Debug)]
+pub struct SpecEntry {
+    pub spec: ProcessSpec,
+    pub generation: u64,
+}
+
+#[derive(Debug)]
+pub enum Command {
+    Start,
+    Stop,
+    Restart,
+    Reload,
+    Delete,
+    /// A newer spec: restart with it if running, else keep it for the next start.
+    Replace(Arc<SpecEntry>),
+}
+
+pub type Reply = oneshot::Sender<Result<(), String>>;
+
+pub enum Msg {
+    Request(Command, Option<Reply>),
+    MainExited { generation: u64, index: usize, status: ExitStatus },
+}
+
+/// A main process being watched.
+struct Main {
+    identity: ProcessIdentity,
+    pidfd: Arc<Pidfd>,
+}
+
+enum Launched {
+    Ready(Main, Option<ExitWatch>),
+    Failed(String),
+    Exited(ExitStatus),
+    Interrupted(Command, Option<Reply>),
+}
+
+pub struct Actor {
+    shared: Arc<Shared>,
+    rec: InstanceRecord,
+    spec: Arc<SpecEntry>,
+    cgroup: Box<dyn Cgroup>,
+    mains: Vec<Option<Main>>,
+    /// Bumped whenever the set of main processes changes, so stale exit messages are ignored.
+    generation: u64,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    status: watch::Sender<InstanceRecord>,
+    /// Replies owed when the current operation ends.
+    waiting: Vec<Reply>,
+    /// Set once the instance is deleted: the actor ends.
+    deleted: bool,
+}
+
+impl Actor {
+    pub fn new(
+        shared: Arc<Shared>,
+        rec: InstanceRecord,
+        spec: Arc<SpecEntry>,
+    ) -> (Actor, mpsc::UnboundedSender<Msg>, watch::Receiver<InstanceRecord>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (status, status_rx) = watch::channel(rec.clone());
+        let cgroup = shared.cgroups.instance(&cgroup_key(&rec));
+        let actor = Actor {
+            shared,
+            rec,
+            spec,
+            cgroup,
+            mains: Vec::new(),
+            generation: 0,
+            tx: tx.clone(),
+            rx,
+            status,
+            waiting: Vec::new(),
+            deleted: false,
+        };
+        (actor, tx, status_rx)
+    }
+
+    /// Runs the instance until it is deleted or the supervisor goes away.
+    pub async fn run(mut self) {
+        self.resume().await;
+        while !self.deleted {
+            let msg = match self.rec.state {
+                State::Backoff { until_ms } => {
+                    let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
+                    tokio::select! {
+                        m = self.rx.recv() => m,
+                        _ = tokio::time::sleep(wait) => {
+                            if self.apply(Event::RestartDue).await {
+                                self.start_flow().await;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                _ => self.rx.recv().await,
+            };
+            let Some(msg) = msg else { return };
+            match msg {
+                Msg::Request(cmd, reply) => self.handle(cmd, reply).await,
+                Msg::MainExited { generation, index, status } if generation == self.generation => {
+                    self.on_main_exit(index, status).await;
+                }
+                Msg::MainExited { .. } => {}
+            }
+        }
+    }
+
+    /// After a daemon restart (or a fresh apply): pick up where the record says we were.
+    async fn resume(&mut self) {
+        match self.rec.state.clone() {
+            State::Running => self.readopt().await,
+            State::Starting => {
+                // The start was interrupted before its main process was recorded. The cgroup
+                // holds whatever it launched: clear it so that exactly one instance runs.
+                self.kill_all_processes().await;
+                if self.apply(Event::Resume).await {
+                    self.start_flow().await;
+                }
+            }
+            State::Staging => self.start_flow().await,
+            State::Stopping { .. } => self.stop_flow(false).await,
+            _ => {}
+        }
+    }
+
+    /// Re-adopts the recorded main processes: same pid, same start time, same boot, right name,
+    /// still in our cgroup. Anything else means the process ended while we were away.
+    async fn readopt(&mut self) {
+        let rendered = match self.render() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(instance = %self.rec.id, "cannot render recorded spec: {e}");
+                return self.on_main_exit(0, ExitStatus::Unknown).await;
+            }
+        };
+        self.generation += 1;
+        self.mains.clear();
+        for (i, identity) in self.rec.mains.clone().iter().enumerate() {
+            let proc_name = rendered.processes.get(i).map(|p| p.proc_name.as_str()).unwrap_or_default();
+            let adopted = identity.as_ref().and_then(|id| self.adopt(id, proc_name));
+            match adopted {
+                Some(main) => {
+                    self.watch_main(i, &main, None);
+                    self.mains.push(Some(main));
+                }
+                None => {
+                    tracing::info!(instance = %self.rec.id, "main process {i} ended while the daemon was away");
+                    return self.on_main_exit(i, ExitStatus::Unknown).await;
+                }
+            }
+        }
+        tracing::info!(instance = %self.rec.id, "re-adopted {} process(es)", self.mains.len());
+    }
+
+    fn adopt(&self, identity: &ProcessIdentity, proc_name: &str) -> Option<Main> {
+        // Open the pidfd first, then check identity: once open, the pidfd pins the process, so a
+        // matching start time afterwards proves it is the same one.
+        let pidfd = Pidfd::open(identity.pid).ok()?;
+        if !identity.is_current() {
+            tracing::warn!(instance = %self.rec.id, pid = identity.pid, "pid was reused by another process; not adopted");
+            return None;
+        }
+        if let Err(e) = procinfo::check_name(identity.pid, proc_name) {
+            tracing::warn!(instance = %self.rec.id, "not adopted: {e}");
+            return None;
+        }
+        if !self.cgroup.contains(identity.pid) {
+            tracing::warn!(instance = %self.rec.id, pid = identity.pid, "not in the instance's cgroup; not adopted");
+            return None;
+        }
+        Some(Main { identity: identity.clone(), pidfd: Arc::new(pidfd) })
+    }
+
+    /// Handles one request.
+    async fn handle(&mut self, cmd: Command, reply: Option<Reply>) {
+        let kind = self.rec.state.kind();
+        use state::Kind;
+        match cmd {
+            Command::Start => match kind {
+                Kind::Running | Kind::Starting | Kind::Staging => answer(reply, Ok(())),
+                _ => {
+                    self.rec.counter = Default::default();
+                    self.waiting.extend(reply);
+                    self.start_again().await;
+                    self.settle();
+                }
+            },
+            Command::Stop | Command::Delete | Command::Restart => {
+                let goal = match cmd {
+                    Command::Stop => StopGoal::Stop,
+                    Command::Delete => StopGoal::Delete,
+                    _ => StopGoal::Restart,
+                };
+                if goal == StopGoal::Restart && self.try_restart_cmd().await {
+                    answer(reply, Ok(()));
+                    return;
+                }
+                self.waiting.extend(reply);
+                match kind {
+                    Kind::Running | Kind::Starting => self.stop_with(goal.clone()).await,
+                    Kind::Backoff | Kind::Stopped | Kind::Exited | Kind::Failed if goal == StopGoal::Restart => {
+                        self.start_again().await
+                    }
+                    Kind::Staging | Kind::Backoff => {
+                        self.apply(Event::StopRequested { goal: goal.clone() }).await;
+                    }
+                    _ => {}
+                }
+                if goal == StopGoal::Delete && !self.deleted && !self.rec.state.has_processes() {
+                    self.delete().await;
+                }
+                self.settle();
+            }
+            Command::Reload => {
+                let result = self.reload().await;
+                answer(reply, result);
+            }
+            Command::Replace(entry) => {
+                self.spec = entry;
+                let running = matches!(kind, Kind::Running | Kind::Starting);
+                self.rec.spec_generation = self.spec.generation;
+                self.commit_event("specUpdated", serde_json::json!({"generation": self.spec.generation})).await;
+                if running {
+                    self.stop_with(StopGoal::Restart).await;
+                }
+                answer(reply, Ok(()));
+            }
+        }
+    }
+
+    /// Answers the replies owed once the instance has come to rest.
+    fn settle(&mut self) {
+        let result = match &self.rec.state {
+            State::Failed { reason } => Err(reason.clone()),
+            _ => Ok(()),
+        };
+        for r in self.waiting.drain(..) {
+            let _ = r.send(result.clone());
+        }
+    }
+
+    async fn start_again(&mut self) {
+        if self.apply(Event::Start).await {
+            self.start_flow().await;
+        }
+    }
+
+    async fn stop_with(&mut self, goal: StopGoal) {
+        if self.apply(Event::StopRequested { goal }).await {
+            self.stop_flow(true).await;
+        }
+    }
+
+    /// Staging → Starting → Running, or a failure handed to the restart policy.
+    async fn start_flow(&mut self) {
+        if let Some((cmd, reply)) = self.try_start().await {
+            // A request interrupted the start: handle it, it may start again itself.
+            Box::pin(self.handle(cmd, reply)).await;
+        }
+    }
+
+    /// One attempt; returns a request that interrupted it, to be handled by the caller.
+    async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
+        let rendered = match self.stage() {
+            Ok(p) => p,
+            Err(reason) => {
+                self.apply(Event::StageFailed { reason }).await;
+                return None;
+            }
+        };
+        if !self.apply(Event::Staged).await {
+            return None;
+        }
+        self.generation += 1;
+        self.mains.clear();
+        let mut watches = Vec::new();
+        for i in 0..rendered.processes.len() {
+            match self.launch(&rendered, i).await {
+                Launched::Ready(main, watch) => {
+                    self.mains.push(Some(main));
+                    watches.push(watch);
+                }
+                Launched::Failed(reason) => {
+                    self.kill_all_processes().await;
+                    self.apply(Event::StartFailed { reason }).await;
+                    return None;
+                }
+                Launched::Exited(status) => {
+                    self.kill_all_processes().await;
+                    self.rec.last_exit = Some(status);
+                    self.apply(Event::MainExited { status }).await;
+                    return None;
+                }
+                Launched::Interrupted(cmd, reply) => return Some((cmd, reply)),
+            }
+        }
+        let now = now_ms();
+        self.rec.mains = self.mains.iter().map(|m| m.as_ref().map(|m| m.identity.clone())).collect();
+        self.rec.counter.running_since_ms = Some(now);
+        self.rec.last_start_ms = Some(now);
+        if self.apply(Event::MainReady).await {
+            for (i, watch) in watches.into_iter().enumerate() {
+                if let Some(main) = &self.mains[i] {
+                    self.watch_main(i, main, watch);
+                }
+            }
+        }
+        None
+    }
+
+    /// Everything before launching: render, resolve the user, create directories, cgroup.
+    fn stage(&mut self) -> Result<RenderedInstance, String> {
+        let rendered = self.render()?;
+        if rendered.processes.iter().any(|p| !p.uris.is_empty()) {
+            return Err("fetching uris is not available in this build yet".into());
+        }
+        let roots = &self.shared.roots;
+        let root_of = |p: &std::path::Path| {
+            if p.starts_with(&roots.work_base_dir) {
+                roots.work_base_dir.clone()
+            } else {
+                roots.run_base_dir.clone()
+            }
+        };
+        let root = ResolvedUser::lookup("root")?;
+        process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &root)
+            .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
+        for p in &rendered.processes {
+            let owner = ResolvedUser::lookup(&p.user)?;
+            process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, &owner)
+                .map_err(|e| format!("cannot create workPath {}: {e}", p.work_path.display()))?;
+            if let Some(parent) = p.pid_file.as_ref().and_then(|f| f.parent()) {
+                process::create_owned_dirs(&root_of(parent), parent, &owner)
+                    .map_err(|e| format!("cannot create pidfile directory {}: {e}", parent.display()))?;
+            }
+        }
+        self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
+        Ok(rendered)
+    }
+
+    fn render(&self) -> Result<RenderedInstance, String> {
+        let ctx = RenderContext {
+            roots: &self.shared.roots,
+            host_ip: self.shared.host_ip.clone(),
+            allocated_ports: &self.rec.ports,
+        };
+        spec::render(&self.spec.spec, self.rec.id.index, &ctx).map_err(|e| e.to_string())
+    }
+
+    /// Launches process `i` and finds its main process.
+    async fn launch(&mut self, rendered: &RenderedInstance, i: usize) -> Launched {
+        let p = &rendered.processes[i];
+        let user = match ResolvedUser::lookup(&p.user) {
+            Ok(u) => u,
+            Err(e) => return Launched::Failed(e),
+        };
+        let (pid, mut exit) = match self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start") {
+            Ok(x) => x,
+            Err(e) => return Launched::Failed(format!("cannot run startCmd: {e}")),
+        };
+        let grace = Duration::from_secs(p.start_grace_period_secs);
+        let deadline = Instant::now() + grace;
+        let Some(pid_file) = &p.pid_file else {
+            // Foreground: the start command is the main process if it is still alive after the grace.
+            tokio::select! {
+                biased;
+                status = &mut exit => return Launched::Exited(status.unwrap_or(ExitStatus::Unknown)),
+                m = next_interrupt(&mut self.rx) => return Launched::Interrupted(m.0, m.1),
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+            if let Ok(status) = exit.try_recv() {
+                return Launched::Exited(status);
+            }
+            return match (Pidfd::open(pid), ProcessIdentity::of(pid)) {
+                (Ok(pidfd), Some(identity)) => Launched::Ready(Main { identity, pidfd: Arc::new(pidfd) }, Some(exit)),
+                _ => Launched::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
+            };
+        };
+        // Forking (systemd Type=forking): the pid in the pidfile is the main process.
+        let mut launcher_exit: Option<ExitWatch> = Some(exit);
+        let mut why = format!("pidfile {} did not appear", pid_file.display());
+        loop {
+            if let Ok(main_pid) = process::read_pidfile(pid_file) {
+                match self.check_main(main_pid, &p.proc_name) {
+                    Ok(main) => {
+                        let watch = if main_pid == pid {
+                            launcher_exit.take()
+                        } else {
+                            Some(self.shared.reaper.watch(main_pid))
+                        };
+                        return Launched::Ready(main, watch);
+                    }
+                    Err(e) => why = e,
+                }
+            }
+            if let Some(w) = launcher_exit.as_mut() {
+                if let Ok(status) = w.try_recv() {
+                    launcher_exit = None;
+                    if !status.is_success() {
+                        return Launched::Failed(format!(
+                            "startCmd {status} before the pidfile named a running process"
+                        ));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Launched::Failed(format!("{why} within startGracePeriod ({}s)", p.start_grace_period_secs));
+            }
+            tokio::select! {
+                m = next_interrupt(&mut self.rx) => return Launched::Interrupted(m.0, m.1),
+                _ = tokio::time::sleep(PIDFILE_POLL) => {}
+            }
+        }
+    }
+
+    /// A pid from a pidfile is the main process only if it is alive, inside this instance's
+    /// cgroup, and runs procName.
+    fn check_main(&self, pid: i32, proc_name: &str) -> Result<Main, String> {
+        let pidfd = Pidfd::open(pid).map_err(|_| format!("pidfile names pid {pid}, which is not running"))?;
+        let identity = ProcessIdentity::of(pid).ok_or_else(|| format!("pidfile names pid {pid}, which has exited"))?;
+        if !self.cgroup.contains(pid) {
+            return Err(format!("pidfile names pid {pid}, which is not a process of this instance"));
+        }
+        procinfo::check_name(pid, proc_name).map_err(|e| format!("pidfile names the wrong process: {e}"))?;
+        Ok(Main { identity, pidfd: Arc::new(pidfd) })
+    }
+
+    /// Runs a command of process `i` (start, stop, reload, restart) as its user, in its work dir
+    /// and in the instance's cgroup, with output to the instance's logs.
+    fn spawn_in_instance(
+        &self,
+        rendered: &RenderedInstance,
+        i: usize,
+        command: &str,
+        user: &ResolvedUser,
+        what: &str,
+    ) -> std::io::Result<(i32, ExitWatch)> {
+        let p = &rendered.processes[i];
+        let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
+        let stdout = process::open_log(&log("stdout"), user)?;
+        let stderr = process::open_log(&log("stderr"), user)?;
+        let env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
+        let join = self.cgroup.join_files().map_err(|e| std::io::Error::other(e.to_string()))?;
+        tracing::debug!(instance = %self.rec.id, "running {what} command: {command}");
+        process::launch(
+            &self.shared.reaper,
+            Launch { command, work_dir: &p.work_path, user, env: &env, stdout, stderr, cgroup_join: join },
+        )
+    }
+
+    /// Reports main process `i`'s exit to the actor: from its pidfd (any process), with the
+    /// status from the reaper when the daemon is its parent.
+    fn watch_main(&self, index: usize, main: &Main, reaped: Option<ExitWatch>) {
+        let (tx, pidfd, generation) = (self.tx.clone(), main.pidfd.clone(), self.generation);
+        let reaper = self.shared.reaper.clone();
+        let pid = main.identity.pid;
+        let mut reaped = reaped.unwrap_or_else(|| reaper.watch(pid));
+        tokio::spawn(async move {
+            tokio::select! {
+                status = &mut reaped => {
+                    // A dropped watch (replaced by a newer one) says nothing: wait on the pidfd.
+                    if let Ok(status) = status {
+                        let _ = tx.send(Msg::MainExited { generation, index, status });
+                        return;
+                    }
+                    pidfd.exited().await;
+                    let _ = tx.send(Msg::MainExited { generation, index, status: ExitStatus::Unknown });
+                    return;
+                }
+                _ = pidfd.exited() => {}
+            }
+            // Not reaped yet: a child's status follows its SIGCHLD at once; a process that is
+            // not our child (re-adopted) never gets one.
+            let status = tokio::time::timeout(Duration::from_millis(200), reaped).await;
+            let status = status.ok().and_then(Result::ok).unwrap_or(ExitStatus::Unknown);
+            reaper.forget(pid);
+            let _ = tx.send(Msg::MainExited { generation, index, status });
+        });
+    }
+
+    async fn on_main_exit(&mut self, index: usize, status: ExitStatus) {
+        tracing::info!(instance = %self.rec.id, "main process {index} {status}");
+        self.generation += 1;
+        self.mains.clear();
+        self.rec.last_exit = Some(status);
+        // As systemd does when a service's main process ends: the rest of its processes go too.
+        self.kill_all_processes().await;
+        self.apply(Event::MainExited { status }).await;
+    }
+
+    /// Stopping → stopped: stopCmd or SIGTERM, up to gracePeriod for every process of the
+    /// instance to end, then SIGKILL for all that remain.
+    async fn stop_flow(&mut self, polite: bool) {
+        let grace = Duration::from_secs(self.spec.spec.kill_policy.grace_period);
+        let deadline = Instant::now() + grace;
+        if polite {
+            self.polite_stop();
+        } else if let Err(e) = self.cgroup.signal_all(Signal::SIGTERM) {
+            tracing::warn!(instance = %self.rec.id, "SIGTERM: {e}");
+        }
+        while Instant::now() < deadline && !self.cgroup_empty() {
+            tokio::select! {
+                Some(msg) = self.rx.recv() => self.during_stop(msg).await,
+                _ = tokio::time::sleep(STOP_POLL) => {}
+            }
+        }
+        let delete = matches!(&self.rec.state, State::Stopping { goal: StopGoal::Delete });
+        let done = self.kill_all_processes().await;
+        self.generation += 1;
+        self.mains.clear();
+        if done {
+            self.apply(Event::StopCompleted).await;
+        } else {
+            let pids = self.cgroup.pids().unwrap_or_default();
+            self.apply(Event::StopFailed { reason: format!("processes {pids:?} survived SIGKILL") }).await;
+        }
+        if delete && self.rec.state == State::Stopped {
+            self.delete().await;
+        } else if self.rec.state == State::Staging {
+            Box::pin(self.start_flow()).await;
+        }
+    }
+
+    /// Requests while stopping: a delete upgrades the stop (durably); anything else waits its turn.
+    async fn during_stop(&mut self, msg: Msg) {
+        match msg {
+            Msg::Request(Command::Delete, reply) => {
+                self.apply(Event::StopRequested { goal: StopGoal::Delete }).await;
+                self.waiting.extend(reply);
+            }
+            Msg::Request(cmd, reply) => {
+                // Re-queue behind the stop.
+                let _ = self.tx.send(Msg::Request(cmd, reply));
+            }
+            Msg::MainExited { .. } => {}
+        }
+    }
+
+    /// stopCmd for each process that has one (run in the cgroup, so a hanging one is killed
+    /// with the rest), SIGTERM to the main process of the others.
+    fn polite_stop(&mut self) {
+        let rendered = self.render().ok();
+        let user = rendered.as_ref().and_then(|r| ResolvedUser::lookup(&r.processes[0].user).ok());
+        let mut signalled_any = false;
+        for (i, main) in self.mains.iter().enumerate() {
+            let stop_cmd = rendered.as_ref().and_then(|r| r.processes.get(i)).and_then(|p| p.stop_cmd.clone());
+            match (stop_cmd, &rendered, &user) {
+                (Some(cmd), Some(r), Some(u)) => match self.spawn_in_instance(r, i, &cmd, u, "stop") {
+                    Ok((_pid, _exit)) => signalled_any = true,
+                    Err(e) => tracing::warn!(instance = %self.rec.id, "stopCmd failed to start: {e}"),
+                },
+                _ => {
+                    if let Some(m) = main {
+                        let _ = m.pidfd.signal(Signal::SIGTERM);
+                        signalled_any = true;
+                    }
+                }
+            }
+        }
+        if !signalled_any {
+            // No main process known yet (stop during start): ask every process.
+            let _ = self.cgroup.signal_all(Signal::SIGTERM);
+        }
+    }
+
+    /// No live process left in the cgroup. Zombies do not count: after a daemon restart they
+    /// belong to another parent (PID 1 on most hosts), which may reap them late.
+    fn cgroup_empty(&self) -> bool {
+        self.cgroup.pids().map(|p| p.iter().all(|pid| !procinfo::is_alive(*pid))).unwrap_or(true)
+    }
+
+    /// SIGKILL to every process of the instance; true when none remains.
+    async fn kill_all_processes(&mut self) -> bool {
+        if self.cgroup_empty() {
+            return true;
+        }
+        if let Err(e) = self.cgroup.kill_all() {
+            tracing::warn!(instance = %self.rec.id, "kill: {e}");
+        }
+        let deadline = Instant::now() + KILL_WAIT;
+        while Instant::now() < deadline {
+            if self.cgroup_empty() {
+                return true;
+            }
+            tokio::time::sleep(STOP_POLL).await;
+        }
+        self.cgroup_empty()
+    }
+
+    /// reloadCmd, else SIGHUP to the main processes. No state change; journaled as an event.
+    async fn reload(&mut self) -> Result<(), String> {
+        if self.rec.state.kind() != state::Kind::Running {
+            return Err(format!("cannot reload: instance is {}", self.rec.state.kind()));
+        }
+        let rendered = self.render()?;
+        for (i, p) in rendered.processes.iter().enumerate() {
+            match &p.reload_cmd {
+                Some(cmd) => {
+                    let user = ResolvedUser::lookup(&p.user)?;
+                    let (_, exit) = self
+                        .spawn_in_instance(&rendered, i, cmd, &user, "reload")
+                        .map_err(|e| format!("cannot run reloadCmd: {e}"))?;
+                    match tokio::time::timeout(COMMAND_TIMEOUT, exit).await {
+                        Ok(Ok(s)) if s.is_success() => {}
+                        Ok(Ok(s)) => return Err(format!("reloadCmd {s}")),
+                        _ => return Err("reloadCmd did not finish".into()),
+                    }
+                }
+                None => {
+                    if let Some(Some(m)) = self.mains.get(i) {
+                        m.pidfd.signal(Signal::SIGHUP).map_err(|e| format!("SIGHUP: {e}"))?;
+                    }
+                }
+            }
+        }
+        self.commit_event("reloaded", serde_json::json!({})).await;
+        Ok(())
+    }
+
+    /// restartCmd of a forking (pidfile) instance: run it, then find the main process again.
+    /// Returns false when there is no restartCmd to use (the caller stops and starts instead).
+    async fn try_restart_cmd(&mut self) -> bool {
+        if self.rec.state.kind() != state::Kind::Running {
+            return false;
+        }
+        let Ok(rendered) = self.render() else { return false };
+        let usable = rendered.processes.iter().all(|p| p.restart_cmd.is_some() && p.pid_file.is_some());
+        if !usable {
+            return false;
+        }
+        // Exits of the old main processes during the restart are expected.
+        self.generation += 1;
+        for (i, p) in rendered.processes.iter().enumerate() {
+            let Ok(user) = ResolvedUser::lookup(&p.user) else { return false };
+            let cmd = p.restart_cmd.clone().unwrap_or_default();
+            let Ok((_, exit)) = self.spawn_in_instance(&rendered, i, &cmd, &user, "restart") else { return false };
+            let _ = tokio::time::timeout(COMMAND_TIMEOUT, exit).await;
+            let deadline = Instant::now() + Duration::from_secs(p.start_grace_period_secs.max(1));
+            let pid_file = p.pid_file.clone().unwrap_or_default();
+            let mut found = None;
+            while found.is_none() && Instant::now() < deadline {
+                found = process::read_pidfile(&pid_file).ok().and_then(|pid| self.check_main(pid, &p.proc_name).ok());
+                if found.is_none() {
+                    tokio::time::sleep(PIDFILE_POLL).await;
+                }
+            }
+            match found {
+                Some(main) => {
+                    if let Some(slot) = self.mains.get_mut(i) {
+                        *slot = Some(main);
+                    }
+                }
+                None => {
+                    self.on_main_exit(i, ExitStatus::Unknown).await;
+                    return true;
+                }
+            }
+        }
+        for (i, main) in self.mains.iter().enumerate() {
+            if let Some(m) = main {
+                self.watch_main(i, m, None);
+            }
+        }
+        self.rec.mains = self.mains.iter().map(|m| m.as_ref().map(|m| m.identity.clone())).collect();
+        self.rec.restarts += 1;
+        self.rec.last_start_ms = Some(now_ms());
+        self.commit_event("restarted", serde_json::json!({"by": "restartCmd"})).await;
+        true
+    }
+
+    /// Runs one event through the state machine and, if legal, makes the result durable.
+    /// Returns whether the transition happened.
+    async fn apply(&mut self, event: Event) -> bool {
+        let now = now_ms();
+        let ctx = state::Context { policy: &self.spec.spec.restart_policy, counter: &self.rec.counter, now_ms: now };
+        let step = match state::step(&self.rec.state, &event, &ctx) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(instance = %self.rec.id, "{e}; ignored");
+                return false;
+            }
+        };
+        let from = self.rec.state.kind();
+        if step.counts_restart {
+            self.rec.counter.count_restart(now);
+            self.rec.restarts += 1;
+        }
+        self.rec.message = match (&step.next, &event) {
+            (State::Failed { reason }, _) => reason.clone(),
+            (State::Backoff { until_ms }, _) => {
+                let why = self.rec.last_exit.map(|s| s.to_string()).unwrap_or_else(|| event_reason(&event));
+                format!("{why}; restart {} in {} ms", self.rec.counter.attempts, until_ms.saturating_sub(now))
+            }
+            (State::Exited { status }, _) => status.to_string(),
+            _ => String::new(),
+        };
+        if !step.next.has_processes() {
+            self.rec.mains.clear();
+        }
+        self.rec.state = step.next;
+        self.rec.updated_ms = now;
+        let body = serde_json::json!({
+            "instance": self.rec.key(),
+            "type": "transition",
+            "from": from,
+            "to": self.rec.state.kind(),
+            "state": self.rec.state,
+            "message": self.rec.message,
+            "pids": self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>(),
+        });
+        self.persist(Some(body)).await;
+        true
+    }
+
+    async fn commit_event(&mut self, kind: &str, detail: serde_json::Value) {
+        self.rec.updated_ms = now_ms();
+        let body = serde_json::json!({"instance": self.rec.key(), "type": kind, "detail": detail});
+        self.persist(Some(body)).await;
+    }
+
+    /// Writes the record (and an event) durably, retrying until the store accepts it: acting
+    /// on a transition the store does not hold could start an instance twice after a crash.
+    async fn persist(&mut self, event: Option<serde_json::Value>) {
+        let value = serde_json::to_value(&self.rec).expect("record serializes");
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), &value);
+            if let Some(e) = &event {
+                batch = batch.event(e.clone());
+            }
+            match self.shared.store.commit(batch).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::error!(instance = %self.rec.id, "store commit failed, retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        self.status.send_replace(self.rec.clone());
+    }
+
+    /// Removes the instance: its record, its cgroup, its run directory. Its work directory
+    /// (the application's data) is kept.
+    async fn delete(&mut self) {
+        let key = self.rec.key();
+        let body = serde_json::json!({"instance": key, "type": "deleted"});
+        let batch = Batch::new().delete(Table::Instances, &key).event(body);
+        if let Err(e) = self.shared.store.commit(batch).await {
+            tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
+        }
+        if let Err(e) = self.cgroup.remove() {
+            tracing::warn!(instance = %self.rec.id, "cgroup removal: {e}");
+        }
+        if let Ok(r) = self.render() {
+            let _ = std::fs::remove_dir_all(&r.run_dir);
+        }
+        self.deleted = true;
+        self.settle();
+    }
+}
+
+fn answer(reply: Option<Reply>, result: Result<(), String>) {
+    if let Some(r) = reply {
+        let _ = r.send(result);
+    }
+}
+
+fn event_reason(event: &Event) -> String {
+    match event {
+        Event::StageFailed { reason } | Event::StartFailed { reason } => reason.clone(),
+        Event::MainExited { status } => status.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The cgroup's name: `namespace.name.index`, like the instance's directories.
+pub fn cgroup_key(rec: &InstanceRecord) -> String {
+    format!("{}.{}.{}", rec.id.namespace, rec.id.name, rec.id.index)
+}
+
+/// The next request that must interrupt a start (stop, restart, delete, a new spec). A start
+/// request is already being served and a reload has nothing to reload yet: both are answered
+/// here. Exits are ignored: no main process is watched during a start.
+async fn next_interrupt(rx: &mut mpsc::UnboundedReceiver<Msg>) -> (Command, Option<Reply>) {
+    loop {
+        match rx.recv().await {
+            Some(Msg::Request(Command::Start, reply)) => answer(reply, Ok(())),
+            Some(Msg::Request(Command::Reload, reply)) => {
+                answer(reply, Err("cannot reload: instance is starting".into()))
+            }
+            Some(Msg::Request(cmd, reply)) => return (cmd, reply),
+            Some(Msg::MainExited { .. }) => continue,
+            None => std::future::pending::<()>().await,
+        }
+    }
+}

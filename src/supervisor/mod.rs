@@ -1,0 +1,313 @@
+//! The supervisor: instance state machine, restart policy, and one actor per instance that
+//! carries transitions out. [`Supervisor`] is the library API the daemon exposes.
+
+pub mod instance;
+pub mod policy;
+pub mod record;
+pub mod state;
+
+use crate::cgroups::{CgroupConfig, Hierarchy};
+use crate::runtime::reaper::Reaper;
+use crate::spec::{InstanceId, ProcessSpec, Roots};
+use crate::store::{Batch, Store, Table};
+use instance::{Actor, Command, Msg, SpecEntry};
+use record::{now_ms, InstanceRecord, InstanceStatus, Usage};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What the supervisor needs from the daemon's configuration.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    pub state_dir: PathBuf,
+    pub roots: Roots,
+    pub host_ip: String,
+    pub cgroups: CgroupConfig,
+}
+
+/// Shared by every instance actor.
+pub struct Shared {
+    pub store: Store,
+    pub reaper: Reaper,
+    pub cgroups: Hierarchy,
+    pub roots: Roots,
+    pub host_ip: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("no instance {0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error("cgroups: {0}")]
+    Cgroups(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct Handle {
+    tx: mpsc::UnboundedSender<Msg>,
+    status: watch::Receiver<InstanceRecord>,
+}
+
+/// The supervisor of every instance on this host.
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    instances: Mutex<BTreeMap<InstanceId, Handle>>,
+    specs: Mutex<BTreeMap<String, Arc<SpecEntry>>>,
+}
+
+/// Filters for [`Supervisor::list`].
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub state: Option<state::Kind>,
+}
+
+fn app_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+impl Supervisor {
+    /// Opens the store, re-adopts or resumes every instance it holds, and starts reaping.
+    /// Must run inside a tokio runtime.
+    pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
+        let store = Store::open(&config.state_dir).map_err(|e| SupervisorError::Store(e.to_string()))?;
+        let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
+        let reaper = Reaper::start()?;
+        let shared = Arc::new(Shared { store, reaper, cgroups, roots: config.roots, host_ip: config.host_ip });
+        let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
+        sup.load()?;
+        Ok(sup)
+    }
+
+    fn load(&self) -> Result<(), SupervisorError> {
+        let snapshot = self.shared.store.snapshot().map_err(|e| SupervisorError::Store(e.to_string()))?;
+        let mut specs = BTreeMap::new();
+        for (key, value) in snapshot.table(Table::Specs) {
+            match serde_json::from_value::<StoredSpec>(value.clone()) {
+                Ok(s) => {
+                    specs.insert(key.to_string(), Arc::new(SpecEntry { spec: s.spec, generation: s.generation }));
+                }
+                Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
+            }
+        }
+        let mut loaded = 0;
+        for (key, value) in snapshot.table(Table::Instances) {
+            let rec: InstanceRecord = match serde_json::from_value(value.clone()) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!("stored instance {key} is unreadable: {e}");
+                    continue;
+                }
+            };
+            let Some(spec) = specs.get(&app_key(&rec.id.namespace, &rec.id.name)).cloned() else {
+                tracing::error!("instance {key} has no stored spec; left alone");
+                continue;
+            };
+            self.spawn_actor(rec, spec);
+            loaded += 1;
+        }
+        tracing::info!("loaded {} spec(s) and {loaded} instance(s)", specs.len());
+        *self.specs.lock().expect("specs lock") = specs;
+        Ok(())
+    }
+
+    fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) {
+        let id = rec.id.clone();
+        let (actor, tx, status) = Actor::new(self.shared.clone(), rec, spec);
+        tokio::spawn(actor.run());
+        self.instances.lock().expect("instances lock").insert(id, Handle { tx, status });
+    }
+
+    /// Applies a validated spec: new instances are created and started, changed ones restarted
+    /// with the new spec, ones beyond `spec.instance` deleted. Returns the spec's instance ids.
+    pub async fn apply(&self, spec: ProcessSpec) -> Result<Vec<InstanceId>, SupervisorError> {
+        let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
+        let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
+        if previous.as_ref().is_some_and(|p| p.spec == spec) {
+            // Unchanged: make sure every instance exists, change nothing else.
+            return Ok(self.ids_of(&spec));
+        }
+        let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
+        let stored = StoredSpec { generation, spec: spec.clone() };
+        let body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
+        let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        self.commit(Batch::new().put(Table::Specs, &key, &value).event(body)).await?;
+        let entry = Arc::new(SpecEntry { spec, generation });
+        self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
+
+        let ids = self.ids_of(&entry.spec);
+        let now = now_ms();
+        let mut created = Vec::new();
+        let mut batch = Batch::new();
+        for id in &ids {
+            let existing = self.instances.lock().expect("instances lock").get(id).map(|h| h.tx.clone());
+            match existing {
+                Some(tx) => {
+                    let _ = tx.send(Msg::Request(Command::Replace(entry.clone()), None));
+                }
+                None => {
+                    let rec = InstanceRecord::new(id.clone(), generation, now);
+                    let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+                    batch = batch
+                        .put(Table::Instances, &rec.key(), &value)
+                        .event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
+                    created.push(rec);
+                }
+            }
+        }
+        if !created.is_empty() {
+            self.commit(batch).await?;
+        }
+        for rec in created {
+            let id = rec.id.clone();
+            self.spawn_actor(rec, entry.clone());
+            self.send(&id, Command::Start, None)?;
+        }
+        // Scaled down: delete the instances beyond the new count.
+        let extra: Vec<InstanceId> = self
+            .instances
+            .lock()
+            .expect("instances lock")
+            .keys()
+            .filter(|i| i.namespace == entry.spec.metadata.namespace && i.name == entry.spec.metadata.name)
+            .filter(|i| i.index >= entry.spec.spec.instance)
+            .cloned()
+            .collect();
+        for id in extra {
+            self.send(&id, Command::Delete, None)?;
+        }
+        Ok(ids)
+    }
+
+    fn ids_of(&self, spec: &ProcessSpec) -> Vec<InstanceId> {
+        (0..spec.spec.instance)
+            .map(|index| InstanceId {
+                namespace: spec.metadata.namespace.clone(),
+                name: spec.metadata.name.clone(),
+                index,
+            })
+            .collect()
+    }
+
+    async fn commit(&self, batch: Batch) -> Result<(), SupervisorError> {
+        self.shared.store.commit(batch).await.map(|_| ()).map_err(|e| SupervisorError::Store(e.to_string()))
+    }
+
+    fn send(&self, id: &InstanceId, cmd: Command, reply: Option<instance::Reply>) -> Result<(), SupervisorError> {
+        let instances = self.instances.lock().expect("instances lock");
+        let handle = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
+        handle.tx.send(Msg::Request(cmd, reply)).map_err(|_| SupervisorError::NotFound(id.to_string()))
+    }
+
+    /// Sends a command and waits until the instance has carried it out.
+    async fn request(&self, id: &InstanceId, cmd: Command) -> Result<(), SupervisorError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(id, cmd, Some(tx))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(SupervisorError::Failed(reason)),
+            Err(_) => Err(SupervisorError::NotFound(id.to_string())),
+        }
+    }
+
+    pub async fn start(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Start).await
+    }
+
+    pub async fn stop(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Stop).await
+    }
+
+    pub async fn restart(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Restart).await
+    }
+
+    pub async fn reload(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Reload).await
+    }
+
+    /// Stops and removes an instance. When it was the last of its app, the app's spec goes too.
+    pub async fn delete(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Delete).await?;
+        self.instances.lock().expect("instances lock").remove(id);
+        let app = app_key(&id.namespace, &id.name);
+        let last = !self
+            .instances
+            .lock()
+            .expect("instances lock")
+            .keys()
+            .any(|i| i.namespace == id.namespace && i.name == id.name);
+        if last {
+            let body = serde_json::json!({"type": "appDeleted", "app": app});
+            self.commit(Batch::new().delete(Table::Specs, &app).event(body)).await?;
+            self.specs.lock().expect("specs lock").remove(&app);
+        }
+        Ok(())
+    }
+
+    /// Every instance matching `filter`, in id order.
+    pub fn list(&self, filter: &ListFilter) -> Vec<InstanceStatus> {
+        let instances = self.instances.lock().expect("instances lock");
+        instances
+            .iter()
+            .filter(|(id, _)| filter.namespace.as_ref().is_none_or(|n| *n == id.namespace))
+            .filter(|(id, _)| filter.name.as_ref().is_none_or(|n| *n == id.name))
+            .map(|(_, h)| InstanceStatus::from_record(&h.status.borrow(), None))
+            .filter(|s| filter.state.is_none_or(|k| s.state.kind() == k))
+            .collect()
+    }
+
+    /// One instance, with its cgroup's resource use.
+    pub fn status(&self, id: &InstanceId) -> Result<InstanceStatus, SupervisorError> {
+        let rec = {
+            let instances = self.instances.lock().expect("instances lock");
+            let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
+            let r = h.status.borrow().clone();
+            r
+        };
+        let cgroup = self.shared.cgroups.instance(&instance::cgroup_key(&rec));
+        let usage = cgroup.usage().ok().map(|u| Usage {
+            cpu_usage_usec: u.cpu_usage_usec,
+            memory_bytes: u.memory_bytes,
+            oom_kills: u.oom_kills,
+        });
+        Ok(InstanceStatus::from_record(&rec, usage))
+    }
+
+    /// Waits until instance `id` satisfies `done`, or returns its last status at `timeout`.
+    pub async fn wait_for(
+        &self,
+        id: &InstanceId,
+        timeout: std::time::Duration,
+        done: impl Fn(&InstanceRecord) -> bool,
+    ) -> Result<InstanceStatus, SupervisorError> {
+        let mut rx = {
+            let instances = self.instances.lock().expect("instances lock");
+            instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?.status.clone()
+        };
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
+        let rec = rx.borrow().clone();
+        Ok(InstanceStatus::from_record(&rec, None))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn specs(&self) -> Vec<ProcessSpec> {
+        self.specs.lock().expect("specs lock").values().map(|e| e.spec.clone()).collect()
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredSpec {
+    generation: u64,
+    spec: ProcessSpec,
+}

@@ -1,0 +1,122 @@
+//! Seed 000's restart policy as a pure decision: restart (after which delay), give up, or stay.
+
+use crate::spec::model::{RestartPolicy, RestartPolicyKind};
+use serde::{Deserialize, Serialize};
+
+/// After this long running without a restart, the attempt count starts again from zero.
+pub const RESET_AFTER_MS: u64 = 30 * 60 * 1000;
+
+/// Consecutive restart attempts of one instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartCounter {
+    /// Restarts scheduled since the count was last reset.
+    pub attempts: u32,
+    /// When the current main process became Running (unix ms).
+    pub running_since_ms: Option<u64>,
+}
+
+impl RestartCounter {
+    /// Attempts that count at `now_ms`: zero once the instance has run for 30 minutes.
+    pub fn effective_attempts(&self, now_ms: u64) -> u32 {
+        match self.running_since_ms {
+            Some(since) if now_ms.saturating_sub(since) >= RESET_AFTER_MS => 0,
+            _ => self.attempts,
+        }
+    }
+
+    /// Records that a restart was scheduled at `now_ms`.
+    pub fn count_restart(&mut self, now_ms: u64) {
+        self.attempts = self.effective_attempts(now_ms) + 1;
+        self.running_since_ms = None;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Restart {
+        delay_ms: u64,
+    },
+    GiveUp {
+        why: String,
+    },
+    /// The policy does not restart this kind of end.
+    Stay,
+}
+
+/// What the policy says after an end that was a `success` (exit 0) or not.
+/// Attempt k (1-based) waits `interval + backoff * (k - 1)` seconds.
+pub fn decide(policy: &RestartPolicy, counter: &RestartCounter, success: bool, now_ms: u64) -> Decision {
+    let wants = match policy.policy {
+        RestartPolicyKind::Never => false,
+        RestartPolicyKind::OnFailure => !success,
+        RestartPolicyKind::Always => true,
+    };
+    if !wants {
+        return Decision::Stay;
+    }
+    let done = counter.effective_attempts(now_ms);
+    if policy.maxtimes > 0 && done >= policy.maxtimes {
+        return Decision::GiveUp {
+            why: format!("not restarted: {done} restarts already (restartPolicy.maxtimes {})", policy.maxtimes),
+        };
+    }
+    let k = u64::from(done) + 1;
+    let secs = policy.interval.saturating_add(policy.backoff.saturating_mul(k - 1));
+    Decision::Restart { delay_ms: secs.saturating_mul(1000) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(kind: RestartPolicyKind, interval: u64, backoff: u64, maxtimes: u32) -> RestartPolicy {
+        RestartPolicy { policy: kind, interval, backoff, maxtimes }
+    }
+
+    #[test]
+    fn seed_example_delays() {
+        // seed 000: interval 5, backoff 10 → 5 s, 15 s, 25 s.
+        let policy = p(RestartPolicyKind::OnFailure, 5, 10, 0);
+        let mut c = RestartCounter::default();
+        let mut delays = Vec::new();
+        for _ in 0..3 {
+            match decide(&policy, &c, false, 0) {
+                Decision::Restart { delay_ms } => delays.push(delay_ms),
+                other => panic!("{other:?}"),
+            }
+            c.count_restart(0);
+        }
+        assert_eq!(delays, vec![5_000, 15_000, 25_000]);
+    }
+
+    #[test]
+    fn maxtimes_caps_and_zero_is_unlimited() {
+        let capped = p(RestartPolicyKind::Always, 0, 0, 2);
+        let c = RestartCounter { attempts: 2, running_since_ms: None };
+        assert!(matches!(decide(&capped, &c, false, 0), Decision::GiveUp { .. }));
+        let unlimited = p(RestartPolicyKind::Always, 0, 0, 0);
+        let c = RestartCounter { attempts: 1_000_000, running_since_ms: None };
+        assert_eq!(decide(&unlimited, &c, true, 0), Decision::Restart { delay_ms: 0 });
+    }
+
+    #[test]
+    fn thirty_minutes_of_running_resets_the_count() {
+        let capped = p(RestartPolicyKind::Always, 1, 1, 2);
+        let c = RestartCounter { attempts: 2, running_since_ms: Some(0) };
+        assert!(matches!(decide(&capped, &c, false, RESET_AFTER_MS - 1), Decision::GiveUp { .. }));
+        assert_eq!(decide(&capped, &c, false, RESET_AFTER_MS), Decision::Restart { delay_ms: 1_000 });
+        let mut c = c;
+        c.count_restart(RESET_AFTER_MS);
+        assert_eq!(c.attempts, 1);
+    }
+
+    #[test]
+    fn policies_choose_which_ends_restart() {
+        let c = RestartCounter::default();
+        assert_eq!(decide(&p(RestartPolicyKind::Never, 0, 0, 0), &c, false, 0), Decision::Stay);
+        assert_eq!(decide(&p(RestartPolicyKind::OnFailure, 0, 0, 0), &c, true, 0), Decision::Stay);
+        assert!(matches!(decide(&p(RestartPolicyKind::OnFailure, 0, 0, 0), &c, false, 0), Decision::Restart { .. }));
+        assert!(matches!(decide(&p(RestartPolicyKind::Always, 0, 0, 0), &c, true, 0), Decision::Restart { .. }));
+    }
+}

@@ -1,0 +1,105 @@
+//! What the daemon keeps about an instance: the durable record (in the store, rewritten at
+//! every transition) and the status it reports.
+
+use super::policy::RestartCounter;
+use super::state::{ExitStatus, State};
+use crate::runtime::procinfo::ProcessIdentity;
+use crate::spec::InstanceId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The durable truth about one instance. Written before any transition is acted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceRecord {
+    pub id: InstanceId,
+    pub state: State,
+    pub counter: RestartCounter,
+    /// Main process of each of the spec's processes, once known (same order as the spec).
+    pub mains: Vec<Option<ProcessIdentity>>,
+    pub last_exit: Option<ExitStatus>,
+    /// Why the instance is in its state, for people.
+    pub message: String,
+    /// Restarts over the instance's whole life (the policy's counter resets; this does not).
+    pub restarts: u64,
+    pub last_start_ms: Option<u64>,
+    pub updated_ms: u64,
+    /// Ports allocated for this instance (hostPort 0), by name.
+    pub ports: BTreeMap<String, u16>,
+    /// Generation of the spec this instance runs (bumped by apply when the spec changes).
+    pub spec_generation: u64,
+}
+
+impl InstanceRecord {
+    pub fn new(id: InstanceId, spec_generation: u64, now_ms: u64) -> InstanceRecord {
+        InstanceRecord {
+            id,
+            state: State::Stopped,
+            counter: RestartCounter::default(),
+            mains: Vec::new(),
+            last_exit: None,
+            message: String::new(),
+            restarts: 0,
+            last_start_ms: None,
+            updated_ms: now_ms,
+            ports: BTreeMap::new(),
+            spec_generation,
+        }
+    }
+
+    /// The store key: `namespace/name/index`.
+    pub fn key(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+/// An instance as `status` and `list` report it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    pub id: InstanceId,
+    pub state: State,
+    /// The first process's main pid while it has one.
+    pub pid: Option<i32>,
+    pub pids: Vec<Option<i32>>,
+    pub last_exit: Option<ExitStatus>,
+    pub message: String,
+    pub restarts: u64,
+    pub last_start_ms: Option<u64>,
+    pub updated_ms: u64,
+    pub ports: BTreeMap<String, u16>,
+    pub usage: Option<Usage>,
+}
+
+/// Resource use from the instance's cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub cpu_usage_usec: u64,
+    pub memory_bytes: u64,
+    pub oom_kills: u64,
+}
+
+impl InstanceStatus {
+    pub fn from_record(r: &InstanceRecord, usage: Option<Usage>) -> InstanceStatus {
+        let pids: Vec<Option<i32>> = r.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect();
+        InstanceStatus {
+            id: r.id.clone(),
+            state: r.state.clone(),
+            pid: if r.state.has_processes() { pids.first().copied().flatten() } else { None },
+            pids: if r.state.has_processes() { pids } else { Vec::new() },
+            last_exit: r.last_exit,
+            message: r.message.clone(),
+            restarts: r.restarts,
+            last_start_ms: r.last_start_ms,
+            updated_ms: r.updated_ms,
+            ports: r.ports.clone(),
+            usage,
+        }
+    }
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

@@ -1,0 +1,419 @@
+//! The instance state machine: a pure function from (state, event) to the next state, checked
+//! against one transition table. No I/O here; the supervisor acts on what this returns.
+
+use super::policy::{decide, Decision, RestartCounter};
+use crate::spec::model::RestartPolicy;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How a main process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+    /// The process was not this daemon's child (re-adopted after a daemon restart), so the
+    /// kernel gave its status to another parent.
+    Unknown,
+}
+
+impl ExitStatus {
+    /// Success for the restart policy: only a clean `exit 0`.
+    pub fn is_success(self) -> bool {
+        self == ExitStatus::Code(0)
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exited with code {c}"),
+            ExitStatus::Signal(s) => {
+                let name = nix::sys::signal::Signal::try_from(*s).map(|s| s.as_str()).unwrap_or("?");
+                write!(f, "killed by signal {s} ({name})")
+            }
+            ExitStatus::Unknown => f.write_str("exited (status unknown: not a child of this daemon)"),
+        }
+    }
+}
+
+/// What a stop is for, so that `Stopping` knows where to go when everything is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum StopGoal {
+    /// An operator's stop: end in `Stopped`, never a failure.
+    Stop,
+    /// An operator's restart (no restartCmd): stop, then start again.
+    Restart,
+    /// Delete the instance once stopped.
+    Delete,
+    /// The instance failed (health check, start failure): stop, then apply the restart policy.
+    Fail { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum State {
+    /// Preparing directories, fetching packages.
+    Staging,
+    /// startCmd launched; waiting for the main process (startGracePeriod).
+    Starting,
+    Running,
+    Stopping {
+        goal: StopGoal,
+    },
+    /// Stopped by an operator (or applied with nothing started yet).
+    Stopped,
+    /// Ended and, by policy, not restarted.
+    Exited {
+        status: ExitStatus,
+    },
+    Failed {
+        reason: String,
+    },
+    /// Waiting to restart.
+    Backoff {
+        until_ms: u64,
+    },
+}
+
+/// The states without their data: the transition table's alphabet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    Staging,
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    Exited,
+    Failed,
+    Backoff,
+}
+
+impl State {
+    pub fn kind(&self) -> Kind {
+        match self {
+            State::Staging => Kind::Staging,
+            State::Starting => Kind::Starting,
+            State::Running => Kind::Running,
+            State::Stopping { .. } => Kind::Stopping,
+            State::Stopped => Kind::Stopped,
+            State::Exited { .. } => Kind::Exited,
+            State::Failed { .. } => Kind::Failed,
+            State::Backoff { .. } => Kind::Backoff,
+        }
+    }
+
+    /// Whether processes of the instance may exist in this state.
+    pub fn has_processes(&self) -> bool {
+        matches!(self.kind(), Kind::Starting | Kind::Running | Kind::Stopping)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Every legal edge. Anything else is rejected (and logged by the caller).
+pub const TRANSITIONS: &[(Kind, Kind)] = {
+    use Kind::*;
+    &[
+        // start
+        (Stopped, Staging),
+        (Exited, Staging),
+        (Failed, Staging),
+        (Backoff, Staging),
+        // staging
+        (Staging, Starting),
+        (Staging, Backoff),
+        (Staging, Failed),
+        (Staging, Stopped),
+        // starting
+        (Starting, Running),
+        (Starting, Backoff),
+        (Starting, Exited),
+        (Starting, Failed),
+        (Starting, Stopping),
+        (Starting, Staging), // resumed after a daemon restart, once the cgroup is emptied
+        // running
+        (Running, Backoff),
+        (Running, Exited),
+        (Running, Failed),
+        (Running, Stopping),
+        // stopping
+        (Stopping, Stopped),
+        (Stopping, Staging),
+        (Stopping, Backoff),
+        (Stopping, Exited),
+        (Stopping, Failed),
+        // backoff
+        (Backoff, Stopped),
+        (Backoff, Failed),
+    ]
+};
+
+pub fn is_legal(from: Kind, to: Kind) -> bool {
+    TRANSITIONS.contains(&(from, to))
+}
+
+/// Inputs to the state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Operator start (or apply of a new instance).
+    Start,
+    /// Directories ready and packages fetched.
+    Staged,
+    StageFailed {
+        reason: String,
+    },
+    /// The main process is known and alive.
+    MainReady,
+    /// The start did not produce a valid main process.
+    StartFailed {
+        reason: String,
+    },
+    /// The main process ended on its own (or was killed by someone else).
+    MainExited {
+        status: ExitStatus,
+    },
+    /// An operator asks to stop / restart / delete, or a health check kills.
+    StopRequested {
+        goal: StopGoal,
+    },
+    /// Every process of the instance is gone.
+    StopCompleted,
+    /// Processes survived SIGKILL (stuck in the kernel): the stop cannot complete.
+    StopFailed {
+        reason: String,
+    },
+    /// A backoff delay is over.
+    RestartDue,
+    /// The daemon restarted during a start and cleared what it had launched: start over.
+    Resume,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition from {from} on {event}")]
+pub struct Illegal {
+    pub from: Kind,
+    pub event: String,
+}
+
+/// What the supervisor knows besides the state: the policy and its counters, and the clock.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub policy: &'a RestartPolicy,
+    pub counter: &'a RestartCounter,
+    pub now_ms: u64,
+}
+
+/// The outcome of one event: the next state, and whether it counts a restart attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub next: State,
+    /// This step schedules restart attempt number `counter.attempts + 1`.
+    pub counts_restart: bool,
+}
+
+/// The state machine. Pure: same inputs, same output.
+pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal> {
+    let illegal = || Illegal { from: state.kind(), event: format!("{event:?}") };
+    let plain = |next: State| Step { next, counts_restart: false };
+    let after_failure = |reason: String| on_end(ctx, false, reason, None);
+    let result = match (state, event) {
+        (State::Stopped | State::Exited { .. } | State::Failed { .. } | State::Backoff { .. }, Event::Start) => {
+            plain(State::Staging)
+        }
+        (State::Backoff { .. }, Event::RestartDue) => plain(State::Staging),
+        (State::Starting, Event::Resume) => plain(State::Staging),
+        (State::Staging, Event::Staged) => plain(State::Starting),
+        (State::Staging, Event::StageFailed { reason }) => after_failure(reason.clone()),
+        (State::Starting, Event::MainReady) => plain(State::Running),
+        (State::Starting, Event::StartFailed { reason }) => after_failure(reason.clone()),
+        (State::Starting | State::Running, Event::MainExited { status }) => {
+            on_end(ctx, status.is_success(), status.to_string(), Some(*status))
+        }
+        // A stop before anything runs needs no process work.
+        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop | StopGoal::Delete }) => {
+            plain(State::Stopped)
+        }
+        (State::Starting | State::Running, Event::StopRequested { goal }) => {
+            plain(State::Stopping { goal: goal.clone() })
+        }
+        // A stop already under way keeps going; a stronger goal (delete) replaces a weaker one.
+        (State::Stopping { goal: current }, Event::StopRequested { goal }) => {
+            let goal = if *goal == StopGoal::Delete { goal.clone() } else { current.clone() };
+            plain(State::Stopping { goal })
+        }
+        // The main process ending while we stop it is the stop working.
+        (State::Stopping { .. }, Event::MainExited { .. }) => plain(state.clone()),
+        (State::Stopping { goal }, Event::StopCompleted) => match goal {
+            StopGoal::Stop | StopGoal::Delete => plain(State::Stopped),
+            StopGoal::Restart => plain(State::Staging),
+            StopGoal::Fail { reason } => after_failure(reason.clone()),
+        },
+        (State::Stopping { .. }, Event::StopFailed { reason }) => plain(State::Failed { reason: reason.clone() }),
+        _ => return Err(illegal()),
+    };
+    if is_legal(state.kind(), result.next.kind()) || state.kind() == result.next.kind() {
+        Ok(result)
+    } else {
+        Err(illegal())
+    }
+}
+
+/// The main process ended (or the start failed): the restart policy picks what follows.
+fn on_end(ctx: &Context, success: bool, reason: String, status: Option<ExitStatus>) -> Step {
+    match decide(ctx.policy, ctx.counter, success, ctx.now_ms) {
+        Decision::Restart { delay_ms } => {
+            Step { next: State::Backoff { until_ms: ctx.now_ms + delay_ms }, counts_restart: true }
+        }
+        Decision::GiveUp { why } => {
+            Step { next: State::Failed { reason: format!("{reason}; {why}") }, counts_restart: false }
+        }
+        Decision::Stay => Step {
+            next: match status {
+                Some(status) => State::Exited { status },
+                None => State::Failed { reason },
+            },
+            counts_restart: false,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::model::RestartPolicyKind;
+
+    fn policy(kind: RestartPolicyKind) -> RestartPolicy {
+        RestartPolicy { policy: kind, interval: 5, backoff: 10, maxtimes: 2 }
+    }
+
+    fn run(state: &State, event: Event, policy: &RestartPolicy, attempts: u32) -> Result<Step, Illegal> {
+        let counter = RestartCounter { attempts, running_since_ms: Some(0) };
+        step(state, &event, &Context { policy, counter: &counter, now_ms: 1_000 })
+    }
+
+    #[test]
+    fn every_produced_edge_is_in_the_table() {
+        for (from, to) in TRANSITIONS {
+            assert_ne!(from, to, "self-edges are implicit");
+        }
+        let p = policy(RestartPolicyKind::Always);
+        let states = [
+            State::Staging,
+            State::Starting,
+            State::Running,
+            State::Stopping { goal: StopGoal::Stop },
+            State::Stopping { goal: StopGoal::Restart },
+            State::Stopping { goal: StopGoal::Fail { reason: "x".into() } },
+            State::Stopped,
+            State::Exited { status: ExitStatus::Code(0) },
+            State::Failed { reason: "x".into() },
+            State::Backoff { until_ms: 5 },
+        ];
+        let events = [
+            Event::Start,
+            Event::Staged,
+            Event::StageFailed { reason: "x".into() },
+            Event::MainReady,
+            Event::StartFailed { reason: "x".into() },
+            Event::MainExited { status: ExitStatus::Signal(9) },
+            Event::StopRequested { goal: StopGoal::Stop },
+            Event::StopRequested { goal: StopGoal::Delete },
+            Event::StopCompleted,
+            Event::StopFailed { reason: "x".into() },
+            Event::RestartDue,
+        ];
+        let mut legal = 0;
+        for s in &states {
+            for e in &events {
+                for attempts in [0, 5] {
+                    if let Ok(st) = run(s, e.clone(), &p, attempts) {
+                        legal += 1;
+                        let (from, to) = (s.kind(), st.next.kind());
+                        assert!(from == to || is_legal(from, to), "{from} -> {to} on {e:?} is not in the table");
+                    }
+                }
+            }
+        }
+        assert!(legal > 20);
+    }
+
+    #[test]
+    fn illegal_events_are_rejected() {
+        let p = policy(RestartPolicyKind::Always);
+        assert!(run(&State::Stopped, Event::MainReady, &p, 0).is_err());
+        assert!(run(&State::Running, Event::Staged, &p, 0).is_err());
+        assert!(run(&State::Exited { status: ExitStatus::Code(0) }, Event::StopCompleted, &p, 0).is_err());
+        let err = run(&State::Stopped, Event::RestartDue, &p, 0).unwrap_err();
+        assert_eq!(err.from, Kind::Stopped);
+    }
+
+    #[test]
+    fn exits_follow_the_policy() {
+        use ExitStatus::*;
+        use RestartPolicyKind::*;
+        let cases = [
+            (Never, Code(0), Kind::Exited),
+            (Never, Code(1), Kind::Exited),
+            (Never, Signal(9), Kind::Exited),
+            (OnFailure, Code(0), Kind::Exited),
+            (OnFailure, Code(1), Kind::Backoff),
+            (OnFailure, Signal(9), Kind::Backoff),
+            (OnFailure, Unknown, Kind::Backoff),
+            (Always, Code(0), Kind::Backoff),
+            (Always, Code(1), Kind::Backoff),
+            (Always, Signal(15), Kind::Backoff),
+        ];
+        for (kind, status, want) in cases {
+            let st = run(&State::Running, Event::MainExited { status }, &policy(kind), 0).unwrap();
+            assert_eq!(st.next.kind(), want, "{kind:?} {status:?}");
+            assert_eq!(st.counts_restart, want == Kind::Backoff);
+        }
+    }
+
+    #[test]
+    fn backoff_delay_and_maxtimes() {
+        let p = policy(RestartPolicyKind::Always);
+        // attempt 1: interval; attempt 2: interval + backoff.
+        let first = run(&State::Running, Event::MainExited { status: ExitStatus::Code(1) }, &p, 0).unwrap();
+        assert_eq!(first.next, State::Backoff { until_ms: 1_000 + 5_000 });
+        let second = run(&State::Running, Event::MainExited { status: ExitStatus::Code(1) }, &p, 1).unwrap();
+        assert_eq!(second.next, State::Backoff { until_ms: 1_000 + 15_000 });
+        let third = run(&State::Running, Event::MainExited { status: ExitStatus::Code(1) }, &p, 2).unwrap();
+        match third.next {
+            State::Failed { reason } => assert!(reason.contains("maxtimes"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn operator_stop_is_not_a_failure() {
+        let p = policy(RestartPolicyKind::Always);
+        let stopping = run(&State::Running, Event::StopRequested { goal: StopGoal::Stop }, &p, 0).unwrap().next;
+        let exit_during_stop = run(&stopping, Event::MainExited { status: ExitStatus::Signal(15) }, &p, 0).unwrap();
+        assert_eq!(exit_during_stop.next, stopping);
+        assert_eq!(run(&stopping, Event::StopCompleted, &p, 0).unwrap().next, State::Stopped);
+    }
+
+    #[test]
+    fn failed_stop_goal_applies_policy_and_restart_goal_starts_again() {
+        let p = policy(RestartPolicyKind::OnFailure);
+        let unhealthy = State::Stopping { goal: StopGoal::Fail { reason: "health check failed 3 times".into() } };
+        assert_eq!(run(&unhealthy, Event::StopCompleted, &p, 0).unwrap().next.kind(), Kind::Backoff);
+        let restart = State::Stopping { goal: StopGoal::Restart };
+        assert_eq!(run(&restart, Event::StopCompleted, &p, 0).unwrap().next, State::Staging);
+    }
+
+    #[test]
+    fn delete_overrides_a_stop_in_progress() {
+        let p = policy(RestartPolicyKind::Never);
+        let stopping = State::Stopping { goal: StopGoal::Stop };
+        let next = run(&stopping, Event::StopRequested { goal: StopGoal::Delete }, &p, 0).unwrap().next;
+        assert_eq!(next, State::Stopping { goal: StopGoal::Delete });
+    }
+}

@@ -1,0 +1,214 @@
+//! Test fixture: the real stewardd binary with its own roots, state, socket and cgroup parent.
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use steward::cgroups::{CgroupConfig, Hierarchy};
+use steward::client::Client;
+use steward::spec::{Format, InstanceId};
+use steward::supervisor::record::InstanceStatus;
+use steward::supervisor::state::Kind;
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub cgroup_parent: String,
+    pub client: Client,
+}
+
+impl Daemon {
+    /// Starts a daemon in a fresh directory.
+    pub fn start(name: &str) -> Daemon {
+        let dir = tempfile::Builder::new().prefix(&format!("steward-{name}-")).tempdir().unwrap();
+        // Workloads run as other users too: they must be able to reach their directories.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.path().join("stewardd.sock");
+        let cgroup_parent = format!("steward-test-{name}-{}", std::process::id());
+        let config = dir.path().join("stewardd.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nstate_dir = \"{0}/state\"\nsocket = \"{1}\"\n\
+                 cgroup_parent = \"{2}\"\nhost_ip = \"127.0.0.1\"\n",
+                dir.path().display(),
+                socket.display(),
+                cgroup_parent
+            ),
+        )
+        .unwrap();
+        let mut d = Daemon { child: None, client: Client::new(&socket), dir, socket, config, cgroup_parent };
+        d.spawn();
+        d
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// Starts the stewardd binary and waits until its socket answers.
+    pub fn spawn(&mut self) {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("stewardd.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_stewardd"))
+            .arg("--config")
+            .arg(&self.config)
+            .env("STEWARD_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("stewardd exited with {status}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("stewardd did not open its socket:\n{}", self.log());
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// kill -9 of the daemon (its instances keep running).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stewardd.log")).unwrap_or_default()
+    }
+
+    pub async fn apply_json(&self, spec: &serde_json::Value) -> Vec<String> {
+        self.client
+            .apply(&spec.to_string(), Format::Json)
+            .await
+            .unwrap_or_else(|e| panic!("apply: {e}\n{}", self.log()))
+    }
+
+    pub async fn status(&self, id: &InstanceId) -> InstanceStatus {
+        self.client.status(id).await.unwrap()
+    }
+
+    /// Polls the instance until `pred` holds (or panics with its last status after `secs`).
+    pub async fn wait(&self, id: &InstanceId, secs: u64, pred: impl Fn(&InstanceStatus) -> bool) -> InstanceStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.status(id).await;
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{id}: condition not reached in {secs}s; last status {s:#?}\n--- daemon log ---\n{}",
+                    self.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    pub async fn wait_state(&self, id: &InstanceId, kind: Kind, secs: u64) -> InstanceStatus {
+        self.wait(id, secs, |s| s.state.kind() == kind).await
+    }
+
+    pub fn hierarchy(&self) -> Hierarchy {
+        Hierarchy::detect(&CgroupConfig { mount_root: "/sys/fs/cgroup".into(), parent: self.cgroup_parent.clone() })
+            .unwrap()
+    }
+
+    /// Pids in an instance's cgroup.
+    pub fn cgroup_pids(&self, id: &InstanceId) -> Vec<i32> {
+        let key = format!("{}.{}.{}", id.namespace, id.name, id.index);
+        let pids = self.hierarchy().instance(&key).pids().unwrap_or_default();
+        pids.into_iter().filter(|p| alive(*p)).collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+        // Leave nothing behind: kill every instance's processes and remove the cgroups.
+        let h = self.hierarchy();
+        for key in h.list_instances() {
+            let cg = h.instance(&key);
+            let _ = cg.kill_all();
+            for _ in 0..100 {
+                if cg.pids().map(|p| p.is_empty()).unwrap_or(true) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = cg.remove();
+        }
+        let _ = h.remove_parent();
+    }
+}
+
+pub fn id(namespace: &str, name: &str, index: u32) -> InstanceId {
+    InstanceId { namespace: namespace.into(), name: name.into(), index }
+}
+
+/// A minimal process spec; `process` fields are merged over the defaults.
+pub fn spec(name: &str, instances: u32, process: serde_json::Value, top: serde_json::Value) -> serde_json::Value {
+    let mut p = serde_json::json!({
+        "procName": "sh",
+        "workPath": "${work_base_dir}/${namespace}.${processname}.${instanceid}",
+        "startCmd": "sleep 1000",
+        "startGracePeriod": 0
+    });
+    merge(&mut p, process);
+    let mut s = serde_json::json!({
+        "apiVersion": "v4",
+        "kind": "process",
+        "metadata": {"name": name, "namespace": "test"},
+        "spec": {"instance": instances, "template": {"spec": {"processes": [p]}}}
+    });
+    merge(&mut s, top);
+    s
+}
+
+fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    if let (Some(b), serde_json::Value::Object(o)) = (base.as_object_mut(), over) {
+        for (k, v) in o {
+            b.insert(k, v);
+        }
+    }
+}
+
+pub fn alive(pid: i32) -> bool {
+    steward::runtime::procinfo::is_alive(pid)
+}
+
+/// Waits until `pid` is gone (or a zombie).
+pub async fn wait_gone(pid: i32, secs: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}

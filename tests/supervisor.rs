@@ -1,0 +1,248 @@
+//! The process supervisor against real processes, signals and the real stewardd binary.
+
+mod common;
+
+use common::{alive, id, spec, wait_gone, Daemon};
+use serde_json::json;
+use std::time::Duration;
+use steward::supervisor::state::{ExitStatus, Kind, State};
+
+#[tokio::test]
+async fn foreground_process_runs_in_its_cgroup_and_stops() {
+    let d = Daemon::start("fg");
+    let ids =
+        d.apply_json(&spec("fg", 2, json!({"startCmd": "exec sleep 1000", "procName": "sleep"}), json!({}))).await;
+    assert_eq!(ids, vec!["test/fg/0", "test/fg/1"]);
+    for i in 0..2 {
+        let s = d.wait_state(&id("test", "fg", i), Kind::Running, 10).await;
+        let pid = s.pid.expect("a running instance has a pid");
+        assert!(alive(pid));
+        assert_eq!(d.cgroup_pids(&id("test", "fg", i)), vec![pid]);
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+        assert_eq!(comm.trim(), "sleep");
+        // Its own session (setsid): it leads it.
+        let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
+        assert_eq!(sid.as_raw(), pid);
+    }
+    let s = d.client.action(&id("test", "fg", 0), "stop", Some(10.0)).await.unwrap();
+    assert_eq!(s.state, State::Stopped);
+    assert!(d.cgroup_pids(&id("test", "fg", 0)).is_empty());
+    // Logs go to the instance's run dir.
+    assert!(d.run_dir().join("test.fg.0/sleep.stdout.log").exists());
+}
+
+#[tokio::test]
+async fn forking_daemon_with_late_pidfile_is_adopted() {
+    let d = Daemon::start("fork");
+    // The launcher exits at once; the daemonized child writes its pidfile 0.5 s later, with a
+    // trailing newline and a second line.
+    let start = r#"setsid sh -c 'sleep 0.5; printf "%s\nsecond line\n" $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 1000' >/dev/null 2>&1 < /dev/null &"#;
+    let s = spec(
+        "fork",
+        1,
+        json!({"startCmd": start, "procName": "sleep", "startGracePeriod": 3,
+               "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/pid/fork.pid"}),
+        json!({}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "fork", 0), Kind::Running, 10).await;
+    let pid = st.pid.unwrap();
+    let pidfile = d.run_dir().join("test.fork.0/pid/fork.pid");
+    let written: i32 = std::fs::read_to_string(&pidfile).unwrap().lines().next().unwrap().trim().parse().unwrap();
+    assert_eq!(pid, written);
+    assert!(alive(pid));
+    // Reparented to the daemon, the child subreaper.
+    let stat = steward::runtime::procinfo::Stat::read(pid).unwrap();
+    assert_eq!(stat.ppid, d.pid());
+    // Killing the main process is noticed and, by the default policy (OnFailure), restarted.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let again = d.wait(&id("test", "fork", 0), 10, |s| s.state.kind() == Kind::Running && s.pid != Some(pid)).await;
+    assert_eq!(again.last_exit, Some(ExitStatus::Signal(9)));
+    assert_eq!(again.restarts, 1);
+}
+
+#[tokio::test]
+async fn pidfile_that_never_appears_fails() {
+    let d = Daemon::start("nopid");
+    let s = spec(
+        "nopid",
+        1,
+        json!({"startCmd": "true", "startGracePeriod": 1, "pidFile": "${workPath}/never.pid"}),
+        json!({"restartPolicy": {"policy": "Never"}}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "nopid", 0), Kind::Failed, 10).await;
+    assert!(st.message.contains("never.pid did not appear within startGracePeriod (1s)"), "{}", st.message);
+}
+
+#[tokio::test]
+async fn pidfile_naming_another_program_fails() {
+    let d = Daemon::start("wrongname");
+    // The pidfile names a `sleep`, but procName says gamesvr.
+    let start = "setsid sh -c 'echo $$ > ${pidFile}; exec sleep 1000' >/dev/null 2>&1 </dev/null &";
+    let s = spec(
+        "wrongname",
+        1,
+        json!({"startCmd": start, "procName": "gamesvr", "startGracePeriod": 1, "pidFile": "${workPath}/x.pid"}),
+        json!({"restartPolicy": {"policy": "Never"}}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "wrongname", 0), Kind::Failed, 10).await;
+    assert!(st.message.contains("not procName \"gamesvr\""), "{}", st.message);
+    // The wrong process was launched by the instance: it is cleaned up with it.
+    assert!(d.cgroup_pids(&id("test", "wrongname", 0)).is_empty());
+}
+
+#[tokio::test]
+async fn pidfile_naming_a_process_outside_the_instance_fails() {
+    let d = Daemon::start("outside");
+    // PID 1 is alive but not ours.
+    let s = spec(
+        "outside",
+        1,
+        json!({"startCmd": "echo 1 > ${pidFile}", "procName": "init", "startGracePeriod": 1, "pidFile": "${workPath}/x.pid"}),
+        json!({"restartPolicy": {"policy": "Never"}}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "outside", 0), Kind::Failed, 10).await;
+    assert!(st.message.contains("not a process of this instance"), "{}", st.message);
+}
+
+/// Never / OnFailure / Always for exit 0, exit 1 and a signal.
+#[tokio::test]
+async fn restart_policies_by_exit_kind() {
+    let d = Daemon::start("policy");
+    let exits = [("zero", "sleep 0.2; exit 0"), ("one", "sleep 0.2; exit 1"), ("sig", "sleep 0.2; kill -KILL $$")];
+    let mut expected = Vec::new();
+    for policy in ["Never", "OnFailure", "Always"] {
+        for (exit_name, cmd) in exits {
+            let name = format!("{}{exit_name}", policy.to_lowercase());
+            let s = spec(
+                &name,
+                1,
+                json!({"startCmd": cmd}),
+                json!({"restartPolicy": {"policy": policy, "interval": 0, "maxtimes": 2}}),
+            );
+            d.apply_json(&s).await;
+            let restarts = !matches!((policy, exit_name), ("Never", _) | ("OnFailure", "zero"));
+            expected.push((name, restarts, exit_name));
+        }
+    }
+    for (name, restarts, exit_name) in expected {
+        let iid = id("test", &name, 0);
+        let want_exit = match exit_name {
+            "zero" => ExitStatus::Code(0),
+            "one" => ExitStatus::Code(1),
+            _ => ExitStatus::Signal(9),
+        };
+        if restarts {
+            // maxtimes 2: two restarts, then Failed stays.
+            let st = d.wait_state(&iid, Kind::Failed, 15).await;
+            assert_eq!(st.restarts, 2, "{name}");
+            assert!(st.message.contains("maxtimes 2"), "{name}: {}", st.message);
+            assert_eq!(st.last_exit, Some(want_exit), "{name}");
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            assert_eq!(d.status(&iid).await.state.kind(), Kind::Failed, "{name}: Failed stays");
+        } else {
+            let st = d.wait_state(&iid, Kind::Exited, 10).await;
+            assert_eq!(st.restarts, 0, "{name}");
+            assert_eq!(st.state, State::Exited { status: want_exit }, "{name}");
+        }
+    }
+}
+
+/// Delays follow interval + backoff*(k-1), checked from the journal's timestamps.
+#[tokio::test]
+async fn restart_delays_follow_interval_and_backoff() {
+    let d = Daemon::start("delays");
+    let s = spec(
+        "delays",
+        1,
+        json!({"startCmd": "exit 3"}),
+        json!({"restartPolicy": {"policy": "OnFailure", "interval": 1, "backoff": 1, "maxtimes": 3}}),
+    );
+    d.apply_json(&s).await;
+    d.wait_state(&id("test", "delays", 0), Kind::Failed, 30).await;
+    let mut events = Vec::new();
+    d.client
+        .events(0, false, |e| {
+            events.push(e);
+            true
+        })
+        .await
+        .unwrap();
+    let mine: Vec<_> =
+        events.iter().filter(|e| e.body["instance"] == "test/delays/0" && e.body["type"] == "transition").collect();
+    // Each Backoff entry, and the Staging that ends it.
+    let mut gaps = Vec::new();
+    let mut backoff_at = None;
+    for e in &mine {
+        match e.body["to"].as_str() {
+            Some("Backoff") => backoff_at = Some(e.at_ms),
+            Some("Staging") => {
+                if let Some(t) = backoff_at.take() {
+                    gaps.push(e.at_ms - t);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(gaps.len(), 3, "three restarts: {mine:#?}");
+    for (k, gap) in gaps.iter().enumerate() {
+        let want = 1000 * (1 + k as u64);
+        assert!(*gap >= want && *gap < want + 400, "restart {}: waited {gap} ms, want {want} ms", k + 1);
+    }
+}
+
+/// A stopCmd that hangs and a grandchild that ignores SIGTERM: after gracePeriod nothing is left.
+#[tokio::test]
+async fn stop_kills_everything_after_grace() {
+    let d = Daemon::start("stubborn");
+    let start = "trap '' TERM; sh -c \"trap '' TERM; sleep 1000\" & sleep 1000";
+    let s = spec(
+        "stubborn",
+        1,
+        json!({"startCmd": start, "stopCmd": "sleep 1000"}),
+        json!({"killPolicy": {"gracePeriod": 1}}),
+    );
+    d.apply_json(&s).await;
+    let iid = id("test", "stubborn", 0);
+    d.wait_state(&iid, Kind::Running, 10).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = d.cgroup_pids(&iid);
+    assert!(before.len() >= 3, "main, grandchild and sleeps: {before:?}");
+    let t = std::time::Instant::now();
+    let st = d.client.action(&iid, "stop", Some(20.0)).await.unwrap();
+    let took = t.elapsed();
+    assert_eq!(st.state, State::Stopped);
+    assert!(took >= Duration::from_millis(900), "the grace period is waited: {took:?}");
+    assert!(took < Duration::from_secs(5), "then everything is killed: {took:?}");
+    assert!(d.cgroup_pids(&iid).is_empty());
+    for pid in before {
+        assert!(wait_gone(pid, 2).await, "pid {pid} survived the stop");
+    }
+}
+
+/// Runs as a user the test creates; capabilities are dropped.
+#[tokio::test]
+async fn runs_as_the_spec_user_without_capabilities() {
+    let user = "steward-t1";
+    let _ = std::process::Command::new("useradd").args(["--system", "--no-create-home", user]).status();
+    let d = Daemon::start("user");
+    let s = spec("user", 1, json!({"user": user, "startCmd": "exec sleep 1000", "procName": "sleep"}), json!({}));
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "user", 0), Kind::Running, 10).await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", st.pid.unwrap())).unwrap();
+    let field = |name: &str| {
+        status.lines().find(|l| l.starts_with(name)).unwrap().split_whitespace().nth(1).unwrap().to_string()
+    };
+    let uid = nix::unistd::User::from_name(user).unwrap().unwrap().uid.as_raw().to_string();
+    assert_eq!(field("Uid:"), uid);
+    for cap in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(cap), "0000000000000000", "{cap}");
+    }
+    // Its work dir was created for it.
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(d.work_dir().join("test.user.0")).unwrap();
+    assert_eq!(meta.uid().to_string(), uid);
+}
