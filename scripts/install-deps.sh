@@ -11,6 +11,9 @@ need() { # need COMMAND PACKAGE
 need perl perl-base        # the example gamesvc workload (units/packages/gamesvc)
 need timeout coreutils
 need setsid util-linux
+need nginx nginx-light          # real forking daemons in the supervisor tests
+need redis-server redis-server
+need useradd passwd             # tests create users
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -19,6 +22,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     echo "install-deps: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
+    # Packages like nginx and redis start their system service on install; the tests run their
+    # own copies, so keep the system ones from starting (Debian's policy-rc.d convention).
+    policy=/usr/sbin/policy-rc.d
+    own_policy=false
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && own_policy=true
+    fi
     apt-get update -qq
-    apt-get install -y -qq "${missing[@]}"
+    apt-get install -y -qq "${missing[@]}" || status=$?
+    if $own_policy; then rm -f "$policy"; fi
+    exit "${status:-0}"
 fi

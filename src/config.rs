@@ -29,6 +29,12 @@ pub struct Config {
     pub cgroup_parent: String,
     /// cgroupfs mount point.
     pub cgroup_root: PathBuf,
+    /// An instance's log file is rotated when it grows past this many bytes.
+    pub log_max_bytes: u64,
+    /// Rotated copies kept per log file (`.1` newest).
+    pub log_keep: u32,
+    /// How often log sizes are checked, in seconds.
+    pub log_check_secs: u64,
 }
 
 impl Default for Config {
@@ -43,6 +49,9 @@ impl Default for Config {
             allow_read_for_all: true,
             cgroup_parent: "steward".into(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            log_max_bytes: 10 * 1024 * 1024,
+            log_keep: 3,
+            log_check_secs: 10,
         }
     }
 }

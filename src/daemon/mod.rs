@@ -7,7 +7,7 @@ pub mod notify;
 use crate::api::{self, auth::Access, AppState};
 use crate::cgroups::CgroupConfig;
 use crate::config::Config;
-use crate::supervisor::{Supervisor, SupervisorConfig};
+use crate::supervisor::{LogRotation, Supervisor, SupervisorConfig};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -36,6 +36,11 @@ async fn serve(config: Config) -> Result<(), DaemonError> {
         roots: config.roots(),
         host_ip: host_ip.clone(),
         cgroups: CgroupConfig { mount_root: config.cgroup_root.clone(), parent: config.cgroup_parent.clone() },
+        logs: LogRotation {
+            max_bytes: config.log_max_bytes,
+            keep: config.log_keep,
+            every: std::time::Duration::from_secs(config.log_check_secs.max(1)),
+        },
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group)?;

@@ -24,6 +24,15 @@ pub struct SupervisorConfig {
     pub roots: Roots,
     pub host_ip: String,
     pub cgroups: CgroupConfig,
+    pub logs: LogRotation,
+}
+
+/// Size-based rotation of the instances' log files.
+#[derive(Debug, Clone, Copy)]
+pub struct LogRotation {
+    pub max_bytes: u64,
+    pub keep: u32,
+    pub every: std::time::Duration,
 }
 
 /// Shared by every instance actor.
@@ -83,6 +92,7 @@ impl Supervisor {
         let shared = Arc::new(Shared { store, reaper, cgroups, roots: config.roots, host_ip: config.host_ip });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load()?;
+        tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
     }
 
@@ -310,4 +320,30 @@ impl Supervisor {
 struct StoredSpec {
     generation: u64,
     spec: ProcessSpec,
+}
+
+/// Rotates every instance's logs (`<run_base_dir>/<instance>/*.log`) that outgrew the limit.
+/// A size check every few seconds: the files are written by the workloads directly, so there
+/// is no write the daemon could hook.
+async fn rotate_logs(run_base_dir: PathBuf, rotation: LogRotation) {
+    loop {
+        tokio::time::sleep(rotation.every).await;
+        let dir = run_base_dir.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            for instance in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                for file in std::fs::read_dir(instance.path()).into_iter().flatten().flatten() {
+                    let path = file.path();
+                    if path.extension().is_some_and(|e| e == "log") {
+                        if let Err(e) = crate::runtime::process::rotate_log(&path, rotation.max_bytes, rotation.keep) {
+                            tracing::warn!("rotating {}: {e}", path.display());
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::warn!("log rotation task: {e}");
+        }
+    }
 }

@@ -33,7 +33,7 @@ impl Daemon {
             &config,
             format!(
                 "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nstate_dir = \"{0}/state\"\nsocket = \"{1}\"\n\
-                 cgroup_parent = \"{2}\"\nhost_ip = \"127.0.0.1\"\n",
+                 cgroup_parent = \"{2}\"\nhost_ip = \"127.0.0.1\"\nlog_max_bytes = 4096\nlog_keep = 2\nlog_check_secs = 1\n",
                 dir.path().display(),
                 socket.display(),
                 cgroup_parent

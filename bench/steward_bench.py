@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Steward supervising N `sleep` instances, measured exactly like the peers in shared/bench:
+time until all N run (children of the daemon), kill -9 -> respawn latency p50/p99 over K kills
+(restartPolicy Always, interval 0), and the daemon's RSS.
+
+usage: steward_bench.py N [K] [--pidfile]   (needs target/release/stewardd and steward)
+With --pidfile each instance is a forking daemon that writes its pidfile (systemd Type=forking),
+so the main process is a grandchild reparented to the daemon (child subreaper).
+"""
+import json, os, signal, socket, statistics, subprocess, sys, tempfile, time, http.client
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEWARDD = os.path.join(ROOT, "target/release/stewardd")
+
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+N = int(args[0]) if args else 500
+K = int(args[1]) if len(args) > 1 else 50
+PIDFILE = "--pidfile" in sys.argv
+
+
+class UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=60)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def api(sock, method, path, body=None, ctype="application/json"):
+    c = UnixHTTP(sock)
+    c.request(method, path, body=body, headers={"content-type": ctype} if body else {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    if r.status >= 300:
+        raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
+    return json.loads(data) if data else None
+
+
+def children(pid):
+    out = set()
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out |= {int(x) for x in open(f"/proc/{pid}/task/{t}/children").read().split()}
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def rss_mib(pid):
+    return int([l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1]) / 1024
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="steward-bench-")
+    os.chmod(d, 0o755)
+    sock = os.path.join(d, "stewardd.sock")
+    parent = f"steward-bench-{os.getpid()}"
+    conf = os.path.join(d, "stewardd.toml")
+    with open(conf, "w") as f:
+        f.write(f'work_base_dir = "{d}/work"\nrun_base_dir = "{d}/run"\nstate_dir = "{d}/state"\n'
+                f'socket = "{sock}"\ncgroup_parent = "{parent}"\nhost_ip = "127.0.0.1"\n')
+    log = open(os.path.join(d, "stewardd.log"), "w")
+    daemon = subprocess.Popen([STEWARDD, "--config", conf], stdout=log, stderr=log)
+    while not os.path.exists(sock):
+        time.sleep(0.005)
+    if PIDFILE:
+        proc = {"procName": "sleep", "startGracePeriod": 5,
+                "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/p.pid",
+                "startCmd": "setsid sh -c 'echo $$ > ${pidFile}; exec sleep 100000' </dev/null >/dev/null 2>&1 &"}
+    else:
+        proc = {"procName": "sleep", "startGracePeriod": 0, "startCmd": "exec sleep 100000"}
+    proc["workPath"] = "${work_base_dir}/${namespace}.${processname}.${instanceid}"
+    spec = {"apiVersion": "v4", "kind": "process", "restartPolicy": {"policy": "Always", "interval": 0},
+            "metadata": {"name": "sleeper", "namespace": "bench"},
+            "spec": {"instance": N, "template": {"spec": {"processes": [proc]}}}}
+    t0 = time.monotonic()
+    api(sock, "POST", "/v1/apply", json.dumps(spec).encode())
+    # All running: N main processes are children of the daemon (directly, or reparented to it).
+    while len(children(daemon.pid)) < N:
+        time.sleep(0.001)
+    t_all = time.monotonic() - t0
+    # Let the daemon settle (Running transitions committed) before measuring respawns.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = api(sock, "GET", "/v1/instances?state=Running")["instances"]
+        if len(states) == N:
+            break
+        time.sleep(0.05)
+    time.sleep(1)
+    lat = []
+    for k in range(K):
+        before = children(daemon.pid)
+        victim = sorted(before)[k % len(before)]
+        t1 = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        while True:
+            now = children(daemon.pid)
+            if victim not in now and len(now) == N:
+                break
+            time.sleep(0.0002)
+        lat.append(time.monotonic() - t1)
+        time.sleep(0.05)
+    rss = rss_mib(daemon.pid)
+    lat.sort()
+    mode = "pidfile" if PIDFILE else "foreground"
+    print(f"steward({mode}) N={N}: all-running {t_all*1000:.0f} ms; respawn p50 {statistics.median(lat)*1000:.2f} ms "
+          f"p99 {lat[max(0, int(len(lat)*0.99)-1)]*1000:.2f} ms; RSS {rss:.1f} MiB")
+    # Clean up: the daemon leaves instances running by design, so kill them through their cgroups.
+    daemon.kill()
+    daemon.wait()
+    for ctl in os.listdir("/sys/fs/cgroup"):
+        base = f"/sys/fs/cgroup/{ctl}/{parent}"
+        if not os.path.isdir(base):
+            continue
+        for inst in os.listdir(base):
+            procs = os.path.join(base, inst, "cgroup.procs")
+            if os.path.exists(procs):
+                for p in open(procs).read().split():
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+    time.sleep(0.5)
+    for ctl in os.listdir("/sys/fs/cgroup"):
+        base = f"/sys/fs/cgroup/{ctl}/{parent}"
+        if os.path.isdir(base):
+            for inst in os.listdir(base):
+                try:
+                    os.rmdir(os.path.join(base, inst))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main()
