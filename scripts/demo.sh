@@ -1,17 +1,52 @@
 #!/usr/bin/env bash
-# The main job: build Steward and show what it makes of the example units in units/.
+# The main job: build Steward, run stewardd in the foreground with its embedded default
+# configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example units in units/ and show their status.
+# Ctrl-C ends the demo: it deletes the demo's instances, then stops the daemon.
+# DEMO_ONCE=1 ends it right after showing the status (for scripted runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 cargo build --release --quiet
-steward=target/release/steward
+bin=target/release
+steward="$bin/steward"
+unset STEWARD_CONFIG STEWARD_SOCKET
 
-echo "== steward validate units/*"
-"$steward" validate units/*.json units/*.toml
-
-for unit in units/gamesvc.json units/ticker.toml; do
+echo "== stewardd (embedded default configuration)"
+"$bin/stewardd" &
+daemon=$!
+cleanup() {
+    trap - INT TERM EXIT
     echo
-    echo "== steward render $unit --instance 0 --port http_port=31000"
-    "$steward" render "$unit" --instance 0 --port http_port=31000
+    echo "== removing the demo's instances and stopping stewardd"
+    $steward delete --all --timeout 15 || true
+    kill -TERM "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+}
+trap cleanup INT TERM EXIT
+
+for _ in $(seq 1 200); do
+    $steward ls >/dev/null 2>&1 && break
+    sleep 0.05
 done
+
+for unit in units/ticker.toml units/gamesvc.json; do
+    echo
+    echo "== steward apply -f $unit --wait"
+    $steward apply -f "$unit" --wait --timeout 20 || true
+done
+
+echo
+echo "== steward ls"
+$steward ls
+echo
+echo "== steward status demo/ticker/0"
+$steward status demo/ticker/0
+
+if [ "${DEMO_ONCE:-0}" = 1 ]; then
+    exit 0
+fi
+echo
+echo "stewardd runs in the foreground; try \`target/release/steward events -f\` in another terminal."
+echo "Ctrl-C ends the demo."
+wait "$daemon"

@@ -3,6 +3,7 @@
 
 use crate::spec::Roots;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -21,9 +22,10 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The local API's unix socket.
     pub socket: PathBuf,
-    /// Mode of the socket: owner root and group `socket_group` may change things.
+    /// Root and this group may change things through the socket (mode 0660 root:group).
     pub socket_group: String,
-    /// Whether users outside root and `socket_group` may read (list, status, events).
+    /// Let every local user read (list, status, events, node, metrics): the socket becomes
+    /// 0666 and the caller's uid/gid (SO_PEERCRED) decide who may change things.
     pub allow_read_for_all: bool,
     /// Name of the cgroup under which every instance gets its own.
     pub cgroup_parent: String,
@@ -35,6 +37,19 @@ pub struct Config {
     pub log_keep: u32,
     /// How often log sizes are checked, in seconds.
     pub log_check_secs: u64,
+    /// First port of the range random ports (hostPort 0) come from.
+    pub port_range_start: u16,
+    /// Last port of that range (inclusive).
+    pub port_range_end: u16,
+    /// What the scheduler may place by: labels (free-form) and attributes (e.g. idc, district).
+    pub node: NodeConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    pub labels: BTreeMap<String, String>,
+    pub attributes: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -46,12 +61,15 @@ impl Default for Config {
             state_dir: PathBuf::from("/var/lib/steward/state"),
             socket: PathBuf::from("/run/steward/stewardd.sock"),
             socket_group: "steward".into(),
-            allow_read_for_all: true,
+            allow_read_for_all: false,
             cgroup_parent: "steward".into(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             log_max_bytes: 10 * 1024 * 1024,
             log_keep: 3,
             log_check_secs: 10,
+            port_range_start: 31000,
+            port_range_end: 32000,
+            node: NodeConfig::default(),
         }
     }
 }
@@ -90,6 +108,12 @@ impl Config {
             if !dir.is_absolute() {
                 return Err(format!("{key}: {} must be an absolute path", dir.display()));
             }
+        }
+        if config.port_range_start == 0 || config.port_range_start > config.port_range_end {
+            return Err(format!(
+                "port_range_start {} .. port_range_end {} is not a range of ports",
+                config.port_range_start, config.port_range_end
+            ));
         }
         Ok(config)
     }

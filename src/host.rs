@@ -27,3 +27,66 @@ mod tests {
         assert!(super::detect_ip().is_ipv4());
     }
 }
+
+/// The host's name.
+pub fn hostname() -> String {
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
+}
+
+/// Memory totals from /proc/meminfo, in bytes: (total, available).
+pub fn memory() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("MemTotal:"), field("MemAvailable:"))
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|l| l.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// TCP and UDP ports something listens on (or holds bound), from /proc/net.
+pub fn ports_in_use() -> std::collections::BTreeSet<u16> {
+    let mut ports = std::collections::BTreeSet::new();
+    for (file, listen_only) in [("tcp", true), ("tcp6", true), ("udp", false), ("udp6", false)] {
+        let text = std::fs::read_to_string(format!("/proc/net/{file}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state)) = (fields.get(1), fields.get(3)) else { continue };
+            // TCP state 0A is LISTEN; a UDP socket that is bound holds its port.
+            if listen_only && *state != "0A" {
+                continue;
+            }
+            if let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
+                ports.insert(port);
+            }
+        }
+    }
+    ports
+}
+
+#[cfg(test)]
+mod host_facts {
+    #[test]
+    fn sees_a_listening_port() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(super::ports_in_use().contains(&port));
+        let (total, available) = super::memory();
+        assert!(total > 0 && available <= total);
+        assert!(!super::hostname().is_empty());
+    }
+}

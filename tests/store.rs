@@ -508,6 +508,7 @@ fn bench_commit_throughput() {
         }
         // 500 instances x 3 transitions, each a put + an event, from 500 tasks.
         let dir = tempdir();
+        let rss_before = rss_kib();
         let store = Store::open(dir.path()).unwrap();
         let start = Instant::now();
         let mut handles = Vec::new();
@@ -527,9 +528,22 @@ fn bench_commit_throughput() {
             h.await.unwrap();
         }
         let txns = store.stats().write_txns - 1;
+        let elapsed = start.elapsed().as_secs_f64();
+        let snap = store.snapshot().unwrap();
         println!(
-            "500 instances x 3 transitions (put + event each): {:.3} s, {txns} write txns",
-            start.elapsed().as_secs_f64()
+            "500 instances x 3 transitions (put + event each): {elapsed:.3} s, {txns} write txns; \
+             RSS +{} KiB after open, commits and a snapshot of {} records",
+            rss_kib().saturating_sub(rss_before),
+            snap.records.len()
         );
     });
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }

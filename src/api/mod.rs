@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+mod metrics;
 
 use crate::spec::{self, Format, InstanceId, Roots};
 use crate::supervisor::{state::Kind, ListFilter, Supervisor, SupervisorError};
@@ -24,8 +25,27 @@ pub const MAX_BODY: usize = 1024 * 1024;
 pub struct AppState {
     pub supervisor: Supervisor,
     pub roots: Roots,
-    pub access: Access,
+    /// What SIGHUP may change at run time: access rules and the node's labels and attributes.
+    pub live: std::sync::RwLock<LiveConfig>,
 }
+
+/// The part of the configuration a reload (SIGHUP) applies without a restart.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    pub access: Access,
+    pub host_ip: String,
+    pub node: crate::config::NodeConfig,
+    pub port_range: (u16, u16),
+}
+
+impl AppState {
+    fn live(&self) -> LiveConfig {
+        self.live.read().expect("live config lock").clone()
+    }
+}
+
+/// The OpenAPI description of this API (docs/openapi.json), served at /v1/openapi.json.
+pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -35,8 +55,40 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/instances/{namespace}/{name}/{index}", get(status).delete(delete))
         .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(action))
         .route("/v1/events", get(events))
+        .route("/v1/node", get(node))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics::metrics))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+async fn openapi() -> Response {
+    ([("content-type", "application/json")], OPENAPI).into_response()
+}
+
+/// GET /v1/node: what a scheduler needs to place instances on this host.
+async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<serde_json::Value>, ApiError> {
+    let live = app.live();
+    live.access.require_read(&caller)?;
+    let (total, available) = crate::host::memory();
+    let (start, end) = live.port_range;
+    let in_use = crate::host::ports_in_use();
+    let instances = app.supervisor.list(&ListFilter::default());
+    let taken: std::collections::BTreeSet<u16> = instances.iter().flat_map(|s| s.ports.values().copied()).collect();
+    let free = (start..=end).filter(|p| !in_use.contains(p) && !taken.contains(p)).count();
+    Ok(Json(serde_json::json!({
+        "hostname": crate::host::hostname(),
+        "hostIp": live.host_ip,
+        "cpus": crate::host::cpus(),
+        "loadAverage": crate::host::load_average(),
+        "memoryTotalBytes": total,
+        "memoryAvailableBytes": available,
+        "labels": live.node.labels,
+        "attributes": live.node.attributes,
+        "ports": {"rangeStart": start, "rangeEnd": end, "free": free},
+        "instances": instances.len(),
+        "version": env!("CARGO_PKG_VERSION"),
+    })))
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -50,7 +102,7 @@ async fn apply(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    app.access.require_write(&caller)?;
+    app.live().access.require_write(&caller)?;
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
     let format = if content_type.contains("toml") {
@@ -78,7 +130,7 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    app.access.require_read(&caller)?;
+    app.live().access.require_read(&caller)?;
     let state = match q.state.as_deref() {
         None | Some("") => None,
         Some(s) => {
@@ -107,7 +159,7 @@ async fn status(
     caller: Caller,
     Path((namespace, name, index)): Path<(String, String, String)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    app.access.require_read(&caller)?;
+    app.live().access.require_read(&caller)?;
     let id = instance_id(namespace, name, index)?;
     Ok(Json(serde_json::to_value(app.supervisor.status(&id)?).map_err(ApiError::internal)?))
 }
@@ -124,7 +176,7 @@ async fn action(
     Path((namespace, name, index, action)): Path<(String, String, String, String)>,
     Query(q): Query<ActionQuery>,
 ) -> Result<Response, ApiError> {
-    app.access.require_write(&caller)?;
+    app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
     let sup_app = app.clone();
@@ -148,7 +200,7 @@ async fn delete(
     Path((namespace, name, index)): Path<(String, String, String)>,
     Query(q): Query<ActionQuery>,
 ) -> Result<Response, ApiError> {
-    app.access.require_write(&caller)?;
+    app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
     let sup_app = app.clone();
@@ -209,7 +261,7 @@ async fn events(
     caller: Caller,
     Query(q): Query<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    app.access.require_read(&caller)?;
+    app.live().access.require_read(&caller)?;
     let store = app.supervisor.store().clone();
     let mut live = store.subscribe();
     let since = q.since.unwrap_or(0);

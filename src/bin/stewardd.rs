@@ -18,7 +18,7 @@ fn main() {
     if let Some(socket) = args.socket {
         config.socket = socket;
     }
-    if let Err(e) = steward::daemon::run(config) {
+    if let Err(e) = steward::daemon::run(config, args.config.as_deref()) {
         eprintln!("stewardd: {e}");
         std::process::exit(1);
     }

@@ -23,7 +23,10 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Delete(t) => delete(&client, t).await,
         Command::Events { follow, since } => events(&client, since, follow, output).await,
         Command::Logs { id, follow, tail } => return logs(config, &id, follow, tail),
-        Command::Validate { .. } | Command::Render { .. } => unreachable!("handled without the daemon"),
+        Command::Node => node(&client, output).await,
+        Command::Validate { .. } | Command::Render { .. } | Command::Completions { .. } => {
+            unreachable!("handled without the daemon")
+        }
     };
     match result {
         Ok(code) => Ok(code),
@@ -212,6 +215,33 @@ fn age(ms: u64) -> String {
         3600..86400 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86400),
     }
+}
+
+async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
+    let n = client.node().await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&n).unwrap_or_default()),
+        Output::Text => {
+            let gib = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0) / 1073741824.0;
+            println!("hostname:  {}", n["hostname"].as_str().unwrap_or("?"));
+            println!("ip:        {}", n["hostIp"].as_str().unwrap_or("?"));
+            println!("cpus:      {} (load {:.2})", n["cpus"], n["loadAverage"].as_f64().unwrap_or(0.0));
+            println!(
+                "memory:    {:.1} GiB available of {:.1} GiB",
+                gib(&n["memoryAvailableBytes"]),
+                gib(&n["memoryTotalBytes"])
+            );
+            let ports = &n["ports"];
+            println!("ports:     {} free in {}-{}", ports["free"], ports["rangeStart"], ports["rangeEnd"]);
+            println!("instances: {}", n["instances"]);
+            for (kind, key) in [("label", "labels"), ("attribute", "attributes")] {
+                for (k, v) in n[key].as_object().into_iter().flatten() {
+                    println!("{kind}:{:>width$}{k}={}", "", v.as_str().unwrap_or_default(), width = 10 - kind.len());
+                }
+            }
+        }
+    }
+    Ok(exit::OK)
 }
 
 async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {

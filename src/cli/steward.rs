@@ -111,6 +111,13 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         since: u64,
     },
+    /// Show this host as the scheduler sees it: name, IP, cpu, memory, labels, free ports.
+    Node,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Show an instance's output (stdout and stderr logs).
     Logs {
         id: String,
@@ -151,6 +158,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Validate { files } => Ok(validate(&files, &config, cli.output)),
         Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "steward", &mut std::io::stdout());
+            Ok(exit::OK)
+        }
         other => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(super::commands::run(other, &config, &socket, cli.output))

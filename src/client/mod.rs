@@ -79,6 +79,16 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
     }
 
+    pub async fn node(&self) -> Result<serde_json::Value, ClientError> {
+        self.json(Method::GET, "/v1/node").await
+    }
+
+    /// The Prometheus metrics text.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let (_, bytes) = self.call(Method::GET, "/metrics", None).await?;
+        Ok(String::from_utf8_lossy(&bytes).to_string())
+    }
+
     pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
         self.json(Method::GET, "/v1/health").await
     }

@@ -4,13 +4,13 @@
 
 pub mod notify;
 
-use crate::api::{self, auth::Access, AppState};
+use crate::api::{self, auth::Access, AppState, LiveConfig};
 use crate::cgroups::CgroupConfig;
 use crate::config::Config;
 use crate::supervisor::{LogRotation, Supervisor, SupervisorConfig};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, thiserror::Error)]
@@ -23,13 +23,58 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs the daemon until SIGTERM or SIGINT.
-pub fn run(config: Config) -> Result<(), DaemonError> {
+/// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
+pub fn run(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, config_path))
 }
 
-async fn serve(config: Config) -> Result<(), DaemonError> {
+fn live_config(config: &Config) -> LiveConfig {
+    LiveConfig {
+        access: Access::from_group(&config.socket_group, config.allow_read_for_all),
+        host_ip: config.host_ip().to_string(),
+        node: config.node.clone(),
+        port_range: (config.port_range_start, config.port_range_end),
+    }
+}
+
+fn status_line(state: &AppState) -> String {
+    let list = state.supervisor.list(&Default::default());
+    let running = list.iter().filter(|s| s.state.kind() == crate::supervisor::state::Kind::Running).count();
+    format!("STATUS={running} of {} instance(s) running", list.len())
+}
+
+/// SIGHUP: re-reads the configuration. Access rules and the node's labels and attributes take
+/// effect at once; the rest (socket, state, roots, cgroups) needs a restart, which is said.
+fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
+    notify::notify("RELOADING=1");
+    match Config::load(path) {
+        Ok(new) => {
+            let mut needs_restart = Vec::new();
+            if new.socket != running.socket {
+                needs_restart.push("socket");
+            }
+            if new.state_dir != running.state_dir {
+                needs_restart.push("state_dir");
+            }
+            if new.roots() != running.roots() {
+                needs_restart.push("work_base_dir/run_base_dir");
+            }
+            if new.cgroup_parent != running.cgroup_parent || new.cgroup_root != running.cgroup_root {
+                needs_restart.push("cgroups");
+            }
+            *state.live.write().expect("live config lock") = live_config(&new);
+            tracing::info!("configuration reloaded");
+            if !needs_restart.is_empty() {
+                tracing::warn!("changed settings that take effect after a restart: {}", needs_restart.join(", "));
+            }
+        }
+        Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
+    }
+    notify::notify(&format!("READY=1\n{}", status_line(state)));
+}
+
+async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
     let host_ip = config.host_ip().to_string();
     let supervisor = Supervisor::open(SupervisorConfig {
         state_dir: config.state_dir.clone(),
@@ -43,12 +88,8 @@ async fn serve(config: Config) -> Result<(), DaemonError> {
         },
     })
     .await?;
-    let listener = bind_socket(&config.socket, &config.socket_group)?;
-    let state = Arc::new(AppState {
-        supervisor,
-        roots: config.roots(),
-        access: Access::from_group(&config.socket_group, config.allow_read_for_all),
-    });
+    let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
+    let state = Arc::new(AppState { supervisor, roots: config.roots(), live: RwLock::new(live_config(&config)) });
     let app = api::router(state.clone()).into_make_service_with_connect_info::<api::auth::Caller>();
     tracing::info!(socket = %config.socket.display(), host_ip, "stewardd ready");
     notify::notify(&format!(
@@ -60,26 +101,39 @@ async fn serve(config: Config) -> Result<(), DaemonError> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    let reload_state = state.clone();
+    let config_path = config_path.map(Path::to_path_buf);
+    let running_config = config.clone();
+    let status_state = state.clone();
+    let status = tokio::spawn(async move {
+        // STATUS= for `systemctl status`, kept current.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            notify::notify(&status_line(&status_state));
+        }
+    });
     let shutdown = async move {
         loop {
             tokio::select! {
                 _ = term.recv() => break,
                 _ = int.recv() => break,
-                _ = hup.recv() => tracing::info!("SIGHUP: configuration is read at start; nothing to reload yet"),
+                _ = hup.recv() => reload(&reload_state, config_path.as_deref(), &running_config),
             }
         }
         tracing::info!("stewardd stopping; instances keep running");
         notify::notify("STOPPING=1");
     };
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    status.abort();
     drop(watchdog);
     let _ = std::fs::remove_file(&config.socket);
     Ok(())
 }
 
 /// Binds the API socket: refuses to take over a live daemon's socket, replaces a stale one,
-/// and sets mode 0660 with group `group` (when it exists).
-fn bind_socket(path: &Path, group: &str) -> Result<tokio::net::UnixListener, DaemonError> {
+/// and sets mode 0660 with group `group` (when it exists), or 0666 when everyone may read
+/// (SO_PEERCRED then keeps writes to root and the group).
+fn bind_socket(path: &Path, group: &str, readable_by_all: bool) -> Result<tokio::net::UnixListener, DaemonError> {
     let err = |message: String| DaemonError::Socket { path: path.display().to_string(), message };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| err(format!("cannot create its directory: {e}")))?;
@@ -91,7 +145,8 @@ fn bind_socket(path: &Path, group: &str) -> Result<tokio::net::UnixListener, Dae
         std::fs::remove_file(path).map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
     }
     let listener = tokio::net::UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(|e| err(e.to_string()))?;
+    let mode = if readable_by_all { 0o666 } else { 0o660 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(e.to_string()))?;
     if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
         let _ = nix::unistd::chown(path, None, Some(g.gid));
     }

@@ -42,6 +42,21 @@ pub struct Shared {
     pub cgroups: Hierarchy,
     pub roots: Roots,
     pub host_ip: String,
+    pub counters: Counters,
+}
+
+/// Daemon-wide counters for /metrics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub check_failures: std::sync::atomic::AtomicU64,
+    pub fetch_bytes: std::sync::atomic::AtomicU64,
+}
+
+/// A snapshot of [`Counters`].
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CounterValues {
+    pub check_failures: u64,
+    pub fetch_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +104,14 @@ impl Supervisor {
         let store = Store::open(&config.state_dir).map_err(|e| SupervisorError::Store(e.to_string()))?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
-        let shared = Arc::new(Shared { store, reaper, cgroups, roots: config.roots, host_ip: config.host_ip });
+        let shared = Arc::new(Shared {
+            store,
+            reaper,
+            cgroups,
+            roots: config.roots,
+            host_ip: config.host_ip,
+            counters: Counters::default(),
+        });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load()?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
@@ -305,6 +327,12 @@ impl Supervisor {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
         let rec = rx.borrow().clone();
         Ok(InstanceStatus::from_record(&rec, None))
+    }
+
+    pub fn counters(&self) -> CounterValues {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.shared.counters;
+        CounterValues { check_failures: c.check_failures.load(Relaxed), fetch_bytes: c.fetch_bytes.load(Relaxed) }
     }
 
     pub fn store(&self) -> &Store {

@@ -39,7 +39,7 @@ impl fmt::Display for ExitStatus {
 
 /// What a stop is for, so that `Stopping` knows where to go when everything is gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[serde(tag = "kind")]
 pub enum StopGoal {
     /// An operator's stop: end in `Stopped`, never a failure.
     Stop,
@@ -51,8 +51,9 @@ pub enum StopGoal {
     Fail { reason: String },
 }
 
+/// In JSON: `{"state": "Backoff", "untilMs": ...}` — the same names as [`Kind`] and events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "state")]
+#[serde(tag = "state", rename_all_fields = "camelCase")]
 pub enum State {
     /// Preparing directories, fetching packages.
     Staging,

@@ -23,6 +23,11 @@ pub struct Daemon {
 impl Daemon {
     /// Starts a daemon in a fresh directory.
     pub fn start(name: &str) -> Daemon {
+        Daemon::start_with(name, "")
+    }
+
+    /// Starts a daemon whose config file ends with `extra` (TOML).
+    pub fn start_with(name: &str, extra: &str) -> Daemon {
         let dir = tempfile::Builder::new().prefix(&format!("steward-{name}-")).tempdir().unwrap();
         // Workloads run as other users too: they must be able to reach their directories.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -37,7 +42,7 @@ impl Daemon {
                 dir.path().display(),
                 socket.display(),
                 cgroup_parent
-            ),
+            ) + extra,
         )
         .unwrap();
         let mut d = Daemon { child: None, client: Client::new(&socket), dir, socket, config, cgroup_parent };
@@ -82,6 +87,30 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         panic!("stewardd did not open its socket:\n{}", self.log());
+    }
+
+    /// Runs the real `steward` CLI against this daemon; returns (exit code, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        self.cli_as(None, args)
+    }
+
+    /// As [`Daemon::cli`], as another user (through runuser).
+    pub fn cli_as(&self, user: Option<&str>, args: &[&str]) -> (i32, String, String) {
+        let steward = env!("CARGO_BIN_EXE_steward");
+        let mut cmd = match user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--", steward]);
+                c
+            }
+            None => Command::new(steward),
+        };
+        let out = cmd.arg("--config").arg(&self.config).args(args).stdin(Stdio::null()).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     }
 
     pub fn pid(&self) -> i32 {

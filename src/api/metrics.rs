@@ -1,0 +1,66 @@
+//! GET /metrics in the Prometheus text format.
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::AppState;
+use crate::supervisor::state::Kind;
+use crate::supervisor::ListFilter;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use std::fmt::Write;
+use std::sync::Arc;
+
+const KINDS: [Kind; 8] = [
+    Kind::Staging,
+    Kind::Starting,
+    Kind::Running,
+    Kind::Stopping,
+    Kind::Stopped,
+    Kind::Exited,
+    Kind::Failed,
+    Kind::Backoff,
+];
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    app.live().access.require_read(&caller)?;
+    let list = app.supervisor.list(&ListFilter::default());
+    let mut out = String::new();
+    header(&mut out, "steward_instances", "gauge", "Instances by state.");
+    for k in KINDS {
+        let n = list.iter().filter(|s| s.state.kind() == k).count();
+        let _ = writeln!(out, "steward_instances{{state=\"{k}\"}} {n}");
+    }
+    header(&mut out, "steward_restarts_total", "counter", "Restarts of all instances over their lives.");
+    let _ = writeln!(out, "steward_restarts_total {}", list.iter().map(|s| s.restarts).sum::<u64>());
+    header(&mut out, "steward_instance_restarts_total", "counter", "Restarts of each instance.");
+    for s in &list {
+        let _ = writeln!(out, "steward_instance_restarts_total{{instance=\"{}\"}} {}", s.id, s.restarts);
+    }
+    let counters = app.supervisor.counters();
+    header(&mut out, "steward_check_failures_total", "counter", "Failed health checks.");
+    let _ = writeln!(out, "steward_check_failures_total {}", counters.check_failures);
+    header(&mut out, "steward_fetch_bytes_total", "counter", "Bytes downloaded for instance packages.");
+    let _ = writeln!(out, "steward_fetch_bytes_total {}", counters.fetch_bytes);
+    header(&mut out, "steward_events_last_sequence", "gauge", "Sequence number of the newest event.");
+    let _ = writeln!(out, "steward_events_last_sequence {}", app.supervisor.store().last_seq());
+    // Resource use, from each running instance's cgroup.
+    let usage: Vec<_> = list
+        .iter()
+        .filter(|s| s.state.has_processes())
+        .filter_map(|s| app.supervisor.status(&s.id).ok().and_then(|st| st.usage.map(|u| (s.id.to_string(), u))))
+        .collect();
+    header(&mut out, "steward_instance_cpu_seconds_total", "counter", "CPU time used by each instance's cgroup.");
+    for (id, u) in &usage {
+        let _ =
+            writeln!(out, "steward_instance_cpu_seconds_total{{instance=\"{id}\"}} {}", u.cpu_usage_usec as f64 / 1e6);
+    }
+    header(&mut out, "steward_instance_memory_bytes", "gauge", "Memory used by each instance's cgroup.");
+    for (id, u) in &usage {
+        let _ = writeln!(out, "steward_instance_memory_bytes{{instance=\"{id}\"}} {}", u.memory_bytes);
+    }
+    Ok(([("content-type", "text/plain; version=0.0.4")], out).into_response())
+}
