@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod host;
+pub mod ports;
 pub mod runtime;
 pub mod spec;
 pub mod store;

@@ -1523,7 +1523,10 @@ fn every_variable_is_substituted_in_every_templated_field() {
     assert_eq!(p.stop_cmd.as_deref(), Some(format!("./stopCmd {all}").as_str()));
     assert_eq!(p.restart_cmd.as_deref(), Some(format!("./restartCmd {all}").as_str()));
     assert_eq!(p.reload_cmd.as_deref(), Some(format!("./reloadCmd {all}").as_str()));
-    assert_eq!(p.env[0].value, all);
+    // Every port comes first as PORT_<name> (seed 001), then the spec's own env.
+    let env: Vec<(&str, &str)> = p.env.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
+    assert_eq!(env[..2], [("PORT_http_port", "8899"), ("PORT_metric_port", "31005")]);
+    assert_eq!(p.env[2].value, all);
     assert_eq!(p.uris[0].output_dir, PathBuf::from(format!("{work}/pkg-31005")));
     assert_eq!(p.health_checks[0].probe, Probe::Command { command: format!("./check.sh {all}") });
 }

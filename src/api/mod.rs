@@ -72,10 +72,8 @@ async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<s
     live.access.require_read(&caller)?;
     let (total, available) = crate::host::memory();
     let (start, end) = live.port_range;
-    let in_use = crate::host::ports_in_use();
     let instances = app.supervisor.list(&ListFilter::default());
-    let taken: std::collections::BTreeSet<u16> = instances.iter().flat_map(|s| s.ports.values().copied()).collect();
-    let free = (start..=end).filter(|p| !in_use.contains(p) && !taken.contains(p)).count();
+    let free = app.supervisor.free_ports();
     Ok(Json(serde_json::json!({
         "hostname": crate::host::hostname(),
         "hostIp": live.host_ip,

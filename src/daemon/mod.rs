@@ -86,6 +86,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             keep: config.log_keep,
             every: std::time::Duration::from_secs(config.log_check_secs.max(1)),
         },
+        port_range: (config.port_range_start, config.port_range_end),
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;

@@ -428,6 +428,9 @@ fn render_process(
     if !work_path_ok {
         return None;
     }
+    let env = port_env(&ports)
+        .chain(p.env.iter().map(|e| EnvVar { name: e.name.clone(), value: scope.render(&e.value) }))
+        .collect();
     Some(RenderedProcess {
         proc_name: p.proc_name.clone(),
         user: p.user.clone(),
@@ -438,7 +441,7 @@ fn render_process(
         reload_cmd: optional(&p.reload_cmd),
         ports,
         uris,
-        env: p.env.iter().map(|e| EnvVar { name: e.name.clone(), value: scope.render(&e.value) }).collect(),
+        env,
         health_checks,
         limits: RenderedLimits {
             cpu_cores: limit(&p.resources.limits.cpu),
@@ -448,6 +451,12 @@ fn render_process(
         work_path,
         pid_file,
     })
+}
+
+/// Every port as `PORT_<name>` (seed 001; a '-' in the name becomes '_'), before the spec's own
+/// env, which may override it.
+fn port_env(ports: &[RenderedPort]) -> impl Iterator<Item = EnvVar> + '_ {
+    ports.iter().map(|p| EnvVar { name: format!("PORT_{}", p.name.replace('-', "_")), value: p.host_port.to_string() })
 }
 
 /// seed 000 / issue 5: readOnly → 0400 (secret) or 0444 (configmap), else 0600 or 0644.

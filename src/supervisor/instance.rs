@@ -340,6 +340,7 @@ impl Actor {
 
     /// Everything before launching: render, resolve the user, create directories, cgroup.
     fn stage(&mut self) -> Result<RenderedInstance, String> {
+        self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
         let rendered = self.render()?;
         if rendered.processes.iter().any(|p| !p.uris.is_empty()) {
             return Err("fetching uris is not available in this build yet".into());
@@ -775,7 +776,11 @@ impl Actor {
     async fn delete(&mut self) {
         let key = self.rec.key();
         let body = serde_json::json!({"instance": key, "type": "deleted"});
-        let batch = Batch::new().delete(Table::Instances, &key).event(body);
+        let mut batch = Batch::new().delete(Table::Instances, &key).event(body);
+        let released = self.shared.ports.lock().expect("ports lock").release(&key, &mut batch);
+        if !released.is_empty() {
+            tracing::info!(instance = %self.rec.id, "released ports {released:?}");
+        }
         if let Err(e) = self.shared.store.commit(batch).await {
             tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
         }

@@ -25,6 +25,8 @@ pub struct SupervisorConfig {
     pub host_ip: String,
     pub cgroups: CgroupConfig,
     pub logs: LogRotation,
+    /// Range random ports come from (inclusive).
+    pub port_range: (u16, u16),
 }
 
 /// Size-based rotation of the instances' log files.
@@ -43,6 +45,8 @@ pub struct Shared {
     pub roots: Roots,
     pub host_ip: String,
     pub counters: Counters,
+    /// Host ports held by instances (durable in the store's Ports table).
+    pub ports: Mutex<crate::ports::Allocator>,
 }
 
 /// Daemon-wide counters for /metrics.
@@ -65,6 +69,9 @@ pub enum SupervisorError {
     NotFound(String),
     #[error("{0}")]
     Failed(String),
+    /// The request cannot be carried out as things are (a port is taken, none is free).
+    #[error("{0}")]
+    Conflict(String),
     #[error("store: {0}")]
     Store(String),
     #[error("cgroups: {0}")]
@@ -111,15 +118,18 @@ impl Supervisor {
             roots: config.roots,
             host_ip: config.host_ip,
             counters: Counters::default(),
+            ports: Mutex::new(crate::ports::Allocator::new(config.port_range.0, config.port_range.1)),
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
-        sup.load()?;
+        sup.load(config.port_range)?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
     }
 
-    fn load(&self) -> Result<(), SupervisorError> {
+    fn load(&self, port_range: (u16, u16)) -> Result<(), SupervisorError> {
         let snapshot = self.shared.store.snapshot().map_err(|e| SupervisorError::Store(e.to_string()))?;
+        *self.shared.ports.lock().expect("ports lock") =
+            crate::ports::Allocator::load(port_range.0, port_range.1, &snapshot);
         let mut specs = BTreeMap::new();
         for (key, value) in snapshot.table(Table::Specs) {
             match serde_json::from_value::<StoredSpec>(value.clone()) {
@@ -170,7 +180,29 @@ impl Supervisor {
         let stored = StoredSpec { generation, spec: spec.clone() };
         let body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-        self.commit(Batch::new().put(Table::Specs, &key, &value).event(body)).await?;
+        let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        // Ports for every instance, committed with the spec: all or nothing.
+        let wants: Vec<crate::ports::Want> = spec
+            .spec
+            .template
+            .spec
+            .processes
+            .iter()
+            .flat_map(|p| &p.ports)
+            .map(|p| crate::ports::Want { name: p.name.clone(), port: u16::try_from(p.host_port).unwrap_or(0) })
+            .collect();
+        let host_ports = crate::host::ports_in_use();
+        {
+            let mut ports = self.shared.ports.lock().expect("ports lock");
+            let mut trial = ports.clone();
+            for id in self.ids_of(&spec) {
+                trial
+                    .allocate(&id.to_string(), &wants, &host_ports, &mut batch)
+                    .map_err(|e| SupervisorError::Conflict(e.to_string()))?;
+            }
+            *ports = trial;
+        }
+        self.commit(batch).await?;
         let entry = Arc::new(SpecEntry { spec, generation });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
@@ -327,6 +359,11 @@ impl Supervisor {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
         let rec = rx.borrow().clone();
         Ok(InstanceStatus::from_record(&rec, None))
+    }
+
+    /// Ports of the range that no instance holds and nothing on the host listens on.
+    pub fn free_ports(&self) -> usize {
+        self.shared.ports.lock().expect("ports lock").free_count(&crate::host::ports_in_use())
     }
 
     pub fn counters(&self) -> CounterValues {

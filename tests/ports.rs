@@ -1,0 +1,124 @@
+//! Host ports: durable allocation across restarts, never handed out twice, released on delete.
+
+mod common;
+
+use common::{id, spec, Daemon};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use steward::ports::{Allocator, Want};
+use steward::store::{Batch, Store};
+use steward::supervisor::state::Kind;
+
+/// 10,000 allocations and releases, with the store reopened (a daemon restart) every 500
+/// operations: no port is ever held by two instances, and what was held survives each reopen.
+#[test]
+fn ten_thousand_allocations_across_restarts_never_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (start, end) = (31000u16, 32000u16);
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut alloc = Allocator::load(start, end, &store.snapshot().unwrap());
+    let mut held: BTreeMap<u16, String> = BTreeMap::new();
+    let mut live: Vec<String> = Vec::new();
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let no_host_ports = BTreeSet::new();
+    let mut batch = Batch::new();
+    for op in 0..10_000u32 {
+        if live.len() < 400 || next() % 2 == 0 {
+            let instance = format!("ns/app/{op}");
+            let wants = [Want { name: "a".into(), port: 0 }, Want { name: "b".into(), port: 0 }];
+            let ports = alloc.allocate(&instance, &wants, &no_host_ports, &mut batch).unwrap();
+            for p in ports.values() {
+                assert!((start..=end).contains(p));
+                if let Some(other) = held.insert(*p, instance.clone()) {
+                    panic!("op {op}: port {p} given to {instance} while {other} holds it");
+                }
+            }
+            live.push(instance);
+        } else {
+            let victim = live.swap_remove((next() % live.len() as u64) as usize);
+            for p in alloc.release(&victim, &mut batch) {
+                assert_eq!(held.remove(&p), Some(victim.clone()));
+            }
+        }
+        // 20 operations per commit keep the test quick; every restart comes after a commit.
+        if op % 20 == 19 {
+            store.commit_blocking(std::mem::take(&mut batch)).unwrap();
+        }
+        if op % 500 == 499 {
+            // Restart: drop everything in memory and load from the store.
+            drop(store);
+            store = Store::open(dir.path()).unwrap();
+            alloc = Allocator::load(start, end, &store.snapshot().unwrap());
+            for instance in &live {
+                let ports = alloc.ports_of(instance);
+                assert_eq!(ports.len(), 2, "{instance} kept its ports across the restart");
+                for p in ports.values() {
+                    assert_eq!(held.get(p), Some(instance));
+                }
+            }
+        }
+    }
+    assert_eq!(alloc.free_count(&no_host_ports), (end - start + 1) as usize - held.len());
+}
+
+fn environ(pid: i32) -> BTreeMap<String, String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+#[tokio::test]
+async fn random_ports_reach_env_status_and_survive_restarts() {
+    let mut d = Daemon::start_with("ports", "port_range_start = 31500\nport_range_end = 31509\n");
+    let ports = json!([{"name": "http", "hostPort": 0}, {"name": "admin-port", "hostPort": 0}, {"name": "fixed", "hostPort": 18080}]);
+    let s = spec(
+        "web",
+        3,
+        json!({"ports": ports, "startCmd": "exec sleep 1000", "procName": "sleep", "env": [{"name": "ME", "value": "${ports.http}"}]}),
+        json!({}),
+    );
+    // A fixed port shared by 3 instances on one host is a conflict.
+    let err = d.client.apply(&s.to_string(), steward::spec::Format::Json).await.unwrap_err();
+    assert!(err.to_string().contains("port 18080 (fixed) is already used by test/web/0"), "{err}");
+    let mut s = s;
+    s["spec"]["template"]["spec"]["processes"][0]["ports"][2]["hostPort"] = json!(0);
+    d.apply_json(&s).await;
+    let mut all = BTreeSet::new();
+    let mut before = Vec::new();
+    for i in 0..3 {
+        let st = d.wait_state(&id("test", "web", i), Kind::Running, 10).await;
+        assert_eq!(st.ports.len(), 3);
+        for p in st.ports.values() {
+            assert!((31500..=31509).contains(p));
+            assert!(all.insert(*p), "port {p} twice");
+        }
+        let env = environ(st.pid.unwrap());
+        assert_eq!(env["PORT_http"], st.ports["http"].to_string());
+        assert_eq!(env["PORT_admin_port"], st.ports["admin-port"].to_string());
+        assert_eq!(env["ME"], st.ports["http"].to_string(), "${{ports.http}} is rendered");
+        before.push(st.ports);
+    }
+    // Restart of the daemon: the same ports.
+    d.kill9();
+    d.spawn();
+    for (i, ports) in before.iter().enumerate() {
+        assert_eq!(&d.status(&id("test", "web", i as u32)).await.ports, ports);
+    }
+    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 1);
+    // Exhaustion: a clear error, and nothing allocated.
+    let more =
+        spec("more", 1, json!({"ports": [{"name": "a", "hostPort": 0}, {"name": "b", "hostPort": 0}]}), json!({}));
+    let err = d.client.apply(&more.to_string(), steward::spec::Format::Json).await.unwrap_err();
+    assert!(err.to_string().contains("no free port left in 31500-31509 for test/more/0 port b"), "{err}");
+    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 1);
+    // Delete releases.
+    d.client.delete(&id("test", "web", 2), Some(10.0)).await.unwrap();
+    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 4);
+}
