@@ -78,6 +78,9 @@ pub struct Actor {
     waiting: Vec<Reply>,
     /// Set once the instance is deleted: the actor ends.
     deleted: bool,
+    /// The cgroup's OOM-kill count when the current processes started, to tell an OOM kill
+    /// from any other SIGKILL.
+    oom_kills_at_start: u64,
 }
 
 impl Actor {
@@ -101,6 +104,7 @@ impl Actor {
             status,
             waiting: Vec::new(),
             deleted: false,
+            oom_kills_at_start: 0,
         };
         (actor, tx, status_rx)
     }
@@ -366,6 +370,8 @@ impl Actor {
             }
         }
         self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
+        self.cgroup.set_limits(&instance_limits(&rendered)).map_err(|e| format!("cannot set resource limits: {e}"))?;
+        self.oom_kills_at_start = self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0);
         Ok(rendered)
     }
 
@@ -514,9 +520,27 @@ impl Actor {
         self.generation += 1;
         self.mains.clear();
         self.rec.last_exit = Some(status);
+        let oom = self.oom_killed();
         // As systemd does when a service's main process ends: the rest of its processes go too.
         self.kill_all_processes().await;
         self.apply(Event::MainExited { status }).await;
+        if let Some(why) = oom {
+            self.rec.message = format!("{why}; {}", self.rec.message);
+            self.commit_event("oomKilled", serde_json::json!({"reason": why})).await;
+        }
+    }
+
+    /// Whether the kernel's OOM killer struck this instance since its processes started.
+    fn oom_killed(&self) -> Option<String> {
+        let now = self.cgroup.usage().ok()?.oom_kills;
+        if now <= self.oom_kills_at_start {
+            return None;
+        }
+        let limit = self.render().ok().and_then(|r| instance_limits(&r).memory_mb);
+        Some(match limit {
+            Some(mb) => format!("OOM-killed: over its memory limit of {mb} MB"),
+            None => "OOM-killed by the kernel".to_string(),
+        })
     }
 
     /// Stopping → stopped: stopCmd or SIGTERM, up to gracePeriod for every process of the
@@ -793,6 +817,14 @@ impl Actor {
         self.deleted = true;
         self.settle();
     }
+}
+
+/// The instance's cgroup limits: the sum over its processes, unlimited if any is unlimited.
+fn instance_limits(r: &RenderedInstance) -> crate::cgroups::Limits {
+    let sum = |f: fn(&crate::spec::render::RenderedLimits) -> Option<f64>| {
+        r.processes.iter().map(|p| f(&p.limits)).try_fold(0.0, |acc, v| v.map(|v| acc + v))
+    };
+    crate::cgroups::Limits { cpu_cores: sum(|l| l.cpu_cores), memory_mb: sum(|l| l.memory_mb) }
 }
 
 fn answer(reply: Option<Reply>, result: Result<(), String>) {
