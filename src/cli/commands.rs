@@ -168,7 +168,7 @@ fn print_table(list: &[InstanceStatus]) {
                     .filter(|_| s.state.has_processes())
                     .map(|t| age(now.saturating_sub(t)))
                     .unwrap_or_else(|| "-".into()),
-                "-".into(),
+                s.health.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -268,6 +268,18 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
             }
             for (n, p) in &s.ports {
                 println!("port:      {n} = {p}");
+            }
+            for (i, h) in s.checks.iter().enumerate() {
+                let Some(h) = h else { continue };
+                let word = match h.healthy {
+                    Some(true) => "healthy".to_string(),
+                    Some(false) => format!("unhealthy ({} in a row)", h.consecutive_failures),
+                    None => "not checked yet".to_string(),
+                };
+                println!("health:    process {i}: {word}");
+                if let Some(f) = &h.last_failure {
+                    println!("           last failure: {f}");
+                }
             }
             if let Some(u) = &s.usage {
                 println!("cpu:       {:.3} s", u.cpu_usage_usec as f64 / 1e6);

@@ -47,7 +47,17 @@ pub type Reply = oneshot::Sender<Result<(), String>>;
 
 pub enum Msg {
     Request(Command, Option<Reply>),
-    MainExited { generation: u64, index: usize, status: ExitStatus },
+    MainExited {
+        generation: u64,
+        index: usize,
+        status: ExitStatus,
+    },
+    /// A health check's result for process `index`.
+    Checked {
+        generation: u64,
+        index: usize,
+        outcome: crate::health::Outcome,
+    },
 }
 
 /// A main process being watched.
@@ -81,6 +91,9 @@ pub struct Actor {
     /// The cgroup's OOM-kill count when the current processes started, to tell an OOM kill
     /// from any other SIGKILL.
     oom_kills_at_start: u64,
+    /// Health probing of the current processes, and the verdicts so far (by process).
+    health_tasks: Vec<tokio::task::JoinHandle<()>>,
+    trackers: Vec<Option<crate::health::Tracker>>,
 }
 
 impl Actor {
@@ -105,6 +118,8 @@ impl Actor {
             waiting: Vec::new(),
             deleted: false,
             oom_kills_at_start: 0,
+            health_tasks: Vec::new(),
+            trackers: Vec::new(),
         };
         (actor, tx, status_rx)
     }
@@ -135,7 +150,75 @@ impl Actor {
                     self.on_main_exit(index, status).await;
                 }
                 Msg::MainExited { .. } => {}
+                Msg::Checked { generation, index, outcome } if generation == self.generation => {
+                    self.on_checked(index, outcome).await;
+                }
+                Msg::Checked { .. } => {}
             }
+        }
+    }
+
+    /// A new set of main processes (or none): exit and health messages about the old ones are
+    /// now stale, and their probes stop.
+    fn new_generation(&mut self) {
+        self.generation += 1;
+        for t in self.health_tasks.drain(..) {
+            t.abort();
+        }
+        self.trackers.clear();
+        self.rec.health.clear();
+    }
+
+    /// Starts probing each process's local check (HTTP, TCP or COMMAND) of the current generation.
+    fn start_health_checks(&mut self) {
+        let Ok(rendered) = self.render() else { return };
+        let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
+        self.trackers = Vec::new();
+        for (index, p) in rendered.processes.iter().enumerate() {
+            let check = p.health_checks.iter().find(|c| c.kind.is_local()).cloned();
+            self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
+            let Some(check) = check else { continue };
+            let (tx, generation, shared) = (self.tx.clone(), self.generation, self.shared.clone());
+            let command = CommandCheck::new(&self.rec, &rendered, index);
+            self.health_tasks.push(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(check.delay_seconds)).await;
+                loop {
+                    let outcome = match shared.prober.probe(&check).await {
+                        Some(o) => o,
+                        None => command.run(&shared, check.timeout_seconds).await,
+                    };
+                    if tx.send(Msg::Checked { generation, index, outcome }).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_secs(check.interval_seconds.max(1))).await;
+                }
+            }));
+        }
+        self.rec.health = self.trackers.iter().map(|t| t.as_ref().map(|t| t.health.clone())).collect();
+    }
+
+    async fn on_checked(&mut self, index: usize, outcome: crate::health::Outcome) {
+        use crate::health::Verdict;
+        let Some(Some(tracker)) = self.trackers.get_mut(index) else { return };
+        let was = tracker.health.healthy;
+        if matches!(outcome, crate::health::Outcome::Fail(_)) {
+            self.shared.counters.check_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let verdict = tracker.record(outcome, now_ms());
+        let health = tracker.health.clone();
+        if let Some(slot) = self.rec.health.get_mut(index) {
+            *slot = Some(health.clone());
+        }
+        if was != health.healthy {
+            let detail =
+                serde_json::json!({"process": index, "healthy": health.healthy, "lastFailure": health.last_failure});
+            self.commit_event("healthChanged", detail).await;
+        } else {
+            self.status.send_replace(self.rec.clone());
+        }
+        if let Verdict::Kill { reason } = verdict {
+            tracing::warn!(instance = %self.rec.id, "{reason}; killing it");
+            self.stop_with(StopGoal::Fail { reason }).await;
         }
     }
 
@@ -167,7 +250,7 @@ impl Actor {
                 return self.on_main_exit(0, ExitStatus::Unknown).await;
             }
         };
-        self.generation += 1;
+        self.new_generation();
         self.mains.clear();
         for (i, identity) in self.rec.mains.clone().iter().enumerate() {
             let proc_name = rendered.processes.get(i).map(|p| p.proc_name.as_str()).unwrap_or_default();
@@ -184,6 +267,7 @@ impl Actor {
             }
         }
         tracing::info!(instance = %self.rec.id, "re-adopted {} process(es)", self.mains.len());
+        self.start_health_checks();
     }
 
     fn adopt(&self, identity: &ProcessIdentity, proc_name: &str) -> Option<Main> {
@@ -305,7 +389,7 @@ impl Actor {
         if !self.apply(Event::Staged).await {
             return None;
         }
-        self.generation += 1;
+        self.new_generation();
         self.mains.clear();
         let mut watches = Vec::new();
         for i in 0..rendered.processes.len() {
@@ -338,6 +422,7 @@ impl Actor {
                     self.watch_main(i, main, watch);
                 }
             }
+            self.start_health_checks();
         }
         None
     }
@@ -517,7 +602,7 @@ impl Actor {
 
     async fn on_main_exit(&mut self, index: usize, status: ExitStatus) {
         tracing::info!(instance = %self.rec.id, "main process {index} {status}");
-        self.generation += 1;
+        self.new_generation();
         self.mains.clear();
         self.rec.last_exit = Some(status);
         let oom = self.oom_killed();
@@ -561,7 +646,7 @@ impl Actor {
         }
         let delete = matches!(&self.rec.state, State::Stopping { goal: StopGoal::Delete });
         let done = self.kill_all_processes().await;
-        self.generation += 1;
+        self.new_generation();
         self.mains.clear();
         if done {
             self.apply(Event::StopCompleted).await;
@@ -587,7 +672,7 @@ impl Actor {
                 // Re-queue behind the stop.
                 let _ = self.tx.send(Msg::Request(cmd, reply));
             }
-            Msg::MainExited { .. } => {}
+            Msg::MainExited { .. } | Msg::Checked { .. } => {}
         }
     }
 
@@ -684,7 +769,7 @@ impl Actor {
             return false;
         }
         // Exits of the old main processes during the restart are expected.
-        self.generation += 1;
+        self.new_generation();
         for (i, p) in rendered.processes.iter().enumerate() {
             let Ok(user) = ResolvedUser::lookup(&p.user) else { return false };
             let cmd = p.restart_cmd.clone().unwrap_or_default();
@@ -857,8 +942,73 @@ async fn next_interrupt(rx: &mut mpsc::UnboundedReceiver<Msg>) -> (Command, Opti
                 answer(reply, Err("cannot reload: instance is starting".into()))
             }
             Some(Msg::Request(cmd, reply)) => return (cmd, reply),
-            Some(Msg::MainExited { .. }) => continue,
+            Some(Msg::MainExited { .. } | Msg::Checked { .. }) => continue,
             None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// What a COMMAND check needs to run as the instance's user, in its work dir and cgroup.
+struct CommandCheck {
+    command: Option<String>,
+    cgroup_key: String,
+    work_dir: std::path::PathBuf,
+    user: String,
+    env: Vec<(String, String)>,
+    logs: (std::path::PathBuf, std::path::PathBuf),
+}
+
+impl CommandCheck {
+    fn new(rec: &InstanceRecord, rendered: &RenderedInstance, index: usize) -> CommandCheck {
+        let p = &rendered.processes[index];
+        let command = p.health_checks.iter().find(|c| c.kind.is_local()).and_then(|c| match &c.probe {
+            crate::spec::render::Probe::Command { command } => Some(command.clone()),
+            _ => None,
+        });
+        let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
+        CommandCheck {
+            command,
+            cgroup_key: cgroup_key(rec),
+            work_dir: p.work_path.clone(),
+            user: p.user.clone(),
+            env: p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            logs: (log("check"), log("check")),
+        }
+    }
+
+    /// Exit 0 within the timeout is healthy; on timeout the command's session is killed.
+    async fn run(&self, shared: &Shared, timeout_secs: u64) -> crate::health::Outcome {
+        use crate::health::Outcome;
+        let Some(command) = &self.command else { return Outcome::Fail("no command".into()) };
+        let started = (|| -> Result<(i32, ExitWatch), String> {
+            let user = ResolvedUser::lookup(&self.user)?;
+            let stdout = process::open_log(&self.logs.0, &user).map_err(|e| e.to_string())?;
+            let stderr = stdout.try_clone().map_err(|e| e.to_string())?;
+            let join = shared.cgroups.instance(&self.cgroup_key).join_files().map_err(|e| e.to_string())?;
+            let launch = Launch {
+                command,
+                work_dir: &self.work_dir,
+                user: &user,
+                env: &self.env,
+                stdout,
+                stderr,
+                cgroup_join: join,
+            };
+            process::launch(&shared.reaper, launch).map_err(|e| e.to_string())
+        })();
+        let (pid, exit) = match started {
+            Ok(x) => x,
+            Err(e) => return Outcome::Fail(format!("cannot run the check command: {e}")),
+        };
+        match tokio::time::timeout(Duration::from_secs(timeout_secs.max(1)), exit).await {
+            Ok(Ok(status)) if status.is_success() => Outcome::Pass,
+            Ok(Ok(status)) => Outcome::Fail(format!("check command {status}")),
+            Ok(Err(_)) => Outcome::Fail("check command: exit status lost".into()),
+            Err(_) => {
+                // It leads its own session (setsid): end everything it started.
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+                Outcome::Fail(format!("check command did not finish within {timeout_secs}s"))
+            }
         }
     }
 }

@@ -47,6 +47,7 @@ pub struct Shared {
     pub counters: Counters,
     /// Host ports held by instances (durable in the store's Ports table).
     pub ports: Mutex<crate::ports::Allocator>,
+    pub prober: crate::health::Prober,
 }
 
 /// Daemon-wide counters for /metrics.
@@ -119,6 +120,7 @@ impl Supervisor {
             host_ip: config.host_ip,
             counters: Counters::default(),
             ports: Mutex::new(crate::ports::Allocator::new(config.port_range.0, config.port_range.1)),
+            prober: crate::health::Prober::new(),
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load(config.port_range)?;

@@ -28,6 +28,10 @@ pub struct InstanceRecord {
     pub ports: BTreeMap<String, u16>,
     /// Generation of the spec this instance runs (bumped by apply when the spec changes).
     pub spec_generation: u64,
+    /// Health of the current processes, per process with a local check (not persisted per
+    /// check; changes are journaled as events).
+    #[serde(default)]
+    pub health: Vec<Option<crate::health::Health>>,
 }
 
 impl InstanceRecord {
@@ -44,6 +48,7 @@ impl InstanceRecord {
             updated_ms: now_ms,
             ports: BTreeMap::new(),
             spec_generation,
+            health: Vec::new(),
         }
     }
 
@@ -69,6 +74,10 @@ pub struct InstanceStatus {
     pub updated_ms: u64,
     pub ports: BTreeMap<String, u16>,
     pub usage: Option<Usage>,
+    /// `healthy`, `unhealthy`, or None without checks (or before the first result).
+    pub health: Option<String>,
+    /// Per process with a local check: its latest result.
+    pub checks: Vec<Option<crate::health::Health>>,
 }
 
 /// Resource use from the instance's cgroup.
@@ -95,7 +104,21 @@ impl InstanceStatus {
             updated_ms: r.updated_ms,
             ports: r.ports.clone(),
             usage,
+            health: summarize_health(&r.health),
+            checks: r.health.clone(),
         }
+    }
+}
+
+/// One word for `ls`: unhealthy if any check fails, healthy if all that ran pass.
+fn summarize_health(checks: &[Option<crate::health::Health>]) -> Option<String> {
+    let results: Vec<bool> = checks.iter().flatten().filter_map(|h| h.healthy).collect();
+    if results.is_empty() {
+        None
+    } else if results.iter().all(|h| *h) {
+        Some("healthy".into())
+    } else {
+        Some("unhealthy".into())
     }
 }
 

@@ -1,0 +1,236 @@
+//! Health checks of seed 000: HTTP, TCP and COMMAND, run by the daemon on the host.
+//! (REMOTE_HTTP and REMOTE_TCP are the scheduler plugin's.) The probes do I/O; the [`Tracker`]
+//! that turns results into verdicts — grace period, consecutive failures — is pure.
+
+use crate::spec::model::Scheme;
+use crate::spec::render::{Probe, RenderedCheck};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One probe's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail(String),
+}
+
+/// What a result means for the instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Healthy,
+    /// Failed; `counted` is false while the grace period forgives failures.
+    Unhealthy {
+        counted: bool,
+    },
+    /// consecutiveFailures reached: kill the instance (its restart policy applies).
+    Kill {
+        reason: String,
+    },
+}
+
+/// The health an instance reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// None until the first check has run.
+    pub healthy: Option<bool>,
+    pub consecutive_failures: u32,
+    pub last_failure: Option<String>,
+    pub checked_ms: Option<u64>,
+}
+
+/// Failures are ignored until the first success or until `gracePeriodSeconds` after the start;
+/// after that, `consecutiveFailures` in a row (0 = never) kill the instance.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    grace_until_ms: u64,
+    seen_success: bool,
+    threshold: u32,
+    pub health: Health,
+}
+
+impl Tracker {
+    pub fn new(check: &RenderedCheck, started_ms: u64) -> Tracker {
+        Tracker {
+            grace_until_ms: started_ms + check.grace_period_seconds * 1000,
+            seen_success: false,
+            threshold: check.consecutive_failures,
+            health: Health::default(),
+        }
+    }
+
+    pub fn record(&mut self, outcome: Outcome, now_ms: u64) -> Verdict {
+        self.health.checked_ms = Some(now_ms);
+        match outcome {
+            Outcome::Pass => {
+                self.seen_success = true;
+                self.health.healthy = Some(true);
+                self.health.consecutive_failures = 0;
+                Verdict::Healthy
+            }
+            Outcome::Fail(why) => {
+                self.health.healthy = Some(false);
+                self.health.last_failure = Some(why.clone());
+                let in_grace = !self.seen_success && now_ms < self.grace_until_ms;
+                if in_grace {
+                    return Verdict::Unhealthy { counted: false };
+                }
+                self.health.consecutive_failures += 1;
+                if self.threshold > 0 && self.health.consecutive_failures >= self.threshold {
+                    Verdict::Kill {
+                        reason: format!(
+                            "health check failed {} times in a row: {why}",
+                            self.health.consecutive_failures
+                        ),
+                    }
+                } else {
+                    Verdict::Unhealthy { counted: true }
+                }
+            }
+        }
+    }
+}
+
+/// Runs HTTP and TCP probes (COMMAND probes need the instance's user and cgroup: the supervisor
+/// runs those).
+#[derive(Clone)]
+pub struct Prober {
+    http: reqwest::Client,
+}
+
+impl Prober {
+    pub fn new() -> Prober {
+        // seed 000: https is checked without certificate verification.
+        let http = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client without TLS verification builds");
+        Prober { http }
+    }
+
+    pub async fn probe(&self, check: &RenderedCheck) -> Option<Outcome> {
+        let timeout = Duration::from_secs(check.timeout_seconds.max(1));
+        match &check.probe {
+            Probe::Http { scheme, port, path, headers } => {
+                Some(self.http(*scheme, *port, path, headers, timeout).await)
+            }
+            Probe::Tcp { port } => Some(tcp(*port, timeout).await),
+            Probe::Command { .. } => None,
+        }
+    }
+
+    /// GET scheme://127.0.0.1:port/path; 200–399 is healthy.
+    async fn http(
+        &self,
+        scheme: Scheme,
+        port: u16,
+        path: &str,
+        headers: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Outcome {
+        let scheme = match scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let url = format!("{scheme}://127.0.0.1:{port}{path}");
+        let mut req = self.http.get(&url).timeout(timeout);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        match req.send().await {
+            Ok(resp) if (200..400).contains(&resp.status().as_u16()) => Outcome::Pass,
+            Ok(resp) => Outcome::Fail(format!("GET {url}: HTTP {}", resp.status())),
+            Err(e) if e.is_timeout() => Outcome::Fail(format!("GET {url}: no answer within {}s", timeout.as_secs())),
+            Err(e) => Outcome::Fail(format!("GET {url}: {}", root_cause(&e))),
+        }
+    }
+}
+
+impl Default for Prober {
+    fn default() -> Self {
+        Prober::new()
+    }
+}
+
+/// A TCP connection to 127.0.0.1:port that succeeds within the timeout is healthy.
+async fn tcp(port: u16, timeout: Duration) -> Outcome {
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(("127.0.0.1", port))).await {
+        Ok(Ok(_)) => Outcome::Pass,
+        Ok(Err(e)) => Outcome::Fail(format!("connect 127.0.0.1:{port}: {e}")),
+        Err(_) => Outcome::Fail(format!("connect 127.0.0.1:{port}: no answer within {}s", timeout.as_secs())),
+    }
+}
+
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::model::CheckType;
+
+    fn check(grace: u64, failures: u32) -> RenderedCheck {
+        RenderedCheck {
+            kind: CheckType::Tcp,
+            delay_seconds: 0,
+            interval_seconds: 1,
+            timeout_seconds: 1,
+            consecutive_failures: failures,
+            grace_period_seconds: grace,
+            probe: Probe::Tcp { port: 1 },
+        }
+    }
+
+    fn fail() -> Outcome {
+        Outcome::Fail("refused".into())
+    }
+
+    #[test]
+    fn failures_in_the_grace_period_do_not_count() {
+        let mut t = Tracker::new(&check(10, 2), 0);
+        assert_eq!(t.record(fail(), 1_000), Verdict::Unhealthy { counted: false });
+        assert_eq!(t.record(fail(), 9_999), Verdict::Unhealthy { counted: false });
+        assert_eq!(t.record(fail(), 10_000), Verdict::Unhealthy { counted: true });
+        assert!(matches!(t.record(fail(), 11_000), Verdict::Kill { .. }));
+    }
+
+    #[test]
+    fn the_first_success_ends_the_grace_period() {
+        let mut t = Tracker::new(&check(300, 2), 0);
+        assert_eq!(t.record(Outcome::Pass, 1_000), Verdict::Healthy);
+        assert_eq!(t.record(fail(), 2_000), Verdict::Unhealthy { counted: true });
+        match t.record(fail(), 3_000) {
+            Verdict::Kill { reason } => assert_eq!(reason, "health check failed 2 times in a row: refused"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_success_resets_the_count_and_zero_never_kills() {
+        let mut t = Tracker::new(&check(0, 2), 0);
+        t.record(fail(), 1);
+        t.record(Outcome::Pass, 2);
+        assert_eq!(t.record(fail(), 3), Verdict::Unhealthy { counted: true });
+        let mut never = Tracker::new(&check(0, 0), 0);
+        for i in 0..100 {
+            assert_eq!(never.record(fail(), i), Verdict::Unhealthy { counted: true });
+        }
+        assert_eq!(never.health.consecutive_failures, 100);
+    }
+
+    #[tokio::test]
+    async fn tcp_probe_passes_on_a_listener_and_fails_without() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(tcp(port, Duration::from_secs(1)).await, Outcome::Pass);
+        drop(l);
+        assert!(matches!(tcp(port, Duration::from_secs(1)).await, Outcome::Fail(_)));
+    }
+}
