@@ -57,6 +57,7 @@ impl From<SupervisorError> for ApiError {
             SupervisorError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
             SupervisorError::Failed(_) => ApiError::new(StatusCode::CONFLICT, "failed", e.to_string()),
             SupervisorError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            SupervisorError::Invalid(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string()),
             SupervisorError::Store(_) | SupervisorError::Cgroups(_) | SupervisorError::Io(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
             }

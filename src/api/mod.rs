@@ -6,6 +6,7 @@ pub mod error;
 mod metrics;
 
 use crate::spec::{self, Format, InstanceId, Roots};
+use crate::supervisor::values::ValueKind;
 use crate::supervisor::{state::Kind, ListFilter, Supervisor, SupervisorError};
 use auth::{Access, Caller};
 use axum::body::Bytes;
@@ -56,6 +57,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(action))
         .route("/v1/events", get(events))
         .route("/v1/node", get(node))
+        .route("/v1/secrets", get(list_secrets))
+        .route("/v1/secrets/{namespace}/{name}", axum::routing::put(put_secret).delete(delete_secret))
+        .route("/v1/configmaps", get(list_configmaps))
+        .route("/v1/configmaps/{namespace}/{name}", axum::routing::put(put_configmap).delete(delete_configmap))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -327,4 +332,106 @@ fn tokio_stream_from(
     mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+// Secrets and configmaps: names and keys are listed, values never leave except into instances.
+
+#[derive(Debug, Deserialize)]
+struct ValuesQuery {
+    namespace: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValuesBody {
+    data: std::collections::BTreeMap<String, String>,
+}
+
+async fn list_values(
+    app: &AppState,
+    caller: &Caller,
+    kind: ValueKind,
+    q: ValuesQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    app.live().access.require_read(caller)?;
+    let list = app.supervisor.list_values(kind, q.namespace.as_deref());
+    Ok(Json(serde_json::json!({ "items": list })))
+}
+
+async fn put_values(
+    app: &AppState,
+    caller: &Caller,
+    kind: ValueKind,
+    namespace: String,
+    name: String,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    app.live().access.require_write(caller)?;
+    let body: ValuesBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!("body: {e} (expected {{\"data\": {{\"key\": \"value\"}}}})")).field("data")
+    })?;
+    let summary = app.supervisor.put_values(kind, &namespace, &name, body.data).await?;
+    Ok(Json(serde_json::to_value(summary).map_err(ApiError::internal)?))
+}
+
+async fn delete_values(
+    app: &AppState,
+    caller: &Caller,
+    kind: ValueKind,
+    namespace: String,
+    name: String,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(caller)?;
+    app.supervisor.delete_values(kind, &namespace, &name).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn list_secrets(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<ValuesQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    list_values(&app, &caller, ValueKind::Secret, q).await
+}
+
+async fn list_configmaps(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<ValuesQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    list_values(&app, &caller, ValueKind::ConfigMap, q).await
+}
+
+async fn put_secret(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    put_values(&app, &caller, ValueKind::Secret, namespace, name, body).await
+}
+
+async fn put_configmap(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    put_values(&app, &caller, ValueKind::ConfigMap, namespace, name, body).await
+}
+
+async fn delete_secret(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    delete_values(&app, &caller, ValueKind::Secret, namespace, name).await
+}
+
+async fn delete_configmap(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    delete_values(&app, &caller, ValueKind::ConfigMap, namespace, name).await
 }

@@ -1,6 +1,6 @@
 //! The `steward` commands that talk to the daemon.
 
-use super::steward::{exit, Command, Output, Targets};
+use super::steward::{exit, Command, Output, Targets, ValuesCommand};
 use crate::client::{parse_instance_id, Client, ClientError};
 use crate::config::Config;
 use crate::spec::{self, Format, InstanceId};
@@ -24,6 +24,8 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Events { follow, since } => events(&client, since, follow, output).await,
         Command::Logs { id, follow, tail } => return logs(config, &id, follow, tail),
         Command::Node => node(&client, output).await,
+        Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
+        Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
         Command::Validate { .. } | Command::Render { .. } | Command::Completions { .. } => {
             unreachable!("handled without the daemon")
         }
@@ -215,6 +217,67 @@ fn age(ms: u64) -> String {
         3600..86400 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86400),
     }
+}
+
+fn split_store_id(id: &str) -> Option<(&str, &str)> {
+    id.split_once('/').filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+}
+
+async fn values(client: &Client, kind: &str, cmd: ValuesCommand, output: Output) -> Result<i32, ClientError> {
+    match cmd {
+        ValuesCommand::Create { id, literals, files } => {
+            let Some((namespace, name)) = split_store_id(&id) else {
+                eprintln!("steward: {id:?} is not namespace/name");
+                return Ok(exit::INVALID);
+            };
+            let mut data = std::collections::BTreeMap::new();
+            data.extend(literals);
+            for (key, path) in files {
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => {
+                        data.insert(key, text);
+                    }
+                    Err(e) => {
+                        eprintln!("steward: cannot read {path} for key {key}: {e}");
+                        return Ok(exit::INVALID);
+                    }
+                }
+            }
+            let summary = client.put_values(kind, namespace, name, &data).await?;
+            match output {
+                Output::Json => println!("{summary}"),
+                Output::Text => println!("{id}: {} key(s) stored", data.len()),
+            }
+        }
+        ValuesCommand::Ls { namespace } => {
+            let list = client.list_values(kind, namespace.as_deref()).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&list["items"]).unwrap_or_default()),
+                Output::Text => {
+                    println!("NAMESPACE  NAME  KEYS");
+                    for item in list["items"].as_array().into_iter().flatten() {
+                        let keys: Vec<&str> =
+                            item["keys"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
+                        println!(
+                            "{}  {}  {}",
+                            item["namespace"].as_str().unwrap_or("?"),
+                            item["name"].as_str().unwrap_or("?"),
+                            keys.join(",")
+                        );
+                    }
+                }
+            }
+        }
+        ValuesCommand::Rm { id } => {
+            let Some((namespace, name)) = split_store_id(&id) else {
+                eprintln!("steward: {id:?} is not namespace/name");
+                return Ok(exit::INVALID);
+            };
+            client.delete_values(kind, namespace, name).await?;
+            println!("{id}: removed");
+        }
+    }
+    Ok(exit::OK)
 }
 
 async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {

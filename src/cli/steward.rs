@@ -113,6 +113,12 @@ pub enum Command {
     },
     /// Show this host as the scheduler sees it: name, IP, cpu, memory, labels, free ports.
     Node,
+    /// Manage secrets (namespace-scoped; values are never listed back).
+    #[command(subcommand)]
+    Secret(ValuesCommand),
+    /// Manage configmaps (namespace-scoped).
+    #[command(subcommand)]
+    Configmap(ValuesCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -128,6 +134,39 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         tail: usize,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ValuesCommand {
+    /// Create or replace NAMESPACE/NAME; instances see it at their next (re)start.
+    Create {
+        /// namespace/name
+        id: String,
+        /// A key and its value, as KEY=VALUE; repeatable.
+        #[arg(long = "from-literal", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        literals: Vec<(String, String)>,
+        /// A key whose value is a file's content, as KEY=PATH; repeatable.
+        #[arg(long = "from-file", value_name = "KEY=PATH", value_parser = parse_key_value)]
+        files: Vec<(String, String)>,
+    },
+    /// List names and keys (never values).
+    Ls {
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Remove NAMESPACE/NAME.
+    Rm {
+        /// namespace/name
+        id: String,
+    },
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    if k.is_empty() {
+        return Err(format!("{s:?} has an empty key"));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 #[derive(Debug, clap::Args)]

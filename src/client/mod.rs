@@ -89,6 +89,35 @@ impl Client {
         Ok(String::from_utf8_lossy(&bytes).to_string())
     }
 
+    /// Creates or replaces a secret or configmap (`kind` is "secrets" or "configmaps").
+    pub async fn put_values(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        data: &std::collections::BTreeMap<String, String>,
+    ) -> Result<serde_json::Value, ClientError> {
+        let path = format!("/v1/{kind}/{}/{}", encode(namespace), encode(name));
+        let body = serde_json::to_vec(&serde_json::json!({ "data": data }))
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let (_, bytes) = self.call(Method::PUT, &path, Some(("application/json", body))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    /// Names and keys of the secrets or configmaps (never their values).
+    pub async fn list_values(&self, kind: &str, namespace: Option<&str>) -> Result<serde_json::Value, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/{kind}?namespace={}", encode(n)),
+            None => format!("/v1/{kind}"),
+        };
+        self.json(Method::GET, &path).await
+    }
+
+    pub async fn delete_values(&self, kind: &str, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/{kind}/{}/{}", encode(namespace), encode(name));
+        self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
     pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
         self.json(Method::GET, "/v1/health").await
     }

@@ -73,10 +73,14 @@ pub enum Table {
     Specs,
     Ports,
     Meta,
+    /// Namespace-scoped secrets (values never leave the daemon except into instances).
+    Secrets,
+    ConfigMaps,
 }
 
 impl Table {
-    pub const ALL: [Table; 4] = [Table::Instances, Table::Specs, Table::Ports, Table::Meta];
+    pub const ALL: [Table; 6] =
+        [Table::Instances, Table::Specs, Table::Ports, Table::Meta, Table::Secrets, Table::ConfigMaps];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
     pub fn name(self) -> &'static str {
@@ -85,6 +89,8 @@ impl Table {
             Table::Specs => "specs",
             Table::Ports => "ports",
             Table::Meta => "meta",
+            Table::Secrets => "secrets",
+            Table::ConfigMaps => "configmaps",
         }
     }
 
@@ -297,7 +303,8 @@ impl Drop for Inner {
 }
 
 /// Handle to the state store: cheap to clone, `Send + Sync`. The database is closed (and
-/// its lock released) when the last clone is dropped.
+/// its lock released) when the last clone is dropped; that drop waits for the writer to
+/// finish the group it is committing, if any (one fsync).
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,

@@ -94,6 +94,8 @@ pub struct Actor {
     /// Health probing of the current processes, and the verdicts so far (by process).
     health_tasks: Vec<tokio::task::JoinHandle<()>>,
     trackers: Vec<Option<crate::health::Tracker>>,
+    /// Env vars from secrets and configmaps, per process, resolved at the last staging.
+    injected_env: Vec<Vec<(String, String)>>,
 }
 
 impl Actor {
@@ -120,6 +122,7 @@ impl Actor {
             oom_kills_at_start: 0,
             health_tasks: Vec::new(),
             trackers: Vec::new(),
+            injected_env: Vec::new(),
         };
         (actor, tx, status_rx)
     }
@@ -179,7 +182,8 @@ impl Actor {
             self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
             let Some(check) = check else { continue };
             let (tx, generation, shared) = (self.tx.clone(), self.generation, self.shared.clone());
-            let command = CommandCheck::new(&self.rec, &rendered, index);
+            let mut command = CommandCheck::new(&self.rec, &rendered, index);
+            command.env.extend(self.injected_env.get(index).into_iter().flatten().cloned());
             self.health_tasks.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(check.delay_seconds)).await;
                 loop {
@@ -454,6 +458,16 @@ impl Actor {
                     .map_err(|e| format!("cannot create pidfile directory {}: {e}", parent.display()))?;
             }
         }
+        // Secrets and configmaps as they are now: a change applies at the next (re)start.
+        self.injected_env.clear();
+        for p in &rendered.processes {
+            let user = ResolvedUser::lookup(&p.user)?;
+            let lookup = |kind, key: &str| {
+                self.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned()
+            };
+            let env = super::values::inject(&p.injections, &self.rec.id.namespace, lookup, &p.work_path, &user)?;
+            self.injected_env.push(env);
+        }
         self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
         self.cgroup.set_limits(&instance_limits(&rendered)).map_err(|e| format!("cannot set resource limits: {e}"))?;
         self.oom_kills_at_start = self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0);
@@ -561,7 +575,8 @@ impl Actor {
         let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
         let stdout = process::open_log(&log("stdout"), user)?;
         let stderr = process::open_log(&log("stderr"), user)?;
-        let env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
+        let mut env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
+        env.extend(self.injected_env.get(i).into_iter().flatten().cloned());
         let join = self.cgroup.join_files().map_err(|e| std::io::Error::other(e.to_string()))?;
         tracing::debug!(instance = %self.rec.id, "running {what} command: {command}");
         process::launch(

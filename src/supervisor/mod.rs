@@ -5,6 +5,7 @@ pub mod instance;
 pub mod policy;
 pub mod record;
 pub mod state;
+pub mod values;
 
 use crate::cgroups::{CgroupConfig, Hierarchy};
 use crate::runtime::reaper::Reaper;
@@ -48,6 +49,8 @@ pub struct Shared {
     /// Host ports held by instances (durable in the store's Ports table).
     pub ports: Mutex<crate::ports::Allocator>,
     pub prober: crate::health::Prober,
+    /// Secrets and configmaps by (kind, `namespace/name`).
+    pub values: Mutex<BTreeMap<(values::ValueKind, String), values::Values>>,
 }
 
 /// Daemon-wide counters for /metrics.
@@ -70,6 +73,9 @@ pub enum SupervisorError {
     NotFound(String),
     #[error("{0}")]
     Failed(String),
+    /// The request itself is wrong (a bad name, empty data).
+    #[error("{0}")]
+    Invalid(String),
     /// The request cannot be carried out as things are (a port is taken, none is free).
     #[error("{0}")]
     Conflict(String),
@@ -121,6 +127,7 @@ impl Supervisor {
             counters: Counters::default(),
             ports: Mutex::new(crate::ports::Allocator::new(config.port_range.0, config.port_range.1)),
             prober: crate::health::Prober::new(),
+            values: Mutex::new(BTreeMap::new()),
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load(config.port_range)?;
@@ -361,6 +368,52 @@ impl Supervisor {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
         let rec = rx.borrow().clone();
         Ok(InstanceStatus::from_record(&rec, None))
+    }
+
+    /// Creates or replaces a secret or configmap; instances see it at their next (re)start.
+    pub async fn put_values(
+        &self,
+        kind: values::ValueKind,
+        namespace: &str,
+        name: &str,
+        data: BTreeMap<String, String>,
+    ) -> Result<values::ValuesSummary, SupervisorError> {
+        values::check(kind, namespace, name, &data).map_err(SupervisorError::Invalid)?;
+        let key = values::Values::key(namespace, name);
+        let v = values::Values { namespace: namespace.into(), name: name.into(), data, updated_ms: now_ms() };
+        // The event names the store and its keys only, never a value.
+        let body = serde_json::json!({"type": format!("{}Updated", kind.word()), "namespace": namespace, "name": name, "keys": v.summary().keys});
+        let value = serde_json::to_value(&v).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        self.commit(Batch::new().put(kind.table(), &key, &value).event(body)).await?;
+        let summary = v.summary();
+        self.shared.values.lock().expect("values lock").insert((kind, key), v);
+        Ok(summary)
+    }
+
+    /// Names and keys (never values), optionally of one namespace.
+    pub fn list_values(&self, kind: values::ValueKind, namespace: Option<&str>) -> Vec<values::ValuesSummary> {
+        let stores = self.shared.values.lock().expect("values lock");
+        stores
+            .iter()
+            .filter(|((k, _), v)| *k == kind && namespace.is_none_or(|n| n == v.namespace))
+            .map(|(_, v)| v.summary())
+            .collect()
+    }
+
+    pub async fn delete_values(
+        &self,
+        kind: values::ValueKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), SupervisorError> {
+        let key = values::Values::key(namespace, name);
+        if !self.shared.values.lock().expect("values lock").contains_key(&(kind, key.clone())) {
+            return Err(SupervisorError::NotFound(format!("{} {key}", kind.word())));
+        }
+        let body = serde_json::json!({"type": format!("{}Deleted", kind.word()), "namespace": namespace, "name": name});
+        self.commit(Batch::new().delete(kind.table(), &key).event(body)).await?;
+        self.shared.values.lock().expect("values lock").remove(&(kind, key));
+        Ok(())
     }
 
     /// Ports of the range that no instance holds and nothing on the host listens on.

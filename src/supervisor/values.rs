@@ -1,0 +1,161 @@
+//! Secrets and configmaps: namespace-scoped key/value stores kept in the daemon's store and
+//! injected into instances as environment variables or files when they (re)start. Values are
+//! never listed back: listings show names and keys only.
+
+use crate::spec::render::{Injection, InjectionSource, InjectionTarget};
+use crate::store::Table;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Which store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueKind {
+    Secret,
+    ConfigMap,
+}
+
+impl ValueKind {
+    pub fn table(self) -> Table {
+        match self {
+            ValueKind::Secret => Table::Secrets,
+            ValueKind::ConfigMap => Table::ConfigMaps,
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            ValueKind::Secret => "secret",
+            ValueKind::ConfigMap => "configmap",
+        }
+    }
+    pub fn of(source: InjectionSource) -> ValueKind {
+        match source {
+            InjectionSource::Secret => ValueKind::Secret,
+            InjectionSource::ConfigMap => ValueKind::ConfigMap,
+        }
+    }
+}
+
+/// One secret or configmap as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Values {
+    pub namespace: String,
+    pub name: String,
+    pub data: BTreeMap<String, String>,
+    pub updated_ms: u64,
+}
+
+/// What a listing shows: never the values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesSummary {
+    pub namespace: String,
+    pub name: String,
+    pub keys: Vec<String>,
+    pub updated_ms: u64,
+}
+
+impl Values {
+    pub fn key(namespace: &str, name: &str) -> String {
+        format!("{namespace}/{name}")
+    }
+    pub fn summary(&self) -> ValuesSummary {
+        ValuesSummary {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            keys: self.data.keys().cloned().collect(),
+            updated_ms: self.updated_ms,
+        }
+    }
+}
+
+/// Checks a store's name and keys; the message names what is wrong.
+pub fn check(kind: ValueKind, namespace: &str, name: &str, data: &BTreeMap<String, String>) -> Result<(), String> {
+    if namespace != crate::spec::model::DEFAULT_NAMESPACE {
+        crate::spec::validate::check_name(namespace).map_err(|e| format!("namespace {e}"))?;
+    }
+    if name.is_empty() || name.len() > 253 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(format!("{} name {name:?} must be 1-253 letters, digits, '-', '_' or '.'", kind.word()));
+    }
+    if data.is_empty() {
+        return Err(format!("{} {namespace}/{name} has no data", kind.word()));
+    }
+    for k in data.keys() {
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(format!("key {k:?} must be letters, digits, '-', '_' or '.'"));
+        }
+    }
+    Ok(())
+}
+
+/// Resolves an instance's injections against the stores: env vars to add, and files written
+/// (atomically, with their mode and owner). Errors name the store and key, never a value.
+pub fn inject(
+    injections: &[Injection],
+    namespace: &str,
+    lookup: impl Fn(ValueKind, &str) -> Option<Values>,
+    work_path: &Path,
+    process_user: &crate::runtime::process::ResolvedUser,
+) -> Result<Vec<(String, String)>, String> {
+    let mut env = Vec::new();
+    for inj in injections {
+        let kind = ValueKind::of(inj.source);
+        let store = lookup(kind, &Values::key(namespace, &inj.store))
+            .ok_or_else(|| format!("{} {namespace}/{} does not exist", kind.word(), inj.store))?;
+        let value = store
+            .data
+            .get(&inj.data_key)
+            .ok_or_else(|| format!("{} {namespace}/{} has no key {:?}", kind.word(), inj.store, inj.data_key))?;
+        match &inj.target {
+            InjectionTarget::Env { name } => env.push((name.clone(), value.clone())),
+            InjectionTarget::File { path, mode, owner } => {
+                // Directories inside workPath belong to the process's user, like workPath itself.
+                if let Some(dir) = path.parent().filter(|d| d.starts_with(work_path)) {
+                    crate::runtime::process::create_owned_dirs(work_path, dir, process_user)
+                        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                }
+                write_file(path, value.as_bytes(), *mode, owner).map_err(|e| {
+                    format!(
+                        "cannot write {} {namespace}/{} key {:?} to {}: {e}",
+                        kind.word(),
+                        inj.store,
+                        inj.data_key,
+                        path.display()
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// Writes `data` to `path` atomically: a new temp file beside it (never through a symlink),
+/// mode and owner set before the data goes in, fsync, rename over the target.
+fn write_file(path: &Path, data: &[u8], mode: u32, owner: &str) -> std::io::Result<()> {
+    let user = crate::runtime::process::ResolvedUser::lookup(owner).map_err(std::io::Error::other)?;
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{}.steward-tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("value")));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    use std::os::fd::AsRawFd;
+    nix::unistd::fchown(f.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))?;
+    nix::sys::stat::fchmod(f.as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(mode))?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

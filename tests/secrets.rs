@@ -1,0 +1,95 @@
+//! Secrets and configmaps: stored by the daemon, injected as env vars and files with the right
+//! owner and mode, never shown in logs, events or listings, and picked up at the next restart.
+
+mod common;
+
+use common::{id, spec, Daemon};
+use serde_json::json;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use steward::supervisor::state::Kind;
+
+const SECRET: &str = "hunter2-very-secret";
+
+#[tokio::test]
+async fn secrets_and_configmaps_are_injected_and_never_shown() {
+    let user = "steward-t4";
+    let _ = std::process::Command::new("useradd").args(["--system", "--no-create-home", user]).output();
+    let uid = nix::unistd::User::from_name(user).unwrap().unwrap().uid.as_raw();
+    let d = Daemon::start("secrets");
+    let (code, out, err) = d.cli(&["secret", "create", "test/creds", "--from-literal", &format!("password={SECRET}"), "--from-literal", "token=tok-123"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let conf = d.path().join("game.conf");
+    std::fs::write(&conf, "level = 7\n").unwrap();
+    let (code, _, err) = d.cli(&["configmap", "create", "test/conf", "--from-file", &format!("game_conf={}", conf.display())]);
+    assert_eq!(code, 0, "{err}");
+
+    let s = spec(
+        "vault",
+        1,
+        json!({
+            "user": user,
+            "procName": "sleep",
+            "startCmd": "exec sleep 1000",
+            "secrets": [{"secretName": "creds", "items": [
+                {"type": "env", "dataKey": "token", "keyOrPath": "TOKEN"},
+                {"type": "file", "dataKey": "password", "keyOrPath": "secret/pw.txt", "readOnly": true, "user": user}
+            ]}],
+            "configmaps": [{"name": "conf", "items": [
+                {"type": "file", "dataKey": "game_conf", "dataKeyAlias": "game.conf", "KeyOrPath": "conf"}
+            ]}]
+        }),
+        json!({}),
+    );
+    d.apply_json(&s).await;
+    let iid = id("test", "vault", 0);
+    let st = d.wait_state(&iid, Kind::Running, 10).await;
+    let work = d.work_dir().join("test.vault.0");
+
+    let pw = work.join("secret/pw.txt");
+    assert_eq!(std::fs::read_to_string(&pw).unwrap(), SECRET);
+    let meta = std::fs::metadata(&pw).unwrap();
+    assert_eq!(meta.uid(), uid, "owned by the item's user");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o400, "readOnly secret");
+    assert_eq!(std::fs::metadata(work.join("secret")).unwrap().uid(), uid, "its directory belongs to the process user");
+    let cm = work.join("conf/game.conf");
+    assert_eq!(std::fs::read_to_string(&cm).unwrap(), "level = 7\n");
+    assert_eq!(std::fs::metadata(&cm).unwrap().uid(), 0, "configmap files default to root");
+    assert_eq!(std::fs::metadata(&cm).unwrap().permissions().mode() & 0o7777, 0o644);
+    let environ = std::fs::read(format!("/proc/{}/environ", st.pid.unwrap())).unwrap();
+    assert!(String::from_utf8_lossy(&environ).contains("TOKEN=tok-123"));
+
+    // Never shown: not in listings, status, events or the daemon's log.
+    let (_, ls, _) = d.cli(&["-o", "json", "secret", "ls"]);
+    assert!(ls.contains("password") && ls.contains("token"), "keys are listed: {ls}");
+    let mut shown = vec![ls];
+    shown.push(d.cli(&["ls"]).1);
+    shown.push(d.cli(&["-o", "json", "status", "test/vault/0"]).1);
+    shown.push(d.cli(&["-o", "json", "events"]).1);
+    shown.push(d.cli(&["secret", "ls"]).1);
+    shown.push(d.log());
+    for text in &shown {
+        assert!(!text.contains(SECRET) && !text.contains("tok-123"), "a value leaked into: {text}");
+    }
+
+    // A change applies at the next (re)start.
+    let (code, _, _) = d.cli(&["secret", "create", "test/creds", "--from-literal", "password=rotated", "--from-literal", "token=tok-456"]);
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(&pw).unwrap(), SECRET, "the running instance is not touched");
+    let (code, _, err) = d.cli(&["restart", "test/vault/0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&pw).unwrap(), "rotated");
+
+    // A missing key is a clear error naming the store and key, and the instance does not start.
+    let (code, _, _) = d.cli(&["secret", "create", "test/creds", "--from-literal", "token=only"]);
+    assert_eq!(code, 0);
+    let (code, _, _) = d.cli(&["stop", "test/vault/0"]);
+    assert_eq!(code, 0);
+    d.client.action(&iid, "start", Some(10.0)).await.ok();
+    let st = d.wait(&iid, 10, |s| s.message.contains("has no key")).await;
+    assert!(st.message.contains("secret test/creds has no key \"password\""), "{}", st.message);
+    let (code, _, err) = d.cli(&["secret", "rm", "test/nope"]);
+    assert_eq!(code, 4, "{err}");
+    let (code, out, _) = d.cli(&["secret", "rm", "test/creds"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("removed"));
+}
