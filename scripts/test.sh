@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+cargo build --bin stewardd && bash scripts/check-systemd.sh target/debug/stewardd
 cargo test --all-targets
+bash scripts/schemathesis.sh

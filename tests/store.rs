@@ -475,6 +475,36 @@ fn kill_9_loses_no_acknowledged_commit() {
 fn bench_commit_throughput() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
+        // 500 instances x 3 transitions, each a put + an event, from 500 tasks.
+        let dir = tempdir();
+        let rss_before = rss_kib();
+        let store = Store::open(dir.path()).unwrap();
+        let start = Instant::now();
+        let mut handles = Vec::new();
+        for i in 0..500u64 {
+            let store = store.clone();
+            handles.push(tokio::spawn(async move {
+                let key = format!("ns/svc/{i}");
+                for state in ["Staging", "Starting", "Running"] {
+                    let batch = Batch::new()
+                        .put(Table::Instances, &key, &json!({"state": state}))
+                        .event(json!({"instance": key, "to": state}));
+                    store.commit(batch).await.unwrap();
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        let txns = store.stats().write_txns - 1;
+        let elapsed = start.elapsed().as_secs_f64();
+        let snap = store.snapshot().unwrap();
+        println!(
+            "500 instances x 3 transitions (put + event each): {elapsed:.3} s, {txns} write txns; \
+             RSS +{} KiB after open, commits and a snapshot of {} records",
+            rss_kib().saturating_sub(rss_before),
+            snap.records.len()
+        );
         for (tasks, each) in [(1u64, 1000u64), (64, 200)] {
             let dir = tempdir();
             let store = Store::open(dir.path()).unwrap();
@@ -506,36 +536,6 @@ fn bench_commit_throughput() {
                 n as f64 / txns as f64
             );
         }
-        // 500 instances x 3 transitions, each a put + an event, from 500 tasks.
-        let dir = tempdir();
-        let rss_before = rss_kib();
-        let store = Store::open(dir.path()).unwrap();
-        let start = Instant::now();
-        let mut handles = Vec::new();
-        for i in 0..500u64 {
-            let store = store.clone();
-            handles.push(tokio::spawn(async move {
-                let key = format!("ns/svc/{i}");
-                for state in ["Staging", "Starting", "Running"] {
-                    let batch = Batch::new()
-                        .put(Table::Instances, &key, &json!({"state": state}))
-                        .event(json!({"instance": key, "to": state}));
-                    store.commit(batch).await.unwrap();
-                }
-            }));
-        }
-        for h in handles {
-            h.await.unwrap();
-        }
-        let txns = store.stats().write_txns - 1;
-        let elapsed = start.elapsed().as_secs_f64();
-        let snap = store.snapshot().unwrap();
-        println!(
-            "500 instances x 3 transitions (put + event each): {elapsed:.3} s, {txns} write txns; \
-             RSS +{} KiB after open, commits and a snapshot of {} records",
-            rss_kib().saturating_sub(rss_before),
-            snap.records.len()
-        );
     });
 }
 

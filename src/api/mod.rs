@@ -116,7 +116,13 @@ async fn apply(
         Format::sniff(text)
     };
     let parsed = spec::parse(text, format, &app.roots).map_err(ApiError::invalid_spec)?;
-    let ids = app.supervisor.apply(parsed).await.map_err(ApiError::from)?;
+    // In its own task: a client that hangs up must not cancel an apply half-way (its store
+    // commit may already be durable).
+    let sup_app = app.clone();
+    let ids = tokio::spawn(async move { sup_app.supervisor.apply(parsed).await })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::from)?;
     let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
     Ok((StatusCode::ACCEPTED, Json(serde_json::json!({"instances": ids}))).into_response())
 }
@@ -208,16 +214,16 @@ async fn delete(
     app.supervisor.status(&id)?;
     let sup_app = app.clone();
     let id2 = id.clone();
-    let work = async move { sup_app.supervisor.delete(&id2).await };
+    // Always in its own task, so a client hanging up cannot cut the cleanup after the delete.
+    let work = tokio::spawn(async move { sup_app.supervisor.delete(&id2).await });
     match q.timeout {
         Some(t) => match tokio::time::timeout(secs(t), work).await {
-            Ok(r) => r.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from),
+            Ok(r) => {
+                r.map_err(ApiError::internal)?.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from)
+            }
             Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
         },
-        None => {
-            tokio::spawn(work);
-            Ok(StatusCode::ACCEPTED.into_response())
-        }
+        None => Ok(StatusCode::ACCEPTED.into_response()),
     }
 }
 
@@ -359,7 +365,7 @@ async fn list_values(
 }
 
 async fn put_values(
-    app: &AppState,
+    app: &Arc<AppState>,
     caller: &Caller,
     kind: ValueKind,
     namespace: String,
@@ -370,19 +376,25 @@ async fn put_values(
     let body: ValuesBody = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("body: {e} (expected {{\"data\": {{\"key\": \"value\"}}}})")).field("data")
     })?;
-    let summary = app.supervisor.put_values(kind, &namespace, &name, body.data).await?;
+    let sup_app = app.clone();
+    let summary = tokio::spawn(async move { sup_app.supervisor.put_values(kind, &namespace, &name, body.data).await })
+        .await
+        .map_err(ApiError::internal)??;
     Ok(Json(serde_json::to_value(summary).map_err(ApiError::internal)?))
 }
 
 async fn delete_values(
-    app: &AppState,
+    app: &Arc<AppState>,
     caller: &Caller,
     kind: ValueKind,
     namespace: String,
     name: String,
 ) -> Result<Response, ApiError> {
     app.live().access.require_write(caller)?;
-    app.supervisor.delete_values(kind, &namespace, &name).await?;
+    let sup_app = app.clone();
+    tokio::spawn(async move { sup_app.supervisor.delete_values(kind, &namespace, &name).await })
+        .await
+        .map_err(ApiError::internal)??;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -873,22 +873,28 @@ impl Actor {
         self.persist(Some(body)).await;
     }
 
-    /// Writes the record (and an event) durably, retrying until the store accepts it: acting
-    /// on a transition the store does not hold could start an instance twice after a crash.
+    /// Writes the record (and an event) durably before anything acts on it. A store that keeps
+    /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
+    /// transition the store does not hold could start an instance twice after a crash, while a
+    /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
     async fn persist(&mut self, event: Option<serde_json::Value>) {
         let value = serde_json::to_value(&self.rec).expect("record serializes");
         let mut delay = Duration::from_millis(50);
-        loop {
+        for attempt in 1.. {
             let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), &value);
             if let Some(e) = &event {
                 batch = batch.event(e.clone());
             }
             match self.shared.store.commit(batch).await {
                 Ok(_) => break,
-                Err(e) => {
-                    tracing::error!(instance = %self.rec.id, "store commit failed, retrying: {e}");
+                Err(e) if attempt < 6 => {
+                    tracing::error!(instance = %self.rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
+                    delay *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(instance = %self.rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
+                    std::process::exit(70);
                 }
             }
         }
