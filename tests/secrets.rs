@@ -16,11 +16,20 @@ async fn secrets_and_configmaps_are_injected_and_never_shown() {
     let _ = std::process::Command::new("useradd").args(["--system", "--no-create-home", user]).output();
     let uid = nix::unistd::User::from_name(user).unwrap().unwrap().uid.as_raw();
     let d = Daemon::start("secrets");
-    let (code, out, err) = d.cli(&["secret", "create", "test/creds", "--from-literal", &format!("password={SECRET}"), "--from-literal", "token=tok-123"]);
+    let (code, out, err) = d.cli(&[
+        "secret",
+        "create",
+        "test/creds",
+        "--from-literal",
+        &format!("password={SECRET}"),
+        "--from-literal",
+        "token=tok-123",
+    ]);
     assert_eq!(code, 0, "{out}{err}");
     let conf = d.path().join("game.conf");
     std::fs::write(&conf, "level = 7\n").unwrap();
-    let (code, _, err) = d.cli(&["configmap", "create", "test/conf", "--from-file", &format!("game_conf={}", conf.display())]);
+    let (code, _, err) =
+        d.cli(&["configmap", "create", "test/conf", "--from-file", &format!("game_conf={}", conf.display())]);
     assert_eq!(code, 0, "{err}");
 
     let s = spec(
@@ -72,7 +81,15 @@ async fn secrets_and_configmaps_are_injected_and_never_shown() {
     }
 
     // A change applies at the next (re)start.
-    let (code, _, _) = d.cli(&["secret", "create", "test/creds", "--from-literal", "password=rotated", "--from-literal", "token=tok-456"]);
+    let (code, _, _) = d.cli(&[
+        "secret",
+        "create",
+        "test/creds",
+        "--from-literal",
+        "password=rotated",
+        "--from-literal",
+        "token=tok-456",
+    ]);
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&pw).unwrap(), SECRET, "the running instance is not touched");
     let (code, _, err) = d.cli(&["restart", "test/vault/0"]);
