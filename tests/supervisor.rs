@@ -227,7 +227,7 @@ async fn stop_kills_everything_after_grace() {
 #[tokio::test]
 async fn runs_as_the_spec_user_without_capabilities() {
     let user = "steward-t1";
-    let _ = std::process::Command::new("useradd").args(["--system", "--no-create-home", user]).status();
+    let _ = std::process::Command::new("useradd").args(["--system", "--no-create-home", user]).output();
     let d = Daemon::start("user");
     let s = spec("user", 1, json!({"user": user, "startCmd": "exec sleep 1000", "procName": "sleep"}), json!({}));
     d.apply_json(&s).await;
@@ -291,4 +291,33 @@ async fn logs_are_rotated_by_size() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(last_line() > before);
     assert!(std::fs::read_to_string(dir.join("sh.stderr.log")).unwrap().contains("err "));
+}
+
+/// Deleting a Failed instance removes it for good (it used to linger in listings), and the same
+/// spec applied again creates it afresh.
+#[tokio::test]
+async fn a_failed_instance_can_be_deleted_and_recreated() {
+    let d = Daemon::start("delfailed");
+    let s = spec(
+        "fa",
+        1,
+        json!({"startCmd": "exit 5"}),
+        json!({"restartPolicy": {"policy": "Always", "interval": 0, "maxtimes": 1}}),
+    );
+    d.apply_json(&s).await;
+    let iid = id("test", "fa", 0);
+    d.wait_state(&iid, Kind::Failed, 10).await;
+    d.client.delete(&iid, Some(10.0)).await.unwrap();
+    assert!(d.client.list(&[("name", "fa")]).await.unwrap().is_empty());
+    let mut app_deleted = false;
+    d.client
+        .events(0, false, |e| {
+            app_deleted |= e.body["type"] == "appDeleted";
+            true
+        })
+        .await
+        .unwrap();
+    assert!(app_deleted, "the last instance takes its app's spec with it");
+    d.apply_json(&s).await;
+    assert_eq!(d.status(&iid).await.restarts, 0, "a new instance");
 }

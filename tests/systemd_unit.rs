@@ -307,7 +307,6 @@ fn sd_notify_ready_watchdog_reload_and_stop() {
 /// (The test moves the daemon's score up, to 500, as lowering it needs CAP_SYS_RESOURCE, which
 /// a container may lack; inheritance is the same either way.)
 #[tokio::test]
-#[ignore = "stewardd does not reset oom_score_adj for the instances it starts yet"]
 async fn instances_do_not_inherit_the_daemons_oom_score() {
     let d = Daemon::start("oomscore");
     std::fs::write(format!("/proc/{}/oom_score_adj", d.pid()), "500").unwrap();
@@ -321,7 +320,6 @@ async fn instances_do_not_inherit_the_daemons_oom_score() {
 /// systemctl stop must not wait for API clients: `steward events -f` and steward-sched follow
 /// /v1/events for good, so a stop that waits for them runs into TimeoutStopSec and SIGKILL.
 #[test]
-#[ignore = "stewardd's graceful shutdown waits for every open API connection"]
 fn sigterm_exits_promptly_while_a_client_follows_events() {
     use std::io::{Read, Write};
     let mut d = Daemon::start("stopfollow");

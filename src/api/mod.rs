@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+mod extract;
 mod metrics;
 
 use crate::spec::{self, Format, InstanceId, Roots};
@@ -10,12 +11,13 @@ use crate::supervisor::values::ValueKind;
 use crate::supervisor::{state::Kind, ListFilter, Supervisor, SupervisorError};
 use auth::{Access, Caller};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use error::ApiError;
+use extract::{Body, Path, Query};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,9 @@ pub struct AppState {
     pub roots: Roots,
     /// What SIGHUP may change at run time: access rules and the node's labels and attributes.
     pub live: std::sync::RwLock<LiveConfig>,
+    /// Turns true when the daemon is stopping: open event streams end, so shutdown is not held
+    /// up by followers.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The part of the configuration a reload (SIGHUP) applies without a restart.
@@ -63,6 +68,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/configmaps/{namespace}/{name}", axum::routing::put(put_configmap).delete(delete_configmap))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
+        .fallback(extract::not_found)
+        .method_not_allowed_fallback(extract::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -103,7 +110,7 @@ async fn apply(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Response, ApiError> {
     app.live().access.require_write(&caller)?;
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
@@ -188,6 +195,10 @@ async fn action(
     app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
+    if !["start", "stop", "restart", "reload"].contains(&action.as_str()) {
+        let message = format!("no action {action:?} (start, stop, restart, reload)");
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message).field("action"));
+    }
     let sup_app = app.clone();
     let id2 = id.clone();
     let work = async move {
@@ -217,7 +228,7 @@ async fn delete(
     // Always in its own task, so a client hanging up cannot cut the cleanup after the delete.
     let work = tokio::spawn(async move { sup_app.supervisor.delete(&id2).await });
     match q.timeout {
-        Some(t) => match tokio::time::timeout(secs(t), work).await {
+        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
             Ok(r) => {
                 r.map_err(ApiError::internal)?.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from)
             }
@@ -227,8 +238,14 @@ async fn delete(
     }
 }
 
-fn secs(t: f64) -> Duration {
-    Duration::from_secs_f64(t.clamp(0.0, 3600.0))
+/// A `timeout` query value: seconds, 0 to 3600.
+fn secs(t: f64) -> Result<Duration, ApiError> {
+    if !t.is_finite() || t < 0.0 {
+        return Err(
+            ApiError::bad_request(format!("timeout {t} is not a number of seconds from 0 to 3600")).field("timeout")
+        );
+    }
+    Ok(Duration::from_secs_f64(t.min(3600.0)))
 }
 
 /// Runs an instance action; with a timeout, waits for it and answers with the status.
@@ -247,7 +264,7 @@ async fn run_maybe_waiting(
             });
             Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response())
         }
-        Some(t) => match tokio::time::timeout(secs(t), work).await {
+        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
             Ok(Ok(())) => Ok((StatusCode::OK, Json(app.supervisor.status(id)?)).into_response()),
             Ok(Err(e)) => Err(e.into()),
             Err(_) => Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response()),
@@ -273,6 +290,7 @@ async fn events(
     app.live().access.require_read(&caller)?;
     let store = app.supervisor.store().clone();
     let mut live = store.subscribe();
+    let app = app.clone();
     let since = q.since.unwrap_or(0);
     let follow = q.follow.unwrap_or(true);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
@@ -299,8 +317,13 @@ async fn events(
         if !follow {
             return;
         }
+        let mut shutdown = app.shutdown.clone();
         loop {
-            match live.recv().await {
+            let next = tokio::select! {
+                ev = live.recv() => ev,
+                _ = shutdown.wait_for(|stopping| *stopping) => return,
+            };
+            match next {
                 Ok(ev) if ev.seq <= last => {}
                 Ok(ev) => {
                     last = ev.seq;
@@ -418,7 +441,7 @@ async fn put_secret(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     put_values(&app, &caller, ValueKind::Secret, namespace, name, body).await
 }
@@ -427,7 +450,7 @@ async fn put_configmap(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     put_values(&app, &caller, ValueKind::ConfigMap, namespace, name, body).await
 }

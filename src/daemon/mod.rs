@@ -38,6 +38,16 @@ fn live_config(config: &Config) -> LiveConfig {
     }
 }
 
+/// Mode 0660 with group `group`, or 0666 when everyone may read (SO_PEERCRED then decides).
+fn set_socket_access(path: &Path, group: &str, readable_by_all: bool) -> std::io::Result<()> {
+    let mode = if readable_by_all { 0o666 } else { 0o660 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
+        nix::unistd::chown(path, None, Some(g.gid))?;
+    }
+    Ok(())
+}
+
 fn status_line(state: &AppState) -> String {
     let list = state.supervisor.list(&Default::default());
     let running = list.iter().filter(|s| s.state.kind() == crate::supervisor::state::Kind::Running).count();
@@ -47,7 +57,10 @@ fn status_line(state: &AppState) -> String {
 /// SIGHUP: re-reads the configuration. Access rules and the node's labels and attributes take
 /// effect at once; the rest (socket, state, roots, cgroups) needs a restart, which is said.
 fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
-    notify::notify("RELOADING=1");
+    // systemd 253+ (Type=notify-reload) wants the monotonic time with RELOADING=1.
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000);
+    notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", now.unwrap_or(0)));
     match Config::load(path) {
         Ok(new) => {
             let mut needs_restart = Vec::new();
@@ -62,6 +75,21 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
             }
             if new.cgroup_parent != running.cgroup_parent || new.cgroup_root != running.cgroup_root {
                 needs_restart.push("cgroups");
+            }
+            if new.host_ip != running.host_ip {
+                needs_restart.push("host_ip (${hostip} of running instances)");
+            }
+            if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
+                needs_restart.push("port_range_start/port_range_end");
+            }
+            if (new.log_max_bytes, new.log_keep, new.log_check_secs)
+                != (running.log_max_bytes, running.log_keep, running.log_check_secs)
+            {
+                needs_restart.push("log_max_bytes/log_keep/log_check_secs");
+            }
+            // Who may connect at all is the socket file's mode and group: apply it now.
+            if let Err(e) = set_socket_access(&running.socket, &new.socket_group, new.allow_read_for_all) {
+                tracing::warn!("socket permissions: {e}");
             }
             *state.live.write().expect("live config lock") = live_config(&new);
             tracing::info!("configuration reloaded");
@@ -90,7 +118,9 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
-    let state = Arc::new(AppState { supervisor, roots: config.roots(), live: RwLock::new(live_config(&config)) });
+    let (stopping, shutdown) = tokio::sync::watch::channel(false);
+    let state =
+        Arc::new(AppState { supervisor, roots: config.roots(), live: RwLock::new(live_config(&config)), shutdown });
     let app = api::router(state.clone()).into_make_service_with_connect_info::<api::auth::Caller>();
     tracing::info!(socket = %config.socket.display(), host_ip, "stewardd ready");
     notify::notify(&format!(
@@ -123,6 +153,14 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
         }
         tracing::info!("stewardd stopping; instances keep running");
         notify::notify("STOPPING=1");
+        let _ = stopping.send(true);
+        // Connections get a moment to finish; a client that keeps one open cannot hold the
+        // daemon (systemd would wait out TimeoutStopSec and mark the unit failed).
+        tokio::spawn(async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            tracing::warn!("connections still open after 5 s; exiting anyway");
+            std::process::exit(0);
+        });
     };
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     status.abort();
@@ -146,11 +184,7 @@ fn bind_socket(path: &Path, group: &str, readable_by_all: bool) -> Result<tokio:
         std::fs::remove_file(path).map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
     }
     let listener = tokio::net::UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
-    let mode = if readable_by_all { 0o666 } else { 0o660 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(e.to_string()))?;
-    if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
-        let _ = nix::unistd::chown(path, None, Some(g.gid));
-    }
+    set_socket_access(path, group, readable_by_all).map_err(|e| err(e.to_string()))?;
     Ok(listener)
 }
 

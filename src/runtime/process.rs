@@ -92,6 +92,13 @@ pub fn launch(reaper: &Reaper, l: Launch<'_>) -> io::Result<(i32, ExitWatch)> {
                     return Err(io::Error::last_os_error());
                 }
             }
+            // The daemon protects itself from the OOM killer (OOMScoreAdjust); its workloads
+            // must not inherit that. Raising the score needs no privilege.
+            let oom = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if oom >= 0 {
+                libc::write(oom, b"0".as_ptr().cast(), 1);
+                libc::close(oom);
+            }
             if switch_user {
                 if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(gid) != 0

@@ -921,7 +921,10 @@ impl Actor {
             let _ = std::fs::remove_dir_all(&r.run_dir);
         }
         self.deleted = true;
-        self.settle();
+        // Deleted is done, whatever state it was deleted from (a Failed one included).
+        for r in self.waiting.drain(..) {
+            let _ = r.send(Ok(()));
+        }
     }
 }
 
