@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
-cargo build --bin stewardd && bash scripts/check-systemd.sh target/debug/stewardd
-cargo test --all-targets
-bash scripts/schemathesis.sh
+cargo build --bin stewardd
+bash scripts/check-systemd.sh target/debug/stewardd
+bash scripts/schemathesis.sh          # fuzzes the real daemon against docs/openapi.json
+cargo test --all-targets              # last, so its summary closes the output
