@@ -53,11 +53,13 @@ def rss_mib(pid):
     return int([l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1]) / 1024
 
 
-def main():
-    d = tempfile.mkdtemp(prefix="steward-bench-")
+def start_daemon(prefix):
+    """A release stewardd with its own roots, state, socket and cgroup parent; returns
+    (process, socket path, cgroup parent)."""
+    d = tempfile.mkdtemp(prefix=prefix)
     os.chmod(d, 0o755)
     sock = os.path.join(d, "stewardd.sock")
-    parent = f"steward-bench-{os.getpid()}"
+    parent = f"{prefix.rstrip('-')}-{os.getpid()}"
     conf = os.path.join(d, "stewardd.toml")
     with open(conf, "w") as f:
         f.write(f'work_base_dir = "{d}/work"\nrun_base_dir = "{d}/run"\nstate_dir = "{d}/state"\n'
@@ -66,6 +68,42 @@ def main():
     daemon = subprocess.Popen([STEWARDD, "--config", conf], stdout=log, stderr=log)
     while not os.path.exists(sock):
         time.sleep(0.005)
+    return daemon, sock, parent
+
+
+def stop_everything(daemon, parent):
+    """The daemon leaves instances running by design: kill it, then every instance through
+    its cgroup, and remove the cgroups."""
+    daemon.kill()
+    daemon.wait()
+    for ctl in os.listdir("/sys/fs/cgroup"):
+        base = f"/sys/fs/cgroup/{ctl}/{parent}"
+        if not os.path.isdir(base):
+            continue
+        for inst in os.listdir(base):
+            procs = os.path.join(base, inst, "cgroup.procs")
+            for p in (open(procs).read().split() if os.path.exists(procs) else []):
+                try:
+                    os.kill(int(p), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    time.sleep(0.5)
+    for ctl in os.listdir("/sys/fs/cgroup"):
+        base = f"/sys/fs/cgroup/{ctl}/{parent}"
+        if os.path.isdir(base):
+            for inst in os.listdir(base):
+                try:
+                    os.rmdir(os.path.join(base, inst))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
+def main():
+    daemon, sock, parent = start_daemon("steward-bench-")
     if PIDFILE:
         proc = {"procName": "sleep", "startGracePeriod": 5,
                 "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/p.pid",
@@ -108,35 +146,7 @@ def main():
     mode = "pidfile" if PIDFILE else "foreground"
     print(f"steward({mode}) N={N}: all-running {t_all*1000:.0f} ms; respawn p50 {statistics.median(lat)*1000:.2f} ms "
           f"p99 {lat[max(0, int(len(lat)*0.99)-1)]*1000:.2f} ms; RSS {rss:.1f} MiB")
-    # Clean up: the daemon leaves instances running by design, so kill them through their cgroups.
-    daemon.kill()
-    daemon.wait()
-    for ctl in os.listdir("/sys/fs/cgroup"):
-        base = f"/sys/fs/cgroup/{ctl}/{parent}"
-        if not os.path.isdir(base):
-            continue
-        for inst in os.listdir(base):
-            procs = os.path.join(base, inst, "cgroup.procs")
-            if os.path.exists(procs):
-                for p in open(procs).read().split():
-                    try:
-                        os.kill(int(p), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-    time.sleep(0.5)
-    for ctl in os.listdir("/sys/fs/cgroup"):
-        base = f"/sys/fs/cgroup/{ctl}/{parent}"
-        if os.path.isdir(base):
-            for inst in os.listdir(base):
-                try:
-                    os.rmdir(os.path.join(base, inst))
-                except OSError:
-                    pass
-            try:
-                os.rmdir(base)
-            except OSError:
-                pass
-
+    stop_everything(daemon, parent)
 
 if __name__ == "__main__":
     main()
