@@ -9,6 +9,12 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo build --release --quiet
 bin=target/release
+
+# The example units fetch their package from the default package repository
+# (package_repository = file:///usr/share/steward/repository): put gamesvc's there.
+repo=/usr/share/steward/repository/examples
+mkdir -p "$repo"
+tar czf "$repo/gamesvc-1.0.tar.gz" -C units/packages/gamesvc .
 steward="$bin/steward"
 unset STEWARD_CONFIG STEWARD_SOCKET
 

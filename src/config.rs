@@ -41,6 +41,11 @@ pub struct Config {
     pub port_range_start: u16,
     /// Last port of that range (inclusive).
     pub port_range_end: u16,
+    /// Base URL for `uris[].value` given as a repository path (`/prod/app.tar.gz`, seed 000):
+    /// http(s):// or file://.
+    pub package_repository: Option<String>,
+    /// Downloaded packages, kept by URL for pullPolicy IfNotPresent and revalidation.
+    pub fetch_cache_dir: PathBuf,
     /// What the scheduler may place by: labels (free-form) and attributes (e.g. idc, district).
     pub node: NodeConfig,
 }
@@ -69,6 +74,8 @@ impl Default for Config {
             log_check_secs: 10,
             port_range_start: 31000,
             port_range_end: 32000,
+            package_repository: Some("file:///usr/share/steward/repository".into()),
+            fetch_cache_dir: PathBuf::from("/var/cache/steward/fetch"),
             node: NodeConfig::default(),
         }
     }
@@ -104,6 +111,7 @@ impl Config {
             ("state_dir", &config.state_dir),
             ("socket", &config.socket),
             ("cgroup_root", &config.cgroup_root),
+            ("fetch_cache_dir", &config.fetch_cache_dir),
         ] {
             if !dir.is_absolute() {
                 return Err(format!("{key}: {} must be an absolute path", dir.display()));

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod fetch;
 pub mod health;
 pub mod host;
 pub mod ports;

@@ -547,3 +547,17 @@ fn rss_kib() -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// Only the state directory is private: its parents (where the work and run roots usually
+/// live too) stay reachable for workloads running as other users.
+#[test]
+fn parents_of_the_state_dir_stay_reachable() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("var/lib/steward/state");
+    let _store = steward::store::Store::open(&state).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&dir.path().join("var/lib/steward")), 0o755);
+    assert_eq!(mode(&dir.path().join("var/lib")), 0o755);
+}

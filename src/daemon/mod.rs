@@ -79,6 +79,11 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
             if new.host_ip != running.host_ip {
                 needs_restart.push("host_ip (${hostip} of running instances)");
             }
+            if (&new.package_repository, &new.fetch_cache_dir)
+                != (&running.package_repository, &running.fetch_cache_dir)
+            {
+                needs_restart.push("package_repository/fetch_cache_dir");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
@@ -115,6 +120,10 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             every: std::time::Duration::from_secs(config.log_check_secs.max(1)),
         },
         port_range: (config.port_range_start, config.port_range_end),
+        fetch: crate::fetch::FetchOptions {
+            repository: config.package_repository.clone(),
+            ..crate::fetch::FetchOptions::new(config.fetch_cache_dir.clone())
+        },
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;

@@ -331,7 +331,20 @@ impl Store {
 
     pub fn open_with(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         let dir_err = |e: io::Error| StoreError::Dir { path: dir.to_path_buf(), source: Arc::new(e) };
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(dir_err)?;
+        // Parents are ordinary directories (0755): the work and run roots usually sit beside the
+        // state directory, and workloads of other users must be able to reach them. Only the
+        // state directory itself is private.
+        if let Some(parent) = dir.parent() {
+            fs::DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(dir_err)?;
+        }
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(dir_err)?;
         let meta = fs::metadata(dir).map_err(dir_err)?;
         if !meta.is_dir() {
             return Err(dir_err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory")));

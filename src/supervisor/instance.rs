@@ -390,6 +390,14 @@ impl Actor {
                 return None;
             }
         };
+        match self.fetch_packages(&rendered).await {
+            Ok(None) => {}
+            Ok(Some(interrupt)) => return Some(interrupt),
+            Err(reason) => {
+                self.apply(Event::StageFailed { reason }).await;
+                return None;
+            }
+        }
         if !self.apply(Event::Staged).await {
             return None;
         }
@@ -435,9 +443,6 @@ impl Actor {
     fn stage(&mut self) -> Result<RenderedInstance, String> {
         self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
         let rendered = self.render()?;
-        if rendered.processes.iter().any(|p| !p.uris.is_empty()) {
-            return Err("fetching uris is not available in this build yet".into());
-        }
         let roots = &self.shared.roots;
         let root_of = |p: &std::path::Path| {
             if p.starts_with(&roots.work_base_dir) {
@@ -472,6 +477,42 @@ impl Actor {
         self.cgroup.set_limits(&instance_limits(&rendered)).map_err(|e| format!("cannot set resource limits: {e}"))?;
         self.oom_kills_at_start = self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0);
         Ok(rendered)
+    }
+
+    /// Fetches every uri of every process into its outputDir (seed 000), reporting bytes so far
+    /// in the status message. A stop or restart request interrupts it (dropping a fetch is safe).
+    async fn fetch_packages(
+        &mut self,
+        rendered: &RenderedInstance,
+    ) -> Result<Option<(Command, Option<Reply>)>, String> {
+        for p in &rendered.processes {
+            if p.uris.is_empty() {
+                continue;
+            }
+            let user = ResolvedUser::lookup(&p.user)?;
+            for uri in &p.uris {
+                let counted = std::sync::atomic::AtomicU64::new(0);
+                let (status, counters) = (&self.status, &self.shared.counters);
+                let progress = |bytes: u64, total: Option<u64>| {
+                    let before = counted.swap(bytes, std::sync::atomic::Ordering::Relaxed);
+                    counters.fetch_bytes.fetch_add(bytes.saturating_sub(before), std::sync::atomic::Ordering::Relaxed);
+                    let of = total.map(|t| format!(" of {t}")).unwrap_or_default();
+                    status.send_modify(|r| r.message = format!("fetching {}: {bytes}{of} bytes", uri.value));
+                };
+                let fetch = self.shared.fetcher.fetch(uri, &user, &progress);
+                let result = tokio::select! {
+                    r = fetch => r,
+                    interrupt = next_interrupt(&mut self.rx) => return Ok(Some(interrupt)),
+                };
+                match result {
+                    Ok(f) => {
+                        tracing::info!(instance = %self.rec.id, "fetched {} ({} bytes, sha256 {})", uri.value, f.bytes, f.sha256)
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn render(&self) -> Result<RenderedInstance, String> {

@@ -28,6 +28,8 @@ pub struct SupervisorConfig {
     pub logs: LogRotation,
     /// Range random ports come from (inclusive).
     pub port_range: (u16, u16),
+    /// Package downloads: cache and repository.
+    pub fetch: crate::fetch::FetchOptions,
 }
 
 /// Size-based rotation of the instances' log files.
@@ -51,6 +53,7 @@ pub struct Shared {
     pub prober: crate::health::Prober,
     /// Secrets and configmaps by (kind, `namespace/name`).
     pub values: Mutex<BTreeMap<(values::ValueKind, String), values::Values>>,
+    pub fetcher: crate::fetch::Fetcher,
 }
 
 /// Daemon-wide counters for /metrics.
@@ -116,8 +119,11 @@ impl Supervisor {
     /// Must run inside a tokio runtime.
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
         let store = Store::open(&config.state_dir).map_err(|e| SupervisorError::Store(e.to_string()))?;
+        ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
+        let fetcher =
+            crate::fetch::Fetcher::new(config.fetch.clone()).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let shared = Arc::new(Shared {
             store,
             reaper,
@@ -128,6 +134,7 @@ impl Supervisor {
             ports: Mutex::new(crate::ports::Allocator::new(config.port_range.0, config.port_range.1)),
             prober: crate::health::Prober::new(),
             values: Mutex::new(BTreeMap::new()),
+            fetcher,
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load(config.port_range)?;
@@ -440,6 +447,28 @@ impl Supervisor {
 struct StoredSpec {
     generation: u64,
     spec: ProcessSpec,
+}
+
+/// Creates the work and run roots if needed and makes sure every directory on the way lets
+/// anyone through (x for others): workloads run as other users and must reach their own
+/// directories below the roots. A root-only parent is reported, not silently changed.
+fn ensure_reachable(roots: &[&PathBuf]) -> Result<(), SupervisorError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    for root in roots {
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root)?;
+        for dir in root.ancestors() {
+            let mode = std::fs::metadata(dir)?.permissions().mode();
+            if mode & 0o001 == 0 {
+                tracing::warn!(
+                    "{} (mode {:o}) is not searchable by others: instances running as other users cannot reach {}",
+                    dir.display(),
+                    mode & 0o7777,
+                    root.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rotates every instance's logs (`<run_base_dir>/<instance>/*.log`) that outgrew the limit.

@@ -1,0 +1,75 @@
+//! The README's example unit, end to end: units/gamesvc.json exactly as shipped, its package
+//! (units/packages/gamesvc) served from a file:// repository, run by the real daemon.
+
+mod common;
+
+use common::{id, Daemon};
+use std::io::{Read, Write};
+use std::time::Duration;
+use steward::supervisor::state::{Kind, State};
+
+fn get(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn the_gamesvc_example_fetches_starts_checks_reloads_and_stops() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("examples")).unwrap();
+    let package = repo.path().join("examples/gamesvc-1.0.tar.gz");
+    let pkg_dir = format!("{}/units/packages/gamesvc", env!("CARGO_MANIFEST_DIR"));
+    let status =
+        std::process::Command::new("tar").args(["czf"]).arg(&package).args(["-C", &pkg_dir, "."]).status().unwrap();
+    assert!(status.success());
+    let d = Daemon::start_with("gamesvc", &format!("package_repository = \"file://{}\"\n", repo.path().display()));
+    let spec = std::fs::read_to_string(format!("{}/units/gamesvc.json", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let ids = d.client.apply(&spec, steward::spec::Format::Json).await.unwrap();
+    assert_eq!(ids, ["demo/gamesvc/0", "demo/gamesvc/1"]);
+
+    for i in 0..2 {
+        let iid = id("demo", "gamesvc", i);
+        let st = d.wait(&iid, 30, |s| s.health.as_deref() == Some("healthy")).await;
+        assert_eq!(st.state, State::Running);
+        let pid = st.pid.unwrap();
+        assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap().trim(), "gamesvr");
+        let port = st.ports["http_port"];
+        assert!((31000..=32000).contains(&port));
+        let page = get(port, "/");
+        assert!(page.contains("200") && page.contains(&format!("demo/gamesvc/{i}")), "{page}");
+        // The package was extracted into workPath, owned by the unit's user (nobody).
+        use std::os::unix::fs::MetadataExt;
+        let start = d.work_dir().join(format!("demo.gamesvc.{i}/gamesvc/start.sh"));
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap().uid.as_raw();
+        assert_eq!(std::fs::metadata(&start).unwrap().uid(), nobody);
+
+        // reloadCmd (./reload.sh sends SIGHUP): same pid, the server counts a reload.
+        let st = d.client.action(&iid, "reload", Some(10.0)).await.unwrap();
+        assert_eq!(st.pid, Some(pid));
+        let mut page = get(port, "/");
+        for _ in 0..50 {
+            if page.contains("reloads=1") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            page = get(port, "/");
+        }
+        assert!(page.contains("reloads=1"), "{page}");
+    }
+    let metrics = d.client.metrics().await.unwrap();
+    let fetched: u64 =
+        metrics.lines().find_map(|l| l.strip_prefix("steward_fetch_bytes_total ")).unwrap().parse().unwrap();
+    assert!(fetched > 0, "fetch bytes are counted");
+
+    // stopCmd (./stop.sh): the server goes, nothing of the instance is left.
+    let iid = id("demo", "gamesvc", 0);
+    let pid = d.status(&iid).await.pid.unwrap();
+    let st = d.client.action(&iid, "stop", Some(20.0)).await.unwrap();
+    assert_eq!(st.state.kind(), Kind::Stopped);
+    assert!(common::wait_gone(pid, 5).await);
+    assert!(d.cgroup_pids(&iid).is_empty());
+}
