@@ -45,6 +45,11 @@ impl ResolvedUser {
         })
     }
 
+    /// Root, without reading any file.
+    pub fn root() -> ResolvedUser {
+        ResolvedUser { name: "root".into(), uid: 0, gid: 0, groups: Vec::new(), home: PathBuf::from("/root") }
+    }
+
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }

@@ -96,6 +96,10 @@ pub struct Actor {
     trackers: Vec<Option<crate::health::Tracker>>,
     /// Env vars from secrets and configmaps, per process, resolved at the last staging.
     injected_env: Vec<Vec<(String, String)>>,
+    /// Each process's user, resolved at the last staging.
+    users: Vec<ResolvedUser>,
+    /// The limits the cgroup was last created with (None: not made by this actor yet).
+    cgroup_limits: Option<crate::cgroups::Limits>,
 }
 
 impl Actor {
@@ -123,6 +127,8 @@ impl Actor {
             health_tasks: Vec::new(),
             trackers: Vec::new(),
             injected_env: Vec::new(),
+            users: Vec::new(),
+            cgroup_limits: None,
         };
         (actor, tx, status_rx)
     }
@@ -143,6 +149,11 @@ impl Actor {
                             continue;
                         }
                     }
+                }
+                // A restart taken at once (see apply) leaves the instance Staging: start it.
+                State::Staging => {
+                    self.start_flow().await;
+                    continue;
                 }
                 _ => self.rx.recv().await,
             };
@@ -411,6 +422,8 @@ impl Actor {
                     watches.push(watch);
                 }
                 Launched::Failed(reason) => {
+                    // Re-create the cgroup next time, in case it is what failed.
+                    self.cgroup_limits = None;
                     self.kill_all_processes().await;
                     self.apply(Event::StartFailed { reason }).await;
                     return None;
@@ -451,30 +464,34 @@ impl Actor {
                 roots.run_base_dir.clone()
             }
         };
-        let root = ResolvedUser::lookup("root")?;
-        process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &root)
+        // Each process's user, looked up once per start (passwd and group files are read).
+        self.users = rendered.processes.iter().map(|p| ResolvedUser::lookup(&p.user)).collect::<Result<_, _>>()?;
+        process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &ResolvedUser::root())
             .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
-        for p in &rendered.processes {
-            let owner = ResolvedUser::lookup(&p.user)?;
-            process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, &owner)
+        for (p, owner) in rendered.processes.iter().zip(&self.users) {
+            process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, owner)
                 .map_err(|e| format!("cannot create workPath {}: {e}", p.work_path.display()))?;
             if let Some(parent) = p.pid_file.as_ref().and_then(|f| f.parent()) {
-                process::create_owned_dirs(&root_of(parent), parent, &owner)
+                process::create_owned_dirs(&root_of(parent), parent, owner)
                     .map_err(|e| format!("cannot create pidfile directory {}: {e}", parent.display()))?;
             }
         }
         // Secrets and configmaps as they are now: a change applies at the next (re)start.
         self.injected_env.clear();
-        for p in &rendered.processes {
-            let user = ResolvedUser::lookup(&p.user)?;
+        for (p, user) in rendered.processes.iter().zip(&self.users) {
             let lookup = |kind, key: &str| {
                 self.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned()
             };
-            let env = super::values::inject(&p.injections, &self.rec.id.namespace, lookup, &p.work_path, &user)?;
+            let env = super::values::inject(&p.injections, &self.rec.id.namespace, lookup, &p.work_path, user)?;
             self.injected_env.push(env);
         }
-        self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
-        self.cgroup.set_limits(&instance_limits(&rendered)).map_err(|e| format!("cannot set resource limits: {e}"))?;
+        // The cgroup is made and limited once; again only when the limits change.
+        let limits = instance_limits(&rendered);
+        if self.cgroup_limits.as_ref() != Some(&limits) {
+            self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
+            self.cgroup.set_limits(&limits).map_err(|e| format!("cannot set resource limits: {e}"))?;
+            self.cgroup_limits = Some(limits);
+        }
         self.oom_kills_at_start = self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0);
         Ok(rendered)
     }
@@ -527,9 +544,8 @@ impl Actor {
     /// Launches process `i` and finds its main process.
     async fn launch(&mut self, rendered: &RenderedInstance, i: usize) -> Launched {
         let p = &rendered.processes[i];
-        let user = match ResolvedUser::lookup(&p.user) {
-            Ok(u) => u,
-            Err(e) => return Launched::Failed(e),
+        let Some(user) = self.users.get(i).cloned() else {
+            return Launched::Failed("the process's user was not resolved".into());
         };
         let (pid, mut exit) = match self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start") {
             Ok(x) => x,
@@ -865,15 +881,27 @@ impl Actor {
     }
 
     /// Runs one event through the state machine and, if legal, makes the result durable.
-    /// Returns whether the transition happened.
+    /// Returns whether the transition happened. A restart due at once (Backoff with no delay)
+    /// is taken in the same commit: Backoff and Staging are both durable before staging acts.
     async fn apply(&mut self, event: Event) -> bool {
+        let Some(first) = self.transition(&event) else { return false };
+        let mut events = vec![first];
+        if matches!(self.rec.state, State::Backoff { until_ms } if until_ms <= self.rec.updated_ms) {
+            events.extend(self.transition(&Event::RestartDue));
+        }
+        self.persist(events).await;
+        true
+    }
+
+    /// The state machine's step applied to the record in memory; returns the event to journal.
+    fn transition(&mut self, event: &Event) -> Option<serde_json::Value> {
         let now = now_ms();
         let ctx = state::Context { policy: &self.spec.spec.restart_policy, counter: &self.rec.counter, now_ms: now };
-        let step = match state::step(&self.rec.state, &event, &ctx) {
+        let step = match state::step(&self.rec.state, event, &ctx) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(instance = %self.rec.id, "{e}; ignored");
-                return false;
+                return None;
             }
         };
         let from = self.rec.state.kind();
@@ -884,7 +912,7 @@ impl Actor {
         self.rec.message = match (&step.next, &event) {
             (State::Failed { reason }, _) => reason.clone(),
             (State::Backoff { until_ms }, _) => {
-                let why = self.rec.last_exit.map(|s| s.to_string()).unwrap_or_else(|| event_reason(&event));
+                let why = self.rec.last_exit.map(|s| s.to_string()).unwrap_or_else(|| event_reason(event));
                 format!("{why}; restart {} in {} ms", self.rec.counter.attempts, until_ms.saturating_sub(now))
             }
             (State::Exited { status }, _) => status.to_string(),
@@ -904,27 +932,26 @@ impl Actor {
             "message": self.rec.message,
             "pids": self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>(),
         });
-        self.persist(Some(body)).await;
-        true
+        Some(body)
     }
 
     async fn commit_event(&mut self, kind: &str, detail: serde_json::Value) {
         self.rec.updated_ms = now_ms();
         let body = serde_json::json!({"instance": self.rec.key(), "type": kind, "detail": detail});
-        self.persist(Some(body)).await;
+        self.persist(vec![body]).await;
     }
 
     /// Writes the record (and an event) durably before anything acts on it. A store that keeps
     /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
-    async fn persist(&mut self, event: Option<serde_json::Value>) {
+    async fn persist(&mut self, events: Vec<serde_json::Value>) {
         let value = serde_json::to_value(&self.rec).expect("record serializes");
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), &value);
-            if let Some(e) = &event {
-                batch = batch.event(e.clone());
+            for e in &events {
+                batch.push_event(e.clone());
             }
             match self.shared.store.commit(batch).await {
                 Ok(_) => break,
@@ -955,6 +982,7 @@ impl Actor {
         if let Err(e) = self.shared.store.commit(batch).await {
             tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
         }
+        self.cgroup_limits = None;
         if let Err(e) = self.cgroup.remove() {
             tracing::warn!(instance = %self.rec.id, "cgroup removal: {e}");
         }
