@@ -133,7 +133,8 @@ async fn two_hundred_instances_survive_chaos() {
         "chaos happened: {kills} kills, {daemon_kills} daemon kills, {pauses} pauses"
     );
 
-    // Settle: every instance as its policy says.
+    // Settle: let the last kills be noticed, then every instance as its policy says.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut settled = BTreeMap::new();
     for iid in &all {
@@ -156,7 +157,8 @@ async fn two_hundred_instances_survive_chaos() {
 
     // Exactly one process tree per running instance, counted by its cgroup; none for the rest.
     let mut running_pids = BTreeSet::new();
-    for (iid, st) in &settled {
+    for iid in settled.keys() {
+        let st = d.status(iid).await;
         let in_cgroup = d.cgroup_pids(iid);
         if st.state == State::Running {
             assert_eq!(in_cgroup, vec![st.pid.unwrap()], "{iid}: one process, the recorded one");

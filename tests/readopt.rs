@@ -51,6 +51,9 @@ async fn kill9_then_restart_readopts_finishes_stops_and_restarts_the_dead() {
     assert!(wait_gone(victim, 5).await);
 
     d.spawn();
+    // From its first answer on, the daemon never reports the dead process as running.
+    let first = d.status(&id("test", "many", 7)).await;
+    assert!(!(first.state == State::Running && first.pid == Some(victim)), "stale status: {first:?}");
     // The stop completes.
     let st = d.wait_state(&slow, Kind::Stopped, 15).await;
     assert_eq!(st.state, State::Stopped);

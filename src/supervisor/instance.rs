@@ -100,6 +100,8 @@ pub struct Actor {
     users: Vec<ResolvedUser>,
     /// The limits the cgroup was last created with (None: not made by this actor yet).
     cgroup_limits: Option<crate::cgroups::Limits>,
+    /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
+    resumed: Option<oneshot::Sender<()>>,
 }
 
 impl Actor {
@@ -129,8 +131,16 @@ impl Actor {
             injected_env: Vec::new(),
             users: Vec::new(),
             cgroup_limits: None,
+            resumed: None,
         };
         (actor, tx, status_rx)
+    }
+
+    /// A receiver told when the instance has been resumed (see `mark_resumed`).
+    pub fn on_resumed(&mut self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.resumed = Some(tx);
+        rx
     }
 
     /// Runs the instance until it is deleted or the supervisor goes away.
@@ -240,8 +250,12 @@ impl Actor {
     /// After a daemon restart (or a fresh apply): pick up where the record says we were.
     async fn resume(&mut self) {
         match self.rec.state.clone() {
-            State::Running => self.readopt().await,
+            State::Running => {
+                self.readopt().await;
+                self.mark_resumed();
+            }
             State::Starting => {
+                self.mark_resumed();
                 // The start was interrupted before its main process was recorded. The cgroup
                 // holds whatever it launched: clear it so that exactly one instance runs.
                 self.kill_all_processes().await;
@@ -249,9 +263,23 @@ impl Actor {
                     self.start_flow().await;
                 }
             }
-            State::Staging => self.start_flow().await,
-            State::Stopping { .. } => self.stop_flow(false).await,
-            _ => {}
+            State::Staging => {
+                self.mark_resumed();
+                self.start_flow().await;
+            }
+            State::Stopping { .. } => {
+                self.mark_resumed();
+                self.stop_flow(false).await;
+            }
+            _ => self.mark_resumed(),
+        }
+    }
+
+    /// The record is true again (processes re-adopted, or their end recorded): the daemon may
+    /// answer for this instance. Long work that follows (a stop's grace period, a start) goes on.
+    fn mark_resumed(&mut self) {
+        if let Some(tx) = self.resumed.take() {
+            let _ = tx.send(());
         }
     }
 

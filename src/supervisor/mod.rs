@@ -137,12 +137,12 @@ impl Supervisor {
             fetcher,
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
-        sup.load(config.port_range)?;
+        sup.load(config.port_range).await?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
     }
 
-    fn load(&self, port_range: (u16, u16)) -> Result<(), SupervisorError> {
+    async fn load(&self, port_range: (u16, u16)) -> Result<(), SupervisorError> {
         let snapshot = self.shared.store.snapshot().map_err(|e| SupervisorError::Store(e.to_string()))?;
         *self.shared.ports.lock().expect("ports lock") =
             crate::ports::Allocator::load(port_range.0, port_range.1, &snapshot);
@@ -155,7 +155,7 @@ impl Supervisor {
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
             }
         }
-        let mut loaded = 0;
+        let mut resumed = Vec::new();
         for (key, value) in snapshot.table(Table::Instances) {
             let rec: InstanceRecord = match serde_json::from_value(value.clone()) {
                 Ok(r) => r,
@@ -168,19 +168,28 @@ impl Supervisor {
                 tracing::error!("instance {key} has no stored spec; left alone");
                 continue;
             };
-            self.spawn_actor(rec, spec);
-            loaded += 1;
+            resumed.push(self.spawn_actor(rec, spec));
         }
-        tracing::info!("loaded {} spec(s) and {loaded} instance(s)", specs.len());
+        let loaded = resumed.len();
         *self.specs.lock().expect("specs lock") = specs;
+        // Answer nothing before every instance is re-adopted or its end recorded: a status served
+        // from the stored record could show a process that died while the daemon was away.
+        let t = std::time::Instant::now();
+        let all = futures_util::future::join_all(resumed);
+        if tokio::time::timeout(std::time::Duration::from_secs(30), all).await.is_err() {
+            tracing::warn!("some instances took over 30 s to resume; serving anyway");
+        }
+        tracing::info!("loaded {loaded} instance(s), all resumed in {} ms", t.elapsed().as_millis());
         Ok(())
     }
 
-    fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) {
+    fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) -> oneshot::Receiver<()> {
         let id = rec.id.clone();
-        let (actor, tx, status) = Actor::new(self.shared.clone(), rec, spec);
+        let (mut actor, tx, status) = Actor::new(self.shared.clone(), rec, spec);
+        let resumed = actor.on_resumed();
         tokio::spawn(actor.run());
         self.instances.lock().expect("instances lock").insert(id, Handle { tx, status });
+        resumed
     }
 
     /// Applies a validated spec: new instances are created and started, changed ones restarted
@@ -247,7 +256,7 @@ impl Supervisor {
         }
         for rec in created {
             let id = rec.id.clone();
-            self.spawn_actor(rec, entry.clone());
+            let _resumed = self.spawn_actor(rec, entry.clone());
             self.send(&id, Command::Start, None)?;
         }
         // Scaled down: delete the instances beyond the new count.
