@@ -194,6 +194,36 @@ async fn restart_delays_follow_interval_and_backoff() {
     }
 }
 
+/// A crash loop with `interval: 0` (and a start that fails before any process runs) backs off
+/// from 100 ms, doubling, instead of restarting hundreds of times a second; a run of a second
+/// or more is restarted at once again.
+#[tokio::test]
+async fn crash_loops_back_off_even_with_interval_zero() {
+    let d = Daemon::start("crashloop");
+    let always = json!({"restartPolicy": {"policy": "Always", "interval": 0}});
+    d.apply_json(&spec("crashy", 1, json!({"startCmd": "exit 1"}), always.clone())).await;
+    d.apply_json(&spec("nouser", 1, json!({"user": "steward-no-such-user"}), always.clone())).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for name in ["crashy", "nouser"] {
+        let st = d.status(&id("test", name, 0)).await;
+        // 100 + 200 + 400 + 800 ms fit in 2.5 s, 1600 more do not.
+        assert!((4..=6).contains(&st.restarts), "{name}: {} restarts in 2.5 s: {st:?}", st.restarts);
+        assert!(st.message.contains("restart"), "{name}: {}", st.message);
+    }
+    assert!(d.status(&id("test", "nouser", 0)).await.message.contains("steward-no-such-user"));
+
+    // A process that ran for over a second comes back at once.
+    d.apply_json(&spec("steady", 1, json!({}), always)).await;
+    let iid = id("test", "steady", 0);
+    let first = d.wait_state(&iid, Kind::Running, 10).await.pid.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let killed = std::time::Instant::now();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), nix::sys::signal::Signal::SIGKILL);
+    let st = d.wait(&iid, 10, |s| s.pid.is_some_and(|p| p != first)).await;
+    assert!(killed.elapsed() < Duration::from_millis(500), "respawned after {:?}", killed.elapsed());
+    assert_eq!(st.restarts, 1);
+}
+
 /// A stopCmd that hangs and a grandchild that ignores SIGTERM: after gracePeriod nothing is left.
 #[tokio::test]
 async fn stop_kills_everything_after_grace() {

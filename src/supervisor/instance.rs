@@ -940,9 +940,11 @@ impl Actor {
         self.rec.message = match (&step.next, &event) {
             (State::Failed { reason }, _) => reason.clone(),
             (State::Backoff { until_ms }, _) => {
-                let why = self.rec.last_exit.map(|s| s.to_string()).unwrap_or_else(|| event_reason(event));
+                let why = end_reason(&self.rec.state, event, self.rec.last_exit);
                 format!("{why}; restart {} in {} ms", self.rec.counter.attempts, until_ms.saturating_sub(now))
             }
+            // A restart taken at once keeps saying why it was needed until the start is done.
+            (State::Staging, Event::RestartDue) => std::mem::take(&mut self.rec.message),
             (State::Exited { status }, _) => status.to_string(),
             _ => String::new(),
         };
@@ -1039,11 +1041,14 @@ fn answer(reply: Option<Reply>, result: Result<(), String>) {
     }
 }
 
-fn event_reason(event: &Event) -> String {
-    match event {
-        Event::StageFailed { reason } | Event::StartFailed { reason } => reason.clone(),
-        Event::MainExited { status } => status.to_string(),
-        _ => String::new(),
+/// Why an instance ended (and a restart is scheduled): the failed start's reason, the exit,
+/// or the reason a stop was forced (a failing health check).
+fn end_reason(from: &State, event: &Event, last_exit: Option<ExitStatus>) -> String {
+    match (from, event) {
+        (_, Event::StageFailed { reason } | Event::StartFailed { reason }) => reason.clone(),
+        (_, Event::MainExited { status }) => status.to_string(),
+        (State::Stopping { goal: StopGoal::Fail { reason } }, _) => reason.clone(),
+        _ => last_exit.map(|s| s.to_string()).unwrap_or_default(),
     }
 }
 

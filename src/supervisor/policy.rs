@@ -6,6 +6,14 @@ use serde::{Deserialize, Serialize};
 /// After this long running without a restart, the attempt count starts again from zero.
 pub const RESET_AFTER_MS: u64 = 30 * 60 * 1000;
 
+/// An end this soon after the start (or a start that never ran a process) is a quick end.
+pub const QUICK_END_MS: u64 = 1000;
+/// The least delay after the first quick end in a row; it doubles with each further one...
+pub const QUICK_FLOOR_MS: u64 = 100;
+/// ...up to this. A crash loop with `interval: 0` (or a missing secret, a bad user) would
+/// otherwise restart hundreds of times a second, each a durable commit and an event.
+pub const QUICK_FLOOR_MAX_MS: u64 = 10_000;
+
 /// Consecutive restart attempts of one instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -14,6 +22,9 @@ pub struct RestartCounter {
     pub attempts: u32,
     /// When the current main process became Running (unix ms).
     pub running_since_ms: Option<u64>,
+    /// Quick ends in a row (see [`QUICK_END_MS`]); any longer run resets it.
+    #[serde(default)]
+    pub quick_ends: u32,
 }
 
 impl RestartCounter {
@@ -25,8 +36,23 @@ impl RestartCounter {
         }
     }
 
+    /// Whether an end at `now_ms` is a quick one: no process ran, or it ran under a second.
+    pub fn ends_quickly(&self, now_ms: u64) -> bool {
+        self.running_since_ms.is_none_or(|since| now_ms.saturating_sub(since) < QUICK_END_MS)
+    }
+
+    /// The least restart delay for an end at `now_ms`: 0 after a run of a second or more,
+    /// else 100 ms doubling with each quick end in a row, at most 10 s.
+    pub fn floor_ms(&self, now_ms: u64) -> u64 {
+        if !self.ends_quickly(now_ms) {
+            return 0;
+        }
+        QUICK_FLOOR_MS.saturating_mul(1 << self.quick_ends.min(16)).min(QUICK_FLOOR_MAX_MS)
+    }
+
     /// Records that a restart was scheduled at `now_ms`.
     pub fn count_restart(&mut self, now_ms: u64) {
+        self.quick_ends = if self.ends_quickly(now_ms) { self.quick_ends.saturating_add(1) } else { 0 };
         self.attempts = self.effective_attempts(now_ms) + 1;
         self.running_since_ms = None;
     }
@@ -45,7 +71,8 @@ pub enum Decision {
 }
 
 /// What the policy says after an end that was a `success` (exit 0) or not.
-/// Attempt k (1-based) waits `interval + backoff * (k - 1)` seconds.
+/// Attempt k (1-based) waits `interval + backoff * (k - 1)` seconds, and never less than the
+/// counter's crash-loop floor.
 pub fn decide(policy: &RestartPolicy, counter: &RestartCounter, success: bool, now_ms: u64) -> Decision {
     let wants = match policy.policy {
         RestartPolicyKind::Never => false,
@@ -63,7 +90,7 @@ pub fn decide(policy: &RestartPolicy, counter: &RestartCounter, success: bool, n
     }
     let k = u64::from(done) + 1;
     let secs = policy.interval.saturating_add(policy.backoff.saturating_mul(k - 1));
-    Decision::Restart { delay_ms: secs.saturating_mul(1000) }
+    Decision::Restart { delay_ms: secs.saturating_mul(1000).max(counter.floor_ms(now_ms)) }
 }
 
 #[cfg(test)]
@@ -93,22 +120,49 @@ mod tests {
     #[test]
     fn maxtimes_caps_and_zero_is_unlimited() {
         let capped = p(RestartPolicyKind::Always, 0, 0, 2);
-        let c = RestartCounter { attempts: 2, running_since_ms: None };
+        let c = RestartCounter { attempts: 2, running_since_ms: None, quick_ends: 0 };
         assert!(matches!(decide(&capped, &c, false, 0), Decision::GiveUp { .. }));
         let unlimited = p(RestartPolicyKind::Always, 0, 0, 0);
-        let c = RestartCounter { attempts: 1_000_000, running_since_ms: None };
-        assert_eq!(decide(&unlimited, &c, true, 0), Decision::Restart { delay_ms: 0 });
+        let c = RestartCounter { attempts: 1_000_000, running_since_ms: Some(0), quick_ends: 0 };
+        assert_eq!(decide(&unlimited, &c, true, QUICK_END_MS), Decision::Restart { delay_ms: 0 });
     }
 
     #[test]
     fn thirty_minutes_of_running_resets_the_count() {
         let capped = p(RestartPolicyKind::Always, 1, 1, 2);
-        let c = RestartCounter { attempts: 2, running_since_ms: Some(0) };
+        let c = RestartCounter { attempts: 2, running_since_ms: Some(0), quick_ends: 0 };
         assert!(matches!(decide(&capped, &c, false, RESET_AFTER_MS - 1), Decision::GiveUp { .. }));
         assert_eq!(decide(&capped, &c, false, RESET_AFTER_MS), Decision::Restart { delay_ms: 1_000 });
         let mut c = c;
         c.count_restart(RESET_AFTER_MS);
         assert_eq!(c.attempts, 1);
+    }
+
+    #[test]
+    fn quick_ends_in_a_row_wait_longer_and_a_real_run_resets() {
+        let eager = p(RestartPolicyKind::Always, 0, 0, 0);
+        let mut c = RestartCounter::default();
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            // Started, and dead 10 ms later.
+            c.running_since_ms = Some(1_000_000);
+            match decide(&eager, &c, false, 1_000_010) {
+                Decision::Restart { delay_ms } => delays.push(delay_ms),
+                other => panic!("{other:?}"),
+            }
+            c.count_restart(1_000_010);
+        }
+        assert_eq!(delays, vec![100, 200, 400, 800, 1_600, 3_200, 6_400, 10_000, 10_000, 10_000]);
+        // A start that never ran a process is quick too.
+        assert_eq!(decide(&eager, &c, false, 5), Decision::Restart { delay_ms: 10_000 });
+        // A run of a second: restarted at once, and the floor starts over.
+        c.running_since_ms = Some(0);
+        assert_eq!(decide(&eager, &c, false, QUICK_END_MS), Decision::Restart { delay_ms: 0 });
+        c.count_restart(QUICK_END_MS);
+        assert_eq!(c.quick_ends, 0);
+        // A policy delay above the floor is kept as it is.
+        let slow = p(RestartPolicyKind::Always, 5, 0, 0);
+        assert_eq!(decide(&slow, &RestartCounter::default(), false, 0), Decision::Restart { delay_ms: 5_000 });
     }
 
     #[test]

@@ -294,7 +294,7 @@ mod tests {
     }
 
     fn run(state: &State, event: Event, policy: &RestartPolicy, attempts: u32) -> Result<Step, Illegal> {
-        let counter = RestartCounter { attempts, running_since_ms: Some(0) };
+        let counter = RestartCounter { attempts, running_since_ms: Some(0), quick_ends: 0 };
         step(state, &event, &Context { policy, counter: &counter, now_ms: 1_000 })
     }
 
