@@ -1,5 +1,6 @@
-//! Starting and signalling an instance's processes: `/bin/sh -c CMD` in its work dir, as its
-//! user, in a new session and its own cgroup, with its environment and log files.
+//! Starting and signalling an instance's processes: `/bin/sh -c CMD` (or CMD's program itself)
+//! in its work dir, as its user, in a new session and its own cgroup, with its environment and
+//! log files.
 
 use super::reaper::{ExitWatch, Reaper};
 use std::ffi::CString;
@@ -67,12 +68,23 @@ pub struct Launch<'a> {
     pub cgroup_join: Vec<OwnedFd>,
 }
 
-/// Starts `sh -c command`; returns its pid and a watch on its exit (from the one reaper).
+/// Starts `sh -c command` (or the program itself when the command is one plain call, see
+/// [`super::command`]); returns its pid and a watch on its exit (from the one reaper).
 pub fn launch(reaper: &Reaper, l: Launch<'_>) -> io::Result<(i32, ExitWatch)> {
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(l.command)
-        .current_dir(l.work_dir)
+    let path = l.env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let mut cmd = match super::command::direct_argv(l.command, path, l.work_dir) {
+        Some(argv) => {
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c").arg(l.command);
+            cmd
+        }
+    };
+    cmd.current_dir(l.work_dir)
         .env_clear()
         .env("PATH", DEFAULT_PATH)
         .env("HOME", &l.user.home)
