@@ -5,3 +5,4 @@ pub mod command;
 pub mod process;
 pub mod procinfo;
 pub mod reaper;
+pub mod spawn;
