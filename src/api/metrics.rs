@@ -47,6 +47,13 @@ pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result
     let _ = writeln!(out, "steward_fetch_bytes_total {}", counters.fetch_bytes);
     header(&mut out, "steward_events_last_sequence", "gauge", "Sequence number of the newest event.");
     let _ = writeln!(out, "steward_events_last_sequence {}", app.supervisor.store().last_seq());
+    let store = app.supervisor.store().stats();
+    header(&mut out, "steward_store_commits_total", "counter", "Durable write transactions (one fsync each).");
+    let _ = writeln!(out, "steward_store_commits_total {}", store.write_txns);
+    header(&mut out, "steward_store_failed_commits_total", "counter", "Write transactions the store refused.");
+    let _ = writeln!(out, "steward_store_failed_commits_total {}", store.failed_txns);
+    header(&mut out, "steward_store_batches_total", "counter", "Batches committed (group commit folds many into one).");
+    let _ = writeln!(out, "steward_store_batches_total {}", store.batches);
     // Resource use, from each running instance's cgroup.
     let usage: Vec<_> = list
         .iter()

@@ -109,6 +109,9 @@ pub struct Actor {
     /// Why the current processes ended, beyond their exit status (an OOM kill): put in front of
     /// the next transition's message.
     end_note: Option<String>,
+    /// A place among the launches in progress (see `Shared::launches`), held from staging to
+    /// the first spawn.
+    launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Actor {
@@ -141,6 +144,7 @@ impl Actor {
             resumed: None,
             unjournaled: Vec::new(),
             end_note: None,
+            launch_permit: None,
         };
         (actor, tx, status_rx)
     }
@@ -423,7 +427,9 @@ impl Actor {
 
     /// Staging → Starting → Running, or a failure handed to the restart policy.
     async fn start_flow(&mut self) {
-        if let Some((cmd, reply)) = self.try_start().await {
+        let interrupted = self.try_start().await;
+        self.launch_permit = None;
+        if let Some((cmd, reply)) = interrupted {
             // A request interrupted the start: handle it, it may start again itself.
             Box::pin(self.handle(cmd, reply)).await;
         }
@@ -431,6 +437,7 @@ impl Actor {
 
     /// One attempt; returns a request that interrupted it, to be handled by the caller.
     async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
+        self.launch_permit = self.shared.launches.clone().acquire_owned().await.ok();
         let rendered = match self.stage() {
             Ok(p) => p,
             Err(reason) => {
@@ -438,6 +445,10 @@ impl Actor {
                 return None;
             }
         };
+        if self.needs_fetch() {
+            // A download can take minutes: it holds no place among the launches.
+            self.launch_permit = None;
+        }
         match self.fetch_packages(&rendered).await {
             Ok(None) => {}
             Ok(Some(interrupt)) => return Some(interrupt),
@@ -445,6 +456,9 @@ impl Actor {
                 self.apply(Event::StageFailed { reason }).await;
                 return None;
             }
+        }
+        if self.launch_permit.is_none() {
+            self.launch_permit = self.shared.launches.clone().acquire_owned().await.ok();
         }
         if !self.apply(Event::Staged).await {
             return None;
@@ -584,7 +598,10 @@ impl Actor {
         let Some(user) = self.users.get(i).cloned() else {
             return Launched::Failed("the process's user was not resolved".into());
         };
-        let (pid, mut exit) = match self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start") {
+        let spawned = self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start");
+        // Launched: waiting out the grace period or for the pidfile holds no place.
+        self.launch_permit = None;
+        let (pid, mut exit) = match spawned {
             Ok(x) => x,
             Err(e) => return Launched::Failed(format!("cannot run startCmd: {e}")),
         };
@@ -1010,7 +1027,7 @@ impl Actor {
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
     async fn persist(&mut self, events: Vec<serde_json::Value>) {
-        let events: Vec<_> = self.unjournaled.drain(..).chain(events).collect();
+        let events: Vec<_> = std::mem::take(&mut self.unjournaled).into_iter().chain(events).collect();
         let value = serde_json::to_value(&self.rec).expect("record serializes");
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {

@@ -54,7 +54,14 @@ pub struct Shared {
     /// Secrets and configmaps by (kind, `namespace/name`).
     pub values: Mutex<BTreeMap<(values::ValueKind, String), values::Values>>,
     pub fetcher: crate::fetch::Fetcher,
+    /// Starts being prepared and launched at once (staging, its commit, the spawn). Hundreds of
+    /// instances applied together then queue here instead of all holding their half-done start
+    /// in memory at the same time; each group commit still takes many of them.
+    pub launches: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
+pub const CONCURRENT_LAUNCHES: usize = 32;
 
 /// Daemon-wide counters for /metrics.
 #[derive(Debug, Default)]
@@ -135,6 +142,7 @@ impl Supervisor {
             prober: crate::health::Prober::new(),
             values: Mutex::new(BTreeMap::new()),
             fetcher,
+            launches: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LAUNCHES)),
         });
         let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
         sup.load(config.port_range).await?;
