@@ -1,0 +1,1 @@
+//! steward-sched: the scheduler side.
