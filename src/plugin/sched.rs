@@ -350,10 +350,16 @@ impl Scheduler {
     /// Follows every node's event stream from `since` (per node; None = from now), resuming
     /// after disconnects from the last sequence seen. Items arrive on the returned channel.
     pub fn follow(self: &Arc<Self>, since: Option<u64>) -> tokio::sync::mpsc::UnboundedReceiver<Followed> {
+        self.follow_noting(since, HeardAt::default())
+    }
+
+    /// As [`Scheduler::follow`], noting in `heard` when each node last sent something (an
+    /// event or a heartbeat), as it arrives, however busy the receiver is.
+    fn follow_noting(&self, since: Option<u64>, heard: HeardAt) -> tokio::sync::mpsc::UnboundedReceiver<Followed> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         for (name, client) in &self.nodes {
-            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone()));
+            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), heard.clone()));
         }
         rx
     }
@@ -365,10 +371,12 @@ impl Scheduler {
     /// run. Every item is passed to `emit`.
     pub async fn run(self: Arc<Self>, emit: impl Fn(&Value) + Send + Sync + 'static) -> Result<(), PluginError> {
         let emit: Arc<dyn Fn(&Value) + Send + Sync> = Arc::new(emit);
-        let mut rx = self.follow(None);
+        let heard_at = HeardAt::default();
+        let started = Instant::now();
+        let mut rx = self.follow_noting(None, heard_at.clone());
         let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
-        let mut seen: BTreeMap<String, Instant> = self.nodes.iter().map(|(n, _)| (n.clone(), Instant::now())).collect();
         let mut lost: BTreeSet<String> = BTreeSet::new();
+        let mut heard: BTreeSet<String> = BTreeSet::new();
         let checks = super::checks::RemoteChecks::new(self.clone(), emit.clone());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
@@ -377,10 +385,15 @@ impl Scheduler {
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
                     let node = item.node().to_string();
-                    seen.insert(node.clone(), Instant::now());
-                    if lost.remove(&node) {
-                        emit(&sched_event(json!({"type": "nodeBack", "node": node})));
-                        self.node_back(&node, &emit).await;
+                    // Only what the daemon sends proves it alive; a failed reconnect does not.
+                    if let Followed::Event { .. } | Followed::Heartbeat { .. } = &item {
+                        if heard.insert(node.clone()) {
+                            emit(&sched_event(json!({"type": "nodeUp", "node": node})));
+                        }
+                        if lost.remove(&node) {
+                            emit(&sched_event(json!({"type": "nodeBack", "node": node})));
+                            self.node_back(&node, &emit).await;
+                        }
                     }
                     if let Followed::Event { node, event } = &item {
                         emit(&item.to_json());
@@ -390,14 +403,23 @@ impl Scheduler {
                     }
                 }
                 _ = tick.tick() => {
-                    let newly: Vec<String> = seen
+                    // Silence is measured from what the followers received, not from what this
+                    // loop got round to: a long reschedule must not make the others look lost.
+                    let silent_for: BTreeMap<String, Duration> = {
+                        let at = heard_at.lock().expect("heard lock");
+                        self.nodes
+                            .iter()
+                            .map(|(n, _)| (n.clone(), at.get(n).copied().unwrap_or(started).elapsed()))
+                            .collect()
+                    };
+                    let newly: Vec<String> = silent_for
                         .iter()
-                        .filter(|(n, at)| !lost.contains(*n) && at.elapsed() > timeout)
+                        .filter(|(n, silent)| !lost.contains(*n) && **silent > timeout)
                         .map(|(n, _)| n.clone())
                         .collect();
                     for node in newly {
                         lost.insert(node.clone());
-                        let silent = seen[&node].elapsed().as_secs_f64();
+                        let silent = silent_for[&node].as_secs_f64();
                         emit(&sched_event(json!({"type": "nodeLost", "node": node, "silentSecs": silent})));
                         self.node_lost(&node, &lost, &emit).await;
                     }
@@ -501,6 +523,7 @@ impl Scheduler {
                 let _ = self.store.put_app(&app, json!({"type": "nodeBack", "app": app.key, "node": node}));
             }
         }
+        emit(&sched_event(json!({"type": "nodeReconciled", "node": node})));
     }
 
     /// A daemon gave up on an instance (Failed): OnFailure and Always place it elsewhere.
@@ -533,6 +556,9 @@ impl Scheduler {
         self.reschedule(&app, &[id.index], node, lost, "failed", emit).await;
     }
 }
+
+/// When each node last sent a line, shared between the followers and `run`.
+type HeardAt = Arc<Mutex<BTreeMap<String, Instant>>>;
 
 fn sched_event(body: Value) -> Value {
     json!({"node": "sched", "at_ms": crate::supervisor::record::now_ms(), "body": body})
@@ -595,6 +621,7 @@ async fn follow_node(
     since: Option<u64>,
     silence: Duration,
     tx: tokio::sync::mpsc::UnboundedSender<Followed>,
+    heard: HeardAt,
 ) {
     let mut cursor = since;
     let mut backoff = Duration::from_millis(200);
@@ -615,9 +642,11 @@ async fn follow_node(
             let last = last.clone();
             let tx = tx.clone();
             let node = node.clone();
+            let heard = heard.clone();
             client.event_stream(start, true, move |line| {
                 let mut l = last.lock().expect("follower lock");
                 l.1 = Instant::now();
+                heard.lock().expect("heard lock").insert(node.clone(), l.1);
                 let item = match line {
                     StreamLine::Event(event) => {
                         l.0 = event.seq;

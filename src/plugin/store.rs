@@ -32,7 +32,7 @@ pub struct Placement {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "state")]
+#[serde(tag = "state")]
 pub enum PlacementState {
     /// Applied to its node.
     Placed,
@@ -53,15 +53,34 @@ pub trait DesiredStore: Send + Sync {
     fn delete_app(&self, key: &str) -> Result<(), PluginError>;
 }
 
-/// The embedded store: the project's redb store under the cluster's `state_dir`.
+/// The embedded store: the project's redb store under the cluster's `state_dir`. Opened for
+/// each operation only, so `steward-sched status` (or `deploy`) can run while `steward-sched
+/// run` follows the cluster: redb allows one open handle, and a busy store is waited for.
 pub struct LocalStore {
-    store: Store,
+    dir: std::path::PathBuf,
 }
+
+/// How long an operation waits for another process (or task) to finish with the store.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl LocalStore {
     pub fn open(dir: &Path) -> Result<LocalStore, PluginError> {
-        let store = Store::open(dir).map_err(|e| PluginError::Store(e.to_string()))?;
-        Ok(LocalStore { store })
+        let local = LocalStore { dir: dir.to_path_buf() };
+        local.with(|_| Ok(()))?;
+        Ok(local)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, PluginError>) -> Result<T, PluginError> {
+        let start = std::time::Instant::now();
+        loop {
+            match Store::open(&self.dir) {
+                Ok(store) => return f(&store),
+                Err(crate::store::StoreError::AlreadyOpen { .. }) if start.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(store_err(e)),
+            }
+        }
     }
 }
 
@@ -71,7 +90,7 @@ fn store_err(e: impl std::fmt::Display) -> PluginError {
 
 impl DesiredStore for LocalStore {
     fn apps(&self) -> Result<Vec<App>, PluginError> {
-        let snapshot = self.store.snapshot().map_err(store_err)?;
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::Specs)
             .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("app {key}: {e}"))))
@@ -79,7 +98,7 @@ impl DesiredStore for LocalStore {
     }
 
     fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
-        match self.store.get(Table::Specs, key).map_err(store_err)? {
+        match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
             Some(v) => serde_json::from_value(v).map(Some).map_err(|e| store_err(format!("app {key}: {e}"))),
             None => Ok(None),
         }
@@ -87,14 +106,14 @@ impl DesiredStore for LocalStore {
 
     fn put_app(&self, app: &App, why: serde_json::Value) -> Result<(), PluginError> {
         let value = serde_json::to_value(app).map_err(store_err)?;
-        self.store.commit_blocking(Batch::new().put(Table::Specs, &app.key, &value).event(why)).map_err(store_err)?;
-        Ok(())
+        let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
     fn delete_app(&self, key: &str) -> Result<(), PluginError> {
         let why = serde_json::json!({"type": "appDeleted", "app": key});
-        self.store.commit_blocking(Batch::new().delete(Table::Specs, key).event(why)).map_err(store_err)?;
-        Ok(())
+        let batch = Batch::new().delete(Table::Specs, key).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 }
 
@@ -118,7 +137,14 @@ mod tests {
             s.put_app(&app, serde_json::json!({"type": "deployed"})).unwrap();
         }
         let s = LocalStore::open(dir.path()).unwrap();
+        // Another handle (another process, say) holding it only delays an operation.
+        let held = Store::open(dir.path()).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(held);
+        });
         assert_eq!(s.app("ns/web").unwrap(), Some(app.clone()));
+        release.join().unwrap();
         assert_eq!(s.apps().unwrap(), vec![app]);
         s.delete_app("ns/web").unwrap();
         assert_eq!(s.app("ns/web").unwrap(), None);

@@ -300,8 +300,12 @@ impl Supervisor {
             .filter(|i| !ids.contains(i))
             .cloned()
             .collect();
-        for id in extra {
-            self.send(&id, Command::Delete, None)?;
+        // Deleted for good (stopped, then gone from the list and the store), concurrently.
+        let deletions = extra.iter().map(|id| self.delete(id));
+        for (id, result) in extra.iter().zip(futures_util::future::join_all(deletions).await) {
+            if let Err(e) = result {
+                tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
+            }
         }
         Ok(ids)
     }
