@@ -100,8 +100,9 @@ impl Follower {
 }
 
 impl Cluster {
-    fn start(idcs: [&str; 3]) -> Cluster {
-        let tag = format!("st{}", std::process::id() % 100_000);
+    /// `test` (one letter) keeps two clusters of one test run apart.
+    fn start(test: &str, idcs: [&str; 3]) -> Cluster {
+        let tag = format!("s{test}{}", std::process::id() % 100_000);
         let hub = format!("{tag}hub");
         let ctl = format!("{tag}ctl");
         let mut net = Net { names: Vec::new() };
@@ -147,7 +148,7 @@ impl Cluster {
                 t = tokens.display()
             );
             let ns = format!("{tag}{name}");
-            let daemon = Daemon::start_in(&format!("sched-{name}"), &extra, Some(&ns), addr);
+            let daemon = Daemon::start_in(&format!("sched{test}-{name}"), &extra, Some(&ns), addr);
             wait_remote(&daemon, 1);
             hosts.push(Host { name: name.to_string(), ip: addr.to_string(), daemon });
             nodes.push_str(&format!("[[node]]\nname = \"{name}\"\naddress = \"{addr}:7443\"\n"));
@@ -271,7 +272,7 @@ fn body_type(v: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_place_watch_lose_and_reschedule() {
-    let mut c = Cluster::start(["a", "a", "b"]);
+    let mut c = Cluster::start("p", ["a", "a", "b"]);
 
     // UNIQUE hostname, 4 instances on 3 hosts: a clear error naming the constraint; nothing runs.
     let uniq = app("uniq", 4, constraint(json!([{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}])));
@@ -449,4 +450,109 @@ async fn three_hosts_place_watch_lose_and_reschedule() {
     let (code, _, err2) = c.sched(&["scale", "test/maxper", "3"]);
     assert_eq!(code, 1);
     assert!(err2.contains("no app test/maxper"), "{err2}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_by_policy_remote_checks_and_a_stopped_daemon() {
+    let c = Cluster::start("f", ["a", "b", "c"]);
+    let mut run = c.follow(&["run"]);
+    for h in &c.hosts {
+        run.wait_for(20, &format!("{} up", h.name), |v| {
+            body_type(v) == "nodeUp" && v["body"]["node"] == h.name.as_str()
+        });
+    }
+    // Fails on h1 only; placed on h1 first (h1 or h2, least loaded, then by name).
+    let failing = |name: &str, policy: &str| {
+        spec(
+            name,
+            1,
+            json!({"procName": "sleep", "startCmd": "if [ ${hostip} = 10.231.0.1 ]; then exit 3; fi; exec sleep 1000"}),
+            json!({
+                "restartPolicy": {"policy": policy, "maxtimes": 1},
+                "constraint": {"intersectionItem": [{"unionData": [
+                    {"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1", "h2"]}}
+                ]}]}
+            }),
+        )
+    };
+    // OnFailure: once h1's daemon gives up (Failed), the instance is placed on h2.
+    let (code, out, err) = c.deploy("onfail", &failing("onfail", "OnFailure"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let moved = run.wait_for(60, "onfail rescheduled", |v| {
+        body_type(v) == "rescheduled" && v["body"]["instance"] == "test/onfail/0"
+    });
+    assert_eq!(
+        (moved["body"]["from"].as_str(), moved["body"]["to"].as_str(), moved["body"]["reason"].as_str()),
+        (Some("h1"), Some("h2"), Some("failed"))
+    );
+    c.host("h2").daemon.wait_state(&id("test", "onfail", 0), Kind::Running, 30).await;
+    assert!(c.host("h1").daemon.client.list(&[("name", "onfail")]).await.unwrap().is_empty(), "removed from h1");
+    // Never: the failed exit is final; it stays where it is.
+    let (code, out, err) = c.deploy("never", &failing("never", "Never"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(60, "never not rescheduled", |v| {
+        body_type(v) == "notRescheduled" && v["body"]["instance"] == "test/never/0"
+    });
+    c.host("h1").daemon.wait_state(&id("test", "never", 0), Kind::Exited, 10).await;
+
+    // REMOTE_HTTP and REMOTE_TCP, from the scheduler's namespace to the instance's host IP and
+    // allocated port: a passing pair, and a failing HTTP check that gets the instance restarted.
+    let web = |name: &str, path: &str| {
+        spec(
+            name,
+            1,
+            json!({
+                "procName": "python3",
+                "ports": [{"name": "http", "hostPort": 0, "protocol": "HTTP"}],
+                "startCmd": "exec python3 -m http.server ${ports.http} --bind ${hostip}",
+                "healthChecks": [
+                    {"type": "REMOTE_HTTP", "http": {"portName": "http", "path": path}, "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 2, "gracePeriodSeconds": 0},
+                    {"type": "REMOTE_TCP", "tcp": {"portName": "http"}, "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 2, "gracePeriodSeconds": 0}
+                ]
+            }),
+            json!({"constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h3"]}}]}]}}),
+        )
+    };
+    let (code, out, err) = c.deploy("web", &web("web", "/"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let healthy =
+        run.wait_for(30, "web healthy", |v| body_type(v) == "remoteHealth" && v["body"]["instance"] == "test/web/0");
+    assert_eq!(healthy["body"]["healthy"], true, "{healthy}");
+    let (code, out, err) = c.deploy("webbad", &web("webbad", "/missing"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let sick = run.wait_for(30, "webbad unhealthy", |v| {
+        body_type(v) == "remoteHealth" && v["body"]["instance"] == "test/webbad/0" && v["body"]["healthy"] == false
+    });
+    assert!(sick["body"]["message"].as_str().unwrap().contains("HTTP 404"), "{sick}");
+    let before = c.host("h3").daemon.status(&id("test", "webbad", 0)).await;
+    let restart = run.wait_for(30, "webbad restarted", |v| {
+        body_type(v) == "remoteCheckRestart" && v["body"]["instance"] == "test/webbad/0"
+    });
+    assert_eq!(restart["body"]["ok"], true, "{restart}");
+    let after = c.host("h3").daemon.wait_state(&id("test", "webbad", 0), Kind::Running, 30).await;
+    assert!(after.pid.is_some() && after.pid != before.pid, "restarted: {before:?} -> {after:?}");
+    assert!(
+        !run.drain().iter().any(|v| body_type(v) == "remoteHealth"
+            && v["body"]["instance"] == "test/web/0"
+            && v["body"]["healthy"] == false),
+        "the passing checks never failed"
+    );
+
+    // A daemon stopped (SIGSTOP): its stream goes silent, the node is Lost; SIGCONT: back.
+    let h2 = c.host("h2");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(h2.daemon.pid()), nix::sys::signal::Signal::SIGSTOP).unwrap();
+    run.wait_for(20, "h2 lost", |v| body_type(v) == "nodeLost" && v["body"]["node"] == "h2");
+    run.wait_for(5, "onfail lost", |v| body_type(v) == "instanceLost" && v["body"]["instance"] == "test/onfail/0");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(h2.daemon.pid()), nix::sys::signal::Signal::SIGCONT).unwrap();
+    run.wait_for(30, "h2 back", |v| body_type(v) == "nodeBack" && v["body"]["node"] == "h2");
+    run.wait_for(30, "h2 reconciled", |v| body_type(v) == "nodeReconciled" && v["body"]["node"] == "h2");
+    let (code, out, _) = c.sched(&["status"]);
+    assert_eq!(code, 0);
+    let status: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let onfail = status.iter().find(|s| s["instance"] == "test/onfail/0").unwrap();
+    assert_eq!(
+        (onfail["node"].as_str(), onfail["placement"]["state"].as_str(), onfail["state"].as_str()),
+        (Some("h2"), Some("Placed"), Some("Running")),
+        "{out}"
+    );
 }

@@ -526,7 +526,7 @@ impl Scheduler {
         emit(&sched_event(json!({"type": "nodeReconciled", "node": node})));
     }
 
-    /// A daemon gave up on an instance (Failed): OnFailure and Always place it elsewhere.
+    /// A daemon gave up on an instance: OnFailure and Always place it elsewhere, Never not.
     async fn on_event(
         &self,
         node: &str,
@@ -534,7 +534,11 @@ impl Scheduler {
         lost: &BTreeSet<String>,
         emit: &Arc<dyn Fn(&Value) + Send + Sync>,
     ) {
-        if ev.body["type"] != "transition" || ev.body["to"] != "Failed" {
+        // Failed: the daemon gave up after its own restarts. Under Never a failed exit
+        // (Exited, not 0) is final too; under the others the daemon restarts it itself.
+        let to = ev.body["to"].as_str().unwrap_or_default();
+        let failed_exit = to == "Exited" && ev.body["state"]["status"] != json!({"code": 0});
+        if ev.body["type"] != "transition" || !(to == "Failed" || failed_exit) {
             return;
         }
         let Some(Ok(id)) = ev.body["instance"].as_str().map(crate::client::parse_instance_id) else { return };
@@ -545,6 +549,9 @@ impl Scheduler {
             return;
         }
         let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
+        if failed_exit && policy != RestartPolicyKind::Never {
+            return;
+        }
         p.state = PlacementState::Failed;
         let _ = self.store.put_app(&app, json!({"type": "failed", "instance": id.to_string(), "node": node}));
         if policy == RestartPolicyKind::Never {
