@@ -94,6 +94,8 @@ pub struct Request<'a> {
     pub place: Vec<u32>,
     /// Random (hostPort 0) ports one instance needs.
     pub ports_per_instance: usize,
+    /// Nodes that take no new instance (the app failed there); their instances still count.
+    pub avoid: BTreeSet<String>,
 }
 
 /// Why one node could not take an instance.
@@ -174,6 +176,11 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
         let mut refusals = Vec::new();
         let mut best: Option<((usize, usize, usize), &NodeView)> = None;
         for node in nodes {
+            if req.avoid.contains(&node.name) {
+                let reason = "avoided: the app's instance was lost or failed there".to_string();
+                refusals.push(Refusal { node: node.name.clone(), item: None, reason });
+                continue;
+            }
             if ports_left[node.name.as_str()] < req.ports_per_instance {
                 let reason = format!(
                     "{} free port(s), an instance needs {}",
@@ -365,6 +372,7 @@ mod tests {
             keep: BTreeMap::new(),
             place: (0..n).collect(),
             ports_per_instance: 0,
+            avoid: BTreeSet::new(),
         };
         place(&req, nodes)
     }
@@ -597,9 +605,14 @@ mod tests {
             keep: BTreeMap::from([(0, "slave1".to_string()), (1, "slave2".to_string())]),
             place: vec![2],
             ports_per_instance: 1,
+            avoid: BTreeSet::new(),
         };
         let p = place(&req, &slaves(3)).unwrap();
         assert_eq!(p, BTreeMap::from([(2, "slave3".to_string())]));
+        // An avoided node takes nothing new, but what runs there still counts.
+        let avoiding = Request { avoid: BTreeSet::from(["slave3".to_string()]), ..req.clone() };
+        let e = place(&avoiding, &slaves(3)).unwrap_err().to_string();
+        assert!(e.contains("slave3: avoided") && e.contains("slave1: constraint.intersectionItem[0]"), "{e}");
         let mut nodes = slaves(3);
         nodes[2].free_ports = 0;
         let e = place(&req, &nodes).unwrap_err().to_string();

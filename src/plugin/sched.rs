@@ -142,7 +142,6 @@ impl Scheduler {
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
         let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
-        let usable: Vec<NodeView> = views.iter().filter(|v| !avoid.contains(&v.name)).cloned().collect();
         let req = Request {
             app: &key,
             constraint: spec.constraint.as_ref(),
@@ -150,8 +149,9 @@ impl Scheduler {
             keep: keep.clone(),
             place,
             ports_per_instance: random_ports(&spec),
+            avoid: avoid.clone(),
         };
-        let placed = placement::place(&req, &usable).map_err(|e| {
+        let placed = placement::place(&req, &views).map_err(|e| {
             let mut e = e;
             for (node, why) in &down {
                 e.refusals.push(placement::Refusal {
