@@ -166,11 +166,15 @@ impl Cluster {
     }
 
     fn sched_cmd(&self, args: &[&str]) -> Command {
+        self.sched_cmd_with(&self.file, args)
+    }
+
+    fn sched_cmd_with(&self, cluster: &std::path::Path, args: &[&str]) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--net=/run/netns/{}", self.ctl))
             .arg(env!("CARGO_BIN_EXE_steward-sched"))
             .arg("--cluster")
-            .arg(&self.file)
+            .arg(cluster)
             .args(["-o", "json"])
             .args(args)
             .env("STEWARD_LOG", "warn")
@@ -289,6 +293,40 @@ async fn three_hosts_place_watch_lose_and_reschedule() {
         );
     }
     assert!(c.spread("uniq").await.values().all(Vec::is_empty));
+
+    // A wrong token, or a CA that did not sign the daemons' certificates: every node refuses.
+    let good = std::fs::read_to_string(&c.file).unwrap();
+    std::fs::write(c.dir.path().join("bad.token"), "not-the-token-0123456789\n").unwrap();
+    let other_ca = c.dir.path().join("other");
+    let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["cert", "--dir"])
+        .arg(&other_ca)
+        .args(["--name", "x"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for (file, text, expect) in [
+        (
+            "bad-token.toml",
+            good.replace("token_file = \"sched.token\"", "token_file = \"bad.token\""),
+            "the bearer token is not accepted",
+        ),
+        ("bad-ca.toml", good.replace("ca = \"ca.pem\"", "ca = \"other/ca.pem\""), "certificate"),
+    ] {
+        let path = c.dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let spec_path = c.dir.path().join("uniq.json");
+        let out = c.sched_cmd_with(&path, &["deploy", spec_path.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains("no node is reachable") || err.contains("h1: unreachable"), "{file}: {err}");
+        for h in ["h1", "h2", "h3"] {
+            assert!(
+                err.lines().any(|l| l.contains(&format!("{h}: unreachable")) && l.contains(expect)),
+                "{file}: {err}"
+            );
+        }
+    }
 
     // MAXPER 2 on hostname with 6: 2/2/2, distinct ids, each rendered with its host's IP.
     let maxper = app(

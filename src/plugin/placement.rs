@@ -125,7 +125,7 @@ impl PlacementError {
                 "cannot place {}/{}: constraint.intersectionItem[{i}] ({desc}) fails on every node",
                 self.app, self.index
             ),
-            None if self.refusals.is_empty() => {
+            None if self.refusals.iter().all(|r| r.reason.starts_with("unreachable")) => {
                 format!("cannot place {}/{}: no node is reachable", self.app, self.index)
             }
             None => format!("cannot place {}/{}: no node meets every constraint", self.app, self.index),
