@@ -14,6 +14,10 @@ need setsid util-linux
 need nginx nginx-light          # real forking daemons in the supervisor tests
 need redis-server redis-server
 need useradd passwd             # tests create users
+need ip iproute2                 # tests/sched_cluster.rs: hosts as network namespaces
+need nsenter util-linux          # runs a daemon in a namespace, keeping its mounts (cgroups)
+# tests/sched_cluster.rs runs `python3 -m http.server` as a workload, on the daemon's PATH.
+[ -x /usr/bin/python3 ] || missing+=(python3)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

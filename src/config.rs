@@ -48,13 +48,76 @@ pub struct Config {
     pub fetch_cache_dir: PathBuf,
     /// What the scheduler may place by: labels (free-form) and attributes (e.g. idc, district).
     pub node: NodeConfig,
+    /// The remote listener for the scheduler: TCP with TLS and bearer tokens (off by default).
+    pub remote: RemoteConfig,
+    /// The event journal as remote readers see it: retention and heartbeats.
+    pub events: EventsConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
+    /// The node's name as the scheduler sees it (`hostname` in constraints); the host's name
+    /// when unset.
+    pub hostname: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub attributes: BTreeMap<String, String>,
+}
+
+impl NodeConfig {
+    pub fn hostname(&self) -> String {
+        self.hostname.clone().unwrap_or_else(crate::host::hostname)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// Address to listen on (e.g. `10.0.0.5:7443`); no remote listener when unset.
+    pub listen: Option<std::net::SocketAddr>,
+    /// PEM certificate chain the listener presents (required with `listen`).
+    pub cert: Option<PathBuf>,
+    /// PEM private key of that certificate (required with `listen`).
+    pub key: Option<PathBuf>,
+    /// Bearer tokens, one per line (`TOKEN` or `TOKEN read`); must be owned by root, mode 0600.
+    pub tokens_file: PathBuf,
+    /// Largest request body accepted on the remote listener.
+    pub max_body_bytes: usize,
+    /// Requests per second allowed per client address, on average.
+    pub rate_per_sec: f64,
+    /// Requests a client address may make in a burst above the average.
+    pub rate_burst: u32,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            listen: None,
+            cert: None,
+            key: None,
+            tokens_file: PathBuf::from("/etc/steward/tokens"),
+            max_body_bytes: crate::api::MAX_BODY,
+            rate_per_sec: 50.0,
+            rate_burst: 100,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsConfig {
+    /// Newest events kept in the journal; older ones are pruned (`since` below them is 410).
+    pub retention: u64,
+    /// How often the journal is pruned, in seconds.
+    pub prune_secs: u64,
+    /// An event stream with nothing to send sends a heartbeat line this often, in seconds.
+    pub heartbeat_secs: u64,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig { retention: 100_000, prune_secs: 60, heartbeat_secs: 15 }
+    }
 }
 
 impl Default for Config {
@@ -77,6 +140,8 @@ impl Default for Config {
             package_repository: Some("file:///usr/share/steward/repository".into()),
             fetch_cache_dir: PathBuf::from("/var/cache/steward/fetch"),
             node: NodeConfig::default(),
+            remote: RemoteConfig::default(),
+            events: EventsConfig::default(),
         }
     }
 }
@@ -122,6 +187,26 @@ impl Config {
                 "port_range_start {} .. port_range_end {} is not a range of ports",
                 config.port_range_start, config.port_range_end
             ));
+        }
+        let remote = &config.remote;
+        if remote.listen.is_some() && (remote.cert.is_none() || remote.key.is_none()) {
+            return Err("remote.listen needs remote.cert and remote.key (the listener speaks TLS only)".into());
+        }
+        if !remote.tokens_file.is_absolute() {
+            return Err(format!("remote.tokens_file: {} must be an absolute path", remote.tokens_file.display()));
+        }
+        if !(remote.rate_per_sec.is_finite() && remote.rate_per_sec > 0.0) || remote.rate_burst == 0 {
+            return Err("remote.rate_per_sec and remote.rate_burst must be above 0".into());
+        }
+        if remote.max_body_bytes == 0 {
+            return Err("remote.max_body_bytes must be above 0".into());
+        }
+        let events = &config.events;
+        if events.retention == 0 || events.prune_secs == 0 || events.heartbeat_secs == 0 {
+            return Err("events.retention, events.prune_secs and events.heartbeat_secs must be above 0".into());
+        }
+        if config.node.hostname.as_deref().is_some_and(|h| h.trim().is_empty()) {
+            return Err("node.hostname must not be empty".into());
         }
         Ok(config)
     }

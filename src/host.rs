@@ -33,6 +33,47 @@ pub fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
 }
 
+/// CPU and memory capacity and use, sampled with sysinfo. CPU use is measured between two
+/// samples, so the first one reports the use since boot-ish (0 until a second sample).
+pub struct UsageSampler {
+    system: std::sync::Mutex<sysinfo::System>,
+}
+
+/// One [`UsageSampler::sample`].
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSample {
+    pub cpus: usize,
+    /// Busy share of all CPUs since the previous sample, 0-100.
+    pub cpu_usage_percent: f32,
+    pub memory_total_bytes: u64,
+    pub memory_available_bytes: u64,
+    pub memory_used_bytes: u64,
+}
+
+impl Default for UsageSampler {
+    fn default() -> Self {
+        let mut system = sysinfo::System::new();
+        system.refresh_cpu_usage();
+        UsageSampler { system: std::sync::Mutex::new(system) }
+    }
+}
+
+impl UsageSampler {
+    pub fn sample(&self) -> UsageSample {
+        let mut s = self.system.lock().expect("sysinfo lock");
+        s.refresh_cpu_usage();
+        s.refresh_memory();
+        UsageSample {
+            cpus: s.cpus().len().max(1),
+            cpu_usage_percent: s.global_cpu_usage(),
+            memory_total_bytes: s.total_memory(),
+            memory_available_bytes: s.available_memory(),
+            memory_used_bytes: s.used_memory(),
+        }
+    }
+}
+
 /// Memory totals from /proc/meminfo, in bytes: (total, available).
 pub fn memory() -> (u64, u64) {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();

@@ -19,7 +19,9 @@ fn documented_setting(line: &str) -> Option<&str> {
         return Some(rest);
     }
     let (key, _value) = rest.split_once(" = ")?;
-    let is_key = !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    // Dotted keys (`remote.rate_burst`) set a table's key; they come before any table header.
+    let is_key =
+        !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.');
     is_key.then_some(rest)
 }
 
@@ -80,6 +82,8 @@ fn every_key_is_documented() {
 #[test]
 fn the_uncommenting_only_touches_settings() {
     assert_eq!(documented_setting("# log_keep = 3"), Some("log_keep = 3"));
+    assert_eq!(documented_setting("# events.retention = 100000"), Some("events.retention = 100000"));
+    assert_eq!(documented_setting("#   remote.listen = \"10.0.0.5:7443\""), None);
     assert_eq!(documented_setting("# [node.labels]"), Some("[node.labels]"));
     assert_eq!(documented_setting("#   gpu = \"a100\""), None);
     assert_eq!(documented_setting("# true: every local user may read"), None);

@@ -251,7 +251,15 @@ fn daemon_under_notify(name: &str, notify: &Path, watchdog_usec: u64) -> Daemon 
         .stderr(log)
         .spawn()
         .unwrap();
-    Daemon { child: Some(child), client: steward::client::Client::new(&socket), dir, socket, config, cgroup_parent }
+    Daemon {
+        child: Some(child),
+        client: steward::client::Client::new(&socket),
+        dir,
+        socket,
+        config,
+        cgroup_parent,
+        netns: None,
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Who is calling, from the unix socket's SO_PEERCRED, and what they may do: root and the
 //! `steward` group may change things; others may only read (if allowed) or are refused.
+//! Remote callers (TCP + TLS) have the rights of their bearer token.
 
 use super::error::ApiError;
 use axum::extract::connect_info::Connected;
@@ -8,20 +9,36 @@ use axum::http::request::Parts;
 use axum::serve::IncomingStream;
 use tokio::net::UnixListener;
 
-/// The peer of a unix-socket connection.
+/// The peer of a unix-socket connection, or a remote caller with a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
+    /// Set for remote callers: the rights of the token they presented.
+    pub token: Option<TokenRole>,
+}
+
+/// What a remote bearer token allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    Read,
+    Write,
+}
+
+impl Caller {
+    /// A remote caller: no local identity, only its token's rights.
+    pub fn remote(role: TokenRole) -> Caller {
+        Caller { uid: u32::MAX, gid: u32::MAX, pid: None, token: Some(role) }
+    }
 }
 
 impl Connected<IncomingStream<'_, UnixListener>> for Caller {
     fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Caller {
         match stream.io().peer_cred() {
-            Ok(c) => Caller { uid: c.uid(), gid: c.gid(), pid: c.pid() },
+            Ok(c) => Caller { uid: c.uid(), gid: c.gid(), pid: c.pid(), token: None },
             // Unknown peers get no rights (uid/gid of nobody).
-            Err(_) => Caller { uid: u32::MAX, gid: u32::MAX, pid: None },
+            Err(_) => Caller { uid: u32::MAX, gid: u32::MAX, pid: None, token: None },
         }
     }
 }
@@ -52,19 +69,24 @@ impl Access {
     }
 
     fn is_admin(&self, c: &Caller) -> bool {
-        c.uid == 0 || self.admin_gid.is_some_and(|g| c.gid == g || in_group(c, g))
+        match c.token {
+            Some(role) => role == TokenRole::Write,
+            None => c.uid == 0 || self.admin_gid.is_some_and(|g| c.gid == g || in_group(c, g)),
+        }
     }
 
     pub fn require_write(&self, c: &Caller) -> Result<(), ApiError> {
         if self.is_admin(c) {
             Ok(())
+        } else if c.token.is_some() {
+            Err(ApiError::forbidden("this token may only read"))
         } else {
             Err(ApiError::forbidden(format!("uid {} may not change instances (root or the steward group only)", c.uid)))
         }
     }
 
     pub fn require_read(&self, c: &Caller) -> Result<(), ApiError> {
-        if self.read_for_all || self.is_admin(c) {
+        if self.read_for_all || c.token.is_some() || self.is_admin(c) {
             Ok(())
         } else {
             Err(ApiError::forbidden(format!("uid {} may not read (root or the steward group only)", c.uid)))

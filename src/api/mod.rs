@@ -5,6 +5,7 @@ pub mod auth;
 pub mod error;
 mod extract;
 mod metrics;
+pub mod remote;
 
 use crate::spec::{self, Format, InstanceId, Roots};
 use crate::supervisor::values::ValueKind;
@@ -33,6 +34,8 @@ pub struct AppState {
     /// Turns true when the daemon is stopping: open event streams end, so shutdown is not held
     /// up by followers.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// CPU and memory use for /v1/node.
+    pub usage: crate::host::UsageSampler,
 }
 
 /// The part of the configuration a reload (SIGHUP) applies without a restart.
@@ -42,6 +45,7 @@ pub struct LiveConfig {
     pub host_ip: String,
     pub node: crate::config::NodeConfig,
     pub port_range: (u16, u16),
+    pub events: crate::config::EventsConfig,
 }
 
 impl AppState {
@@ -53,7 +57,13 @@ impl AppState {
 /// The OpenAPI description of this API (docs/openapi.json), served at /v1/openapi.json.
 pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
+/// The API with the local socket's body limit ([`MAX_BODY`]).
 pub fn router(state: Arc<AppState>) -> Router {
+    router_with_limit(state, MAX_BODY)
+}
+
+/// The API with bodies limited to `max_body` bytes (the remote listener's own limit).
+pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/apply", post(apply))
@@ -70,7 +80,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .fallback(extract::not_found)
         .method_not_allowed_fallback(extract::method_not_allowed)
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
 
@@ -82,21 +92,41 @@ async fn openapi() -> Response {
 async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<serde_json::Value>, ApiError> {
     let live = app.live();
     live.access.require_read(&caller)?;
-    let (total, available) = crate::host::memory();
+    let usage = app.usage.sample();
     let (start, end) = live.port_range;
     let instances = app.supervisor.list(&ListFilter::default());
     let free = app.supervisor.free_ports();
+    // Every app with instances here, with its labels (EXCLUDE places by them).
+    let apps: Vec<serde_json::Value> = app
+        .supervisor
+        .specs()
+        .iter()
+        .map(|spec| {
+            let meta = &spec.metadata;
+            let mine: Vec<serde_json::Value> = instances
+                .iter()
+                .filter(|i| i.id.namespace == meta.namespace && i.id.name == meta.name)
+                .map(|i| serde_json::json!({"index": i.id.index, "state": i.state.kind()}))
+                .collect();
+            serde_json::json!({"namespace": meta.namespace, "name": meta.name, "labels": meta.labels, "instances": mine})
+        })
+        .collect();
+    let store = app.supervisor.store();
     Ok(Json(serde_json::json!({
-        "hostname": crate::host::hostname(),
+        "hostname": live.node.hostname(),
         "hostIp": live.host_ip,
-        "cpus": crate::host::cpus(),
+        "cpus": usage.cpus,
+        "cpuUsagePercent": usage.cpu_usage_percent,
         "loadAverage": crate::host::load_average(),
-        "memoryTotalBytes": total,
-        "memoryAvailableBytes": available,
+        "memoryTotalBytes": usage.memory_total_bytes,
+        "memoryAvailableBytes": usage.memory_available_bytes,
+        "memoryUsedBytes": usage.memory_used_bytes,
         "labels": live.node.labels,
         "attributes": live.node.attributes,
         "ports": {"rangeStart": start, "rangeEnd": end, "free": free},
         "instances": instances.len(),
+        "apps": apps,
+        "events": {"firstSeq": store.first_seq(), "lastSeq": store.last_seq(), "retention": live.events.retention},
         "version": env!("CARGO_PKG_VERSION"),
     })))
 }
@@ -105,14 +135,35 @@ async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
 
+#[derive(Debug, Deserialize)]
+struct ApplyQuery {
+    /// Comma-separated instance ids this host runs (a scheduler's placement); all by default.
+    instances: Option<String>,
+}
+
+fn parse_selection(text: &str) -> Result<Vec<u32>, ApiError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse().map_err(|_| {
+                ApiError::bad_request(format!("instances: {s:?} is not an instance id (e.g. instances=0,3)"))
+                    .field("instances")
+            })
+        })
+        .collect()
+}
+
 /// POST /v1/apply: a spec in JSON or TOML (by Content-Type, else by its first character).
 async fn apply(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     headers: HeaderMap,
+    Query(q): Query<ApplyQuery>,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     app.live().access.require_write(&caller)?;
+    let selection = q.instances.as_deref().map(parse_selection).transpose()?;
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
     let format = if content_type.contains("toml") {
@@ -126,10 +177,13 @@ async fn apply(
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();
-    let ids = tokio::spawn(async move { sup_app.supervisor.apply(parsed).await })
+    let ids = tokio::spawn(async move { sup_app.supervisor.apply_selected(parsed, selection).await })
         .await
         .map_err(ApiError::internal)?
-        .map_err(ApiError::from)?;
+        .map_err(|e| match e {
+            SupervisorError::Invalid(_) => ApiError::from(e).field("instances"),
+            e => ApiError::from(e),
+        })?;
     let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
     Ok((StatusCode::ACCEPTED, Json(serde_json::json!({"instances": ids}))).into_response())
 }
@@ -280,24 +334,50 @@ struct EventsQuery {
 }
 
 /// GET /v1/events?since=SEQ: every event after SEQ from the durable journal as NDJSON, then (with
-/// follow) new ones as they are committed. Subscribes before reading the backlog, so nothing
-/// committed in between is lost; duplicates are dropped by sequence number.
+/// follow) new ones as they are committed, and a heartbeat line when there has been nothing to
+/// send for `events.heartbeat_secs`. Subscribes before reading the backlog, so nothing
+/// committed in between is lost; duplicates are dropped by sequence number. A `since` whose
+/// successors were pruned (retention) is a 410: the reader has missed events and must resync.
 async fn events(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Query(q): Query<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    app.live().access.require_read(&caller)?;
+    let config = app.live();
+    config.access.require_read(&caller)?;
     let store = app.supervisor.store().clone();
     let mut live = store.subscribe();
     let app = app.clone();
     let since = q.since.unwrap_or(0);
     let follow = q.follow.unwrap_or(true);
+    let heartbeat = Duration::from_secs(config.events.heartbeat_secs.max(1));
+    let newest = store.last_seq();
+    if since > newest {
+        let message = format!(
+            "since {since} is beyond this daemon's newest event {newest}: the cursor belongs to another journal; \
+             resume from /v1/node's events.lastSeq"
+        );
+        return Err(ApiError::new(StatusCode::CONFLICT, "since_ahead", message).field("since"));
+    }
+    // Read the first batch before answering, so a pruned `since` can still be a proper error.
+    let first_batch = store.events_since(since, 1000).map_err(ApiError::internal)?;
+    let oldest = first_batch.first().map_or(newest + 1, |e| e.seq);
+    if oldest > since + 1 {
+        let message = format!(
+            "events {} to {} after since {since} are no longer kept (events.retention {}): read the current \
+             state (GET /v1/instances) and resume from /v1/node's events.lastSeq",
+            since + 1,
+            oldest - 1,
+            config.events.retention
+        );
+        return Err(ApiError::new(StatusCode::GONE, "since_pruned", message).field("since"));
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     tokio::spawn(async move {
         let mut last = since;
+        let mut pending = Some(first_batch);
         loop {
-            let batch = match store.events_since(last, 1000) {
+            let batch = match pending.take().map_or_else(|| store.events_since(last, 1000), Ok) {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!("events: {e}");
@@ -320,8 +400,18 @@ async fn events(
         let mut shutdown = app.shutdown.clone();
         loop {
             let next = tokio::select! {
-                ev = live.recv() => ev,
+                ev = tokio::time::timeout(heartbeat, live.recv()) => ev,
                 _ = shutdown.wait_for(|stopping| *stopping) => return,
+            };
+            let Ok(next) = next else {
+                // Idle: tell the reader the stream and the daemon are alive.
+                let beat = serde_json::json!({"heartbeat": {"atMs": crate::supervisor::record::now_ms(), "lastSeq": store.last_seq()}});
+                let mut line = serde_json::to_vec(&beat).unwrap_or_default();
+                line.push(b'\n');
+                if tx.send(Ok(Bytes::from(line))).await.is_err() {
+                    return;
+                }
+                continue;
             };
             match next {
                 Ok(ev) if ev.seq <= last => {}

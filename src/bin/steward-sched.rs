@@ -3,6 +3,12 @@ use steward::cli::sched::SchedArgs;
 
 fn main() {
     let args = SchedArgs::parse();
-    eprintln!("steward-sched: {:?} is not built yet (issue 8)", args.command);
-    std::process::exit(1);
+    steward::daemon::init_logging();
+    match steward::cli::sched::run(args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("steward-sched: {e}");
+            std::process::exit(1);
+        }
+    }
 }

@@ -26,7 +26,7 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Node => node(&client, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
-        Command::Validate { .. } | Command::Render { .. } | Command::Completions { .. } => {
+        Command::Validate { .. } | Command::Render { .. } | Command::Completions { .. } | Command::Cert { .. } => {
             unreachable!("handled without the daemon")
         }
     };
@@ -288,7 +288,12 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
             let gib = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0) / 1073741824.0;
             println!("hostname:  {}", n["hostname"].as_str().unwrap_or("?"));
             println!("ip:        {}", n["hostIp"].as_str().unwrap_or("?"));
-            println!("cpus:      {} (load {:.2})", n["cpus"], n["loadAverage"].as_f64().unwrap_or(0.0));
+            let busy = n["cpuUsagePercent"].as_f64().unwrap_or(0.0);
+            println!(
+                "cpus:      {} (load {:.2}, {busy:.0}% busy)",
+                n["cpus"],
+                n["loadAverage"].as_f64().unwrap_or(0.0)
+            );
             println!(
                 "memory:    {:.1} GiB available of {:.1} GiB",
                 gib(&n["memoryAvailableBytes"]),

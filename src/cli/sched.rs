@@ -1,7 +1,11 @@
 //! `steward-sched`: the thin, stateless scheduler plugin that talks to every host's stewardd.
 
-use clap::{Parser, Subcommand};
+use crate::plugin::sched::PlacedInstance;
+use crate::plugin::{Cluster, PluginError, Scheduler};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -11,10 +15,20 @@ use std::path::PathBuf;
 )]
 pub struct SchedArgs {
     /// Cluster file: every daemon's address, token and CA.
-    #[arg(long, value_name = "FILE", default_value = "/etc/steward/cluster.toml")]
+    #[arg(long, value_name = "FILE", env = "STEWARD_CLUSTER", default_value = "/etc/steward/cluster.toml")]
     pub cluster: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = SchedOutput::Text)]
+    pub output: SchedOutput,
     #[command(subcommand)]
     pub command: SchedCommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedOutput {
+    Text,
+    /// One JSON document (deploy, status, scale) or one JSON object per line (watch, run).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -27,7 +41,11 @@ pub enum SchedCommand {
     /// Show every application's instances across the cluster.
     Status,
     /// Stream every daemon's events, merged, resuming after disconnects.
-    Watch,
+    Watch {
+        /// Start after this sequence number on every node (default: everything kept).
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+    },
     /// Change an application's instance count.
     Scale {
         /// namespace/name
@@ -39,4 +57,114 @@ pub enum SchedCommand {
         /// namespace/name
         app: String,
     },
+    /// Follow every daemon and act: lost nodes, rescheduling by restart policy, strays on
+    /// returning nodes, REMOTE_HTTP / REMOTE_TCP checks. Prints what it sees and does.
+    Run,
+}
+
+/// Exit codes: 0 done, 1 the request failed (invalid spec, impossible placement, a node
+/// refused), 2 usage, 3 the cluster file or the store cannot be used.
+pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
+    let cluster = match Cluster::load(&args.cluster) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("steward-sched: {e}");
+            return Ok(3);
+        }
+    };
+    let sched = match Scheduler::open(cluster) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("steward-sched: {e}");
+            return Ok(3);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let output = args.output;
+    runtime.block_on(async move {
+        let result = match args.command {
+            SchedCommand::Deploy { file } => sched.deploy_file(&file).await.map(|p| print_placed(&p, output)),
+            SchedCommand::Scale { app, instances } => {
+                sched.scale(&app, instances).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Status => sched.status().await.map(|p| print_placed(&p, output)),
+            SchedCommand::Delete { app } => sched.delete(&app).await.map(|n| {
+                println!("deleted {app}: {n} instance(s) removed");
+            }),
+            SchedCommand::Watch { since } => {
+                let mut rx = sched.follow(Some(since));
+                while let Some(item) = rx.recv().await {
+                    let v = item.to_json();
+                    if v.get("heartbeat").is_some() {
+                        continue;
+                    }
+                    print_line(&v, output);
+                }
+                Ok(())
+            }
+            SchedCommand::Run => sched.clone().run(move |v| print_line(v, output)).await,
+        };
+        match result {
+            Ok(()) => Ok(0),
+            Err(e) => {
+                eprintln!("steward-sched: {e}");
+                Ok(match e {
+                    PluginError::Cluster { .. } | PluginError::Store(_) | PluginError::Tls(_) => 3,
+                    _ => 1,
+                })
+            }
+        }
+    })
+}
+
+fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
+    match output {
+        SchedOutput::Json => println!("{}", serde_json::to_string_pretty(list).unwrap_or_default()),
+        SchedOutput::Text => {
+            println!("{:<28} {:<12} {:<10} {:<12} MESSAGE", "INSTANCE", "NODE", "PLACEMENT", "STATE");
+            for p in list {
+                let placement = match &p.placement {
+                    crate::plugin::store::PlacementState::Placed => "Placed".to_string(),
+                    crate::plugin::store::PlacementState::Lost => "Lost".to_string(),
+                    crate::plugin::store::PlacementState::Failed => "Failed".to_string(),
+                    crate::plugin::store::PlacementState::Pending { reason } => format!("Pending ({reason})"),
+                };
+                println!("{:<28} {:<12} {:<10} {:<12} {}", p.instance, p.node, placement, p.state, p.message);
+            }
+        }
+    }
+}
+
+/// One followed item: JSON, or `NODE #SEQ what happened`.
+fn print_line(v: &Value, output: SchedOutput) {
+    use std::io::Write;
+    let line = match output {
+        SchedOutput::Json => v.to_string(),
+        SchedOutput::Text => {
+            let node = v["node"].as_str().unwrap_or("?");
+            if let Some(d) = v.get("disconnected") {
+                format!(
+                    "{node}: stream lost ({}); resuming after #{}",
+                    d["reason"].as_str().unwrap_or(""),
+                    d["resumeAfter"]
+                )
+            } else if let Some(g) = v.get("gap") {
+                format!("{node}: events #{} to #{} were pruned before they could be read", g["from"], g["to"])
+            } else {
+                let body = &v["body"];
+                let seq = v["seq"].as_u64().map(|s| format!(" #{s}")).unwrap_or_default();
+                let what = body["type"].as_str().unwrap_or("event");
+                let subject =
+                    body["instance"].as_str().or(body["app"].as_str()).or(body["node"].as_str()).unwrap_or("");
+                let extra = match (body["from"].as_str(), body["to"].as_str()) {
+                    (Some(f), Some(t)) => format!(" {f} -> {t}"),
+                    _ => String::new(),
+                };
+                format!("{node}{seq} {what} {subject}{extra}")
+            }
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }

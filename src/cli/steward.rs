@@ -124,6 +124,22 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Write a CA (`ca.pem`, reused when DIR has one) and a server certificate it signs
+    /// (`NAME.pem`, `NAME-key.pem`) for the remote listener: for tests and small fleets.
+    Cert {
+        /// Directory to write into.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        /// The certificate's name (files and common name); also a DNS name unless --dns is given.
+        #[arg(long)]
+        name: String,
+        /// DNS names the certificate is valid for; repeatable.
+        #[arg(long = "dns", value_name = "NAME")]
+        dns: Vec<String>,
+        /// IP addresses the certificate is valid for; repeatable.
+        #[arg(long = "ip", value_name = "IP")]
+        ips: Vec<IpAddr>,
+    },
     /// Show an instance's output (stdout and stderr logs).
     Logs {
         id: String,
@@ -197,6 +213,23 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Validate { files } => Ok(validate(&files, &config, cli.output)),
         Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config),
+        Command::Cert { dir, name, dns, ips } => {
+            let dns = if dns.is_empty() { vec![name.clone()] } else { dns };
+            match crate::tls::generate(&dir, &name, &dns, &ips) {
+                Ok(g) => {
+                    for (what, path) in
+                        [("CA", &g.ca), ("CA key", &g.ca_key), ("certificate", &g.cert), ("key", &g.key)]
+                    {
+                        println!("{what}: {}", path.display());
+                    }
+                    Ok(exit::OK)
+                }
+                Err(e) => {
+                    eprintln!("steward cert: {e}");
+                    Ok(exit::FAILED)
+                }
+            }
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "steward", &mut std::io::stdout());

@@ -1,5 +1,5 @@
-//! A typed client of stewardd's API over its unix socket, used by the CLI, the tests and the
-//! scheduler plugin.
+//! A typed client of stewardd's API, over its unix socket (the CLI, the tests) or over TCP
+//! with TLS and a bearer token (the scheduler plugin).
 
 use crate::spec::{Format, InstanceId, SpecError};
 use crate::store::Event;
@@ -9,10 +9,11 @@ use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach stewardd at {socket}: {source}")]
+    #[error("cannot reach stewardd at {}: {source}", socket.display())]
     Unreachable { socket: PathBuf, source: std::io::Error },
     #[error("{message}")]
     Api { status: u16, code: String, message: String, field: Option<String>, errors: Vec<SpecError> },
@@ -22,28 +23,93 @@ pub enum ClientError {
 
 #[derive(Debug, Clone)]
 pub struct Client {
+    /// The unix socket, or for a remote daemon its `host:port` (for messages).
     socket: PathBuf,
+    remote: Option<Arc<Remote>>,
 }
+
+/// How to reach a daemon's remote listener.
+struct Remote {
+    addr: String,
+    server_name: rustls::pki_types::ServerName<'static>,
+    tls: tokio_rustls::TlsConnector,
+    token: String,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Remote").field("addr", &self.addr).field("server_name", &self.server_name).finish()
+    }
+}
+
+/// How long connecting (TCP and the TLS handshake) to a remote daemon may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Client {
     pub fn new(socket: impl Into<PathBuf>) -> Client {
-        Client { socket: socket.into() }
+        Client { socket: socket.into(), remote: None }
+    }
+
+    /// A client of the remote listener at `addr` (`host:port`), verifying its certificate for
+    /// `server_name` (default: the host part of `addr`) with `tls`, sending `token`.
+    pub fn remote(
+        addr: &str,
+        server_name: Option<&str>,
+        tls: Arc<rustls::ClientConfig>,
+        token: &str,
+    ) -> Result<Client, ClientError> {
+        let host = match server_name {
+            Some(n) => n.to_string(),
+            None => addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_matches(['[', ']']).to_string(),
+        };
+        let server_name = rustls::pki_types::ServerName::try_from(host.clone())
+            .map_err(|_| ClientError::Protocol(format!("{host:?} is not a server name or IP address")))?;
+        let remote = Remote {
+            addr: addr.to_string(),
+            server_name,
+            tls: tokio_rustls::TlsConnector::from(tls),
+            token: token.to_string(),
+        };
+        Ok(Client { socket: PathBuf::from(addr), remote: Some(Arc::new(remote)) })
     }
 
     pub fn socket(&self) -> &Path {
         &self.socket
     }
 
-    async fn send(&self, req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
-        let stream = tokio::net::UnixStream::connect(&self.socket)
-            .await
-            .map_err(|source| ClientError::Unreachable { socket: self.socket.clone(), source })?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+    async fn send(&self, mut req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+        let unreachable = |source| ClientError::Unreachable { socket: self.socket.clone(), source };
+        let mut sender = match &self.remote {
+            None => {
+                let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(unreachable)?;
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                tokio::spawn(conn);
+                sender
+            }
+            Some(remote) => {
+                let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out connecting");
+                let tls = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                    let tcp = tokio::net::TcpStream::connect(&remote.addr).await?;
+                    tcp.set_nodelay(true)?;
+                    remote.tls.connect(remote.server_name.clone(), tcp).await
+                })
+                .await
+                .map_err(|_| unreachable(timed_out()))?
+                .map_err(unreachable)?;
+                let value = format!("Bearer {}", remote.token);
+                let value = hyper::header::HeaderValue::from_str(&value)
+                    .map_err(|_| ClientError::Protocol("the token is not a valid header value".into()))?;
+                req.headers_mut().insert(hyper::header::AUTHORIZATION, value);
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                    .await
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                tokio::spawn(conn);
+                sender
+            }
+        };
         sender.send_request(req).await.map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
@@ -124,11 +190,28 @@ impl Client {
 
     /// Applies a spec; returns its instance ids.
     pub async fn apply(&self, text: &str, format: Format) -> Result<Vec<String>, ClientError> {
+        self.apply_selected(text, format, None).await
+    }
+
+    /// Applies a spec, running only the instance ids in `selection` on this host (a placement).
+    pub async fn apply_selected(
+        &self,
+        text: &str,
+        format: Format,
+        selection: Option<&[u32]>,
+    ) -> Result<Vec<String>, ClientError> {
         let ct = match format {
             Format::Json => "application/json",
             Format::Toml => "application/toml",
         };
-        let (_, bytes) = self.call(Method::POST, "/v1/apply", Some((ct, text.as_bytes().to_vec()))).await?;
+        let path = match selection {
+            None => "/v1/apply".to_string(),
+            Some(ids) => {
+                let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+                format!("/v1/apply?instances={}", ids.join(","))
+            }
+        };
+        let (_, bytes) = self.call(Method::POST, &path, Some((ct, text.as_bytes().to_vec()))).await?;
         #[derive(serde::Deserialize)]
         struct Applied {
             instances: Vec<String>,
@@ -178,12 +261,26 @@ impl Client {
     }
 
     /// Streams events after `since`; `on_event` returns false to stop. Without `follow`, ends
-    /// after the backlog.
+    /// after the backlog. Heartbeats are skipped.
     pub async fn events(
         &self,
         since: u64,
         follow: bool,
         mut on_event: impl FnMut(Event) -> bool,
+    ) -> Result<(), ClientError> {
+        self.event_stream(since, follow, |line| match line {
+            StreamLine::Event(ev) => on_event(ev),
+            StreamLine::Heartbeat { .. } => true,
+        })
+        .await
+    }
+
+    /// As [`Client::events`], with the stream's heartbeats (sent when it is idle).
+    pub async fn event_stream(
+        &self,
+        since: u64,
+        follow: bool,
+        mut on_line: impl FnMut(StreamLine) -> bool,
     ) -> Result<(), ClientError> {
         let path = format!("/v1/events?since={since}&follow={follow}");
         let req = Request::builder()
@@ -205,14 +302,31 @@ impl Client {
             pending.extend_from_slice(data);
             while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=nl).collect();
-                let ev: Event = serde_json::from_slice(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                if !on_event(ev) {
+                let line: StreamLine =
+                    serde_json::from_slice(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                if !on_line(line) {
                     return Ok(());
                 }
             }
         }
         Ok(())
     }
+}
+
+/// One line of an event stream.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum StreamLine {
+    Heartbeat { heartbeat: Heartbeat },
+    Event(Event),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    pub at_ms: u64,
+    /// The daemon's newest event.
+    pub last_seq: u64,
 }
 
 fn instance_path(id: &InstanceId) -> String {

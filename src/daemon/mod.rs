@@ -20,6 +20,8 @@ pub enum DaemonError {
     #[error("socket {path}: {message}")]
     Socket { path: String, message: String },
     #[error("{0}")]
+    Remote(#[from] api::remote::RemoteError),
+    #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
@@ -35,6 +37,7 @@ fn live_config(config: &Config) -> LiveConfig {
         host_ip: config.host_ip().to_string(),
         node: config.node.clone(),
         port_range: (config.port_range_start, config.port_range_end),
+        events: config.events.clone(),
     }
 }
 
@@ -56,7 +59,7 @@ fn status_line(state: &AppState) -> String {
 
 /// SIGHUP: re-reads the configuration. Access rules and the node's labels and attributes take
 /// effect at once; the rest (socket, state, roots, cgroups) needs a restart, which is said.
-fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
+fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Path>, running: &Config) {
     // systemd 253+ (Type=notify-reload) wants the monotonic time with RELOADING=1.
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000);
@@ -75,6 +78,12 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
             }
             if new.cgroup_parent != running.cgroup_parent || new.cgroup_root != running.cgroup_root {
                 needs_restart.push("cgroups");
+            }
+            if new.remote != running.remote {
+                needs_restart.push("remote (the tokens file is re-read now)");
+            }
+            if (new.events.retention, new.events.prune_secs) != (running.events.retention, running.events.prune_secs) {
+                needs_restart.push("events.retention/events.prune_secs");
             }
             if new.host_ip != running.host_ip {
                 needs_restart.push("host_ip (${hostip} of running instances)");
@@ -95,6 +104,9 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
             // Who may connect at all is the socket file's mode and group: apply it now.
             if let Err(e) = set_socket_access(&running.socket, &new.socket_group, new.allow_read_for_all) {
                 tracing::warn!("socket permissions: {e}");
+            }
+            if let Some(guard) = guard {
+                guard.reload_tokens();
             }
             *state.live.write().expect("live config lock") = live_config(&new);
             tracing::info!("configuration reloaded");
@@ -128,10 +140,21 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
-    let state =
-        Arc::new(AppState { supervisor, roots: config.roots(), live: RwLock::new(live_config(&config)), shutdown });
+    let state = Arc::new(AppState {
+        supervisor,
+        roots: config.roots(),
+        live: RwLock::new(live_config(&config)),
+        shutdown: shutdown.clone(),
+        usage: crate::host::UsageSampler::default(),
+    });
     let app = api::router(state.clone()).into_make_service_with_connect_info::<api::auth::Caller>();
-    tracing::info!(socket = %config.socket.display(), host_ip, "stewardd ready");
+    let remote = match &config.remote.listen {
+        Some(addr) => Some(serve_remote(*addr, &config, state.clone(), shutdown.clone()).await?),
+        None => None,
+    };
+    let guard = remote.as_ref().map(|(guard, _)| guard.clone());
+    let pruning = tokio::spawn(prune_events(state.clone(), config.events.clone()));
+    tracing::info!(socket = %config.socket.display(), host_ip, remote = ?config.remote.listen, "stewardd ready");
     notify::notify(&format!(
         "READY=1\nSTATUS=supervising {} instance(s)",
         state.supervisor.list(&Default::default()).len()
@@ -157,7 +180,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             tokio::select! {
                 _ = term.recv() => break,
                 _ = int.recv() => break,
-                _ = hup.recv() => reload(&reload_state, config_path.as_deref(), &running_config),
+                _ = hup.recv() => reload(&reload_state, guard.as_deref(), config_path.as_deref(), &running_config),
             }
         }
         tracing::info!("stewardd stopping; instances keep running");
@@ -172,10 +195,60 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
         });
     };
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    if let Some((_, server)) = remote {
+        let _ = server.await;
+    }
+    pruning.abort();
     status.abort();
     drop(watchdog);
     let _ = std::fs::remove_file(&config.socket);
     Ok(())
+}
+
+/// Starts the remote listener (TLS, bearer tokens, rate and size limits) on `addr`; it stops
+/// when `shutdown` turns true.
+async fn serve_remote(
+    addr: std::net::SocketAddr,
+    config: &Config,
+    state: Arc<AppState>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(Arc<api::remote::Guard>, tokio::task::JoinHandle<()>), DaemonError> {
+    let remote = &config.remote;
+    let (Some(cert), Some(key)) = (&remote.cert, &remote.key) else {
+        unreachable!("Config::parse requires remote.cert and remote.key with remote.listen");
+    };
+    let tls = crate::tls::server_config(cert, key).map_err(api::remote::RemoteError::from)?;
+    let guard = Arc::new(api::remote::Guard::new(remote)?);
+    let listener = api::remote::TlsListener::bind(addr, tls).await?;
+    let app = api::router_with_limit(state, remote.max_body_bytes)
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), api::remote::guard))
+        .into_make_service_with_connect_info::<api::remote::RemotePeer>();
+    tracing::info!(%addr, "remote API listening (TLS, bearer tokens)");
+    let server = tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            tracing::error!("remote listener: {e}");
+        }
+    });
+    Ok((guard, server))
+}
+
+/// Retention: keeps the newest `events.retention` events, pruning every `events.prune_secs`.
+async fn prune_events(state: Arc<AppState>, events: crate::config::EventsConfig) {
+    let every = std::time::Duration::from_secs(events.prune_secs.max(1));
+    loop {
+        let store = state.supervisor.store().clone();
+        let retention = events.retention;
+        match tokio::task::spawn_blocking(move || store.prune_events(retention)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::debug!("pruned {n} event(s) beyond the newest {retention}"),
+            Ok(Err(e)) => tracing::warn!("pruning events: {e}"),
+            Err(e) => tracing::warn!("pruning task: {e}"),
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// Binds the API socket: refuses to take over a live daemon's socket, replaces a stale one,

@@ -6,6 +6,7 @@ use crate::spec::model::Scheme;
 use crate::spec::render::{Probe, RenderedCheck};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// One probe's result.
@@ -111,19 +112,25 @@ impl Prober {
     }
 
     pub async fn probe(&self, check: &RenderedCheck) -> Option<Outcome> {
+        self.probe_at(IpAddr::V4(Ipv4Addr::LOCALHOST), check).await
+    }
+
+    /// Probes `host` instead of 127.0.0.1: the scheduler's REMOTE_HTTP and REMOTE_TCP checks.
+    pub async fn probe_at(&self, host: IpAddr, check: &RenderedCheck) -> Option<Outcome> {
         let timeout = Duration::from_secs(check.timeout_seconds.max(1));
         match &check.probe {
             Probe::Http { scheme, port, path, headers } => {
-                Some(self.http(*scheme, *port, path, headers, timeout).await)
+                Some(self.http(host, *scheme, *port, path, headers, timeout).await)
             }
-            Probe::Tcp { port } => Some(tcp(*port, timeout).await),
+            Probe::Tcp { port } => Some(tcp(host, *port, timeout).await),
             Probe::Command { .. } => None,
         }
     }
 
-    /// GET scheme://127.0.0.1:port/path; 200–399 is healthy.
+    /// GET scheme://host:port/path; 200–399 is healthy.
     async fn http(
         &self,
+        host: IpAddr,
         scheme: Scheme,
         port: u16,
         path: &str,
@@ -134,7 +141,7 @@ impl Prober {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let url = format!("{scheme}://127.0.0.1:{port}{path}");
+        let url = format!("{scheme}://{}{path}", SocketAddr::new(host, port));
         let mut req = self.http.get(&url).timeout(timeout);
         for (k, v) in headers {
             req = req.header(k, v);
@@ -154,12 +161,13 @@ impl Default for Prober {
     }
 }
 
-/// A TCP connection to 127.0.0.1:port that succeeds within the timeout is healthy.
-async fn tcp(port: u16, timeout: Duration) -> Outcome {
-    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(("127.0.0.1", port))).await {
+/// A TCP connection to host:port that succeeds within the timeout is healthy.
+async fn tcp(host: IpAddr, port: u16, timeout: Duration) -> Outcome {
+    let addr = SocketAddr::new(host, port);
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
         Ok(Ok(_)) => Outcome::Pass,
-        Ok(Err(e)) => Outcome::Fail(format!("connect 127.0.0.1:{port}: {e}")),
-        Err(_) => Outcome::Fail(format!("connect 127.0.0.1:{port}: no answer within {}s", timeout.as_secs())),
+        Ok(Err(e)) => Outcome::Fail(format!("connect {addr}: {e}")),
+        Err(_) => Outcome::Fail(format!("connect {addr}: no answer within {}s", timeout.as_secs())),
     }
 }
 
@@ -229,8 +237,9 @@ mod tests {
     async fn tcp_probe_passes_on_a_listener_and_fails_without() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
-        assert_eq!(tcp(port, Duration::from_secs(1)).await, Outcome::Pass);
+        let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        assert_eq!(tcp(local, port, Duration::from_secs(1)).await, Outcome::Pass);
         drop(l);
-        assert!(matches!(tcp(port, Duration::from_secs(1)).await, Outcome::Fail(_)));
+        assert!(matches!(tcp(local, port, Duration::from_secs(1)).await, Outcome::Fail(_)));
     }
 }

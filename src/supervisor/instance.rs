@@ -30,6 +30,9 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct SpecEntry {
     pub spec: ProcessSpec,
     pub generation: u64,
+    /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
+    /// means all of `spec.instance`.
+    pub selection: Option<Vec<u32>>,
 }
 
 #[derive(Debug)]
@@ -39,8 +42,9 @@ pub enum Command {
     Restart,
     Reload,
     Delete,
-    /// A newer spec: restart with it if running, else keep it for the next start.
-    Replace(Arc<SpecEntry>),
+    /// A newer spec: restart with it if running (unless only the instance count changed, the
+    /// `bool`), else keep it for the next start.
+    Replace(Arc<SpecEntry>, bool),
 }
 
 pub type Reply = oneshot::Sender<Result<(), String>>;
@@ -389,9 +393,9 @@ impl Actor {
                 let result = self.reload().await;
                 answer(reply, result);
             }
-            Command::Replace(entry) => {
+            Command::Replace(entry, count_only) => {
                 self.spec = entry;
-                let running = matches!(kind, Kind::Running | Kind::Starting);
+                let running = !count_only && matches!(kind, Kind::Running | Kind::Starting);
                 self.rec.spec_generation = self.spec.generation;
                 self.commit_event("specUpdated", serde_json::json!({"generation": self.spec.generation})).await;
                 if running {

@@ -158,7 +158,10 @@ impl Supervisor {
         for (key, value) in snapshot.table(Table::Specs) {
             match serde_json::from_value::<StoredSpec>(value.clone()) {
                 Ok(s) => {
-                    specs.insert(key.to_string(), Arc::new(SpecEntry { spec: s.spec, generation: s.generation }));
+                    specs.insert(
+                        key.to_string(),
+                        Arc::new(SpecEntry { spec: s.spec, generation: s.generation, selection: s.selection }),
+                    );
                 }
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
             }
@@ -203,15 +206,43 @@ impl Supervisor {
     /// Applies a validated spec: new instances are created and started, changed ones restarted
     /// with the new spec, ones beyond `spec.instance` deleted. Returns the spec's instance ids.
     pub async fn apply(&self, spec: ProcessSpec) -> Result<Vec<InstanceId>, SupervisorError> {
+        self.apply_selected(spec, None).await
+    }
+
+    /// As [`Supervisor::apply`], running only the instance ids in `selection` on this host (a
+    /// scheduler spreads an app's `spec.instance` ids over hosts): the others of the app that
+    /// run here are deleted. A change of `spec.instance` alone restarts nothing.
+    pub async fn apply_selected(
+        &self,
+        spec: ProcessSpec,
+        selection: Option<Vec<u32>>,
+    ) -> Result<Vec<InstanceId>, SupervisorError> {
+        let selection = selection.map(|mut s| {
+            s.sort_unstable();
+            s.dedup();
+            s
+        });
+        if let Some(bad) = selection.iter().flatten().find(|i| **i >= spec.spec.instance) {
+            return Err(SupervisorError::Invalid(format!(
+                "instances: id {bad} is not below spec.instance ({})",
+                spec.spec.instance
+            )));
+        }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
-        if previous.as_ref().is_some_and(|p| p.spec == spec) {
+        if previous.as_ref().is_some_and(|p| p.spec == spec && p.selection == selection) {
             // Unchanged: make sure every instance exists, change nothing else.
-            return Ok(self.ids_of(&spec));
+            return Ok(ids_of(&spec, selection.as_deref()));
         }
+        // Only the count changed: running instances keep running (their rendering does not
+        // depend on the count).
+        let count_only = previous.as_ref().is_some_and(|p| same_but_count(&p.spec, &spec));
         let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
-        let stored = StoredSpec { generation, spec: spec.clone() };
-        let body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
+        let stored = StoredSpec { generation, spec: spec.clone(), selection: selection.clone() };
+        let mut body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
+        if let Some(ids) = &selection {
+            body["selection"] = serde_json::json!(ids);
+        }
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         // Ports for every instance, committed with the spec: all or nothing.
@@ -228,7 +259,7 @@ impl Supervisor {
         {
             let mut ports = self.shared.ports.lock().expect("ports lock");
             let mut trial = ports.clone();
-            for id in self.ids_of(&spec) {
+            for id in ids_of(&spec, selection.as_deref()) {
                 trial
                     .allocate(&id.to_string(), &wants, &host_ports, &mut batch)
                     .map_err(|e| SupervisorError::Conflict(e.to_string()))?;
@@ -236,10 +267,10 @@ impl Supervisor {
             *ports = trial;
         }
         self.commit(batch).await?;
-        let entry = Arc::new(SpecEntry { spec, generation });
+        let entry = Arc::new(SpecEntry { spec, generation, selection });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
-        let ids = self.ids_of(&entry.spec);
+        let ids = ids_of(&entry.spec, entry.selection.as_deref());
         let now = now_ms();
         let mut created = Vec::new();
         let mut batch = Batch::new();
@@ -247,7 +278,7 @@ impl Supervisor {
             let existing = self.instances.lock().expect("instances lock").get(id).map(|h| h.tx.clone());
             match existing {
                 Some(tx) => {
-                    let _ = tx.send(Msg::Request(Command::Replace(entry.clone()), None));
+                    let _ = tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
                 }
                 None => {
                     let rec = InstanceRecord::new(id.clone(), generation, now);
@@ -267,30 +298,24 @@ impl Supervisor {
             let _resumed = self.spawn_actor(rec, entry.clone());
             self.send(&id, Command::Start, None)?;
         }
-        // Scaled down: delete the instances beyond the new count.
+        // Scaled down or moved to another host: delete the instances not (or no longer) here.
         let extra: Vec<InstanceId> = self
             .instances
             .lock()
             .expect("instances lock")
             .keys()
             .filter(|i| i.namespace == entry.spec.metadata.namespace && i.name == entry.spec.metadata.name)
-            .filter(|i| i.index >= entry.spec.spec.instance)
+            .filter(|i| !ids.contains(i))
             .cloned()
             .collect();
-        for id in extra {
-            self.send(&id, Command::Delete, None)?;
+        // Deleted for good (stopped, then gone from the list and the store), concurrently.
+        let deletions = extra.iter().map(|id| self.delete(id));
+        for (id, result) in extra.iter().zip(futures_util::future::join_all(deletions).await) {
+            if let Err(e) = result {
+                tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
+            }
         }
         Ok(ids)
-    }
-
-    fn ids_of(&self, spec: &ProcessSpec) -> Vec<InstanceId> {
-        (0..spec.spec.instance)
-            .map(|index| InstanceId {
-                namespace: spec.metadata.namespace.clone(),
-                name: spec.metadata.name.clone(),
-                index,
-            })
-            .collect()
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), SupervisorError> {
@@ -464,6 +489,24 @@ impl Supervisor {
 struct StoredSpec {
     generation: u64,
     spec: ProcessSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    selection: Option<Vec<u32>>,
+}
+
+/// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.
+fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<InstanceId> {
+    let id = |index| InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
+    match selection {
+        Some(s) => s.iter().copied().map(id).collect(),
+        None => (0..spec.spec.instance).map(id).collect(),
+    }
+}
+
+/// Whether two specs differ at most in `spec.instance`.
+fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
+    let mut b = b.clone();
+    b.spec.instance = a.spec.instance;
+    *a == b
 }
 
 /// Creates the work and run roots if needed and makes sure every directory on the way lets

@@ -18,6 +18,8 @@ pub struct Daemon {
     pub config: PathBuf,
     pub cgroup_parent: String,
     pub client: Client,
+    /// Network namespace the daemon runs in (through nsenter, which keeps the mounts).
+    pub netns: Option<String>,
 }
 
 impl Daemon {
@@ -28,6 +30,12 @@ impl Daemon {
 
     /// Starts a daemon whose config file ends with `extra` (TOML).
     pub fn start_with(name: &str, extra: &str) -> Daemon {
+        Daemon::start_in(name, extra, None, "127.0.0.1")
+    }
+
+    /// Starts a daemon in network namespace `netns` (when given) with `host_ip`; its config
+    /// ends with `extra` (TOML).
+    pub fn start_in(name: &str, extra: &str, netns: Option<&str>, host_ip: &str) -> Daemon {
         let dir = tempfile::Builder::new().prefix(&format!("steward-{name}-")).tempdir().unwrap();
         // Workloads run as other users too: they must be able to reach their directories.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -38,14 +46,16 @@ impl Daemon {
             &config,
             format!(
                 "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nstate_dir = \"{0}/state\"\nsocket = \"{1}\"\n\
-                 cgroup_parent = \"{2}\"\nhost_ip = \"127.0.0.1\"\nlog_max_bytes = 4096\nlog_keep = 2\nlog_check_secs = 1\n",
+                 cgroup_parent = \"{2}\"\nhost_ip = \"{3}\"\nlog_max_bytes = 4096\nlog_keep = 2\nlog_check_secs = 1\n",
                 dir.path().display(),
                 socket.display(),
-                cgroup_parent
+                cgroup_parent,
+                host_ip
             ) + extra,
         )
         .unwrap();
-        let mut d = Daemon { child: None, client: Client::new(&socket), dir, socket, config, cgroup_parent };
+        let netns = netns.map(String::from);
+        let mut d = Daemon { child: None, client: Client::new(&socket), dir, socket, config, cgroup_parent, netns };
         d.spawn();
         d
     }
@@ -66,7 +76,15 @@ impl Daemon {
     pub fn spawn(&mut self) {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("stewardd.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_stewardd"))
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{ns}")).arg(env!("CARGO_BIN_EXE_stewardd"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_stewardd")),
+        };
+        let child = cmd
             .arg("--config")
             .arg(&self.config)
             .env("STEWARD_LOG", "debug")

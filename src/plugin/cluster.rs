@@ -1,0 +1,134 @@
+//! The cluster file (`/etc/steward/cluster.toml`): where every daemon's remote API is, the
+//! token to present and the CA that signs the daemons' certificates.
+
+use super::PluginError;
+use crate::client::Client;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// The scheduler's own store (desired state).
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// PEM CA certificate(s) the daemons' certificates are checked against.
+    pub ca: PathBuf,
+    /// File holding the bearer token (first line).
+    pub token_file: PathBuf,
+    /// A node whose event stream has carried nothing (no event, no heartbeat) for this long is
+    /// lost. Keep it above the daemons' events.heartbeat_secs.
+    #[serde(default = "default_heartbeat_timeout")]
+    pub heartbeat_timeout_secs: u64,
+    #[serde(rename = "node", default)]
+    pub nodes: Vec<NodeEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// How the scheduler names the node (placements, output).
+    pub name: String,
+    /// The daemon's remote listener, `host:port`.
+    pub address: String,
+    /// The name its certificate is checked for; the host part of `address` by default.
+    pub server_name: Option<String>,
+    /// This node's token file, when it differs from the cluster's.
+    pub token_file: Option<PathBuf>,
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/steward-sched")
+}
+
+fn default_heartbeat_timeout() -> u64 {
+    45
+}
+
+impl Cluster {
+    pub fn load(path: &Path) -> Result<Cluster, PluginError> {
+        let err = |message: String| PluginError::Cluster { path: path.to_path_buf(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let mut cluster: Cluster = toml::from_str(&text).map_err(|e| err(e.to_string().trim_end().to_string()))?;
+        if cluster.nodes.is_empty() {
+            return Err(err("lists no [[node]]".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            if n.name.is_empty() || !seen.insert(n.name.clone()) {
+                return Err(err(format!("node[{i}].name {:?} is empty or not unique", n.name)));
+            }
+            if n.address.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
+                return Err(err(format!("node[{i}].address {:?} is not host:port", n.address)));
+            }
+        }
+        if cluster.heartbeat_timeout_secs == 0 {
+            return Err(err("heartbeat_timeout_secs must be above 0".into()));
+        }
+        // Relative paths are relative to the cluster file.
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [&mut cluster.state_dir, &mut cluster.ca, &mut cluster.token_file]
+            .into_iter()
+            .chain(cluster.nodes.iter_mut().filter_map(|n| n.token_file.as_mut()))
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// A client for every node, in the file's order.
+    pub fn clients(&self) -> Result<Vec<(String, Client)>, PluginError> {
+        let tls = crate::tls::client_config(&self.ca).map_err(|e| PluginError::Tls(e.to_string()))?;
+        let default_token = read_token(&self.token_file)?;
+        self.nodes
+            .iter()
+            .map(|n| {
+                let token = match &n.token_file {
+                    Some(f) => read_token(f)?,
+                    None => default_token.clone(),
+                };
+                let client = Client::remote(&n.address, n.server_name.as_deref(), tls.clone(), &token)
+                    .map_err(|e| PluginError::Node { node: n.name.clone(), message: e.to_string() })?;
+                Ok((n.name.clone(), client))
+            })
+            .collect()
+    }
+}
+
+fn read_token(path: &Path) -> Result<String, PluginError> {
+    let err = |message: String| PluginError::Cluster { path: path.to_path_buf(), message };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let token = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default();
+    if token.is_empty() {
+        return Err(err("holds no token".into()));
+    }
+    Ok(token.split_whitespace().next().unwrap_or_default().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_nodes_and_resolves_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.toml");
+        std::fs::write(
+            &path,
+            "ca = \"ca.pem\"\ntoken_file = \"/etc/t\"\n[[node]]\nname = \"h1\"\naddress = \"10.0.0.1:7443\"\n",
+        )
+        .unwrap();
+        let c = Cluster::load(&path).unwrap();
+        assert_eq!(c.ca, dir.path().join("ca.pem"));
+        assert_eq!(c.token_file, PathBuf::from("/etc/t"));
+        assert_eq!(c.heartbeat_timeout_secs, 45);
+        std::fs::write(&path, "ca = \"ca.pem\"\ntoken_file = \"t\"\n[[node]]\nname = \"h1\"\naddress = \"h1\"\n")
+            .unwrap();
+        let e = Cluster::load(&path).unwrap_err().to_string();
+        assert!(e.contains("node[0].address \"h1\" is not host:port") && e.contains("cluster.toml"), "{e}");
+        std::fs::write(&path, "ca = \"ca.pem\"\ntoken_file = \"t\"\n").unwrap();
+        assert!(Cluster::load(&path).unwrap_err().to_string().contains("no [[node]]"));
+    }
+}

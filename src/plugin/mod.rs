@@ -1,0 +1,36 @@
+//! steward-sched, the scheduler side: reads every node from its daemon's remote API, places
+//! instances by seed 000's constraints, applies them, follows every daemon's events, notices
+//! lost nodes and reschedules by restart policy, and runs the REMOTE_HTTP / REMOTE_TCP checks.
+//! It keeps only the desired state (apps, specs, placements); the daemons stay the source of
+//! truth for what runs.
+
+pub mod checks;
+pub mod cluster;
+pub mod placement;
+pub mod sched;
+pub mod store;
+
+pub use cluster::Cluster;
+pub use sched::Scheduler;
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("cluster file {path}: {message}")]
+    Cluster { path: PathBuf, message: String },
+    #[error("{path}: {errors}")]
+    Spec { path: PathBuf, errors: crate::spec::SpecErrors },
+    #[error("{0}")]
+    Placement(#[from] placement::PlacementError),
+    #[error("applying {app}: {message}")]
+    Apply { app: String, message: String },
+    #[error("node {node}: {message}")]
+    Node { node: String, message: String },
+    #[error("no app {0} (deploy it first)")]
+    NoApp(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("desired-state store: {0}")]
+    Store(String),
+}

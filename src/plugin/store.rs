@@ -1,0 +1,152 @@
+//! The scheduler's desired state: apps, their specs and placements. Behind [`DesiredStore`],
+//! so a distributed store (etcd) can replace the embedded one; [`LocalStore`] keeps it in the
+//! project's redb store (durable commits, a journal of the scheduler's decisions).
+
+use super::PluginError;
+use crate::store::{Batch, Store, Table};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One app as the scheduler wants it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct App {
+    /// `namespace/name`.
+    pub key: String,
+    /// The spec document as deployed (JSON), `spec.instance` kept current by `scale`.
+    pub spec: serde_json::Value,
+    /// Instance id → where it is meant to run.
+    pub placements: BTreeMap<u32, Placement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The node's name in the cluster file.
+    pub node: String,
+    pub state: PlacementState,
+    /// Times the instance was placed elsewhere after a loss or failure.
+    #[serde(default)]
+    pub reschedules: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state")]
+pub enum PlacementState {
+    /// Applied to its node.
+    Placed,
+    /// Its node stopped answering (heartbeats stopped); kept there unless rescheduled.
+    Lost,
+    /// Its node gave up on it (Failed) and the policy keeps it there.
+    Failed,
+    /// Meant for its node, but the apply has not succeeded yet.
+    Pending { reason: String },
+}
+
+/// Where desired state lives. Every method is one durable step.
+pub trait DesiredStore: Send + Sync {
+    fn apps(&self) -> Result<Vec<App>, PluginError>;
+    fn app(&self, key: &str) -> Result<Option<App>, PluginError>;
+    /// Creates or replaces; `why` is journaled with it.
+    fn put_app(&self, app: &App, why: serde_json::Value) -> Result<(), PluginError>;
+    fn delete_app(&self, key: &str) -> Result<(), PluginError>;
+}
+
+/// The embedded store: the project's redb store under the cluster's `state_dir`. Opened for
+/// each operation only, so `steward-sched status` (or `deploy`) can run while `steward-sched
+/// run` follows the cluster: redb allows one open handle, and a busy store is waited for.
+pub struct LocalStore {
+    dir: std::path::PathBuf,
+}
+
+/// How long an operation waits for another process (or task) to finish with the store.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+impl LocalStore {
+    pub fn open(dir: &Path) -> Result<LocalStore, PluginError> {
+        let local = LocalStore { dir: dir.to_path_buf() };
+        local.with(|_| Ok(()))?;
+        Ok(local)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, PluginError>) -> Result<T, PluginError> {
+        let start = std::time::Instant::now();
+        loop {
+            match Store::open(&self.dir) {
+                Ok(store) => return f(&store),
+                Err(crate::store::StoreError::AlreadyOpen { .. }) if start.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+    }
+}
+
+fn store_err(e: impl std::fmt::Display) -> PluginError {
+    PluginError::Store(e.to_string())
+}
+
+impl DesiredStore for LocalStore {
+    fn apps(&self) -> Result<Vec<App>, PluginError> {
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
+        snapshot
+            .table(Table::Specs)
+            .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("app {key}: {e}"))))
+            .collect()
+    }
+
+    fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
+        match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| store_err(format!("app {key}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    fn put_app(&self, app: &App, why: serde_json::Value) -> Result<(), PluginError> {
+        let value = serde_json::to_value(app).map_err(store_err)?;
+        let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    fn delete_app(&self, key: &str) -> Result<(), PluginError> {
+        let why = serde_json::json!({"type": "appDeleted", "app": key});
+        let batch = Batch::new().delete(Table::Specs, key).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = App {
+            key: "ns/web".into(),
+            spec: serde_json::json!({"metadata": {"name": "web"}}),
+            placements: BTreeMap::from([
+                (0, Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 0 }),
+                (1, Placement { node: "h2".into(), state: PlacementState::Lost, reschedules: 1 }),
+            ]),
+        };
+        {
+            let s = LocalStore::open(dir.path()).unwrap();
+            s.put_app(&app, serde_json::json!({"type": "deployed"})).unwrap();
+        }
+        let s = LocalStore::open(dir.path()).unwrap();
+        // Another handle (another process, say) holding it only delays an operation.
+        let held = Store::open(dir.path()).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(held);
+        });
+        assert_eq!(s.app("ns/web").unwrap(), Some(app.clone()));
+        release.join().unwrap();
+        assert_eq!(s.apps().unwrap(), vec![app]);
+        s.delete_app("ns/web").unwrap();
+        assert_eq!(s.app("ns/web").unwrap(), None);
+    }
+}

@@ -1,0 +1,596 @@
+//! steward-sched end to end: three hosts as network namespaces on a bridge (in a namespace of
+//! its own; nothing is added to the machine's own network), each running its own stewardd
+//! with its own state, socket, node name, attributes and TLS listener; the scheduler runs in a
+//! fourth namespace. Placement by constraints, `watch` across a forced reconnect, a host cut
+//! off (link down) → Lost and rescheduled, its stray deleted when it returns; status, scale,
+//! delete.
+
+mod common;
+
+use common::{id, spec, Daemon};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use steward::supervisor::state::Kind;
+
+const TOKEN: &str = "sched-token-0123456789abcdef";
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The namespaces; deleting them removes their veths and the bridge.
+struct Net {
+    names: Vec<String>,
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+struct Host {
+    name: String,
+    ip: String,
+    daemon: Daemon,
+}
+
+struct Cluster {
+    // Dropped in this order: daemons (and their instances) first, then the network.
+    hosts: Vec<Host>,
+    _net: Net,
+    hub: String,
+    ctl: String,
+    dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+/// A child process killed when dropped, its stdout lines on a channel.
+struct Follower {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Follower {
+    /// Reads lines until `pred` holds for one (returned), or panics after `secs`.
+    fn wait_for(&mut self, secs: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let tail: Vec<String> = self.seen.iter().rev().take(40).map(|v| v.to_string()).collect();
+        panic!("{what}: not seen in {secs}s; last lines (newest first):\n{}", tail.join("\n"));
+    }
+
+    /// Every line read so far and whatever is already waiting.
+    fn drain(&mut self) -> &[Value] {
+        while let Ok(v) = self.lines.try_recv() {
+            self.seen.push(v);
+        }
+        &self.seen
+    }
+}
+
+impl Cluster {
+    /// `test` (one letter) keeps two clusters of one test run apart.
+    fn start(test: &str, idcs: [&str; 3]) -> Cluster {
+        let tag = format!("s{test}{}", std::process::id() % 100_000);
+        let hub = format!("{tag}hub");
+        let ctl = format!("{tag}ctl");
+        let mut net = Net { names: Vec::new() };
+        ip(&["netns", "add", &hub]);
+        net.names.push(hub.clone());
+        ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &hub, "link", "set", "br0", "up"]);
+        let members = [("ctl", "10.231.0.100"), ("h1", "10.231.0.1"), ("h2", "10.231.0.2"), ("h3", "10.231.0.3")];
+        for (name, addr) in members {
+            let ns = format!("{tag}{name}");
+            ip(&["netns", "add", &ns]);
+            net.names.push(ns.clone());
+            let veth = format!("v{name}");
+            ip(&["link", "add", &veth, "netns", &hub, "type", "veth", "peer", "name", "eth0", "netns", &ns]);
+            ip(&["-n", &hub, "link", "set", &veth, "master", "br0", "up"]);
+            ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            ip(&["-n", &ns, "link", "set", "eth0", "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+
+        let dir = tempfile::Builder::new().prefix("steward-sched-").tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tokens = dir.path().join("tokens");
+        std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut hosts = Vec::new();
+        let mut nodes = String::new();
+        for (i, (name, addr)) in members[1..].iter().enumerate() {
+            // The real CLI makes the certificates; the CA is shared.
+            let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+                .args(["cert", "--dir"])
+                .arg(dir.path())
+                .args(["--name", name, "--ip", addr])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "steward cert: {}", String::from_utf8_lossy(&out.stderr));
+            let extra = format!(
+                "[node]\nhostname = \"{name}\"\n[node.attributes]\nidc = \"{idc}\"\n\
+                 [remote]\nlisten = \"{addr}:7443\"\ncert = \"{d}/{name}.pem\"\nkey = \"{d}/{name}-key.pem\"\n\
+                 tokens_file = \"{t}\"\n[events]\nheartbeat_secs = 1\n",
+                idc = idcs[i],
+                d = dir.path().display(),
+                t = tokens.display()
+            );
+            let ns = format!("{tag}{name}");
+            let daemon = Daemon::start_in(&format!("sched{test}-{name}"), &extra, Some(&ns), addr);
+            wait_remote(&daemon, 1);
+            hosts.push(Host { name: name.to_string(), ip: addr.to_string(), daemon });
+            nodes.push_str(&format!("[[node]]\nname = \"{name}\"\naddress = \"{addr}:7443\"\n"));
+        }
+        std::fs::write(dir.path().join("sched.token"), format!("{TOKEN}\n")).unwrap();
+        let file = dir.path().join("cluster.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "state_dir = \"sched\"\nca = \"ca.pem\"\ntoken_file = \"sched.token\"\nheartbeat_timeout_secs = 3\n{nodes}"
+            ),
+        )
+        .unwrap();
+        Cluster { hosts, _net: net, hub, ctl, dir, file }
+    }
+
+    fn sched_cmd(&self, args: &[&str]) -> Command {
+        self.sched_cmd_with(&self.file, args)
+    }
+
+    fn sched_cmd_with(&self, cluster: &std::path::Path, args: &[&str]) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.ctl))
+            .arg(env!("CARGO_BIN_EXE_steward-sched"))
+            .arg("--cluster")
+            .arg(cluster)
+            .args(["-o", "json"])
+            .args(args)
+            .env("STEWARD_LOG", "warn")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs steward-sched in the control namespace: (exit code, stdout, stderr).
+    fn sched(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.sched_cmd(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    fn deploy(&self, name: &str, spec: &Value) -> (i32, String, String) {
+        let path = self.dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, spec.to_string()).unwrap();
+        self.sched(&["deploy", path.to_str().unwrap()])
+    }
+
+    fn follow(&self, args: &[&str]) -> Follower {
+        let mut child = self.sched_cmd(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines, seen: Vec::new() }
+    }
+
+    fn host(&self, name: &str) -> &Host {
+        self.hosts.iter().find(|h| h.name == name).unwrap()
+    }
+
+    /// Indexes of app `name` on each host (through the hosts' unix sockets).
+    async fn spread(&self, name: &str) -> BTreeMap<String, Vec<u32>> {
+        let mut out = BTreeMap::new();
+        for h in &self.hosts {
+            let list = h.daemon.client.list(&[("name", name)]).await.unwrap();
+            out.insert(h.name.clone(), list.iter().map(|s| s.id.index).collect());
+        }
+        out
+    }
+
+    fn logs(&self) -> String {
+        self.hosts.iter().map(|h| format!("--- {} ---\n{}", h.name, h.daemon.log())).collect()
+    }
+}
+
+/// Waits until the daemon's log says its remote listener is up `times` times.
+fn wait_remote(d: &Daemon, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while d.log().matches("remote API listening").count() < times {
+        assert!(Instant::now() < deadline, "no remote listener:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process that writes where it runs (`${hostip} ${instanceid}`) and sleeps.
+fn app(name: &str, instances: u32, top: Value) -> Value {
+    spec(
+        name,
+        instances,
+        json!({"procName": "sleep", "startCmd": "echo ${hostip} ${instanceid} > placed; exec sleep 1000"}),
+        top,
+    )
+}
+
+fn constraint(rules: Value) -> Value {
+    json!({"constraint": {"intersectionItem": rules}})
+}
+
+async fn wait_running(c: &Cluster, app: &str) {
+    for h in &c.hosts {
+        for s in h.daemon.client.list(&[("name", app)]).await.unwrap() {
+            h.daemon.wait_state(&s.id, Kind::Running, 30).await;
+        }
+    }
+}
+
+/// Where each instance of `app` wrote `${hostip} ${instanceid}`.
+fn placed_file(h: &Host, app: &str, index: u32) -> String {
+    let path = h.daemon.work_dir().join(format!("test.{app}.{index}")).join("placed");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).trim().to_string()
+}
+
+fn body_type(v: &Value) -> &str {
+    v["body"]["type"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_place_watch_lose_and_reschedule() {
+    let mut c = Cluster::start("p", ["a", "a", "b"]);
+
+    // UNIQUE hostname, 4 instances on 3 hosts: a clear error naming the constraint; nothing runs.
+    let uniq = app("uniq", 4, constraint(json!([{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}])));
+    let (code, out, err) = c.deploy("uniq", &uniq);
+    assert_eq!(code, 1, "stdout {out}\nstderr {err}");
+    assert!(
+        err.contains("cannot place test/uniq/3: constraint.intersectionItem[0] (hostname UNIQUE) fails on every node"),
+        "{err}"
+    );
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            err.contains(&format!("{h}: constraint.intersectionItem[0]: hostname UNIQUE: hostname {h} already runs 1")),
+            "{err}"
+        );
+    }
+    assert!(c.spread("uniq").await.values().all(Vec::is_empty));
+
+    // A wrong token, or a CA that did not sign the daemons' certificates: every node refuses.
+    let good = std::fs::read_to_string(&c.file).unwrap();
+    std::fs::write(c.dir.path().join("bad.token"), "not-the-token-0123456789\n").unwrap();
+    let other_ca = c.dir.path().join("other");
+    let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["cert", "--dir"])
+        .arg(&other_ca)
+        .args(["--name", "x"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for (file, text, expect) in [
+        (
+            "bad-token.toml",
+            good.replace("token_file = \"sched.token\"", "token_file = \"bad.token\""),
+            "the bearer token is not accepted",
+        ),
+        ("bad-ca.toml", good.replace("ca = \"ca.pem\"", "ca = \"other/ca.pem\""), "certificate"),
+    ] {
+        let path = c.dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let spec_path = c.dir.path().join("uniq.json");
+        let out = c.sched_cmd_with(&path, &["deploy", spec_path.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains("no node is reachable") || err.contains("h1: unreachable"), "{file}: {err}");
+        for h in ["h1", "h2", "h3"] {
+            assert!(
+                err.lines().any(|l| l.contains(&format!("{h}: unreachable")) && l.contains(expect)),
+                "{file}: {err}"
+            );
+        }
+    }
+
+    // MAXPER 2 on hostname with 6: 2/2/2, distinct ids, each rendered with its host's IP.
+    let maxper = app(
+        "maxper",
+        6,
+        constraint(
+            json!([{"unionData": [{"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "2"}}]}]),
+        ),
+    );
+    let (code, out, err) = c.deploy("maxper", &maxper);
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}\n{}", c.logs());
+    let placed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(placed.len(), 6, "{out}");
+    wait_running(&c, "maxper").await;
+    let spread = c.spread("maxper").await;
+    assert!(spread.values().all(|ids| ids.len() == 2), "{spread:?}");
+    let all: BTreeSet<u32> = spread.values().flatten().copied().collect();
+    assert_eq!(all, (0..6).collect());
+    for h in &c.hosts {
+        for i in &spread[&h.name] {
+            assert_eq!(placed_file(h, "maxper", *i), format!("{} {i}", h.ip));
+        }
+    }
+
+    // GROUPBY idc [a, b] (h1, h2 in a; h3 in b), 4 instances: 2 per idc.
+    let groupby = app(
+        "groupby",
+        4,
+        constraint(
+            json!([{"unionData": [{"name": "idc", "operate": "GROUPBY", "type": 4, "set": {"item": ["a", "b"]}}]}]),
+        ),
+    );
+    let (code, out, err) = c.deploy("groupby", &groupby);
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    wait_running(&c, "groupby").await;
+    let spread = c.spread("groupby").await;
+    assert_eq!((spread["h1"].len() + spread["h2"].len(), spread["h3"].len()), (2, 2), "{spread:?}");
+
+    // watch: every event of every daemon, and none lost or repeated across a forced
+    // reconnect (h1's daemon is killed and started again, then makes new events).
+    let mut watch = c.follow(&["watch"]);
+    for h in &c.hosts {
+        let last = h.daemon.client.node().await.unwrap()["events"]["lastSeq"].as_u64().unwrap();
+        watch.wait_for(30, &format!("{} #{last}", h.name), |v| v["node"] == h.name.as_str() && v["seq"] == last);
+    }
+    c.hosts[0].daemon.kill9();
+    c.hosts[0].daemon.spawn();
+    let h1 = c.host("h1");
+    wait_remote(&h1.daemon, 2);
+    watch.wait_for(30, "h1 disconnected", |v| v["node"] == "h1" && v.get("disconnected").is_some());
+    let first = h1.daemon.client.list(&[("name", "maxper")]).await.unwrap()[0].id.clone();
+    h1.daemon.client.action(&first, "restart", Some(30.0)).await.unwrap();
+    for h in &c.hosts {
+        let mut journal = Vec::new();
+        h.daemon
+            .client
+            .events(0, false, |ev| {
+                journal.push(ev.seq);
+                true
+            })
+            .await
+            .unwrap();
+        let last = *journal.last().unwrap();
+        watch.wait_for(30, &format!("{} #{last} after the reconnect", h.name), |v| {
+            v["node"] == h.name.as_str() && v["seq"] == last
+        });
+        let seen: Vec<u64> =
+            watch.drain().iter().filter(|v| v["node"] == h.name.as_str()).filter_map(|v| v["seq"].as_u64()).collect();
+        // Every event once, in order: the journal so far, and nothing skipped after it.
+        assert_eq!(seen[..journal.len()], journal[..], "{}: watch saw every event once, in order", h.name);
+        assert_eq!(seen, (1..=seen.len() as u64).collect::<Vec<_>>(), "{}: no gap, no repeat", h.name);
+    }
+    drop(watch);
+
+    // A host cut off: its instances are Lost; Always reschedules, OnFailure does not; back
+    // again, its instance placed elsewhere meanwhile is deleted there.
+    let always = app(
+        "always",
+        2,
+        json!({
+            "restartPolicy": {"policy": "Always"},
+            "constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}]}
+        }),
+    );
+    let (code, out, err) = c.deploy("always", &always);
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    wait_running(&c, "always").await;
+    let placed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let victim =
+        placed.iter().find(|p| p["instance"] == "test/always/0").unwrap()["node"].as_str().unwrap().to_string();
+    let used: BTreeSet<&str> = placed.iter().map(|p| p["node"].as_str().unwrap()).collect();
+    let free = ["h1", "h2", "h3"].into_iter().find(|h| !used.contains(h)).unwrap().to_string();
+    let mut run = c.follow(&["run"]);
+    // Running: it has heard from every node.
+    for h in &c.hosts {
+        run.wait_for(20, &format!("{} up", h.name), |v| {
+            body_type(v) == "nodeUp" && v["body"]["node"] == h.name.as_str()
+        });
+    }
+    ip(&["-n", &c.hub, "link", "set", &format!("v{victim}"), "down"]);
+    run.wait_for(20, "nodeLost", |v| body_type(v) == "nodeLost" && v["body"]["node"] == victim.as_str());
+    run.wait_for(5, "always/0 lost", |v| body_type(v) == "instanceLost" && v["body"]["instance"] == "test/always/0");
+    let moved = run.wait_for(30, "always/0 rescheduled", |v| {
+        body_type(v) == "rescheduled" && v["body"]["instance"] == "test/always/0"
+    });
+    assert_eq!(moved["body"]["to"], free.as_str(), "{moved}");
+    assert_eq!(moved["body"]["from"], victim.as_str());
+    run.wait_for(5, "maxper not rescheduled (OnFailure)", |v| {
+        body_type(v) == "notRescheduled" && v["body"]["app"] == "test/maxper"
+    });
+    let target = c.host(&free);
+    target.daemon.wait_state(&id("test", "always", 0), Kind::Running, 30).await;
+    assert_eq!(placed_file(target, "always", 0), format!("{} 0", target.ip));
+    let (code, out, _) = c.sched(&["status"]);
+    assert_eq!(code, 0);
+    let status: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let lost: Vec<&Value> = status.iter().filter(|s| s["placement"]["state"] == "Lost").collect();
+    assert!(lost.iter().all(|s| s["node"] == victim.as_str() && s["state"] == "unreachable"), "{out}");
+    assert_eq!(lost.len(), 2 + c.spread("groupby").await[&victim].len(), "maxper's two and groupby's: {out}");
+
+    ip(&["-n", &c.hub, "link", "set", &format!("v{victim}"), "up"]);
+    run.wait_for(30, "nodeBack", |v| body_type(v) == "nodeBack" && v["body"]["node"] == victim.as_str());
+    run.wait_for(30, "stray always/0 deleted", |v| {
+        body_type(v) == "strayDeleted" && v["body"]["instance"] == "test/always/0" && v["body"]["ok"] == true
+    });
+    run.wait_for(30, "reconciled", |v| body_type(v) == "nodeReconciled" && v["body"]["node"] == victim.as_str());
+    let back = c.host(&victim);
+    assert!(back.daemon.client.list(&[("name", "always")]).await.unwrap().is_empty());
+    assert_eq!(back.daemon.client.list(&[("name", "maxper")]).await.unwrap().len(), 2, "maxper stayed");
+    drop(run);
+
+    // status: every placement Placed and Running again.
+    let (code, out, err) = c.sched(&["status"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(status.len(), 6 + 4 + 2, "{out}");
+    assert!(status.iter().all(|s| s["placement"]["state"] == "Placed" && s["state"] == "Running"), "{out}");
+
+    // scale down keeps the others where they are; delete removes an app everywhere.
+    let before = c.spread("groupby").await;
+    let (code, _, err) = c.sched(&["scale", "test/groupby", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let after = c.spread("groupby").await;
+        let ids: BTreeSet<u32> = after.values().flatten().copied().collect();
+        if ids == BTreeSet::from([0, 1]) {
+            for (h, list) in &after {
+                assert!(list.iter().all(|i| before[h].contains(i)), "an instance moved: {before:?} -> {after:?}");
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "scale down: {after:?}\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, out, err) = c.sched(&["delete", "test/maxper"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(c.spread("maxper").await.values().all(Vec::is_empty));
+    let (code, _, err2) = c.sched(&["scale", "test/maxper", "3"]);
+    assert_eq!(code, 1);
+    assert!(err2.contains("no app test/maxper"), "{err2}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_by_policy_remote_checks_and_a_stopped_daemon() {
+    let c = Cluster::start("f", ["a", "b", "c"]);
+    let mut run = c.follow(&["run"]);
+    for h in &c.hosts {
+        run.wait_for(20, &format!("{} up", h.name), |v| {
+            body_type(v) == "nodeUp" && v["body"]["node"] == h.name.as_str()
+        });
+    }
+    // Fails on h1 only; placed on h1 first (h1 or h2, least loaded, then by name).
+    let failing = |name: &str, policy: &str| {
+        spec(
+            name,
+            1,
+            json!({"procName": "sleep", "startCmd": "if [ ${hostip} = 10.231.0.1 ]; then exit 3; fi; exec sleep 1000"}),
+            json!({
+                "restartPolicy": {"policy": policy, "maxtimes": 1},
+                "constraint": {"intersectionItem": [{"unionData": [
+                    {"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1", "h2"]}}
+                ]}]}
+            }),
+        )
+    };
+    // OnFailure: once h1's daemon gives up (Failed), the instance is placed on h2.
+    let (code, out, err) = c.deploy("onfail", &failing("onfail", "OnFailure"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let moved = run.wait_for(60, "onfail rescheduled", |v| {
+        body_type(v) == "rescheduled" && v["body"]["instance"] == "test/onfail/0"
+    });
+    assert_eq!(
+        (moved["body"]["from"].as_str(), moved["body"]["to"].as_str(), moved["body"]["reason"].as_str()),
+        (Some("h1"), Some("h2"), Some("failed"))
+    );
+    c.host("h2").daemon.wait_state(&id("test", "onfail", 0), Kind::Running, 30).await;
+    assert!(c.host("h1").daemon.client.list(&[("name", "onfail")]).await.unwrap().is_empty(), "removed from h1");
+    // Never: the failed exit is final; it stays where it is.
+    let (code, out, err) = c.deploy("never", &failing("never", "Never"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(60, "never not rescheduled", |v| {
+        body_type(v) == "notRescheduled" && v["body"]["instance"] == "test/never/0"
+    });
+    c.host("h1").daemon.wait_state(&id("test", "never", 0), Kind::Exited, 10).await;
+
+    // REMOTE_HTTP and REMOTE_TCP, from the scheduler's namespace to the instance's host IP and
+    // allocated port: a passing pair, and a failing HTTP check that gets the instance restarted.
+    let web = |name: &str, path: &str| {
+        spec(
+            name,
+            1,
+            json!({
+                "procName": "python3",
+                "ports": [{"name": "http", "hostPort": 0, "protocol": "HTTP"}],
+                "startCmd": "exec python3 -m http.server ${ports.http} --bind ${hostip}",
+                "healthChecks": [
+                    {"type": "REMOTE_HTTP", "http": {"portName": "http", "path": path}, "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 2, "gracePeriodSeconds": 0},
+                    {"type": "REMOTE_TCP", "tcp": {"portName": "http"}, "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 2, "gracePeriodSeconds": 0}
+                ]
+            }),
+            json!({"constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h3"]}}]}]}}),
+        )
+    };
+    let (code, out, err) = c.deploy("web", &web("web", "/"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let healthy =
+        run.wait_for(30, "web healthy", |v| body_type(v) == "remoteHealth" && v["body"]["instance"] == "test/web/0");
+    assert_eq!(healthy["body"]["healthy"], true, "{healthy}");
+    let (code, out, err) = c.deploy("webbad", &web("webbad", "/missing"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let sick = run.wait_for(30, "webbad unhealthy", |v| {
+        body_type(v) == "remoteHealth" && v["body"]["instance"] == "test/webbad/0" && v["body"]["healthy"] == false
+    });
+    assert!(sick["body"]["message"].as_str().unwrap().contains("HTTP 404"), "{sick}");
+    let before = c.host("h3").daemon.status(&id("test", "webbad", 0)).await;
+    let restart = run.wait_for(30, "webbad restarted", |v| {
+        body_type(v) == "remoteCheckRestart" && v["body"]["instance"] == "test/webbad/0"
+    });
+    assert_eq!(restart["body"]["ok"], true, "{restart}");
+    let after = c.host("h3").daemon.wait_state(&id("test", "webbad", 0), Kind::Running, 30).await;
+    assert!(after.pid.is_some() && after.pid != before.pid, "restarted: {before:?} -> {after:?}");
+    assert!(
+        !run.drain().iter().any(|v| body_type(v) == "remoteHealth"
+            && v["body"]["instance"] == "test/web/0"
+            && v["body"]["healthy"] == false),
+        "the passing checks never failed"
+    );
+
+    // A daemon stopped (SIGSTOP): its stream goes silent, the node is Lost; SIGCONT: back.
+    let h2 = c.host("h2");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(h2.daemon.pid()), nix::sys::signal::Signal::SIGSTOP).unwrap();
+    run.wait_for(20, "h2 lost", |v| body_type(v) == "nodeLost" && v["body"]["node"] == "h2");
+    run.wait_for(5, "onfail lost", |v| body_type(v) == "instanceLost" && v["body"]["instance"] == "test/onfail/0");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(h2.daemon.pid()), nix::sys::signal::Signal::SIGCONT).unwrap();
+    run.wait_for(30, "h2 back", |v| body_type(v) == "nodeBack" && v["body"]["node"] == "h2");
+    run.wait_for(30, "h2 reconciled", |v| body_type(v) == "nodeReconciled" && v["body"]["node"] == "h2");
+    let (code, out, _) = c.sched(&["status"]);
+    assert_eq!(code, 0);
+    let status: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let onfail = status.iter().find(|s| s["instance"] == "test/onfail/0").unwrap();
+    assert_eq!(
+        (onfail["node"].as_str(), onfail["placement"]["state"].as_str(), onfail["state"].as_str()),
+        (Some("h2"), Some("Placed"), Some("Running")),
+        "{out}"
+    );
+}
