@@ -269,6 +269,9 @@ impl Actor {
         match self.rec.state.clone() {
             State::Running => {
                 self.readopt().await;
+                // A process that ended while we were away: its end must be durable (and so
+                // shown) before the daemon answers for this instance.
+                self.flush_unjournaled().await;
                 self.mark_resumed();
             }
             State::Starting => {
@@ -441,7 +444,14 @@ impl Actor {
 
     /// One attempt; returns a request that interrupted it, to be handled by the caller.
     async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
-        self.launch_permit = self.shared.launches.clone().acquire_owned().await.ok();
+        self.launch_permit = match self.shared.launches.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                // Waiting our turn may take a while: what happened so far must show meanwhile.
+                self.flush_unjournaled().await;
+                self.shared.launches.clone().acquire_owned().await.ok()
+            }
+        };
         let rendered = match self.stage() {
             Ok(p) => p,
             Err(reason) => {
@@ -966,6 +976,13 @@ impl Actor {
         }
         self.persist(events).await;
         true
+    }
+
+    /// Commits transitions held back for the next commit (see `unjournaled`) now.
+    async fn flush_unjournaled(&mut self) {
+        if !self.unjournaled.is_empty() {
+            self.persist(Vec::new()).await;
+        }
     }
 
     /// Whether staging downloads anything (then it is long, and Staging is committed first).
