@@ -23,8 +23,18 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
-pub fn run(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
+/// How the daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM or SIGINT: the process exits.
+    Stopped,
+    /// SIGUSR2: the caller executes the daemon's binary again ([`reexec`]).
+    Restart,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT (or SIGUSR2, a restart in place). `config_path` is
+/// re-read on SIGHUP.
+pub fn run(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(serve(config, config_path))
 }
@@ -107,7 +117,26 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
     notify::notify(&format!("READY=1\n{}", status_line(state)));
 }
 
-async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
+/// Restart in place: executes the daemon's binary file again — a package upgrade has replaced
+/// it, so `/proc/self/exe` reads "PATH (deleted)" and PATH is the new version — with the same
+/// arguments and environment. The pid stays, so whoever started the daemon (an init script, a
+/// container's entrypoint, a shell) still has it, and instances that were our children still
+/// are. Returns only if the exec failed.
+pub fn reexec() -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(e) => return e,
+    };
+    let exe = match exe.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+        Some(replaced) => std::path::PathBuf::from(replaced),
+        None => exe,
+    };
+    tracing::info!(binary = %exe.display(), "stewardd restarting in place");
+    std::process::Command::new(&exe).args(std::env::args_os().skip(1)).exec()
+}
+
+async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
     let host_ip = config.host_ip().to_string();
     let supervisor = Supervisor::open(SupervisorConfig {
         state_dir: config.state_dir.clone(),
@@ -141,6 +170,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let (ending_tx, ending) = tokio::sync::oneshot::channel();
     let reload_state = state.clone();
     let config_path = config_path.map(Path::to_path_buf);
     let running_config = config.clone();
@@ -152,22 +183,29 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             notify::notify(&status_line(&status_state));
         }
     });
+    let socket_path = config.socket.clone();
     let shutdown = async move {
-        loop {
+        let ending = loop {
             tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                _ = term.recv() => break Ending::Stopped,
+                _ = int.recv() => break Ending::Stopped,
+                _ = usr2.recv() => break Ending::Restart,
                 _ = hup.recv() => reload(&reload_state, config_path.as_deref(), &running_config),
             }
-        }
-        tracing::info!("stewardd stopping; instances keep running");
+        };
+        tracing::info!(?ending, "stewardd stopping; instances keep running");
         notify::notify("STOPPING=1");
         let _ = stopping.send(true);
+        let _ = ending_tx.send(ending);
         // Connections get a moment to finish; a client that keeps one open cannot hold the
         // daemon (systemd would wait out TimeoutStopSec and mark the unit failed).
-        tokio::spawn(async {
+        tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            tracing::warn!("connections still open after 5 s; exiting anyway");
+            tracing::warn!("connections still open after 5 s; ending anyway");
+            if ending == Ending::Restart {
+                let _ = std::fs::remove_file(&socket_path);
+                tracing::error!("restart in place failed: {}", reexec());
+            }
             std::process::exit(0);
         });
     };
@@ -175,7 +213,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     status.abort();
     drop(watchdog);
     let _ = std::fs::remove_file(&config.socket);
-    Ok(())
+    Ok(ending.await.unwrap_or(Ending::Stopped))
 }
 
 /// Binds the API socket: refuses to take over a live daemon's socket, replaces a stale one,
