@@ -14,6 +14,14 @@ need setsid util-linux
 need nginx nginx-light          # real forking daemons in the supervisor tests
 need redis-server redis-server
 need useradd passwd             # tests create users
+# The package test (scripts/test-package.sh): building, linting, inspecting and installing.
+need strip binutils
+need dpkg-shlibdeps dpkg-dev    # cargo-deb's $auto dependencies
+need lintian lintian
+need rpm rpm                    # Debian's rpm: rpm -qlp / -qp --scripts
+need man man-db
+need curl curl
+dpkg-query -W -f='${Status}' groff 2>/dev/null | grep -q ' installed$' || missing+=(groff)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
