@@ -41,7 +41,7 @@ say "building the release binaries"
 cargo build --release --locked --quiet --bins
 
 stage=target/package
-rm -rf "$stage/man" "$stage/completions" "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin"
+rm -rf "${stage:?}/man" "$stage/completions" "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin"
 mkdir -p "$stage/man/man1" "$stage/man/man5" "$stage/man/man8" "$stage/completions" \
     "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin" "$out"
 

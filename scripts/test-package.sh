@@ -86,7 +86,7 @@ deb2="$(bash scripts/package.sh --no-rpm --deb-version 0.1.0-2 --out "$work/v2" 
 ok "built $(basename "$deb1"), $(basename "$rpm1") and $(basename "$deb2")"
 
 # ---- 2. inspect ----------------------------------------------------------------------------
-lintian --fail-on error --no-tag-display-limit "$deb1" >"$work/lintian" 2>&1 || {
+lintian --fail-on error --tag-display-limit 0 "$deb1" >"$work/lintian" 2>&1 || {
     cat "$work/lintian" >&2
     fail "lintian reports errors on $(basename "$deb1")"
 }

@@ -69,7 +69,7 @@ steward_restart_in_place() {
         args="$(steward_daemon_cli_args "$pid")"
         tries=0
         # shellcheck disable=SC2086 # one argument per line, none with spaces
-        until /usr/bin/steward $args node >/dev/null 2>&1; do
+        until steward $args node >/dev/null 2>&1; do
             tries=$((tries + 1))
             if [ ! -d "/proc/$pid" ] || [ "$tries" -gt 1200 ]; then
                 echo "stewardd: pid $pid is not answering after its restart; see its log" >&2
@@ -96,7 +96,7 @@ steward_stop_daemons() {
 
 # Reminds the operator that removing the package leaves the instances running.
 steward_warn_running_instances() {
-    count="$(/usr/bin/steward -o json ls 2>/dev/null | grep -c '"pid": [0-9]' || true)"
+    count="$(steward -o json ls 2>/dev/null | grep -c '"pid": [0-9]' || true)"
     if [ "${count:-0}" -gt 0 ]; then
         echo "steward: $count instance process(es) keep running without a supervisor; reinstall to re-adopt them, or 'steward delete --all' first to stop them" >&2
     fi
