@@ -124,6 +124,10 @@ for want in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scri
     'steward_stop_daemons' 'systemd-sysusers /usr/lib/sysusers.d/steward.conf'; do
     grep -qF "$want" "$work/rpm-scripts" || fail "rpm -qp --scripts lacks '$want'"
 done
+# The rpm's scripts are not run here (no rpm-based system): at least they must parse.
+for script in target/package/rpm-scripts/* target/package/deb-scripts/*; do
+    sh -n "$script" || fail "$script does not parse"
+done
 ok "rpm -qlp lists the $(wc -l <"$work/rpm-files") expected files, -qcp the config, --scripts post/preun/postun"
 
 mkdir "$work/root"

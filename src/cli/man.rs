@@ -165,3 +165,27 @@ The cluster: every stewardd's address, token and CA.
 .SH "SEE ALSO"
 \fBstewardd\fR(8), \fBsteward\fR(1), \fBsteward\-spec\fR(5)
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_binary_and_visible_subcommand_gets_a_dated_page_with_the_added_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = write_pages(dir.path(), "2026-01-02").unwrap();
+        let names: Vec<String> = pages.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        for want in ["stewardd.8", "steward.1", "steward-sched.1", "steward-apply.1", "steward-secret-create.1"] {
+            assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+        }
+        // Hidden subcommands (this generator itself) and clap's help get no page.
+        assert!(!names.iter().any(|n| n == "steward-man.1" || n == "steward-help.1"), "{names:?}");
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let daemon = read("stewardd.8");
+        assert!(daemon.contains(".TH stewardd 8 2026-01-02"), "{daemon}");
+        assert!(daemon.contains("SIGUSR2") && daemon.contains("\\-\\-state\\-dir"), "{daemon}");
+        let cli = read("steward.1");
+        assert!(cli.contains(".SH \"EXIT STATUS\"") && cli.contains("STEWARD_SOCKET"), "{cli}");
+        assert!(read("steward-apply.1").contains("\\-\\-wait"));
+    }
+}
