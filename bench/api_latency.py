@@ -8,8 +8,6 @@ import json, os, signal, statistics, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from steward_bench import UnixHTTP, api, children, start_daemon, stop_everything  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-R = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 
 
 def timed(sock, path, count):
@@ -28,6 +26,8 @@ def timed(sock, path, count):
 
 
 def main():
+    N = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    R = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     daemon, sock, parent = start_daemon("steward-api-")
     spec = {"apiVersion": "v4", "kind": "process", "metadata": {"name": "sleeper", "namespace": "bench"},
             "spec": {"instance": N, "template": {"spec": {"processes": [{

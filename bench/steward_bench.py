@@ -12,10 +12,6 @@ import json, os, signal, socket, statistics, subprocess, sys, tempfile, time, ht
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEWARDD = os.path.join(ROOT, "target/release/stewardd")
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
-N = int(args[0]) if args else 500
-K = int(args[1]) if len(args) > 1 else 50
-PIDFILE = "--pidfile" in sys.argv
 
 
 class UnixHTTP(http.client.HTTPConnection):
@@ -66,8 +62,14 @@ def start_daemon(prefix):
                 f'socket = "{sock}"\ncgroup_parent = "{parent}"\nhost_ip = "127.0.0.1"\n')
     log = open(os.path.join(d, "stewardd.log"), "w")
     daemon = subprocess.Popen([STEWARDD, "--config", conf], stdout=log, stderr=log)
-    while not os.path.exists(sock):
-        time.sleep(0.005)
+    while True:  # the socket file can exist a moment before the daemon answers on it
+        try:
+            api(sock, "GET", "/v1/instances")
+            break
+        except (OSError, RuntimeError, http.client.HTTPException):
+            if daemon.poll() is not None:
+                raise RuntimeError(f"stewardd exited {daemon.returncode}; see {d}/stewardd.log")
+            time.sleep(0.005)
     return daemon, sock, parent
 
 
@@ -102,51 +104,92 @@ def stop_everything(daemon, parent):
                 pass
 
 
-def main():
-    daemon, sock, parent = start_daemon("steward-bench-")
-    if PIDFILE:
+def restart_daemon(sock):
+    """Start a fresh stewardd on the same config as the one serving `sock` (after the old one
+    died) and wait until its socket answers GET /v1/instances; returns (process, seconds)."""
+    d = os.path.dirname(sock)
+    log = open(os.path.join(d, "stewardd.log"), "a")
+    t0 = time.monotonic()
+    daemon = subprocess.Popen([STEWARDD, "--config", os.path.join(d, "stewardd.toml")], stdout=log, stderr=log)
+    while True:
+        try:
+            api(sock, "GET", "/v1/instances")
+            return daemon, time.monotonic() - t0
+        except (OSError, RuntimeError, http.client.HTTPException):
+            if daemon.poll() is not None:
+                raise RuntimeError(f"stewardd exited {daemon.returncode} on restart")
+            time.sleep(0.002)
+
+
+def sleeper_spec(n, pidfile=False):
+    if pidfile:
         proc = {"procName": "sleep", "startGracePeriod": 5,
                 "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/p.pid",
                 "startCmd": "setsid sh -c 'echo $$ > ${pidFile}; exec sleep 100000' </dev/null >/dev/null 2>&1 &"}
     else:
         proc = {"procName": "sleep", "startGracePeriod": 0, "startCmd": "exec sleep 100000"}
     proc["workPath"] = "${work_base_dir}/${namespace}.${processname}.${instanceid}"
-    spec = {"apiVersion": "v4", "kind": "process", "restartPolicy": {"policy": "Always", "interval": 0},
+    return {"apiVersion": "v4", "kind": "process", "restartPolicy": {"policy": "Always", "interval": 0},
             "metadata": {"name": "sleeper", "namespace": "bench"},
-            "spec": {"instance": N, "template": {"spec": {"processes": [proc]}}}}
+            "spec": {"instance": n, "template": {"spec": {"processes": [proc]}}}}
+
+
+def deploy(daemon, sock, n, pidfile=False):
+    """Apply N sleepers; returns seconds until all N main processes are children of the daemon
+    (directly, or reparented to it), then waits for the daemon to settle (all Running)."""
     t0 = time.monotonic()
-    api(sock, "POST", "/v1/apply", json.dumps(spec).encode())
-    # All running: N main processes are children of the daemon (directly, or reparented to it).
-    while len(children(daemon.pid)) < N:
+    api(sock, "POST", "/v1/apply", json.dumps(sleeper_spec(n, pidfile)).encode())
+    while len(children(daemon.pid)) < n:
         time.sleep(0.001)
     t_all = time.monotonic() - t0
     # Let the daemon settle (Running transitions committed) before measuring respawns.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         states = api(sock, "GET", "/v1/instances?state=Running")["instances"]
-        if len(states) == N:
+        if len(states) == n:
             break
         time.sleep(0.05)
     time.sleep(1)
+    return t_all
+
+
+def respawn_latencies(daemon_pid, n, k):
+    """kill -9 one child K times; seconds until it is gone and N children are back (sorted)."""
     lat = []
-    for k in range(K):
-        before = children(daemon.pid)
-        victim = sorted(before)[k % len(before)]
+    for i in range(k):
+        before = children(daemon_pid)
+        victim = sorted(before)[i % len(before)]
         t1 = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         while True:
-            now = children(daemon.pid)
-            if victim not in now and len(now) == N:
+            now = children(daemon_pid)
+            if victim not in now and len(now) == n:
                 break
             time.sleep(0.0002)
         lat.append(time.monotonic() - t1)
         time.sleep(0.05)
-    rss = rss_mib(daemon.pid)
     lat.sort()
+    return lat
+
+
+def p99(lat):
+    return lat[max(0, int(len(lat) * 0.99) - 1)]
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    N = int(args[0]) if args else 500
+    K = int(args[1]) if len(args) > 1 else 50
+    PIDFILE = "--pidfile" in sys.argv
+    daemon, sock, parent = start_daemon("steward-bench-")
+    t_all = deploy(daemon, sock, N, PIDFILE)
+    lat = respawn_latencies(daemon.pid, N, K)
+    rss = rss_mib(daemon.pid)
     mode = "pidfile" if PIDFILE else "foreground"
     print(f"steward({mode}) N={N}: all-running {t_all*1000:.0f} ms; respawn p50 {statistics.median(lat)*1000:.2f} ms "
-          f"p99 {lat[max(0, int(len(lat)*0.99)-1)]*1000:.2f} ms; RSS {rss:.1f} MiB")
+          f"p99 {p99(lat)*1000:.2f} ms; RSS {rss:.1f} MiB")
     stop_everything(daemon, parent)
+
 
 if __name__ == "__main__":
     main()

@@ -26,7 +26,7 @@ if ! command -v systemd-analyze >/dev/null; then
     echo "check-systemd: installing systemd's tools (apt-get install systemd)"
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends systemd >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends systemd >/dev/null
 fi
 for tool in systemd-analyze systemd-tmpfiles systemd-sysusers; do
     command -v "$tool" >/dev/null || fail "$tool is not available"

@@ -38,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && own_policy=true
     fi
     apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" || status=$?
+    apt-get install -o DPkg::Lock::Timeout=600 -y -qq "${missing[@]}" || status=$?
     if $own_policy; then rm -f "$policy"; fi
     exit "${status:-0}"
 fi

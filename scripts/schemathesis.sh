@@ -38,7 +38,7 @@ if ! command -v schemathesis >/dev/null || ! schemathesis --version | grep -q 'v
     hash -r
 fi
 if ! command -v socat >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q socat >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -q socat >/dev/null
 fi
 schemathesis --version
 

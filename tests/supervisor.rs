@@ -190,12 +190,14 @@ async fn restart_delays_follow_interval_and_backoff() {
     assert_eq!(gaps.len(), 3, "three restarts: {mine:#?}");
     for (k, gap) in gaps.iter().enumerate() {
         let want = 1000 * (1 + k as u64);
-        assert!(*gap >= want && *gap < want + 400, "restart {}: waited {gap} ms, want {want} ms", k + 1);
+        // The policy is the lower bound; the upper one only tells consecutive steps apart (a
+        // Staging is journaled with the Starting after it, later still on a loaded machine).
+        assert!(*gap >= want && *gap < want + 900, "restart {}: waited {gap} ms, want {want} ms", k + 1);
     }
 }
 
-/// A crash loop with `interval: 0` (and a start that fails before any process runs) backs off
-/// from 100 ms, doubling, instead of restarting hundreds of times a second; a run of a second
+/// A crash loop with `interval: 0` (and a start that fails before any process runs) backs off,
+/// after three quick ends at once, from 100 ms doubling, instead of restarting hundreds of times a second; a run of a second
 /// or more is restarted at once again.
 #[tokio::test]
 async fn crash_loops_back_off_even_with_interval_zero() {
@@ -206,8 +208,8 @@ async fn crash_loops_back_off_even_with_interval_zero() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     for name in ["crashy", "nouser"] {
         let st = d.status(&id("test", name, 0)).await;
-        // 100 + 200 + 400 + 800 ms fit in 2.5 s, 1600 more do not.
-        assert!((4..=6).contains(&st.restarts), "{name}: {} restarts in 2.5 s: {st:?}", st.restarts);
+        // Three at once, then 100 + 200 + 400 + 800 ms fit in 2.5 s, 1600 more do not.
+        assert!((6..=9).contains(&st.restarts), "{name}: {} restarts in 2.5 s: {st:?}", st.restarts);
         assert!(st.message.contains("restart"), "{name}: {}", st.message);
     }
     assert!(d.status(&id("test", "nouser", 0)).await.message.contains("steward-no-such-user"));

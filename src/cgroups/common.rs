@@ -47,6 +47,22 @@ pub(crate) fn write(path: &Path, value: &str, op: &'static str) -> Result<(), Cg
     f.write_all(value.as_bytes()).map_err(CgroupError::io(op, path))
 }
 
+/// [`write`], unless the file already holds `value` (or what `same` accepts as it). Setting
+/// a cpu quota or period takes the kernel's global bandwidth lock (tg_set_bandwidth): writing
+/// "unlimited" over "unlimited" was a sixth of the daemon's CPU time when starting 500
+/// instances at once.
+pub(crate) fn write_if_changed(
+    path: &Path,
+    value: &str,
+    op: &'static str,
+    same: impl Fn(&str) -> bool,
+) -> Result<(), CgroupError> {
+    match fs::read_to_string(path) {
+        Ok(current) if current.trim() == value || same(current.trim()) => Ok(()),
+        _ => write(path, value, op),
+    }
+}
+
 /// Parses one unsigned integer file (memory.current, cpuacct.usage, ...).
 pub(crate) fn parse_u64(content: &str, path: &Path, op: &'static str) -> Result<u64, CgroupError> {
     content.trim().parse().map_err(|_| CgroupError::Parse { op, path: path.to_path_buf(), content: content.into() })

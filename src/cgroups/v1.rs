@@ -215,11 +215,19 @@ impl Cgroup for V1Cgroup {
         };
         if let Some((dir, quota)) = cpu {
             // Period first: the kernel validates the quota against the period in force.
-            common::write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string(), "set cpu period of")?;
-            common::write(&dir.join("cpu.cfs_quota_us"), &quota, "set cpu quota of")?;
+            let exact = |_: &str| false;
+            common::write_if_changed(
+                &dir.join("cpu.cfs_period_us"),
+                &CPU_PERIOD_US.to_string(),
+                "set cpu period of",
+                exact,
+            )?;
+            common::write_if_changed(&dir.join("cpu.cfs_quota_us"), &quota, "set cpu quota of", exact)?;
         }
         if let Some((dir, bytes)) = memory {
-            common::write(&dir.join("memory.limit_in_bytes"), &bytes, "set memory limit of")?;
+            // "-1" reads back as the largest page-aligned value: unlimited either way.
+            let unlimited = |cur: &str| bytes == "-1" && cur.parse::<u64>().is_ok_and(|v| v >= 1 << 62);
+            common::write_if_changed(&dir.join("memory.limit_in_bytes"), &bytes, "set memory limit of", unlimited)?;
         }
         Ok(())
     }

@@ -180,7 +180,7 @@ impl V2Cgroup {
         controller: &'static str,
     ) -> Result<(), CgroupError> {
         let path = self.dir.join(file);
-        match common::write(&path, value, "set limit") {
+        match common::write_if_changed(&path, value, "set limit", |_| false) {
             Err(e) if e.is_not_found() && self.dir.is_dir() => {
                 if limiting {
                     Err(CgroupError::Unavailable { op: "set limit", path, controller })

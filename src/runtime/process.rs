@@ -1,15 +1,15 @@
-//! Starting and signalling an instance's processes: `/bin/sh -c CMD` in its work dir, as its
-//! user, in a new session and its own cgroup, with its environment and log files.
+//! Starting and signalling an instance's processes: `/bin/sh -c CMD` (or CMD's program itself)
+//! in its work dir, as its user, in a new session and its own cgroup, with its environment and
+//! log files.
 
 use super::reaper::{ExitWatch, Reaper};
+use super::spawn::{Credentials, Prepared};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -67,68 +67,26 @@ pub struct Launch<'a> {
     pub cgroup_join: Vec<OwnedFd>,
 }
 
-/// Starts `sh -c command`; returns its pid and a watch on its exit (from the one reaper).
+/// Starts `sh -c command` (or the program itself when the command is one plain call, see
+/// [`super::command`]); returns its pid and a watch on its exit (from the one reaper).
 pub fn launch(reaper: &Reaper, l: Launch<'_>) -> io::Result<(i32, ExitWatch)> {
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(l.command)
-        .current_dir(l.work_dir)
-        .env_clear()
-        .env("PATH", DEFAULT_PATH)
-        .env("HOME", &l.user.home)
-        .env("USER", &l.user.name)
-        .env("LOGNAME", &l.user.name)
-        .env("SHELL", "/bin/sh")
-        .envs(l.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(l.stdout)
-        .stderr(l.stderr);
-    let join: Vec<RawFd> = l.cgroup_join.iter().map(AsRawFd::as_raw_fd).collect();
-    let (uid, gid, groups, switch_user) = (l.user.uid, l.user.gid, l.user.groups.clone(), !l.user.is_root());
-    // SAFETY: the closure runs in the forked child before exec and only makes system calls on
-    // data prepared before the fork (no allocation, no locks).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            for fd in &join {
-                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            // The daemon protects itself from the OOM killer (OOMScoreAdjust); its workloads
-            // must not inherit that. Raising the score needs no privilege.
-            let oom = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if oom >= 0 {
-                libc::write(oom, b"0".as_ptr().cast(), 1);
-                libc::close(oom);
-            }
-            if switch_user {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                drop_capabilities()?;
-            }
-            Ok(())
-        });
-    }
-    let result = reaper.spawn(|| cmd.spawn().map(|child| child.id() as i32));
-    drop(l.cgroup_join);
-    result
-}
-
-/// A non-root workload keeps no capability: setuid already empties the permitted and effective
-/// sets, and the ambient and inheritable sets are cleared so exec cannot bring any back.
-fn drop_capabilities() -> io::Result<()> {
-    use caps::CapSet;
-    for set in [CapSet::Ambient, CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
-        caps::clear(None, set).map_err(|e| io::Error::other(e.to_string()))?;
-    }
-    Ok(())
+    let path = l.env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let argv = super::command::direct_argv(l.command, path, l.work_dir)
+        .unwrap_or_else(|| vec!["/bin/sh".to_string(), "-c".to_string(), l.command.to_string()]);
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), DEFAULT_PATH.into()),
+        ("HOME".into(), l.user.home.to_string_lossy().into_owned()),
+        ("USER".into(), l.user.name.clone()),
+        ("LOGNAME".into(), l.user.name.clone()),
+        ("SHELL".into(), "/bin/sh".into()),
+    ];
+    env.extend(l.env.iter().cloned());
+    let credentials =
+        (!l.user.is_root()).then(|| Credentials { uid: l.user.uid, gid: l.user.gid, groups: l.user.groups.clone() });
+    // argv[0] is the program's path for a direct call and "/bin/sh" for the shell: exec it.
+    let program = argv[0].clone();
+    let prepared = Prepared::new(&program, &argv, &env, l.work_dir, l.stdout, l.stderr, l.cgroup_join, credentials)?;
+    reaper.spawn(|| prepared.spawn())
 }
 
 /// A pidfd: a handle on one process that survives pid reuse. Readable when it exits.

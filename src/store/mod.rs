@@ -53,10 +53,12 @@ use writer::{Reply, Request};
 pub const FILE_NAME: &str = "steward.redb";
 /// Default redb cache: small, the daemon's RSS target is 15 MiB at 500 instances.
 pub const DEFAULT_CACHE_BYTES: usize = 4 << 20;
-/// Default number of events a subscriber may fall behind before it sees `Lagged`.
-pub const DEFAULT_EVENT_BUFFER: usize = 1024;
+/// Default number of events a subscriber may fall behind before it sees `Lagged` (and reads
+/// the journal instead). Each held event is a JSON tree of a few KiB: 1024 of them were a
+/// fifth of the daemon's heap at 500 instances.
+pub const DEFAULT_EVENT_BUFFER: usize = 256;
 /// Default cap on the requests (and on the events) folded into one write transaction.
-pub const DEFAULT_MAX_GROUP: usize = 512;
+pub const DEFAULT_MAX_GROUP: usize = 128;
 
 /// On-disk layout version, kept in `_store`.
 const SCHEMA_VERSION: u64 = 1;

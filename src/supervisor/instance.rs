@@ -102,6 +102,13 @@ pub struct Actor {
     cgroup_limits: Option<crate::cgroups::Limits>,
     /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
     resumed: Option<oneshot::Sender<()>>,
+    /// Transitions into Staging taken but not yet committed: when staging is local work only
+    /// (nothing to fetch), they are committed together with the Starting that follows it, so a
+    /// respawn costs one fsync before its spawn (docs/design.md, "Durability").
+    unjournaled: Vec<serde_json::Value>,
+    /// Why the current processes ended, beyond their exit status (an OOM kill): put in front of
+    /// the next transition's message.
+    end_note: Option<String>,
 }
 
 impl Actor {
@@ -132,6 +139,8 @@ impl Actor {
             users: Vec::new(),
             cgroup_limits: None,
             resumed: None,
+            unjournaled: Vec::new(),
+            end_note: None,
         };
         (actor, tx, status_rx)
     }
@@ -145,7 +154,7 @@ impl Actor {
 
     /// Runs the instance until it is deleted or the supervisor goes away.
     pub async fn run(mut self) {
-        self.resume().await;
+        Box::pin(self.resume()).await;
         while !self.deleted {
             let msg = match self.rec.state {
                 State::Backoff { until_ms } => {
@@ -153,8 +162,8 @@ impl Actor {
                     tokio::select! {
                         m = self.rx.recv() => m,
                         _ = tokio::time::sleep(wait) => {
-                            if self.apply(Event::RestartDue).await {
-                                self.start_flow().await;
+                            if Box::pin(self.apply(Event::RestartDue)).await {
+                                Box::pin(self.start_flow()).await;
                             }
                             continue;
                         }
@@ -162,20 +171,20 @@ impl Actor {
                 }
                 // A restart taken at once (see apply) leaves the instance Staging: start it.
                 State::Staging => {
-                    self.start_flow().await;
+                    Box::pin(self.start_flow()).await;
                     continue;
                 }
                 _ => self.rx.recv().await,
             };
             let Some(msg) = msg else { return };
             match msg {
-                Msg::Request(cmd, reply) => self.handle(cmd, reply).await,
+                Msg::Request(cmd, reply) => Box::pin(self.handle(cmd, reply)).await,
                 Msg::MainExited { generation, index, status } if generation == self.generation => {
-                    self.on_main_exit(index, status).await;
+                    Box::pin(self.on_main_exit(index, status)).await;
                 }
                 Msg::MainExited { .. } => {}
                 Msg::Checked { generation, index, outcome } if generation == self.generation => {
-                    self.on_checked(index, outcome).await;
+                    Box::pin(self.on_checked(index, outcome)).await;
                 }
                 Msg::Checked { .. } => {}
             }
@@ -708,11 +717,13 @@ impl Actor {
         let oom = self.oom_killed();
         // As systemd does when a service's main process ends: the rest of its processes go too.
         self.kill_all_processes().await;
-        self.apply(Event::MainExited { status }).await;
-        if let Some(why) = oom {
-            self.rec.message = format!("{why}; {}", self.rec.message);
-            self.commit_event("oomKilled", serde_json::json!({"reason": why})).await;
+        // The OOM kill is part of the end: the same commit says so, never a later one.
+        let mut noted = Vec::new();
+        if let Some(why) = &oom {
+            noted.push(serde_json::json!({"instance": self.rec.key(), "type": "oomKilled", "detail": {"reason": why}}));
         }
+        self.end_note = oom;
+        self.apply_noting(Event::MainExited { status }, noted).await;
     }
 
     /// Whether the kernel's OOM killer struck this instance since its processes started.
@@ -912,13 +923,33 @@ impl Actor {
     /// Returns whether the transition happened. A restart due at once (Backoff with no delay)
     /// is taken in the same commit: Backoff and Staging are both durable before staging acts.
     async fn apply(&mut self, event: Event) -> bool {
-        let Some(first) = self.transition(&event) else { return false };
+        self.apply_noting(event, Vec::new()).await
+    }
+
+    /// [`Self::apply`] with more events journaled in the same commit, after the transition's.
+    async fn apply_noting(&mut self, event: Event, noted: Vec<serde_json::Value>) -> bool {
+        let Some(first) = self.transition(&event) else {
+            self.end_note = None;
+            return false;
+        };
         let mut events = vec![first];
+        events.extend(noted);
         if matches!(self.rec.state, State::Backoff { until_ms } if until_ms <= self.rec.updated_ms) {
             events.extend(self.transition(&Event::RestartDue));
         }
+        if self.rec.state == State::Staging && !self.needs_fetch() {
+            // Staging without a fetch only prepares (directories, cgroup, secret files), all of
+            // it redone by any resume: it may go first, and its commit rides with Starting's.
+            self.unjournaled.extend(events);
+            return true;
+        }
         self.persist(events).await;
         true
+    }
+
+    /// Whether staging downloads anything (then it is long, and Staging is committed first).
+    fn needs_fetch(&self) -> bool {
+        self.spec.spec.spec.template.spec.processes.iter().any(|p| !p.uris.is_empty())
     }
 
     /// The state machine's step applied to the record in memory; returns the event to journal.
@@ -948,6 +979,9 @@ impl Actor {
             (State::Exited { status }, _) => status.to_string(),
             _ => String::new(),
         };
+        if let Some(note) = self.end_note.take() {
+            self.rec.message = format!("{note}; {}", self.rec.message);
+        }
         if !step.next.has_processes() {
             self.rec.mains.clear();
         }
@@ -976,6 +1010,7 @@ impl Actor {
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
     async fn persist(&mut self, events: Vec<serde_json::Value>) {
+        let events: Vec<_> = self.unjournaled.drain(..).chain(events).collect();
         let value = serde_json::to_value(&self.rec).expect("record serializes");
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
@@ -1004,7 +1039,11 @@ impl Actor {
     async fn delete(&mut self) {
         let key = self.rec.key();
         let body = serde_json::json!({"instance": key, "type": "deleted"});
-        let mut batch = Batch::new().delete(Table::Instances, &key).event(body);
+        let mut batch = Batch::new();
+        for e in self.unjournaled.drain(..) {
+            batch.push_event(e);
+        }
+        let mut batch = batch.delete(Table::Instances, &key).event(body);
         let released = self.shared.ports.lock().expect("ports lock").release(&key, &mut batch);
         if !released.is_empty() {
             tracing::info!(instance = %self.rec.id, "released ports {released:?}");

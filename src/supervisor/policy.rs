@@ -8,7 +8,10 @@ pub const RESET_AFTER_MS: u64 = 30 * 60 * 1000;
 
 /// An end this soon after the start (or a start that never ran a process) is a quick end.
 pub const QUICK_END_MS: u64 = 1000;
-/// The least delay after the first quick end in a row; it doubles with each further one...
+/// Quick ends in a row that are still restarted without a floor (as systemd's start burst):
+/// an operator killing a process just started is not a crash loop.
+pub const QUICK_BURST: u32 = 3;
+/// The least delay after the burst; it doubles with each further quick end in a row...
 pub const QUICK_FLOOR_MS: u64 = 100;
 /// ...up to this. A crash loop with `interval: 0` (or a missing secret, a bad user) would
 /// otherwise restart hundreds of times a second, each a durable commit and an event.
@@ -41,13 +44,14 @@ impl RestartCounter {
         self.running_since_ms.is_none_or(|since| now_ms.saturating_sub(since) < QUICK_END_MS)
     }
 
-    /// The least restart delay for an end at `now_ms`: 0 after a run of a second or more,
-    /// else 100 ms doubling with each quick end in a row, at most 10 s.
+    /// The least restart delay for an end at `now_ms`: 0 after a run of a second or more and
+    /// for the first quick ends in a row, then 100 ms doubling with each one, at most 10 s.
     pub fn floor_ms(&self, now_ms: u64) -> u64 {
-        if !self.ends_quickly(now_ms) {
+        if !self.ends_quickly(now_ms) || self.quick_ends < QUICK_BURST {
             return 0;
         }
-        QUICK_FLOOR_MS.saturating_mul(1 << self.quick_ends.min(16)).min(QUICK_FLOOR_MAX_MS)
+        let doublings = (self.quick_ends - QUICK_BURST).min(16);
+        QUICK_FLOOR_MS.saturating_mul(1 << doublings).min(QUICK_FLOOR_MAX_MS)
     }
 
     /// Records that a restart was scheduled at `now_ms`.
@@ -143,7 +147,7 @@ mod tests {
         let eager = p(RestartPolicyKind::Always, 0, 0, 0);
         let mut c = RestartCounter::default();
         let mut delays = Vec::new();
-        for _ in 0..10 {
+        for _ in 0..12 {
             // Started, and dead 10 ms later.
             c.running_since_ms = Some(1_000_000);
             match decide(&eager, &c, false, 1_000_010) {
@@ -152,7 +156,7 @@ mod tests {
             }
             c.count_restart(1_000_010);
         }
-        assert_eq!(delays, vec![100, 200, 400, 800, 1_600, 3_200, 6_400, 10_000, 10_000, 10_000]);
+        assert_eq!(delays, vec![0, 0, 0, 100, 200, 400, 800, 1_600, 3_200, 6_400, 10_000, 10_000]);
         // A start that never ran a process is quick too.
         assert_eq!(decide(&eager, &c, false, 5), Decision::Restart { delay_ms: 10_000 });
         // A run of a second: restarted at once, and the floor starts over.

@@ -1,0 +1,358 @@
+//! Starting a program the way `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)`, so the child
+//! borrows the daemon's memory until it execs instead of copying it.
+//!
+//! `fork()` of a daemon that supervises thousands of instances copies tens of MiB of page
+//! tables, then makes every page copy-on-write for both sides until the child execs; on this
+//! daemon that was most of the cost of a start or a respawn (perf: `copy_page_range`,
+//! `do_wp_page`, `exit_mmap`). A vfork child costs the same whatever the daemon's size.
+//!
+//! The child shares the daemon's memory and runs on its own small stack while the calling
+//! thread waits. It therefore only makes system calls on data prepared before the clone: no
+//! allocation, no locks, and no glibc wrapper that talks to the parent's threads (glibc's
+//! `setuid` family signals every thread of the process: the raw system calls change only the
+//! child). Every signal is blocked around the clone, so no handler of the daemon runs in the
+//! child; the child resets every handler to the default and unblocks all signals before exec,
+//! as systemd does for its services.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The user switch of the child: supplementary groups, gid, uid, then no capability.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+}
+
+/// Everything the child needs, built (and allocated) before the clone.
+pub struct Prepared {
+    program: CString,
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    _envp: Vec<CString>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    cwd: CString,
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    cgroup_join: Vec<OwnedFd>,
+    credentials: Option<Credentials>,
+}
+
+/// The steps of the child, for the error message when one fails.
+const STEPS: [&str; 9] = [
+    "",
+    "cannot start a new session",
+    "cannot join the instance's cgroup",
+    "cannot redirect standard input and output",
+    "cannot enter the work directory",
+    "cannot set the supplementary groups",
+    "cannot switch group",
+    "cannot switch user",
+    "cannot execute",
+];
+const STEP_SETSID: i32 = 1;
+const STEP_CGROUP: i32 = 2;
+const STEP_STDIO: i32 = 3;
+const STEP_CHDIR: i32 = 4;
+const STEP_SETGROUPS: i32 = 5;
+const STEP_SETGID: i32 = 6;
+const STEP_SETUID: i32 = 7;
+const STEP_EXEC: i32 = 8;
+
+/// Child stack: the child calls a handful of system calls from one small frame.
+const CHILD_STACK: usize = 64 * 1024;
+
+impl Prepared {
+    /// `program` is executed as is (an absolute path, or relative to `cwd`): no PATH search.
+    /// `env` is the whole environment; a later entry replaces an earlier one of the same name.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        program: &str,
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        stdout: File,
+        stderr: File,
+        cgroup_join: Vec<OwnedFd>,
+        credentials: Option<Credentials>,
+    ) -> io::Result<Prepared> {
+        let cstr = |s: &[u8], what: &str| {
+            CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} has a NUL byte")))
+        };
+        let program = cstr(program.as_bytes(), "the program")?;
+        let argv = argv.iter().map(|a| cstr(a.as_bytes(), "an argument")).collect::<io::Result<Vec<_>>>()?;
+        let mut merged: Vec<(&str, &str)> = Vec::with_capacity(env.len());
+        for (k, v) in env {
+            match merged.iter_mut().find(|(name, _)| name == k) {
+                Some(slot) => slot.1 = v,
+                None => merged.push((k, v)),
+            }
+        }
+        let envp = merged
+            .iter()
+            .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "an environment variable"))
+            .collect::<io::Result<Vec<_>>>()?;
+        let cwd = cstr(cwd.as_os_str().as_bytes(), "the work directory")?;
+        let null = File::open("/dev/null")?;
+        let pointers = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain([std::ptr::null()]).collect();
+        Ok(Prepared {
+            argv_ptrs: pointers(&argv),
+            envp_ptrs: pointers(&envp),
+            program,
+            _argv: argv,
+            _envp: envp,
+            cwd,
+            stdin: above_stdio(null.into())?,
+            stdout: above_stdio(stdout.into())?,
+            stderr: above_stdio(stderr.into())?,
+            cgroup_join,
+            credentials,
+        })
+    }
+
+    /// Starts the program; returns its pid once it has exec'd (the calling thread waits for
+    /// that, as with vfork). A failure before exec comes back as an error naming the step; the
+    /// failed child exits 127 and is reaped like any other.
+    pub fn spawn(&self) -> io::Result<i32> {
+        let mut stack = vec![0u8; CHILD_STACK];
+        let shared = ChildArgs { prepared: self, errno: AtomicI32::new(0), step: AtomicI32::new(0) };
+        // SAFETY: the child runs `child_main` on `stack` with `shared`, both alive until clone
+        // returns (CLONE_VFORK: after the child's exec or exit). Signals are blocked meanwhile
+        // so that none of the daemon's handlers runs on the child's stack.
+        let pid = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let top = stack.as_mut_ptr().add(stack.len());
+            let top = top.sub(top as usize % 16);
+            let pid = libc::clone(
+                child_main,
+                top.cast(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&shared as *const ChildArgs).cast_mut().cast(),
+            );
+            let clone_error = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            if pid < 0 {
+                return Err(clone_error);
+            }
+            pid
+        };
+        let errno = shared.errno.load(Ordering::Acquire);
+        if errno != 0 {
+            let step = STEPS.get(shared.step.load(Ordering::Acquire) as usize).copied().unwrap_or("cannot start");
+            let os = io::Error::from_raw_os_error(errno);
+            return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
+        }
+        Ok(pid)
+    }
+}
+
+/// Moves a descriptor to 3 or above, so that placing the three standard ones never overwrites
+/// another of them (a daemon started with a closed stdin would open /dev/null as 0).
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor that we own.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(new) })
+}
+
+struct ChildArgs<'a> {
+    prepared: &'a Prepared,
+    errno: AtomicI32,
+    step: AtomicI32,
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct sigaction` as the kernel takes it on x86-64 (not glibc's layout). Only ever passed
+/// all zero (SIG_DFL, no flags, empty mask), so arches without `sa_restorer` read zeros too.
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// The child: system calls only, on memory prepared by the parent.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `ChildArgs`, alive while the parent waits (CLONE_VFORK).
+    let args = unsafe { &*(arg as *const ChildArgs) };
+    let p = args.prepared;
+    let fail = |step: i32| -> libc::c_int {
+        // SAFETY: reads the thread's errno; _exit ends the child without running anything of
+        // the parent's (no atexit handlers, no stdio flush).
+        unsafe {
+            args.errno.store(*libc::__errno_location(), Ordering::Release);
+            args.step.store(step, Ordering::Release);
+            libc::_exit(127)
+        }
+    };
+    // SAFETY: every call below is a plain system call on prepared data (see the module docs).
+    unsafe {
+        // The raw call: glibc's sigaction refuses the two signals it keeps for itself, which
+        // may still be ignored by whoever started the daemon.
+        let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+        for sig in 1..=64 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::syscall(libc::SYS_rt_sigaction, sig, &default, std::ptr::null_mut::<KernelSigaction>(), 8);
+            }
+        }
+        if libc::setsid() < 0 {
+            return fail(STEP_SETSID);
+        }
+        for fd in &p.cgroup_join {
+            if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                return fail(STEP_CGROUP);
+            }
+        }
+        // The daemon protects itself from the OOM killer (OOMScoreAdjust); its workloads must
+        // not inherit that. Lowering protection needs no privilege; failing it is harmless.
+        let oom = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if oom >= 0 {
+            libc::write(oom, b"0".as_ptr().cast(), 1);
+            libc::close(oom);
+        }
+        for (fd, target) in [(&p.stdin, 0), (&p.stdout, 1), (&p.stderr, 2)] {
+            if libc::dup2(fd.as_raw_fd(), target) < 0 {
+                return fail(STEP_STDIO);
+            }
+        }
+        if libc::chdir(p.cwd.as_ptr()) < 0 {
+            return fail(STEP_CHDIR);
+        }
+        if let Some(c) = &p.credentials {
+            if libc::syscall(libc::SYS_setgroups, c.groups.len(), c.groups.as_ptr()) < 0 {
+                return fail(STEP_SETGROUPS);
+            }
+            if libc::syscall(libc::SYS_setresgid, c.gid, c.gid, c.gid) < 0 {
+                return fail(STEP_SETGID);
+            }
+            if libc::syscall(libc::SYS_setresuid, c.uid, c.uid, c.uid) < 0 {
+                return fail(STEP_SETUID);
+            }
+            // setresuid away from root already empties the permitted and effective sets (and so
+            // the ambient one); the inheritable set survives it: clear everything explicitly so
+            // that exec cannot bring a capability back.
+            let header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
+            let none = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+            if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) < 0 {
+                return fail(STEP_SETUID);
+            }
+            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        }
+        let empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::execve(p.program.as_ptr(), p.argv_ptrs.as_ptr(), p.envp_ptrs.as_ptr());
+        fail(STEP_EXEC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn wait(pid: i32) -> i32 {
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        status
+    }
+
+    fn spawn_sh(script: &str, env: &[(String, String)], cwd: &Path) -> (io::Result<i32>, tempfile::NamedTempFile) {
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let argv = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+        let p =
+            Prepared::new("/bin/sh", &argv, env, cwd, out.reopen().unwrap(), out.reopen().unwrap(), Vec::new(), None)
+                .unwrap();
+        (p.spawn(), out)
+    }
+
+    #[test]
+    fn runs_with_exactly_the_given_environment_directory_and_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = vec![
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            ("A".to_string(), "1".to_string()),
+            ("A".to_string(), "2".to_string()),
+        ];
+        let (pid, mut out) =
+            spawn_sh("env | sort; pwd; [ \"$(cut -d' ' -f6 /proc/$$/stat)\" = $$ ] && echo leader", &env, dir.path());
+        let pid = pid.unwrap();
+        assert_eq!(wait(pid), 0);
+        let mut text = String::new();
+        out.as_file_mut().read_to_string(&mut text).unwrap();
+        assert!(text.contains("A=2\n") && !text.contains("A=1"), "{text}");
+        assert!(text.contains(&format!("{}\n", dir.path().display())), "{text}");
+        assert!(text.contains("leader"), "a new session: {text}");
+        assert!(!text.contains("HOME="), "nothing inherited from the daemon: {text}");
+    }
+
+    #[test]
+    fn signals_are_default_and_unblocked_in_the_child() {
+        // The parent (this test thread) ignores SIGPIPE as every Rust program does; the child
+        // must not: a shell in a broken pipe has to die of it.
+        let dir = tempfile::tempdir().unwrap();
+        let (pid, mut out) = spawn_sh("grep -E '^(SigIgn|SigBlk)' /proc/self/status", &[], dir.path());
+        assert_eq!(wait(pid.unwrap()), 0);
+        let mut text = String::new();
+        out.as_file_mut().read_to_string(&mut text).unwrap();
+        assert!(text.contains("SigIgn:\t0000000000000000"), "{text}");
+        assert!(text.contains("SigBlk:\t0000000000000000"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_exec_or_chdir_is_an_error_naming_the_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let missing = Prepared::new(
+            "/nonexistent/program",
+            &["program".to_string()],
+            &[],
+            dir.path(),
+            out.reopen().unwrap(),
+            out.reopen().unwrap(),
+            Vec::new(),
+            None,
+        )
+        .unwrap();
+        let e = missing.spawn().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().starts_with("cannot execute: "), "{e}");
+        let (e, _) = spawn_sh("true", &[], Path::new("/nonexistent/dir"));
+        let e = e.unwrap_err();
+        assert!(e.to_string().starts_with("cannot enter the work directory: "), "{e}");
+        // The failed children exited 127 and stay zombies until this test process ends: a
+        // waitpid(-1) here would steal other tests' children.
+    }
+}
