@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Steward's deb (cargo-deb) and rpm (cargo-generate-rpm) from one release build.
 #
-#   scripts/package.sh [--deb-version VERSION] [--no-rpm] [--out DIR]
+#   scripts/package.sh [--deb-version VERSION] [--rpm-release N] [--no-rpm] [--no-deb] [--out DIR]
 #
 # Steps: installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked, kept in
 # ~/.cargo/bin for the next run); builds the release binaries (incremental: a second run with
@@ -10,18 +10,23 @@
 # hand-written man/*.5), bash/zsh/fish completions, the example package, the maintainer
 # scripts; then packs. Prints the paths of the packages it wrote (default DIR: target/package/out).
 #
-# --deb-version sets the deb's full version (e.g. 0.1.0-2: the same build as a higher version,
-# which is how the upgrade test makes one). See docs/packaging.md.
+# --deb-version sets the deb's full version (e.g. 0.1.0-2), --rpm-release the rpm's release
+# (e.g. 2): the same build as a higher version, which is how the upgrade tests make one.
+# See docs/packaging.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deb_version=""
+rpm_release=""
 rpm=true
+deb=true
 out=target/package/out
 while [ $# -gt 0 ]; do
     case "$1" in
     --deb-version) deb_version="$2"; shift 2 ;;
+    --rpm-release) rpm_release="$2"; shift 2 ;;
     --no-rpm) rpm=false; shift ;;
+    --no-deb) deb=false; shift ;;
     --out) out="$2"; shift 2 ;;
     *) echo "package.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
     esac
@@ -41,7 +46,7 @@ say "building the release binaries"
 cargo build --release --locked --quiet --bins
 
 stage=target/package
-rm -rf "${stage:?}/man" "$stage/completions" "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin"
+rm -rf "${stage:?}"/{man,completions,deb-scripts,rpm-scripts,bin}
 mkdir -p "$stage/man/man1" "$stage/man/man5" "$stage/man/man8" "$stage/completions" \
     "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin" "$out"
 
@@ -83,15 +88,24 @@ deb_args=(--no-build --locked --output "$out")
 if [ -n "$deb_version" ]; then
     deb_args+=(--deb-version "$deb_version")
 fi
-say "packing the deb"
-cargo deb "${deb_args[@]}"   # prints the deb's path
+if $deb; then
+    say "packing the deb"
+    cargo deb "${deb_args[@]}" # prints the deb's path
+fi
 
 if $rpm; then
     # cargo-deb strips its copies; cargo-generate-rpm packs files as they are.
     for bin in stewardd steward steward-sched; do
         strip --strip-unneeded -o "$stage/bin/$bin" "target/release/$bin"
     done
+    rpm_args=(--output "$out")
+    if [ -n "$rpm_release" ]; then
+        rpm_args+=(--set-metadata "release = \"$rpm_release\"")
+    fi
     say "packing the rpm"
-    cargo generate-rpm --output "$out" >&2
-    ls -t "$out"/steward-*.rpm | head -n 1
+    cargo generate-rpm "${rpm_args[@]}" >&2
+    version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+    rpm_file="$out/steward-$version-${rpm_release:-1}.$(uname -m).rpm"
+    [ -f "$rpm_file" ] || { say "cargo generate-rpm did not write $rpm_file"; exit 1; }
+    echo "$rpm_file"
 fi

@@ -11,7 +11,10 @@
 #   4. upgrade: dpkg -i of the higher version restarts the running daemon in place (SIGUSR2 from
 #      the postinst): same daemon pid, new binary, every instance re-adopted with the same pid;
 #   5. dpkg -r stops the daemon only and keeps the state: reinstalled, the daemon finds the same
-#      instances with the same pids; dpkg -P deletes the state.
+#      instances with the same pids; dpkg -P deletes the state;
+#   6. the rpm's scriptlets, run for real by Debian's rpm (--nodeps: its database knows none of
+#      the system's packages): install enables and creates, an upgrade to release 2 restarts the
+#      daemon in place keeping every instance, erase stops the daemon and keeps the state.
 # The machine is left as found: instances deleted, package purged, and the steward group and
 # cgroups removed if this test made them. See docs/packaging.md.
 set -euo pipefail
@@ -53,6 +56,7 @@ fi
 group_existed=false
 getent group steward >/dev/null && group_existed=true
 cgroups_before="$(ls -d /sys/fs/cgroup/steward /sys/fs/cgroup/*/steward 2>/dev/null || true)"
+rpmdb_before="$(ls -A /var/lib/rpm 2>/dev/null || true)"
 
 cleanup() {
     status=$?
@@ -65,7 +69,13 @@ cleanup() {
     if dpkg-query -W -f='${Status}' steward 2>/dev/null | grep -qv 'not-installed'; then
         dpkg -P steward >/dev/null 2>&1
     fi
+    if rpm -q steward >/dev/null 2>&1; then
+        rpm -e --nodeps steward >/dev/null 2>&1
+        rm -rf /var/lib/steward /run/steward /etc/steward
+    fi
     $group_existed || groupdel steward 2>/dev/null
+    # Debian's rpm had an empty database before: leave none behind.
+    [ -z "$rpmdb_before" ] && [ -d /var/lib/rpm ] && find /var/lib/rpm -mindepth 1 -delete
     for cg in /sys/fs/cgroup/steward /sys/fs/cgroup/*/steward; do
         [ -d "$cg" ] && ! grep -qxF "$cg" <<<"$cgroups_before" && rmdir "$cg" 2>/dev/null
     done
@@ -231,5 +241,40 @@ done
 dpkg-query -W -f='${Status}' steward 2>/dev/null | grep -q 'not-installed' ||
     [ -z "$(dpkg-query -W -f='${Status}' steward 2>/dev/null)" ] || fail "steward is still known to dpkg"
 ok "dpkg -P removed /var/lib/steward, /etc/steward, /run/steward and the unit's symlinks"
+
+# ---- 6. the rpm's scriptlets ---------------------------------------------------------------
+rpm2="$(bash scripts/package.sh --no-deb --rpm-release 2 --out "$work/rpm2" | grep '\.rpm$')"
+run_rpm() { # Debian's rpm warns that alien is the way; --nodeps: its database is empty
+    rpm --nodeps "$@" >"$work/rpm.log" 2>&1 || { cat "$work/rpm.log" >&2; fail "rpm $*"; }
+}
+run_rpm -i "$rpm1"
+getent group steward >/dev/null || fail "%post did not create group steward"
+[ "$(stat -c %a /var/lib/steward/state)" = 700 ] || fail "%post did not create /var/lib/steward/state"
+if command -v systemctl >/dev/null; then
+    [ -L /etc/systemd/system/multi-user.target.wants/stewardd.service ] || fail "%post did not enable the unit"
+fi
+[ -z "$(installed_daemons)" ] || fail "rpm -i started stewardd (it must only be enabled)"
+start_daemon
+/usr/bin/steward apply -f /usr/share/doc/steward/examples/ticker.toml --wait --timeout 60 >/dev/null ||
+    fail "steward apply (rpm install)"
+instances >"$work/rpm-before"
+rpm_daemon="$daemon"
+run_rpm -U "$rpm2"
+grep -q "restarting pid $daemon in place" "$work/rpm.log" || { cat "$work/rpm.log" >&2; fail "%post (upgrade) did not restart the daemon"; }
+[ "$(rpm -q --qf '%{RELEASE}' steward)" = 2 ] || fail "rpm -U did not install release 2"
+[ "$(readlink "/proc/$daemon/exe")" = /usr/bin/stewardd ] || fail "pid $daemon does not run the new /usr/bin/stewardd"
+instances >"$work/rpm-after"
+diff "$work/rpm-before" "$work/rpm-after" >&2 || fail "instances changed across rpm -U"
+/usr/bin/steward delete --all --timeout 30 >/dev/null || fail "steward delete --all (rpm)"
+run_rpm -e steward
+for _ in $(seq 1 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$daemon" 2>/dev/null && fail "rpm -e did not stop the daemon"
+wait "$daemon" || fail "the daemon exited with status $? on rpm -e"
+daemon=""
+[ ! -e /usr/bin/stewardd ] || fail "rpm -e left /usr/bin/stewardd"
+[ -n "$(ls -A /var/lib/steward/state)" ] || fail "rpm -e deleted the state"
+[ ! -L /etc/systemd/system/multi-user.target.wants/stewardd.service ] || fail "rpm -e left the unit enabled"
+rm -rf /var/lib/steward /run/steward /etc/steward # rpm has no purge
+ok "rpm: %post enabled and created, upgrade to release 2 restarted pid $rpm_daemon in place keeping the instance's pid, erase stopped it and kept the state"
 
 echo "test-package: $passed passed, 0 failed"
