@@ -44,10 +44,11 @@ steward_daemon_cli_args() {
         flag != "" { print flag "=" $0; flag = "" }'
 }
 
-# Without systemd: restart every running stewardd in place (SIGUSR2: it shuts down, executes
-# the new /usr/bin/stewardd under the same pid, and re-adopts its instances, which keep
-# running throughout). Waits until each answers again; a failure is reported, not fatal, since
-# the instances are not affected.
+# After an upgrade: restart every running stewardd in place (SIGUSR2: it shuts down, executes
+# the new /usr/bin/stewardd under the same pid, and re-adopts its instances, which keep running
+# throughout). Under systemd that pid is the unit's main process, which says RELOADING=1 and
+# then READY=1, so the unit stays active. Waits until each answers again; a failure is
+# reported, not fatal, since the instances are not affected.
 steward_restart_in_place() {
     for pid in $(steward_daemon_pids); do
         case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in

@@ -73,8 +73,8 @@ changes are logged as waiting for a restart.
 \fBSIGUSR2\fR
 Restart in place: shut down like SIGTERM, then execute the daemon's binary again (its current
 file, e.g. a new version installed by a package upgrade) with the same arguments and environment
-and the same process ID. The new daemon re\-adopts every instance. Package upgrades use this
-when systemd is not the init system.
+and the same process ID. The new daemon re\-adopts every instance. Package upgrades use this.
+Under systemd it is a reload of the unit (RELOADING=1, then READY=1).
 .SH ENVIRONMENT
 .TP
 \fBSTEWARD_CONFIG\fR

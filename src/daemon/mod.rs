@@ -64,13 +64,17 @@ fn status_line(state: &AppState) -> String {
     format!("STATUS={running} of {} instance(s) running", list.len())
 }
 
+fn monotonic_usec() -> i64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000)
+        .unwrap_or(0)
+}
+
 /// SIGHUP: re-reads the configuration. Access rules and the node's labels and attributes take
 /// effect at once; the rest (socket, state, roots, cgroups) needs a restart, which is said.
 fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
     // systemd 253+ (Type=notify-reload) wants the monotonic time with RELOADING=1.
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000);
-    notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", now.unwrap_or(0)));
+    notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     match Config::load(path) {
         Ok(new) => {
             let mut needs_restart = Vec::new();
@@ -194,7 +198,12 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             }
         };
         tracing::info!(?ending, "stewardd stopping; instances keep running");
-        notify::notify("STOPPING=1");
+        match ending {
+            Ending::Stopped => notify::notify("STOPPING=1"),
+            // To systemd a restart in place is a reload of the same main pid: it waits for the
+            // new image's READY=1. The watchdog keeps running meanwhile, so ping it once more.
+            Ending::Restart => notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}\nWATCHDOG=1", monotonic_usec())),
+        }
         let _ = stopping.send(true);
         let _ = ending_tx.send(ending);
         // Connections get a moment to finish; a client that keeps one open cannot hold the
