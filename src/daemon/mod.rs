@@ -141,6 +141,13 @@ pub fn reexec() -> std::io::Error {
 }
 
 async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
+    // Handlers first: the default action of SIGTERM, SIGHUP and SIGUSR2 ends the process, and a
+    // reload or restart in place may be asked as soon as READY=1 is out (or even before, while
+    // the store opens); one that arrives early waits in its stream.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     let host_ip = config.host_ip().to_string();
     let supervisor = Supervisor::open(SupervisorConfig {
         state_dir: config.state_dir.clone(),
@@ -171,10 +178,6 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     ));
     let watchdog = notify::start_watchdog();
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut usr2 = signal(SignalKind::user_defined2())?;
     let (ending_tx, ending) = tokio::sync::oneshot::channel();
     let reload_state = state.clone();
     let config_path = config_path.map(Path::to_path_buf);
