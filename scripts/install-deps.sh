@@ -18,6 +18,14 @@ need ip iproute2                 # tests/sched_cluster.rs: hosts as network name
 need nsenter util-linux          # runs a daemon in a namespace, keeping its mounts (cgroups)
 # tests/sched_cluster.rs runs `python3 -m http.server` as a workload, on the daemon's PATH.
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# The package test (scripts/test-package.sh): building, linting, inspecting and installing.
+need strip binutils
+need dpkg-shlibdeps dpkg-dev    # cargo-deb's $auto dependencies
+need lintian lintian
+need rpm rpm                    # Debian's rpm: rpm -qlp / -qp --scripts
+need man man-db
+need curl curl
+dpkg-query -W -f='${Status}' groff 2>/dev/null | grep -q ' installed$' || missing+=(groff)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

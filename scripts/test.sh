@@ -10,4 +10,5 @@ cargo clippy --all-targets -- -D warnings
 cargo build --bin stewardd
 bash scripts/check-systemd.sh target/debug/stewardd
 bash scripts/schemathesis.sh          # fuzzes the real daemon against docs/openapi.json
+bash scripts/test-package.sh          # builds, lints, installs, upgrades and purges the packages
 cargo test --all-targets              # last, so its summary closes the output

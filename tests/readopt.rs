@@ -135,3 +135,45 @@ async fn sigterm_of_the_daemon_leaves_instances_running() {
     assert_eq!(st.pid, Some(pid));
     assert_eq!(st.restarts, 0);
 }
+
+/// SIGUSR2 (what a package upgrade sends when systemd is not the init system): the daemon shuts
+/// down, executes its binary again under the same pid, and re-adopts every instance — the same
+/// processes, no restart. Its instances were its children and still are: their exits are seen.
+#[tokio::test]
+async fn sigusr2_restarts_in_place_keeping_the_daemon_pid_and_every_instance() {
+    let d = Daemon::start("reexec");
+    d.apply_json(&spec(
+        "kept",
+        3,
+        json!({"startCmd": "exec sleep 1000", "procName": "sleep"}),
+        json!({"restartPolicy": {"policy": "Always"}}),
+    ))
+    .await;
+    let mut pids = BTreeMap::new();
+    for i in 0..3 {
+        pids.insert(i, d.wait_state(&id("test", "kept", i), Kind::Running, 20).await.pid.unwrap());
+    }
+    let daemon = d.pid();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon), nix::sys::signal::Signal::SIGUSR2).unwrap();
+    // The restart is done when the log says so twice over: the old image went, the new one is
+    // ready (its socket opens only once every instance is resumed).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while d.log().matches("stewardd ready").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no second start:\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(d.log().contains("restarting in place"), "{}", d.log());
+    assert_eq!(d.pid(), daemon);
+    assert!(alive(daemon), "the daemon's pid went away");
+    for (i, pid) in &pids {
+        let st = d.status(&id("test", "kept", *i)).await;
+        assert_eq!(st.state, State::Running, "instance {i}");
+        assert_eq!(st.pid, Some(*pid), "instance {i} kept its pid");
+        assert_eq!(st.restarts, 0, "instance {i} was not restarted");
+    }
+    // An instance that dies after the restart is seen (reaped by the new image) and restarted.
+    let victim = pids[&1];
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let again = d.wait(&id("test", "kept", 1), 15, |s| s.state.kind() == Kind::Running && s.pid != Some(victim)).await;
+    assert_eq!(again.restarts, 1);
+}

@@ -309,6 +309,31 @@ fn sd_notify_ready_watchdog_reload_and_stop() {
     d.child = None;
 }
 
+/// A restart in place (SIGUSR2, what package upgrades send) is a reload to systemd: RELOADING=1
+/// from the main pid, never STOPPING=1 (systemd would take the unit down), then READY=1 from the
+/// same pid, now the new image, and the watchdog pings go on.
+#[test]
+fn sd_notify_restart_in_place_is_a_reload_of_the_same_main_pid() {
+    let notify_dir = tempfile::tempdir().unwrap();
+    let notify_path = notify_dir.path().join("notify.sock");
+    let mut systemd = NotifySocket::bind(&notify_path);
+    let d = daemon_under_notify("notifyreexec", &notify_path, 2_000_000);
+    let pid = d.pid();
+    systemd.wait_for(pid, "READY=1", 30, |t| lines(t).contains(&"READY=1"));
+
+    kill(nix::unistd::Pid::from_raw(pid), Signal::SIGUSR2).unwrap();
+    systemd.wait_for(pid, "RELOADING=1 after SIGUSR2", 10, |t| {
+        assert!(!lines(t).contains(&"STOPPING=1"), "STOPPING=1 on a restart in place: {t:?}");
+        lines(t).contains(&"RELOADING=1")
+    });
+    systemd.wait_for(pid, "READY=1 from the new image", 20, |t| {
+        assert!(!lines(t).contains(&"STOPPING=1"), "STOPPING=1 on a restart in place: {t:?}");
+        lines(t).contains(&"READY=1")
+    });
+    assert!(d.log().contains("restarting in place"), "{}", d.log());
+    systemd.wait_for(pid, "WATCHDOG=1 after the restart", 5, |t| lines(t).contains(&"WATCHDOG=1"));
+}
+
 /// The unit protects stewardd with OOMScoreAdjust=; instances are forked by it and must not keep
 /// that protection, or the OOM killer would spare a runaway workload and kill the host's
 /// services instead.

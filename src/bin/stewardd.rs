@@ -18,8 +18,15 @@ fn main() {
     if let Some(socket) = args.socket {
         config.socket = socket;
     }
-    if let Err(e) = steward::daemon::run(config, args.config.as_deref()) {
-        eprintln!("stewardd: {e}");
-        std::process::exit(1);
+    match steward::daemon::run(config, args.config.as_deref()) {
+        Ok(steward::daemon::Ending::Stopped) => {}
+        Ok(steward::daemon::Ending::Restart) => {
+            eprintln!("stewardd: restart in place failed: {}", steward::daemon::reexec());
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("stewardd: {e}");
+            std::process::exit(1);
+        }
     }
 }

@@ -26,7 +26,11 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Node => node(&client, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
-        Command::Validate { .. } | Command::Render { .. } | Command::Completions { .. } | Command::Cert { .. } => {
+        Command::Validate { .. }
+        | Command::Render { .. }
+        | Command::Completions { .. }
+        | Command::Cert { .. }
+        | Command::Man { .. } => {
             unreachable!("handled without the daemon")
         }
     };

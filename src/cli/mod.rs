@@ -3,5 +3,6 @@
 
 pub mod commands;
 pub mod daemon;
+pub mod man;
 pub mod sched;
 pub mod steward;

@@ -140,6 +140,15 @@ pub enum Command {
         #[arg(long = "ip", value_name = "IP")]
         ips: Vec<IpAddr>,
     },
+    /// Write the man pages generated from these definitions into DIR (for packaging).
+    #[command(hide = true)]
+    Man {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The pages' date (YYYY-MM-DD), e.g. the release commit's.
+        #[arg(long)]
+        date: String,
+    },
     /// Show an instance's output (stdout and stderr logs).
     Logs {
         id: String,
@@ -233,6 +242,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "steward", &mut std::io::stdout());
+            Ok(exit::OK)
+        }
+        Command::Man { dir, date } => {
+            for page in super::man::write_pages(&dir, &date)? {
+                println!("{}", page.display());
+            }
             Ok(exit::OK)
         }
         other => {

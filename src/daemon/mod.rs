@@ -25,8 +25,18 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
-pub fn run(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
+/// How the daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM or SIGINT: the process exits.
+    Stopped,
+    /// SIGUSR2: the caller executes the daemon's binary again ([`reexec`]).
+    Restart,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT (or SIGUSR2, a restart in place). `config_path` is
+/// re-read on SIGHUP.
+pub fn run(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(serve(config, config_path))
 }
@@ -57,13 +67,17 @@ fn status_line(state: &AppState) -> String {
     format!("STATUS={running} of {} instance(s) running", list.len())
 }
 
+fn monotonic_usec() -> i64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000)
+        .unwrap_or(0)
+}
+
 /// SIGHUP: re-reads the configuration. Access rules and the node's labels and attributes take
 /// effect at once; the rest (socket, state, roots, cgroups) needs a restart, which is said.
 fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Path>, running: &Config) {
     // systemd 253+ (Type=notify-reload) wants the monotonic time with RELOADING=1.
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() * 1_000_000 + t.tv_nsec() / 1000);
-    notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", now.unwrap_or(0)));
+    notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     match Config::load(path) {
         Ok(new) => {
             let mut needs_restart = Vec::new();
@@ -119,7 +133,33 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
     notify::notify(&format!("READY=1\n{}", status_line(state)));
 }
 
-async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonError> {
+/// Restart in place: executes the daemon's binary file again — a package upgrade has replaced
+/// it, so `/proc/self/exe` reads "PATH (deleted)" and PATH is the new version — with the same
+/// arguments and environment. The pid stays, so whoever started the daemon (an init script, a
+/// container's entrypoint, a shell) still has it, and instances that were our children still
+/// are. Returns only if the exec failed.
+pub fn reexec() -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(e) => return e,
+    };
+    let exe = match exe.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+        Some(replaced) => std::path::PathBuf::from(replaced),
+        None => exe,
+    };
+    tracing::info!(binary = %exe.display(), "stewardd restarting in place");
+    std::process::Command::new(&exe).args(std::env::args_os().skip(1)).exec()
+}
+
+async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
+    // Handlers first: the default action of SIGTERM, SIGHUP and SIGUSR2 ends the process, and a
+    // reload or restart in place may be asked as soon as READY=1 is out (or even before, while
+    // the store opens); one that arrives early waits in its stream.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     let host_ip = config.host_ip().to_string();
     let supervisor = Supervisor::open(SupervisorConfig {
         state_dir: config.state_dir.clone(),
@@ -161,9 +201,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     ));
     let watchdog = notify::start_watchdog();
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let (ending_tx, ending) = tokio::sync::oneshot::channel();
     let reload_state = state.clone();
     let config_path = config_path.map(Path::to_path_buf);
     let running_config = config.clone();
@@ -175,22 +213,34 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             notify::notify(&status_line(&status_state));
         }
     });
+    let socket_path = config.socket.clone();
     let shutdown = async move {
-        loop {
+        let ending = loop {
             tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                _ = term.recv() => break Ending::Stopped,
+                _ = int.recv() => break Ending::Stopped,
+                _ = usr2.recv() => break Ending::Restart,
                 _ = hup.recv() => reload(&reload_state, guard.as_deref(), config_path.as_deref(), &running_config),
             }
+        };
+        tracing::info!(?ending, "stewardd stopping; instances keep running");
+        match ending {
+            Ending::Stopped => notify::notify("STOPPING=1"),
+            // To systemd a restart in place is a reload of the same main pid: it waits for the
+            // new image's READY=1. The watchdog keeps running meanwhile, so ping it once more.
+            Ending::Restart => notify::notify(&format!("RELOADING=1\nMONOTONIC_USEC={}\nWATCHDOG=1", monotonic_usec())),
         }
-        tracing::info!("stewardd stopping; instances keep running");
-        notify::notify("STOPPING=1");
         let _ = stopping.send(true);
+        let _ = ending_tx.send(ending);
         // Connections get a moment to finish; a client that keeps one open cannot hold the
         // daemon (systemd would wait out TimeoutStopSec and mark the unit failed).
-        tokio::spawn(async {
+        tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            tracing::warn!("connections still open after 5 s; exiting anyway");
+            tracing::warn!("connections still open after 5 s; ending anyway");
+            if ending == Ending::Restart {
+                let _ = std::fs::remove_file(&socket_path);
+                tracing::error!("restart in place failed: {}", reexec());
+            }
             std::process::exit(0);
         });
     };
@@ -202,7 +252,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
     status.abort();
     drop(watchdog);
     let _ = std::fs::remove_file(&config.socket);
-    Ok(())
+    Ok(ending.await.unwrap_or(Ending::Stopped))
 }
 
 /// Starts the remote listener (TLS, bearer tokens, rate and size limits) on `addr`; it stops
