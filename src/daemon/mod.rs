@@ -124,6 +124,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<(), DaemonE
             repository: config.package_repository.clone(),
             ..crate::fetch::FetchOptions::new(config.fetch_cache_dir.clone())
         },
+        docker_socket: config.docker_socket.clone(),
+        numa_root: config.numa_root.clone(),
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
