@@ -14,6 +14,12 @@ need setsid util-linux
 need nginx nginx-light          # real forking daemons in the supervisor tests
 need redis-server redis-server
 need useradd passwd             # tests create users
+need dockerd docker.io          # pods run on a real Docker Engine (scripts/dockerd-up.sh starts it)
+need docker docker.io
+need flock util-linux
+need ip iproute2                # the pod tests' private dockerd gets a bridge of its own
+dpkg -s busybox-static >/dev/null 2>&1 \
+    || missing+=(busybox-static) # the pod tests' image is built from it (scripts/busybox-image.sh)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -251,7 +251,16 @@ fn daemon_under_notify(name: &str, notify: &Path, watchdog_usec: u64) -> Daemon 
         .stderr(log)
         .spawn()
         .unwrap();
-    Daemon { child: Some(child), client: steward::client::Client::new(&socket), dir, socket, config, cgroup_parent }
+    let docker_socket = common::docker::SHARED_SOCKET.to_string();
+    Daemon {
+        child: Some(child),
+        client: steward::client::Client::new(&socket),
+        dir,
+        socket,
+        config,
+        cgroup_parent,
+        docker_socket,
+    }
 }
 
 #[test]

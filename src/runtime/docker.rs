@@ -14,6 +14,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Which daemon owns a container (its state directory): daemons sharing one dockerd never
+/// touch each other's containers.
+pub const LABEL_OWNER: &str = "io.steward.owner";
 /// `namespace/name/index` of the instance a container belongs to.
 pub const LABEL_INSTANCE: &str = "io.steward.instance";
 /// The container's name in the pod spec.
@@ -108,16 +111,18 @@ pub struct Docker {
     client: bollard::Docker,
     socket: String,
     numa_root: PathBuf,
+    owner: String,
 }
 
 impl Docker {
     /// A client for the engine at `socket` (nothing is connected until the first request).
-    /// `numa_root` is where the NUMA topology is read (`/sys/devices/system/node`).
-    pub fn new(socket: &Path, numa_root: &Path) -> Result<Docker, DockerError> {
+    /// `numa_root` is where the NUMA topology is read (`/sys/devices/system/node`); `owner`
+    /// marks this daemon's containers.
+    pub fn new(socket: &Path, numa_root: &Path, owner: &str) -> Result<Docker, DockerError> {
         let socket_text = socket.display().to_string();
         let client = bollard::Docker::connect_with_unix(&socket_text, REQUEST_TIMEOUT_SECS, &API_VERSION)
             .map_err(|e| DockerError::Unreachable { socket: socket_text.clone(), why: e.to_string() })?;
-        Ok(Docker { client, socket: socket_text, numa_root: numa_root.to_path_buf() })
+        Ok(Docker { client, socket: socket_text, numa_root: numa_root.to_path_buf(), owner: owner.to_string() })
     }
 
     fn error(&self, container: &str, e: bollard::errors::Error) -> DockerError {
@@ -206,6 +211,7 @@ impl Docker {
             (None, None) => return Err(DockerError::NoCommand { container: c.name.clone(), image: c.image.clone() }),
         };
         let mut labels: HashMap<String, String> = start.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        labels.insert(LABEL_OWNER.into(), self.owner.clone());
         labels.insert(LABEL_INSTANCE.into(), start.instance.into());
         labels.insert(LABEL_CONTAINER.into(), c.name.clone());
         labels.insert(LABEL_INDEX.into(), i.to_string());
@@ -357,9 +363,9 @@ impl Docker {
         Ok(())
     }
 
-    /// Every container (running or not) that carries our instance label.
+    /// Every container (running or not) that carries this daemon's owner label.
     pub async fn labelled(&self) -> Result<Vec<Labelled>, DockerError> {
-        let filters = HashMap::from([("label".to_string(), vec![LABEL_INSTANCE.to_string()])]);
+        let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_OWNER}={}", self.owner)])]);
         let options = q::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
         let list = self.client.list_containers(Some(options)).await.map_err(|e| self.error("", e))?;
         Ok(list

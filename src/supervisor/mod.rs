@@ -129,8 +129,12 @@ impl Supervisor {
         let reaper = Reaper::start()?;
         let fetcher =
             crate::fetch::Fetcher::new(config.fetch.clone()).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-        let docker = crate::runtime::docker::Docker::new(&config.docker_socket, &config.numa_root)
-            .map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let docker = crate::runtime::docker::Docker::new(
+            &config.docker_socket,
+            &config.numa_root,
+            &config.state_dir.display().to_string(),
+        )
+        .map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let shared = Arc::new(Shared {
             docker,
             store,
