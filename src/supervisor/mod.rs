@@ -206,10 +206,16 @@ impl Supervisor {
             .filter(|r| r.state.has_processes() && r.state.kind() != state::Kind::Starting)
             .flat_map(|r| r.containers.iter().map(|c| c.id.as_str()))
             .collect();
-        let labelled = match self.shared.docker.labelled().await {
-            Ok(l) => l,
-            Err(e) => {
+        // A hung dockerd must not hold up the daemon's start.
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(10), self.shared.docker.labelled()).await;
+        let labelled = match listed {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
                 tracing::info!("not checking for orphan containers: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("not checking for orphan containers: dockerd did not answer within 10 s");
                 return;
             }
         };
