@@ -288,3 +288,30 @@ async fn missing_image_and_missing_command_are_clear_errors() {
     let filter = format!("label=io.steward.owner={}", d.path().join("state").display());
     assert_eq!(docker::docker(SHARED_SOCKET, &["ps", "-aq", "--filter", &filter]).1, "");
 }
+
+/// Health checks run by the process engine: HTTP from the host to the published port, COMMAND
+/// inside the container (docker exec). A failing check kills the pod; the policy restarts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_checks_probe_pods_and_a_failing_one_restarts_the_pod() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-health");
+    let mut server = sh("server", "echo ok > /www/index.html && exec httpd -f -p 80 -h /www");
+    server["ports"] = json!([{"name": "http", "containerPort": 80, "hostPort": 0}]);
+    server["healthChecks"] = json!([{"type": "HTTP", "http": {"portName": "http", "path": "/"},
+        "intervalSeconds": 2, "timeoutSeconds": 1, "gracePeriodSeconds": 0, "consecutiveFailures": 3}]);
+    let mut side = sh("side", "exec sleep 1000");
+    side["healthChecks"] = json!([{"type": "COMMAND", "command": {"value": "test -f /tmp/ready"},
+        "intervalSeconds": 2, "timeoutSeconds": 1, "gracePeriodSeconds": 0, "consecutiveFailures": 2}]);
+    d.apply_json(&pod("checked", json!([server, side]), json!({}))).await;
+    let iid = id("pods", "checked", 0);
+    let s = d.wait(&iid, 30, |s| s.checks.first().and_then(|c| c.as_ref()).and_then(|c| c.healthy) == Some(true)).await;
+    assert_eq!(s.state.kind(), Kind::Running);
+    // The side container never becomes ready: its COMMAND check fails twice and kills the pod.
+    let s = d.wait(&iid, 30, |s| s.restarts >= 1).await;
+    let all = events(&d).await;
+    let ended = all
+        .iter()
+        .find(|e| e["type"] == "transition" && e["from"] == "Stopping")
+        .unwrap_or_else(|| panic!("no stop after the failing check: {all:#?}\n{s:#?}"));
+    assert!(ended["message"].as_str().unwrap().contains("health check"), "{ended}");
+}
