@@ -315,3 +315,41 @@ async fn health_checks_probe_pods_and_a_failing_one_restarts_the_pod() {
         .unwrap_or_else(|| panic!("no stop after the failing check: {all:#?}\n{s:#?}"));
     assert!(ended["message"].as_str().unwrap().contains("health check"), "{ended}");
 }
+
+/// Seed 001's command rules on an image with an entrypoint: without command.value the arguments
+/// go to the image's entrypoint; a value replaces it. Both containers exit 0: the pod ends
+/// (Exited 0) only when both have.
+#[tokio::test(flavor = "multi_thread")]
+async fn command_value_replaces_the_entrypoint_and_arguments_follow() {
+    docker::shared_engine();
+    let entry_image = "steward-busybox:entry";
+    if docker::docker(SHARED_SOCKET, &["image", "inspect", entry_image]).0 != 0 {
+        let (code, created, err) = docker::docker(SHARED_SOCKET, &["create", IMAGE, "/bin/true"]);
+        assert_eq!(code, 0, "{err}");
+        let script = format!(
+            "docker -H unix://{SHARED_SOCKET} export {created} | docker -H unix://{SHARED_SOCKET} import \
+             -c 'ENTRYPOINT [\"/bin/echo\", \"entry\"]' - {entry_image}"
+        );
+        let status = std::process::Command::new("sh").arg("-c").arg(&script).status().unwrap();
+        docker::docker(SHARED_SOCKET, &["rm", &created]);
+        assert!(status.success());
+    }
+    let d = Daemon::start("pods-cmd");
+    // The main container lives longest: the second joins its network, which must be running.
+    let containers = json!([
+        {"name": "value", "image": entry_image, "command": {"value": "/bin/sh", "arguments": ["-c", "sleep 1; echo replaced"]}},
+        {"name": "args", "image": entry_image, "command": {"arguments": ["a", "b"]}}
+    ]);
+    d.apply_json(&pod("cmd", containers, json!({"restartPolicy": {"policy": "Never"}}))).await;
+    let iid = id("pods", "cmd", 0);
+    let s = d.wait_state(&iid, Kind::Exited, 30).await;
+    assert_eq!(s.last_exit, Some(ExitStatus::Code(0)));
+    let all = events(&d).await;
+    assert!(
+        all.iter().any(|e| e["type"] == "containerExited" && e["detail"]["container"] == "steward-pods.cmd.0-args"),
+        "the first container's clean exit left the pod running: {all:#?}"
+    );
+    let logs = d.cli(&["logs", "pods/cmd/0"]).1;
+    assert!(logs.contains("[args.stdout.log] entry a b"), "{logs}");
+    assert!(logs.contains("[value.stdout.log] replaced"), "{logs}");
+}

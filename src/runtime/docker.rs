@@ -91,6 +91,7 @@ pub struct Labelled {
     pub id: String,
     pub instance: String,
     pub name: String,
+    pub running: bool,
 }
 
 /// How a pod's containers are identified and what else goes into them.
@@ -372,7 +373,9 @@ impl Docker {
             .into_iter()
             .map(|c| {
                 let labels = c.labels.unwrap_or_default();
+                let running = c.state.is_some_and(|s| s.to_string() == "running");
                 Labelled {
+                    running,
                     id: c.id.unwrap_or_default(),
                     instance: labels.get(LABEL_INSTANCE).cloned().unwrap_or_default(),
                     name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default(),

@@ -220,10 +220,12 @@ impl Supervisor {
             }
         };
         for c in labelled.into_iter().filter(|c| !owned.contains(c.id.as_str())) {
-            // A stopped instance's exited containers stay for inspection until its next start.
-            let kept = records.iter().any(|r| {
-                r.key() == c.instance && !r.state.has_processes() && r.containers.iter().any(|k| k.id == c.id)
-            });
+            // A stopped instance's exited containers stay for inspection until its next start;
+            // a running one (left by a stop that could not reach dockerd) goes.
+            let kept = !c.running
+                && records.iter().any(|r| {
+                    r.key() == c.instance && !r.state.has_processes() && r.containers.iter().any(|k| k.id == c.id)
+                });
             if kept {
                 continue;
             }
