@@ -12,8 +12,12 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Set once a test of this binary uses a Docker Engine: daemons then clean up their containers.
+pub static USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Makes sure the shared dockerd answers and has the busybox image (once per test binary).
 pub fn shared_engine() {
+    USED.store(true, std::sync::atomic::Ordering::Relaxed);
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let status = Command::new("bash").arg(repo().join("scripts/dockerd-up.sh")).status().unwrap();
@@ -41,9 +45,15 @@ pub fn inspect(socket: &str, id: &str, format: &str) -> String {
 /// Removes every container a daemon with state dir `state` left behind.
 pub fn remove_owned(socket: &str, state: &Path) {
     let filter = format!("label=io.steward.owner={}", state.display());
-    let (_, ids, _) = docker(socket, &["ps", "-aq", "--filter", &filter]);
-    for id in ids.lines().filter(|l| !l.is_empty()) {
-        let _ = docker(socket, &["rm", "-f", id]);
+    // Twice: a create the killed daemon had already sent may land after the first listing.
+    for round in 0..2 {
+        let (_, ids, _) = docker(socket, &["ps", "-aq", "--filter", &filter]);
+        for id in ids.lines().filter(|l| !l.is_empty()) {
+            let _ = docker(socket, &["rm", "-f", id]);
+        }
+        if round == 0 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 }
 
@@ -64,6 +74,7 @@ fn ip(args: &[&str], may_fail: bool) {
 
 impl PrivateEngine {
     pub fn start(dir: &Path) -> PrivateEngine {
+        USED.store(true, std::sync::atomic::Ordering::Relaxed);
         // Unix socket paths are short: keep the exec root (containerd's sockets) under /tmp.
         // A bridge of its own on a test-only subnet (nothing is routed off the machine).
         let bridge = format!("stwdk{}", std::process::id() % 100_000);

@@ -188,7 +188,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill9();
-        if Path::new(&self.docker_socket).exists() {
+        if docker::USED.load(std::sync::atomic::Ordering::Relaxed) {
             docker::remove_owned(&self.docker_socket, &self.dir.path().join("state"));
         }
         // Leave nothing behind: kill every instance's processes and remove the cgroups.
