@@ -84,6 +84,9 @@ fn reload(state: &AppState, path: Option<&Path>, running: &Config) {
             {
                 needs_restart.push("package_repository/fetch_cache_dir");
             }
+            if (&new.docker_socket, &new.numa_root) != (&running.docker_socket, &running.numa_root) {
+                needs_restart.push("docker_socket/numa_root");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
