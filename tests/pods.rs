@@ -340,7 +340,12 @@ async fn command_value_replaces_the_entrypoint_and_arguments_follow() {
         {"name": "value", "image": entry_image, "command": {"value": "/bin/sh", "arguments": ["-c", "sleep 1; echo replaced"]}},
         {"name": "args", "image": entry_image, "command": {"arguments": ["a", "b"]}}
     ]);
-    d.apply_json(&pod("cmd", containers, json!({"restartPolicy": {"policy": "Never"}}))).await;
+    // Through the CLI, from a file, as an operator applies a pod.
+    let file = d.path().join("cmd-pod.json");
+    std::fs::write(&file, pod("cmd", containers, json!({"restartPolicy": {"policy": "Never"}})).to_string()).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("pods/cmd/0"), "{out}");
     let iid = id("pods", "cmd", 0);
     let s = d.wait_state(&iid, Kind::Exited, 30).await;
     assert_eq!(s.last_exit, Some(ExitStatus::Code(0)));
