@@ -284,6 +284,11 @@ async fn missing_image_and_missing_command_are_clear_errors() {
         "{}",
         s.message
     );
+    // An app is a pod or processes for its whole life: switching would orphan what runs.
+    let as_process =
+        common::spec("noimage", 1, json!({}), json!({"metadata": {"name": "noimage", "namespace": "pods"}}));
+    let err = d.client.apply(&as_process.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();
+    assert!(err.contains("pods/noimage is a pod spec; delete it before applying it as a process"), "{err}");
     // Nothing is left behind by a failed start.
     let filter = format!("label=io.steward.owner={}", d.path().join("state").display());
     assert_eq!(docker::docker(SHARED_SOCKET, &["ps", "-aq", "--filter", &filter]).1, "");

@@ -250,6 +250,13 @@ impl Supervisor {
     pub async fn apply(&self, spec: ProcessSpec) -> Result<Vec<InstanceId>, SupervisorError> {
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
+        if let Some(p) = previous.as_ref().filter(|p| p.spec.is_pod() != spec.is_pod()) {
+            // Its instances run one way or the other: changing how would orphan what runs.
+            return Err(SupervisorError::Invalid(format!(
+                "{key} is a {} spec; delete it before applying it as a {}",
+                p.spec.kind, spec.kind
+            )));
+        }
         if previous.as_ref().is_some_and(|p| p.spec == spec) {
             // Unchanged: make sure every instance exists, change nothing else.
             return Ok(self.ids_of(&spec));
