@@ -363,3 +363,45 @@ async fn command_value_replaces_the_entrypoint_and_arguments_follow() {
     assert!(logs.contains("[args.stdout.log] entry a b"), "{logs}");
     assert!(logs.contains("[value.stdout.log] replaced"), "{logs}");
 }
+
+/// HOST networking: the workload listens on its allocated port itself (PORT_http); USER
+/// networking: the containers join the docker network named by the `net` parameter.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_and_user_networks() {
+    docker::shared_engine();
+    // Its own port range: the other tests' daemons allocate from the default one at the same time.
+    let d = Daemon::start_with("pods-nets", "port_range_start = 31700\nport_range_end = 31799\n");
+    let mut server = sh("server", "echo host-mode > /www/index.html && exec httpd -f -p 127.0.0.1:$PORT_http -h /www");
+    server["ports"] = json!([{"name": "http", "hostPort": 0}]);
+    let mut spec = pod("hostnet", json!([server]), json!({}));
+    spec["spec"]["template"]["spec"]["network"] = json!("HOST");
+    d.apply_json(&spec).await;
+    let s = d.wait_state(&id("pods", "hostnet", 0), Kind::Running, 60).await;
+    assert_eq!(s.containers[0].network_mode, "host");
+    let port = s.ports["http"];
+    let mut body = None;
+    for _ in 0..100 {
+        body = http_get(port);
+        if body.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(body.as_deref().map(str::trim), Some("host-mode"), "port {port}\n{}", d.log());
+
+    // A user-defined network the test creates (a bridge on a test-only subnet).
+    let net = format!("stwnet{}", std::process::id());
+    let (code, _, err) = docker::docker(SHARED_SOCKET, &["network", "create", "--subnet", "10.231.7.0/24", &net]);
+    assert_eq!(code, 0, "{err}");
+    let mut spec = pod("usernet", json!([sh("main", "exec sleep 1000"), sh("side", "exec sleep 1000")]), json!({}));
+    spec["spec"]["template"]["spec"]["network"] = json!("USER");
+    spec["spec"]["template"]["spec"]["parameters"] = json!([{"key": "net", "value": net}]);
+    d.apply_json(&spec).await;
+    let iid = id("pods", "usernet", 0);
+    let s = d.wait_state(&iid, Kind::Running, 60).await;
+    assert_eq!(s.containers[0].network_mode, net);
+    assert!(s.containers[0].ip_address.starts_with("10.231.7."), "{:?}", s.containers[0]);
+    assert_eq!(s.containers[1].network_mode, format!("container:{}", s.containers[0].id));
+    d.client.delete(&iid, None).await.unwrap();
+    docker::docker(SHARED_SOCKET, &["network", "rm", &net]);
+}

@@ -52,7 +52,7 @@ pub fn remove_owned(socket: &str, state: &Path) {
             let _ = docker(socket, &["rm", "-f", id]);
         }
         if round == 0 {
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_millis(1000));
         }
     }
 }
