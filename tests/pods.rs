@@ -393,6 +393,19 @@ async fn host_and_user_networks() {
     let net = format!("stwnet{}", std::process::id());
     let (code, _, err) = docker::docker(SHARED_SOCKET, &["network", "create", "--subnet", "10.231.7.0/24", &net]);
     assert_eq!(code, 0, "{err}");
+    struct RemoveNetwork(String);
+    impl Drop for RemoveNetwork {
+        fn drop(&mut self) {
+            // dockerd releases a removed container's endpoint a moment later.
+            for _ in 0..25 {
+                if docker::docker(SHARED_SOCKET, &["network", "rm", &self.0]).0 == 0 {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        }
+    }
+    let _network = RemoveNetwork(net.clone());
     let mut spec = pod("usernet", json!([sh("main", "exec sleep 1000"), sh("side", "exec sleep 1000")]), json!({}));
     spec["spec"]["template"]["spec"]["network"] = json!("USER");
     spec["spec"]["template"]["spec"]["parameters"] = json!([{"key": "net", "value": net}]);
@@ -403,5 +416,4 @@ async fn host_and_user_networks() {
     assert!(s.containers[0].ip_address.starts_with("10.231.7."), "{:?}", s.containers[0]);
     assert_eq!(s.containers[1].network_mode, format!("container:{}", s.containers[0].id));
     d.client.delete(&iid, None).await.unwrap();
-    docker::docker(SHARED_SOCKET, &["network", "rm", &net]);
 }
