@@ -417,3 +417,20 @@ async fn host_and_user_networks() {
     assert_eq!(s.containers[1].network_mode, format!("container:{}", s.containers[0].id));
     d.client.delete(&iid, None).await.unwrap();
 }
+
+/// No dockerd at all (not installed, or not started yet): stewardd starts and runs processes;
+/// a pod's start fails with a clear error and is retried by policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_dockerd_processes_run_and_pods_fail_clearly() {
+    let d = Daemon::start_with("pods-nodocker", "docker_socket = \"/nonexistent/docker.sock\"\n");
+    d.apply_json(&common::spec("proc", 1, json!({}), json!({}))).await;
+    d.wait_state(&id("test", "proc", 0), Kind::Running, 20).await;
+    d.apply_json(&pod(
+        "nodocker",
+        json!([sh("main", "exec sleep 1000")]),
+        json!({"restartPolicy": {"policy": "Never"}}),
+    ))
+    .await;
+    let s = d.wait_state(&id("pods", "nodocker", 0), Kind::Failed, 20).await;
+    assert!(s.message.contains("dockerd at /nonexistent/docker.sock is unreachable"), "{}", s.message);
+}

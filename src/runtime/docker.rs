@@ -109,7 +109,9 @@ pub struct PodStart<'a> {
 
 #[derive(Clone)]
 pub struct Docker {
-    client: bollard::Docker,
+    /// Made at the first request that finds the socket: dockerd may be installed or started
+    /// after stewardd, and the daemon must start without it.
+    client: std::sync::Arc<std::sync::Mutex<Option<bollard::Docker>>>,
     socket: String,
     numa_root: PathBuf,
     owner: String,
@@ -119,11 +121,25 @@ impl Docker {
     /// A client for the engine at `socket` (nothing is connected until the first request).
     /// `numa_root` is where the NUMA topology is read (`/sys/devices/system/node`); `owner`
     /// marks this daemon's containers.
-    pub fn new(socket: &Path, numa_root: &Path, owner: &str) -> Result<Docker, DockerError> {
-        let socket_text = socket.display().to_string();
-        let client = bollard::Docker::connect_with_unix(&socket_text, REQUEST_TIMEOUT_SECS, &API_VERSION)
-            .map_err(|e| DockerError::Unreachable { socket: socket_text.clone(), why: e.to_string() })?;
-        Ok(Docker { client, socket: socket_text, numa_root: numa_root.to_path_buf(), owner: owner.to_string() })
+    pub fn new(socket: &Path, numa_root: &Path, owner: &str) -> Docker {
+        Docker {
+            client: Default::default(),
+            socket: socket.display().to_string(),
+            numa_root: numa_root.to_path_buf(),
+            owner: owner.to_string(),
+        }
+    }
+
+    /// The API client, connected on first use (bollard checks that the socket exists).
+    fn client(&self) -> Result<bollard::Docker, DockerError> {
+        let mut slot = self.client.lock().expect("docker client lock");
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = bollard::Docker::connect_with_unix(&self.socket, REQUEST_TIMEOUT_SECS, &API_VERSION)
+            .map_err(|e| DockerError::Unreachable { socket: self.socket.clone(), why: e.to_string() })?;
+        *slot = Some(c.clone());
+        Ok(c)
     }
 
     fn error(&self, container: &str, e: bollard::errors::Error) -> DockerError {
@@ -143,7 +159,7 @@ impl Docker {
     }
 
     pub async fn ping(&self) -> Result<(), DockerError> {
-        self.client.ping().await.map(|_| ()).map_err(|e| self.error("", e))
+        self.client()?.ping().await.map(|_| ()).map_err(|e| self.error("", e))
     }
 
     /// Creates and starts the pod's containers in order; the first one's id is the network the
@@ -170,9 +186,9 @@ impl Docker {
                 let name = format!("steward-{}-{}", start.pod_id, c.name);
                 let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
                 let created =
-                    self.client.create_container(Some(options), body).await.map_err(|e| self.error(&c.name, e))?;
+                    self.client()?.create_container(Some(options), body).await.map_err(|e| self.error(&c.name, e))?;
                 ids.push(created.id.clone());
-                self.client
+                self.client()?
                     .start_container(&created.id, None::<q::StartContainerOptions>)
                     .await
                     .map_err(|e| self.error(&c.name, e))
@@ -196,7 +212,7 @@ impl Docker {
         injected_env: &[(String, String)],
         topology: &numa::Topology,
     ) -> Result<ContainerCreateBody, DockerError> {
-        let image = match self.client.inspect_image(&c.image).await {
+        let image = match self.client()?.inspect_image(&c.image).await {
             Ok(image) => image,
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
                 return Err(DockerError::NoImage { image: c.image.clone() })
@@ -287,7 +303,7 @@ impl Docker {
     /// Seed 001's container info, from docker inspect.
     pub async fn inspect(&self, id: &str) -> Result<ContainerInfo, DockerError> {
         let c = self
-            .client
+            .client()?
             .inspect_container(id, None::<q::InspectContainerOptions>)
             .await
             .map_err(|e| self.error(id, e))?;
@@ -316,7 +332,7 @@ impl Docker {
     /// Waits until the container stops; its exit code. A dropped connection is Unreachable.
     pub async fn wait(&self, id: &str) -> Result<i64, DockerError> {
         let options = q::WaitContainerOptions { condition: "not-running".into() };
-        let mut stream = self.client.wait_container(id, Some(options));
+        let mut stream = self.client()?.wait_container(id, Some(options));
         match stream.next().await {
             Some(Ok(r)) => Ok(r.status_code),
             // bollard turns a non-zero exit into this error.
@@ -331,7 +347,7 @@ impl Docker {
     /// SIGTERM, up to `grace`, then SIGKILL (docker stop). A gone or stopped container is fine.
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), DockerError> {
         let options = q::StopContainerOptions { t: Some(grace.as_secs() as i32), signal: None };
-        match self.client.stop_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+        match self.client()?.stop_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
             Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
             Err(e) => Err(e),
         }
@@ -340,7 +356,7 @@ impl Docker {
     /// Sends `signal` (SIGKILL, SIGHUP, ...). A container that is not running is fine.
     pub async fn signal(&self, id: &str, signal: &str) -> Result<(), DockerError> {
         let options = q::KillContainerOptions { signal: signal.into() };
-        match self.client.kill_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+        match self.client()?.kill_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
             Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
             Err(DockerError::Api { message, .. }) if message.contains("is not running") => Ok(()),
             Err(e) => Err(e),
@@ -349,7 +365,7 @@ impl Docker {
 
     pub async fn remove(&self, id: &str) -> Result<(), DockerError> {
         let options = q::RemoveContainerOptions { force: true, v: true, link: false };
-        match self.client.remove_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+        match self.client()?.remove_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
             Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
             Err(DockerError::Api { message, .. }) if message.contains("already in progress") => Ok(()),
             Err(e) => Err(e),
@@ -368,7 +384,7 @@ impl Docker {
     pub async fn labelled(&self) -> Result<Vec<Labelled>, DockerError> {
         let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_OWNER}={}", self.owner)])]);
         let options = q::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-        let list = self.client.list_containers(Some(options)).await.map_err(|e| self.error("", e))?;
+        let list = self.client()?.list_containers(Some(options)).await.map_err(|e| self.error("", e))?;
         Ok(list
             .into_iter()
             .map(|c| {
@@ -394,12 +410,12 @@ impl Docker {
                 attach_stderr: Some(true),
                 ..Default::default()
             };
-            let exec = self.client.create_exec(id, config).await.map_err(|e| self.error(id, e))?;
-            let started = self.client.start_exec(&exec.id, None).await.map_err(|e| self.error(id, e))?;
+            let exec = self.client()?.create_exec(id, config).await.map_err(|e| self.error(id, e))?;
+            let started = self.client()?.start_exec(&exec.id, None).await.map_err(|e| self.error(id, e))?;
             if let bollard::exec::StartExecResults::Attached { mut output, .. } = started {
                 while output.next().await.is_some() {}
             }
-            let inspected = self.client.inspect_exec(&exec.id).await.map_err(|e| self.error(id, e))?;
+            let inspected = self.client()?.inspect_exec(&exec.id).await.map_err(|e| self.error(id, e))?;
             Ok::<_, DockerError>(inspected.exit_code.unwrap_or(-1))
         };
         match tokio::time::timeout(timeout, run).await {
@@ -414,12 +430,13 @@ impl Docker {
     /// `steward logs` and log rotation find every instance's output) until it stops. `since`
     /// (unix seconds) skips what an earlier follower already wrote.
     pub fn follow_logs(&self, id: &str, dir: &Path, name: &str, since: i64) -> tokio::task::JoinHandle<()> {
-        let (client, id) = (self.client.clone(), id.to_string());
+        let (client, id) = (self.client(), id.to_string());
         let (out, err) = (dir.join(format!("{name}.stdout.log")), dir.join(format!("{name}.stderr.log")));
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let open =
                 |p: PathBuf| async move { tokio::fs::OpenOptions::new().create(true).append(true).open(p).await };
+            let Ok(client) = client else { return };
             let (Ok(mut out), Ok(mut err)) = (open(out).await, open(err).await) else { return };
             let options = q::LogsOptions {
                 follow: true,

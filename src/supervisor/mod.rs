@@ -133,8 +133,7 @@ impl Supervisor {
             &config.docker_socket,
             &config.numa_root,
             &config.state_dir.display().to_string(),
-        )
-        .map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        );
         let shared = Arc::new(Shared {
             docker,
             store,
