@@ -26,6 +26,11 @@ need rpm rpm                    # Debian's rpm: rpm -qlp / -qp --scripts
 need man man-db
 need curl curl
 dpkg-query -W -f='${Status}' groff 2>/dev/null | grep -q ' installed$' || missing+=(groff)
+need dockerd docker.io          # pods run on a real Docker Engine (scripts/dockerd-up.sh starts it)
+need docker docker.io
+need flock util-linux
+dpkg -s busybox-static >/dev/null 2>&1 \
+    || missing+=(busybox-static) # the pod tests' image is built from it (scripts/busybox-image.sh)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -46,6 +46,10 @@ pub struct Config {
     pub package_repository: Option<String>,
     /// Downloaded packages, kept by URL for pullPolicy IfNotPresent and revalidation.
     pub fetch_cache_dir: PathBuf,
+    /// The Docker Engine's API socket, for pods (seed 001).
+    pub docker_socket: PathBuf,
+    /// Where the NUMA topology is read for pods' cpuset placement.
+    pub numa_root: PathBuf,
     /// What the scheduler may place by: labels (free-form) and attributes (e.g. idc, district).
     pub node: NodeConfig,
     /// The remote listener for the scheduler: TCP with TLS and bearer tokens (off by default).
@@ -139,6 +143,8 @@ impl Default for Config {
             port_range_end: 32000,
             package_repository: Some("file:///usr/share/steward/repository".into()),
             fetch_cache_dir: PathBuf::from("/var/cache/steward/fetch"),
+            docker_socket: PathBuf::from("/var/run/docker.sock"),
+            numa_root: PathBuf::from("/sys/devices/system/node"),
             node: NodeConfig::default(),
             remote: RemoteConfig::default(),
             events: EventsConfig::default(),
@@ -177,6 +183,8 @@ impl Config {
             ("socket", &config.socket),
             ("cgroup_root", &config.cgroup_root),
             ("fetch_cache_dir", &config.fetch_cache_dir),
+            ("docker_socket", &config.docker_socket),
+            ("numa_root", &config.numa_root),
         ] {
             if !dir.is_absolute() {
                 return Err(format!("{key}: {} must be an absolute path", dir.display()));

@@ -467,6 +467,7 @@ fn all_states() -> Vec<State> {
     }
     all.push(State::Failed { reason: "exited with code 1; not restarted".into() });
     all.push(State::Backoff { until_ms: 1_795_310_198_172 });
+    all.push(State::Lost { reason: "dockerd at /var/run/docker.sock is unreachable".into() });
     for s in &all {
         match s {
             State::Staging
@@ -476,7 +477,8 @@ fn all_states() -> Vec<State> {
             | State::Stopped
             | State::Exited { .. }
             | State::Failed { .. }
-            | State::Backoff { .. } => {}
+            | State::Backoff { .. }
+            | State::Lost { .. } => {}
         }
     }
     all
@@ -520,6 +522,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         usage: None,
         health: None,
         checks: vec![],
+        containers: vec![],
     };
     for full in [false, true] {
         if full {
@@ -541,6 +544,17 @@ fn serde_output_of_every_variant_matches_the_schemas() {
                 Some(Health::default()),
                 None,
             ];
+            status.containers = vec![steward::runtime::docker::ContainerInfo {
+                id: "1a60aa85685e".into(),
+                name: "steward-ns.app.0-main".into(),
+                pid: 42,
+                start_at: "2026-11-23T02:46:57.670721637Z".into(),
+                status: "running".into(),
+                network_mode: "bridge".into(),
+                ip_address: "172.17.0.2".into(),
+                oom_killed: true,
+                ..Default::default()
+            }];
         }
         let v = serde_json::to_value(&status).unwrap();
         c.check(c.schema("InstanceStatus"), &v).unwrap_or_else(|err| panic!("InstanceStatus {v}: {err}"));

@@ -203,7 +203,10 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 restart_policy: RestartPolicy { policy, interval, backoff, maxtimes },
                 kill_policy: KillPolicy { grace_period },
                 metadata: Metadata { name, namespace, labels },
-                spec: SpecBody { instance, template: Template { spec: TemplateSpec { processes } } },
+                spec: SpecBody {
+                    instance,
+                    template: Template { spec: TemplateSpec { processes, ..Default::default() } },
+                },
                 constraint: constraint.map(|intersection_item| Constraint { intersection_item }),
             },
         )

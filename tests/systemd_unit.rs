@@ -251,6 +251,7 @@ fn daemon_under_notify(name: &str, notify: &Path, watchdog_usec: u64) -> Daemon 
         .stderr(log)
         .spawn()
         .unwrap();
+    let docker_socket = common::docker::SHARED_SOCKET.to_string();
     Daemon {
         child: Some(child),
         client: steward::client::Client::new(&socket),
@@ -259,6 +260,7 @@ fn daemon_under_notify(name: &str, notify: &Path, watchdog_usec: u64) -> Daemon 
         config,
         cgroup_parent,
         netns: None,
+        docker_socket,
     }
 }
 

@@ -35,6 +35,21 @@ fn gamesvc_json_and_toml_are_the_same_app() {
 }
 
 #[test]
+fn webpod_json_and_toml_are_the_same_pod() {
+    let roots = Config::default().roots();
+    let json = spec::load_file(&unit("webpod.json"), &roots).unwrap();
+    let toml = spec::load_file(&unit("webpod.toml"), &roots).unwrap();
+    assert_eq!(json, toml);
+    let ports = BTreeMap::from([("http".to_string(), 31007)]);
+    let ctx = RenderContext { roots: &roots, host_ip: "192.0.2.7".into(), allocated_ports: &ports };
+    let pod = spec::render(&json, 0, &ctx).unwrap().pod.unwrap();
+    assert_eq!(pod.containers.len(), 2);
+    let env: BTreeMap<_, _> = pod.containers[0].env.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
+    assert_eq!(env["POD_ID"], "demo.webpod.0");
+    assert_eq!(env["PORT_http"], "31007");
+}
+
+#[test]
 fn gamesvc_renders_per_instance() {
     let config = Config::default();
     let roots = config.roots();

@@ -353,6 +353,12 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                     println!("           last failure: {f}");
                 }
             }
+            for c in &s.containers {
+                let id: String = c.id.chars().take(12).collect();
+                let ip = if c.ip_address.is_empty() { String::new() } else { format!(" ip {}", c.ip_address) };
+                let code = if c.is_running() { String::new() } else { format!(" (exit code {})", c.exit_code) };
+                println!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
+            }
             if let Some(u) = &s.usage {
                 println!("cpu:       {:.3} s", u.cpu_usage_usec as f64 / 1e6);
                 println!("memory:    {:.1} MiB", u.memory_bytes as f64 / 1048576.0);

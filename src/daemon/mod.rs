@@ -107,6 +107,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             {
                 needs_restart.push("package_repository/fetch_cache_dir");
             }
+            if (&new.docker_socket, &new.numa_root) != (&running.docker_socket, &running.numa_root) {
+                needs_restart.push("docker_socket/numa_root");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
@@ -176,6 +179,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             repository: config.package_repository.clone(),
             ..crate::fetch::FetchOptions::new(config.fetch_cache_dir.clone())
         },
+        docker_socket: config.docker_socket.clone(),
+        numa_root: config.numa_root.clone(),
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;

@@ -1,7 +1,8 @@
-//! How an instance runs: process spawning, the single reaper, pidfds, /proc identity.
-//! (Docker pods get their own runtime in a later issue.)
+//! How an instance runs: process spawning, the single reaper, pidfds, /proc identity; pods of
+//! containers on the Docker Engine.
 
 pub mod command;
+pub mod docker;
 pub mod process;
 pub mod procinfo;
 pub mod reaper;

@@ -4,6 +4,7 @@
 mod decode;
 pub mod error;
 pub mod model;
+pub mod pod;
 pub mod render;
 pub mod template;
 pub mod validate;
@@ -160,8 +161,8 @@ fn sort_in_document_order(errors: &mut [SpecError], doc: &serde_json::Value) {
 /// fields that have none yet, so one report holds every mistake.
 fn trial_render(spec: &ProcessSpec, roots: &Roots, errors: &mut error::Errors) {
     let mut placeholder_ports = BTreeMap::new();
-    for (i, port) in spec.spec.template.spec.processes.iter().flat_map(|p| &p.ports).enumerate() {
-        placeholder_ports.insert(port.name.clone(), 31000u16.saturating_add(i as u16));
+    for (i, name) in spec.port_wants().into_iter().map(|w| w.name).enumerate() {
+        placeholder_ports.insert(name, 31000u16.saturating_add(i as u16));
     }
     let ctx = RenderContext { roots, host_ip: "127.0.0.1".into(), allocated_ports: &placeholder_ports };
     // Paths differ between instances only by ${instanceid}; the first and last cover them.

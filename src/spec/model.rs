@@ -98,7 +98,17 @@ pub struct Template {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct TemplateSpec {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
+    /// `kind: pod` only (seed 001): the first is the main container, the rest join its network.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<super::pod::Container>,
+    /// `kind: pod` only: how the main container is networked.
+    #[serde(skip_serializing_if = "is_default")]
+    pub network: super::pod::NetworkMode,
+    /// `kind: pod` only: docker parameters (`net` for USER networking).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<super::pod::Parameter>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -530,6 +540,26 @@ pub struct ScalarValue {
 }
 
 impl ProcessSpec {
+    /// A pod of containers (seed 001) rather than processes.
+    pub fn is_pod(&self) -> bool {
+        self.kind == super::validate::POD_KIND
+    }
+
+    /// The host ports every instance needs, by name: 0 asks the allocator for a random one.
+    pub fn port_wants(&self) -> Vec<crate::ports::Want> {
+        let t = &self.spec.template.spec;
+        let want = |name: &str, port: i64| crate::ports::Want {
+            name: name.to_string(),
+            port: u16::try_from(port).unwrap_or(0),
+        };
+        t.processes
+            .iter()
+            .flat_map(|p| &p.ports)
+            .map(|p| want(&p.name, p.host_port))
+            .chain(t.containers.iter().flat_map(|c| &c.ports).map(|p| want(&p.name, p.host_port)))
+            .collect()
+    }
+
     /// Folds the tolerated alternative spellings into their canonical fields, returning a
     /// message for each field where both spellings disagree.
     pub fn normalize(&mut self) -> Vec<super::error::SpecError> {
@@ -554,6 +584,16 @@ impl ProcessSpec {
             }
             for (ri, r) in p.configmaps.iter_mut().enumerate() {
                 fold_key_or_path(&mut r.items, &pp.field("configmaps").index(ri), &mut conflicts);
+            }
+        }
+        let containers = Path::root().field("spec").field("template").field("spec").field("containers");
+        for (ci, c) in self.spec.template.spec.containers.iter_mut().enumerate() {
+            let cp = containers.index(ci);
+            for (ri, r) in c.secrets.iter_mut().enumerate() {
+                fold_key_or_path(&mut r.items, &cp.field("secrets").index(ri), &mut conflicts);
+            }
+            for (ri, r) in c.configmaps.iter_mut().enumerate() {
+                fold_key_or_path(&mut r.items, &cp.field("configmaps").index(ri), &mut conflicts);
             }
         }
         if let Some(c) = &mut self.constraint {

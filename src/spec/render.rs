@@ -49,6 +49,9 @@ pub struct RenderedInstance {
     /// `${run_base_dir}/${namespace}.${processname}.${instanceid}`: logs and runtime files.
     pub run_dir: PathBuf,
     pub processes: Vec<RenderedProcess>,
+    /// `kind: pod`: the containers to run (and no processes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<super::pod::RenderedPod>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,7 +236,9 @@ pub(super) fn render_any_index(
             processes.push(rp);
         }
     }
+    let pod = spec.is_pod().then(|| super::pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
     let instance = RenderedInstance {
+        pod,
         id,
         labels: spec.metadata.labels.clone(),
         restart_policy: spec.restart_policy.clone(),
@@ -341,33 +346,7 @@ fn render_process(
             scope.ports.get(name).copied().unwrap_or_default()
         }
     };
-    let mut health_checks = Vec::new();
-    for c in &p.health_checks {
-        let Some(kind) = c.kind else { continue };
-        let probe = match kind {
-            CheckType::Http | CheckType::RemoteHttp => c.http.as_ref().map(|h| Probe::Http {
-                scheme: h.scheme,
-                port: port_of(h.port, &h.port_name),
-                path: h.path.clone(),
-                headers: h.headers.clone(),
-            }),
-            CheckType::Tcp | CheckType::RemoteTcp => {
-                c.tcp.as_ref().map(|t| Probe::Tcp { port: port_of(t.port, &t.port_name) })
-            }
-            CheckType::Command => c.command.as_ref().map(|cmd| Probe::Command { command: scope.render(&cmd.value) }),
-        };
-        if let Some(probe) = probe {
-            health_checks.push(RenderedCheck {
-                kind,
-                delay_seconds: c.delay_seconds,
-                interval_seconds: c.interval_seconds,
-                timeout_seconds: c.timeout_seconds,
-                consecutive_failures: c.consecutive_failures,
-                grace_period_seconds: c.grace_period_seconds,
-                probe,
-            });
-        }
-    }
+    let health_checks = render_checks(&p.health_checks, &port_of, &|t: &str| scope.render(t));
 
     // Secret and configmap files go into the instance's own directories only.
     let own_dirs = [&work_path, &run_dir.to_path_buf()];
@@ -451,6 +430,43 @@ fn render_process(
         work_path,
         pid_file,
     })
+}
+
+/// The checks that have a type, their ports resolved (`port` > 0, else the named port's number)
+/// and command text rendered.
+pub(super) fn render_checks(
+    checks: &[HealthCheck],
+    port_of: &dyn Fn(i64, &str) -> u16,
+    render_text: &dyn Fn(&str) -> String,
+) -> Vec<RenderedCheck> {
+    let mut health_checks = Vec::new();
+    for c in checks {
+        let Some(kind) = c.kind else { continue };
+        let probe = match kind {
+            CheckType::Http | CheckType::RemoteHttp => c.http.as_ref().map(|h| Probe::Http {
+                scheme: h.scheme,
+                port: port_of(h.port, &h.port_name),
+                path: h.path.clone(),
+                headers: h.headers.clone(),
+            }),
+            CheckType::Tcp | CheckType::RemoteTcp => {
+                c.tcp.as_ref().map(|t| Probe::Tcp { port: port_of(t.port, &t.port_name) })
+            }
+            CheckType::Command => c.command.as_ref().map(|cmd| Probe::Command { command: render_text(&cmd.value) }),
+        };
+        if let Some(probe) = probe {
+            health_checks.push(RenderedCheck {
+                kind,
+                delay_seconds: c.delay_seconds,
+                interval_seconds: c.interval_seconds,
+                timeout_seconds: c.timeout_seconds,
+                consecutive_failures: c.consecutive_failures,
+                grace_period_seconds: c.grace_period_seconds,
+                probe,
+            });
+        }
+    }
+    health_checks
 }
 
 /// Every port as `PORT_<name>` (seed 001; a '-' in the name becomes '_'), before the spec's own

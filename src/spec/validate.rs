@@ -8,6 +8,8 @@ use std::collections::{BTreeSet, HashSet};
 
 pub const API_VERSION: &str = "v4";
 pub const KIND: &str = "process";
+/// `kind` of a pod spec (seed 001).
+pub const POD_KIND: &str = "pod";
 /// A spec with more instances than this is almost surely a typo.
 pub const MAX_INSTANCES: u32 = 10_000;
 pub const MAX_HEALTH_CHECKS: usize = 3;
@@ -23,8 +25,8 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     }
     if spec.kind.is_empty() {
         errors.add(&root.field("kind"), format!("is required (\"{KIND}\")"));
-    } else if spec.kind != KIND {
-        errors.add(&root.field("kind"), format!("must be \"{KIND}\", found {:?}", spec.kind));
+    } else if spec.kind != KIND && spec.kind != POD_KIND {
+        errors.add(&root.field("kind"), format!("must be \"{KIND}\" or \"{POD_KIND}\", found {:?}", spec.kind));
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
 
@@ -33,6 +35,23 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         errors.add(&body.field("instance"), "must be at least 1");
     } else if spec.spec.instance > MAX_INSTANCES {
         errors.add(&body.field("instance"), format!("must be at most {MAX_INSTANCES}"));
+    }
+    if spec.is_pod() {
+        super::pod::validate(&spec.spec.template.spec, &body.field("template").field("spec"), errors);
+        if let Some(c) = &spec.constraint {
+            constraint(c, &root.field("constraint"), errors);
+        }
+        return;
+    }
+    let tp = body.field("template").field("spec");
+    for (field, used) in [
+        ("containers", !spec.spec.template.spec.containers.is_empty()),
+        ("network", spec.spec.template.spec.network != Default::default()),
+        ("parameters", !spec.spec.template.spec.parameters.is_empty()),
+    ] {
+        if used {
+            errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));
+        }
     }
     let procs_path = body.field("template").field("spec").field("processes");
     let procs = &spec.spec.template.spec.processes;
@@ -114,7 +133,7 @@ fn metadata(m: &Metadata, at: &Path, errors: &mut Errors) {
     }
 }
 
-fn is_env_name(s: &str) -> bool {
+pub(super) fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -277,7 +296,7 @@ fn uri(u: &Uri, at: &Path, errors: &mut Errors) {
     }
 }
 
-fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
+pub(super) fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
     if checks.len() > MAX_HEALTH_CHECKS {
         errors.add(at, format!("at most {MAX_HEALTH_CHECKS} health checks, found {}", checks.len()));
     }
@@ -353,7 +372,7 @@ fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<Strin
     }
 }
 
-fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
+pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
     for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "megabytes")] {
         let Some(v) = value else { continue };
         match v.as_f64() {
@@ -364,7 +383,7 @@ fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
     }
 }
 
-fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
+pub(super) fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
     if items.is_empty() {
         errors.add(at, "needs at least one item");
     }

@@ -16,6 +16,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+mod pod;
+
 /// How often a stop looks at the cgroup while waiting for the instance's processes to go.
 const STOP_POLL: Duration = Duration::from_millis(20);
 /// How often a start looks for the pidfile.
@@ -61,6 +63,11 @@ pub enum Msg {
         generation: u64,
         index: usize,
         outcome: crate::health::Outcome,
+    },
+    /// A pod's runtime (dockerd) stopped answering while its containers were watched.
+    RuntimeLost {
+        generation: u64,
+        reason: String,
     },
 }
 
@@ -116,6 +123,11 @@ pub struct Actor {
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// A pod's log followers (container output into the run dir's files).
+    log_tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// A pod's containers that exited cleanly while others run on (seed 001: the pod ends when
+    /// all have exited).
+    exited: Vec<Option<i64>>,
 }
 
 impl Actor {
@@ -149,6 +161,8 @@ impl Actor {
             unjournaled: Vec::new(),
             end_note: None,
             launch_permit: None,
+            log_tasks: Vec::new(),
+            exited: Vec::new(),
         };
         (actor, tx, status_rx)
     }
@@ -177,6 +191,16 @@ impl Actor {
                         }
                     }
                 }
+                // A pod whose dockerd is away: ask again now and then.
+                State::Lost { .. } => {
+                    tokio::select! {
+                        m = self.rx.recv() => m,
+                        _ = tokio::time::sleep(pod::LOST_POLL) => {
+                            self.try_recover().await;
+                            continue;
+                        }
+                    }
+                }
                 // A restart taken at once (see apply) leaves the instance Staging: start it.
                 State::Staging => {
                     Box::pin(self.start_flow()).await;
@@ -188,8 +212,16 @@ impl Actor {
             match msg {
                 Msg::Request(cmd, reply) => Box::pin(self.handle(cmd, reply)).await,
                 Msg::MainExited { generation, index, status } if generation == self.generation => {
-                    Box::pin(self.on_main_exit(index, status)).await;
+                    if self.is_pod() {
+                        Box::pin(self.on_container_exit(index, status)).await;
+                    } else {
+                        Box::pin(self.on_main_exit(index, status)).await;
+                    }
                 }
+                Msg::RuntimeLost { generation, reason } if generation == self.generation => {
+                    self.lose(reason).await;
+                }
+                Msg::RuntimeLost { .. } => {}
                 Msg::MainExited { .. } => {}
                 Msg::Checked { generation, index, outcome } if generation == self.generation => {
                     Box::pin(self.on_checked(index, outcome)).await;
@@ -213,6 +245,9 @@ impl Actor {
     /// Starts probing each process's local check (HTTP, TCP or COMMAND) of the current generation.
     fn start_health_checks(&mut self) {
         let Ok(rendered) = self.render() else { return };
+        if self.is_pod() {
+            return self.start_pod_health_checks(&rendered);
+        }
         let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
         self.trackers = Vec::new();
         for (index, p) in rendered.processes.iter().enumerate() {
@@ -267,6 +302,10 @@ impl Actor {
     /// After a daemon restart (or a fresh apply): pick up where the record says we were.
     async fn resume(&mut self) {
         match self.rec.state.clone() {
+            State::Running | State::Lost { .. } if self.is_pod() => {
+                self.readopt_pod().await;
+                self.mark_resumed();
+            }
             State::Running => {
                 self.readopt().await;
                 // A process that ended while we were away: its end must be durable (and so
@@ -277,8 +316,12 @@ impl Actor {
             State::Starting => {
                 self.mark_resumed();
                 // The start was interrupted before its main process was recorded. The cgroup
-                // holds whatever it launched: clear it so that exactly one instance runs.
-                self.kill_all_processes().await;
+                // (or dockerd) holds whatever it launched: clear it so that exactly one runs.
+                if self.is_pod() {
+                    self.remove_pod().await;
+                } else {
+                    self.kill_all_processes().await;
+                }
                 if self.apply(Event::Resume).await {
                     self.start_flow().await;
                 }
@@ -358,7 +401,7 @@ impl Actor {
         use state::Kind;
         match cmd {
             Command::Start => match kind {
-                Kind::Running | Kind::Starting | Kind::Staging => answer(reply, Ok(())),
+                Kind::Running | Kind::Starting | Kind::Staging | Kind::Lost => answer(reply, Ok(())),
                 _ => {
                     self.rec.counter = Default::default();
                     self.waiting.extend(reply);
@@ -378,7 +421,7 @@ impl Actor {
                 }
                 self.waiting.extend(reply);
                 match kind {
-                    Kind::Running | Kind::Starting => self.stop_with(goal.clone()).await,
+                    Kind::Running | Kind::Starting | Kind::Lost => self.stop_with(goal.clone()).await,
                     Kind::Backoff | Kind::Stopped | Kind::Exited | Kind::Failed if goal == StopGoal::Restart => {
                         self.start_again().await
                     }
@@ -393,12 +436,13 @@ impl Actor {
                 self.settle();
             }
             Command::Reload => {
-                let result = self.reload().await;
+                let result =
+                    if self.is_pod() && kind == Kind::Running { self.reload_pod().await } else { self.reload().await };
                 answer(reply, result);
             }
             Command::Replace(entry, count_only) => {
                 self.spec = entry;
-                let running = !count_only && matches!(kind, Kind::Running | Kind::Starting);
+                let running = !count_only && matches!(kind, Kind::Running | Kind::Starting | Kind::Lost);
                 self.rec.spec_generation = self.spec.generation;
                 self.commit_event("specUpdated", serde_json::json!({"generation": self.spec.generation})).await;
                 if running {
@@ -479,6 +523,9 @@ impl Actor {
         }
         self.new_generation();
         self.mains.clear();
+        if self.is_pod() {
+            return self.start_pod(&rendered).await;
+        }
         let mut watches = Vec::new();
         for i in 0..rendered.processes.len() {
             match self.launch(&rendered, i).await {
@@ -543,6 +590,20 @@ impl Actor {
         }
         // Secrets and configmaps as they are now: a change applies at the next (re)start.
         self.injected_env.clear();
+        if let Some(pod) = &rendered.pod {
+            // Files go below the run dir (mounted read-only into the container); dockerd
+            // makes and limits the containers' cgroups.
+            let root = ResolvedUser::root();
+            for c in &pod.containers {
+                let lookup = |kind, key: &str| {
+                    self.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned()
+                };
+                let env =
+                    super::values::inject(&c.injections, &self.rec.id.namespace, lookup, &rendered.run_dir, &root)?;
+                self.injected_env.push(env);
+            }
+            return Ok(rendered);
+        }
         for (p, user) in rendered.processes.iter().zip(&self.users) {
             let lookup = |kind, key: &str| {
                 self.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned()
@@ -745,9 +806,10 @@ impl Actor {
         self.new_generation();
         self.mains.clear();
         self.rec.last_exit = Some(status);
-        let oom = self.oom_killed();
+        let oom = if self.is_pod() { None } else { self.oom_killed() };
         // As systemd does when a service's main process ends: the rest of its processes go too.
         self.kill_all_processes().await;
+        let oom = oom.or_else(|| self.pod_oom());
         // The OOM kill is part of the end: the same commit says so, never a later one.
         let mut noted = Vec::new();
         if let Some(why) = &oom {
@@ -773,6 +835,22 @@ impl Actor {
     /// Stopping → stopped: stopCmd or SIGTERM, up to gracePeriod for every process of the
     /// instance to end, then SIGKILL for all that remain.
     async fn stop_flow(&mut self, polite: bool) {
+        if self.is_pod() {
+            let stopped = self.stop_pod().await;
+            let delete = matches!(&self.rec.state, State::Stopping { goal: StopGoal::Delete });
+            self.new_generation();
+            self.mains.clear();
+            match stopped {
+                Ok(()) => self.apply(Event::StopCompleted).await,
+                Err(reason) => self.apply(Event::StopFailed { reason }).await,
+            };
+            if delete && self.rec.state == State::Stopped {
+                self.delete().await;
+            } else if self.rec.state == State::Staging {
+                Box::pin(self.start_flow()).await;
+            }
+            return;
+        }
         let grace = Duration::from_secs(self.spec.spec.kill_policy.grace_period);
         let deadline = Instant::now() + grace;
         if polite {
@@ -814,7 +892,7 @@ impl Actor {
                 // Re-queue behind the stop.
                 let _ = self.tx.send(Msg::Request(cmd, reply));
             }
-            Msg::MainExited { .. } | Msg::Checked { .. } => {}
+            Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } => {}
         }
     }
 
@@ -853,6 +931,9 @@ impl Actor {
 
     /// SIGKILL to every process of the instance; true when none remains.
     async fn kill_all_processes(&mut self) -> bool {
+        if self.is_pod() {
+            return self.kill_pod().await;
+        }
         if self.cgroup_empty() {
             return true;
         }
@@ -902,7 +983,7 @@ impl Actor {
     /// restartCmd of a forking (pidfile) instance: run it, then find the main process again.
     /// Returns false when there is no restartCmd to use (the caller stops and starts instead).
     async fn try_restart_cmd(&mut self) -> bool {
-        if self.rec.state.kind() != state::Kind::Running {
+        if self.is_pod() || self.rec.state.kind() != state::Kind::Running {
             return false;
         }
         let Ok(rendered) = self.render() else { return false };
@@ -1025,7 +1106,7 @@ impl Actor {
         }
         self.rec.state = step.next;
         self.rec.updated_ms = now;
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "instance": self.rec.key(),
             "type": "transition",
             "from": from,
@@ -1034,6 +1115,9 @@ impl Actor {
             "message": self.rec.message,
             "pids": self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>(),
         });
+        if !self.rec.containers.is_empty() {
+            body["containers"] = serde_json::json!(self.rec.containers);
+        }
         Some(body)
     }
 
@@ -1090,7 +1174,12 @@ impl Actor {
             tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
         }
         self.cgroup_limits = None;
-        if let Err(e) = self.cgroup.remove() {
+        if self.is_pod() {
+            self.remove_pod().await;
+            for t in self.log_tasks.drain(..) {
+                t.abort();
+            }
+        } else if let Err(e) = self.cgroup.remove() {
             tracing::warn!(instance = %self.rec.id, "cgroup removal: {e}");
         }
         if let Ok(r) = self.render() {
@@ -1145,7 +1234,7 @@ async fn next_interrupt(rx: &mut mpsc::UnboundedReceiver<Msg>) -> (Command, Opti
                 answer(reply, Err("cannot reload: instance is starting".into()))
             }
             Some(Msg::Request(cmd, reply)) => return (cmd, reply),
-            Some(Msg::MainExited { .. } | Msg::Checked { .. }) => continue,
+            Some(Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. }) => continue,
             None => std::future::pending::<()>().await,
         }
     }

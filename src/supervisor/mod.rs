@@ -30,6 +30,9 @@ pub struct SupervisorConfig {
     pub port_range: (u16, u16),
     /// Package downloads: cache and repository.
     pub fetch: crate::fetch::FetchOptions,
+    /// Pods: the Docker Engine's socket, and where the NUMA topology is read.
+    pub docker_socket: PathBuf,
+    pub numa_root: PathBuf,
 }
 
 /// Size-based rotation of the instances' log files.
@@ -58,6 +61,8 @@ pub struct Shared {
     /// instances applied together then queue here instead of all holding their half-done start
     /// in memory at the same time; each group commit still takes many of them.
     pub launches: Arc<tokio::sync::Semaphore>,
+    /// The Docker Engine, for pods.
+    pub docker: crate::runtime::docker::Docker,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -131,7 +136,13 @@ impl Supervisor {
         let reaper = Reaper::start()?;
         let fetcher =
             crate::fetch::Fetcher::new(config.fetch.clone()).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let docker = crate::runtime::docker::Docker::new(
+            &config.docker_socket,
+            &config.numa_root,
+            &config.state_dir.display().to_string(),
+        );
         let shared = Arc::new(Shared {
+            docker,
             store,
             reaper,
             cgroups,
@@ -166,17 +177,19 @@ impl Supervisor {
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
             }
         }
-        let mut resumed = Vec::new();
+        let mut records = Vec::new();
         for (key, value) in snapshot.table(Table::Instances) {
-            let rec: InstanceRecord = match serde_json::from_value(value.clone()) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!("stored instance {key} is unreadable: {e}");
-                    continue;
-                }
-            };
+            match serde_json::from_value::<InstanceRecord>(value.clone()) {
+                Ok(r) => records.push(r),
+                Err(e) => tracing::error!("stored instance {key} is unreadable: {e}"),
+            }
+        }
+        // Before any actor starts containers: no labelled container runs unowned.
+        self.remove_orphan_containers(&records).await;
+        let mut resumed = Vec::new();
+        for rec in records {
             let Some(spec) = specs.get(&app_key(&rec.id.namespace, &rec.id.name)).cloned() else {
-                tracing::error!("instance {key} has no stored spec; left alone");
+                tracing::error!("instance {} has no stored spec; left alone", rec.key());
                 continue;
             };
             resumed.push(self.spawn_actor(rec, spec));
@@ -192,6 +205,45 @@ impl Supervisor {
         }
         tracing::info!("loaded {loaded} instance(s), all resumed in {} ms", t.elapsed().as_millis());
         Ok(())
+    }
+
+    /// Removes the containers carrying our labels that no instance owns: ones of deleted
+    /// instances, or of a start the daemon did not live to record. With dockerd away this is
+    /// left to the next daemon start (logged).
+    async fn remove_orphan_containers(&self, records: &[InstanceRecord]) {
+        let owned: std::collections::HashSet<&str> = records
+            .iter()
+            .filter(|r| r.state.has_processes() && r.state.kind() != state::Kind::Starting)
+            .flat_map(|r| r.containers.iter().map(|c| c.id.as_str()))
+            .collect();
+        // A hung dockerd must not hold up the daemon's start.
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(10), self.shared.docker.labelled()).await;
+        let labelled = match listed {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                tracing::info!("not checking for orphan containers: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("not checking for orphan containers: dockerd did not answer within 10 s");
+                return;
+            }
+        };
+        for c in labelled.into_iter().filter(|c| !owned.contains(c.id.as_str())) {
+            // A stopped instance's exited containers stay for inspection until its next start;
+            // a running one (left by a stop that could not reach dockerd) goes.
+            let kept = !c.running
+                && records.iter().any(|r| {
+                    r.key() == c.instance && !r.state.has_processes() && r.containers.iter().any(|k| k.id == c.id)
+                });
+            if kept {
+                continue;
+            }
+            tracing::warn!("removing container {} ({}) of {}: no instance owns it", c.name, c.id, c.instance);
+            if let Err(e) = self.shared.docker.remove(&c.id).await {
+                tracing::warn!("cannot remove orphan container {}: {e}", c.id);
+            }
+        }
     }
 
     fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) -> oneshot::Receiver<()> {
@@ -230,6 +282,13 @@ impl Supervisor {
         }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
+        if let Some(p) = previous.as_ref().filter(|p| p.spec.is_pod() != spec.is_pod()) {
+            // Its instances run one way or the other: changing how would orphan what runs.
+            return Err(SupervisorError::Invalid(format!(
+                "{key} is a {} spec; delete it before applying it as a {}",
+                p.spec.kind, spec.kind
+            )));
+        }
         if previous.as_ref().is_some_and(|p| p.spec == spec && p.selection == selection) {
             // Unchanged: make sure every instance exists, change nothing else.
             return Ok(ids_of(&spec, selection.as_deref()));
@@ -246,15 +305,7 @@ impl Supervisor {
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         // Ports for every instance, committed with the spec: all or nothing.
-        let wants: Vec<crate::ports::Want> = spec
-            .spec
-            .template
-            .spec
-            .processes
-            .iter()
-            .flat_map(|p| &p.ports)
-            .map(|p| crate::ports::Want { name: p.name.clone(), port: u16::try_from(p.host_port).unwrap_or(0) })
-            .collect();
+        let wants = spec.port_wants();
         let host_ports = crate::host::ports_in_use();
         {
             let mut ports = self.shared.ports.lock().expect("ports lock");

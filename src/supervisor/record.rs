@@ -32,6 +32,9 @@ pub struct InstanceRecord {
     /// check; changes are journaled as events).
     #[serde(default)]
     pub health: Vec<Option<crate::health::Health>>,
+    /// A pod's containers (seed 001's container info), in spec order, as last inspected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<crate::runtime::docker::ContainerInfo>,
 }
 
 impl InstanceRecord {
@@ -49,6 +52,7 @@ impl InstanceRecord {
             ports: BTreeMap::new(),
             spec_generation,
             health: Vec::new(),
+            containers: Vec::new(),
         }
     }
 
@@ -78,6 +82,9 @@ pub struct InstanceStatus {
     pub health: Option<String>,
     /// Per process with a local check: its latest result.
     pub checks: Vec<Option<crate::health::Health>>,
+    /// A pod's containers (seed 001's container info).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<crate::runtime::docker::ContainerInfo>,
 }
 
 /// Resource use from the instance's cgroup.
@@ -106,6 +113,7 @@ impl InstanceStatus {
             usage,
             health: summarize_health(&r.health),
             checks: r.health.clone(),
+            containers: r.containers.clone(),
         }
     }
 }

@@ -76,6 +76,11 @@ pub enum State {
     Backoff {
         until_ms: u64,
     },
+    /// A pod whose runtime (dockerd) does not answer: its containers may still run. Back to
+    /// Running when dockerd answers and they do.
+    Lost {
+        reason: String,
+    },
 }
 
 /// The states without their data: the transition table's alphabet.
@@ -89,6 +94,7 @@ pub enum Kind {
     Exited,
     Failed,
     Backoff,
+    Lost,
 }
 
 impl State {
@@ -102,12 +108,13 @@ impl State {
             State::Exited { .. } => Kind::Exited,
             State::Failed { .. } => Kind::Failed,
             State::Backoff { .. } => Kind::Backoff,
+            State::Lost { .. } => Kind::Lost,
         }
     }
 
     /// Whether processes of the instance may exist in this state.
     pub fn has_processes(&self) -> bool {
-        matches!(self.kind(), Kind::Starting | Kind::Running | Kind::Stopping)
+        matches!(self.kind(), Kind::Starting | Kind::Running | Kind::Stopping | Kind::Lost)
     }
 }
 
@@ -143,6 +150,13 @@ pub const TRANSITIONS: &[(Kind, Kind)] = {
         (Running, Exited),
         (Running, Failed),
         (Running, Stopping),
+        (Running, Lost),
+        // lost (the runtime does not answer)
+        (Lost, Running),
+        (Lost, Stopping),
+        (Lost, Backoff),
+        (Lost, Exited),
+        (Lost, Failed),
         // stopping
         (Stopping, Stopped),
         (Stopping, Staging),
@@ -193,6 +207,12 @@ pub enum Event {
     RestartDue,
     /// The daemon restarted during a start and cleared what it had launched: start over.
     Resume,
+    /// The runtime (dockerd) stopped answering about a running pod.
+    RuntimeLost {
+        reason: String,
+    },
+    /// The runtime answers again and the pod's containers still run.
+    RuntimeBack,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,14 +253,17 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
         (State::Staging, Event::StageFailed { reason }) => after_failure(reason.clone()),
         (State::Starting, Event::MainReady) => plain(State::Running),
         (State::Starting, Event::StartFailed { reason }) => after_failure(reason.clone()),
-        (State::Starting | State::Running, Event::MainExited { status }) => {
+        (State::Running, Event::RuntimeLost { reason }) => plain(State::Lost { reason: reason.clone() }),
+        (State::Lost { .. }, Event::RuntimeLost { reason }) => plain(State::Lost { reason: reason.clone() }),
+        (State::Lost { .. }, Event::RuntimeBack) => plain(State::Running),
+        (State::Starting | State::Running | State::Lost { .. }, Event::MainExited { status }) => {
             on_end(ctx, status.is_success(), status.to_string(), Some(*status))
         }
         // A stop before anything runs needs no process work.
         (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop | StopGoal::Delete }) => {
             plain(State::Stopped)
         }
-        (State::Starting | State::Running, Event::StopRequested { goal }) => {
+        (State::Starting | State::Running | State::Lost { .. }, Event::StopRequested { goal }) => {
             plain(State::Stopping { goal: goal.clone() })
         }
         // A stop already under way keeps going; a stronger goal (delete) replaces a weaker one.
@@ -315,6 +338,7 @@ mod tests {
             State::Exited { status: ExitStatus::Code(0) },
             State::Failed { reason: "x".into() },
             State::Backoff { until_ms: 5 },
+            State::Lost { reason: "x".into() },
         ];
         let events = [
             Event::Start,
@@ -328,6 +352,8 @@ mod tests {
             Event::StopCompleted,
             Event::StopFailed { reason: "x".into() },
             Event::RestartDue,
+            Event::RuntimeLost { reason: "x".into() },
+            Event::RuntimeBack,
         ];
         let mut legal = 0;
         for s in &states {
@@ -408,6 +434,22 @@ mod tests {
         assert_eq!(run(&unhealthy, Event::StopCompleted, &p, 0).unwrap().next.kind(), Kind::Backoff);
         let restart = State::Stopping { goal: StopGoal::Restart };
         assert_eq!(run(&restart, Event::StopCompleted, &p, 0).unwrap().next, State::Staging);
+    }
+
+    #[test]
+    fn a_lost_pod_comes_back_or_ends_by_policy() {
+        let p = policy(RestartPolicyKind::OnFailure);
+        let lost = run(&State::Running, Event::RuntimeLost { reason: "dockerd down".into() }, &p, 0).unwrap().next;
+        assert_eq!(lost.kind(), Kind::Lost);
+        assert!(lost.has_processes());
+        assert_eq!(run(&lost, Event::RuntimeBack, &p, 0).unwrap().next, State::Running);
+        let ended = run(&lost, Event::MainExited { status: ExitStatus::Code(137) }, &p, 0).unwrap().next;
+        assert_eq!(ended.kind(), Kind::Backoff);
+        assert_eq!(
+            run(&lost, Event::StopRequested { goal: StopGoal::Stop }, &p, 0).unwrap().next.kind(),
+            Kind::Stopping
+        );
+        assert!(run(&State::Stopped, Event::RuntimeLost { reason: "x".into() }, &p, 0).is_err());
     }
 
     #[test]

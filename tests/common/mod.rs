@@ -1,6 +1,8 @@
 //! Test fixture: the real stewardd binary with its own roots, state, socket and cgroup parent.
 #![allow(dead_code)]
 
+pub mod docker;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +22,8 @@ pub struct Daemon {
     pub client: Client,
     /// Network namespace the daemon runs in (through nsenter, which keeps the mounts).
     pub netns: Option<String>,
+    /// The Docker Engine its pods run on: their containers are removed with the daemon.
+    pub docker_socket: String,
 }
 
 impl Daemon {
@@ -55,7 +59,21 @@ impl Daemon {
         )
         .unwrap();
         let netns = netns.map(String::from);
-        let mut d = Daemon { child: None, client: Client::new(&socket), dir, socket, config, cgroup_parent, netns };
+        let docker_socket = extra
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("docker_socket = \"").and_then(|r| r.strip_suffix('"')))
+            .unwrap_or(docker::SHARED_SOCKET)
+            .to_string();
+        let mut d = Daemon {
+            child: None,
+            client: Client::new(&socket),
+            dir,
+            socket,
+            config,
+            cgroup_parent,
+            netns,
+            docker_socket,
+        };
         d.spawn();
         d
     }
@@ -196,6 +214,9 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill9();
+        if docker::USED.load(std::sync::atomic::Ordering::Relaxed) {
+            docker::remove_owned(&self.docker_socket, &self.dir.path().join("state"));
+        }
         // Leave nothing behind: kill every instance's processes and remove the cgroups.
         let h = self.hierarchy();
         for key in h.list_instances() {

@@ -1,0 +1,458 @@
+//! Pods on the Docker Engine API (seed 001), through bollard: create and start a pod's
+//! containers in order (the first is the main one, the others join its network namespace),
+//! wait for their exits, stop or kill them, inspect them, follow their logs into files, run
+//! COMMAND checks in them, and find the containers carrying our labels.
+
+pub mod numa;
+
+use crate::spec::pod::{NetworkMode, RenderedContainer, RenderedPod};
+use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, ThrottleDevice};
+use bollard::query_parameters as q;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which daemon owns a container (its state directory): daemons sharing one dockerd never
+/// touch each other's containers.
+pub const LABEL_OWNER: &str = "io.steward.owner";
+/// `namespace/name/index` of the instance a container belongs to.
+pub const LABEL_INSTANCE: &str = "io.steward.instance";
+/// The container's name in the pod spec.
+pub const LABEL_CONTAINER: &str = "io.steward.container";
+/// The container's place in the pod (0 = main).
+pub const LABEL_INDEX: &str = "io.steward.index";
+/// Engine API version spoken: old enough for the Debian 12 dockerd (20.10), new enough for all
+/// the fields used here.
+const API_VERSION: bollard::ClientVersion = bollard::ClientVersion { major_version: 1, minor_version: 41 };
+/// Requests other than waits and log streams give up after this long.
+const REQUEST_TIMEOUT_SECS: u64 = 60;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// dockerd does not answer (not running, socket gone, connection cut).
+    #[error("dockerd at {socket} is unreachable: {why}")]
+    Unreachable { socket: String, why: String },
+    #[error("image {image:?} is not on this host (images are not pulled by Steward; docker load or import it)")]
+    NoImage { image: String },
+    #[error("container {container:?}: image {image:?} has no entrypoint and command.value is empty, so there is nothing to run")]
+    NoCommand { container: String, image: String },
+    #[error("no such container {0}")]
+    NoContainer(String),
+    #[error("container {container:?}: {message}")]
+    Api { container: String, message: String },
+}
+
+impl DockerError {
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, DockerError::Unreachable { .. })
+    }
+}
+
+/// Seed 001's `BcsContainerInfo`, field names as the seed spells them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ContainerInfo {
+    #[serde(rename = "ID")]
+    pub id: String,
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "Pid", default)]
+    pub pid: i64,
+    #[serde(rename = "StartAt", default)]
+    pub start_at: String,
+    #[serde(rename = "FinishAt", default)]
+    pub finish_at: String,
+    /// created, running, paused, restarting, exited, dead.
+    #[serde(rename = "Status", default)]
+    pub status: String,
+    #[serde(rename = "ExitCode", default)]
+    pub exit_code: i64,
+    #[serde(rename = "Hostname", default)]
+    pub hostname: String,
+    #[serde(rename = "NetworkMode", default)]
+    pub network_mode: String,
+    #[serde(rename = "IPAddress", default)]
+    pub ip_address: String,
+    /// The kernel's OOM killer ended it (over its memory limit).
+    #[serde(rename = "OOMKilled", default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
+}
+
+impl ContainerInfo {
+    pub fn is_running(&self) -> bool {
+        matches!(self.status.as_str(), "running" | "restarting" | "paused")
+    }
+}
+
+/// A labelled container as listed.
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    pub id: String,
+    pub instance: String,
+    pub name: String,
+    pub running: bool,
+}
+
+/// How a pod's containers are identified and what else goes into them.
+pub struct PodStart<'a> {
+    /// `namespace/name/index`.
+    pub instance: &'a str,
+    /// `namespace.name.index`: the containers' name prefix.
+    pub pod_id: &'a str,
+    pub pod: &'a RenderedPod,
+    /// Per container: env vars from secrets and configmaps.
+    pub injected_env: &'a [Vec<(String, String)>],
+    /// The spec's metadata labels, copied onto every container.
+    pub labels: &'a std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Clone)]
+pub struct Docker {
+    /// Made at the first request that finds the socket: dockerd may be installed or started
+    /// after stewardd, and the daemon must start without it.
+    client: std::sync::Arc<std::sync::Mutex<Option<bollard::Docker>>>,
+    socket: String,
+    numa_root: PathBuf,
+    owner: String,
+}
+
+impl Docker {
+    /// A client for the engine at `socket` (nothing is connected until the first request).
+    /// `numa_root` is where the NUMA topology is read (`/sys/devices/system/node`); `owner`
+    /// marks this daemon's containers.
+    pub fn new(socket: &Path, numa_root: &Path, owner: &str) -> Docker {
+        Docker {
+            client: Default::default(),
+            socket: socket.display().to_string(),
+            numa_root: numa_root.to_path_buf(),
+            owner: owner.to_string(),
+        }
+    }
+
+    /// The API client, connected on first use (bollard checks that the socket exists).
+    fn client(&self) -> Result<bollard::Docker, DockerError> {
+        let mut slot = self.client.lock().expect("docker client lock");
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = bollard::Docker::connect_with_unix(&self.socket, REQUEST_TIMEOUT_SECS, &API_VERSION)
+            .map_err(|e| DockerError::Unreachable { socket: self.socket.clone(), why: e.to_string() })?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    fn error(&self, container: &str, e: bollard::errors::Error) -> DockerError {
+        use bollard::errors::Error as E;
+        match e {
+            E::DockerResponseServerError { status_code: 404, message } if message.contains("No such container") => {
+                DockerError::NoContainer(container.to_string())
+            }
+            E::DockerResponseServerError { message, .. } => {
+                DockerError::Api { container: container.to_string(), message }
+            }
+            E::DockerContainerWaitError { error, code } => {
+                DockerError::Api { container: container.to_string(), message: format!("wait: {error} ({code})") }
+            }
+            other => DockerError::Unreachable { socket: self.socket.clone(), why: other.to_string() },
+        }
+    }
+
+    pub async fn ping(&self) -> Result<(), DockerError> {
+        self.client()?.ping().await.map(|_| ()).map_err(|e| self.error("", e))
+    }
+
+    /// Creates and starts the pod's containers in order; the first one's id is the network the
+    /// others join. Any failure removes what was created and names the container. Returns the
+    /// containers' ids in spec order.
+    pub async fn start_pod(&self, start: &PodStart<'_>) -> Result<Vec<String>, DockerError> {
+        // Leftovers of an earlier run of this instance (kept for inspection until now).
+        self.remove_instance(start.instance).await?;
+        let topology = numa::Topology::read(&self.numa_root);
+        let mut ids: Vec<String> = Vec::new();
+        for (i, c) in start.pod.containers.iter().enumerate() {
+            let network = match ids.first() {
+                Some(main) => format!("container:{main}"),
+                None => match start.pod.network {
+                    NetworkMode::Host => "host".into(),
+                    NetworkMode::Bridge => "bridge".into(),
+                    NetworkMode::None => "none".into(),
+                    NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
+                },
+            };
+            let env = start.injected_env.get(i).map(Vec::as_slice).unwrap_or_default();
+            let result = async {
+                let body = self.container_body(start, i, c, network, env, &topology).await?;
+                let name = format!("steward-{}-{}", start.pod_id, c.name);
+                let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
+                let created =
+                    self.client()?.create_container(Some(options), body).await.map_err(|e| self.error(&c.name, e))?;
+                ids.push(created.id.clone());
+                self.client()?
+                    .start_container(&created.id, None::<q::StartContainerOptions>)
+                    .await
+                    .map_err(|e| self.error(&c.name, e))
+            }
+            .await;
+            if let Err(e) = result {
+                let _ = self.remove_instance(start.instance).await;
+                return Err(e);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The create request of container `i`: seed 001's command rules, env, ports, resources.
+    async fn container_body(
+        &self,
+        start: &PodStart<'_>,
+        i: usize,
+        c: &RenderedContainer,
+        network: String,
+        injected_env: &[(String, String)],
+        topology: &numa::Topology,
+    ) -> Result<ContainerCreateBody, DockerError> {
+        let image = match self.client()?.inspect_image(&c.image).await {
+            Ok(image) => image,
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
+                return Err(DockerError::NoImage { image: c.image.clone() })
+            }
+            Err(e) => return Err(self.error(&c.name, e)),
+        };
+        let image_entrypoint = image.config.and_then(|c| c.entrypoint).filter(|e| !e.is_empty());
+        // seed 001: a value replaces the entrypoint, arguments follow; without a value the
+        // arguments go to the image's entrypoint; without either there is nothing to run.
+        let (entrypoint, cmd) = match (&c.entrypoint, image_entrypoint) {
+            (Some(value), _) => (Some(vec![value.clone()]), Some(c.arguments.clone())),
+            (None, Some(_)) => (None, (!c.arguments.is_empty()).then(|| c.arguments.clone())),
+            (None, None) => return Err(DockerError::NoCommand { container: c.name.clone(), image: c.image.clone() }),
+        };
+        let mut labels: HashMap<String, String> = start.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        labels.insert(LABEL_OWNER.into(), self.owner.clone());
+        labels.insert(LABEL_INSTANCE.into(), start.instance.into());
+        labels.insert(LABEL_CONTAINER.into(), c.name.clone());
+        labels.insert(LABEL_INDEX.into(), i.to_string());
+        let env: Vec<String> = c
+            .env
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .chain(injected_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut exposed = HashMap::new();
+        let mut bindings = HashMap::new();
+        if start.pod.network != NetworkMode::Host {
+            for p in &c.ports {
+                let proto = if p.protocol == crate::spec::model::Protocol::Udp { "udp" } else { "tcp" };
+                let key = format!("{}/{proto}", p.container_port);
+                exposed.insert(key.clone(), HashMap::new());
+                let binding = PortBinding { host_ip: None, host_port: Some(p.host_port.to_string()) };
+                bindings.insert(key, Some(vec![binding]));
+            }
+        }
+        let r = &c.resources;
+        let placement = r.cpu_cores.and_then(|cores| numa::place(topology, cores, r.cpu_set, &mut numa::random_below));
+        let mb = |v: f64| (v * 1024.0 * 1024.0) as i64;
+        let throttle = |list: &[(String, i64)]| {
+            (!list.is_empty()).then(|| {
+                list.iter().map(|(path, rate)| ThrottleDevice { path: Some(path.clone()), rate: Some(*rate) }).collect()
+            })
+        };
+        let binds: Vec<String> = c
+            .mounts
+            .iter()
+            .map(|m| {
+                format!("{}:{}:{}", m.host_path.display(), m.container_path, if m.read_only { "ro" } else { "rw" })
+            })
+            .collect();
+        let host_config = HostConfig {
+            network_mode: Some(network),
+            port_bindings: (!bindings.is_empty()).then_some(bindings),
+            binds: (!binds.is_empty()).then_some(binds),
+            cpu_shares: r.cpu_shares(),
+            cpu_period: (r.cpu_quota && r.cpu_cores.is_some()).then_some(100_000),
+            cpu_quota: r.cpu_cores.filter(|_| r.cpu_quota).map(|c| (c * 100_000.0) as i64),
+            cpuset_cpus: placement.as_ref().map(numa::Placement::cpus_text),
+            cpuset_mems: placement.as_ref().and_then(|p| p.mems.map(|m| m.to_string())),
+            memory: r.memory_mb.map(mb),
+            // seed 001: a swap limit below memory means none.
+            memory_swap: r.memory_swap_mb.and_then(|s| match (s, r.memory_mb) {
+                (-1, _) => Some(-1),
+                (s, Some(m)) if (s as f64) >= m => Some(mb(s as f64)),
+                _ => None,
+            }),
+            memory_swappiness: r.swappiness,
+            blkio_device_read_bps: throttle(&r.read_bps),
+            blkio_device_write_bps: throttle(&r.write_bps),
+            blkio_device_read_iops: throttle(&r.read_iops),
+            blkio_device_write_iops: throttle(&r.write_iops),
+            ..Default::default()
+        };
+        Ok(ContainerCreateBody {
+            image: Some(c.image.clone()),
+            entrypoint,
+            cmd,
+            env: Some(env),
+            labels: Some(labels),
+            exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            host_config: Some(host_config),
+            ..Default::default()
+        })
+    }
+
+    /// Seed 001's container info, from docker inspect.
+    pub async fn inspect(&self, id: &str) -> Result<ContainerInfo, DockerError> {
+        let c = self
+            .client()?
+            .inspect_container(id, None::<q::InspectContainerOptions>)
+            .await
+            .map_err(|e| self.error(id, e))?;
+        let state = c.state.unwrap_or_default();
+        let settings = c.network_settings.unwrap_or_default();
+        // Bridge mode fills the top-level address; user networks only their own entry.
+        let ip = settings.ip_address.filter(|a| !a.is_empty()).or_else(|| {
+            settings.networks.unwrap_or_default().values().find_map(|n| n.ip_address.clone().filter(|a| !a.is_empty()))
+        });
+        let zero_time = |t: Option<String>| t.filter(|t| !t.starts_with("0001-")).unwrap_or_default();
+        Ok(ContainerInfo {
+            id: c.id.unwrap_or_default(),
+            name: c.name.unwrap_or_default().trim_start_matches('/').to_string(),
+            pid: state.pid.unwrap_or(0),
+            start_at: zero_time(state.started_at),
+            finish_at: zero_time(state.finished_at),
+            status: state.status.map(|s| s.to_string()).unwrap_or_default(),
+            exit_code: state.exit_code.unwrap_or(0),
+            hostname: c.config.and_then(|c| c.hostname).unwrap_or_default(),
+            network_mode: c.host_config.and_then(|h| h.network_mode).unwrap_or_default(),
+            ip_address: ip.unwrap_or_default(),
+            oom_killed: state.oom_killed.unwrap_or(false),
+        })
+    }
+
+    /// Waits until the container stops; its exit code. A dropped connection is Unreachable.
+    pub async fn wait(&self, id: &str) -> Result<i64, DockerError> {
+        let options = q::WaitContainerOptions { condition: "not-running".into() };
+        let mut stream = self.client()?.wait_container(id, Some(options));
+        match stream.next().await {
+            Some(Ok(r)) => Ok(r.status_code),
+            // bollard turns a non-zero exit into this error.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) => Err(self.error(id, e)),
+            None => {
+                Err(DockerError::Unreachable { socket: self.socket.clone(), why: "wait ended without a status".into() })
+            }
+        }
+    }
+
+    /// SIGTERM, up to `grace`, then SIGKILL (docker stop). A gone or stopped container is fine.
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), DockerError> {
+        let options = q::StopContainerOptions { t: Some(grace.as_secs() as i32), signal: None };
+        match self.client()?.stop_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+            Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `signal` (SIGKILL, SIGHUP, ...). A container that is not running is fine.
+    pub async fn signal(&self, id: &str, signal: &str) -> Result<(), DockerError> {
+        let options = q::KillContainerOptions { signal: signal.into() };
+        match self.client()?.kill_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+            Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
+            Err(DockerError::Api { message, .. }) if message.contains("is not running") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn remove(&self, id: &str) -> Result<(), DockerError> {
+        let options = q::RemoveContainerOptions { force: true, v: true, link: false };
+        match self.client()?.remove_container(id, Some(options)).await.map_err(|e| self.error(id, e)) {
+            Ok(()) | Err(DockerError::NoContainer(_)) => Ok(()),
+            Err(DockerError::Api { message, .. }) if message.contains("already in progress") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes every container of `instance` (by label), running or not.
+    pub async fn remove_instance(&self, instance: &str) -> Result<(), DockerError> {
+        for c in self.labelled().await?.into_iter().filter(|c| c.instance == instance) {
+            self.remove(&c.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Every container (running or not) that carries this daemon's owner label.
+    pub async fn labelled(&self) -> Result<Vec<Labelled>, DockerError> {
+        let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_OWNER}={}", self.owner)])]);
+        let options = q::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let list = self.client()?.list_containers(Some(options)).await.map_err(|e| self.error("", e))?;
+        Ok(list
+            .into_iter()
+            .map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let running = c.state.is_some_and(|s| s.to_string() == "running");
+                Labelled {
+                    running,
+                    id: c.id.unwrap_or_default(),
+                    instance: labels.get(LABEL_INSTANCE).cloned().unwrap_or_default(),
+                    name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    /// Runs `command` with `/bin/sh -c` in the container: exit 0 within `timeout` is healthy.
+    pub async fn exec_check(&self, id: &str, command: &str, timeout: Duration) -> crate::health::Outcome {
+        use crate::health::Outcome;
+        let run = async {
+            let config = bollard::models::ExecConfig {
+                cmd: Some(vec!["/bin/sh".into(), "-c".into(), command.into()]),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            };
+            let exec = self.client()?.create_exec(id, config).await.map_err(|e| self.error(id, e))?;
+            let started = self.client()?.start_exec(&exec.id, None).await.map_err(|e| self.error(id, e))?;
+            if let bollard::exec::StartExecResults::Attached { mut output, .. } = started {
+                while output.next().await.is_some() {}
+            }
+            let inspected = self.client()?.inspect_exec(&exec.id).await.map_err(|e| self.error(id, e))?;
+            Ok::<_, DockerError>(inspected.exit_code.unwrap_or(-1))
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(Ok(0)) => Outcome::Pass,
+            Ok(Ok(code)) => Outcome::Fail(format!("check command exited with code {code}")),
+            Ok(Err(e)) => Outcome::Fail(format!("cannot run the check command: {e}")),
+            Err(_) => Outcome::Fail(format!("check command did not finish within {}s", timeout.as_secs())),
+        }
+    }
+
+    /// Appends the container's output to `<dir>/<name>.stdout.log` and `.stderr.log` (where
+    /// `steward logs` and log rotation find every instance's output) until it stops. `since`
+    /// (unix seconds) skips what an earlier follower already wrote.
+    pub fn follow_logs(&self, id: &str, dir: &Path, name: &str, since: i64) -> tokio::task::JoinHandle<()> {
+        let (client, id) = (self.client(), id.to_string());
+        let (out, err) = (dir.join(format!("{name}.stdout.log")), dir.join(format!("{name}.stderr.log")));
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let open =
+                |p: PathBuf| async move { tokio::fs::OpenOptions::new().create(true).append(true).open(p).await };
+            let Ok(client) = client else { return };
+            let (Ok(mut out), Ok(mut err)) = (open(out).await, open(err).await) else { return };
+            let options = q::LogsOptions {
+                follow: true,
+                stdout: true,
+                stderr: true,
+                since: since as i32,
+                tail: "all".into(),
+                ..Default::default()
+            };
+            let mut stream = client.logs(&id, Some(options));
+            while let Some(Ok(chunk)) = stream.next().await {
+                let _ = match chunk {
+                    bollard::container::LogOutput::StdErr { message } => err.write_all(&message).await,
+                    other => out.write_all(other.as_ref()).await,
+                };
+            }
+        })
+    }
+}
