@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build Steward, run stewardd in the foreground with its embedded default
-# configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example units in units/ and show their status.
+# configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example
+# units in units/ (two process apps and, when a Docker Engine can run, a pod) and show their status.
 # Ctrl-C ends the demo: it deletes the demo's instances, then stops the daemon.
 # DEMO_ONCE=1 ends it right after showing the status (for scripted runs).
 set -euo pipefail
@@ -36,7 +37,15 @@ for _ in $(seq 1 200); do
     sleep 0.05
 done
 
-for unit in units/ticker.toml units/gamesvc.json; do
+units=(units/ticker.toml units/gamesvc.json)
+# The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
+if bash scripts/dockerd-up.sh >/dev/null 2>&1; then
+    units+=(units/webpod.json)
+else
+    echo "== no Docker Engine could be started: the example pod (units/webpod.json) is skipped"
+fi
+
+for unit in "${units[@]}"; do
     echo
     echo "== steward apply -f $unit --wait"
     $steward apply -f "$unit" --wait --timeout 20 || true
@@ -48,6 +57,11 @@ $steward ls
 echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0
+if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
+    echo
+    echo "== steward status demo/webpod/0"
+    $steward status demo/webpod/0 || true
+fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then
     exit 0
