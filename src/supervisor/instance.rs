@@ -304,6 +304,7 @@ impl Actor {
         match self.rec.state.clone() {
             State::Running | State::Lost { .. } if self.is_pod() => {
                 self.readopt_pod().await;
+                self.flush_unjournaled().await;
                 self.mark_resumed();
             }
             State::Running => {
