@@ -56,6 +56,18 @@ fn http_get(port: u16) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
+/// The page on 127.0.0.1:`port`, asked every 100 ms up to `tries` times (a container's server
+/// comes up a moment after the container is started).
+async fn http_get_within(port: u16, tries: usize) -> Option<String> {
+    for _ in 0..tries {
+        if let Some(body) = http_get(port) {
+            return Some(body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
+}
+
 /// The main container serves HTTP on a random host port; the second reaches it on localhost
 /// (shared network namespace). Env: PORT_name, the $ operator, a secret as env and as a file.
 /// Resources and cpuset reach docker. `steward logs` shows the second container's output.
@@ -93,14 +105,7 @@ async fn two_containers_share_localhost_and_a_random_port_is_reachable() {
 
     // From the host: the random port is published and injected as PORT_http.
     let port = s.ports["http"];
-    let mut body = None;
-    for _ in 0..100 {
-        body = http_get(port);
-        if body.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let body = http_get_within(port, 100).await;
     let body = body.unwrap_or_else(|| panic!("nothing on 127.0.0.1:{port}\n{}", d.log()));
     assert_eq!(body.trim(), format!("main port={port} pod=pods.web.0 node=127.0.0.1 user=alice token=s3cret"));
 
@@ -379,14 +384,7 @@ async fn host_and_user_networks() {
     let s = d.wait_state(&id("pods", "hostnet", 0), Kind::Running, 60).await;
     assert_eq!(s.containers[0].network_mode, "host");
     let port = s.ports["http"];
-    let mut body = None;
-    for _ in 0..100 {
-        body = http_get(port);
-        if body.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let body = http_get_within(port, 100).await;
     assert_eq!(body.as_deref().map(str::trim), Some("host-mode"), "port {port}\n{}", d.log());
 
     // A user-defined network the test creates (a bridge on a test-only subnet).

@@ -7,7 +7,7 @@ use super::sched::{check_spec, Scheduler};
 use super::store::{App, PlacementState};
 use crate::health::{Outcome, Prober, Tracker, Verdict};
 use crate::spec::model::{CheckType, HealthCheck, ProcessSpec};
-use crate::spec::render::{Probe, RenderedCheck};
+use crate::spec::render::render_check;
 use crate::spec::InstanceId;
 use crate::supervisor::record::now_ms;
 use serde_json::{json, Value};
@@ -143,34 +143,18 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let c = &w.check;
-    let probe = match (c.kind, &c.http, &c.tcp) {
-        (Some(CheckType::RemoteHttp), Some(h), _) => check_port(h.port, &h.port_name, &status.ports, &w.fixed_ports)
-            .map(|port| Probe::Http { scheme: h.scheme, port, path: h.path.clone(), headers: h.headers.clone() }),
-        (Some(CheckType::RemoteTcp), _, Some(t)) => {
-            check_port(t.port, &t.port_name, &status.ports, &w.fixed_ports).map(|port| Probe::Tcp { port })
-        }
-        _ => None,
-    };
-    let Some(probe) = probe else {
+    // Only REMOTE_HTTP and REMOTE_TCP checks are watched here (filtered where they are listed).
+    let port_of = |port: i64, name: &str| check_port(port, name, &status.ports, &w.fixed_ports);
+    let Some(rendered) = render_check(&w.check, &port_of, &|text: &str| text.to_string()) else {
         emit(
             &json!({"node": "sched", "at_ms": now_ms(), "body": {"type": "remoteCheckInvalid", "instance": instance, "message": "the check names no port the instance has"}}),
         );
         return;
     };
-    let rendered = RenderedCheck {
-        kind: c.kind.unwrap_or(CheckType::RemoteTcp),
-        delay_seconds: c.delay_seconds,
-        interval_seconds: c.interval_seconds,
-        timeout_seconds: c.timeout_seconds,
-        consecutive_failures: c.consecutive_failures,
-        grace_period_seconds: c.grace_period_seconds,
-        probe,
-    };
     let started = status.last_start_ms.unwrap_or_else(now_ms);
     let mut tracker = Tracker::new(&rendered, started);
     let mut healthy: Option<bool> = None;
-    tokio::time::sleep(Duration::from_secs(c.delay_seconds)).await;
+    tokio::time::sleep(Duration::from_secs(rendered.delay_seconds)).await;
     loop {
         let outcome = prober.probe_at(host, &rendered).await.unwrap_or(Outcome::Fail("no probe".into()));
         let message = match &outcome {
@@ -193,7 +177,7 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
             tracker = Tracker::new(&rendered, now_ms());
             healthy = None;
         }
-        tokio::time::sleep(Duration::from_secs(c.interval_seconds.max(1))).await;
+        tokio::time::sleep(Duration::from_secs(rendered.interval_seconds.max(1))).await;
     }
 }
 

@@ -439,34 +439,43 @@ pub(super) fn render_checks(
     port_of: &dyn Fn(i64, &str) -> u16,
     render_text: &dyn Fn(&str) -> String,
 ) -> Vec<RenderedCheck> {
-    let mut health_checks = Vec::new();
-    for c in checks {
-        let Some(kind) = c.kind else { continue };
-        let probe = match kind {
-            CheckType::Http | CheckType::RemoteHttp => c.http.as_ref().map(|h| Probe::Http {
+    checks.iter().filter_map(|c| render_check(c, &|port, name| Some(port_of(port, name)), render_text)).collect()
+}
+
+/// One check as it is probed: its port resolved by `port_of` (`port` > 0, else the named
+/// port's number) and its command text rendered. None when it has no type, no block for its
+/// type, or a port `port_of` does not know.
+pub fn render_check(
+    c: &HealthCheck,
+    port_of: &dyn Fn(i64, &str) -> Option<u16>,
+    render_text: &dyn Fn(&str) -> String,
+) -> Option<RenderedCheck> {
+    let kind = c.kind?;
+    let probe = match kind {
+        CheckType::Http | CheckType::RemoteHttp => {
+            let h = c.http.as_ref()?;
+            Probe::Http {
                 scheme: h.scheme,
-                port: port_of(h.port, &h.port_name),
+                port: port_of(h.port, &h.port_name)?,
                 path: h.path.clone(),
                 headers: h.headers.clone(),
-            }),
-            CheckType::Tcp | CheckType::RemoteTcp => {
-                c.tcp.as_ref().map(|t| Probe::Tcp { port: port_of(t.port, &t.port_name) })
             }
-            CheckType::Command => c.command.as_ref().map(|cmd| Probe::Command { command: render_text(&cmd.value) }),
-        };
-        if let Some(probe) = probe {
-            health_checks.push(RenderedCheck {
-                kind,
-                delay_seconds: c.delay_seconds,
-                interval_seconds: c.interval_seconds,
-                timeout_seconds: c.timeout_seconds,
-                consecutive_failures: c.consecutive_failures,
-                grace_period_seconds: c.grace_period_seconds,
-                probe,
-            });
         }
-    }
-    health_checks
+        CheckType::Tcp | CheckType::RemoteTcp => {
+            let t = c.tcp.as_ref()?;
+            Probe::Tcp { port: port_of(t.port, &t.port_name)? }
+        }
+        CheckType::Command => Probe::Command { command: render_text(&c.command.as_ref()?.value) },
+    };
+    Some(RenderedCheck {
+        kind,
+        delay_seconds: c.delay_seconds,
+        interval_seconds: c.interval_seconds,
+        timeout_seconds: c.timeout_seconds,
+        consecutive_failures: c.consecutive_failures,
+        grace_period_seconds: c.grace_period_seconds,
+        probe,
+    })
 }
 
 /// Every port as `PORT_<name>` (seed 001; a '-' in the name becomes '_'), before the spec's own

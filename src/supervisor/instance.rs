@@ -489,14 +489,7 @@ impl Actor {
 
     /// One attempt; returns a request that interrupted it, to be handled by the caller.
     async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
-        self.launch_permit = match self.shared.launches.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => {
-                // Waiting our turn may take a while: what happened so far must show meanwhile.
-                self.flush_unjournaled().await;
-                self.shared.launches.clone().acquire_owned().await.ok()
-            }
-        };
+        self.take_launch_place().await;
         let rendered = match self.stage() {
             Ok(p) => p,
             Err(reason) => {
@@ -516,9 +509,7 @@ impl Actor {
                 return None;
             }
         }
-        if self.launch_permit.is_none() {
-            self.launch_permit = self.shared.launches.clone().acquire_owned().await.ok();
-        }
+        self.take_launch_place().await;
         if !self.apply(Event::Staged).await {
             return None;
         }
@@ -1058,6 +1049,21 @@ impl Actor {
         }
         self.persist(events).await;
         true
+    }
+
+    /// Holds a place among the launches in progress (see `Shared::launches`) unless it has one.
+    async fn take_launch_place(&mut self) {
+        if self.launch_permit.is_some() {
+            return;
+        }
+        self.launch_permit = match self.shared.launches.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                // Waiting our turn may take a while: what happened so far must show meanwhile.
+                self.flush_unjournaled().await;
+                self.shared.launches.clone().acquire_owned().await.ok()
+            }
+        };
     }
 
     /// Commits transitions held back for the next commit (see `unjournaled`) now.
