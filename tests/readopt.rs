@@ -117,6 +117,39 @@ async fn a_stale_record_whose_pid_was_reused_is_not_adopted() {
     let _ = stranger.wait();
 }
 
+/// A respawn hands its commit to the store and spawns while the fsync runs: a crash between the
+/// two leaves a process in the cgroup that the record does not know of. The next daemon's first
+/// start clears it, so the instance never runs two process trees.
+#[tokio::test]
+async fn a_process_the_record_does_not_know_is_cleared_before_the_next_start() {
+    let mut d = Daemon::start("unknown");
+    d.apply_json(&spec(
+        "flaky",
+        1,
+        json!({"startCmd": "sleep 0.3; exit 3"}),
+        json!({"restartPolicy": {"policy": "Always", "interval": 2}}),
+    ))
+    .await;
+    let iid = id("test", "flaky", 0);
+    d.wait_state(&iid, Kind::Backoff, 10).await;
+    d.kill9();
+    // What a spawn cut short by the crash leaves: a live process in the instance's cgroup.
+    let mut stray = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    let stray_pid = stray.id() as i32;
+    let key = "test.flaky.0";
+    d.hierarchy().instance(key).add_pid(stray_pid).unwrap();
+    assert_eq!(d.cgroup_pids(&iid), vec![stray_pid]);
+
+    d.spawn();
+    // The restart comes due: before it spawns, the stray is gone.
+    let st = d.wait(&iid, 10, |s| s.state.kind() == Kind::Running).await;
+    let _ = stray.wait();
+    assert!(!alive(stray_pid), "the unknown process was left running beside the new start");
+    let pids = d.cgroup_pids(&iid);
+    assert!(!pids.contains(&stray_pid), "{pids:?}");
+    assert!(pids.contains(&st.pid.unwrap()), "{pids:?} {st:?}");
+}
+
 /// The daemon's own SIGTERM leaves instances running, and a new daemon adopts them.
 #[tokio::test]
 async fn sigterm_of_the_daemon_leaves_instances_running() {

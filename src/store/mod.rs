@@ -440,12 +440,26 @@ impl Store {
     ///
     /// If the future is dropped after it was first polled, the batch may still be committed.
     pub async fn commit(&self, batch: Batch) -> Result<Vec<u64>, StoreError> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
+        self.submit(batch).await
+    }
+
+    /// [`Store::commit`], with the batch handed to the writer now rather than at the first
+    /// poll: work done before awaiting the result overlaps the fsync.
+    pub fn submit(&self, batch: Batch) -> impl std::future::Future<Output = Result<Vec<u64>, StoreError>> + 'static {
+        let stopped = self.stopped();
+        let sent = if batch.is_empty() {
+            None
+        } else {
+            let (tx, rx) = oneshot::channel();
+            Some(self.send(Request::Commit { batch, reply: Reply::Async(tx) }).map(|()| rx))
+        };
+        async move {
+            match sent {
+                None => Ok(Vec::new()),
+                Some(Err(e)) => Err(e),
+                Some(Ok(rx)) => rx.await.map_err(|_| stopped)?,
+            }
         }
-        let (tx, rx) = oneshot::channel();
-        self.send(Request::Commit { batch, reply: Reply::Async(tx) })?;
-        rx.await.map_err(|_| self.stopped())?
     }
 
     /// [`Store::commit`] for code outside the async runtime (blocks the calling thread).

@@ -11,6 +11,7 @@ use crate::runtime::reaper::ExitWatch;
 use crate::spec::{self, ProcessSpec, RenderContext, RenderedInstance};
 use crate::store::{Batch, Table};
 use nix::sys::signal::Signal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -71,6 +72,12 @@ pub enum Msg {
     },
 }
 
+/// A commit on its way to the store (see `Actor::begin_persist`).
+struct PendingPersist {
+    commit: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u64>, crate::store::StoreError>> + Send>>,
+    events: Vec<serde_json::Value>,
+}
+
 /// A main process being watched.
 struct Main {
     identity: ProcessIdentity,
@@ -100,8 +107,8 @@ pub struct Actor {
     /// Set once the instance is deleted: the actor ends.
     deleted: bool,
     /// The cgroup's OOM-kill count when the current processes started, to tell an OOM kill
-    /// from any other SIGKILL.
-    oom_kills_at_start: u64,
+    /// from any other SIGKILL (None: read it at the next start).
+    oom_kills_at_start: Option<u64>,
     /// Health probing of the current processes, and the verdicts so far (by process).
     health_tasks: Vec<tokio::task::JoinHandle<()>>,
     trackers: Vec<Option<crate::health::Tracker>>,
@@ -114,8 +121,8 @@ pub struct Actor {
     /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
     resumed: Option<oneshot::Sender<()>>,
     /// Transitions into Staging taken but not yet committed: when staging is local work only
-    /// (nothing to fetch), they are committed together with the Starting that follows it, so a
-    /// respawn costs one fsync before its spawn (docs/design.md, "Durability").
+    /// (nothing to fetch), they are committed together with the Starting that follows it, while
+    /// the spawn runs (docs/design.md, "Durability").
     unjournaled: Vec<serde_json::Value>,
     /// Why the current processes ended, beyond their exit status (an OOM kill): put in front of
     /// the next transition's message.
@@ -123,6 +130,10 @@ pub struct Actor {
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The cgroup was seen empty and nothing was spawned into it since: a start need not look
+    /// again. False when the actor begins, so its first start clears whatever an earlier daemon
+    /// left there (a spawn whose commit a crash cut short, see `launch`).
+    cgroup_clear: AtomicBool,
     /// A pod's log followers (container output into the run dir's files).
     log_tasks: Vec<tokio::task::JoinHandle<()>>,
     /// A pod's containers that exited cleanly while others run on (seed 001: the pod ends when
@@ -151,7 +162,7 @@ impl Actor {
             status,
             waiting: Vec::new(),
             deleted: false,
-            oom_kills_at_start: 0,
+            oom_kills_at_start: None,
             health_tasks: Vec::new(),
             trackers: Vec::new(),
             injected_env: Vec::new(),
@@ -161,6 +172,7 @@ impl Actor {
             unjournaled: Vec::new(),
             end_note: None,
             launch_permit: None,
+            cgroup_clear: AtomicBool::new(false),
             log_tasks: Vec::new(),
             exited: Vec::new(),
         };
@@ -510,14 +522,26 @@ impl Actor {
             }
         }
         self.take_launch_place().await;
-        if !self.apply(Event::Staged).await {
+        if self.is_pod() {
+            if !self.apply(Event::Staged).await {
+                return None;
+            }
+            self.new_generation();
+            self.mains.clear();
+            return self.start_pod(&rendered).await;
+        }
+        // Exactly one process tree: never spawn beside processes of an earlier run.
+        if !self.cgroup_clear.load(Ordering::Relaxed) && !self.kill_all_processes().await {
+            let reason = "processes of the previous run would not end after SIGKILL".to_string();
+            self.apply(Event::StartFailed { reason }).await;
+            return None;
+        }
+        // Starting is committed while the first spawn runs (see `launch`).
+        if !self.hold_transition(Event::Staged) {
             return None;
         }
         self.new_generation();
         self.mains.clear();
-        if self.is_pod() {
-            return self.start_pod(&rendered).await;
-        }
         let mut watches = Vec::new();
         for i in 0..rendered.processes.len() {
             match self.launch(&rendered, i).await {
@@ -609,8 +633,12 @@ impl Actor {
             self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
             self.cgroup.set_limits(&limits).map_err(|e| format!("cannot set resource limits: {e}"))?;
             self.cgroup_limits = Some(limits);
+            self.oom_kills_at_start = None;
         }
-        self.oom_kills_at_start = self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0);
+        // Known already when the last run's end was just examined (`oom_killed`).
+        if self.oom_kills_at_start.is_none() {
+            self.oom_kills_at_start = Some(self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0));
+        }
         Ok(rendered)
     }
 
@@ -665,7 +693,15 @@ impl Actor {
         let Some(user) = self.users.get(i).cloned() else {
             return Launched::Failed("the process's user was not resolved".into());
         };
+        // The held-back transitions (Exited, Backoff, Staging, Starting) go to the store before
+        // the spawn and are durable before anything watches or reports the process: the spawn
+        // overlaps the fsync. A crash in between leaves the previous record, and the next
+        // daemon's first start empties the cgroup first (`cgroup_clear`): one tree, never two.
+        let pending = (!self.unjournaled.is_empty()).then(|| self.begin_persist());
         let spawned = self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start");
+        if let Some(pending) = pending {
+            self.finish_persist(pending).await;
+        }
         // Launched: waiting out the grace period or for the pidfile holds no place.
         self.launch_permit = None;
         let (pid, mut exit) = match spawned {
@@ -756,6 +792,7 @@ impl Actor {
         let mut env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
         env.extend(self.injected_env.get(i).into_iter().flatten().cloned());
         let join = self.cgroup.join_files().map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.cgroup_clear.store(false, Ordering::Relaxed);
         tracing::debug!(instance = %self.rec.id, "running {what} command: {command}");
         process::launch(
             &self.shared.reaper,
@@ -812,9 +849,11 @@ impl Actor {
     }
 
     /// Whether the kernel's OOM killer struck this instance since its processes started.
-    fn oom_killed(&self) -> Option<String> {
+    /// The count read is the baseline of the next start.
+    fn oom_killed(&mut self) -> Option<String> {
         let now = self.cgroup.usage().ok()?.oom_kills;
-        if now <= self.oom_kills_at_start {
+        let before = self.oom_kills_at_start.replace(now).unwrap_or(0);
+        if now <= before {
             return None;
         }
         let limit = self.render().ok().and_then(|r| instance_limits(&r).memory_mb);
@@ -926,6 +965,12 @@ impl Actor {
         if self.is_pod() {
             return self.kill_pod().await;
         }
+        let emptied = self.kill_cgroup().await;
+        self.cgroup_clear.store(emptied, Ordering::Relaxed);
+        emptied
+    }
+
+    async fn kill_cgroup(&self) -> bool {
         if self.cgroup_empty() {
             return true;
         }
@@ -1051,6 +1096,21 @@ impl Actor {
         true
     }
 
+    /// The state machine's step taken in memory only, to be committed with the next commit
+    /// (see `launch`). Returns whether the transition happened.
+    fn hold_transition(&mut self, event: Event) -> bool {
+        match self.transition(&event) {
+            Some(body) => {
+                self.unjournaled.push(body);
+                true
+            }
+            None => {
+                self.end_note = None;
+                false
+            }
+        }
+    }
+
     /// Holds a place among the launches in progress (see `Shared::launches`) unless it has one.
     async fn take_launch_place(&mut self) {
         if self.launch_permit.is_some() {
@@ -1143,11 +1203,7 @@ impl Actor {
         let value = serde_json::to_value(&self.rec).expect("record serializes");
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
-            let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), &value);
-            for e in &events {
-                batch.push_event(e.clone());
-            }
-            match self.shared.store.commit(batch).await {
+            match self.shared.store.commit(self.batch(&value, &events)).await {
                 Ok(_) => break,
                 Err(e) if attempt < 6 => {
                     tracing::error!(instance = %self.rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
@@ -1161,6 +1217,36 @@ impl Actor {
             }
         }
         self.status.send_replace(self.rec.clone());
+    }
+
+    fn batch(&self, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
+        let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), record);
+        for e in events {
+            batch.push_event(e.clone());
+        }
+        batch
+    }
+
+    /// [`Self::persist`] of the record and the held-back transitions, handed to the store now;
+    /// [`Self::finish_persist`] waits until it is durable.
+    fn begin_persist(&mut self) -> PendingPersist {
+        let events = std::mem::take(&mut self.unjournaled);
+        let value = serde_json::to_value(&self.rec).expect("record serializes");
+        let commit = Box::pin(self.shared.store.submit(self.batch(&value, &events)));
+        PendingPersist { commit, events }
+    }
+
+    async fn finish_persist(&mut self, pending: PendingPersist) {
+        match pending.commit.await {
+            Ok(_) => {
+                self.status.send_replace(self.rec.clone());
+            }
+            Err(e) => {
+                tracing::error!(instance = %self.rec.id, "store commit failed, retrying: {e}");
+                self.unjournaled = pending.events;
+                self.persist(Vec::new()).await;
+            }
+        }
     }
 
     /// Removes the instance: its record, its cgroup, its run directory. Its work directory
