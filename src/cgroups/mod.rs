@@ -131,7 +131,7 @@ pub struct Hierarchy {
 /// Version-specific layout.
 #[derive(Debug, Clone)]
 enum Layout {
-    V1(v1::Layout),
+    V1(std::sync::Arc<v1::Layout>),
     V2(v2::Layout),
 }
 
@@ -163,7 +163,7 @@ impl Hierarchy {
     pub(crate) fn detect_v1(config: &CgroupConfig, mountinfo: &str) -> Result<Hierarchy, CgroupError> {
         validate_parent(config)?;
         let layout = v1::Layout::from_mountinfo(config, &common::parse_mountinfo(mountinfo))?;
-        Ok(Hierarchy { layout: Layout::V1(layout) })
+        Ok(Hierarchy { layout: Layout::V1(std::sync::Arc::new(layout)) })
     }
 
     /// v2 detection from given mountinfo and /proc/self/cgroup text; may move `own_pid` into

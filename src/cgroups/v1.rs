@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The controllers we use, in the order their hierarchies are listed and joined: cpu (limits),
@@ -75,17 +76,8 @@ impl Layout {
     }
 
     /// The instance cgroup `key` (already validated).
-    pub fn instance(&self, key: &str) -> V1Cgroup {
-        let parts = self
-            .mounts
-            .iter()
-            .map(|m| {
-                let dir = m.mount_point.join(&self.parent).join(key);
-                let kernel_path = common::kernel_path(&m.mount_point, &m.fs_root, &dir);
-                Part { controllers: m.controllers.clone(), dir, kernel_path }
-            })
-            .collect();
-        V1Cgroup { parts }
+    pub fn instance(self: &Arc<Self>, key: &str) -> V1Cgroup {
+        V1Cgroup { layout: self.clone(), key: key.into() }
     }
 }
 
@@ -99,29 +91,44 @@ impl fmt::Display for Layout {
 }
 
 /// An instance's directory in one hierarchy.
-#[derive(Debug, Clone)]
-pub(crate) struct Part {
-    pub controllers: Vec<&'static str>,
+pub(crate) struct Part<'a> {
+    pub mount: &'a Mount,
     pub dir: PathBuf,
-    /// The path as /proc/PID/cgroup shows it for this hierarchy.
-    pub kernel_path: String,
 }
 
-/// One instance's cgroup on v1.
+impl Part<'_> {
+    /// The path as /proc/PID/cgroup shows it for this hierarchy.
+    fn kernel_path(&self) -> String {
+        common::kernel_path(&self.mount.mount_point, &self.mount.fs_root, &self.dir)
+    }
+}
+
+/// One instance's cgroup on v1: its key in the shared layout. Its directories are derived when
+/// used rather than kept, since a daemon holds one of these per instance, thousands of them.
 #[derive(Debug, Clone)]
 pub(crate) struct V1Cgroup {
-    pub parts: Vec<Part>,
+    layout: Arc<Layout>,
+    key: Box<str>,
 }
 
 impl V1Cgroup {
+    /// The instance's directory in each hierarchy, in the layout's order.
+    pub fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+        self.layout.mounts.iter().map(|m| Part { mount: m, dir: self.dir_in(m) })
+    }
+
+    fn dir_in(&self, m: &Mount) -> PathBuf {
+        m.mount_point.join(&self.layout.parent).join(&*self.key)
+    }
+
     /// The directory in the hierarchy that has `controller`, if that controller is mounted.
-    fn dir_of(&self, controller: &str) -> Option<&Path> {
-        self.parts.iter().find(|p| p.controllers.contains(&controller)).map(|p| p.dir.as_path())
+    fn dir_of(&self, controller: &str) -> Option<PathBuf> {
+        self.layout.mounts.iter().find(|m| m.controllers.contains(&controller)).map(|m| self.dir_in(m))
     }
 
     /// The first hierarchy's directory, to name the cgroup in errors.
-    fn main_dir(&self) -> &Path {
-        &self.parts[0].dir
+    fn main_dir(&self) -> PathBuf {
+        self.dir_in(&self.layout.mounts[0])
     }
 }
 
@@ -155,18 +162,18 @@ impl Freezer for V1Freezer<'_> {
 
 impl Cgroup for V1Cgroup {
     fn create(&self) -> Result<(), CgroupError> {
-        for p in &self.parts {
+        for p in self.parts() {
             std::fs::create_dir_all(&p.dir).map_err(CgroupError::io("create cgroup", &p.dir))?;
         }
         Ok(())
     }
 
     fn join_files(&self) -> Result<Vec<OwnedFd>, CgroupError> {
-        self.parts.iter().map(|p| common::open_procs(&p.dir)).collect()
+        self.parts().map(|p| common::open_procs(&p.dir)).collect()
     }
 
     fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
-        for p in &self.parts {
+        for p in self.parts() {
             common::write(&p.dir.join(PROCS), &pid.to_string(), "add a process to")?;
         }
         Ok(())
@@ -175,7 +182,7 @@ impl Cgroup for V1Cgroup {
     fn pids(&self) -> Result<Vec<i32>, CgroupError> {
         // The union over hierarchies: a root workload could leave one of them; it is still ours.
         let mut all = BTreeSet::new();
-        for p in &self.parts {
+        for p in self.parts() {
             common::procs_recursive(&p.dir, &mut all)?;
         }
         Ok(all.into_iter().collect())
@@ -183,32 +190,39 @@ impl Cgroup for V1Cgroup {
 
     fn contains(&self, pid: i32) -> bool {
         let Some(content) = common::read_proc_cgroup(pid) else { return false };
-        self.parts.iter().any(|p| {
-            common::proc_cgroup_path(&content, Some(p.controllers[0]))
-                .is_some_and(|at| common::path_within(at, &p.kernel_path))
+        self.parts().any(|p| {
+            common::proc_cgroup_path(&content, Some(p.mount.controllers[0]))
+                .is_some_and(|at| common::path_within(at, &p.kernel_path()))
         })
     }
 
     fn kill_all(&self) -> Result<usize, CgroupError> {
-        let freezer = self.dir_of("freezer").filter(|d| d.is_dir()).map(|dir| V1Freezer { dir });
-        common::kill_loop(self.main_dir(), &|| self.pids(), freezer.as_ref().map(|f| f as &dyn Freezer))
+        let freezer_dir = self.dir_of("freezer").filter(|d| d.is_dir());
+        let freezer = freezer_dir.as_deref().map(|dir| V1Freezer { dir });
+        common::kill_loop(&self.main_dir(), &|| self.pids(), freezer.as_ref().map(|f| f as &dyn Freezer))
     }
 
     fn signal_all(&self, sig: nix::sys::signal::Signal) -> Result<usize, CgroupError> {
-        common::signal_pids(&self.pids()?, sig, self.main_dir())
+        common::signal_pids(&self.pids()?, sig, &self.main_dir())
     }
 
     fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
-        let unavailable = |op, controller| CgroupError::Unavailable { op, path: self.main_dir().into(), controller };
+        let unavailable = |op, controller| CgroupError::Unavailable { op, path: self.main_dir(), controller };
         // Every value is checked before anything is written: no half-applied limits.
         let cpu = match (self.dir_of("cpu"), limits.cpu_cores) {
-            (Some(dir), Some(c)) => Some((dir, cpu_quota_us(c, dir)?.to_string())),
+            (Some(dir), Some(c)) => {
+                let quota = cpu_quota_us(c, &dir)?.to_string();
+                Some((dir, quota))
+            }
             (Some(dir), None) => Some((dir, "-1".to_string())),
             (None, Some(_)) => return Err(unavailable("set cpu limit of", "cpu")),
             (None, None) => None,
         };
         let memory = match (self.dir_of("memory"), limits.memory_mb) {
-            (Some(dir), Some(mb)) => Some((dir, memory_bytes(mb, dir)?.to_string())),
+            (Some(dir), Some(mb)) => {
+                let bytes = memory_bytes(mb, &dir)?.to_string();
+                Some((dir, bytes))
+            }
             (Some(dir), None) => Some((dir, "-1".to_string())),
             (None, Some(_)) => return Err(unavailable("set memory limit of", "memory")),
             (None, None) => None,
@@ -233,8 +247,8 @@ impl Cgroup for V1Cgroup {
     }
 
     fn usage(&self) -> Result<Usage, CgroupError> {
-        if !self.parts.iter().any(|p| p.dir.is_dir()) {
-            let path = self.main_dir().to_path_buf();
+        if !self.parts().any(|p| p.dir.is_dir()) {
+            let path = self.main_dir();
             return Err(CgroupError::Io { op: "read usage of", path, source: std::io::ErrorKind::NotFound.into() });
         }
         let mut usage = Usage::default();
@@ -260,7 +274,7 @@ impl Cgroup for V1Cgroup {
     fn remove(&self) -> Result<(), CgroupError> {
         // Try every hierarchy even if one fails, so as little as possible is left behind.
         let mut first_err = None;
-        for p in &self.parts {
+        for p in self.parts() {
             if let Err(e) = common::rmdir_tree(&p.dir) {
                 first_err.get_or_insert(e);
             }
@@ -269,7 +283,8 @@ impl Cgroup for V1Cgroup {
     }
 
     fn path(&self) -> String {
-        let controllers: Vec<String> = self.parts.iter().map(|p| p.controllers.join(",")).collect();
-        format!("{} (cgroup v1: {})", self.parts[0].kernel_path, controllers.join(" "))
+        let controllers: Vec<String> = self.layout.mounts.iter().map(|m| m.controllers.join(",")).collect();
+        let first = self.parts().next().map(|p| p.kernel_path()).unwrap_or_default();
+        format!("{first} (cgroup v1: {})", controllers.join(" "))
     }
 }

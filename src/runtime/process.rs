@@ -90,9 +90,11 @@ pub fn launch(reaper: &Reaper, l: Launch<'_>) -> io::Result<(i32, ExitWatch)> {
 }
 
 /// A pidfd: a handle on one process that survives pid reuse. Readable when it exits.
+/// It joins the event loop only while someone waits on it (see [`Pidfd::exited`]): a daemon
+/// holds thousands, most of them only to signal or identify a process.
 #[derive(Debug)]
 pub struct Pidfd {
-    fd: tokio::io::unix::AsyncFd<OwnedFd>,
+    fd: OwnedFd,
 }
 
 impl Pidfd {
@@ -103,24 +105,27 @@ impl Pidfd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: the kernel just gave us this fd and nobody else owns it.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and the same for
-        // the AsyncFd's whole life.
-        let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) };
-        Ok(Pidfd { fd: fd.map_err(|e| e.into_parts().1)? })
+        Ok(Pidfd { fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) } })
     }
 
     /// Resolves when the process has exited.
     pub async fn exited(&self) {
         loop {
-            match self.fd.readable().await {
+            // Registered for this wait only.
+            let fd = std::os::fd::AsFd::as_fd(&self.fd);
+            // SAFETY: the AsyncFd borrows the OwnedFd, so the descriptor stays open and the same
+            // for the AsyncFd's whole life.
+            let registered =
+                unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+            match registered {
                 // A pidfd stays readable once the process exited; nothing to clear.
-                Ok(_guard) => return,
-                Err(e) => {
-                    tracing::warn!("pidfd wait: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
+                Ok(fd) => match fd.readable().await {
+                    Ok(_guard) => return,
+                    Err(e) => tracing::warn!("pidfd wait: {e}"),
+                },
+                Err(e) => tracing::warn!("pidfd registration: {}", e.into_parts().1),
             }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
 
@@ -128,7 +133,7 @@ impl Pidfd {
     pub fn signal(&self, sig: nix::sys::signal::Signal) -> io::Result<()> {
         // SAFETY: pidfd_send_signal with a valid fd, a signal number and no siginfo.
         let r = unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, self.fd.get_ref().as_raw_fd(), sig as i32, 0usize, 0u32)
+            libc::syscall(libc::SYS_pidfd_send_signal, self.fd.as_raw_fd(), sig as i32, 0usize, 0u32)
         };
         if r == 0 {
             Ok(())

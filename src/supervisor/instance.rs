@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 mod pod;
@@ -52,6 +52,29 @@ pub enum Command {
 
 pub type Reply = oneshot::Sender<Result<(), String>>;
 
+/// The sending side of an actor's queue. A linked-list queue (futures-channel) rather than
+/// tokio's: an idle one costs about 100 bytes where tokio's, with its cache-padded counters
+/// and a first block of 32 slots, costs about 1 KiB, and every instance has one.
+#[derive(Clone)]
+pub struct Mailbox(futures_channel::mpsc::UnboundedSender<Msg>);
+
+impl Mailbox {
+    pub fn send(&self, msg: Msg) -> Result<(), Msg> {
+        self.0.unbounded_send(msg).map_err(|e| e.into_inner())
+    }
+}
+
+/// The receiving side of an actor's queue.
+pub struct Inbox(futures_channel::mpsc::UnboundedReceiver<Msg>);
+
+impl Inbox {
+    /// The next message; `None` once every sender is gone. Cancel-safe (a message is taken
+    /// only when this returns it).
+    async fn recv(&mut self) -> Option<Msg> {
+        futures_util::StreamExt::next(&mut self.0).await
+    }
+}
+
 pub enum Msg {
     Request(Command, Option<Reply>),
     MainExited {
@@ -82,6 +105,9 @@ struct PendingPersist {
 struct Main {
     identity: ProcessIdentity,
     pidfd: Arc<Pidfd>,
+    /// Spawned by this daemon as the start command itself: its exit watch comes from the spawn
+    /// and cannot miss the exit.
+    spawned: bool,
 }
 
 enum Launched {
@@ -99,8 +125,8 @@ pub struct Actor {
     mains: Vec<Option<Main>>,
     /// Bumped whenever the set of main processes changes, so stale exit messages are ignored.
     generation: u64,
-    tx: mpsc::UnboundedSender<Msg>,
-    rx: mpsc::UnboundedReceiver<Msg>,
+    tx: Mailbox,
+    rx: Inbox,
     status: watch::Sender<InstanceRecord>,
     /// Replies owed when the current operation ends.
     waiting: Vec<Reply>,
@@ -146,8 +172,9 @@ impl Actor {
         shared: Arc<Shared>,
         rec: InstanceRecord,
         spec: Arc<SpecEntry>,
-    ) -> (Actor, mpsc::UnboundedSender<Msg>, watch::Receiver<InstanceRecord>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    ) -> (Actor, Mailbox, watch::Receiver<InstanceRecord>) {
+        let (tx, rx) = futures_channel::mpsc::unbounded();
+        let (tx, rx) = (Mailbox(tx), Inbox(rx));
         let (status, status_rx) = watch::channel(rec.clone());
         let cgroup = shared.cgroups.instance(&cgroup_key(&rec));
         let actor = Actor {
@@ -186,16 +213,18 @@ impl Actor {
         rx
     }
 
-    /// Runs the instance until it is deleted or the supervisor goes away.
-    pub async fn run(mut self) {
+    /// Runs the instance until it is deleted or the supervisor goes away. The actor is boxed:
+    /// an async fn keeps its argument twice in its future (before and after the first await),
+    /// and this future lives as long as the instance.
+    pub async fn run(mut self: Box<Self>) {
         Box::pin(self.resume()).await;
         while !self.deleted {
             let msg = match self.rec.state {
                 State::Backoff { until_ms } => {
                     let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
-                    tokio::select! {
-                        m = self.rx.recv() => m,
-                        _ = tokio::time::sleep(wait) => {
+                    match Box::pin(self.recv_within(wait)).await {
+                        Some(m) => m,
+                        None => {
                             if Box::pin(self.apply(Event::RestartDue)).await {
                                 Box::pin(self.start_flow()).await;
                             }
@@ -204,15 +233,13 @@ impl Actor {
                     }
                 }
                 // A pod whose dockerd is away: ask again now and then.
-                State::Lost { .. } => {
-                    tokio::select! {
-                        m = self.rx.recv() => m,
-                        _ = tokio::time::sleep(pod::LOST_POLL) => {
-                            self.try_recover().await;
-                            continue;
-                        }
+                State::Lost { .. } => match Box::pin(self.recv_within(pod::LOST_POLL)).await {
+                    Some(m) => m,
+                    None => {
+                        Box::pin(self.try_recover()).await;
+                        continue;
                     }
-                }
+                },
                 // A restart taken at once (see apply) leaves the instance Staging: start it.
                 State::Staging => {
                     Box::pin(self.start_flow()).await;
@@ -231,7 +258,7 @@ impl Actor {
                     }
                 }
                 Msg::RuntimeLost { generation, reason } if generation == self.generation => {
-                    self.lose(reason).await;
+                    Box::pin(self.lose(reason)).await;
                 }
                 Msg::RuntimeLost { .. } => {}
                 Msg::MainExited { .. } => {}
@@ -240,6 +267,15 @@ impl Actor {
                 }
                 Msg::Checked { .. } => {}
             }
+        }
+    }
+
+    /// The next message if one comes within `wait` (`Some(None)`: the queue closed), else
+    /// `None`. Boxed by its callers: the timer stays out of the actor's long-lived future.
+    async fn recv_within(&mut self, wait: Duration) -> Option<Option<Msg>> {
+        tokio::select! {
+            m = self.rx.recv() => Some(m),
+            _ = tokio::time::sleep(wait) => None,
         }
     }
 
@@ -261,7 +297,7 @@ impl Actor {
             return self.start_pod_health_checks(&rendered);
         }
         let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
-        self.trackers = Vec::new();
+        self.trackers = Vec::with_capacity(rendered.processes.len());
         for (index, p) in rendered.processes.iter().enumerate() {
             let check = p.health_checks.iter().find(|c| c.kind.is_local()).cloned();
             self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
@@ -405,7 +441,7 @@ impl Actor {
             tracing::warn!(instance = %self.rec.id, pid = identity.pid, "not in the instance's cgroup; not adopted");
             return None;
         }
-        Some(Main { identity: identity.clone(), pidfd: Arc::new(pidfd) })
+        Some(Main { identity: identity.clone(), pidfd: Arc::new(pidfd), spawned: false })
     }
 
     /// Handles one request.
@@ -541,7 +577,8 @@ impl Actor {
             return None;
         }
         self.new_generation();
-        self.mains.clear();
+        // Sized exactly: thousands of instances keep this for as long as they run.
+        self.mains = Vec::with_capacity(rendered.processes.len());
         let mut watches = Vec::new();
         for i in 0..rendered.processes.len() {
             match self.launch(&rendered, i).await {
@@ -722,7 +759,9 @@ impl Actor {
                 return Launched::Exited(status);
             }
             return match (Pidfd::open(pid), ProcessIdentity::of(pid)) {
-                (Ok(pidfd), Some(identity)) => Launched::Ready(Main { identity, pidfd: Arc::new(pidfd) }, Some(exit)),
+                (Ok(pidfd), Some(identity)) => {
+                    Launched::Ready(Main { identity, pidfd: Arc::new(pidfd), spawned: true }, Some(exit))
+                }
                 _ => Launched::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
             };
         };
@@ -732,8 +771,9 @@ impl Actor {
         loop {
             if let Ok(main_pid) = process::read_pidfile(pid_file) {
                 match self.check_main(main_pid, &p.proc_name) {
-                    Ok(main) => {
-                        let watch = if main_pid == pid {
+                    Ok(mut main) => {
+                        main.spawned = main_pid == pid;
+                        let watch = if main.spawned {
                             launcher_exit.take()
                         } else {
                             Some(self.shared.reaper.watch(main_pid))
@@ -772,7 +812,7 @@ impl Actor {
             return Err(format!("pidfile names pid {pid}, which is not a process of this instance"));
         }
         procinfo::check_name(pid, proc_name).map_err(|e| format!("pidfile names the wrong process: {e}"))?;
-        Ok(Main { identity, pidfd: Arc::new(pidfd) })
+        Ok(Main { identity, pidfd: Arc::new(pidfd), spawned: false })
     }
 
     /// Runs a command of process `i` (start, stop, reload, restart) as its user, in its work dir
@@ -806,6 +846,13 @@ impl Actor {
         let (tx, pidfd, generation) = (self.tx.clone(), main.pidfd.clone(), self.generation);
         let reaper = self.shared.reaper.clone();
         let pid = main.identity.pid;
+        let reaped = match reaped {
+            Some(reaped) if main.spawned => {
+                Self::watch_own_child(tx, pidfd, generation, index, reaped);
+                return;
+            }
+            other => other,
+        };
         let mut reaped = reaped.unwrap_or_else(|| reaper.watch(pid));
         tokio::spawn(async move {
             tokio::select! {
@@ -826,6 +873,22 @@ impl Actor {
             let status = tokio::time::timeout(Duration::from_millis(200), reaped).await;
             let status = status.ok().and_then(Result::ok).unwrap_or(ExitStatus::Unknown);
             reaper.forget(pid);
+            let _ = tx.send(Msg::MainExited { generation, index, status });
+        });
+    }
+
+    /// Our own child: the reaper's status is all it takes (no pidfd in the event loop, a small
+    /// task: thousands of instances each hold one).
+    fn watch_own_child(tx: Mailbox, pidfd: Arc<Pidfd>, generation: u64, index: usize, reaped: ExitWatch) {
+        tokio::spawn(async move {
+            let status = match reaped.await {
+                Ok(status) => status,
+                // Replaced by a newer watch: the pidfd still tells when it ends.
+                Err(_) => {
+                    pidfd.exited().await;
+                    ExitStatus::Unknown
+                }
+            };
             let _ = tx.send(Msg::MainExited { generation, index, status });
         });
     }
@@ -1319,7 +1382,7 @@ pub fn cgroup_key(rec: &InstanceRecord) -> String {
 /// The next request that must interrupt a start (stop, restart, delete, a new spec). A start
 /// request is already being served and a reload has nothing to reload yet: both are answered
 /// here. Exits are ignored: no main process is watched during a start.
-async fn next_interrupt(rx: &mut mpsc::UnboundedReceiver<Msg>) -> (Command, Option<Reply>) {
+async fn next_interrupt(rx: &mut Inbox) -> (Command, Option<Reply>) {
     loop {
         match rx.recv().await {
             Some(Msg::Request(Command::Start, reply)) => answer(reply, Ok(())),

@@ -16,7 +16,7 @@ use record::{now_ms, InstanceRecord, InstanceStatus, Usage};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 /// What the supervisor needs from the daemon's configuration.
 #[derive(Debug, Clone)]
@@ -103,7 +103,7 @@ pub enum SupervisorError {
 }
 
 struct Handle {
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: instance::Mailbox,
     status: watch::Receiver<InstanceRecord>,
 }
 
@@ -250,7 +250,7 @@ impl Supervisor {
         let id = rec.id.clone();
         let (mut actor, tx, status) = Actor::new(self.shared.clone(), rec, spec);
         let resumed = actor.on_resumed();
-        tokio::spawn(actor.run());
+        tokio::spawn(Box::new(actor).run());
         self.instances.lock().expect("instances lock").insert(id, Handle { tx, status });
         resumed
     }
@@ -605,5 +605,21 @@ async fn rotate_logs(run_base_dir: PathBuf, rotation: LogRotation) {
         if let Err(e) = result {
             tracing::warn!("log rotation task: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes() {
+        use super::instance::*;
+        eprintln!("Actor {}", std::mem::size_of::<Actor>());
+        eprintln!("Msg {}", std::mem::size_of::<Msg>());
+        eprintln!("Record {}", std::mem::size_of::<super::record::InstanceRecord>());
+        eprintln!("State {}", std::mem::size_of::<super::state::State>());
+        fn ret<F: Fn(Actor) -> Fut, Fut>(_: &F) -> usize {
+            std::mem::size_of::<Fut>()
+        }
+        eprintln!("run future {}", ret(&|a: Actor| Box::new(a).run()));
     }
 }

@@ -270,7 +270,7 @@ impl Actor {
     pub(super) fn start_pod_health_checks(&mut self, rendered: &RenderedInstance) {
         let Some(pod) = &rendered.pod else { return };
         let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
-        self.trackers = Vec::new();
+        self.trackers = Vec::with_capacity(pod.containers.len());
         for (index, c) in pod.containers.iter().enumerate() {
             let check = c.health_checks.iter().find(|c| c.kind.is_local()).cloned();
             self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
