@@ -132,9 +132,7 @@ impl Pidfd {
     /// Sends `sig` to exactly this process, never to a later process with the same pid.
     pub fn signal(&self, sig: nix::sys::signal::Signal) -> io::Result<()> {
         // SAFETY: pidfd_send_signal with a valid fd, a signal number and no siginfo.
-        let r = unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, self.fd.as_raw_fd(), sig as i32, 0usize, 0u32)
-        };
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, self.fd.as_raw_fd(), sig as i32, 0usize, 0u32) };
         if r == 0 {
             Ok(())
         } else {

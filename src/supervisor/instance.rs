@@ -773,11 +773,8 @@ impl Actor {
                 match self.check_main(main_pid, &p.proc_name) {
                     Ok(mut main) => {
                         main.spawned = main_pid == pid;
-                        let watch = if main.spawned {
-                            launcher_exit.take()
-                        } else {
-                            Some(self.shared.reaper.watch(main_pid))
-                        };
+                        let watch =
+                            if main.spawned { launcher_exit.take() } else { Some(self.shared.reaper.watch(main_pid)) };
                         return Launched::Ready(main, watch);
                     }
                     Err(e) => why = e,
