@@ -3,6 +3,7 @@ use steward::cli::daemon::DaemonArgs;
 use steward::config::Config;
 
 fn main() {
+    steward::daemon::memory::use_one_arena();
     let args = DaemonArgs::parse();
     steward::daemon::init_logging();
     let mut config = match Config::load(args.config.as_deref()) {

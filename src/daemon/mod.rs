@@ -2,8 +2,8 @@
 //! Ending the daemon (SIGTERM, SIGINT, a crash) never stops the instances: they run on, and
 //! the next daemon re-adopts them.
 
+pub mod memory;
 pub mod notify;
-mod trim;
 
 use crate::api::{self, auth::Access, AppState, LiveConfig};
 use crate::cgroups::CgroupConfig;
@@ -200,7 +200,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     };
     let guard = remote.as_ref().map(|(guard, _)| guard.clone());
     let pruning = tokio::spawn(prune_events(state.clone(), config.events.clone()));
-    let trimming = tokio::spawn(trim::trim_after_bursts(state.supervisor.store().clone()));
+    let trimming = tokio::spawn(memory::trim_after_bursts(state.supervisor.store().clone()));
     tracing::info!(socket = %config.socket.display(), host_ip, remote = ?config.remote.listen, "stewardd ready");
     notify::notify(&format!(
         "READY=1\nSTATUS=supervising {} instance(s)",
