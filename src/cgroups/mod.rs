@@ -82,7 +82,9 @@ pub struct Usage {
 pub trait Cgroup: Send + Sync + fmt::Debug {
     /// Creates the cgroup (idempotent) so limits can be set and processes join: v1 in every
     /// hierarchy we use, v2 after enabling +cpu +memory +pids down to the parent as available.
-    fn create(&self) -> Result<(), CgroupError>;
+    /// True when it was made just now (no directory of it existed): it then has the kernel's
+    /// defaults, no limits and no OOM kills, and a start need not read or write them.
+    fn create(&self) -> Result<bool, CgroupError>;
 
     /// The cgroup.procs of every hierarchy, opened O_WRONLY|O_CLOEXEC: a forked child writes
     /// "0" to each in pre_exec (no allocation there), so it and all its descendants are inside
@@ -341,7 +343,7 @@ impl Invalid {
 }
 
 impl Cgroup for Invalid {
-    fn create(&self) -> Result<(), CgroupError> {
+    fn create(&self) -> Result<bool, CgroupError> {
         Err(self.err("create cgroup"))
     }
     fn join_files(&self) -> Result<Vec<OwnedFd>, CgroupError> {

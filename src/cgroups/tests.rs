@@ -188,12 +188,12 @@ fn v2_create_enables_only_what_is_missing_and_available() {
     put(t.path(), "steward/cgroup.subtree_control", "cpu\n");
     let h = v2_hierarchy(t.path());
     let cg = h.instance("demo.gamesvc.0");
-    cg.create().unwrap();
+    assert!(cg.create().unwrap(), "made just now");
     assert_eq!(get(t.path(), "cgroup.subtree_control"), "cpu memory pids\n", "root untouched");
     assert_eq!(get(t.path(), "steward/cgroup.subtree_control"), "+memory");
     // Idempotent: a second create writes nothing new and fails on nothing.
     put(t.path(), "steward/cgroup.subtree_control", "cpu memory\n");
-    cg.create().unwrap();
+    assert!(!cg.create().unwrap(), "existed already");
     assert_eq!(get(t.path(), "steward/cgroup.subtree_control"), "cpu memory\n");
 }
 
@@ -488,8 +488,11 @@ fn v1_create_makes_the_cgroup_in_every_hierarchy() {
     let config = CgroupConfig { mount_root: t.path().into(), parent: "steward".into() };
     let h = Hierarchy::detect_v1(&config, &hybrid_mountinfo(t.path())).unwrap();
     let cg = h.instance("demo.gamesvc.0");
-    cg.create().unwrap();
-    cg.create().unwrap();
+    assert!(cg.create().unwrap(), "made just now, parent and all");
+    assert!(!cg.create().unwrap(), "existed already");
+    // Left behind in one hierarchy only (a crash mid-create): not fresh, its limits get written.
+    std::fs::remove_dir(t.path().join("memory/steward/demo.gamesvc.0")).unwrap();
+    assert!(!cg.create().unwrap());
     for c in ["cpu", "cpuacct", "memory", "pids", "freezer"] {
         assert!(t.path().join(c).join("steward/demo.gamesvc.0").is_dir(), "{c}");
     }

@@ -161,11 +161,17 @@ impl Freezer for V1Freezer<'_> {
 }
 
 impl Cgroup for V1Cgroup {
-    fn create(&self) -> Result<(), CgroupError> {
+    fn create(&self) -> Result<bool, CgroupError> {
+        let mut fresh = true;
         for p in self.parts() {
-            std::fs::create_dir_all(&p.dir).map_err(CgroupError::io("create cgroup", &p.dir))?;
+            match std::fs::create_dir(&p.dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fresh = false,
+                // The parent is missing (first instance): make it too.
+                Err(_) => std::fs::create_dir_all(&p.dir).map_err(CgroupError::io("create cgroup", &p.dir))?,
+            }
         }
-        Ok(())
+        Ok(fresh)
     }
 
     fn join_files(&self) -> Result<Vec<OwnedFd>, CgroupError> {

@@ -115,10 +115,11 @@ fn delegated_service(mount_point: &Path, fs_root: &str, own_cgroup: &str) -> Opt
 }
 
 /// mkdir that tolerates an existing directory.
-fn mkdir(dir: &Path) -> Result<(), CgroupError> {
+/// Makes `dir`; true when it did not exist.
+fn mkdir(dir: &Path) -> Result<bool, CgroupError> {
     match std::fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(CgroupError::io("create cgroup", dir)(e)),
     }
 }
@@ -221,7 +222,7 @@ impl Freezer for V2Freezer<'_> {
 }
 
 impl Cgroup for V2Cgroup {
-    fn create(&self) -> Result<(), CgroupError> {
+    fn create(&self) -> Result<bool, CgroupError> {
         // Enable down the chain base → … → parent, so the instance gets the controllers; the
         // instance itself is a leaf and enables nothing (it holds processes).
         let parent = self.dir.parent().unwrap_or(&self.dir);

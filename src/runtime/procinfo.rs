@@ -11,7 +11,8 @@ pub struct ProcessIdentity {
     pub pid: i32,
     /// /proc/PID/stat field 22, clock ticks since boot.
     pub start_time: u64,
-    pub boot_id: String,
+    /// Shared by every identity taken during this boot (see [`boot_id`]).
+    pub boot_id: std::sync::Arc<str>,
 }
 
 impl ProcessIdentity {
@@ -30,9 +31,16 @@ impl ProcessIdentity {
     }
 }
 
-/// The kernel's id of this boot; changes on every reboot.
-pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
+/// The kernel's id of this boot; changes on every reboot, so it is read once per daemon (every
+/// spawn takes an identity).
+pub fn boot_id() -> std::sync::Arc<str> {
+    static BOOT_ID: std::sync::OnceLock<std::sync::Arc<str>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| {
+            let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+            id.trim().into()
+        })
+        .clone()
 }
 
 /// The fields of /proc/PID/stat we use.

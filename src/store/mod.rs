@@ -51,8 +51,10 @@ use writer::{Reply, Request};
 
 /// Name of the database file inside the store directory.
 pub const FILE_NAME: &str = "steward.redb";
-/// Default redb cache: small, the daemon's RSS target is 15 MiB at 500 instances.
-pub const DEFAULT_CACHE_BYTES: usize = 4 << 20;
+/// Default redb cache: small, the daemon's RSS target is 15 MiB at 500 instances. Pages it
+/// does not hold are read back from the kernel's page cache (a pread, microseconds), and
+/// writes go to the file at every commit anyway.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 20;
 /// Default number of events a subscriber may fall behind before it sees `Lagged` (and reads
 /// the journal instead). Each held event is a JSON tree of a few KiB: 1024 of them were a
 /// fifth of the daemon's heap at 500 instances.

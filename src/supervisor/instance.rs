@@ -667,10 +667,17 @@ impl Actor {
         // The cgroup is made and limited once; again only when the limits change.
         let limits = instance_limits(&rendered);
         if self.cgroup_limits.as_ref() != Some(&limits) {
-            self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
-            self.cgroup.set_limits(&limits).map_err(|e| format!("cannot set resource limits: {e}"))?;
+            let fresh = self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
+            if fresh {
+                // Nothing can be in a cgroup made just now.
+                self.cgroup_clear.store(true, Ordering::Relaxed);
+            }
+            // A cgroup made just now has the kernel's defaults: unlimited, no OOM kill yet.
+            if !fresh || limits != crate::cgroups::Limits::default() {
+                self.cgroup.set_limits(&limits).map_err(|e| format!("cannot set resource limits: {e}"))?;
+            }
             self.cgroup_limits = Some(limits);
-            self.oom_kills_at_start = None;
+            self.oom_kills_at_start = fresh.then_some(0);
         }
         // Known already when the last run's end was just examined (`oom_killed`).
         if self.oom_kills_at_start.is_none() {

@@ -306,7 +306,8 @@ impl Supervisor {
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         // Ports for every instance, committed with the spec: all or nothing.
         let wants = spec.port_wants();
-        let host_ports = crate::host::ports_in_use();
+        // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
+        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };
         {
             let mut ports = self.shared.ports.lock().expect("ports lock");
             let mut trial = ports.clone();
