@@ -56,11 +56,12 @@ pub const FILE_NAME: &str = "steward.redb";
 /// writes go to the file at every commit anyway.
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 20;
 /// Default number of events a subscriber may fall behind before it sees `Lagged` (and reads
-/// the journal instead). Each held event is a JSON tree of a few KiB: 1024 of them were a
-/// fifth of the daemon's heap at 500 instances.
-pub const DEFAULT_EVENT_BUFFER: usize = 256;
+/// the journal instead). Each held event is a JSON tree of a few KiB, kept until overwritten:
+/// 1024 of them were a fifth of the daemon's heap at 500 instances, 256 still a few hundred
+/// KiB. A reader that lags reads the journal, losing nothing.
+pub const DEFAULT_EVENT_BUFFER: usize = 128;
 /// Default cap on the requests (and on the events) folded into one write transaction.
-pub const DEFAULT_MAX_GROUP: usize = 128;
+pub const DEFAULT_MAX_GROUP: usize = 96;
 
 /// On-disk layout version, kept in `_store`.
 const SCHEMA_VERSION: u64 = 1;
