@@ -569,7 +569,7 @@ impl Actor {
         // Exactly one process tree: never spawn beside processes of an earlier run.
         if !self.cgroup_clear.load(Ordering::Relaxed) && !self.kill_all_processes().await {
             let reason = "processes of the previous run would not end after SIGKILL".to_string();
-            self.apply(Event::StartFailed { reason }).await;
+            self.apply(Event::StageFailed { reason }).await;
             return None;
         }
         // Starting is committed while the first spawn runs (see `launch`).
