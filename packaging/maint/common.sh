@@ -57,28 +57,44 @@ steward_restart_in_place() {
         esac
         echo "stewardd: restarting pid $pid in place with the new version (instances keep running)"
         kill -USR2 "$pid" || continue
-        tries=0
-        until [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$steward_bin" ]; do
-            tries=$((tries + 1))
-            if [ ! -d "/proc/$pid" ] || [ "$tries" -gt 300 ]; then
-                echo "stewardd: pid $pid did not restart in place; start $steward_bin again (instances keep running and are re-adopted)" >&2
-                continue 2
-            fi
-            sleep 0.1
-        done
+        if ! steward_wait_while_alive "$pid" 300 steward_runs_installed "$pid"; then
+            echo "stewardd: pid $pid did not restart in place; start $steward_bin again (instances keep running and are re-adopted)" >&2
+            continue
+        fi
         # The socket answers once every instance is re-adopted.
-        args="$(steward_daemon_cli_args "$pid")"
-        tries=0
-        # shellcheck disable=SC2086 # one argument per line, none with spaces
-        until steward $args node >/dev/null 2>&1; do
-            tries=$((tries + 1))
-            if [ ! -d "/proc/$pid" ] || [ "$tries" -gt 1200 ]; then
-                echo "stewardd: pid $pid is not answering after its restart; see its log" >&2
-                continue 2
-            fi
-            sleep 0.1
-        done
+        if ! steward_wait_while_alive "$pid" 1200 steward_answers "$pid"; then
+            echo "stewardd: pid $pid is not answering after its restart; see its log" >&2
+            continue
+        fi
         echo "stewardd: pid $pid runs the new version"
+    done
+}
+
+# Whether daemon PID now runs the installed binary.
+steward_runs_installed() {
+    [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$steward_bin" ]
+}
+
+# Whether daemon PID answers on its socket.
+steward_answers() {
+    args="$(steward_daemon_cli_args "$1")"
+    # shellcheck disable=SC2086 # one argument per line, none with spaces
+    steward $args node >/dev/null 2>&1
+}
+
+# steward_wait_while_alive PID TRIES COMMAND...: runs COMMAND every 0.1 s until it succeeds;
+# fails once PID is gone or after TRIES attempts.
+steward_wait_while_alive() {
+    wait_pid="$1"
+    wait_tries="$2"
+    shift 2
+    tries=0
+    until "$@"; do
+        tries=$((tries + 1))
+        if [ ! -d "/proc/$wait_pid" ] || [ "$tries" -gt "$wait_tries" ]; then
+            return 1
+        fi
+        sleep 0.1
     done
 }
 
