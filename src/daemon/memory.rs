@@ -33,7 +33,7 @@ pub async fn trim_after_bursts(store: Store) {
 
 /// Returns the allocator's free pages to the kernel (glibc; other C libraries do it themselves
 /// or not at all).
-pub fn release_free_memory() {
+fn release_free_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

@@ -98,6 +98,8 @@ pub enum Msg {
 /// A commit on its way to the store (see `Actor::begin_persist`).
 struct PendingPersist {
     commit: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u64>, crate::store::StoreError>> + Send>>,
+    /// What was sent, for a retry.
+    record: serde_json::Value,
     events: Vec<serde_json::Value>,
 }
 
@@ -1266,16 +1268,33 @@ impl Actor {
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
     async fn persist(&mut self, events: Vec<serde_json::Value>) {
-        let events: Vec<_> = std::mem::take(&mut self.unjournaled).into_iter().chain(events).collect();
-        let value = serde_json::to_value(&self.rec).expect("record serializes");
+        self.unjournaled.extend(events);
+        let pending = self.begin_persist();
+        self.finish_persist(pending).await;
+    }
+
+    /// The record and the held-back transitions, handed to the store now; [`Self::finish_persist`]
+    /// waits until they are durable, so work in between (a spawn) overlaps the fsync.
+    fn begin_persist(&mut self) -> PendingPersist {
+        let events = std::mem::take(&mut self.unjournaled);
+        let record = serde_json::to_value(&self.rec).expect("record serializes");
+        let commit = Box::pin(self.shared.store.submit(self.batch(&record, &events)));
+        PendingPersist { commit, record, events }
+    }
+
+    /// Waits for a commit from [`Self::begin_persist`], retrying it with backoff if the store
+    /// refuses, then shows the record.
+    async fn finish_persist(&mut self, mut pending: PendingPersist) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
-            match self.shared.store.commit(self.batch(&value, &events)).await {
+            match (&mut pending.commit).await {
                 Ok(_) => break,
                 Err(e) if attempt < 6 => {
                     tracing::error!(instance = %self.rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
+                    let batch = self.batch(&pending.record, &pending.events);
+                    pending.commit = Box::pin(self.shared.store.submit(batch));
                 }
                 Err(e) => {
                     tracing::error!(instance = %self.rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
@@ -1292,28 +1311,6 @@ impl Actor {
             batch.push_event(e.clone());
         }
         batch
-    }
-
-    /// [`Self::persist`] of the record and the held-back transitions, handed to the store now;
-    /// [`Self::finish_persist`] waits until it is durable.
-    fn begin_persist(&mut self) -> PendingPersist {
-        let events = std::mem::take(&mut self.unjournaled);
-        let value = serde_json::to_value(&self.rec).expect("record serializes");
-        let commit = Box::pin(self.shared.store.submit(self.batch(&value, &events)));
-        PendingPersist { commit, events }
-    }
-
-    async fn finish_persist(&mut self, pending: PendingPersist) {
-        match pending.commit.await {
-            Ok(_) => {
-                self.status.send_replace(self.rec.clone());
-            }
-            Err(e) => {
-                tracing::error!(instance = %self.rec.id, "store commit failed, retrying: {e}");
-                self.unjournaled = pending.events;
-                self.persist(Vec::new()).await;
-            }
-        }
     }
 
     /// Removes the instance: its record, its cgroup, its run directory. Its work directory
