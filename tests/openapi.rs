@@ -523,6 +523,8 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         health: None,
         checks: vec![],
         containers: vec![],
+        spec_generation: 1,
+        run_generation: 0,
     };
     for full in [false, true] {
         if full {
@@ -568,7 +570,7 @@ fn the_checker_rejects_what_the_document_forbids() {
     let status = json!({
         "id": {"namespace": "a", "name": "b", "index": 0}, "state": {"state": "Running"}, "pid": 1, "pids": [1],
         "lastExit": null, "message": "", "restarts": 0, "lastStartMs": null, "updatedMs": 1, "ports": {}, "usage": null,
-        "health": null, "checks": []
+        "health": null, "checks": [], "specGeneration": 1, "runGeneration": 1
     });
     c.check(c.schema("InstanceStatus"), &status).unwrap();
     let bad = |path: &str, v: Value| {
@@ -869,7 +871,11 @@ async fn real_responses_match_the_document() {
     );
     let r = check!("POST", "/v1/apply", "/v1/apply", json_body(&web));
     assert_eq!(r.status, 202);
-    assert_eq!(r.json(), json!({"instances": ["test/web/0", "test/web/1"]}));
+    assert_eq!(
+        r.json(),
+        json!({"instances": ["test/web/0", "test/web/1"], "generation": 1, "changed": ["test/web/0", "test/web/1"],
+               "created": ["test/web/0", "test/web/1"], "unchanged": false})
+    );
     let toml = "apiVersion = \"v4\"\nkind = \"process\"\n[metadata]\nname = \"tom\"\nnamespace = \"test\"\n\
                 [[spec.template.spec.processes]]\nprocName = \"sh\"\n\
                 workPath = \"${work_base_dir}/${namespace}.${processname}.${instanceid}\"\n\
@@ -985,6 +991,19 @@ async fn real_responses_match_the_document() {
     assert_eq!(check!("DELETE", INSTANCE, "/v1/instances/test/ex/0").status, 404);
     assert_eq!(check!("DELETE", INSTANCE, "/v1/instances/test/ex/0?timeout=x").status, 400);
 
+    // A whole app: deleted within the timeout (200, the instances), refused (403), unknown (404).
+    const APP: &str = "/v1/apps/{namespace}/{name}";
+    let r = call_as(&d, true, "DELETE", "/v1/apps/test/web", None).await;
+    conforms(&c, "DELETE", APP, &r);
+    assert_eq!(r.status, 403);
+    assert_eq!(check!("DELETE", APP, "/v1/apps/test/web?timeout=x").status, 400);
+    assert_eq!(check!("DELETE", APP, "/v1/apps/test/web").status, 202);
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&spec("gone", 2, json!({}), json!({}))));
+    let r = check!("DELETE", APP, "/v1/apps/test/gone?timeout=20");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"deleted": ["test/gone/0", "test/gone/1"]}));
+    assert_eq!(check!("DELETE", APP, "/v1/apps/test/gone").status, 404);
+
     // Secrets and configmaps: written, listed (never values), refused, deleted.
     for plural in ["secrets", "configmaps"] {
         let list = format!("/v1/{plural}");
@@ -1044,11 +1063,11 @@ async fn real_responses_match_the_document() {
         let text = String::from_utf8(r.body).unwrap();
         let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let deleted = events.iter().filter(|e| e["body"]["type"] == "appDeleted").count();
-        if deleted == 2 {
+        if deleted == 4 {
             break events;
         }
         if Instant::now() > deadline {
-            panic!("apps ex and tom not deleted in 20 s: {text}");
+            panic!("apps web, gone, ex and tom not deleted in 20 s: {text}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -1126,6 +1145,8 @@ async fn real_responses_match_the_document() {
         ("POST", "/v1/apply", 503),
         ("DELETE", INSTANCE, 409),
         ("DELETE", INSTANCE, 503),
+        ("DELETE", "/v1/apps/{namespace}/{name}", 409),
+        ("DELETE", "/v1/apps/{namespace}/{name}", 503),
         ("GET", INSTANCE, 403),
         ("GET", "/v1/instances", 403),
         ("GET", "/v1/events", 403),
@@ -1144,6 +1165,7 @@ async fn real_responses_match_the_document() {
     .map(|(m, p, s)| (m.to_string(), p.to_string(), s))
     .collect();
     statuses.insert(("DELETE".into(), INSTANCE.into(), 403));
+    statuses.insert(("DELETE".into(), "/v1/apps/{namespace}/{name}".into(), 403));
     statuses.insert(("POST".into(), ACTION.into(), 403));
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {

@@ -70,6 +70,7 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/instances", get(list))
         .route("/v1/instances/{namespace}/{name}/{index}", get(status).delete(delete))
         .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(action))
+        .route("/v1/apps/{namespace}/{name}", axum::routing::delete(delete_app))
         .route("/v1/events", get(events))
         .route("/v1/node", get(node))
         .route("/v1/secrets", get(list_secrets))
@@ -177,15 +178,22 @@ async fn apply(
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();
-    let ids = tokio::spawn(async move { sup_app.supervisor.apply_selected(parsed, selection).await })
+    let outcome = tokio::spawn(async move { sup_app.supervisor.apply_selected(parsed, selection).await })
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {
             SupervisorError::Invalid(_) => ApiError::from(e).field("instances"),
             e => ApiError::from(e),
         })?;
-    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({"instances": ids}))).into_response())
+    let names = |ids: &[InstanceId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let body = serde_json::json!({
+        "instances": names(&outcome.instances),
+        "generation": outcome.generation,
+        "changed": names(&outcome.changed),
+        "created": names(&outcome.created),
+        "unchanged": outcome.unchanged,
+    });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -286,6 +294,34 @@ async fn delete(
             Ok(r) => {
                 r.map_err(ApiError::internal)?.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from)
             }
+            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
+        },
+        None => Ok(StatusCode::ACCEPTED.into_response()),
+    }
+}
+
+/// DELETE /v1/apps/{namespace}/{name}: every instance of the app here, then its spec.
+async fn delete_app(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(&caller)?;
+    if !app.supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name) {
+        return Err(ApiError::from(SupervisorError::NotFound(format!("app {namespace}/{name}"))));
+    }
+    let timeout = q.timeout.map(secs).transpose()?;
+    let sup_app = app.clone();
+    // In its own task, like an instance's delete: a client hanging up cannot cut it short.
+    let work = tokio::spawn(async move { sup_app.supervisor.delete_app(&namespace, &name).await });
+    let deleted = |ids: Vec<InstanceId>| {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        Json(serde_json::json!({"deleted": ids})).into_response()
+    };
+    match timeout {
+        Some(t) => match tokio::time::timeout(t, work).await {
+            Ok(r) => r.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from),
             Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
         },
         None => Ok(StatusCode::ACCEPTED.into_response()),

@@ -90,43 +90,161 @@ async fn apply(
         eprintln!("{}: {e}", file.display());
         return Ok(exit::INVALID);
     }
-    let ids = client.apply(&text, format).await?;
+    let applied = client.apply_outcome(&text, format, None).await?;
     if output == Output::Text {
-        println!("applied {}: {}", file.display(), ids.join(", "));
+        if applied.unchanged {
+            println!(
+                "{}: unchanged ({} instance(s), generation {})",
+                file.display(),
+                applied.instances.len(),
+                applied.generation
+            );
+        } else {
+            println!(
+                "applied {} (generation {}): {}; {} to (re)start",
+                file.display(),
+                applied.generation,
+                applied.instances.join(", "),
+                applied.changed.len()
+            );
+        }
     }
     if !wait {
         if output == Output::Json {
-            println!("{}", serde_json::json!({"instances": ids}));
+            println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default());
         }
         return Ok(exit::OK);
     }
-    let ids: Vec<InstanceId> = ids.iter().filter_map(|i| parse_instance_id(i).ok()).collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(timeout);
+    let ids: Vec<InstanceId> = applied.changed.iter().filter_map(|i| parse_instance_id(i).ok()).collect();
+    let outcomes =
+        wait_for_generation(client, &ids, &applied.created, applied.generation, Duration::from_secs(timeout), output)
+            .await?;
+    let all_ok = outcomes.iter().all(|o| o.outcome == Outcome::Running);
+    match output {
+        Output::Json => {
+            let body = serde_json::json!({"applied": applied, "instances": outcomes});
+            println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+        }
+        Output::Text => {
+            for o in &outcomes {
+                let pid = o.status.as_ref().and_then(|s| s.pid).map(|p| format!(" pid {p}")).unwrap_or_default();
+                let line = format!("  {}  {}{pid}{}", o.id, o.outcome.word(), reason_suffix(&o.reason));
+                if o.outcome == Outcome::Running {
+                    println!("{line}");
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+    Ok(if all_ok { exit::OK } else { exit::FAILED })
+}
+
+fn reason_suffix(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// How an instance an apply (re)started came out of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Outcome {
+    /// Running on the applied generation.
+    Running,
+    /// Its start on the applied generation ended (Failed, Exited).
+    Failed,
+    /// An operator stopped it; it takes the new spec at its next start.
+    Stopped,
+    /// Deleted while waited on.
+    Deleted,
+    /// Not settled within the timeout (still starting, or backing off after a failed start).
+    TimedOut,
+}
+
+impl Outcome {
+    fn word(self) -> &'static str {
+        match self {
+            Outcome::Running => "Running",
+            Outcome::Failed => "Failed",
+            Outcome::Stopped => "Stopped (the new spec applies at its next start)",
+            Outcome::Deleted => "Deleted",
+            Outcome::TimedOut => "not running in time",
+        }
+    }
+
+    /// What `status` says of an instance waited on for `generation`; None while it is on its way.
+    /// A `created` instance is Stopped until its first start is under way.
+    fn of(s: &InstanceStatus, generation: u64, created: bool) -> Option<Outcome> {
+        let on_new = s.run_generation >= generation;
+        match s.state.kind() {
+            Kind::Running if on_new => Some(Outcome::Running),
+            Kind::Failed | Kind::Exited if on_new => Some(Outcome::Failed),
+            Kind::Stopped if on_new || !created => Some(Outcome::Stopped),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceOutcome {
+    id: InstanceId,
+    outcome: Outcome,
+    reason: String,
+    status: Option<InstanceStatus>,
+}
+
+/// Waits until every instance in `ids` runs spec generation `generation` (a new process,
+/// Running) or has come to rest otherwise; at `timeout`, reports those still on their way.
+async fn wait_for_generation(
+    client: &Client,
+    ids: &[InstanceId],
+    created: &[String],
+    generation: u64,
+    timeout: Duration,
+    output: Output,
+) -> Result<Vec<InstanceOutcome>, ClientError> {
+    let deadline = std::time::Instant::now() + timeout;
     let mut last_line = String::new();
     loop {
-        let mut statuses = Vec::new();
-        for id in &ids {
-            statuses.push(client.status(id).await?);
+        let mut outcomes = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (outcome, status) = match client.status(id).await {
+                Ok(s) => (Outcome::of(&s, generation, created.contains(&id.to_string())), Some(s)),
+                Err(ClientError::Api { status: 404, .. }) => (Some(Outcome::Deleted), None),
+                Err(e) => return Err(e),
+            };
+            let reason = status.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| "deleted while waiting".into());
+            outcomes.push((id.clone(), outcome, reason, status));
         }
-        let running = statuses.iter().filter(|s| s.state.kind() == Kind::Running).count();
-        let failed: Vec<&InstanceStatus> =
-            statuses.iter().filter(|s| matches!(s.state.kind(), Kind::Failed | Kind::Exited)).collect();
-        let line = format!("{running}/{} running, {} failed", ids.len(), failed.len());
+        let running = outcomes.iter().filter(|o| o.1 == Some(Outcome::Running)).count();
+        let ended = outcomes.iter().filter(|o| matches!(o.1, Some(x) if x != Outcome::Running)).count();
+        let line = format!("{running}/{} running, {ended} not", ids.len());
         if output == Output::Text && line != last_line {
             println!("  {line}");
             last_line = line;
         }
-        let settled = running + failed.len() == ids.len();
+        let settled = outcomes.iter().all(|o| o.1.is_some());
         if settled || std::time::Instant::now() > deadline {
-            if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&statuses).unwrap_or_default());
-            }
-            for f in &failed {
-                eprintln!("  {} {}: {}", f.id, f.state.kind(), f.message);
-            }
-            return Ok(if settled && failed.is_empty() { exit::OK } else { exit::FAILED });
+            return Ok(outcomes
+                .into_iter()
+                .map(|(id, outcome, reason, status)| InstanceOutcome {
+                    id,
+                    outcome: outcome.unwrap_or(Outcome::TimedOut),
+                    reason: match (outcome, &status) {
+                        (None, Some(s)) => {
+                            format!("{} after {}s{}", s.state.kind(), timeout.as_secs(), reason_suffix(&s.message))
+                        }
+                        _ => reason,
+                    },
+                    status,
+                })
+                .collect());
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -420,6 +538,10 @@ async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Resul
 }
 
 async fn delete(client: &Client, t: Targets) -> Result<i32, ClientError> {
+    // NAMESPACE/NAME (no index) names a whole app.
+    if !t.all && !t.ids.is_empty() && t.ids.iter().all(|i| i.matches('/').count() == 1) {
+        return delete_apps(client, &t).await;
+    }
     let ids = match targets(client, &t).await {
         Ok(ids) => ids,
         Err(code) => return Ok(code),
@@ -434,6 +556,30 @@ async fn delete(client: &Client, t: Targets) -> Result<i32, ClientError> {
             }
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
+                code = exit::FAILED;
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// `steward delete NAMESPACE/NAME...`: every instance of each app, then its spec.
+async fn delete_apps(client: &Client, t: &Targets) -> Result<i32, ClientError> {
+    let timeout = (t.timeout > 0.0).then_some(t.timeout);
+    let mut code = exit::OK;
+    for app in &t.ids {
+        let (namespace, name) = app.split_once('/').unwrap_or_default();
+        match client.delete_app(namespace, name, timeout).await {
+            Ok(Some(ids)) if ids.is_empty() => println!("{app}: deleted (it had no instance here)"),
+            Ok(Some(ids)) => println!("{app}: deleted with {}", ids.join(", ")),
+            Ok(None) => println!("{app}: deleting"),
+            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
+            Err(ClientError::Api { status: 404, .. }) => {
+                eprintln!("steward: no app {app}");
+                code = code.max(exit::NOT_FOUND);
+            }
+            Err(e) => {
+                eprintln!("steward: {app}: {e}");
                 code = exit::FAILED;
             }
         }

@@ -100,7 +100,8 @@ pub enum Command {
     Restart(Targets),
     /// Reload instances (reloadCmd or SIGHUP).
     Reload(Targets),
-    /// Stop and remove instances.
+    /// Stop and remove instances (namespace/name/index), or whole apps (namespace/name: every
+    /// instance, then the spec). An instance deleted alone comes back at the next apply.
     Delete(Targets),
     /// Show the daemon's event journal.
     Events {

@@ -200,6 +200,16 @@ impl Client {
         format: Format,
         selection: Option<&[u32]>,
     ) -> Result<Vec<String>, ClientError> {
+        Ok(self.apply_outcome(text, format, selection).await?.instances)
+    }
+
+    /// Applies a spec and returns what the daemon did (see [`Applied`]).
+    pub async fn apply_outcome(
+        &self,
+        text: &str,
+        format: Format,
+        selection: Option<&[u32]>,
+    ) -> Result<Applied, ClientError> {
         let ct = match format {
             Format::Json => "application/json",
             Format::Toml => "application/toml",
@@ -212,12 +222,7 @@ impl Client {
             }
         };
         let (_, bytes) = self.call(Method::POST, &path, Some((ct, text.as_bytes().to_vec()))).await?;
-        #[derive(serde::Deserialize)]
-        struct Applied {
-            instances: Vec<String>,
-        }
-        let a: Applied = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        Ok(a.instances)
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
     /// Instances, optionally filtered by `namespace`, `name`, `state`.
@@ -258,6 +263,30 @@ impl Client {
             path.push_str(&format!("?timeout={t}"));
         }
         self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
+    /// Deletes every instance of app `namespace/name` here, then its spec. Returns the deleted
+    /// instances when done within `timeout`, None when still deleting.
+    pub async fn delete_app(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Option<f64>,
+    ) -> Result<Option<Vec<String>>, ClientError> {
+        let mut path = format!("/v1/apps/{}/{}", encode(namespace), encode(name));
+        if let Some(t) = timeout {
+            path.push_str(&format!("?timeout={t}"));
+        }
+        let (status, bytes) = self.call(Method::DELETE, &path, None).await?;
+        if status != 200 {
+            return Ok(None);
+        }
+        #[derive(serde::Deserialize)]
+        struct Deleted {
+            deleted: Vec<String>,
+        }
+        let d: Deleted = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(Some(d.deleted))
     }
 
     /// Streams events after `since`; `on_event` returns false to stop. Without `follow`, ends
@@ -389,4 +418,19 @@ pub fn parse_instance_id(s: &str) -> Result<InstanceId, String> {
         }),
         _ => Err(format!("{s:?} is not an instance id (namespace/name/index)")),
     }
+}
+
+/// What an apply did: every instance of the spec here, the spec's generation, the instances
+/// that (re)start on it, and whether nothing changed at all.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Applied {
+    pub instances: Vec<String>,
+    #[serde(default)]
+    pub generation: u64,
+    #[serde(default)]
+    pub changed: Vec<String>,
+    #[serde(default)]
+    pub created: Vec<String>,
+    #[serde(default)]
+    pub unchanged: bool,
 }

@@ -155,6 +155,9 @@ pub struct Actor {
     /// Why the current processes ended, beyond their exit status (an OOM kill): put in front of
     /// the next transition's message.
     end_note: Option<String>,
+    /// Why the next transition happens, when the event alone does not tell (a restart for a
+    /// spec update looks like an operator's restart); journaled with it.
+    reason: Option<String>,
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -200,6 +203,7 @@ impl Actor {
             resumed: None,
             unjournaled: Vec::new(),
             end_note: None,
+            reason: None,
             launch_permit: None,
             cgroup_clear: AtomicBool::new(false),
             log_tasks: Vec::new(),
@@ -397,21 +401,14 @@ impl Actor {
         }
     }
 
-    /// Re-adopts the recorded main processes: same pid, same start time, same boot, right name,
-    /// still in our cgroup. Anything else means the process ended while we were away.
+    /// Re-adopts the recorded main processes: same pid, same start time, same boot, still in
+    /// our cgroup. Anything else means the process ended while we were away. Nothing here
+    /// depends on the spec rendering again: a live process is never killed for a spec's sake.
     async fn readopt(&mut self) {
-        let rendered = match self.render() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(instance = %self.rec.id, "cannot render recorded spec: {e}");
-                return self.on_main_exit(0, ExitStatus::Unknown).await;
-            }
-        };
         self.new_generation();
         self.mains.clear();
         for (i, identity) in self.rec.mains.clone().iter().enumerate() {
-            let proc_name = rendered.processes.get(i).map(|p| p.proc_name.as_str()).unwrap_or_default();
-            let adopted = identity.as_ref().and_then(|id| self.adopt(id, proc_name));
+            let adopted = identity.as_ref().and_then(|id| self.adopt(id));
             match adopted {
                 Some(main) => {
                     self.watch_main(i, &main, None);
@@ -427,16 +424,16 @@ impl Actor {
         self.start_health_checks();
     }
 
-    fn adopt(&self, identity: &ProcessIdentity, proc_name: &str) -> Option<Main> {
+    /// The process recorded at start, if it still runs: the same pid, start time and boot, in
+    /// the instance's cgroup. Its name is not asked again: a foreground start command may exec
+    /// another program (`exec sleep`), and a pidfile's process had its name checked at start;
+    /// pid + start time + boot id already name exactly one process.
+    fn adopt(&self, identity: &ProcessIdentity) -> Option<Main> {
         // Open the pidfd first, then check identity: once open, the pidfd pins the process, so a
         // matching start time afterwards proves it is the same one.
         let pidfd = Pidfd::open(identity.pid).ok()?;
         if !identity.is_current() {
             tracing::warn!(instance = %self.rec.id, pid = identity.pid, "pid was reused by another process; not adopted");
-            return None;
-        }
-        if let Err(e) = procinfo::check_name(identity.pid, proc_name) {
-            tracing::warn!(instance = %self.rec.id, "not adopted: {e}");
             return None;
         }
         if !self.cgroup.contains(identity.pid) {
@@ -493,13 +490,32 @@ impl Actor {
             }
             Command::Replace(entry, count_only) => {
                 self.spec = entry;
-                let running = !count_only && matches!(kind, Kind::Running | Kind::Starting | Kind::Lost);
                 self.rec.spec_generation = self.spec.generation;
                 self.commit_event("specUpdated", serde_json::json!({"generation": self.spec.generation})).await;
-                if running {
-                    self.stop_with(StopGoal::Restart).await;
-                }
                 answer(reply, Ok(()));
+                if count_only {
+                    return;
+                }
+                match kind {
+                    Kind::Running | Kind::Starting | Kind::Lost => {
+                        self.reason = Some("spec updated".into());
+                        self.stop_with(StopGoal::Restart).await;
+                    }
+                    // A changed spec is the operator's fix: start it now rather than at the end
+                    // of a backoff, or never (Exited, Failed). An operator's stop holds.
+                    Kind::Backoff | Kind::Exited | Kind::Failed => {
+                        self.rec.counter = Default::default();
+                        self.reason = Some("spec updated".into());
+                        self.start_again().await;
+                        self.settle();
+                    }
+                    // A start (a download) this replace interrupted: start over on the new spec.
+                    Kind::Staging => {
+                        self.start_flow().await;
+                        self.settle();
+                    }
+                    _ => {}
+                }
             }
         }
     }
@@ -621,6 +637,8 @@ impl Actor {
 
     /// Everything before launching: render, resolve the user, create directories, cgroup.
     fn stage(&mut self) -> Result<RenderedInstance, String> {
+        // This start runs the spec as it is now, whatever comes of it.
+        self.rec.run_generation = self.spec.generation;
         self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
         let rendered = self.render()?;
         let roots = &self.shared.roots;
@@ -1209,6 +1227,7 @@ impl Actor {
 
     /// The state machine's step applied to the record in memory; returns the event to journal.
     fn transition(&mut self, event: &Event) -> Option<serde_json::Value> {
+        let reason = self.reason.take().unwrap_or_else(|| event.reason());
         let now = now_ms();
         let ctx = state::Context { policy: &self.spec.spec.restart_policy, counter: &self.rec.counter, now_ms: now };
         let step = match state::step(&self.rec.state, event, &ctx) {
@@ -1249,6 +1268,7 @@ impl Actor {
             "to": self.rec.state.kind(),
             "state": self.rec.state,
             "message": self.rec.message,
+            "reason": reason,
             "pids": self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>(),
         });
         if !self.rec.containers.is_empty() {

@@ -177,6 +177,20 @@ impl Supervisor {
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
             }
         }
+        // Secrets and configmaps before any actor resumes: a start right after the load renders them.
+        {
+            let mut stores = self.shared.values.lock().expect("values lock");
+            for kind in [values::ValueKind::Secret, values::ValueKind::ConfigMap] {
+                for (key, value) in snapshot.table(kind.table()) {
+                    match serde_json::from_value::<values::Values>(value.clone()) {
+                        Ok(v) => {
+                            stores.insert((kind, key.to_string()), v);
+                        }
+                        Err(e) => tracing::error!("stored {} {key} is unreadable: {e}", kind.word()),
+                    }
+                }
+            }
+        }
         let mut records = Vec::new();
         for (key, value) in snapshot.table(Table::Instances) {
             match serde_json::from_value::<InstanceRecord>(value.clone()) {
@@ -258,17 +272,18 @@ impl Supervisor {
     /// Applies a validated spec: new instances are created and started, changed ones restarted
     /// with the new spec, ones beyond `spec.instance` deleted. Returns the spec's instance ids.
     pub async fn apply(&self, spec: ProcessSpec) -> Result<Vec<InstanceId>, SupervisorError> {
-        self.apply_selected(spec, None).await
+        self.apply_selected(spec, None).await.map(|o| o.instances)
     }
 
     /// As [`Supervisor::apply`], running only the instance ids in `selection` on this host (a
     /// scheduler spreads an app's `spec.instance` ids over hosts): the others of the app that
-    /// run here are deleted. A change of `spec.instance` alone restarts nothing.
+    /// run here are deleted. A change of `spec.instance` alone restarts nothing. An unchanged
+    /// spec changes nothing but brings back the instances deleted one by one.
     pub async fn apply_selected(
         &self,
         spec: ProcessSpec,
         selection: Option<Vec<u32>>,
-    ) -> Result<Vec<InstanceId>, SupervisorError> {
+    ) -> Result<ApplyOutcome, SupervisorError> {
         let selection = selection.map(|mut s| {
             s.sort_unstable();
             s.dedup();
@@ -289,9 +304,23 @@ impl Supervisor {
                 p.spec.kind, spec.kind
             )));
         }
-        if previous.as_ref().is_some_and(|p| p.spec == spec && p.selection == selection) {
-            // Unchanged: make sure every instance exists, change nothing else.
-            return Ok(ids_of(&spec, selection.as_deref()));
+        if let Some(entry) = previous.as_ref().filter(|p| p.spec == spec && p.selection == selection) {
+            // Unchanged: nothing restarts; instances deleted one by one come back.
+            let ids = ids_of(&spec, selection.as_deref());
+            let missing = self.missing(&ids);
+            if !missing.is_empty() {
+                let mut batch = Batch::new();
+                self.allocate_ports(&spec, &missing, &mut batch)?;
+                self.commit(batch).await?;
+                self.create_instances(entry, &missing).await?;
+            }
+            return Ok(ApplyOutcome {
+                generation: entry.generation,
+                unchanged: missing.is_empty(),
+                changed: missing.clone(),
+                created: missing,
+                instances: ids,
+            });
         }
         // Only the count changed: running instances keep running (their rendering does not
         // depend on the count).
@@ -305,51 +334,26 @@ impl Supervisor {
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         // Ports for every instance, committed with the spec: all or nothing.
-        let wants = spec.port_wants();
-        // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
-        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };
-        {
-            let mut ports = self.shared.ports.lock().expect("ports lock");
-            let mut trial = ports.clone();
-            for id in ids_of(&spec, selection.as_deref()) {
-                trial
-                    .allocate(&id.to_string(), &wants, &host_ports, &mut batch)
-                    .map_err(|e| SupervisorError::Conflict(e.to_string()))?;
-            }
-            *ports = trial;
-        }
+        self.allocate_ports(&spec, &ids_of(&spec, selection.as_deref()), &mut batch)?;
         self.commit(batch).await?;
         let entry = Arc::new(SpecEntry { spec, generation, selection });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let ids = ids_of(&entry.spec, entry.selection.as_deref());
-        let now = now_ms();
-        let mut created = Vec::new();
-        let mut batch = Batch::new();
-        for id in &ids {
-            let existing = self.instances.lock().expect("instances lock").get(id).map(|h| h.tx.clone());
-            match existing {
-                Some(tx) => {
-                    let _ = tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
-                }
-                None => {
-                    let rec = InstanceRecord::new(id.clone(), generation, now);
-                    let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-                    batch = batch
-                        .put(Table::Instances, &rec.key(), &value)
-                        .event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
-                    created.push(rec);
-                }
+        let created = self.missing(&ids);
+        let mut changed = Vec::new();
+        for id in ids.iter().filter(|i| !created.contains(i)) {
+            let instances = self.instances.lock().expect("instances lock");
+            let Some(handle) = instances.get(id) else { continue };
+            // An operator's stop holds: a stopped instance takes the new spec at its next start.
+            if !count_only && handle.status.borrow().state.kind() != state::Kind::Stopped {
+                changed.push(id.clone());
             }
+            let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
         }
-        if !created.is_empty() {
-            self.commit(batch).await?;
-        }
-        for rec in created {
-            let id = rec.id.clone();
-            let _resumed = self.spawn_actor(rec, entry.clone());
-            self.send(&id, Command::Start, None)?;
-        }
+        self.create_instances(&entry, &created).await?;
+        changed.extend(created.iter().cloned());
+        changed.sort();
         // Scaled down or moved to another host: delete the instances not (or no longer) here.
         let extra: Vec<InstanceId> = self
             .instances
@@ -367,7 +371,55 @@ impl Supervisor {
                 tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
             }
         }
-        Ok(ids)
+        Ok(ApplyOutcome { instances: ids, generation, changed, created, unchanged: false })
+    }
+
+    /// The ids in `ids` that have no instance here.
+    fn missing(&self, ids: &[InstanceId]) -> Vec<InstanceId> {
+        let instances = self.instances.lock().expect("instances lock");
+        ids.iter().filter(|id| !instances.contains_key(id)).cloned().collect()
+    }
+
+    /// Ports of `spec` for instances `ids` (keeping those they hold), added to `batch`: all or
+    /// nothing.
+    fn allocate_ports(&self, spec: &ProcessSpec, ids: &[InstanceId], batch: &mut Batch) -> Result<(), SupervisorError> {
+        let wants = spec.port_wants();
+        // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
+        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };
+        let mut ports = self.shared.ports.lock().expect("ports lock");
+        let mut trial = ports.clone();
+        for id in ids {
+            trial
+                .allocate(&id.to_string(), &wants, &host_ports, batch)
+                .map_err(|e| SupervisorError::Conflict(e.to_string()))?;
+        }
+        *ports = trial;
+        Ok(())
+    }
+
+    /// Records instances `ids` of `entry` (one commit), then starts their actors.
+    async fn create_instances(&self, entry: &Arc<SpecEntry>, ids: &[InstanceId]) -> Result<(), SupervisorError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut batch = Batch::new();
+        let mut created = Vec::with_capacity(ids.len());
+        for id in ids {
+            let rec = InstanceRecord::new(id.clone(), entry.generation, now);
+            let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+            batch = batch
+                .put(Table::Instances, &rec.key(), &value)
+                .event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
+            created.push(rec);
+        }
+        self.commit(batch).await?;
+        for rec in created {
+            let id = rec.id.clone();
+            let _resumed = self.spawn_actor(rec, entry.clone());
+            self.send(&id, Command::Start, None)?;
+        }
+        Ok(())
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), SupervisorError> {
@@ -409,9 +461,7 @@ impl Supervisor {
 
     /// Stops and removes an instance. When it was the last of its app, the app's spec goes too.
     pub async fn delete(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.request(id, Command::Delete).await?;
-        self.instances.lock().expect("instances lock").remove(id);
-        let app = app_key(&id.namespace, &id.name);
+        self.delete_instance(id).await?;
         let last = !self
             .instances
             .lock()
@@ -419,11 +469,50 @@ impl Supervisor {
             .keys()
             .any(|i| i.namespace == id.namespace && i.name == id.name);
         if last {
-            let body = serde_json::json!({"type": "appDeleted", "app": app});
-            self.commit(Batch::new().delete(Table::Specs, &app).event(body)).await?;
-            self.specs.lock().expect("specs lock").remove(&app);
+            self.forget_app(&id.namespace, &id.name).await?;
         }
         Ok(())
+    }
+
+    /// Stops and removes instance `id`; its app's spec stays.
+    async fn delete_instance(&self, id: &InstanceId) -> Result<(), SupervisorError> {
+        self.request(id, Command::Delete).await?;
+        self.instances.lock().expect("instances lock").remove(id);
+        Ok(())
+    }
+
+    /// Removes an app's spec (once it has no instance here).
+    async fn forget_app(&self, namespace: &str, name: &str) -> Result<(), SupervisorError> {
+        let app = app_key(namespace, name);
+        if self.specs.lock().expect("specs lock").remove(&app).is_some() {
+            let body = serde_json::json!({"type": "appDeleted", "app": app});
+            self.commit(Batch::new().delete(Table::Specs, &app).event(body)).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a whole app: every instance of it here (stopped concurrently, each by its own
+    /// grace period), then its spec. Returns the instances deleted.
+    pub async fn delete_app(&self, namespace: &str, name: &str) -> Result<Vec<InstanceId>, SupervisorError> {
+        let app = app_key(namespace, name);
+        if !self.specs.lock().expect("specs lock").contains_key(&app) {
+            return Err(SupervisorError::NotFound(format!("app {app}")));
+        }
+        let ids: Vec<InstanceId> = self
+            .instances
+            .lock()
+            .expect("instances lock")
+            .keys()
+            .filter(|i| i.namespace == namespace && i.name == name)
+            .cloned()
+            .collect();
+        let results = futures_util::future::join_all(ids.iter().map(|id| self.delete_instance(id))).await;
+        if let Some(e) = results.into_iter().find_map(Result::err) {
+            // Some instance could not be stopped: the app stays, with what is left of it.
+            return Err(e);
+        }
+        self.forget_app(namespace, name).await?;
+        Ok(ids)
     }
 
     /// Every instance matching `filter`, in id order.
@@ -535,6 +624,23 @@ impl Supervisor {
     pub fn specs(&self) -> Vec<ProcessSpec> {
         self.specs.lock().expect("specs lock").values().map(|e| e.spec.clone()).collect()
     }
+}
+
+/// What an apply did, for the caller to wait on and report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyOutcome {
+    /// Every instance of the spec on this host.
+    pub instances: Vec<InstanceId>,
+    /// The spec's generation now.
+    pub generation: u64,
+    /// The instances that (re)start on this generation: created ones, and ones restarted
+    /// with the changed spec (not those an operator stopped).
+    pub changed: Vec<InstanceId>,
+    /// The instances this apply created (new, or deleted one by one before).
+    pub created: Vec<InstanceId>,
+    /// Nothing changed at all.
+    pub unchanged: bool,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

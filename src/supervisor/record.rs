@@ -28,6 +28,10 @@ pub struct InstanceRecord {
     pub ports: BTreeMap<String, u16>,
     /// Generation of the spec this instance runs (bumped by apply when the spec changes).
     pub spec_generation: u64,
+    /// Generation of the spec the current (or last) start ran; behind `spec_generation` until
+    /// the instance has started on the newest spec.
+    #[serde(default)]
+    pub run_generation: u64,
     /// Health of the current processes, per process with a local check (not persisted per
     /// check; changes are journaled as events).
     #[serde(default)]
@@ -51,6 +55,7 @@ impl InstanceRecord {
             updated_ms: now_ms,
             ports: BTreeMap::new(),
             spec_generation,
+            run_generation: 0,
             health: Vec::new(),
             containers: Vec::new(),
         }
@@ -85,6 +90,12 @@ pub struct InstanceStatus {
     /// A pod's containers (seed 001's container info).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<crate::runtime::docker::ContainerInfo>,
+    /// Generation of the app's spec this instance is to run.
+    #[serde(default)]
+    pub spec_generation: u64,
+    /// Generation of the spec its current (or last) start ran.
+    #[serde(default)]
+    pub run_generation: u64,
 }
 
 /// Resource use from the instance's cgroup.
@@ -114,6 +125,8 @@ impl InstanceStatus {
             health: summarize_health(&r.health),
             checks: r.health.clone(),
             containers: r.containers.clone(),
+            spec_generation: r.spec_generation,
+            run_generation: r.run_generation,
         }
     }
 }

@@ -215,6 +215,32 @@ pub enum Event {
     RuntimeBack,
 }
 
+impl Event {
+    /// Why a transition on this event happens, for people (journaled with it).
+    pub fn reason(&self) -> String {
+        match self {
+            Event::Start => "start requested".into(),
+            Event::Staged => "staged".into(),
+            Event::MainReady => "main process running".into(),
+            Event::MainExited { status } => format!("main process {status}"),
+            Event::StopRequested { goal } => match goal {
+                StopGoal::Stop => "operator stop".into(),
+                StopGoal::Restart => "operator restart".into(),
+                StopGoal::Delete => "operator delete".into(),
+                StopGoal::Fail { reason } => reason.clone(),
+            },
+            Event::StopCompleted => "every process gone".into(),
+            Event::RestartDue => "backoff over".into(),
+            Event::Resume => "start resumed after a daemon restart".into(),
+            Event::RuntimeBack => "the container runtime answers again".into(),
+            Event::StageFailed { reason }
+            | Event::StartFailed { reason }
+            | Event::StopFailed { reason }
+            | Event::RuntimeLost { reason } => reason.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("illegal transition from {from} on {event}")]
 pub struct Illegal {

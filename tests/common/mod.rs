@@ -161,6 +161,26 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM of the daemon, waiting for it to exit (cleanly: its instances keep running).
+    pub fn sigterm(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM)
+                .unwrap();
+            let status = c.wait().unwrap();
+            assert!(status.success(), "stewardd exits cleanly on SIGTERM: {status}\n{}", self.log());
+        }
+    }
+
+    /// Stops the daemon by SIGTERM (`kill9` false) or kill -9, then starts it again.
+    pub fn restart(&mut self, kill9: bool) {
+        if kill9 {
+            self.kill9();
+        } else {
+            self.sigterm();
+        }
+        self.spawn();
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("stewardd.log")).unwrap_or_default()
     }

@@ -1,0 +1,223 @@
+//! What an operator of one host relies on across restarts of stewardd and re-applies (issue 30):
+//! secrets and configmaps survive, a healthy instance is never killed at re-adoption, `apply
+//! --wait` waits for the new spec, apply brings back deleted instances, a whole app is deleted.
+
+mod common;
+
+use common::{alive, id, spec, wait_gone, Daemon};
+use serde_json::json;
+use std::time::Duration;
+use steward::supervisor::state::Kind;
+
+/// Writes a spec file into the daemon's directory for the CLI.
+fn spec_file(d: &Daemon, file: &str, s: &serde_json::Value) -> String {
+    let path = d.path().join(file);
+    std::fs::write(&path, serde_json::to_string_pretty(s).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+fn names(out: &str) -> Vec<String> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v.iter().map(|s| format!("{}/{} {:?}", s["namespace"], s["name"], s["keys"])).collect()
+}
+
+/// Secrets and configmaps were written to the store and never read back: every daemon restart
+/// lost them, and an instance using one crash-looped. Now they survive SIGTERM and kill -9, and
+/// an instance created after the restarts gets their values.
+#[tokio::test]
+async fn secrets_and_configmaps_survive_sigterm_and_kill9() {
+    let mut d = Daemon::start("keepvalues");
+    let (code, _, err) = d.cli(&["secret", "create", "trial/creds", "--from-literal", "password=pw-1234"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["configmap", "create", "trial/conf", "--from-literal", "level=7"]);
+    assert_eq!(code, 0, "{err}");
+    let listed = |d: &Daemon| {
+        let (_, secrets, _) = d.cli(&["-o", "json", "secret", "ls"]);
+        let (_, maps, _) = d.cli(&["-o", "json", "configmap", "ls"]);
+        (names(&secrets), names(&maps))
+    };
+    let before = listed(&d);
+    assert_eq!(before.0.len(), 1, "{before:?}");
+    assert_eq!(before.1.len(), 1, "{before:?}");
+    for kill9 in [false, true] {
+        d.restart(kill9);
+        assert_eq!(listed(&d), before, "after a restart by {}", if kill9 { "kill -9" } else { "SIGTERM" });
+    }
+    let mut s = spec(
+        "uses",
+        1,
+        json!({
+            "startCmd": "echo \"$PASSWORD $LEVEL\" > values.txt; exec sleep 1000",
+            "secrets": [{"secretName": "creds", "items": [{"type": "env", "dataKey": "password", "keyOrPath": "PASSWORD"}]}],
+            "configmaps": [{"name": "conf", "items": [{"type": "env", "dataKey": "level", "keyOrPath": "LEVEL"}]}]
+        }),
+        json!({}),
+    );
+    s["metadata"]["namespace"] = json!("trial");
+    d.apply_json(&s).await;
+    let iid = id("trial", "uses", 0);
+    d.wait_state(&iid, Kind::Running, 10).await;
+    let file = d.work_dir().join("trial.uses.0/values.txt");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&file).unwrap_or_default().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "pw-1234 7\n");
+}
+
+/// A foreground instance whose start command execs another program runs under another name
+/// than its procName. Re-adoption identifies it by what was recorded at start (pid, start time,
+/// boot), so neither SIGTERM nor kill -9 of the daemon restarts it.
+#[tokio::test]
+async fn an_execd_foreground_instance_is_readopted_after_sigterm_and_kill9() {
+    let mut d = Daemon::start("execd");
+    d.apply_json(&spec(
+        "forkd",
+        1,
+        json!({"procName": "sh", "startCmd": "echo started; exec sleep 100000"}),
+        json!({"restartPolicy": {"policy": "Always"}}),
+    ))
+    .await;
+    let iid = id("test", "forkd", 0);
+    let pid = d.wait_state(&iid, Kind::Running, 10).await.pid.unwrap();
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap().trim(), "sleep");
+    for kill9 in [false, true] {
+        d.restart(kill9);
+        let st = d.wait_state(&iid, Kind::Running, 10).await;
+        assert_eq!(st.pid, Some(pid), "kept its process (kill9 {kill9}):\n{}", d.log());
+        assert_eq!(st.restarts, 0, "not restarted (kill9 {kill9})");
+        assert!(!d.log().contains("not adopted"), "{}", d.log());
+    }
+    assert!(alive(pid));
+}
+
+/// `apply --wait` of a changed spec returns once the instance runs the new spec (a new pid,
+/// Running), not at once with the old pid, and says so per instance.
+#[tokio::test]
+async fn apply_wait_waits_for_the_new_spec_to_run() {
+    let d = Daemon::start("applywait");
+    // A slow stop (the process ignores SIGTERM for its grace period) makes an early return
+    // visible: the new process starts only after the old one is gone.
+    let slow = "trap '' TERM; sleep 1000 & wait";
+    let v1 = spec(
+        "web",
+        2,
+        json!({"startCmd": slow, "env": [{"name": "V", "value": "1"}]}),
+        json!({"killPolicy": {"gracePeriod": 1}}),
+    );
+    let file = spec_file(&d, "web.json", &v1);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let old: Vec<i32> = {
+        let mut pids = Vec::new();
+        for i in 0..2 {
+            pids.push(d.status(&id("test", "web", i)).await.pid.unwrap());
+        }
+        pids
+    };
+    let v2 = spec(
+        "web",
+        2,
+        json!({"startCmd": slow, "env": [{"name": "V", "value": "2"}]}),
+        json!({"killPolicy": {"gracePeriod": 1}}),
+    );
+    std::fs::write(&file, serde_json::to_string(&v2).unwrap()).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("generation 2"), "{out}");
+    for (i, old_pid) in old.iter().enumerate() {
+        let st = d.status(&id("test", "web", i as u32)).await;
+        assert_eq!(st.state.kind(), Kind::Running, "{st:?}");
+        assert_ne!(st.pid, Some(*old_pid), "instance {i} runs a new process when apply --wait returns");
+        assert_eq!(st.run_generation, 2);
+        assert!(out.contains(&format!("test/web/{i}  Running pid {}", st.pid.unwrap())), "{out}");
+        assert!(!alive(*old_pid), "the old process is gone");
+    }
+    // Then unchanged: said so, nothing restarts.
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("unchanged"), "{out}");
+}
+
+/// Every `--wait` failure prints the instance's reason: a spec whose user does not exist backs
+/// off until the timeout, and the reason is on stderr with exit code 6.
+#[tokio::test]
+async fn apply_wait_prints_why_an_instance_does_not_run() {
+    let d = Daemon::start("waitwhy");
+    let s = spec("nouser", 1, json!({"user": "steward-no-such-user-x"}), json!({}));
+    let file = spec_file(&d, "nouser.json", &s);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait", "--timeout", "2"]);
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(err.contains("test/nouser/0"), "{err}");
+    assert!(err.contains("user \"steward-no-such-user-x\" does not exist"), "{err}");
+    // A spec that fails for good says Failed and why, before any timeout.
+    let s = spec(
+        "dies",
+        1,
+        json!({"startCmd": "exit 3"}),
+        json!({"restartPolicy": {"policy": "OnFailure", "interval": 0, "maxtimes": 1}}),
+    );
+    let file = spec_file(&d, "dies.json", &s);
+    let started = std::time::Instant::now();
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait", "--timeout", "60"]);
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "returned at the failure, not the timeout");
+    assert!(err.contains("test/dies/0  Failed"), "{err}");
+}
+
+/// A changed spec is the operator's fix: a Failed instance starts on it at once.
+#[tokio::test]
+async fn a_changed_spec_starts_a_failed_instance() {
+    let d = Daemon::start("fixfailed");
+    let bad =
+        spec("fix", 1, json!({"startCmd": "exit 3"}), json!({"restartPolicy": {"policy": "OnFailure", "maxtimes": 1}}));
+    d.apply_json(&bad).await;
+    let iid = id("test", "fix", 0);
+    d.wait_state(&iid, Kind::Failed, 10).await;
+    let good = spec(
+        "fix",
+        1,
+        json!({"startCmd": "exec sleep 1000"}),
+        json!({"restartPolicy": {"policy": "OnFailure", "maxtimes": 1}}),
+    );
+    let file = spec_file(&d, "fix.json", &good);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait", "--timeout", "20"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(d.status(&iid).await.state.kind(), Kind::Running);
+}
+
+/// An instance deleted alone comes back at the next apply of the unchanged spec; `steward delete
+/// NAMESPACE/NAME` removes the whole app (instances and spec), and a second one says no such app.
+#[tokio::test]
+async fn apply_restores_deleted_instances_and_delete_takes_whole_apps() {
+    let d = Daemon::start("appdel");
+    let s = spec("forkd", 3, json!({"startCmd": "exec sleep 1000"}), json!({}));
+    let file = spec_file(&d, "forkd.json", &s);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = d.cli(&["delete", "test/forkd/1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(d.client.list(&[("name", "forkd")]).await.unwrap().len(), 2);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("unchanged"), "an instance was brought back: {out}");
+    let back = d.wait_state(&id("test", "forkd", 1), Kind::Running, 10).await;
+    assert_eq!(back.restarts, 0);
+
+    let pids: Vec<i32> = d.client.list(&[("name", "forkd")]).await.unwrap().iter().filter_map(|s| s.pid).collect();
+    assert_eq!(pids.len(), 3);
+    let (code, out, err) = d.cli(&["delete", "test/forkd"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("test/forkd: deleted with test/forkd/0, test/forkd/1, test/forkd/2"), "{out}");
+    assert!(d.client.list(&[("name", "forkd")]).await.unwrap().is_empty());
+    for pid in pids {
+        assert!(wait_gone(pid, 5).await, "pid {pid} outlived its app's delete");
+    }
+    let (code, _, err) = d.cli(&["delete", "test/forkd"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no app test/forkd"), "{err}");
+    // The spec went too: an apply now is a new app (generation 1).
+    let (code, out, err) = d.cli(&["apply", "-f", &file]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("generation 1"), "{out}");
+}
