@@ -2,14 +2,20 @@
 # The main job: build Steward, run stewardd in the foreground with its embedded default
 # configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example
 # units in units/ (two process apps and, when a Docker Engine can run, a pod) and show their status.
-# Ctrl-C ends the demo: it deletes the demo's instances, then stops the daemon.
+# Ctrl-C ends the demo: it deletes the demo's apps, then stops the daemon; a second Ctrl-C
+# during that ends it at once and says what was left.
 # DEMO_ONCE=1 ends it right after showing the status (for scripted runs).
+# STEWARD_DEMO_BIN=DIR runs the binaries in DIR instead of building a release (the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
-cargo build --release --quiet
-bin=target/release
+if [ -n "${STEWARD_DEMO_BIN:-}" ]; then
+    bin=$STEWARD_DEMO_BIN
+else
+    cargo build --release --quiet
+    bin=target/release
+fi
 
 # The example units fetch their package from the default package repository
 # (package_repository = file:///usr/share/steward/repository): put gamesvc's there.
@@ -20,17 +26,44 @@ steward="$bin/steward"
 unset STEWARD_CONFIG STEWARD_SOCKET
 
 echo "== stewardd (embedded default configuration)"
-"$bin/stewardd" &
+# In a session of its own: Ctrl-C signals the terminal's foreground process group, and the
+# daemon must outlive it to delete the demo's instances (its own SIGINT would stop only itself,
+# leaving them running unsupervised).
+setsid "$bin/stewardd" &
 daemon=$!
-cleanup() {
+demo_apps=()      # namespace/name of each app the demo applied
+demo_values=()    # "secret demo/x", "configmap demo/y": what the demo created
+
+# What is left of the demo (a second Ctrl-C cut the cleanup short), then the daemon stops.
+abandon() {
     trap - INT TERM EXIT
     echo
-    echo "== removing the demo's instances and stopping stewardd"
-    $steward delete --all --timeout 15 || true
+    echo "== interrupted again: stopping stewardd without deleting the rest"
+    $steward ls 2>/dev/null | sed 's/^/   left: /' || true
     kill -TERM "$daemon" 2>/dev/null || true
     wait "$daemon" 2>/dev/null || true
+    echo "   the instances above keep running; the next stewardd re-adopts them"
+    echo "   (or delete them: stewardd & steward delete --all)"
+    exit 130
 }
-trap cleanup INT TERM EXIT
+cleanup() {
+    trap - EXIT
+    trap abandon INT TERM
+    echo
+    if ((${#demo_apps[@]})); then
+        echo "== removing the demo's apps (${demo_apps[*]}) and stopping stewardd"
+        $steward delete "${demo_apps[@]}" --timeout 20 || true
+    fi
+    for v in "${demo_values[@]}"; do   # "secret demo/x": steward secret rm demo/x
+        $steward "${v%% *}" rm "${v#* }" >/dev/null 2>&1 || true
+    done
+    trap - INT TERM
+    kill -TERM "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+    echo "== stewardd stopped; nothing of the demo is left"
+}
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
 
 for _ in $(seq 1 200); do
     $steward ls >/dev/null 2>&1 && break
@@ -45,9 +78,18 @@ else
     echo "== no Docker Engine could be started: the example pod (units/webpod.json) is skipped"
 fi
 
+# Instances from an earlier run, or other work on this state directory, are named first.
+earlier=$($steward ls 2>/dev/null | tail -n +2 || true)
+if [ -n "$earlier" ]; then
+    echo "== instances from an earlier run or other work are here already (Ctrl-C leaves them):"
+    echo "$earlier" | sed 's/^/   /'
+fi
+
 for unit in "${units[@]}"; do
     echo
     echo "== steward apply -f $unit --wait"
+    app=$($steward validate -o json "$unit" | sed -n 's/.*"app": *"\([^"]*\)".*/\1/p' | head -n 1)
+    demo_apps+=("$app")
     $steward apply -f "$unit" --wait --timeout 20 || true
 done
 
@@ -67,6 +109,6 @@ if [ "${DEMO_ONCE:-0}" = 1 ]; then
     exit 0
 fi
 echo
-echo "stewardd runs in the foreground; try \`target/release/steward events -f\` in another terminal."
+echo "stewardd runs in the foreground; try \`$bin/steward events -f\` in another terminal."
 echo "Ctrl-C ends the demo."
 wait "$daemon"

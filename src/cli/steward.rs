@@ -262,6 +262,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 struct FileReport<'a> {
     file: &'a Path,
     valid: bool,
+    /// `namespace/name` of a valid spec (what `steward delete` takes for the whole app).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app: Option<String>,
     errors: Vec<spec::SpecError>,
 }
 
@@ -270,7 +273,11 @@ fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
     let mut reports = Vec::new();
     for file in files {
         let result = spec::load_file(file, &roots);
-        reports.push(FileReport { file, valid: result.is_ok(), errors: result.err().map(|e| e.0).unwrap_or_default() });
+        let (app, errors) = match result {
+            Ok(s) => (Some(format!("{}/{}", s.metadata.namespace, s.metadata.name)), Vec::new()),
+            Err(e) => (None, e.0),
+        };
+        reports.push(FileReport { file, valid: app.is_some(), app, errors });
     }
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&reports).expect("reports serialize")),

@@ -241,8 +241,10 @@ impl Drop for Daemon {
         let h = self.hierarchy();
         for key in h.list_instances() {
             let cg = h.instance(&key);
-            let _ = cg.kill_all();
             for _ in 0..100 {
+                // Again each round: a start the killed daemon had forked joins the cgroup a
+                // moment later, after a first kill.
+                let _ = cg.kill_all();
                 if cg.pids().map(|p| p.is_empty()).unwrap_or(true) {
                     break;
                 }
