@@ -297,14 +297,14 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
             if s.secret_name.is_empty() {
                 errors.add(&sp.field("secretName"), "is required");
             }
-            super::validate::key_items(&s.items, &sp.field("items"), errors);
+            super::validate::key_items(&s.items, &sp.field("items"), true, errors);
         }
         for (i, s) in c.configmaps.iter().enumerate() {
             let sp = at.field("configmaps").index(i);
             if s.name.is_empty() {
                 errors.add(&sp.field("name"), "is required");
             }
-            super::validate::key_items(&s.items, &sp.field("items"), errors);
+            super::validate::key_items(&s.items, &sp.field("items"), true, errors);
         }
         for (i, v) in c.volumes.iter().enumerate() {
             if !v.mount_path.starts_with('/') {
@@ -513,8 +513,11 @@ pub fn render_pod(
                             item.key_or_path.clone()
                         };
                         mounts.push(Mount { host_path: host_path.clone(), container_path: path_in, read_only: true });
-                        // Readable by the container's user, whoever it is; the mount is read-only.
-                        InjectionTarget::File { path: host_path, mode: 0o444, owner: DEFAULT_USER.to_string() }
+                        // Readable by its owner only: root (a container's default user), or the
+                        // item's `user` (a host user name or a numeric uid[:gid], for an image
+                        // that runs as another user). The directories above are root's, 0700.
+                        let owner = if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() };
+                        InjectionTarget::File { path: host_path, mode: 0o400, owner }
                     }
                     None => continue,
                 };

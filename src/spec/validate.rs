@@ -251,14 +251,14 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
         if s.secret_name.is_empty() {
             errors.add(&sp.field("secretName"), "is required");
         }
-        key_items(&s.items, &sp.field("items"), errors);
+        key_items(&s.items, &sp.field("items"), false, errors);
     }
     for (i, c) in p.configmaps.iter().enumerate() {
         let cp = at.field("configmaps").index(i);
         if c.name.is_empty() {
             errors.add(&cp.field("name"), "is required");
         }
-        key_items(&c.items, &cp.field("items"), errors);
+        key_items(&c.items, &cp.field("items"), false, errors);
     }
 }
 
@@ -383,7 +383,9 @@ pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
     }
 }
 
-pub(super) fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
+/// `container_owner`: a pod's file item may also name its owner as a numeric `uid[:gid]` (an
+/// image's user, which need not exist on the host).
+pub(super) fn key_items(items: &[KeyItem], at: &Path, container_owner: bool, errors: &mut Errors) {
     if items.is_empty() {
         errors.add(at, "needs at least one item");
     }
@@ -409,8 +411,15 @@ pub(super) fn key_items(items: &[KeyItem], at: &Path, errors: &mut Errors) {
                 if item.key_or_path.is_empty() {
                     errors.add(&ip.field("keyOrPath"), "is required (the file's path)");
                 }
-                if !item.user.is_empty() && !is_user_name(&item.user) {
-                    errors.add(&ip.field("user"), format!("{:?} is not a valid user name", item.user));
+                let numeric = |s: &str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
+                let uid_gid = container_owner
+                    && match item.user.split_once(':') {
+                        Some((u, g)) => numeric(u) && numeric(g),
+                        None => numeric(&item.user),
+                    };
+                if !item.user.is_empty() && !uid_gid && !is_user_name(&item.user) {
+                    let what = if container_owner { "a user name, uid or uid:gid" } else { "a valid user name" };
+                    errors.add(&ip.field("user"), format!("{:?} is not {what}", item.user));
                 }
             }
         }

@@ -668,6 +668,10 @@ impl Actor {
             // makes and limits the containers' cgroups.
             let root = ResolvedUser::root();
             for c in &pod.containers {
+                if c.injections.iter().any(|i| matches!(i.target, crate::spec::render::InjectionTarget::File { .. })) {
+                    let dir = rendered.run_dir.join("values").join(&c.name);
+                    super::values::private_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                }
                 let lookup = |kind, key: &str| {
                     self.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned()
                 };

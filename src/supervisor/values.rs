@@ -133,10 +133,49 @@ pub fn inject(
     Ok(env)
 }
 
+/// Creates `dir` and its parent as root's, mode 0700 (an existing one is made so): a pod's
+/// secret files are mounted into containers file by file, so nobody on the host needs to get
+/// through these directories.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    for d in [dir.parent(), Some(dir)].into_iter().flatten() {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta = std::fs::symlink_metadata(d)?;
+                if !meta.is_dir() {
+                    return Err(std::io::Error::other(format!("{} is not a directory", d.display())));
+                }
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+                std::os::unix::fs::lchown(d, Some(0), Some(0))?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A file owner: a user name on this host, or a numeric `uid[:gid]` (a container's user, which
+/// need not exist on the host; the gid defaults to the uid).
+pub fn resolve_owner(owner: &str) -> Result<(u32, u32), String> {
+    let numeric = |s: &str| s.parse::<u32>().ok();
+    match owner.split_once(':') {
+        None if owner.bytes().all(|b| b.is_ascii_digit()) && !owner.is_empty() => {
+            let uid = numeric(owner).ok_or_else(|| format!("uid {owner:?} is out of range"))?;
+            Ok((uid, uid))
+        }
+        Some((u, g)) => match (numeric(u), numeric(g)) {
+            (Some(uid), Some(gid)) => Ok((uid, gid)),
+            _ => Err(format!("owner {owner:?} is not uid:gid (numbers)")),
+        },
+        None => crate::runtime::process::ResolvedUser::lookup(owner).map(|u| (u.uid, u.gid)),
+    }
+}
+
 /// Writes `data` to `path` atomically: a new temp file beside it (never through a symlink),
 /// mode and owner set before the data goes in, fsync, rename over the target.
 fn write_file(path: &Path, data: &[u8], mode: u32, owner: &str) -> std::io::Result<()> {
-    let user = crate::runtime::process::ResolvedUser::lookup(owner).map_err(std::io::Error::other)?;
+    let (uid, gid) = resolve_owner(owner).map_err(std::io::Error::other)?;
     let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".{}.steward-tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("value")));
@@ -148,7 +187,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32, owner: &str) -> std::io::Resu
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)?;
     use std::os::fd::AsRawFd;
-    nix::unistd::fchown(f.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))?;
+    nix::unistd::fchown(f.as_raw_fd(), Some(uid.into()), Some(gid.into()))?;
     nix::sys::stat::fchmod(f.as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(mode))?;
     f.write_all(data)?;
     f.sync_all()?;
