@@ -78,3 +78,51 @@ async fn secret_files_are_readable_only_by_their_owner() {
     owners.sort();
     assert_eq!(owners, [0, 1000]);
 }
+
+/// Containers of one instance on the shared engine, as `status name` pairs.
+fn containers_of(d: &Daemon, instance: &str) -> Vec<String> {
+    let owner = format!("label=io.steward.owner={}", d.path().join("state").display());
+    let which = format!("label=io.steward.instance={instance}");
+    let (_, out, _) = docker::docker(
+        SHARED_SOCKET,
+        &["ps", "-a", "--filter", &owner, "--filter", &which, "--format", "{{.State}} {{.Names}}"],
+    );
+    out.lines().filter(|l| !l.is_empty()).map(String::from).collect()
+}
+
+/// A delete or stop while a pod is starting, at many delays after the apply: the start's
+/// containers are removed (a delete leaves none, a stop none created or running), never left
+/// behind in Created state.
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_and_stop_race_a_pod_start_and_leave_no_container() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-race");
+    let containers = json!([sh("a", "exec sleep 1000"), sh("b", "exec sleep 1000"), sh("c", "exec sleep 1000")]);
+    for (round, delay_ms) in [0u64, 5, 15, 30, 50, 80, 120, 160, 200].into_iter().enumerate() {
+        let name = format!("race{round}");
+        let iid = id("ops", &name, 0);
+        let instance = iid.to_string();
+        d.apply_json(&pod(&name, containers.clone(), json!({}))).await;
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let stop = round % 2 == 1;
+        if stop {
+            d.client.action(&iid, "stop", Some(30.0)).await.unwrap();
+            assert_eq!(d.status(&iid).await.state.kind(), Kind::Stopped);
+        } else {
+            d.client.delete(&iid, Some(30.0)).await.unwrap();
+        }
+        // A create dockerd was still working on would show up within this.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let left = containers_of(&d, &instance);
+        if stop {
+            assert!(
+                left.iter().all(|c| c.starts_with("exited")),
+                "stop after {delay_ms} ms left {left:?}\n{}",
+                d.log()
+            );
+            d.client.delete(&iid, Some(30.0)).await.unwrap();
+        } else {
+            assert!(left.is_empty(), "delete after {delay_ms} ms left {left:?}\n{}", d.log());
+        }
+    }
+}

@@ -42,6 +42,9 @@ pub enum DockerError {
     NoContainer(String),
     #[error("container {container:?}: {message}")]
     Api { container: String, message: String },
+    /// A stop or delete came while the pod was starting: what was created is removed.
+    #[error("pod start cancelled")]
+    Cancelled,
 }
 
 impl DockerError {
@@ -165,7 +168,16 @@ impl Docker {
     /// Creates and starts the pod's containers in order; the first one's id is the network the
     /// others join. Any failure removes what was created and names the container. Returns the
     /// containers' ids in spec order.
-    pub async fn start_pod(&self, start: &PodStart<'_>) -> Result<Vec<String>, DockerError> {
+    ///
+    /// `cancelled` is asked after every request: a start is never dropped half-way, since a
+    /// create dockerd has received completes whether or not its answer is awaited (dropping it
+    /// left a container in Created state that nobody tracked). Once cancelled, everything the
+    /// start made is removed before it returns [`DockerError::Cancelled`].
+    pub async fn start_pod(
+        &self,
+        start: &PodStart<'_>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<String>, DockerError> {
         // Leftovers of an earlier run of this instance (kept for inspection until now).
         self.remove_instance(start.instance).await?;
         let topology = numa::Topology::read(&self.numa_root);
@@ -194,7 +206,14 @@ impl Docker {
                     .map_err(|e| self.error(&c.name, e))
             }
             .await;
+            let result = match result {
+                Ok(()) if cancelled() => Err(DockerError::Cancelled),
+                other => other,
+            };
             if let Err(e) = result {
+                for id in &ids {
+                    let _ = self.remove(id).await;
+                }
                 let _ = self.remove_instance(start.instance).await;
                 return Err(e);
             }

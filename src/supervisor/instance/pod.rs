@@ -41,14 +41,33 @@ impl Actor {
             injected_env: &self.injected_env,
             labels: &self.spec.spec.metadata.labels,
         };
-        let result = tokio::select! {
-            r = docker.start_pod(&start) => r,
-            (cmd, reply) = next_interrupt(&mut self.rx) => {
-                // Whatever was created so far goes: the interrupting request decides what follows.
-                let _ = docker.remove_instance(&instance).await;
-                return Some((cmd, reply));
+        // A request that comes meanwhile cancels the start, which then removes what it made
+        // (see `Docker::start_pod`); the request decides what follows.
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        let is_cancelled = || cancel.load(std::sync::atomic::Ordering::Relaxed);
+        let mut interrupt = None;
+        let result = {
+            let starting = docker.start_pod(&start, &is_cancelled);
+            tokio::pin!(starting);
+            loop {
+                tokio::select! {
+                    r = &mut starting => break r,
+                    m = next_interrupt(&mut self.rx), if interrupt.is_none() => {
+                        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                        interrupt = Some(m);
+                    }
+                }
             }
         };
+        if let Some((cmd, reply)) = interrupt {
+            if let Ok(ids) = &result {
+                // Done before it saw the cancel.
+                for id in ids {
+                    let _ = docker.remove(id).await;
+                }
+            }
+            return Some((cmd, reply));
+        }
         let ids = match result {
             Ok(ids) => ids,
             Err(e) => {
