@@ -126,3 +126,70 @@ async fn delete_and_stop_race_a_pod_start_and_leave_no_container() {
         }
     }
 }
+
+/// `line-1`, `line-2`, ... as the log files hold them (rotated copies first).
+fn numbered_lines(d: &Daemon, instance_dir: &str, file: &str) -> Vec<u64> {
+    let dir = d.run_dir().join(instance_dir);
+    let mut text = String::new();
+    for name in [format!("{file}.2"), format!("{file}.1"), file.to_string()] {
+        text.push_str(&std::fs::read_to_string(dir.join(name)).unwrap_or_default());
+    }
+    text.lines().filter_map(|l| l.strip_prefix("line-")).map(|n| n.parse().unwrap()).collect()
+}
+
+/// A container writing numbered lines while the daemon is killed (-9) and stopped (SIGTERM)
+/// mid-stream: its log holds every line exactly once, in order (it used to be replayed from
+/// the first line at every restart).
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_resume_across_daemon_restarts_without_replay_or_loss() {
+    docker::shared_engine();
+    let mut d = Daemon::start("pods-logresume");
+    let writer = sh("writer", "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.05; done");
+    d.apply_json(&pod("talk", json!([writer]), json!({}))).await;
+    let iid = id("ops", "talk", 0);
+    d.wait_state(&iid, Kind::Running, 60).await;
+    for kill9 in [true, false, true] {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        d.restart(kill9);
+        d.wait_state(&iid, Kind::Running, 30).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    d.client.action(&iid, "stop", Some(30.0)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lines = numbered_lines(&d, "ops.talk.0", "writer.stdout.log");
+    assert!(lines.len() > 30, "{lines:?}");
+    let expected: Vec<u64> = (1..=*lines.last().unwrap()).collect();
+    assert_eq!(lines, expected, "every line once, in order");
+}
+
+/// PORT_<name> reaches every container (a sidecar learns the main's random port); a check on a
+/// literal container port in BRIDGE mode probes the pod's own address, so a healthy pod stays up
+/// (it was probed on the host's 127.0.0.1 and killed again and again); ports publish on host_ip
+/// only, and Docker's own copy of the output is bounded by log_max_bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn ports_reach_every_container_checks_probe_the_pod_and_publishing_is_bounded() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-ports");
+    let mut server = sh("server", "echo ok > /www/index.html && exec httpd -f -p 80 -h /www");
+    server["ports"] = json!([{"name": "http", "containerPort": 80, "hostPort": 0}]);
+    server["healthChecks"] = json!([{"type": "HTTP", "http": {"port": 80, "path": "/"},
+        "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 1, "gracePeriodSeconds": 0}]);
+    let sidecar = sh("sidecar", "echo \"main=$PORT_http\"; exec sleep 1000");
+    d.apply_json(&pod("ports", json!([server, sidecar]), json!({}))).await;
+    let iid = id("ops", "ports", 0);
+    let s = d.wait(&iid, 60, |s| s.state.kind() == Kind::Running && s.health.as_deref() == Some("healthy")).await;
+    let port = s.ports["http"];
+    // Several probes later: still the same containers, never restarted.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = d.status(&iid).await;
+    assert_eq!((later.restarts, later.health.as_deref()), (0, Some("healthy")), "{later:#?}\n{}", d.log());
+    assert_eq!(exec(&s.containers[1].id, "echo $PORT_http"), port.to_string(), "the sidecar knows the main's port");
+
+    let main = &s.containers[0].id;
+    let bindings = docker::inspect(SHARED_SOCKET, main, "{{json .HostConfig.PortBindings}}");
+    let bindings: Value = serde_json::from_str(&bindings).unwrap();
+    assert_eq!(bindings["80/tcp"], json!([{"HostIp": "127.0.0.1", "HostPort": port.to_string()}]), "{bindings}");
+    let log = docker::inspect(SHARED_SOCKET, main, "{{json .HostConfig.LogConfig}}");
+    let log: Value = serde_json::from_str(&log).unwrap();
+    assert_eq!(log, json!({"Type": "json-file", "Config": {"max-file": "2", "max-size": "4096"}}), "{log}");
+}

@@ -455,7 +455,11 @@ pub fn render_pod(
             // With host networking the process listens on the host port itself.
             let container_port =
                 if t.network == NetworkMode::Host { host } else { u16::try_from(p.container_port).unwrap_or(0) };
-            port_numbers.insert(p.name.clone(), host);
+            // Checks probe a BRIDGE or USER pod at its own address, on the container's port
+            // (the host's 127.0.0.1 is not where it listens); a HOST pod on the host's.
+            let probed =
+                if matches!(t.network, NetworkMode::Bridge | NetworkMode::User) { container_port } else { host };
+            port_numbers.insert(p.name.clone(), probed);
             ports.push(RenderedContainerPort {
                 name: p.name.clone(),
                 container_port,
@@ -467,16 +471,19 @@ pub fn render_pod(
         rendered_ports.push(ports);
     }
     let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
+    // PORT_<name> of every port of the pod, in every container: a sidecar learns the main
+    // container's (random) ports.
+    let port_env: Vec<EnvVar> = rendered_ports
+        .iter()
+        .flatten()
+        .map(|p| EnvVar { name: format!("PORT_{}", p.name.replace('-', "_")), value: p.host_port.to_string() })
+        .collect();
     let mut containers = Vec::new();
     for ((ci, c), ports) in t.containers.iter().enumerate().zip(rendered_ports) {
         let at = cs.index(ci);
         let mut env: Vec<EnvVar> =
             dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
-        env.extend(
-            ports
-                .iter()
-                .map(|p| EnvVar { name: format!("PORT_{}", p.name.replace('-', "_")), value: p.host_port.to_string() }),
-        );
+        env.extend(port_env.iter().cloned());
         for e in &c.env {
             let value = match e.value.strip_prefix('$').and_then(|v| dollar.get(v)) {
                 Some(v) => v.to_string(),

@@ -140,7 +140,8 @@ impl Supervisor {
             &config.docker_socket,
             &config.numa_root,
             &config.state_dir.display().to_string(),
-        );
+        )
+        .with_pod_defaults(&config.host_ip, config.logs.max_bytes);
         let shared = Arc::new(Shared {
             docker,
             store,

@@ -5,6 +5,7 @@
 use super::{next_interrupt, Actor, Command, Msg, Reply};
 use crate::runtime::docker::{ContainerInfo, DockerError, PodStart};
 use crate::runtime::procinfo::ProcessIdentity;
+use crate::spec::pod::NetworkMode;
 use crate::spec::RenderedInstance;
 use crate::supervisor::record::now_ms;
 use crate::supervisor::state::{Event, ExitStatus};
@@ -82,7 +83,7 @@ impl Actor {
         self.rec.last_start_ms = Some(now);
         self.exited = vec![None; ids.len()];
         if self.apply(Event::MainReady).await {
-            self.watch_containers(0);
+            self.watch_containers();
             self.start_health_checks();
         }
         None
@@ -102,8 +103,8 @@ impl Actor {
     }
 
     /// Watches every container of the current generation for its exit, and copies its output
-    /// into the run dir's log files (from `since`, unix seconds).
-    fn watch_containers(&mut self, since: i64) {
+    /// into the run dir's log files (resuming where the last follower stopped).
+    fn watch_containers(&mut self) {
         let rendered = self.render().ok();
         for (index, info) in self.rec.containers.iter().enumerate() {
             let (tx, generation, docker, id) =
@@ -121,7 +122,7 @@ impl Actor {
             if let (Some(r), Some(c)) =
                 (&rendered, rendered.as_ref().and_then(|r| r.pod.as_ref()).and_then(|p| p.containers.get(index)))
             {
-                self.log_tasks.push(self.shared.docker.follow_logs(&info.id, &r.run_dir, &c.name, since));
+                self.log_tasks.push(self.shared.docker.follow_logs(&info.id, &r.run_dir, &c.name));
             }
         }
     }
@@ -221,8 +222,7 @@ impl Actor {
         self.rec.containers = infos;
         self.exited = vec![None; self.rec.containers.len()];
         self.status.send_replace(self.rec.clone());
-        let since = self.rec.updated_ms as i64 / 1000;
-        self.watch_containers(since);
+        self.watch_containers();
         self.start_health_checks();
     }
 
@@ -270,7 +270,7 @@ impl Actor {
         self.rec.containers = infos;
         if self.apply(Event::RuntimeBack).await {
             tracing::info!(instance = %self.rec.id, "dockerd is back; the pod's containers still run");
-            self.watch_containers(now_ms() as i64 / 1000);
+            self.watch_containers();
             self.start_health_checks();
         }
     }
@@ -295,11 +295,23 @@ impl Actor {
             self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
             let Some(check) = check else { continue };
             let Some(id) = self.rec.containers.get(index).map(|c| c.id.clone()) else { continue };
+            // BRIDGE and USER pods are probed at their own address (the main container's, whose
+            // network every container shares), on the container's port; HOST pods on 127.0.0.1.
+            let own_address = matches!(pod.network, NetworkMode::Bridge | NetworkMode::User);
+            let address = self.rec.containers.first().and_then(|c| c.ip_address.parse::<std::net::IpAddr>().ok());
             let (tx, generation, shared) = (self.tx.clone(), self.generation, self.shared.clone());
             self.health_tasks.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(check.delay_seconds)).await;
                 loop {
-                    let outcome = match shared.prober.probe(&check).await {
+                    let probed = match (own_address, address) {
+                        (false, _) => shared.prober.probe(&check).await,
+                        (true, Some(ip)) => shared.prober.probe_at(ip, &check).await,
+                        (true, None) => match check.probe {
+                            crate::spec::render::Probe::Command { .. } => None,
+                            _ => Some(crate::health::Outcome::Fail("the pod has no address to probe".into())),
+                        },
+                    };
+                    let outcome = match probed {
                         Some(o) => o,
                         None => {
                             let command = match &check.probe {
