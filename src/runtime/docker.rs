@@ -535,7 +535,7 @@ impl LogPosition {
         }
         let path = if *stream == "err" { err } else { out };
         let now = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let written = length.parse::<u64>().map_or(true, |before| now != before);
+        let written = !length.parse::<u64>().is_ok_and(|before| now == before);
         let last = if written { stamp } else { previous };
         LogPosition { container: container.to_string(), last: last.trim_start_matches('-').to_string() }
     }
