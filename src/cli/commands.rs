@@ -20,9 +20,11 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Stop(t) => act(&client, "stop", t, output).await,
         Command::Restart(t) => act(&client, "restart", t, output).await,
         Command::Reload(t) => act(&client, "reload", t, output).await,
-        Command::Delete(t) => delete(&client, t).await,
+        Command::Delete(t) => delete(&client, t, output).await,
         Command::Events { follow, since } => events(&client, since, follow, output).await,
-        Command::Logs { id, follow, tail } => return logs(config, &id, follow, tail),
+        Command::Logs { id, follow, tail, stream } => {
+            return super::logs::run(config, socket, &id, follow, tail, stream, output).await
+        }
         Command::Node => node(&client, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
@@ -42,30 +44,34 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
 
 /// Prints a client error the way a person needs it; returns the exit code.
 fn report(e: ClientError, socket: &Path) -> i32 {
+    let code = exit_code(&e);
     match e {
         ClientError::Unreachable { source, .. } => {
             eprintln!("steward: cannot reach stewardd at {}: {source}", socket.display());
             eprintln!("  start it with `systemctl start stewardd`, or in the foreground with `stewardd`");
             eprintln!("  (another socket: --socket PATH or STEWARD_SOCKET)");
-            exit::UNREACHABLE
         }
-        ClientError::Api { status, message, errors, .. } => {
+        ClientError::Api { message, errors, .. } => {
             if errors.is_empty() {
                 eprintln!("steward: {message}");
             } else {
                 eprintln!("steward: {}", spec::SpecErrors(errors));
             }
-            match status {
-                404 => exit::NOT_FOUND,
-                403 => exit::FORBIDDEN,
-                422 | 400 => exit::INVALID,
-                _ => exit::FAILED,
-            }
         }
-        ClientError::Protocol(m) => {
-            eprintln!("steward: {m}");
-            exit::FAILED
-        }
+        ClientError::Protocol(m) => eprintln!("steward: {m}"),
+    }
+    code
+}
+
+/// The one mapping from a failed request to steward(1)'s exit codes, for every verb: a verb
+/// acting on several instances must not turn "no such instance" into "could not carry it out".
+fn exit_code(e: &ClientError) -> i32 {
+    match e {
+        ClientError::Unreachable { .. } => exit::UNREACHABLE,
+        ClientError::Api { status: 404 | 410, .. } => exit::NOT_FOUND,
+        ClientError::Api { status: 403, .. } => exit::FORBIDDEN,
+        ClientError::Api { status: 400 | 422, .. } => exit::INVALID,
+        ClientError::Api { .. } | ClientError::Protocol(_) => exit::FAILED,
     }
 }
 
@@ -278,7 +284,12 @@ async fn values(client: &Client, kind: &str, cmd: ValuesCommand, output: Output)
                 return Ok(exit::INVALID);
             };
             client.delete_values(kind, namespace, name).await?;
-            println!("{id}: removed");
+            match output {
+                Output::Json => {
+                    println!("{}", serde_json::json!({"namespace": namespace, "name": name, "removed": true}))
+                }
+                Output::Text => println!("{id}: removed"),
+            }
         }
     }
     Ok(exit::OK)
@@ -371,45 +382,62 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
     Ok(exit::OK)
 }
 
-async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, i32> {
+async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, ClientError> {
     if t.all {
-        return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect()).map_err(|e| {
-            eprintln!("steward: {e}");
-            exit::UNREACHABLE
-        });
+        return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect());
     }
-    if t.ids.is_empty() {
-        eprintln!("steward: name instances (namespace/name/index) or --all");
-        return Err(exit::USAGE);
-    }
-    t.ids.iter().map(|i| parse_instance_id(i)).collect::<Result<_, _>>().map_err(|e| {
-        eprintln!("steward: {e}");
-        exit::INVALID
-    })
+    Ok(t.ids.iter().map(|i| parse_instance_id(i).expect("clap checked the instance ids")).collect())
 }
 
+/// start, stop, restart, reload: each instance in turn; the exit code is the first failure's.
+/// With a timeout (the default), an action that failed or did not finish in time is shown with
+/// the instance's own reason (its status message).
 async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Result<i32, ClientError> {
-    let ids = match targets(client, &t).await {
-        Ok(ids) => ids,
-        Err(code) => return Ok(code),
-    };
+    let ids = targets(client, &t).await?;
     let timeout = (t.timeout > 0.0).then_some(t.timeout);
     let mut code = exit::OK;
     let mut results = Vec::new();
     for id in ids {
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(t.timeout.clamp(0.0, 3600.0));
+        // Whether the daemon finished (200) or its wait ran out (202), the instance's state says
+        // where it stands.
         match client.action(&id, action, timeout).await {
             Ok(s) => {
+                let (outcome, s) = match timeout {
+                    Some(_) => settle(client, action, s, deadline).await?,
+                    None => (Outcome::Reached, s),
+                };
                 if output == Output::Text {
                     println!("{}: {}", s.id, state_word(&s.state));
                 }
+                match outcome {
+                    Outcome::Reached => {}
+                    Outcome::Failed => {
+                        eprintln!("steward: {id}: {action} failed: {}{}", state_word(&s.state), reason(&s))
+                    }
+                    Outcome::Pending => eprintln!(
+                        "steward: {id}: {action} did not finish in {} s: still {}{}",
+                        t.timeout,
+                        state_word(&s.state),
+                        reason(&s)
+                    ),
+                }
+                if outcome != Outcome::Reached {
+                    code = first_failure(code, exit::FAILED);
+                }
                 results.push(s);
             }
-            Err(ClientError::Unreachable { socket, source }) => {
-                return Err(ClientError::Unreachable { socket, source })
-            }
+            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
-                code = exit::FAILED;
+                if exit_code(&e) == exit::FAILED {
+                    // The daemon's answer says what went wrong with the action; the instance's
+                    // message says why (a start that exited, a check that failed).
+                    if let Ok(s) = client.status(&id).await {
+                        eprintln!("  {id} is {}{}", state_word(&s.state), reason(&s));
+                    }
+                }
+                code = first_failure(code, exit_code(&e));
             }
         }
     }
@@ -419,24 +447,87 @@ async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Resul
     Ok(code)
 }
 
-async fn delete(client: &Client, t: Targets) -> Result<i32, ClientError> {
-    let ids = match targets(client, &t).await {
-        Ok(ids) => ids,
-        Err(code) => return Ok(code),
-    };
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Reached,
+    Failed,
+    Pending,
+}
+
+/// Where an instance stands after `action`: a start or restart is done at Running and has failed
+/// in a state it only leaves by a restart or a new command (Backoff, Exited, Failed, Stopped); a
+/// stop is done once nothing runs; a reload is done when the daemon said so.
+fn outcome(action: &str, kind: Kind) -> Outcome {
+    match (action, kind) {
+        ("reload", _) => Outcome::Reached,
+        ("stop", Kind::Stopped | Kind::Exited | Kind::Failed) => Outcome::Reached,
+        ("stop", _) => Outcome::Pending,
+        (_, Kind::Running) => Outcome::Reached,
+        (_, Kind::Backoff | Kind::Exited | Kind::Failed | Kind::Stopped) => Outcome::Failed,
+        _ => Outcome::Pending,
+    }
+}
+
+/// The daemon answers a start once the start is under way; waiting means until the instance
+/// got where the action leads (or the deadline passed), polling its status.
+async fn settle(
+    client: &Client,
+    action: &str,
+    mut s: InstanceStatus,
+    deadline: std::time::Instant,
+) -> Result<(Outcome, InstanceStatus), ClientError> {
+    loop {
+        let now = outcome(action, s.state.kind());
+        if now != Outcome::Pending {
+            return Ok((now, s));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok((Outcome::Pending, s));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s = client.status(&s.id).await?;
+    }
+}
+
+fn first_failure(code: i32, new: i32) -> i32 {
+    if code == exit::OK {
+        new
+    } else {
+        code
+    }
+}
+
+/// ": MESSAGE" when the instance has a status message, else nothing.
+fn reason(s: &InstanceStatus) -> String {
+    if s.message.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", s.message)
+    }
+}
+
+async fn delete(client: &Client, t: Targets, output: Output) -> Result<i32, ClientError> {
+    let ids = targets(client, &t).await?;
     let timeout = (t.timeout > 0.0).then_some(t.timeout);
     let mut code = exit::OK;
+    let mut deleted = Vec::new();
     for id in ids {
         match client.delete(&id, timeout).await {
-            Ok(()) => println!("{id}: deleted"),
-            Err(ClientError::Unreachable { socket, source }) => {
-                return Err(ClientError::Unreachable { socket, source })
+            Ok(()) => {
+                if output == Output::Text {
+                    println!("{id}: deleted");
+                }
+                deleted.push(id.to_string());
             }
+            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
-                code = exit::FAILED;
+                code = first_failure(code, exit_code(&e));
             }
         }
+    }
+    if output == Output::Json {
+        println!("{}", serde_json::json!({ "deleted": deleted }));
     }
     Ok(code)
 }
@@ -466,51 +557,4 @@ async fn events(client: &Client, since: u64, follow: bool, output: Output) -> Re
         })
         .await?;
     Ok(exit::OK)
-}
-
-/// Prints the instance's log files (they live in its run directory).
-fn logs(config: &Config, id: &str, follow: bool, tail: usize) -> anyhow::Result<i32> {
-    let Ok(iid) = parse_instance_id(id) else {
-        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
-        return Ok(exit::INVALID);
-    };
-    let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
-    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
-        Ok(rd) => {
-            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "log")).collect()
-        }
-        Err(e) => {
-            eprintln!("steward: no logs for {id} in {}: {e}", dir.display());
-            return Ok(exit::NOT_FOUND);
-        }
-    };
-    files.sort();
-    let mut offsets = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
-        for l in &lines[lines.len().saturating_sub(tail)..] {
-            println!("[{name}] {l}");
-        }
-        offsets.push(text.len() as u64);
-    }
-    if !follow {
-        return Ok(exit::OK);
-    }
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        for (f, off) in files.iter().zip(offsets.iter_mut()) {
-            let Ok(data) = std::fs::read(f) else { continue };
-            if (data.len() as u64) < *off {
-                *off = 0; // rotated (truncated)
-            }
-            let new = &data[*off as usize..];
-            let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
-            for l in String::from_utf8_lossy(new).lines() {
-                println!("[{name}] {l}");
-            }
-            *off = data.len() as u64;
-        }
-    }
 }

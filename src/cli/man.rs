@@ -105,27 +105,32 @@ The systemd unit.
 "#;
 
 const STEWARD_EXTRA: &str = r#".SH "EXIT STATUS"
+The same codes for every command; a command given several instances does each and exits with
+the first failure's code.
 .TP
 \fB0\fR
 Success.
 .TP
 \fB1\fR
-A spec or request was invalid (every mistake is printed).
+A spec or request was invalid (every mistake is printed, with its field).
 .TP
 \fB2\fR
-Bad command\-line usage.
+Bad command\-line usage: an unknown command or option, a malformed instance id, no target,
+\fB\-o json\fR where it cannot apply (\fBcompletions\fR).
 .TP
 \fB3\fR
-stewardd could not be reached.
+stewardd could not be reached (\fBlogs\fR then still shows the log files, and says so).
 .TP
 \fB4\fR
-No such instance.
+No such instance, secret or configmap.
 .TP
 \fB5\fR
 The caller may not do this (only root and the socket group may change things).
 .TP
 \fB6\fR
-stewardd could not carry the request out (an instance failed, a stop got stuck).
+stewardd could not carry the request out. With a wait (\fBapply \-\-wait\fR; \fBstart\fR,
+\fBstop\fR, \fBrestart\fR with their default \fB\-\-timeout\fR) the instance failed or did not
+get there in time; its reason (the status message) is printed.
 .SH ENVIRONMENT
 .TP
 \fBSTEWARD_CONFIG\fR

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod daemon;
+pub mod logs;
 pub mod man;
 pub mod sched;
 pub mod steward;

@@ -91,7 +91,10 @@ pub enum Command {
         state: Option<String>,
     },
     /// Show one instance in full.
-    Status { id: String },
+    Status {
+        #[arg(value_name = "ID", value_parser = instance_arg)]
+        id: String,
+    },
     /// Start instances.
     Start(Targets),
     /// Stop instances (stopCmd or SIGTERM, then SIGKILL after the grace period).
@@ -149,8 +152,10 @@ pub enum Command {
         #[arg(long)]
         date: String,
     },
-    /// Show an instance's output (stdout and stderr logs).
+    /// Show an instance's output: its stdout and stderr log files, oldest-written file first,
+    /// each line with its file; with -f, new lines in the order they are seen.
     Logs {
+        #[arg(value_name = "ID", value_parser = instance_arg)]
         id: String,
         /// Keep printing what is appended.
         #[arg(short = 'f', long)]
@@ -158,7 +163,26 @@ pub enum Command {
         /// Only the last N lines of each log.
         #[arg(long, default_value_t = 100)]
         tail: usize,
+        /// Only this stream's files.
+        #[arg(long, value_enum)]
+        stream: Option<Stream>,
     },
+}
+
+/// Which of a process's outputs `steward logs` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn word(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -197,6 +221,7 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, clap::Args)]
 pub struct Targets {
     /// Instance ids (namespace/name/index).
+    #[arg(value_name = "ID", required_unless_present = "all", value_parser = instance_arg)]
     pub ids: Vec<String>,
     /// Every instance.
     #[arg(long, conflicts_with = "ids")]
@@ -204,6 +229,12 @@ pub struct Targets {
     /// Seconds to wait for each to finish (0 = do not wait).
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+}
+
+/// An instance id argument (namespace/name/index): a malformed one is a usage error (exit 2),
+/// found before anything is asked of the daemon.
+fn instance_arg(s: &str) -> Result<String, String> {
+    crate::client::parse_instance_id(s).map(|_| s.to_string())
 }
 
 fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
@@ -226,10 +257,17 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             let dns = if dns.is_empty() { vec![name.clone()] } else { dns };
             match crate::tls::generate(&dir, &name, &dns, &ips) {
                 Ok(g) => {
-                    for (what, path) in
-                        [("CA", &g.ca), ("CA key", &g.ca_key), ("certificate", &g.cert), ("key", &g.key)]
-                    {
-                        println!("{what}: {}", path.display());
+                    let files = [("ca", &g.ca), ("caKey", &g.ca_key), ("cert", &g.cert), ("key", &g.key)];
+                    match cli.output {
+                        Output::Json => {
+                            let map: BTreeMap<&str, &Path> = files.iter().map(|(k, p)| (*k, p.as_path())).collect();
+                            println!("{}", serde_json::to_string_pretty(&map)?);
+                        }
+                        Output::Text => {
+                            for ((_, path), what) in files.iter().zip(["CA", "CA key", "certificate", "key"]) {
+                                println!("{what}: {}", path.display());
+                            }
+                        }
                     }
                     Ok(exit::OK)
                 }
@@ -238,6 +276,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     Ok(exit::FAILED)
                 }
             }
+        }
+        Command::Completions { .. } | Command::Man { .. } if cli.output == Output::Json => {
+            // Their output is a script or roff pages: there is no JSON form to give.
+            eprintln!("steward: -o json does not apply to completions or man (they print scripts and pages)");
+            Ok(exit::USAGE)
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;
