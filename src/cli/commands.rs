@@ -316,6 +316,9 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
             );
             let ports = &n["ports"];
             println!("ports:     {} free in {}-{}", ports["free"], ports["rangeStart"], ports["rangeEnd"]);
+            if let Some(p) = ports.get("pending") {
+                println!("           {}-{} configured, in effect after a restart", p["rangeStart"], p["rangeEnd"]);
+            }
             println!("instances: {}", n["instances"]);
             for (kind, key) in [("label", "labels"), ("attribute", "attributes")] {
                 for (k, v) in n[key].as_object().into_iter().flatten() {

@@ -64,7 +64,9 @@ The configuration file is invalid (the unit does not restart on this status).
 .SH SIGNALS
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
-Stop the daemon only; every instance keeps running.
+Stop the daemon only; every instance keeps running. Requests under way get up to 5 seconds to
+finish, blocking work up to 1 second more, then the store closes: stewardd exits within about
+6 seconds, and at once (under 0.1 second) when idle.
 .TP
 \fBSIGHUP\fR
 Re\-read the configuration: access rules and node labels and attributes apply at once, other
@@ -82,7 +84,8 @@ Configuration file, as \fB\-\-config\fR.
 .TP
 \fBSTEWARD_LOG\fR
 Log filter (\fBinfo\fR by default), e.g. \fBdebug\fR or \fBsteward::supervisor=debug\fR.
-Logs go to the journal when systemd runs stewardd, to standard error otherwise.
+Logs go to the journal when systemd runs stewardd, to standard error otherwise (with colour
+codes only when it is a terminal).
 .SH FILES
 .TP
 \fI/etc/steward/stewardd.toml\fR
