@@ -1,5 +1,5 @@
-//! Man pages generated from the clap definitions (`steward man DIR`, run by
-//! scripts/package.sh): stewardd(8), steward(1) with one page per subcommand (steward-apply(1),
+//! Man pages generated from the clap definitions (`steward man man --date D`, committed under
+//! man/ and packaged from there; tests/man_pages.rs fails when they drift): stewardd(8), steward(1) with one page per subcommand (steward-apply(1),
 //! ...) and steward-sched(1). What clap does not know (exit status, files, environment, see also)
 //! is added here as roff. stewardd.toml(5) and steward-spec(5) are written by hand under man/.
 
