@@ -21,7 +21,7 @@ async fn over_its_memory_limit_an_instance_is_oom_killed_and_told_so() {
     d.apply_json(&s).await;
     let st = d.wait_state(&id("test", "hog", 0), Kind::Exited, 20).await;
     assert_eq!(st.state, State::Exited { status: ExitStatus::Signal(9) });
-    assert!(st.message.contains("OOM-killed: over its memory limit of 16 MB"), "{}", st.message);
+    assert!(st.message.contains("OOM-killed: over its memory limit of 16 MiB"), "{}", st.message);
     let mut oom_event = false;
     d.client
         .events(0, false, |e| {

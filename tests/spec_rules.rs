@@ -617,7 +617,7 @@ fn cpu_and_memory_reject_zero_negative_and_text() {
             &limits(bad.clone(), bad.clone()),
             &[
                 (&p0(".resources.limits.cpu"), "must be a positive number of cores, or -1 for unlimited"),
-                (&p0(".resources.limits.memory"), "must be a positive number of megabytes, or -1 for unlimited"),
+                (&p0(".resources.limits.memory"), "must be a positive number of MiB, or -1 for unlimited"),
             ],
         );
     }

@@ -373,7 +373,7 @@ fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<Strin
 }
 
 pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
-    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "megabytes")] {
+    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "MiB")] {
         let Some(v) = value else { continue };
         match v.as_f64() {
             Some(n) if n == -1.0 || n > 0.0 => {}
