@@ -80,6 +80,9 @@ async fn every_command_against_the_real_daemon_across_restarts() {
     let (code, out, _) = d.cli(&["events", "--since", "0"]);
     assert_eq!(code, 0);
     assert!(out.contains("cli/web/0 Running -> Stopping") && out.contains("Stopping -> Stopped"), "{out}");
+    // Each line: sequence number, then the time in RFC 3339 UTC with milliseconds.
+    let time = regex::Regex::new(r"^ *\d+ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S").unwrap();
+    assert!(out.lines().all(|l| time.is_match(l)), "{out}");
     let (code, out, _) = d.cli(&["-o", "json", "events", "--since", "3"]);
     assert_eq!(code, 0);
     let seqs: Vec<u64> =

@@ -6,7 +6,6 @@ use crate::config::Config;
 use crate::spec::{self, Format, InstanceId};
 use crate::supervisor::record::{now_ms, InstanceStatus};
 use crate::supervisor::state::{Kind, State};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Restart(t) => act(&client, "restart", t, output).await,
         Command::Reload(t) => act(&client, "reload", t, output).await,
         Command::Delete(t) => delete(&client, t, output).await,
-        Command::Events { follow, since } => events(&client, since, follow, output).await,
+        Command::Events { follow, since } => super::events::run(&client, since, follow, output).await,
         Command::Logs { id, follow, tail, stream } => {
             return super::logs::run(config, socket, &id, follow, tail, stream, output).await
         }
@@ -533,31 +532,4 @@ async fn delete(client: &Client, t: Targets, output: Output) -> Result<i32, Clie
         println!("{}", serde_json::json!({ "deleted": deleted }));
     }
     Ok(code)
-}
-
-async fn events(client: &Client, since: u64, follow: bool, output: Output) -> Result<i32, ClientError> {
-    let mut out = std::io::stdout().lock();
-    client
-        .events(since, follow, |e| {
-            let line = match output {
-                Output::Json => serde_json::to_string(&e).unwrap_or_default(),
-                Output::Text => {
-                    let b = &e.body;
-                    let what = match b["type"].as_str() {
-                        Some("transition") => {
-                            format!("{} -> {}", b["from"].as_str().unwrap_or("?"), b["to"].as_str().unwrap_or("?"))
-                        }
-                        Some(other) => other.to_string(),
-                        None => b.to_string(),
-                    };
-                    let subject = b["instance"].as_str().or(b["app"].as_str()).unwrap_or("-");
-                    let msg =
-                        b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
-                    format!("{:>6} {} {subject} {what}{msg}", e.seq, e.at_ms)
-                }
-            };
-            writeln!(out, "{line}").is_ok() && out.flush().is_ok()
-        })
-        .await?;
-    Ok(exit::OK)
 }

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod daemon;
+pub mod events;
 pub mod logs;
 pub mod man;
 pub mod sched;

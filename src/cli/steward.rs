@@ -105,7 +105,8 @@ pub enum Command {
     Reload(Targets),
     /// Stop and remove instances.
     Delete(Targets),
-    /// Show the daemon's event journal.
+    /// Show the daemon's event journal: sequence number, time (RFC 3339, UTC), subject, what
+    /// happened and, for a transition, why.
     Events {
         /// Keep streaming new events.
         #[arg(short = 'f', long)]
