@@ -242,7 +242,14 @@ async fn status(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     app.live().access.require_read(&caller)?;
     let id = instance_id(namespace, name, index)?;
-    Ok(Json(serde_json::to_value(app.supervisor.status(&id)?).map_err(ApiError::internal)?))
+    let mut status = app.supervisor.status(&id)?;
+    status.limits = app
+        .supervisor
+        .specs()
+        .iter()
+        .find(|s| s.metadata.namespace == id.namespace && s.metadata.name == id.name)
+        .map(|s| s.instance_limits());
+    Ok(Json(serde_json::to_value(status).map_err(ApiError::internal)?))
 }
 
 #[derive(Debug, Deserialize)]

@@ -373,8 +373,14 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                 println!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
             }
             if let Some(u) = &s.usage {
-                println!("cpu:       {:.3} s", u.cpu_usage_usec as f64 / 1e6);
-                println!("memory:    {:.1} MiB", u.memory_bytes as f64 / 1048576.0);
+                let limits = s.limits.unwrap_or_default();
+                let of = |limit: Option<f64>, unit: &str| match limit {
+                    Some(l) => format!(" (limit {l} {unit})"),
+                    None if s.limits.is_some() => " (no limit)".to_string(),
+                    None => String::new(),
+                };
+                println!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
+                println!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
                 if u.oom_kills > 0 {
                     println!("oom kills: {}", u.oom_kills);
                 }

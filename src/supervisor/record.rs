@@ -85,6 +85,10 @@ pub struct InstanceStatus {
     /// A pod's containers (seed 001's container info).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<crate::runtime::docker::ContainerInfo>,
+    /// The spec's limits the instance runs under, next to `usage`: filled by GET of one
+    /// instance (from the applied spec), absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::spec::model::InstanceLimits>,
 }
 
 /// Resource use from the instance's cgroup.
@@ -114,6 +118,7 @@ impl InstanceStatus {
             health: summarize_health(&r.health),
             checks: r.health.clone(),
             containers: r.containers.clone(),
+            limits: None,
         }
     }
 }
