@@ -175,3 +175,24 @@ async fn json_output_parses_for_every_command() {
     let deleted = json(&run(&["delete", "exit/js/0"]), &["delete"]);
     assert_eq!(deleted, serde_json::json!({"deleted": ["exit/js/0"]}));
 }
+
+#[tokio::test]
+async fn a_wait_that_runs_out_says_where_the_instance_is_and_is_6() {
+    let d = Daemon::start("exit-slow");
+    // Ignores SIGTERM, with a long kill grace: a stop takes 30 s.
+    let spec = common::spec(
+        "stubborn",
+        1,
+        serde_json::json!({"startCmd": "trap '' TERM; while true; do sleep 0.1; done"}),
+        serde_json::json!({"killPolicy": {"gracePeriod": 30}}),
+    );
+    d.apply_json(&spec).await;
+    d.wait_state(&common::id("test", "stubborn", 0), steward::supervisor::state::Kind::Running, 20).await;
+    let (code, out, err) = d.cli(&["stop", "test/stubborn/0", "--timeout", "1"]);
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(err.contains("stop did not finish in 1 s: still Stopping"), "{err}");
+    let (code, out, err) = d.cli(&["delete", "test/stubborn/0", "--timeout", "1"]);
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(err.contains("delete did not finish in 1 s: still Stopping"), "{err}");
+    assert!(!out.contains("deleted"), "{out}");
+}

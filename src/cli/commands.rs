@@ -520,12 +520,27 @@ async fn delete(client: &Client, t: Targets, output: Output) -> Result<i32, Clie
     let mut code = exit::OK;
     let mut deleted = Vec::new();
     for id in ids {
-        match client.delete(&id, timeout).await {
-            Ok(()) => {
+        match client.delete_finished(&id, timeout).await {
+            Ok(true) => {
                 if output == Output::Text {
                     println!("{id}: deleted");
                 }
                 deleted.push(id.to_string());
+            }
+            Ok(false) if timeout.is_none() => {
+                if output == Output::Text {
+                    println!("{id}: deleting");
+                }
+                deleted.push(id.to_string());
+            }
+            Ok(false) => {
+                // Still stopping: the instance's own state and message say why.
+                let now = match client.status(&id).await {
+                    Ok(s) => format!(": still {}{}", state_word(&s.state), reason(&s)),
+                    Err(_) => String::new(),
+                };
+                eprintln!("steward: {id}: delete did not finish in {} s{now}", t.timeout);
+                code = first_failure(code, exit::FAILED);
             }
             Err(e @ ClientError::Unreachable { .. }) => return Err(e),
             Err(e) => {
