@@ -1,5 +1,6 @@
 //! The `steward` commands that talk to the daemon.
 
+use super::act::{first_failure, reason};
 use super::steward::{exit, Command, Output, Targets, ValuesCommand};
 use crate::client::{parse_instance_id, Client, ClientError};
 use crate::config::Config;
@@ -15,10 +16,10 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Apply { file, wait, timeout } => apply(&client, config, &file, wait, timeout, output).await,
         Command::Ls { namespace, name, state } => ls(&client, namespace, name, state, output).await,
         Command::Status { id } => status(&client, &id, output).await,
-        Command::Start(t) => act(&client, "start", t, output).await,
-        Command::Stop(t) => act(&client, "stop", t, output).await,
-        Command::Restart(t) => act(&client, "restart", t, output).await,
-        Command::Reload(t) => act(&client, "reload", t, output).await,
+        Command::Start(t) => super::act::run(&client, "start", t, output).await,
+        Command::Stop(t) => super::act::run(&client, "stop", t, output).await,
+        Command::Restart(t) => super::act::run(&client, "restart", t, output).await,
+        Command::Reload(t) => super::act::run(&client, "reload", t, output).await,
         Command::Delete(t) => delete(&client, t, output).await,
         Command::Events { follow, since } => super::events::run(&client, since, follow, output).await,
         Command::Logs { id, follow, tail, stream } => {
@@ -64,7 +65,7 @@ fn report(e: ClientError, socket: &Path) -> i32 {
 
 /// The one mapping from a failed request to steward(1)'s exit codes, for every verb: a verb
 /// acting on several instances must not turn "no such instance" into "could not carry it out".
-fn exit_code(e: &ClientError) -> i32 {
+pub(super) fn exit_code(e: &ClientError) -> i32 {
     match e {
         ClientError::Unreachable { .. } => exit::UNREACHABLE,
         ClientError::Api { status: 404 | 410, .. } => exit::NOT_FOUND,
@@ -199,7 +200,7 @@ fn print_table(list: &[InstanceStatus]) {
     }
 }
 
-fn state_word(s: &State) -> String {
+pub(super) fn state_word(s: &State) -> String {
     match s {
         State::Exited { status } => format!("Exited({})", short_status(status)),
         State::Stopping { .. } => "Stopping".into(),
@@ -332,7 +333,7 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
 async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {
     let Ok(iid) = parse_instance_id(id) else {
         eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
-        return Ok(exit::INVALID);
+        return Ok(exit::USAGE);
     };
     let s = client.status(&iid).await?;
     match output {
@@ -390,128 +391,11 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
     Ok(exit::OK)
 }
 
-async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, ClientError> {
+pub(super) async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, ClientError> {
     if t.all {
         return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect());
     }
     Ok(t.ids.iter().map(|i| parse_instance_id(i).expect("clap checked the instance ids")).collect())
-}
-
-/// start, stop, restart, reload: each instance in turn; the exit code is the first failure's.
-/// With a timeout (the default), an action that failed or did not finish in time is shown with
-/// the instance's own reason (its status message).
-async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Result<i32, ClientError> {
-    let ids = targets(client, &t).await?;
-    let timeout = (t.timeout > 0.0).then_some(t.timeout);
-    let mut code = exit::OK;
-    let mut results = Vec::new();
-    for id in ids {
-        let deadline = std::time::Instant::now() + Duration::from_secs_f64(t.timeout.clamp(0.0, 3600.0));
-        // Whether the daemon finished (200) or its wait ran out (202), the instance's state says
-        // where it stands.
-        match client.action(&id, action, timeout).await {
-            Ok(s) => {
-                let (outcome, s) = match timeout {
-                    Some(_) => settle(client, action, s, deadline).await?,
-                    None => (Outcome::Reached, s),
-                };
-                if output == Output::Text {
-                    println!("{}: {}", s.id, state_word(&s.state));
-                }
-                match outcome {
-                    Outcome::Reached => {}
-                    Outcome::Failed => {
-                        eprintln!("steward: {id}: {action} failed: {}{}", state_word(&s.state), reason(&s))
-                    }
-                    Outcome::Pending => eprintln!(
-                        "steward: {id}: {action} did not finish in {} s: still {}{}",
-                        t.timeout,
-                        state_word(&s.state),
-                        reason(&s)
-                    ),
-                }
-                if outcome != Outcome::Reached {
-                    code = first_failure(code, exit::FAILED);
-                }
-                results.push(s);
-            }
-            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
-            Err(e) => {
-                eprintln!("steward: {id}: {e}");
-                if exit_code(&e) == exit::FAILED {
-                    // The daemon's answer says what went wrong with the action; the instance's
-                    // message says why (a start that exited, a check that failed).
-                    if let Ok(s) = client.status(&id).await {
-                        eprintln!("  {id} is {}{}", state_word(&s.state), reason(&s));
-                    }
-                }
-                code = first_failure(code, exit_code(&e));
-            }
-        }
-    }
-    if output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
-    }
-    Ok(code)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Reached,
-    Failed,
-    Pending,
-}
-
-/// Where an instance stands after `action`: a start or restart is done at Running and has failed
-/// in a state it only leaves by a restart or a new command (Backoff, Exited, Failed, Stopped); a
-/// stop is done once nothing runs; a reload is done when the daemon said so.
-fn outcome(action: &str, kind: Kind) -> Outcome {
-    match (action, kind) {
-        ("reload", _) => Outcome::Reached,
-        ("stop", Kind::Stopped | Kind::Exited | Kind::Failed) => Outcome::Reached,
-        ("stop", _) => Outcome::Pending,
-        (_, Kind::Running) => Outcome::Reached,
-        (_, Kind::Backoff | Kind::Exited | Kind::Failed | Kind::Stopped) => Outcome::Failed,
-        _ => Outcome::Pending,
-    }
-}
-
-/// The daemon answers a start once the start is under way; waiting means until the instance
-/// got where the action leads (or the deadline passed), polling its status.
-async fn settle(
-    client: &Client,
-    action: &str,
-    mut s: InstanceStatus,
-    deadline: std::time::Instant,
-) -> Result<(Outcome, InstanceStatus), ClientError> {
-    loop {
-        let now = outcome(action, s.state.kind());
-        if now != Outcome::Pending {
-            return Ok((now, s));
-        }
-        if std::time::Instant::now() >= deadline {
-            return Ok((Outcome::Pending, s));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        s = client.status(&s.id).await?;
-    }
-}
-
-fn first_failure(code: i32, new: i32) -> i32 {
-    if code == exit::OK {
-        new
-    } else {
-        code
-    }
-}
-
-/// ": MESSAGE" when the instance has a status message, else nothing.
-fn reason(s: &InstanceStatus) -> String {
-    if s.message.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", s.message)
-    }
 }
 
 async fn delete(client: &Client, t: Targets, output: Output) -> Result<i32, ClientError> {
