@@ -1038,6 +1038,20 @@ async fn real_responses_match_the_document() {
     check!("GET", "/v1/node", "/v1/node");
     check!("GET", "/metrics", "/metrics");
 
+    // A reloaded port range is shown pending next to the one in effect.
+    let config = std::fs::read_to_string(&d.config).unwrap() + "port_range_start = 31100\nport_range_end = 31199\n";
+    std::fs::write(&d.config, config).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.pid()), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = check!("GET", "/v1/node", "/v1/node");
+        if r.json()["ports"]["pending"]["rangeStart"] == 31100 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no pending range after SIGHUP: {}", r.json());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     // The journal: the backlog (follow=false), then a live event (follow, the default).
     let deadline = Instant::now() + Duration::from_secs(20);
     let events = loop {
