@@ -70,7 +70,13 @@ for _ in $(seq 1 200); do
     sleep 0.05
 done
 
-units=(units/ticker.toml units/gamesvc.json)
+# units/vault.toml reads a configmap and a secret: they must exist before it is applied.
+echo "== steward configmap create demo/vault-config; steward secret create demo/vault-creds"
+$steward configmap create demo/vault-config --from-literal greeting="hello from a configmap"
+$steward secret create demo/vault-creds --from-literal password=change-me
+demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
+
+units=(units/ticker.toml units/gamesvc.json units/vault.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >/dev/null 2>&1; then
     units+=(units/webpod.json)

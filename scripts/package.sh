@@ -6,8 +6,7 @@
 # Steps: installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked, kept in
 # ~/.cargo/bin for the next run); builds the release binaries (incremental: a second run with
 # nothing changed only packs); generates under target/package/ what the packages ship besides
-# the repository's files — man pages (clap_mangen through the hidden `steward man`, plus the
-# hand-written man/*.5), bash/zsh/fish completions, the example package, the maintainer
+# the repository's files — the man pages of man/ gzip'd, bash/zsh/fish completions, the example package, the maintainer
 # scripts; then packs. Prints the paths of the packages it wrote (default DIR: target/package/out).
 #
 # --deb-version sets the deb's full version (e.g. 0.1.0-2), --rpm-release the rpm's release
@@ -50,13 +49,10 @@ rm -rf "${stage:?}"/{man,completions,deb-scripts,rpm-scripts,bin}
 mkdir -p "$stage/man/man1" "$stage/man/man5" "$stage/man/man8" "$stage/completions" \
     "$stage/deb-scripts" "$stage/rpm-scripts" "$stage/bin" "$out"
 
-# Man pages: generated ones dated by the last commit (reproducible), hand-written ones as they
-# are; all gzip'd without a timestamp.
-date="$(git log -1 --format=%cs 2>/dev/null || date -u +%F)"
-generated="$(mktemp -d)"
-trap 'rm -rf "$generated"' EXIT
-target/release/steward man "$generated" --date "$date" >/dev/null
-for page in "$generated"/* man/*.[1-8]; do
+# Man pages, all from man/: the hand-written section 5 pages and the ones `steward man`
+# generates from the CLI (committed; tests/man_pages.rs keeps them equal to the binaries'); all
+# gzip'd without a timestamp.
+for page in man/*.[1-8]; do
     section="${page##*.}"
     gzip -9n <"$page" >"$stage/man/man$section/$(basename "$page").gz"
 done

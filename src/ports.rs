@@ -50,6 +50,12 @@ impl Allocator {
         Allocator { start, end, held: BTreeMap::new(), cursor: start }
     }
 
+    /// The range `hostPort: 0` ports come from (fixed for the allocator's life: a new range in
+    /// the configuration takes effect at the daemon's next start).
+    pub fn range(&self) -> (u16, u16) {
+        (self.start, self.end)
+    }
+
     /// Rebuilds the allocations from the store.
     pub fn load(start: u16, end: u16, snapshot: &Snapshot) -> Allocator {
         let mut a = Allocator::new(start, end);

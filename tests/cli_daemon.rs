@@ -80,6 +80,9 @@ async fn every_command_against_the_real_daemon_across_restarts() {
     let (code, out, _) = d.cli(&["events", "--since", "0"]);
     assert_eq!(code, 0);
     assert!(out.contains("cli/web/0 Running -> Stopping") && out.contains("Stopping -> Stopped"), "{out}");
+    // Each line: sequence number, then the time in RFC 3339 UTC with milliseconds.
+    let time = regex::Regex::new(r"^ *\d+ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S").unwrap();
+    assert!(out.lines().all(|l| time.is_match(l)), "{out}");
     let (code, out, _) = d.cli(&["-o", "json", "events", "--since", "3"]);
     assert_eq!(code, 0);
     let seqs: Vec<u64> =
@@ -263,4 +266,33 @@ async fn sighup_reloads_node_labels() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(d.client.node().await.unwrap()["labels"]["rack"], "b7");
     assert!(d.log().contains("reload failed, keeping the running configuration"));
+}
+
+#[tokio::test]
+async fn a_reloaded_port_range_is_shown_pending_next_to_the_one_in_effect() {
+    let d = Daemon::start_with("hup-ports", "port_range_start = 31300\nport_range_end = 31309\n");
+    let ports = d.client.node().await.unwrap()["ports"].clone();
+    assert_eq!((ports["rangeStart"].as_u64(), ports["rangeEnd"].as_u64()), (Some(31300), Some(31309)));
+    assert!(ports.get("pending").is_none(), "nothing pending: {ports}");
+    let text = std::fs::read_to_string(&d.config).unwrap().replace("31309", "31399");
+    std::fs::write(&d.config, text).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.pid()), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let mut ports = serde_json::Value::Null;
+    for _ in 0..100 {
+        ports = d.client.node().await.unwrap()["ports"].clone();
+        if ports.get("pending").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The allocator still hands out the old range: that is what is in effect.
+    assert_eq!(ports["rangeEnd"], 31309, "{ports}");
+    assert_eq!(ports["pending"], serde_json::json!({"rangeStart": 31300, "rangeEnd": 31399}));
+    assert!(ports["free"].as_u64().unwrap() <= 10, "free counts the range in effect: {ports}");
+    let (code, out, _) = d.cli(&["node"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("in 31300-31309") && out.contains("31300-31399 configured, in effect after a restart"),
+        "{out}"
+    );
 }

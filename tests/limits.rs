@@ -21,7 +21,7 @@ async fn over_its_memory_limit_an_instance_is_oom_killed_and_told_so() {
     d.apply_json(&s).await;
     let st = d.wait_state(&id("test", "hog", 0), Kind::Exited, 20).await;
     assert_eq!(st.state, State::Exited { status: ExitStatus::Signal(9) });
-    assert!(st.message.contains("OOM-killed: over its memory limit of 16 MB"), "{}", st.message);
+    assert!(st.message.contains("OOM-killed: over its memory limit of 16 MiB"), "{}", st.message);
     let mut oom_event = false;
     d.client
         .events(0, false, |e| {
@@ -51,4 +51,40 @@ async fn a_busy_loop_under_half_a_core_uses_about_half_a_core() {
     let metrics = d.client.metrics().await.unwrap();
     assert!(metrics.contains("steward_instance_cpu_seconds_total{instance=\"test/spin/0\"}"), "{metrics}");
     assert!(metrics.contains("steward_instance_memory_bytes{instance=\"test/spin/0\"}"));
+}
+
+#[tokio::test]
+async fn status_shows_the_spec_s_limits_next_to_the_usage() {
+    let d = Daemon::start("limits-shown");
+    let two = json!({"processes": [
+        {"procName": "sleep", "workPath": "${work_base_dir}/${namespace}.${processname}.${instanceid}",
+         "startCmd": "exec sleep 1000", "startGracePeriod": 0, "resources": {"limits": {"cpu": "0.25", "memory": 24}}},
+        {"procName": "sh", "workPath": "${work_base_dir}/${namespace}.${processname}.${instanceid}",
+         "startCmd": "sleep 1001", "startGracePeriod": 0, "resources": {"limits": {"cpu": 0.25, "memory": "8"}}}
+    ]});
+    let mut s = spec("capped", 1, json!({}), json!({}));
+    s["spec"]["template"]["spec"] = two;
+    d.apply_json(&s).await;
+    let open = spec("open", 1, json!({"resources": {"limits": {"cpu": "0.5", "memory": "-1"}}}), json!({}));
+    d.apply_json(&open).await;
+    d.wait_state(&id("test", "capped", 0), Kind::Running, 10).await;
+    d.wait_state(&id("test", "open", 0), Kind::Running, 10).await;
+
+    // The instance's cgroup gets the sum over its processes.
+    let (code, out, _) = d.cli(&["-o", "json", "status", "test/capped/0"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["limits"], json!({"cpuCores": 0.5, "memoryMib": 32.0}));
+    let (_, text, _) = d.cli(&["status", "test/capped/0"]);
+    assert!(text.contains("(limit 0.5 cores)") && text.contains("(limit 32 MiB)"), "{text}");
+    // -1 is no limit, and says so.
+    let (_, text, _) = d.cli(&["status", "test/open/0"]);
+    assert!(
+        text.contains("(limit 0.5 cores)")
+            && text.lines().any(|l| l.starts_with("memory:") && l.ends_with("(no limit)")),
+        "{text}"
+    );
+    // Lists leave it out, as they leave out usage.
+    let (_, list, _) = d.cli(&["-o", "json", "ls"]);
+    assert!(!list.contains("\"limits\""), "{list}");
 }

@@ -525,6 +525,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         containers: vec![],
         spec_generation: 1,
         run_generation: 0,
+        limits: None,
     };
     for full in [false, true] {
         if full {
@@ -535,6 +536,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
             status.last_start_ms = Some(2);
             status.ports.insert("http".into(), 31000);
             status.usage = Some(Usage { cpu_usage_usec: 1, memory_bytes: 2, oom_kills: 0 });
+            status.limits = Some(steward::spec::model::InstanceLimits { cpu_cores: Some(0.5), memory_mib: None });
             status.health = Some("unhealthy".into());
             status.checks = vec![
                 Some(Health {
@@ -1054,6 +1056,20 @@ async fn real_responses_match_the_document() {
     assert_eq!(r.status, 200);
     check!("GET", "/v1/node", "/v1/node");
     check!("GET", "/metrics", "/metrics");
+
+    // A reloaded port range is shown pending next to the one in effect.
+    let config = std::fs::read_to_string(&d.config).unwrap() + "port_range_start = 31100\nport_range_end = 31199\n";
+    std::fs::write(&d.config, config).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.pid()), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = check!("GET", "/v1/node", "/v1/node");
+        if r.json()["ports"]["pending"]["rangeStart"] == 31100 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no pending range after SIGHUP: {}", r.json());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // The journal: the backlog (follow=false), then a live event (follow, the default).
     let deadline = Instant::now() + Duration::from_secs(20);

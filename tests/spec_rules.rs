@@ -404,6 +404,28 @@ fn item_type_is_env_or_file() {
 }
 
 #[test]
+fn a_misspelt_kind_or_enum_value_gets_a_did_you_mean() {
+    assert_error(
+        &with(|d| d["kind"] = json!("proccess")),
+        "kind",
+        "must be \"process\" or \"pod\", found \"proccess\" (did you mean \"process\"?)",
+    );
+    assert_error(&with(|d| d["kind"] = json!("Pods")), "kind", "(did you mean \"pod\"?)");
+    // Nothing close: the choices alone.
+    let far = errors(&with(|d| d["kind"] = json!("deployment")));
+    assert!(far.len() == 1 && !far[0].message.contains("did you mean"), "{}", show(&far));
+
+    let d = with(|d| d["restartPolicy"] = json!({"policy": "OnFailur"}));
+    assert_error(&d, "restartPolicy.policy", "found \"OnFailur\" (did you mean `OnFailure`?)");
+    let d = with(|d| proc0(d)["uris"] = json!([{"value": "/pkg.tar.gz", "pullPolicy": "IfNotPresnt"}]));
+    assert_error(&d, &p0(".uris[0].pullPolicy"), "(did you mean `IfNotPresent`?)");
+    let d = with(|d| proc0(d)["ports"][1]["protocol"] = json!("UPD"));
+    assert_error(&d, &p0(".ports[1].protocol"), "found \"UPD\" (did you mean `UDP`?)");
+    let d = with(|d| constrain(d, json!({"name": "h", "operate": "UNIQEU"})));
+    assert_error(&d, &u0(".operate"), "(did you mean `UNIQUE`?)");
+}
+
+#[test]
 fn operate_is_one_of_eight_in_any_case() {
     let d = with(|d| constrain(d, json!({"name": "cpus", "operate": "BIGGER", "type": 1, "scalar": {"value": 1}})));
     assert_error(
@@ -617,7 +639,7 @@ fn cpu_and_memory_reject_zero_negative_and_text() {
             &limits(bad.clone(), bad.clone()),
             &[
                 (&p0(".resources.limits.cpu"), "must be a positive number of cores, or -1 for unlimited"),
-                (&p0(".resources.limits.memory"), "must be a positive number of megabytes, or -1 for unlimited"),
+                (&p0(".resources.limits.memory"), "must be a positive number of MiB, or -1 for unlimited"),
             ],
         );
     }

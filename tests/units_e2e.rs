@@ -73,3 +73,34 @@ async fn the_gamesvc_example_fetches_starts_checks_reloads_and_stops() {
     assert!(common::wait_gone(pid, 5).await);
     assert!(d.cgroup_pids(&iid).is_empty());
 }
+
+/// units/vault.toml as shipped, with the configmap and secret scripts/demo.sh creates: it runs,
+/// reads both, and its output shows the greeting but never the password.
+#[tokio::test]
+async fn the_vault_example_reads_its_configmap_and_secret() {
+    let d = Daemon::start("vault-unit");
+    let unit = format!("{}/units/vault.toml", env!("CARGO_MANIFEST_DIR"));
+    // Without its stores the unit cannot start, and says which one is missing.
+    let (code, out, err) = d.cli(&["apply", "-f", &unit, "--wait", "--timeout", "3"]);
+    assert_ne!(code, 0, "{out}{err}");
+    let status = d.cli(&["status", "demo/vault/0"]).1;
+    assert!(status.contains("vault-config") || status.contains("vault-creds"), "names the missing store: {status}");
+    let (code, _, err) =
+        d.cli(&["configmap", "create", "demo/vault-config", "--from-literal", "greeting=hello from a configmap"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["secret", "create", "demo/vault-creds", "--from-literal", "password=change-me"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = d.cli(&["restart", "demo/vault/0", "--timeout", "20"]);
+    assert_eq!(code, 0, "{out}{err}");
+    d.wait_state(&id("demo", "vault", 0), Kind::Running, 20).await;
+    let mut logs = String::new();
+    for _ in 0..100 {
+        logs = d.cli(&["logs", "demo/vault/0"]).1;
+        if logs.contains("characters") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(logs.contains("hello from a configmap to demo/vault/0; the password has 9 characters"), "{logs}");
+    assert!(!logs.contains("change-me"), "{logs}");
+}

@@ -69,3 +69,43 @@ fn gamesvc_renders_per_instance() {
     assert_eq!(env["GAMESVC_PORT"], "31042");
     assert!(spec::render(&parsed, 2, &ctx).is_err(), "instance 2 of 2 does not exist");
 }
+
+/// The stores units/vault.toml reads, as scripts/demo.sh creates them (`KIND create NS/NAME
+/// --from-literal KEY=...`): (kind, namespace/name, key).
+fn demo_creates() -> Vec<(String, String, String)> {
+    let demo = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/demo.sh")).unwrap();
+    demo.lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "create")?;
+            let kind = words.get(at.checked_sub(1)?)?;
+            let key = words.get(at + 3)?.split_once('=')?.0;
+            (words.get(at + 2) == Some(&"--from-literal"))
+                .then(|| (kind.to_string(), words[at + 1].to_string(), key.into()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_demo_creates_the_secret_and_configmap_vault_reads() {
+    let roots = Config::default().roots();
+    let vault = spec::load_file(&unit("vault.toml"), &roots).unwrap();
+    let ns = &vault.metadata.namespace;
+    let p = &vault.spec.template.spec.processes[0];
+    let mut wanted = Vec::new();
+    for s in &p.secrets {
+        for item in &s.items {
+            wanted.push(("secret".to_string(), format!("{ns}/{}", s.secret_name), item.data_key.clone()));
+        }
+    }
+    for c in &p.configmaps {
+        for item in &c.items {
+            wanted.push(("configmap".to_string(), format!("{ns}/{}", c.name), item.data_key.clone()));
+        }
+    }
+    assert_eq!(wanted.len(), 2, "vault reads one secret key and one configmap key: {wanted:?}");
+    let created = demo_creates();
+    for w in &wanted {
+        assert!(created.contains(w), "scripts/demo.sh must create {w:?} before applying units/vault.toml: {created:?}");
+    }
+}

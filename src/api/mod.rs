@@ -44,6 +44,8 @@ pub struct LiveConfig {
     pub access: Access,
     pub host_ip: String,
     pub node: crate::config::NodeConfig,
+    /// The configured range, as last (re)loaded. It takes effect at the next start: until then
+    /// /v1/node shows it as pending next to the allocator's range.
     pub port_range: (u16, u16),
     pub events: crate::config::EventsConfig,
 }
@@ -94,7 +96,7 @@ async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<s
     let live = app.live();
     live.access.require_read(&caller)?;
     let usage = app.usage.sample();
-    let (start, end) = live.port_range;
+    let (start, end) = app.supervisor.port_range();
     let instances = app.supervisor.list(&ListFilter::default());
     let free = app.supervisor.free_ports();
     // Every app with instances here, with its labels (EXCLUDE places by them).
@@ -124,12 +126,21 @@ async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<s
         "memoryUsedBytes": usage.memory_used_bytes,
         "labels": live.node.labels,
         "attributes": live.node.attributes,
-        "ports": {"rangeStart": start, "rangeEnd": end, "free": free},
+        "ports": ports_document(start, end, free, live.port_range),
         "instances": instances.len(),
         "apps": apps,
         "events": {"firstSeq": store.first_seq(), "lastSeq": store.last_seq(), "retention": live.events.retention},
         "version": env!("CARGO_PKG_VERSION"),
     })))
+}
+
+/// The range in effect and, when a reload (SIGHUP) configured another, that one as pending.
+fn ports_document(start: u16, end: u16, free: usize, configured: (u16, u16)) -> serde_json::Value {
+    let mut ports = serde_json::json!({"rangeStart": start, "rangeEnd": end, "free": free});
+    if configured != (start, end) {
+        ports["pending"] = serde_json::json!({"rangeStart": configured.0, "rangeEnd": configured.1});
+    }
+    ports
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -239,7 +250,14 @@ async fn status(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     app.live().access.require_read(&caller)?;
     let id = instance_id(namespace, name, index)?;
-    Ok(Json(serde_json::to_value(app.supervisor.status(&id)?).map_err(ApiError::internal)?))
+    let mut status = app.supervisor.status(&id)?;
+    status.limits = app
+        .supervisor
+        .specs()
+        .iter()
+        .find(|s| s.metadata.namespace == id.namespace && s.metadata.name == id.name)
+        .map(|s| s.instance_limits());
+    Ok(Json(serde_json::to_value(status).map_err(ApiError::internal)?))
 }
 
 #[derive(Debug, Deserialize)]

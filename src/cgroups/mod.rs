@@ -63,7 +63,7 @@ impl Default for CgroupConfig {
 pub struct Limits {
     /// CPU time as a number of cores (0.5 = half of one CPU), enforced by CFS bandwidth.
     pub cpu_cores: Option<f64>,
-    /// Memory in MiB (1 MB = 1048576 bytes, as the spec means it); over it the OOM killer acts.
+    /// Memory in MiB (1 MiB = 1048576 bytes: what the spec means); over it the OOM killer acts.
     pub memory_mb: Option<f64>,
 }
 

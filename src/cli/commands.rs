@@ -1,12 +1,12 @@
 //! The `steward` commands that talk to the daemon.
 
-use super::steward::{exit, Command, Output, Targets, ValuesCommand};
+use super::act::{first_failure, reason};
+use super::steward::{exit, Command, DeleteTargets, Output, Targets, ValuesCommand};
 use crate::client::{parse_instance_id, Client, ClientError};
 use crate::config::Config;
 use crate::spec::{self, Format, InstanceId};
 use crate::supervisor::record::{now_ms, InstanceStatus};
 use crate::supervisor::state::{Kind, State};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,13 +16,15 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Apply { file, wait, timeout } => apply(&client, config, &file, wait, timeout, output).await,
         Command::Ls { namespace, name, state } => ls(&client, namespace, name, state, output).await,
         Command::Status { id } => status(&client, &id, output).await,
-        Command::Start(t) => act(&client, "start", t, output).await,
-        Command::Stop(t) => act(&client, "stop", t, output).await,
-        Command::Restart(t) => act(&client, "restart", t, output).await,
-        Command::Reload(t) => act(&client, "reload", t, output).await,
-        Command::Delete(t) => delete(&client, t).await,
-        Command::Events { follow, since } => events(&client, since, follow, output).await,
-        Command::Logs { id, follow, tail } => return logs(config, &id, follow, tail),
+        Command::Start(t) => super::act::run(&client, "start", t, output).await,
+        Command::Stop(t) => super::act::run(&client, "stop", t, output).await,
+        Command::Restart(t) => super::act::run(&client, "restart", t, output).await,
+        Command::Reload(t) => super::act::run(&client, "reload", t, output).await,
+        Command::Delete(t) => delete(&client, t, output).await,
+        Command::Events { follow, since } => super::events::run(&client, since, follow, output).await,
+        Command::Logs { id, follow, tail, stream } => {
+            return super::logs::run(config, socket, &id, follow, tail, stream, output).await
+        }
         Command::Node => node(&client, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
@@ -42,30 +44,34 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
 
 /// Prints a client error the way a person needs it; returns the exit code.
 fn report(e: ClientError, socket: &Path) -> i32 {
+    let code = exit_code(&e);
     match e {
         ClientError::Unreachable { source, .. } => {
             eprintln!("steward: cannot reach stewardd at {}: {source}", socket.display());
             eprintln!("  start it with `systemctl start stewardd`, or in the foreground with `stewardd`");
             eprintln!("  (another socket: --socket PATH or STEWARD_SOCKET)");
-            exit::UNREACHABLE
         }
-        ClientError::Api { status, message, errors, .. } => {
+        ClientError::Api { message, errors, .. } => {
             if errors.is_empty() {
                 eprintln!("steward: {message}");
             } else {
                 eprintln!("steward: {}", spec::SpecErrors(errors));
             }
-            match status {
-                404 => exit::NOT_FOUND,
-                403 => exit::FORBIDDEN,
-                422 | 400 => exit::INVALID,
-                _ => exit::FAILED,
-            }
         }
-        ClientError::Protocol(m) => {
-            eprintln!("steward: {m}");
-            exit::FAILED
-        }
+        ClientError::Protocol(m) => eprintln!("steward: {m}"),
+    }
+    code
+}
+
+/// The one mapping from a failed request to steward(1)'s exit codes, for every verb: a verb
+/// acting on several instances must not turn "no such instance" into "could not carry it out".
+pub(super) fn exit_code(e: &ClientError) -> i32 {
+    match e {
+        ClientError::Unreachable { .. } => exit::UNREACHABLE,
+        ClientError::Api { status: 404 | 410, .. } => exit::NOT_FOUND,
+        ClientError::Api { status: 403, .. } => exit::FORBIDDEN,
+        ClientError::Api { status: 400 | 422, .. } => exit::INVALID,
+        ClientError::Api { .. } | ClientError::Protocol(_) => exit::FAILED,
     }
 }
 
@@ -312,7 +318,7 @@ fn print_table(list: &[InstanceStatus]) {
     }
 }
 
-fn state_word(s: &State) -> String {
+pub(super) fn state_word(s: &State) -> String {
     match s {
         State::Exited { status } => format!("Exited({})", short_status(status)),
         State::Stopping { .. } => "Stopping".into(),
@@ -396,7 +402,12 @@ async fn values(client: &Client, kind: &str, cmd: ValuesCommand, output: Output)
                 return Ok(exit::INVALID);
             };
             client.delete_values(kind, namespace, name).await?;
-            println!("{id}: removed");
+            match output {
+                Output::Json => {
+                    println!("{}", serde_json::json!({"namespace": namespace, "name": name, "removed": true}))
+                }
+                Output::Text => println!("{id}: removed"),
+            }
         }
     }
     Ok(exit::OK)
@@ -423,6 +434,9 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
             );
             let ports = &n["ports"];
             println!("ports:     {} free in {}-{}", ports["free"], ports["rangeStart"], ports["rangeEnd"]);
+            if let Some(p) = ports.get("pending") {
+                println!("           {}-{} configured, in effect after a restart", p["rangeStart"], p["rangeEnd"]);
+            }
             println!("instances: {}", n["instances"]);
             for (kind, key) in [("label", "labels"), ("attribute", "attributes")] {
                 for (k, v) in n[key].as_object().into_iter().flatten() {
@@ -437,7 +451,7 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
 async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {
     let Ok(iid) = parse_instance_id(id) else {
         eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
-        return Ok(exit::INVALID);
+        return Ok(exit::USAGE);
     };
     let s = client.status(&iid).await?;
     match output {
@@ -478,8 +492,14 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                 println!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
             }
             if let Some(u) = &s.usage {
-                println!("cpu:       {:.3} s", u.cpu_usage_usec as f64 / 1e6);
-                println!("memory:    {:.1} MiB", u.memory_bytes as f64 / 1048576.0);
+                let limits = s.limits.unwrap_or_default();
+                let of = |limit: Option<f64>, unit: &str| match limit {
+                    Some(l) => format!(" (limit {l} {unit})"),
+                    None if s.limits.is_some() => " (no limit)".to_string(),
+                    None => String::new(),
+                };
+                println!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
+                println!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
                 if u.oom_kills > 0 {
                     println!("oom kills: {}", u.oom_kills);
                 }
@@ -489,174 +509,106 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
     Ok(exit::OK)
 }
 
-async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, i32> {
+pub(super) async fn targets(client: &Client, t: &Targets) -> Result<Vec<InstanceId>, ClientError> {
     if t.all {
-        return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect()).map_err(|e| {
-            eprintln!("steward: {e}");
-            exit::UNREACHABLE
-        });
+        return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect());
     }
-    if t.ids.is_empty() {
-        eprintln!("steward: name instances (namespace/name/index) or --all");
-        return Err(exit::USAGE);
-    }
-    t.ids.iter().map(|i| parse_instance_id(i)).collect::<Result<_, _>>().map_err(|e| {
-        eprintln!("steward: {e}");
-        exit::INVALID
-    })
+    Ok(t.ids.iter().map(|i| parse_instance_id(i).expect("clap checked the instance ids")).collect())
 }
 
-async fn act(client: &Client, action: &str, t: Targets, output: Output) -> Result<i32, ClientError> {
-    let ids = match targets(client, &t).await {
-        Ok(ids) => ids,
-        Err(code) => return Ok(code),
-    };
+async fn delete(client: &Client, t: DeleteTargets, output: Output) -> Result<i32, ClientError> {
+    if let Some(apps) = t.apps() {
+        return delete_apps(client, &apps, t.timeout, output).await;
+    }
+    if t.ids.iter().any(|i| parse_instance_id(i).is_err()) {
+        eprintln!("steward: name instances (namespace/name/index) or apps (namespace/name), not both");
+        return Ok(exit::USAGE);
+    }
+    let t = t.instances();
+    let ids = targets(client, &t).await?;
     let timeout = (t.timeout > 0.0).then_some(t.timeout);
     let mut code = exit::OK;
-    let mut results = Vec::new();
+    let mut deleted = Vec::new();
     for id in ids {
-        match client.action(&id, action, timeout).await {
-            Ok(s) => {
+        match client.delete_finished(&id, timeout).await {
+            Ok(true) => {
                 if output == Output::Text {
-                    println!("{}: {}", s.id, state_word(&s.state));
+                    println!("{id}: deleted");
                 }
-                results.push(s);
+                deleted.push(id.to_string());
             }
-            Err(ClientError::Unreachable { socket, source }) => {
-                return Err(ClientError::Unreachable { socket, source })
+            Ok(false) if timeout.is_none() => {
+                if output == Output::Text {
+                    println!("{id}: deleting");
+                }
+                deleted.push(id.to_string());
             }
+            Ok(false) => {
+                // Still stopping: the instance's own state and message say why.
+                let now = match client.status(&id).await {
+                    Ok(s) => format!(": still {}{}", state_word(&s.state), reason(&s)),
+                    Err(_) => String::new(),
+                };
+                eprintln!("steward: {id}: delete did not finish in {} s{now}", t.timeout);
+                code = first_failure(code, exit::FAILED);
+            }
+            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
-                code = exit::FAILED;
+                code = first_failure(code, exit_code(&e));
             }
         }
     }
     if output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
-    }
-    Ok(code)
-}
-
-async fn delete(client: &Client, t: Targets) -> Result<i32, ClientError> {
-    // NAMESPACE/NAME (no index) names a whole app.
-    if !t.all && !t.ids.is_empty() && t.ids.iter().all(|i| i.matches('/').count() == 1) {
-        return delete_apps(client, &t).await;
-    }
-    let ids = match targets(client, &t).await {
-        Ok(ids) => ids,
-        Err(code) => return Ok(code),
-    };
-    let timeout = (t.timeout > 0.0).then_some(t.timeout);
-    let mut code = exit::OK;
-    for id in ids {
-        match client.delete(&id, timeout).await {
-            Ok(()) => println!("{id}: deleted"),
-            Err(ClientError::Unreachable { socket, source }) => {
-                return Err(ClientError::Unreachable { socket, source })
-            }
-            Err(e) => {
-                eprintln!("steward: {id}: {e}");
-                code = exit::FAILED;
-            }
-        }
+        println!("{}", serde_json::json!({ "deleted": deleted }));
     }
     Ok(code)
 }
 
 /// `steward delete NAMESPACE/NAME...`: every instance of each app, then its spec.
-async fn delete_apps(client: &Client, t: &Targets) -> Result<i32, ClientError> {
-    let timeout = (t.timeout > 0.0).then_some(t.timeout);
+async fn delete_apps(
+    client: &Client,
+    apps: &[(String, String)],
+    timeout: f64,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let timeout = (timeout > 0.0).then_some(timeout);
     let mut code = exit::OK;
-    for app in &t.ids {
-        let (namespace, name) = app.split_once('/').unwrap_or_default();
+    let mut deleted = Vec::new();
+    for (namespace, name) in apps {
+        let app = format!("{namespace}/{name}");
         match client.delete_app(namespace, name, timeout).await {
-            Ok(Some(ids)) if ids.is_empty() => println!("{app}: deleted (it had no instance here)"),
-            Ok(Some(ids)) => println!("{app}: deleted with {}", ids.join(", ")),
-            Ok(None) => println!("{app}: deleting"),
+            Ok(Some(ids)) => {
+                if output == Output::Text {
+                    match ids.is_empty() {
+                        true => println!("{app}: deleted (it had no instance here)"),
+                        false => println!("{app}: deleted with {}", ids.join(", ")),
+                    }
+                }
+                deleted.extend(ids);
+            }
+            Ok(None) if timeout.is_none() => {
+                if output == Output::Text {
+                    println!("{app}: deleting");
+                }
+            }
+            Ok(None) => {
+                eprintln!("steward: {app}: delete did not finish in {} s", timeout.unwrap_or_default());
+                code = first_failure(code, exit::FAILED);
+            }
             Err(e @ ClientError::Unreachable { .. }) => return Err(e),
             Err(ClientError::Api { status: 404, .. }) => {
                 eprintln!("steward: no app {app}");
-                code = code.max(exit::NOT_FOUND);
+                code = first_failure(code, exit::NOT_FOUND);
             }
             Err(e) => {
                 eprintln!("steward: {app}: {e}");
-                code = exit::FAILED;
+                code = first_failure(code, exit_code(&e));
             }
         }
+    }
+    if output == Output::Json {
+        println!("{}", serde_json::json!({ "deleted": deleted }));
     }
     Ok(code)
-}
-
-async fn events(client: &Client, since: u64, follow: bool, output: Output) -> Result<i32, ClientError> {
-    let mut out = std::io::stdout().lock();
-    client
-        .events(since, follow, |e| {
-            let line = match output {
-                Output::Json => serde_json::to_string(&e).unwrap_or_default(),
-                Output::Text => {
-                    let b = &e.body;
-                    let what = match b["type"].as_str() {
-                        Some("transition") => {
-                            format!("{} -> {}", b["from"].as_str().unwrap_or("?"), b["to"].as_str().unwrap_or("?"))
-                        }
-                        Some(other) => other.to_string(),
-                        None => b.to_string(),
-                    };
-                    let subject = b["instance"].as_str().or(b["app"].as_str()).unwrap_or("-");
-                    let msg =
-                        b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
-                    format!("{:>6} {} {subject} {what}{msg}", e.seq, e.at_ms)
-                }
-            };
-            writeln!(out, "{line}").is_ok() && out.flush().is_ok()
-        })
-        .await?;
-    Ok(exit::OK)
-}
-
-/// Prints the instance's log files (they live in its run directory).
-fn logs(config: &Config, id: &str, follow: bool, tail: usize) -> anyhow::Result<i32> {
-    let Ok(iid) = parse_instance_id(id) else {
-        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
-        return Ok(exit::INVALID);
-    };
-    let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
-    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
-        Ok(rd) => {
-            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "log")).collect()
-        }
-        Err(e) => {
-            eprintln!("steward: no logs for {id} in {}: {e}", dir.display());
-            return Ok(exit::NOT_FOUND);
-        }
-    };
-    files.sort();
-    let mut offsets = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
-        for l in &lines[lines.len().saturating_sub(tail)..] {
-            println!("[{name}] {l}");
-        }
-        offsets.push(text.len() as u64);
-    }
-    if !follow {
-        return Ok(exit::OK);
-    }
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        for (f, off) in files.iter().zip(offsets.iter_mut()) {
-            let Ok(data) = std::fs::read(f) else { continue };
-            if (data.len() as u64) < *off {
-                *off = 0; // rotated (truncated)
-            }
-            let new = &data[*off as usize..];
-            let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
-            for l in String::from_utf8_lossy(new).lines() {
-                println!("[{name}] {l}");
-            }
-            *off = data.len() as u64;
-        }
-    }
 }

@@ -1,5 +1,5 @@
-//! Man pages generated from the clap definitions (`steward man DIR`, run by
-//! scripts/package.sh): stewardd(8), steward(1) with one page per subcommand (steward-apply(1),
+//! Man pages generated from the clap definitions (`steward man man --date D`, committed under
+//! man/ and packaged from there; tests/man_pages.rs fails when they drift): stewardd(8), steward(1) with one page per subcommand (steward-apply(1),
 //! ...) and steward-sched(1). What clap does not know (exit status, files, environment, see also)
 //! is added here as roff. stewardd.toml(5) and steward-spec(5) are written by hand under man/.
 
@@ -64,7 +64,9 @@ The configuration file is invalid (the unit does not restart on this status).
 .SH SIGNALS
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
-Stop the daemon only; every instance keeps running.
+Stop the daemon only; every instance keeps running. Requests under way get up to 5 seconds to
+finish, blocking work up to 1 second more, then the store closes: stewardd exits within about
+6 seconds, and at once (under 0.1 second) when idle.
 .TP
 \fBSIGHUP\fR
 Re\-read the configuration: access rules and node labels and attributes apply at once, other
@@ -82,7 +84,8 @@ Configuration file, as \fB\-\-config\fR.
 .TP
 \fBSTEWARD_LOG\fR
 Log filter (\fBinfo\fR by default), e.g. \fBdebug\fR or \fBsteward::supervisor=debug\fR.
-Logs go to the journal when systemd runs stewardd, to standard error otherwise.
+Logs go to the journal when systemd runs stewardd, to standard error otherwise (with colour
+codes only when it is a terminal).
 .SH FILES
 .TP
 \fI/etc/steward/stewardd.toml\fR
@@ -105,27 +108,32 @@ The systemd unit.
 "#;
 
 const STEWARD_EXTRA: &str = r#".SH "EXIT STATUS"
+The same codes for every command; a command given several instances does each and exits with
+the first failure's code.
 .TP
 \fB0\fR
 Success.
 .TP
 \fB1\fR
-A spec or request was invalid (every mistake is printed).
+A spec or request was invalid (every mistake is printed, with its field).
 .TP
 \fB2\fR
-Bad command\-line usage.
+Bad command\-line usage: an unknown command or option, a malformed instance id, no target,
+\fB\-o json\fR where it cannot apply (\fBcompletions\fR).
 .TP
 \fB3\fR
-stewardd could not be reached.
+stewardd could not be reached (\fBlogs\fR then still shows the log files, and says so).
 .TP
 \fB4\fR
-No such instance.
+No such instance, secret or configmap.
 .TP
 \fB5\fR
 The caller may not do this (only root and the socket group may change things).
 .TP
 \fB6\fR
-stewardd could not carry the request out (an instance failed, a stop got stuck).
+stewardd could not carry the request out. With a wait (\fBapply \-\-wait\fR; \fBstart\fR,
+\fBstop\fR, \fBrestart\fR with their default \fB\-\-timeout\fR) the instance failed or did not
+get there in time; its reason (the status message) is printed.
 .SH ENVIRONMENT
 .TP
 \fBSTEWARD_CONFIG\fR

@@ -91,7 +91,10 @@ pub enum Command {
         state: Option<String>,
     },
     /// Show one instance in full.
-    Status { id: String },
+    Status {
+        #[arg(value_name = "ID", value_parser = instance_arg)]
+        id: String,
+    },
     /// Start instances.
     Start(Targets),
     /// Stop instances (stopCmd or SIGTERM, then SIGKILL after the grace period).
@@ -102,8 +105,9 @@ pub enum Command {
     Reload(Targets),
     /// Stop and remove instances (namespace/name/index), or whole apps (namespace/name: every
     /// instance, then the spec). An instance deleted alone comes back at the next apply.
-    Delete(Targets),
-    /// Show the daemon's event journal.
+    Delete(DeleteTargets),
+    /// Show the daemon's event journal: sequence number, time (RFC 3339, UTC), subject, what
+    /// happened and, for a transition, why.
     Events {
         /// Keep streaming new events.
         #[arg(short = 'f', long)]
@@ -150,8 +154,10 @@ pub enum Command {
         #[arg(long)]
         date: String,
     },
-    /// Show an instance's output (stdout and stderr logs).
+    /// Show an instance's output: its stdout and stderr log files, oldest-written file first,
+    /// each line with its file; with -f, new lines in the order they are seen.
     Logs {
+        #[arg(value_name = "ID", value_parser = instance_arg)]
         id: String,
         /// Keep printing what is appended.
         #[arg(short = 'f', long)]
@@ -159,7 +165,26 @@ pub enum Command {
         /// Only the last N lines of each log.
         #[arg(long, default_value_t = 100)]
         tail: usize,
+        /// Only this stream's files.
+        #[arg(long, value_enum)]
+        stream: Option<Stream>,
     },
+}
+
+/// Which of a process's outputs `steward logs` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn word(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +223,7 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, clap::Args)]
 pub struct Targets {
     /// Instance ids (namespace/name/index).
+    #[arg(value_name = "ID", required_unless_present = "all", value_parser = instance_arg)]
     pub ids: Vec<String>,
     /// Every instance.
     #[arg(long, conflicts_with = "ids")]
@@ -205,6 +231,52 @@ pub struct Targets {
     /// Seconds to wait for each to finish (0 = do not wait).
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+}
+
+/// What `steward delete` takes: instances, or whole apps.
+#[derive(Debug, clap::Args)]
+pub struct DeleteTargets {
+    /// Instance ids (namespace/name/index), or apps (namespace/name: every instance, then the
+    /// app's spec).
+    #[arg(value_name = "ID|APP", required_unless_present = "all", value_parser = delete_arg)]
+    pub ids: Vec<String>,
+    /// Every instance.
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+    /// Seconds to wait for each to finish (0 = do not wait).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+}
+
+impl DeleteTargets {
+    /// The apps named (namespace/name), when every argument names one.
+    pub fn apps(&self) -> Option<Vec<(String, String)>> {
+        let apps: Vec<(String, String)> = self
+            .ids
+            .iter()
+            .filter_map(|a| a.split_once('/').filter(|(_, n)| !n.contains('/')))
+            .map(|(ns, n)| (ns.to_string(), n.to_string()))
+            .collect();
+        (!self.all && !apps.is_empty() && apps.len() == self.ids.len()).then_some(apps)
+    }
+
+    pub fn instances(&self) -> Targets {
+        Targets { ids: self.ids.clone(), all: self.all, timeout: self.timeout }
+    }
+}
+
+/// An instance id (namespace/name/index) or an app (namespace/name).
+fn delete_arg(s: &str) -> Result<String, String> {
+    match s.split('/').collect::<Vec<_>>().as_slice() {
+        [ns, name] if !ns.is_empty() && !name.is_empty() => Ok(s.to_string()),
+        _ => instance_arg(s).map_err(|e| format!("{e}, nor an app (namespace/name)")),
+    }
+}
+
+/// An instance id argument (namespace/name/index): a malformed one is a usage error (exit 2),
+/// found before anything is asked of the daemon.
+fn instance_arg(s: &str) -> Result<String, String> {
+    crate::client::parse_instance_id(s).map(|_| s.to_string())
 }
 
 fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
@@ -227,10 +299,17 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             let dns = if dns.is_empty() { vec![name.clone()] } else { dns };
             match crate::tls::generate(&dir, &name, &dns, &ips) {
                 Ok(g) => {
-                    for (what, path) in
-                        [("CA", &g.ca), ("CA key", &g.ca_key), ("certificate", &g.cert), ("key", &g.key)]
-                    {
-                        println!("{what}: {}", path.display());
+                    let files = [("ca", &g.ca), ("caKey", &g.ca_key), ("cert", &g.cert), ("key", &g.key)];
+                    match cli.output {
+                        Output::Json => {
+                            let map: BTreeMap<&str, &Path> = files.iter().map(|(k, p)| (*k, p.as_path())).collect();
+                            println!("{}", serde_json::to_string_pretty(&map)?);
+                        }
+                        Output::Text => {
+                            for ((_, path), what) in files.iter().zip(["CA", "CA key", "certificate", "key"]) {
+                                println!("{what}: {}", path.display());
+                            }
+                        }
                     }
                     Ok(exit::OK)
                 }
@@ -239,6 +318,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     Ok(exit::FAILED)
                 }
             }
+        }
+        Command::Completions { .. } | Command::Man { .. } if cli.output == Output::Json => {
+            // Their output is a script or roff pages: there is no JSON form to give.
+            eprintln!("steward: -o json does not apply to completions or man (they print scripts and pages)");
+            Ok(exit::USAGE)
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -258,11 +258,17 @@ impl Client {
     }
 
     pub async fn delete(&self, id: &InstanceId, timeout: Option<f64>) -> Result<(), ClientError> {
+        self.delete_finished(id, timeout).await.map(|_| ())
+    }
+
+    /// As [`Client::delete`]; true when the instance is gone (204), false when the delete was
+    /// still under way as the timeout ran out or none was given (202).
+    pub async fn delete_finished(&self, id: &InstanceId, timeout: Option<f64>) -> Result<bool, ClientError> {
         let mut path = instance_path(id);
         if let Some(t) = timeout {
             path.push_str(&format!("?timeout={t}"));
         }
-        self.call(Method::DELETE, &path, None).await.map(|_| ())
+        self.call(Method::DELETE, &path, None).await.map(|(code, _)| code == StatusCode::NO_CONTENT)
     }
 
     /// Deletes every instance of app `namespace/name` here, then its spec. Returns the deleted

@@ -35,11 +35,23 @@ pub enum Ending {
     Restart,
 }
 
+/// How long blocking work still under way at the end (a package download, a journal prune)
+/// may hold up the exit. Dropping a runtime waits for its blocking threads without a limit;
+/// their work is either redone by the next daemon (a fetch) or harmless to cut (a prune).
+const BLOCKING_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long requests under way (an action waiting for its instance, an apply) may finish after
+/// SIGTERM before the daemon ends anyway: a client that keeps a connection open cannot hold it.
+pub const REQUEST_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the daemon until SIGTERM or SIGINT (or SIGUSR2, a restart in place). `config_path` is
-/// re-read on SIGHUP.
+/// re-read on SIGHUP. The end is bounded: [`REQUEST_GRACE`] for requests, then
+/// [`BLOCKING_GRACE`] for blocking work, then the store's close (one commit at most).
 pub fn run(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(serve(config, config_path))
+    let ending = runtime.block_on(serve(config, config_path));
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    ending
 }
 
 fn live_config(config: &Config) -> LiveConfig {
@@ -242,8 +254,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         // Connections get a moment to finish; a client that keeps one open cannot hold the
         // daemon (systemd would wait out TimeoutStopSec and mark the unit failed).
         tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            tracing::warn!("connections still open after 5 s; ending anyway");
+            tokio::time::sleep(REQUEST_GRACE).await;
+            tracing::warn!("connections still open after {} s; ending anyway", REQUEST_GRACE.as_secs());
             if ending == Ending::Restart {
                 let _ = std::fs::remove_file(&socket_path);
                 tracing::error!("restart in place failed: {}", reexec());
@@ -328,8 +340,10 @@ fn bind_socket(path: &Path, group: &str, readable_by_all: bool) -> Result<tokio:
     Ok(listener)
 }
 
-/// Logs to journald when systemd runs us (it sets JOURNAL_STREAM), else to stderr.
+/// Logs to journald when systemd runs us (it sets JOURNAL_STREAM), else to stderr: coloured
+/// only when stderr is a terminal, so a log file or a pipe gets plain text.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("STEWARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -340,5 +354,6 @@ pub fn init_logging() {
             return;
         }
     }
-    let _ = registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)).try_init();
+    let ansi = std::io::stderr().is_terminal();
+    let _ = registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi)).try_init();
 }

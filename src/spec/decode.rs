@@ -309,7 +309,10 @@ impl<'a> de::Deserializer<'a> for Lenient<'a> {
                 match found {
                     Some(v) => v,
                     None => {
-                        self.mistake(format!("must be one of {}, found {s:?}", variants.join(", ")));
+                        let hint = did_you_mean(s, variants.iter().copied())
+                            .map(|v| format!(" (did you mean `{v}`?)"))
+                            .unwrap_or_default();
+                        self.mistake(format!("must be one of {}, found {s:?}{hint}", variants.join(", ")));
                         fallback
                     }
                 }

@@ -340,7 +340,7 @@ pub struct Limits {
     /// Cores, fractional allowed; "-1" = unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<NumberText>,
-    /// Megabytes; "-1" = unlimited.
+    /// MiB (1048576 bytes); "-1" = unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<NumberText>,
 }
@@ -539,7 +539,30 @@ pub struct ScalarValue {
     pub value: f64,
 }
 
+/// An instance's resource limits as its cgroup gets them: the sum over its processes (or a pod's
+/// containers); None = unlimited (unset, -1, or any one of them unlimited).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceLimits {
+    pub cpu_cores: Option<f64>,
+    pub memory_mib: Option<f64>,
+}
+
 impl ProcessSpec {
+    /// The limits each instance of this spec runs under.
+    pub fn instance_limits(&self) -> InstanceLimits {
+        let t = &self.spec.template.spec;
+        let each: Vec<&Limits> = if self.is_pod() {
+            t.containers.iter().map(|c| &c.resources.limits).collect()
+        } else {
+            t.processes.iter().map(|p| &p.resources.limits).collect()
+        };
+        let sum = |f: fn(&Limits) -> &Option<NumberText>| {
+            each.iter().map(|l| f(l).as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0)).sum::<Option<f64>>()
+        };
+        InstanceLimits { cpu_cores: sum(|l| &l.cpu), memory_mib: sum(|l| &l.memory) }
+    }
+
     /// A pod of containers (seed 001) rather than processes.
     pub fn is_pod(&self) -> bool {
         self.kind == super::validate::POD_KIND

@@ -89,13 +89,13 @@ pub struct ContainerPort {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ContainerResources {
-    /// `cpu` in cores, `memory` in MB, as for processes.
+    /// `cpu` in cores, `memory` in MiB, as for processes.
     pub limits: Limits,
     /// Pin to `ceil(cpu)` cpus of one NUMA node (seed 001's rules).
     pub cpu_set: bool,
     /// Also cap cpu time at `cpu` cores (cfs quota), not only weight it (shares).
     pub cpu_quota: bool,
-    /// MB of memory + swap; -1 unlimited; less than memory means unlimited (seed 001).
+    /// MiB of memory + swap; -1 unlimited; less than memory means unlimited (seed 001).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_swap: Option<i64>,
     /// 0-100; 0 disables swap.
@@ -325,8 +325,10 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
     super::validate::limits(&r.limits, &at.field("limits"), errors);
     let memory = r.limits.memory.as_ref().and_then(NumberText::as_f64).filter(|m| *m > 0.0);
     if memory.is_some_and(|m| m < MIN_MEMORY_MB) {
-        errors
-            .add(&at.field("limits").field("memory"), format!("must be at least {MIN_MEMORY_MB} (MB) for a container"));
+        errors.add(
+            &at.field("limits").field("memory"),
+            format!("must be at least {MIN_MEMORY_MB} (MiB) for a container"),
+        );
     }
     if r.cpu_set && r.limits.cpu.as_ref().and_then(NumberText::as_f64).is_none_or(|c| c <= 0.0) {
         errors.add(&at.field("cpuSet"), "needs limits.cpu (how many cpus to pin)");
@@ -336,7 +338,7 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
     }
     if let Some(s) = r.memory_swap {
         if s != -1 && s <= 0 {
-            errors.add(&at.field("memorySwap"), format!("{s} must be a positive number of MB, or -1 for unlimited"));
+            errors.add(&at.field("memorySwap"), format!("{s} must be a positive number of MiB, or -1 for unlimited"));
         }
     }
     if let Some(s) = r.swappiness {

@@ -26,7 +26,10 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     if spec.kind.is_empty() {
         errors.add(&root.field("kind"), format!("is required (\"{KIND}\")"));
     } else if spec.kind != KIND && spec.kind != POD_KIND {
-        errors.add(&root.field("kind"), format!("must be \"{KIND}\" or \"{POD_KIND}\", found {:?}", spec.kind));
+        let hint = crate::spec::error::did_you_mean(&spec.kind, [KIND, POD_KIND])
+            .map(|k| format!(" (did you mean \"{k}\"?)"))
+            .unwrap_or_default();
+        errors.add(&root.field("kind"), format!("must be \"{KIND}\" or \"{POD_KIND}\", found {:?}{hint}", spec.kind));
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
 
@@ -373,7 +376,7 @@ fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<Strin
 }
 
 pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
-    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "megabytes")] {
+    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "MiB")] {
         let Some(v) = value else { continue };
         match v.as_f64() {
             Some(n) if n == -1.0 || n > 0.0 => {}

@@ -949,7 +949,7 @@ impl Actor {
         }
         let limit = self.render().ok().and_then(|r| instance_limits(&r).memory_mb);
         Some(match limit {
-            Some(mb) => format!("OOM-killed: over its memory limit of {mb} MB"),
+            Some(mb) => format!("OOM-killed: over its memory limit of {mb} MiB"),
             None => "OOM-killed by the kernel".to_string(),
         })
     }

@@ -607,6 +607,11 @@ impl Supervisor {
         Ok(())
     }
 
+    /// The port range in effect: the one the allocator was built with.
+    pub fn port_range(&self) -> (u16, u16) {
+        self.shared.ports.lock().expect("ports lock").range()
+    }
+
     /// Ports of the range that no instance holds and nothing on the host listens on.
     pub fn free_ports(&self) -> usize {
         self.shared.ports.lock().expect("ports lock").free_count(&crate::host::ports_in_use())

@@ -96,6 +96,10 @@ pub struct InstanceStatus {
     /// Generation of the spec its current (or last) start ran.
     #[serde(default)]
     pub run_generation: u64,
+    /// The spec's limits the instance runs under, next to `usage`: filled by GET of one
+    /// instance (from the applied spec), absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::spec::model::InstanceLimits>,
 }
 
 /// Resource use from the instance's cgroup.
@@ -127,6 +131,7 @@ impl InstanceStatus {
             containers: r.containers.clone(),
             spec_generation: r.spec_generation,
             run_generation: r.run_generation,
+            limits: None,
         }
     }
 }

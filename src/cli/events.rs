@@ -1,0 +1,102 @@
+//! `steward events`: the daemon's durable event journal, one line per event.
+//!
+//! Text lines read `SEQ TIME SUBJECT WHAT[: REASON][ (MESSAGE)]`, TIME in RFC 3339 UTC with
+//! milliseconds (the journal's own clock is UTC milliseconds; UTC reads the same on every host of
+//! a fleet, which is what comparing events across daemons needs). `-o json` prints each event as
+//! the API sends it, `atMs` included.
+
+use super::steward::{exit, Output};
+use crate::client::{Client, ClientError};
+use crate::store::Event;
+use std::io::Write;
+
+pub async fn run(client: &Client, since: u64, follow: bool, output: Output) -> Result<i32, ClientError> {
+    let mut out = std::io::stdout().lock();
+    client
+        .events(since, follow, |e| {
+            let line = match output {
+                Output::Json => serde_json::to_string(&e).unwrap_or_default(),
+                Output::Text => text_line(&e),
+            };
+            writeln!(out, "{line}").is_ok() && out.flush().is_ok()
+        })
+        .await?;
+    Ok(exit::OK)
+}
+
+/// One event for a person: a transition shows its states and, when the daemon gave one, why.
+pub fn text_line(e: &Event) -> String {
+    let b = &e.body;
+    let what = match b["type"].as_str() {
+        Some("transition") => {
+            let change = format!("{} -> {}", b["from"].as_str().unwrap_or("?"), b["to"].as_str().unwrap_or("?"));
+            match b["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(reason) => format!("{change}: {reason}"),
+                None => change,
+            }
+        }
+        Some(other) => other.to_string(),
+        None => b.to_string(),
+    };
+    let subject = b["instance"].as_str().or(b["app"].as_str()).unwrap_or("-");
+    let msg = b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
+    format!("{:>6} {} {subject} {what}{msg}", e.seq, rfc3339_utc(e.at_ms))
+}
+
+/// Unix milliseconds as RFC 3339 UTC, e.g. `2026-11-24T22:31:47.123Z`.
+pub fn rfc3339_utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86400, secs % 86400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        ms % 1000
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm: exact
+/// for every day, without a calendar crate for one line of output).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_read_as_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z", "a leap day");
+        assert_eq!(rfc3339_utc(1_795_560_707_123), "2026-11-24T22:51:47.123Z");
+        assert_eq!(rfc3339_utc(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn a_transition_shows_its_reason_when_it_has_one() {
+        let event = |body: serde_json::Value| Event { seq: 7, at_ms: 1_795_560_707_123, body };
+        let with = event(serde_json::json!({"type": "transition", "instance": "demo/ticker/0",
+            "from": "Running", "to": "Stopping", "reason": "operator stop"}));
+        assert_eq!(
+            text_line(&with),
+            "     7 2026-11-24T22:51:47.123Z demo/ticker/0 Running -> Stopping: operator stop"
+        );
+        let without = event(serde_json::json!({"type": "transition", "instance": "demo/ticker/0",
+            "from": "Starting", "to": "Running"}));
+        assert_eq!(text_line(&without), "     7 2026-11-24T22:51:47.123Z demo/ticker/0 Starting -> Running");
+        let other = event(serde_json::json!({"type": "appDeleted", "app": "demo/ticker"}));
+        assert!(text_line(&other).ends_with("demo/ticker appDeleted"));
+    }
+}

@@ -1,0 +1,77 @@
+//! `steward logs` against the real daemon: the files oldest-written first, `--stream`, `--tail`,
+//! and with `-f` the lines of both streams in the order they were written.
+
+mod common;
+
+use common::{id, Daemon};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use steward::supervisor::state::Kind;
+
+#[tokio::test]
+async fn logs_show_both_streams_in_an_honest_order_and_follow_them_as_written() {
+    let d = Daemon::start("logs");
+    // stderr is written first, stdout last: the stdout file is the newer one.
+    let still = common::spec(
+        "still",
+        1,
+        serde_json::json!({"startCmd": "echo early-err >&2; echo more-err >&2; sleep 0.3; echo late-out; exec sleep 1000"}),
+        serde_json::json!({}),
+    );
+    let talk = common::spec(
+        "talk",
+        1,
+        serde_json::json!({"startCmd": "i=0; while true; do i=$((i+1)); echo out-$i; sleep 0.3; echo err-$i >&2; sleep 0.3; done"}),
+        serde_json::json!({}),
+    );
+    d.apply_json(&still).await;
+    d.apply_json(&talk).await;
+    d.wait_state(&id("test", "still", 0), Kind::Running, 10).await;
+    d.wait_state(&id("test", "talk", 0), Kind::Running, 10).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let (code, out, err) = d.cli(&["logs", "test/still/0", "--tail", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "the last line of each file: {out}");
+    assert_eq!(lines, ["[sh.stderr.log] more-err", "[sh.stdout.log] late-out"], "the older file first");
+    let (_, out, _) = d.cli(&["logs", "test/still/0", "--stream", "stderr"]);
+    assert_eq!(out, "[sh.stderr.log] early-err\n[sh.stderr.log] more-err\n");
+
+    // -f: the alternating lines come out alternating, whichever file they are in.
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .arg("--config")
+        .arg(&d.config)
+        .args(["logs", "test/talk/0", "-f", "--tail", "0"])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(follow.stdout.take().unwrap());
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    while seen.len() < 6 && started.elapsed() < Duration::from_secs(20) {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push(line.trim_end().split_once("] ").unwrap().1.to_string());
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    // Written out-N, err-N, out-N+1, ... 300 ms apart: printed in that order.
+    let numbers: Vec<(String, u32)> = seen
+        .iter()
+        .map(|l| {
+            let (stream, n) = l.split_once('-').unwrap();
+            (stream.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    for pair in numbers.windows(2) {
+        let ((s1, n1), (s2, n2)) = (&pair[0], &pair[1]);
+        let next = if s1 == "out" { ("err", *n1) } else { ("out", n1 + 1) };
+        assert_eq!((s2.as_str(), *n2), next, "in written order: {seen:?}");
+    }
+}

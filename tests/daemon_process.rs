@@ -1,0 +1,77 @@
+//! stewardd as a process: how fast and how bounded its end is after SIGTERM, and a log file
+//! without terminal colour codes.
+
+mod common;
+
+use common::{id, Daemon};
+use std::time::{Duration, Instant};
+use steward::supervisor::state::Kind;
+
+/// Sends SIGTERM and returns how long the daemon took to exit (panics past `limit`).
+fn terminate(d: &mut Daemon, limit: Duration) -> Duration {
+    let mut child = d.child.take().unwrap();
+    let started = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "SIGTERM ends stewardd with status 0: {status}\n{}", d.log());
+            return started.elapsed();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("stewardd still running {limit:?} after SIGTERM\n{}", d.log());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn an_idle_daemon_ends_at_once_on_sigterm() {
+    let mut d = Daemon::start("term-idle");
+    std::thread::sleep(Duration::from_millis(300));
+    // Measured about 0.07 s (debug build); most of it is the store's clean close. The limit
+    // leaves room for a loaded test machine, and is far under the bound for busy daemons.
+    let took = terminate(&mut d, Duration::from_secs(2));
+    eprintln!("idle stewardd exited {took:?} after SIGTERM");
+    assert!(!d.socket.exists(), "the socket is removed");
+}
+
+#[tokio::test]
+async fn a_request_under_way_holds_the_end_no_longer_than_the_grace() {
+    let mut d = Daemon::start("term-busy");
+    // A process that ignores SIGTERM, stopped with a long kill grace: the stop request waits.
+    let spec = common::spec(
+        "stubborn",
+        1,
+        serde_json::json!({"startCmd": "trap '' TERM; while true; do sleep 0.1; done"}),
+        serde_json::json!({"killPolicy": {"gracePeriod": 60}}),
+    );
+    d.apply_json(&spec).await;
+    d.wait_state(&id("test", "stubborn", 0), Kind::Running, 20).await;
+    let client = d.client.clone();
+    let stop = tokio::spawn(async move { client.action(&id("test", "stubborn", 0), "stop", Some(60.0)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let took = tokio::task::spawn_blocking(move || {
+        let took = terminate(&mut d, Duration::from_secs(9));
+        (took, d)
+    })
+    .await
+    .unwrap();
+    let (took, _d) = took;
+    eprintln!("busy stewardd exited {took:?} after SIGTERM");
+    // steward::daemon::REQUEST_GRACE (5 s) for the request, then at most 1 s of blocking work.
+    assert!(took >= Duration::from_secs(4), "the request got its grace: {took:?}");
+    assert!(took < Duration::from_secs(7), "bounded: {took:?}");
+    assert!(stop.await.unwrap().is_err(), "the waiting client is cut off, not answered");
+}
+
+#[test]
+fn a_log_file_gets_no_colour_codes() {
+    // The fixture sends stderr to a file, as a service manager or `stewardd 2>log` does.
+    let d = Daemon::start("plain-log");
+    let (code, _, _) = d.cli(&["status", "test/nope/0"]);
+    assert_eq!(code, 4);
+    let log = d.log();
+    assert!(log.contains("stewardd ready"), "{log}");
+    assert!(!log.contains('\u{1b}'), "no ANSI escape in a log file:\n{log}");
+}
