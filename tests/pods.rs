@@ -97,9 +97,14 @@ async fn two_containers_share_localhost_and_a_random_port_is_reachable() {
     assert_eq!(s.containers.len(), 2, "{s:#?}");
     let (main, second) = (&s.containers[0], &s.containers[1]);
     assert_eq!(main.name, "steward-pods.web.0-server");
-    assert_eq!(main.network_mode, "bridge");
+    // Both join the pod's network holder, which is on the bridge and publishes the ports.
+    let holder = docker::inspect(SHARED_SOCKET, "steward-pods.web.0-network", "{{.Id}} {{.HostConfig.NetworkMode}}");
+    let (holder_id, holder_network) = holder.split_once(' ').unwrap();
+    assert_eq!(holder_network, "bridge");
     assert!(!main.ip_address.is_empty(), "{main:?}");
-    assert_eq!(second.network_mode, format!("container:{}", main.id), "the second joins the main's network");
+    assert_eq!(main.network_mode, format!("container:{holder_id}"), "the main joins the holder's network");
+    assert_eq!(second.network_mode, format!("container:{holder_id}"), "the second joins the holder's network");
+    assert_eq!(main.ip_address, second.ip_address, "one pod address");
     assert!(main.pid > 0 && second.pid > 0 && !main.start_at.is_empty());
     assert_eq!(main.hostname, second.hostname, "one network namespace, one hostname");
 
@@ -410,9 +415,14 @@ async fn host_and_user_networks() {
     d.apply_json(&spec).await;
     let iid = id("pods", "usernet", 0);
     let s = d.wait_state(&iid, Kind::Running, 60).await;
-    assert_eq!(s.containers[0].network_mode, net);
+    let holder =
+        docker::inspect(SHARED_SOCKET, "steward-pods.usernet.0-network", "{{.Id}} {{.HostConfig.NetworkMode}}");
+    let (holder_id, holder_network) = holder.split_once(' ').unwrap();
+    assert_eq!(holder_network, net);
     assert!(s.containers[0].ip_address.starts_with("10.231.7."), "{:?}", s.containers[0]);
-    assert_eq!(s.containers[1].network_mode, format!("container:{}", s.containers[0].id));
+    for c in &s.containers {
+        assert_eq!(c.network_mode, format!("container:{holder_id}"), "{c:?}");
+    }
     d.client.delete(&iid, None).await.unwrap();
 }
 

@@ -193,3 +193,46 @@ async fn ports_reach_every_container_checks_probe_the_pod_and_publishing_is_boun
     let log: Value = serde_json::from_str(&log).unwrap();
     assert_eq!(log, json!({"Type": "json-file", "Config": {"max-file": "2", "max-size": "4096"}}), "{log}");
 }
+
+/// A job-like main container that exits 0 at once, with a sidecar: the pod's network is held by
+/// a holder container (steward-pause), so the sidecar joins it and the pod runs (it used to fail
+/// "cannot join network of a non running container" forever). A stop removes the holder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_lived_main_leaves_the_pod_network_to_its_holder() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-holder");
+    let mut main = sh("main", "echo job done");
+    main["ports"] = json!([{"name": "http", "containerPort": 80, "hostPort": 0}]);
+    let sidecar = sh("sidecar", "echo \"up on $PORT_http\" > /www/index.html; exec httpd -f -p 80 -h /www");
+    d.apply_json(&pod("job", json!([main, sidecar]), json!({}))).await;
+    let iid = id("ops", "job", 0);
+    let s = d.wait_state(&iid, Kind::Running, 60).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s2 = d.status(&iid).await;
+    assert_eq!((s2.state.kind(), s2.restarts), (Kind::Running, 0), "{s2:#?}\n{}", d.log());
+    assert_eq!(s2.containers[0].status, "exited", "{s2:#?}");
+    assert!(s2.containers[1].is_running(), "{s2:#?}");
+    let holder = docker::inspect(SHARED_SOCKET, "steward-ops.job.0-network", "{{.Id}} {{.State.Status}}");
+    let (holder_id, holder_state) = holder.split_once(' ').unwrap();
+    assert_eq!(holder_state, "running");
+    for c in &s.containers {
+        assert_eq!(c.network_mode, format!("container:{holder_id}"), "{c:?}");
+        assert!(!c.ip_address.is_empty(), "the pod's address is reported: {c:?}");
+    }
+    // The holder publishes the pod's port: the sidecar's server answers on it.
+    let port = s.ports["http"];
+    let mut answered = false;
+    for _ in 0..50 {
+        let mut curl = std::process::Command::new("curl");
+        curl.args(["-sf", "-m", "1", "-o", "/dev/null"]).arg(format!("http://127.0.0.1:{port}/"));
+        if curl.status().unwrap().success() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "nothing on the pod's published port {port}");
+    d.client.action(&iid, "stop", Some(30.0)).await.unwrap();
+    let (code, _, _) = docker::docker(SHARED_SOCKET, &["inspect", "steward-ops.job.0-network"]);
+    assert_ne!(code, 0, "the holder went with the stop");
+}

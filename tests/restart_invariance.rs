@@ -88,7 +88,8 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
         "metadata": {"name": "pod", "namespace": "keep"},
         "killPolicy": {"gracePeriod": 1},
         "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
-            {"name": "main", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]}}
+            {"name": "main", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]}},
+            {"name": "side", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]}}
         ]}}}
     }))
     .await;
@@ -100,6 +101,10 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     assert_eq!(code, 0, "{err}");
     d.wait_state(&id("keep", "failed", 0), Kind::Failed, 20).await;
 
+    let holder =
+        || docker::docker(docker::SHARED_SOCKET, &["inspect", "-f", "{{.Id}}", "steward-keep.pod.0-network"]).1;
+    let pod_network = holder();
+    assert!(!pod_network.is_empty(), "the pod has a network holder");
     let before = listings(&d).await;
     for kill9 in [false, true] {
         d.restart(kill9);
@@ -112,5 +117,6 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
             serde_json::to_string_pretty(&before).unwrap(),
             serde_json::to_string_pretty(&after).unwrap()
         );
+        assert_eq!(holder(), pod_network, "the pod's network holder is kept across a restart by {how}");
     }
 }

@@ -5,7 +5,7 @@
 
 pub mod numa;
 
-use crate::spec::pod::{NetworkMode, RenderedContainer, RenderedPod};
+use crate::spec::pod::{NetworkMode, RenderedContainer, RenderedContainerPort, RenderedPod};
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, ThrottleDevice};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
@@ -23,6 +23,16 @@ pub const LABEL_INSTANCE: &str = "io.steward.instance";
 pub const LABEL_CONTAINER: &str = "io.steward.container";
 /// The container's place in the pod (0 = main).
 pub const LABEL_INDEX: &str = "io.steward.index";
+/// `io.steward.index` of a pod's network holder: the first container of a pod with more than
+/// one (unless HOST), whose network namespace the others join, so a main container that exits
+/// at once does not take the pod's network with it (Kubernetes' pause container).
+pub const HOLDER_INDEX: &str = "network";
+/// The holder's program (src/runtime/docker/pause.c, built by build.rs), imported as
+/// [`PAUSE_IMAGE`] when a pod first needs it: nothing is pulled.
+const PAUSE_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pause"));
+/// The holder's image, one per Steward version.
+pub const PAUSE_IMAGE: &str = concat!("steward-pause:", env!("CARGO_PKG_VERSION"));
+
 /// Engine API version spoken: old enough for the Debian 12 dockerd (20.10), new enough for all
 /// the fields used here.
 const API_VERSION: bollard::ClientVersion = bollard::ClientVersion { major_version: 1, minor_version: 41 };
@@ -95,6 +105,8 @@ pub struct Labelled {
     pub instance: String,
     pub name: String,
     pub running: bool,
+    /// The pod's network holder (see [`HOLDER_INDEX`]), not one of its containers.
+    pub holder: bool,
 }
 
 /// How a pod's containers are identified and what else goes into them.
@@ -195,20 +207,40 @@ impl Docker {
         // Leftovers of an earlier run of this instance (kept for inspection until now).
         self.remove_instance(start.instance).await?;
         let topology = numa::Topology::read(&self.numa_root);
+        let own_network = match start.pod.network {
+            NetworkMode::Host => "host".to_string(),
+            NetworkMode::Bridge => "bridge".into(),
+            NetworkMode::None => "none".into(),
+            NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
+        };
+        let holder = if start.pod.containers.len() > 1 && start.pod.network != NetworkMode::Host {
+            let holder = match self.start_holder(start, &own_network).await {
+                Ok(id) if cancelled() => {
+                    let _ = self.remove(&id).await;
+                    Err(DockerError::Cancelled)
+                }
+                other => other,
+            };
+            match holder {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    let _ = self.remove_instance(start.instance).await;
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         let mut ids: Vec<String> = Vec::new();
         for (i, c) in start.pod.containers.iter().enumerate() {
-            let network = match ids.first() {
-                Some(main) => format!("container:{main}"),
-                None => match start.pod.network {
-                    NetworkMode::Host => "host".into(),
-                    NetworkMode::Bridge => "bridge".into(),
-                    NetworkMode::None => "none".into(),
-                    NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
-                },
+            let network = match holder.as_ref().or(ids.first()) {
+                Some(owner) => format!("container:{owner}"),
+                None => own_network.clone(),
             };
-            let env = start.injected_env.get(i).map(Vec::as_slice).unwrap_or_default();
+            // Ports are published by whichever container owns the network namespace.
+            let publish = holder.is_none() && i == 0;
             let result = async {
-                let body = self.container_body(start, i, c, network, env, &topology).await?;
+                let body = self.container_body(start, i, c, network, &topology, publish).await?;
                 let name = format!("steward-{}-{}", start.pod_id, c.name);
                 let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
                 let created =
@@ -225,7 +257,7 @@ impl Docker {
                 other => other,
             };
             if let Err(e) = result {
-                for id in &ids {
+                for id in ids.iter().chain(holder.as_ref()) {
                     let _ = self.remove(id).await;
                 }
                 let _ = self.remove_instance(start.instance).await;
@@ -235,6 +267,100 @@ impl Docker {
         Ok(ids)
     }
 
+    /// Creates and starts the pod's network holder: the pod's network, its published ports,
+    /// the pause program. Returns its id.
+    async fn start_holder(&self, start: &PodStart<'_>, network: &str) -> Result<String, DockerError> {
+        const NAME: &str = "(network holder)";
+        self.ensure_pause_image().await?;
+        let mut labels: HashMap<String, String> = HashMap::new();
+        labels.insert(LABEL_OWNER.into(), self.owner.clone());
+        labels.insert(LABEL_INSTANCE.into(), start.instance.into());
+        labels.insert(LABEL_CONTAINER.into(), HOLDER_INDEX.into());
+        labels.insert(LABEL_INDEX.into(), HOLDER_INDEX.into());
+        let ports: Vec<&RenderedContainerPort> = start.pod.containers.iter().flat_map(|c| &c.ports).collect();
+        let (exposed, bindings) = self.publishing(&ports);
+        let body = ContainerCreateBody {
+            image: Some(PAUSE_IMAGE.into()),
+            entrypoint: Some(vec!["/pause".into()]),
+            labels: Some(labels),
+            exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            host_config: Some(HostConfig {
+                network_mode: Some(network.to_string()),
+                port_bindings: (!bindings.is_empty()).then_some(bindings),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let name = format!("steward-{}-network", start.pod_id);
+        let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
+        let created = self.client()?.create_container(Some(options), body).await.map_err(|e| self.error(NAME, e))?;
+        let started = self.client()?.start_container(&created.id, None::<q::StartContainerOptions>).await;
+        if let Err(e) = started {
+            let _ = self.remove(&created.id).await;
+            return Err(self.error(NAME, e));
+        }
+        Ok(created.id)
+    }
+
+    /// Imports [`PAUSE_IMAGE`] (one file, /pause) unless the engine has it.
+    async fn ensure_pause_image(&self) -> Result<(), DockerError> {
+        match self.client()?.inspect_image(PAUSE_IMAGE).await {
+            Ok(_) => return Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {}
+            Err(e) => return Err(self.error(PAUSE_IMAGE, e)),
+        }
+        let failed = |e: std::io::Error| DockerError::Api {
+            container: PAUSE_IMAGE.into(),
+            message: format!("cannot build the pause image: {e}"),
+        };
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(PAUSE_PROGRAM.len() as u64);
+        header.set_mode(0o755);
+        header.set_cksum();
+        archive.append_data(&mut header, "pause", PAUSE_PROGRAM).map_err(failed)?;
+        let tar = archive.into_inner().map_err(failed)?;
+        let (repo, tag) = PAUSE_IMAGE.split_once(':').expect("PAUSE_IMAGE is repo:tag");
+        let options = q::CreateImageOptions {
+            from_src: Some("-".into()),
+            repo: Some(repo.into()),
+            tag: Some(tag.into()),
+            ..Default::default()
+        };
+        let mut progress = self.client()?.create_image(Some(options), Some(bollard::body_full(tar.into())), None);
+        while let Some(step) = progress.next().await {
+            step.map_err(|e| self.error(PAUSE_IMAGE, e))?;
+        }
+        tracing::info!("imported {PAUSE_IMAGE} (the pods' network holder)");
+        Ok(())
+    }
+
+    /// Exposed ports and their bindings on this daemon's publish address.
+    #[allow(clippy::type_complexity)]
+    fn publishing(
+        &self,
+        ports: &[&RenderedContainerPort],
+    ) -> (HashMap<String, HashMap<(), ()>>, HashMap<String, Option<Vec<PortBinding>>>) {
+        let mut exposed = HashMap::new();
+        let mut bindings = HashMap::new();
+        for p in ports {
+            let proto = if p.protocol == crate::spec::model::Protocol::Udp { "udp" } else { "tcp" };
+            let key = format!("{}/{proto}", p.container_port);
+            exposed.insert(key.clone(), HashMap::new());
+            let binding = PortBinding { host_ip: self.publish_ip.clone(), host_port: Some(p.host_port.to_string()) };
+            bindings.insert(key, Some(vec![binding]));
+        }
+        (exposed, bindings)
+    }
+
+    /// Removes the network holder of `instance`, if it has one (its pod has stopped).
+    pub async fn remove_holder(&self, instance: &str) -> Result<(), DockerError> {
+        for c in self.labelled().await?.into_iter().filter(|c| c.instance == instance && c.holder) {
+            self.remove(&c.id).await?;
+        }
+        Ok(())
+    }
+
     /// The create request of container `i`: seed 001's command rules, env, ports, resources.
     async fn container_body(
         &self,
@@ -242,9 +368,10 @@ impl Docker {
         i: usize,
         c: &RenderedContainer,
         network: String,
-        injected_env: &[(String, String)],
         topology: &numa::Topology,
+        publish: bool,
     ) -> Result<ContainerCreateBody, DockerError> {
+        let injected_env = start.injected_env.get(i).map(Vec::as_slice).unwrap_or_default();
         let image = match self.client()?.inspect_image(&c.image).await {
             Ok(image) => image,
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
@@ -272,18 +399,11 @@ impl Docker {
             .chain(injected_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        let mut exposed = HashMap::new();
-        let mut bindings = HashMap::new();
-        if start.pod.network != NetworkMode::Host {
-            for p in &c.ports {
-                let proto = if p.protocol == crate::spec::model::Protocol::Udp { "udp" } else { "tcp" };
-                let key = format!("{}/{proto}", p.container_port);
-                exposed.insert(key.clone(), HashMap::new());
-                let binding =
-                    PortBinding { host_ip: self.publish_ip.clone(), host_port: Some(p.host_port.to_string()) };
-                bindings.insert(key, Some(vec![binding]));
-            }
-        }
+        let (exposed, bindings) = if publish && start.pod.network != NetworkMode::Host {
+            self.publishing(&c.ports.iter().collect::<Vec<_>>())
+        } else {
+            Default::default()
+        };
         let r = &c.resources;
         let placement = r.cpu_cores.and_then(|cores| numa::place(topology, cores, r.cpu_set, &mut numa::random_below));
         let mb = |v: f64| (v * 1024.0 * 1024.0) as i64;
@@ -355,6 +475,15 @@ impl Docker {
         let ip = settings.ip_address.filter(|a| !a.is_empty()).or_else(|| {
             settings.networks.unwrap_or_default().values().find_map(|n| n.ip_address.clone().filter(|a| !a.is_empty()))
         });
+        let network_mode = c.host_config.as_ref().and_then(|h| h.network_mode.clone()).unwrap_or_default();
+        // A container in another's network (the pod's holder, or its main container) has that
+        // one's address: the pod's.
+        let ip = match (ip, network_mode.strip_prefix("container:")) {
+            (None, Some(owner)) => {
+                Box::pin(self.inspect(owner)).await.ok().map(|o| o.ip_address).filter(|a| !a.is_empty())
+            }
+            (ip, _) => ip,
+        };
         let zero_time = |t: Option<String>| t.filter(|t| !t.starts_with("0001-")).unwrap_or_default();
         Ok(ContainerInfo {
             id: c.id.unwrap_or_default(),
@@ -365,7 +494,7 @@ impl Docker {
             status: state.status.map(|s| s.to_string()).unwrap_or_default(),
             exit_code: state.exit_code.unwrap_or(0),
             hostname: c.config.and_then(|c| c.hostname).unwrap_or_default(),
-            network_mode: c.host_config.and_then(|h| h.network_mode).unwrap_or_default(),
+            network_mode,
             ip_address: ip.unwrap_or_default(),
             oom_killed: state.oom_killed.unwrap_or(false),
         })
@@ -434,6 +563,7 @@ impl Docker {
                 let running = c.state.is_some_and(|s| s.to_string() == "running");
                 Labelled {
                     running,
+                    holder: labels.get(LABEL_INDEX).is_some_and(|i| i == HOLDER_INDEX),
                     id: c.id.unwrap_or_default(),
                     instance: labels.get(LABEL_INSTANCE).cloned().unwrap_or_default(),
                     name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default(),

@@ -244,7 +244,20 @@ impl Supervisor {
                 return;
             }
         };
-        for c in labelled.into_iter().filter(|c| !owned.contains(c.id.as_str())) {
+        // A pod's network holder belongs to an instance whose containers may run.
+        let live: std::collections::HashSet<String> = records
+            .iter()
+            .filter(|r| r.state.has_processes() && r.state.kind() != state::Kind::Starting)
+            .map(InstanceRecord::key)
+            .collect();
+        let orphan = |c: &crate::runtime::docker::Labelled| {
+            if c.holder {
+                !live.contains(&c.instance)
+            } else {
+                !owned.contains(c.id.as_str())
+            }
+        };
+        for c in labelled.into_iter().filter(|c| orphan(c)) {
             // A stopped instance's exited containers stay for inspection until its next start;
             // a running one (left by a stop that could not reach dockerd) goes.
             let kept = !c.running

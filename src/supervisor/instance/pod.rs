@@ -163,7 +163,15 @@ impl Actor {
             tracing::warn!(instance = %self.rec.id, "kill: {e}");
         }
         self.refresh_containers().await;
+        self.remove_holder().await;
         ok
+    }
+
+    /// The pod's network holder goes once its containers have: nothing else needs the network.
+    async fn remove_holder(&self) {
+        if let Err(e) = self.shared.docker.remove_holder(&self.rec.key()).await {
+            tracing::warn!(instance = %self.rec.id, "removing the pod's network holder: {e}");
+        }
     }
 
     async fn refresh_containers(&mut self) {
@@ -190,6 +198,9 @@ impl Actor {
             }
         };
         self.refresh_containers().await;
+        if failure.is_none() {
+            self.remove_holder().await;
+        }
         match failure {
             None => Ok(()),
             Some(e) => Err(format!("cannot stop the pod's containers: {e}")),
