@@ -251,3 +251,27 @@ fn render_follows_the_configured_roots() {
     assert_eq!(r["processes"][0]["workPath"], "/srv/work/ns-a.gamesvc.0/gamesvc");
     assert_eq!(r["processes"][0]["pidFile"], "/srv/run/ns-a.gamesvc.0/pid/gamesvc.pid");
 }
+
+/// `render` of a pod: its random ports are given with --port like a process's (they were
+/// refused as "no such port"); without them the error names the port and gives the hint.
+#[test]
+fn render_works_for_pods_with_random_ports() {
+    let pod = Path::new(env!("CARGO_MANIFEST_DIR")).join("units/webpod.json");
+    let o = steward(&["render", pod.to_str().unwrap(), "--port", "http=31001"]);
+    assert_exit(&o, 0);
+    let rendered: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let containers = rendered["pod"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2, "{rendered}");
+    for c in containers {
+        let env = c["env"].as_array().unwrap();
+        assert!(env.iter().any(|e| e["name"] == "PORT_http" && e["value"] == "31001"), "{c}");
+    }
+    assert_eq!(containers[0]["ports"][0]["hostPort"], 31001, "{rendered}");
+    let o = steward(&["render", pod.to_str().unwrap()]);
+    assert_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("port \"http\" is random") && stderr(&o).contains("--port NAME=PORT"),
+        "{}",
+        stderr(&o)
+    );
+}

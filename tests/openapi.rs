@@ -514,6 +514,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         pid: None,
         pids: vec![],
         last_exit: None,
+        last_exit_reason: None,
         message: String::new(),
         restarts: 0,
         last_start_ms: None,

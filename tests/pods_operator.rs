@@ -236,3 +236,51 @@ async fn a_short_lived_main_leaves_the_pod_network_to_its_holder() {
     let (code, _, _) = docker::docker(SHARED_SOCKET, &["inspect", "steward-ops.job.0-network"]);
     assert_ne!(code, 0, "the holder went with the stop");
 }
+
+/// Status and events name a pod's containers: an exit says which container ended, a health
+/// kill keeps the check's reason as the last exit's (not the 137 the kill leaves), health lines
+/// name the container, and a stopped pod says when its last run started, not "started … ago".
+#[tokio::test(flavor = "multi_thread")]
+async fn status_names_containers_and_keeps_the_health_reason() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-names");
+    let never = json!({"restartPolicy": {"policy": "Never"}});
+    // A container that fails: the pod's end names it.
+    d.apply_json(&pod(
+        "ends",
+        json!([sh("steady", "exec sleep 1000"), sh("quits", "sleep 0.5; exit 3")]),
+        never.clone(),
+    ))
+    .await;
+    let ends = id("ops", "ends", 0);
+    let s = d.wait(&ends, 60, |s| matches!(s.state.kind(), Kind::Exited | Kind::Failed)).await;
+    assert_eq!(s.last_exit_reason.as_deref(), Some("container quits: exited with code 3"), "{s:#?}");
+    let (_, status, _) = d.cli(&["status", "ops/ends/0"]);
+    assert!(status.contains("last exit: container quits: exited with code 3"), "{status}");
+    assert!(status.contains("last run:  started") && !status.contains("started:   "), "{status}");
+    let mut transitions = Vec::new();
+    d.client
+        .events(0, false, |e| {
+            if e.body["type"] == "transition" && e.body["instance"] == "ops/ends/0" {
+                transitions.push(e.body["reason"].as_str().unwrap_or_default().to_string());
+            }
+            true
+        })
+        .await
+        .unwrap();
+    assert!(transitions.iter().any(|r| r == "container quits: exited with code 3"), "{transitions:?}");
+
+    // A health kill: its reason is the last exit's.
+    let mut checked = sh("checked", "exec sleep 1000");
+    checked["healthChecks"] = json!([{"type": "TCP", "tcp": {"port": 9},
+        "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 1, "gracePeriodSeconds": 0}]);
+    d.apply_json(&pod("sick", json!([checked, sh("side", "exec sleep 1000")]), never)).await;
+    let sick = id("ops", "sick", 0);
+    let (_, running, _) = d.cli(&["status", "ops/sick/0"]);
+    assert!(running.contains("container checked") || running.contains("state:     Starting"), "{running}");
+    let s = d.wait(&sick, 60, |s| matches!(s.state.kind(), Kind::Exited | Kind::Failed)).await;
+    let why = s.last_exit_reason.clone().unwrap_or_default();
+    assert!(why.contains("health") && !why.contains("137"), "{s:#?}");
+    let (_, status, _) = d.cli(&["status", "ops/sick/0"]);
+    assert!(status.contains(&format!("last exit: {why}")), "{status}");
+}

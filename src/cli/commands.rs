@@ -460,15 +460,23 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
             println!("instance:  {}", s.id);
             println!("state:     {}", state_word(&s.state));
             println!("pid:       {}", s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()));
-            if let Some(e) = &s.last_exit {
-                println!("last exit: {e}");
+            match (&s.last_exit_reason, &s.last_exit) {
+                (Some(why), _) => println!("last exit: {why}"),
+                (None, Some(e)) => println!("last exit: {e}"),
+                (None, None) => {}
             }
             if !s.message.is_empty() {
                 println!("message:   {}", s.message);
             }
             println!("restarts:  {}", s.restarts);
             if let Some(t) = s.last_start_ms {
-                println!("started:   {} ago", age(now_ms().saturating_sub(t)));
+                // A stopped instance was not started just now: say when its last run began.
+                let ago = age(now_ms().saturating_sub(t));
+                if s.state.has_processes() {
+                    println!("started:   {ago} ago");
+                } else {
+                    println!("last run:  started {ago} ago");
+                }
             }
             for (n, p) in &s.ports {
                 println!("port:      {n} = {p}");
@@ -480,7 +488,11 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                     Some(false) => format!("unhealthy ({} in a row)", h.consecutive_failures),
                     None => "not checked yet".to_string(),
                 };
-                println!("health:    process {i}: {word}");
+                let what = match s.containers.get(i) {
+                    Some(c) => format!("container {}", crate::spec::pod::short_container_name(&s.id, &c.name)),
+                    None => format!("process {i}"),
+                };
+                println!("health:    {what}: {word}");
                 if let Some(f) = &h.last_failure {
                     println!("           last failure: {f}");
                 }

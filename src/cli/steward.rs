@@ -398,8 +398,9 @@ fn render(
         }
     };
     let allocated: BTreeMap<String, u16> = ports.into_iter().collect();
-    let declared: Vec<&str> =
-        parsed.spec.template.spec.processes.iter().flat_map(|p| &p.ports).map(|p| p.name.as_str()).collect();
+    // Processes' and pods' containers' ports alike.
+    let wants = parsed.port_wants();
+    let declared: Vec<&str> = wants.iter().map(|w| w.name.as_str()).collect();
     if let Some(unknown) = allocated.keys().find(|k| !declared.contains(&k.as_str())) {
         eprintln!("{}: --port {unknown}: the spec has no such port (ports: {})", file.display(), declared.join(", "));
         return Ok(exit::USAGE);

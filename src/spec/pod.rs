@@ -415,6 +415,12 @@ impl DollarValues {
     }
 }
 
+/// A container's name in its pod's spec, from its Docker name (`steward-<pod id>-<name>`).
+pub fn short_container_name<'a>(id: &render::InstanceId, docker_name: &'a str) -> &'a str {
+    let prefix = format!("steward-{}-", pod_id(id));
+    docker_name.strip_prefix(prefix.as_str()).unwrap_or(docker_name)
+}
+
 /// The docker container name's pod part and `BCS_POD_ID`: `namespace.name.index`.
 pub fn pod_id(id: &render::InstanceId) -> String {
     format!("{}.{}.{}", id.namespace, id.name, id.index)

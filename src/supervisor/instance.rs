@@ -922,7 +922,12 @@ impl Actor {
     }
 
     async fn on_main_exit(&mut self, index: usize, status: ExitStatus) {
-        tracing::info!(instance = %self.rec.id, "main process {index} {status}");
+        // A pod's ends name their container.
+        let which = match self.rec.containers.get(index).filter(|_| self.is_pod()) {
+            Some(c) => format!("container {}", crate::spec::pod::short_container_name(&self.rec.id, &c.name)),
+            None => format!("main process {index}"),
+        };
+        tracing::info!(instance = %self.rec.id, "{which} {status}");
         self.new_generation();
         self.mains.clear();
         self.rec.last_exit = Some(status);
@@ -935,7 +940,7 @@ impl Actor {
         if let Some(why) = &oom {
             noted.push(serde_json::json!({"instance": self.rec.key(), "type": "oomKilled", "detail": {"reason": why}}));
         }
-        self.end_note = oom;
+        self.end_note = oom.or_else(|| self.is_pod().then_some(which));
         self.apply_noting(Event::MainExited { status }, noted).await;
     }
 
@@ -1231,7 +1236,13 @@ impl Actor {
 
     /// The state machine's step applied to the record in memory; returns the event to journal.
     fn transition(&mut self, event: &Event) -> Option<serde_json::Value> {
-        let reason = self.reason.take().unwrap_or_else(|| event.reason());
+        self.note_end(event);
+        let reason = match (self.reason.take(), event) {
+            (Some(why), _) => why,
+            // An end says what ended: a pod's names its container.
+            (None, Event::MainExited { .. }) => self.rec.last_exit_reason.clone().unwrap_or_else(|| event.reason()),
+            (None, _) => event.reason(),
+        };
         let now = now_ms();
         let ctx = state::Context { policy: &self.spec.spec.restart_policy, counter: &self.rec.counter, now_ms: now };
         let step = match state::step(&self.rec.state, event, &ctx) {
@@ -1279,6 +1290,21 @@ impl Actor {
             body["containers"] = serde_json::json!(self.rec.containers);
         }
         Some(body)
+    }
+
+    /// Keeps why a run ended: its main process's (a pod: which container's) end, or the health
+    /// check or start failure that ended it, rather than only the exit code a kill leaves.
+    fn note_end(&mut self, event: &Event) {
+        let why = match (&self.rec.state, event) {
+            (State::Stopping { goal: StopGoal::Fail { reason } }, Event::StopCompleted) => reason.clone(),
+            (_, Event::MainExited { status }) => match &self.end_note {
+                Some(note) => format!("{note}: {status}"),
+                None => status.to_string(),
+            },
+            (_, Event::StartFailed { reason } | Event::StageFailed { reason }) => reason.clone(),
+            _ => return,
+        };
+        self.rec.last_exit_reason = Some(why);
     }
 
     async fn commit_event(&mut self, kind: &str, detail: serde_json::Value) {

@@ -18,6 +18,10 @@ pub struct InstanceRecord {
     /// Main process of each of the spec's processes, once known (same order as the spec).
     pub mains: Vec<Option<ProcessIdentity>>,
     pub last_exit: Option<ExitStatus>,
+    /// Why the last run ended, for people: how its main process (a pod: which container) ended,
+    /// or the health check or start failure that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit_reason: Option<String>,
     /// Why the instance is in its state, for people.
     pub message: String,
     /// Restarts over the instance's whole life (the policy's counter resets; this does not).
@@ -49,6 +53,7 @@ impl InstanceRecord {
             counter: RestartCounter::default(),
             mains: Vec::new(),
             last_exit: None,
+            last_exit_reason: None,
             message: String::new(),
             restarts: 0,
             last_start_ms: None,
@@ -77,6 +82,9 @@ pub struct InstanceStatus {
     pub pid: Option<i32>,
     pub pids: Vec<Option<i32>>,
     pub last_exit: Option<ExitStatus>,
+    /// Why the last run ended (see [`InstanceRecord::last_exit_reason`]).
+    #[serde(default)]
+    pub last_exit_reason: Option<String>,
     pub message: String,
     pub restarts: u64,
     pub last_start_ms: Option<u64>,
@@ -120,6 +128,7 @@ impl InstanceStatus {
             pid: if r.state.has_processes() { pids.first().copied().flatten() } else { None },
             pids: if r.state.has_processes() { pids } else { Vec::new() },
             last_exit: r.last_exit,
+            last_exit_reason: r.last_exit_reason.clone(),
             message: r.message.clone(),
             restarts: r.restarts,
             last_start_ms: r.last_start_ms,
