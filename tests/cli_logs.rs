@@ -37,7 +37,15 @@ async fn logs_show_both_streams_in_an_honest_order_and_follow_them_as_written() 
     assert_eq!(lines.len(), 2, "the last line of each file: {out}");
     assert_eq!(lines, ["[sh.stderr.log] more-err", "[sh.stdout.log] late-out"], "the older file first");
     let (_, out, _) = d.cli(&["logs", "test/still/0", "--stream", "stderr"]);
-    assert_eq!(out, "[sh.stderr.log] early-err\n[sh.stderr.log] more-err\n");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("[sh.stderr.log] --- steward: run started "), "each run is marked: {out}");
+    assert_eq!(lines[1..], ["[sh.stderr.log] early-err", "[sh.stderr.log] more-err"]);
+    // --timestamps: a process's lines have no time ("-"); --container picks one process.
+    let (_, out, _) = d.cli(&["logs", "test/still/0", "--stream", "stderr", "--timestamps", "--container", "sh"]);
+    assert!(out.lines().all(|l| l.starts_with("[sh.stderr.log] - ")), "{out}");
+    let (_, out, _) = d.cli(&["logs", "test/still/0", "--container", "nosuch"]);
+    assert!(out.is_empty(), "{out}");
 
     // -f: the alternating lines come out alternating, whichever file they are in.
     let mut follow = Command::new(env!("CARGO_BIN_EXE_steward"))

@@ -952,6 +952,15 @@ async fn real_responses_match_the_document() {
     assert_eq!(check!("GET", INSTANCE, "/v1/instances/test/web/x").status, 400);
     assert_eq!(check!("GET", INSTANCE, "/v1/instances/%FF/web/0").status, 400);
 
+    // Logs: the lines (200, with the run marker), a bad stream (400), unknown (404).
+    const LOGS: &str = "/v1/instances/{namespace}/{name}/{index}/logs";
+    let r = check!("GET", LOGS, "/v1/instances/test/web/0/logs?tail=5&stream=stdout");
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    assert!(text.lines().any(|l| l.contains("--- steward: run started")), "{text}");
+    assert_eq!(check!("GET", LOGS, "/v1/instances/test/web/0/logs?stream=x").status, 400);
+    assert_eq!(check!("GET", LOGS, "/v1/instances/test/nope/0/logs").status, 404);
+
     // Actions: waited for (200), not waited for (202), failing (409), unknown (404), refused (403).
     let r = check!("POST", ACTION, "/v1/instances/test/web/0/reload?timeout=10");
     assert_eq!(r.status, 200);
@@ -1165,6 +1174,7 @@ async fn real_responses_match_the_document() {
         ("DELETE", "/v1/apps/{namespace}/{name}", 409),
         ("DELETE", "/v1/apps/{namespace}/{name}", 503),
         ("GET", INSTANCE, 403),
+        ("GET", "/v1/instances/{namespace}/{name}/{index}/logs", 403),
         ("GET", "/v1/instances", 403),
         ("GET", "/v1/events", 403),
         // Needs a pruned journal: tests/remote.rs provokes it.

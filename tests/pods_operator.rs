@@ -134,7 +134,11 @@ fn numbered_lines(d: &Daemon, instance_dir: &str, file: &str) -> Vec<u64> {
     for name in [format!("{file}.2"), format!("{file}.1"), file.to_string()] {
         text.push_str(&std::fs::read_to_string(dir.join(name)).unwrap_or_default());
     }
-    text.lines().filter_map(|l| l.strip_prefix("line-")).map(|n| n.parse().unwrap()).collect()
+    // Each line as Docker's timestamp, then the container's own text.
+    text.lines()
+        .filter_map(|l| l.split_once(' ').and_then(|(_, text)| text.strip_prefix("line-")))
+        .map(|n| n.parse().unwrap())
+        .collect()
 }
 
 /// A container writing numbered lines while the daemon is killed (-9) and stopped (SIGTERM)
@@ -186,7 +190,8 @@ async fn ports_reach_every_container_checks_probe_the_pod_and_publishing_is_boun
     assert_eq!(exec(&s.containers[1].id, "echo $PORT_http"), port.to_string(), "the sidecar knows the main's port");
 
     let main = &s.containers[0].id;
-    let bindings = docker::inspect(SHARED_SOCKET, main, "{{json .HostConfig.PortBindings}}");
+    // Two containers: the pod's network holder publishes the ports.
+    let bindings = docker::inspect(SHARED_SOCKET, "steward-ops.ports.0-network", "{{json .HostConfig.PortBindings}}");
     let bindings: Value = serde_json::from_str(&bindings).unwrap();
     assert_eq!(bindings["80/tcp"], json!([{"HostIp": "127.0.0.1", "HostPort": port.to_string()}]), "{bindings}");
     let log = docker::inspect(SHARED_SOCKET, main, "{{json .HostConfig.LogConfig}}");
@@ -283,4 +288,50 @@ async fn status_names_containers_and_keeps_the_health_reason() {
     assert!(why.contains("health") && !why.contains("137"), "{s:#?}");
     let (_, status, _) = d.cli(&["status", "ops/sick/0"]);
     assert!(status.contains(&format!("last exit: {why}")), "{status}");
+}
+
+/// `steward logs` of a pod, through the daemon: per container, with Docker's timestamps and
+/// run markers; a pod whose start failed keeps what its started containers said.
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_per_container_with_timestamps_markers_and_a_failed_starts_output() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-logs");
+    let pod_spec = pod(
+        "chat",
+        json!([sh("a", "echo from-a; exec sleep 1000"), sh("b", "echo from-b; exec sleep 1000")]),
+        json!({}),
+    );
+    d.apply_json(&pod_spec).await;
+    d.wait_state(&id("ops", "chat", 0), Kind::Running, 60).await;
+    let mut out = String::new();
+    for _ in 0..50 {
+        out = d.cli(&["logs", "ops/chat/0", "--container", "b", "--timestamps"]).1;
+        if out.contains("from-b") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!out.contains("from-a"), "only container b: {out}");
+    let line = out.lines().find(|l| l.contains("from-b")).unwrap_or_else(|| panic!("{out}"));
+    let stamp = line.strip_prefix("[b.stdout.log] ").and_then(|l| l.split_once(' ')).map(|(t, _)| t).unwrap();
+    assert!(stamp.len() >= 20 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T', "{line}");
+    assert!(out.contains("--- steward: run started"), "{out}");
+    let (_, plain, _) = d.cli(&["logs", "ops/chat/0", "--container", "b"]);
+    assert!(plain.lines().any(|l| l == "[b.stdout.log] from-b"), "no time without --timestamps: {plain}");
+
+    // A start that fails after container a ran: a's output is kept (retried by policy).
+    let mut broken = sh("b", "exec sleep 1000");
+    broken["command"]["value"] = json!("/no/such/program");
+    let failing = pod("fails", json!([sh("a", "echo a-said-this; exec sleep 1000"), broken]), json!({}));
+    d.apply_json(&failing).await;
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = d.cli(&["logs", "ops/fails/0", "--container", "a"]).1;
+        if seen.contains("a-said-this") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen.contains("[a.stdout.log] a-said-this"), "{seen}\n{}", d.log());
+    d.client.delete(&id("ops", "fails", 0), Some(30.0)).await.unwrap();
 }

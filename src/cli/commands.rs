@@ -22,8 +22,9 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Reload(t) => super::act::run(&client, "reload", t, output).await,
         Command::Delete(t) => delete(&client, t, output).await,
         Command::Events { follow, since } => super::events::run(&client, since, follow, output).await,
-        Command::Logs { id, follow, tail, stream } => {
-            return super::logs::run(config, socket, &id, follow, tail, stream, output).await
+        Command::Logs { id, follow, tail, stream, container, timestamps } => {
+            let request = super::logs::LogsRequest { id: &id, follow, tail, stream, process: container, timestamps };
+            return super::logs::run(config, socket, request, output).await;
         }
         Command::Node => node(&client, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,

@@ -42,35 +42,7 @@ pub fn text_line(e: &Event) -> String {
     let msg = b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
     format!("{:>6} {} {subject} {what}{msg}", e.seq, rfc3339_utc(e.at_ms))
 }
-
-/// Unix milliseconds as RFC 3339 UTC, e.g. `2026-11-24T22:31:47.123Z`.
-pub fn rfc3339_utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rest) = (secs / 86400, secs % 86400);
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        ms % 1000
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm: exact
-/// for every day, without a calendar crate for one line of output).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
+pub use crate::clock::rfc3339_utc;
 
 #[cfg(test)]
 mod tests {

@@ -168,6 +168,12 @@ pub enum Command {
         /// Only this stream's files.
         #[arg(long, value_enum)]
         stream: Option<Stream>,
+        /// Only this process (procName) or pod container (its name in the spec).
+        #[arg(long, visible_alias = "process", value_name = "NAME")]
+        container: Option<String>,
+        /// Show each line's time (a pod's lines have Docker's; a process's have none: "-").
+        #[arg(long)]
+        timestamps: bool,
     },
 }
 

@@ -315,9 +315,29 @@ impl Client {
         &self,
         since: u64,
         follow: bool,
-        mut on_line: impl FnMut(StreamLine) -> bool,
+        on_line: impl FnMut(StreamLine) -> bool,
     ) -> Result<(), ClientError> {
-        let path = format!("/v1/events?since={since}&follow={follow}");
+        self.ndjson(&format!("/v1/events?since={since}&follow={follow}"), on_line).await
+    }
+
+    /// An instance's output (see `GET /v1/instances/{id}/logs`): `query` is its query string
+    /// (`tail=`, `follow=`, `stream=`, `process=`); `on_line` returns false to stop.
+    pub async fn logs(
+        &self,
+        id: &InstanceId,
+        query: &[(&str, String)],
+        on_line: impl FnMut(LogLine) -> bool,
+    ) -> Result<(), ClientError> {
+        let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+        self.ndjson(&format!("{}/logs?{}", instance_path(id), query.join("&")), on_line).await
+    }
+
+    /// GETs `path` and hands each NDJSON line to `on_line` as it arrives.
+    async fn ndjson<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        mut on_line: impl FnMut(T) -> bool,
+    ) -> Result<(), ClientError> {
         let req = Request::builder()
             .uri(format!("http://localhost{path}"))
             .header("host", "localhost")
@@ -337,8 +357,7 @@ impl Client {
             pending.extend_from_slice(data);
             while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=nl).collect();
-                let line: StreamLine =
-                    serde_json::from_slice(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                let line: T = serde_json::from_slice(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
                 if !on_line(line) {
                     return Ok(());
                 }
@@ -346,6 +365,17 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// One line of an instance's output.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogLine {
+    pub process: String,
+    pub stream: String,
+    /// Docker's timestamp of a pod's line; none for a process's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    pub line: String,
 }
 
 /// One line of an event stream.

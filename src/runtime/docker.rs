@@ -120,6 +120,8 @@ pub struct PodStart<'a> {
     pub injected_env: &'a [Vec<(String, String)>],
     /// The spec's metadata labels, copied onto every container.
     pub labels: &'a std::collections::BTreeMap<String, String>,
+    /// The instance's run directory: a failed start's output is kept there.
+    pub log_dir: &'a Path,
 }
 
 #[derive(Clone)]
@@ -257,6 +259,10 @@ impl Docker {
                 other => other,
             };
             if let Err(e) = result {
+                // What the started containers said is often why the start failed: kept.
+                for (id, c) in ids.iter().zip(&start.pod.containers) {
+                    self.save_output(id, start.log_dir, &c.name).await;
+                }
                 for id in ids.iter().chain(holder.as_ref()) {
                     let _ = self.remove(id).await;
                 }
@@ -351,6 +357,28 @@ impl Docker {
             bindings.insert(key, Some(vec![binding]));
         }
         (exposed, bindings)
+    }
+
+    /// Appends everything container `id` has written to the log files of `name` in `dir` (with
+    /// Docker's timestamps), as the follower would have: for a container about to be removed
+    /// before anything followed it.
+    async fn save_output(&self, id: &str, dir: &Path, name: &str) {
+        use tokio::io::AsyncWriteExt;
+        let Ok(client) = self.client() else { return };
+        let options =
+            q::LogsOptions { stdout: true, stderr: true, timestamps: true, tail: "all".into(), ..Default::default() };
+        let mut stream = client.logs(id, Some(options));
+        let open = |stream: &str| {
+            let path = dir.join(format!("{name}.{stream}.log"));
+            async move { tokio::fs::OpenOptions::new().create(true).append(true).open(path).await }
+        };
+        let (Ok(mut out), Ok(mut err)) = (open("stdout").await, open("stderr").await) else { return };
+        while let Some(Ok(chunk)) = stream.next().await {
+            let _ = match chunk {
+                bollard::container::LogOutput::StdErr { message } => err.write_all(&message).await,
+                other => out.write_all(other.as_ref()).await,
+            };
+        }
     }
 
     /// Removes the network holder of `instance`, if it has one (its pod has stopped).
@@ -615,6 +643,13 @@ impl Docker {
                 return;
             };
             let mut position = LogPosition::resume(&position_file, &id, &out, &err);
+            if position.last.is_empty() {
+                // A new container: its run begins here in both files.
+                let now = crate::supervisor::record::now_ms();
+                let marker = format!("{} {}", crate::clock::rfc3339_utc(now), crate::logs::run_marker(now));
+                let _ = out_file.write_all(marker.as_bytes()).await;
+                let _ = err_file.write_all(marker.as_bytes()).await;
+            }
             let options = q::LogsOptions {
                 follow: true,
                 stdout: true,
@@ -626,7 +661,7 @@ impl Docker {
             let mut stream = client.logs(&id, Some(options));
             while let Some(Ok(chunk)) = stream.next().await {
                 let is_err = matches!(chunk, bollard::container::LogOutput::StdErr { .. });
-                let Some((stamp, message)) = split_timestamp(chunk.as_ref()) else { continue };
+                let Some((stamp, _)) = split_timestamp(chunk.as_ref()) else { continue };
                 if !position.is_new(&stamp) {
                     continue;
                 }
@@ -634,7 +669,8 @@ impl Docker {
                 // The position first, naming the file's length before this line: a crash
                 // between the two writes is told apart at resume by that length.
                 position.advance(&position_file, stamp, is_err, path);
-                let _ = file.write_all(message).await;
+                // With Docker's timestamp in front: `steward logs --timestamps` shows it.
+                let _ = file.write_all(chunk.as_ref()).await;
             }
         })
     }

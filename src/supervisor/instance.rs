@@ -855,8 +855,15 @@ impl Actor {
     ) -> std::io::Result<(i32, ExitWatch)> {
         let p = &rendered.processes[i];
         let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
-        let stdout = process::open_log(&log("stdout"), user)?;
-        let stderr = process::open_log(&log("stderr"), user)?;
+        let mut stdout = process::open_log(&log("stdout"), user)?;
+        let mut stderr = process::open_log(&log("stderr"), user)?;
+        if what == "start" {
+            // Where each run's output begins, in both files (`steward logs` shows it).
+            use std::io::Write;
+            let marker = crate::logs::run_marker(now_ms());
+            stdout.write_all(marker.as_bytes())?;
+            stderr.write_all(marker.as_bytes())?;
+        }
         let mut env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
         env.extend(self.injected_env.get(i).into_iter().flatten().cloned());
         let join = self.cgroup.join_files().map_err(|e| std::io::Error::other(e.to_string()))?;

@@ -41,6 +41,7 @@ impl Actor {
             pod,
             injected_env: &self.injected_env,
             labels: &self.spec.spec.metadata.labels,
+            log_dir: &rendered.run_dir,
         };
         // A request that comes meanwhile cancels the start, which then removes what it made
         // (see `Docker::start_pod`); the request decides what follows.
