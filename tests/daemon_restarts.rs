@@ -221,3 +221,36 @@ async fn apply_restores_deleted_instances_and_delete_takes_whole_apps() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("generation 1"), "{out}");
 }
+
+/// A delete cut short by the daemon's restart completes after it: the instance disappears
+/// (it used to linger in listings as Stopped, and a whole-app delete then said "no app"), and
+/// the app can still be deleted and applied again.
+#[tokio::test]
+async fn a_delete_interrupted_by_a_daemon_restart_completes_after_it() {
+    let mut d = Daemon::start("delresume");
+    let s = spec(
+        "slow",
+        1,
+        json!({"startCmd": "trap '' TERM; sleep 1000 & wait"}),
+        json!({"killPolicy": {"gracePeriod": 3}}),
+    );
+    let file = spec_file(&d, "slow.json", &s);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let iid = id("test", "slow", 0);
+    let (code, _, err) = d.cli(&["delete", "test/slow/0", "--timeout", "0"]);
+    assert_eq!(code, 0, "{err}");
+    d.wait_state(&iid, Kind::Stopping, 5).await;
+    d.restart(true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !d.client.list(&[("name", "slow")]).await.unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the resumed delete did not complete:\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(d.client.status(&iid).await.is_err(), "no ghost left to answer for it");
+    let (code, out, err) = d.cli(&["delete", "test/slow"]);
+    assert_eq!(code, 0, "the app (its spec) is still there to delete: {out}{err}");
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("generation 1"), "{out}");
+}

@@ -390,6 +390,7 @@ impl Supervisor {
 
     /// The ids in `ids` that have no instance here.
     fn missing(&self, ids: &[InstanceId]) -> Vec<InstanceId> {
+        self.sweep();
         let instances = self.instances.lock().expect("instances lock");
         ids.iter().filter(|id| !instances.contains_key(id)).cloned().collect()
     }
@@ -488,11 +489,22 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Stops and removes instance `id`; its app's spec stays.
+    /// Stops and removes instance `id`; its app's spec stays. One whose actor has already ended
+    /// (a delete resumed after a daemon restart finished by itself) is simply gone.
     async fn delete_instance(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.request(id, Command::Delete).await?;
+        match self.request(id, Command::Delete).await {
+            Ok(()) | Err(SupervisorError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
         self.instances.lock().expect("instances lock").remove(id);
         Ok(())
+    }
+
+    /// Drops the handles of instances whose actor has ended: it ends only once the instance is
+    /// deleted, which a delete interrupted by a daemon restart completes on its own after the
+    /// restart, with nobody waiting to remove the handle.
+    fn sweep(&self) {
+        self.instances.lock().expect("instances lock").retain(|_, h| h.status.has_changed().is_ok());
     }
 
     /// Removes an app's spec (once it has no instance here).
@@ -512,6 +524,7 @@ impl Supervisor {
         if !self.specs.lock().expect("specs lock").contains_key(&app) {
             return Err(SupervisorError::NotFound(format!("app {app}")));
         }
+        self.sweep();
         let ids: Vec<InstanceId> = self
             .instances
             .lock()
@@ -531,6 +544,7 @@ impl Supervisor {
 
     /// Every instance matching `filter`, in id order.
     pub fn list(&self, filter: &ListFilter) -> Vec<InstanceStatus> {
+        self.sweep();
         let instances = self.instances.lock().expect("instances lock");
         instances
             .iter()
@@ -543,6 +557,7 @@ impl Supervisor {
 
     /// One instance, with its cgroup's resource use.
     pub fn status(&self, id: &InstanceId) -> Result<InstanceStatus, SupervisorError> {
+        self.sweep();
         let rec = {
             let instances = self.instances.lock().expect("instances lock");
             let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
