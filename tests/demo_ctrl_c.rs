@@ -56,39 +56,7 @@ async fn ctrl_c_in_a_terminal_deletes_the_demos_instances_and_stops_the_daemon()
     let earlier_pid = Client::new(DEFAULT_SOCKET).list(&[]).await.unwrap()[0].pid.unwrap();
     daemon.stop();
 
-    let repo = env!("CARGO_MANIFEST_DIR");
-    let mut demo = Command::new("script")
-        .args(["-qfec", "bash scripts/demo.sh", "/dev/null"])
-        .current_dir(repo)
-        .env("STEWARD_DEMO_BIN", stewardd.parent().unwrap())
-        .env_remove("DEMO_ONCE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("util-linux script");
-    let screen = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let (mut out, screen) = (demo.stdout.take().unwrap(), screen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                screen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
-    let shown = |text: &str| screen.lock().unwrap().contains(text);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !shown("Ctrl-C ends the demo.") {
-        if Instant::now() > deadline || demo.try_wait().unwrap().is_some() {
-            let _ = demo.kill();
-            panic!("the demo did not reach its status screen:\n{}", screen.lock().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut demo, screen, reader) = start_demo(&stewardd);
     // What the demo runs, as the daemon reports it.
     let client = Client::new(DEFAULT_SOCKET);
     let instances = client.list(&[]).await.unwrap();
@@ -129,12 +97,83 @@ async fn ctrl_c_in_a_terminal_deletes_the_demos_instances_and_stops_the_daemon()
     assert!(named, "the earlier instance is named before the applies:\n{screen}");
     assert!(common::alive(earlier_pid), "the demo deleted what was not its own");
 
-    // Leave nothing: the earlier work goes with a daemon of its own.
+    // A second Ctrl-C during the cleanup ends the demo at once and says what was left.
+    let (mut demo, screen, reader) = start_demo(&stewardd);
+    demo.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+    demo.stdin.as_mut().unwrap().flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !screen.lock().unwrap().contains("removing the demo's apps") {
+        assert!(Instant::now() < deadline, "no cleanup after Ctrl-C:\n{}", screen.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = Instant::now();
+    demo.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+    demo.stdin.as_mut().unwrap().flush().unwrap();
+    let ended = loop {
+        if let Some(status) = demo.try_wait().unwrap() {
+            break status;
+        }
+        assert!(second.elapsed() < Duration::from_secs(10), "a second Ctrl-C did not end the demo");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    reader.join().unwrap();
+    let screen = screen.lock().unwrap().clone();
+    eprintln!("second Ctrl-C to prompt: {} ms", second.elapsed().as_millis());
+    assert_eq!(ended.code(), Some(130), "{screen}");
+    assert!(screen.contains("interrupted again") && screen.contains("left:"), "{screen}");
+    assert_eq!(processes_of(&stewardd), Vec::<i32>::new(), "stewardd outlived the demo:\n{screen}");
+
+    // Leave nothing: what is left and the earlier work go with a daemon of its own.
     let mut daemon = DefaultDaemon::start(&stewardd);
-    let deleted = Command::new(&steward).args(["delete", "earlier/sleeper"]).output().unwrap();
+    let deleted = Command::new(&steward).args(["delete", "--all"]).output().unwrap();
     assert!(deleted.status.success(), "{}", String::from_utf8_lossy(&deleted.stderr));
+    for values in ["secret", "configmap"] {
+        let listed = Command::new(&steward).args(["-o", "json", values, "ls"]).output().unwrap();
+        let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        for v in listed.as_array().unwrap() {
+            let name = format!("{}/{}", v["namespace"].as_str().unwrap(), v["name"].as_str().unwrap());
+            Command::new(&steward).args([values, "rm", &name]).output().unwrap();
+        }
+    }
     daemon.stop();
     let _ = std::fs::remove_file(&earlier);
+}
+
+/// `bash scripts/demo.sh` in a pseudo-terminal, once it shows its status screen: the child, the
+/// screen so far (kept up to date by the returned thread).
+fn start_demo(stewardd: &Path) -> (std::process::Child, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+    let mut demo = Command::new("script")
+        .args(["-qfec", "bash scripts/demo.sh", "/dev/null"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("STEWARD_DEMO_BIN", stewardd.parent().unwrap())
+        .env_remove("DEMO_ONCE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("util-linux script");
+    let screen = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let (mut out, screen) = (demo.stdout.take().unwrap(), screen.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !screen.lock().unwrap().contains("Ctrl-C ends the demo.") {
+        if Instant::now() > deadline || demo.try_wait().unwrap().is_some() {
+            let _ = demo.kill();
+            panic!("the demo did not reach its status screen:\n{}", screen.lock().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (demo, screen, reader)
 }
 
 /// stewardd with its embedded default configuration (the demo's), in a session of its own.

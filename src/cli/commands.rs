@@ -566,6 +566,12 @@ async fn delete(client: &Client, t: DeleteTargets, output: Output) -> Result<i32
                 code = first_failure(code, exit::FAILED);
             }
             Err(e @ ClientError::Unreachable { .. }) => return Err(e),
+            // Listed a moment ago (--all), gone since (its own delete completed): as asked.
+            Err(ClientError::Api { status: 404, .. }) if t.all => {
+                if output == Output::Text {
+                    println!("{id}: already gone");
+                }
+            }
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
                 code = first_failure(code, exit_code(&e));
