@@ -19,11 +19,15 @@ pub const MIN_COMPACT_FILE_BYTES: u64 = 16 << 20;
 
 /// `(file bytes, bytes in allocated pages)`, when more than half of a file of at least
 /// [`MIN_COMPACT_FILE_BYTES`] is free pages; `None` when compaction is not worth it.
-pub(crate) fn worth_it(db: &Database, path: &Path) -> Result<Option<(u64, u64)>, StoreError> {
+///
+/// redb's stats walk every page, so they are read only when the file is over three times
+/// `journal_bytes` (the events take about twice their JSON in pages): in a steady crash loop
+/// the file is not, and the writer does not stop for a walk after every prune.
+pub(crate) fn worth_it(db: &Database, path: &Path, journal_bytes: u64) -> Result<Option<(u64, u64)>, StoreError> {
     let file = std::fs::metadata(path)
         .map_err(|e| StoreError::File { path: path.to_path_buf(), source: std::sync::Arc::new(e) })?
         .len();
-    if file < MIN_COMPACT_FILE_BYTES {
+    if file < MIN_COMPACT_FILE_BYTES || file <= journal_bytes.saturating_mul(3) {
         return Ok(None);
     }
     let txn = db.begin_write().map_err(db_err(path, "begin write transaction"))?;
@@ -35,9 +39,8 @@ pub(crate) fn worth_it(db: &Database, path: &Path) -> Result<Option<(u64, u64)>,
 
 /// Compacts when [`worth_it`]; returns `(file bytes before, after)` if it did. A reader
 /// holding a transaction makes redb refuse: that is not an error, the next try does it.
-pub(crate) fn maybe(db: &mut Database, path: &Path) -> Result<Option<(u64, u64)>, StoreError> {
-    let w = worth_it(db, path)?;
-    let Some((before, used)) = w else { return Ok(None) };
+pub(crate) fn maybe(db: &mut Database, path: &Path, journal_bytes: u64) -> Result<Option<(u64, u64)>, StoreError> {
+    let Some((before, used)) = worth_it(db, path, journal_bytes)? else { return Ok(None) };
     let started = std::time::Instant::now();
     match db.compact() {
         Ok(_) => {}

@@ -393,7 +393,7 @@ impl Store {
 
         let (last_seq, first_seq, journal_bytes) = init(&db, &path)?;
         // A file left large by a burst (or by an older Steward, issue 32) shrinks here.
-        compact::maybe(&mut db, &path)?;
+        compact::maybe(&mut db, &path, journal_bytes)?;
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         let shared = Arc::new(Shared {
             db: RwLock::new(db),

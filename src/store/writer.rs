@@ -96,7 +96,7 @@ pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: u
                 let prunes = group.iter().filter(|r| matches!(r, Request::Prune { .. }));
                 if prunes.zip(&outcome.pruned).any(|(r, n)| prune_done(r, *n)) {
                     let mut db = shared.db.write().unwrap_or_else(|e| e.into_inner());
-                    if let Err(e) = super::compact::maybe(&mut db, &shared.path) {
+                    if let Err(e) = super::compact::maybe(&mut db, &shared.path, outcome.journal_bytes) {
                         tracing::warn!(path = %shared.path.display(), error = %e, "state store compaction failed");
                     }
                 }
