@@ -12,7 +12,7 @@ usage: bench/soak.sh (installs matplotlib) or python3 bench/soak.py [--n 200] [-
 Writes a table and a chart under bench/results/. Bytes per restart: the mean compact JSON size
 of the newest 2000 event bodies times events per restart (journal only; the instance record
 rewritten at each commit is not counted)."""
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -94,13 +94,20 @@ def main():
     redb = os.path.join(state, "steward.redb")
     log(f"soak: N={N} T={MINUTES} min, daemon {daemon.pid}, dir {d}")
     rows = []
+    # SIGTERM (or ^C) cuts the run short: what was sampled is still written.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    ev_bytes = 0
     try:
         api(sock, "POST", "/v1/apply", json.dumps(crash_spec(N)).encode())
         t0 = time.monotonic()
         prev = None
         while True:
             now = time.monotonic() - t0
-            node = api(sock, "GET", "/v1/node")["events"]
+            try:
+                node = api(sock, "GET", "/v1/node")["events"]
+            except OSError as e:
+                log(f"the daemon stopped answering at t={now:.0f} s ({e}); writing what was sampled")
+                break
             sample = {"t": round(now), "du_mib": du_mib(state), "file_mib": os.path.getsize(redb) / 2**20,
                       "rss_mib": rss_mib(daemon.pid), "cpu_s": cpu_secs(daemon.pid),
                       "fds": len(os.listdir(f"/proc/{daemon.pid}/fd")), "last_seq": node["lastSeq"],
@@ -121,6 +128,8 @@ def main():
                 break
             time.sleep(max(0.0, EVERY - (time.monotonic() - t0 - now)))
         ev_bytes = event_body_bytes(sock, rows[-1]["last_seq"])
+    except KeyboardInterrupt:
+        log("interrupted: writing what was sampled")
     finally:
         stop_everything(daemon, parent)
     write(rows, ev_bytes)
@@ -137,6 +146,8 @@ def write(rows, ev_bytes):
     span = [r for r in rows if "restarts_s" in r]
     total_r = last["restarts"] - rows[0]["restarts"]
     ev_per_restart = (last["last_seq"] - rows[0]["last_seq"]) / total_r if total_r else 0
+    if not ev_bytes and last["journal_mib"]:  # events unreadable: the journal's own byte count
+        ev_bytes = last["journal_mib"] * 2**20 / max(1, last["last_seq"] + 1 - last["first_seq"])
     cpu_ms = (last["cpu_s"] - rows[0]["cpu_s"]) * 1000 / total_r if total_r else None
     out = [f"# Soak: {N} instances in a crash loop for {MINUTES:g} min",
            "",
@@ -206,7 +217,16 @@ def chart(rows, path):
 
 
 if __name__ == "__main__":
-    if "--redraw" in sys.argv:
+    if "--from-log" in sys.argv:  # rebuild NAME's results from the samples a run logged
+        rows = []
+        for line in open(opt("--from-log", "")):
+            if line.startswith("t="):
+                r = {k: float(v) for k, v in (kv.split("=") for kv in line.split())}
+                for k in ("t", "last_seq", "first_seq", "restarts", "fds"):
+                    r[k] = int(r[k])
+                rows.append(r)
+        write(rows, 0)
+    elif "--redraw" in sys.argv:
         base = os.path.join(RESULTS, opt("--redraw", NAME))
         chart(json.load(open(base + ".json")), base + ".png")
     else:
