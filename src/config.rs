@@ -112,15 +112,21 @@ impl Default for RemoteConfig {
 pub struct EventsConfig {
     /// Newest events kept in the journal; older ones are pruned (`since` below them is 410).
     pub retention: u64,
-    /// How often the journal is pruned, in seconds.
+    /// Most bytes of event bodies the journal keeps; the oldest beyond are pruned too. Bounds
+    /// the store when events come fast (a crash loop), whatever `retention` says.
+    pub max_bytes: u64,
+    /// How often the journal is pruned, in seconds (sooner when it is 10% over a bound).
     pub prune_secs: u64,
     /// An event stream with nothing to send sends a heartbeat line this often, in seconds.
     pub heartbeat_secs: u64,
 }
 
+/// Below this a handful of events would fill the journal and a follower could hardly keep up.
+pub const MIN_EVENTS_MAX_BYTES: u64 = 64 << 10;
+
 impl Default for EventsConfig {
     fn default() -> Self {
-        EventsConfig { retention: 100_000, prune_secs: 60, heartbeat_secs: 15 }
+        EventsConfig { retention: 100_000, max_bytes: 16 << 20, prune_secs: 60, heartbeat_secs: 15 }
     }
 }
 
@@ -212,6 +218,9 @@ impl Config {
         let events = &config.events;
         if events.retention == 0 || events.prune_secs == 0 || events.heartbeat_secs == 0 {
             return Err("events.retention, events.prune_secs and events.heartbeat_secs must be above 0".into());
+        }
+        if events.max_bytes < MIN_EVENTS_MAX_BYTES {
+            return Err(format!("events.max_bytes must be at least {MIN_EVENTS_MAX_BYTES} (64 KiB)"));
         }
         if config.node.hostname.as_deref().is_some_and(|h| h.trim().is_empty()) {
             return Err("node.hostname must not be empty".into());

@@ -130,7 +130,8 @@ async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<s
         "ports": ports_document(start, end, free, live.port_range),
         "instances": instances.len(),
         "apps": apps,
-        "events": {"firstSeq": store.first_seq(), "lastSeq": store.last_seq(), "retention": live.events.retention},
+        "events": {"firstSeq": store.first_seq(), "lastSeq": store.last_seq(), "retention": live.events.retention,
+            "maxBytes": live.events.max_bytes, "bytes": store.journal_bytes()},
         "version": env!("CARGO_PKG_VERSION"),
     })))
 }
@@ -419,11 +420,12 @@ async fn events(
     let oldest = first_batch.first().map_or(newest + 1, |e| e.seq);
     if oldest > since + 1 {
         let message = format!(
-            "events {} to {} after since {since} are no longer kept (events.retention {}): read the current \
-             state (GET /v1/instances) and resume from /v1/node's events.lastSeq",
+            "events {} to {} after since {since} are no longer kept (events.retention {}, events.max_bytes {}): read the \
+             current state (GET /v1/instances) and resume from /v1/node's events.lastSeq",
             since + 1,
             oldest - 1,
-            config.events.retention
+            config.events.retention,
+            config.events.max_bytes
         );
         return Err(ApiError::new(StatusCode::GONE, "since_pruned", message).field("since"));
     }

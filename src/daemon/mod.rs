@@ -109,8 +109,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.remote != running.remote {
                 needs_restart.push("remote (the tokens file is re-read now)");
             }
-            if (new.events.retention, new.events.prune_secs) != (running.events.retention, running.events.prune_secs) {
-                needs_restart.push("events.retention/events.prune_secs");
+            let bounds = |e: &crate::config::EventsConfig| (e.retention, e.max_bytes, e.prune_secs);
+            if bounds(&new.events) != bounds(&running.events) {
+                needs_restart.push("events.retention/events.max_bytes/events.prune_secs");
             }
             if new.host_ip != running.host_ip {
                 needs_restart.push("host_ip (${hostip} of running instances)");
@@ -305,19 +306,27 @@ async fn serve_remote(
     Ok((guard, server))
 }
 
-/// Retention: keeps the newest `events.retention` events, pruning every `events.prune_secs`.
+/// Retention: keeps the newest `events.retention` events and at most `events.max_bytes` of
+/// them, pruning every `events.prune_secs`, or at the next 1 s tick once the journal is 10%
+/// over a bound: at a crash loop's 800 events/s, a minute is 12 MB of events.
 async fn prune_events(state: Arc<AppState>, events: crate::config::EventsConfig) {
     let every = std::time::Duration::from_secs(events.prune_secs.max(1));
+    let (retention, max_bytes) = (events.retention, events.max_bytes);
+    let mut last = tokio::time::Instant::now() - every;
     loop {
         let store = state.supervisor.store().clone();
-        let retention = events.retention;
-        match tokio::task::spawn_blocking(move || store.prune_events(retention)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::debug!("pruned {n} event(s) beyond the newest {retention}"),
-            Ok(Err(e)) => tracing::warn!("pruning events: {e}"),
-            Err(e) => tracing::warn!("pruning task: {e}"),
+        let held = (store.last_seq() + 1).saturating_sub(store.first_seq());
+        let over = held > retention + retention / 10 || store.journal_bytes() > max_bytes + max_bytes / 10;
+        if over || last.elapsed() >= every {
+            last = tokio::time::Instant::now();
+            match tokio::task::spawn_blocking(move || store.prune(retention, max_bytes)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::debug!("pruned {n} event(s) beyond the newest {retention} or {max_bytes} bytes"),
+                Ok(Err(e)) => tracing::warn!("pruning events: {e}"),
+                Err(e) => tracing::warn!("pruning task: {e}"),
+            }
         }
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 

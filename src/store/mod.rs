@@ -25,11 +25,13 @@
 //!
 //! On disk (`DIR/steward.redb`): tables `instances`, `specs`, `ports`, `meta`
 //! (`&str` → JSON bytes), `_events` (`u64` seq → (`u64` unix ms, JSON bytes)) and `_store`
-//! (`last_seq`, `schema_version`).
+//! (`last_seq`, `journal_bytes`, `schema_version`).
 
+mod compact;
 mod error;
 mod writer;
 
+pub use compact::MIN_COMPACT_FILE_BYTES;
 use error::db_err;
 pub use error::StoreError;
 
@@ -39,7 +41,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -69,6 +71,13 @@ const SCHEMA_VERSION: u64 = 1;
 const EVENTS: TableDefinition<u64, (u64, &[u8])> = TableDefinition::new("_events");
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("_store");
 const LAST_SEQ_KEY: &str = "last_seq";
+/// Sum of the stored event bodies' lengths, kept beside `last_seq` in every transaction so the
+/// byte bound of the retention needs no scan. Absent in stores written before it: counted at open.
+const JOURNAL_BYTES_KEY: &str = "journal_bytes";
+/// Most events one prune transaction removes. Small transactions free a few hundred KiB of
+/// pages each, which the following commits reuse; the whole backlog in one transaction made
+/// redb double the file (issue 32). Each chunk is queued behind the commits already waiting.
+pub const PRUNE_CHUNK: usize = 1024;
 const SCHEMA_KEY: &str = "schema_version";
 
 /// A table of string-keyed JSON records.
@@ -279,11 +288,14 @@ fn to_json(value: &Value) -> Vec<u8> {
 
 /// State shared by the handles and the writer thread.
 pub(crate) struct Shared {
-    pub(crate) db: Database,
+    /// Readers and the writer's transactions take it shared; compaction, which needs redb to
+    /// itself, exclusive (a reader holds it until its transaction ends).
+    pub(crate) db: RwLock<Database>,
     pub(crate) path: PathBuf,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) last_seq: AtomicU64,
     pub(crate) first_seq: AtomicU64,
+    pub(crate) journal_bytes: AtomicU64,
     pub(crate) write_txns: AtomicU64,
     pub(crate) failed_txns: AtomicU64,
     pub(crate) batches: AtomicU64,
@@ -373,19 +385,23 @@ impl Store {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| StoreError::File { path: path.clone(), source: Arc::new(e) })?;
-        let db = redb::Builder::new().set_cache_size(options.cache_bytes).create_file(file).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.clone() },
-            e => StoreError::Open { path: path.clone(), source: Arc::new(e) },
-        })?;
+        let mut db =
+            redb::Builder::new().set_cache_size(options.cache_bytes).create_file(file).map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.clone() },
+                e => StoreError::Open { path: path.clone(), source: Arc::new(e) },
+            })?;
 
-        let (last_seq, first_seq) = init(&db, &path)?;
+        let (last_seq, first_seq, journal_bytes) = init(&db, &path)?;
+        // A file left large by a burst (or by an older Steward, issue 32) shrinks here.
+        compact::maybe(&mut db, &path, journal_bytes)?;
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         let shared = Arc::new(Shared {
-            db,
+            db: RwLock::new(db),
             path,
             events,
             last_seq: AtomicU64::new(last_seq),
             first_seq: AtomicU64::new(first_seq),
+            journal_bytes: AtomicU64::new(journal_bytes),
             write_txns: AtomicU64::new(1),
             failed_txns: AtomicU64::new(0),
             batches: AtomicU64::new(0),
@@ -517,13 +533,34 @@ impl Store {
         self.inner.shared.last_seq.load(Ordering::Acquire)
     }
 
+    /// Sum of the lengths of the event bodies the journal holds (JSON bytes, without redb's
+    /// own overhead).
+    pub fn journal_bytes(&self) -> u64 {
+        self.inner.shared.journal_bytes.load(Ordering::Acquire)
+    }
+
     /// Retention: delete all but the newest `keep_last` events; returns how many were
-    /// removed. Goes through the writer (one durable write transaction, possibly shared
-    /// with concurrent commits) and blocks until it is done. Never moves `last_seq`.
+    /// removed. See [`Store::prune`].
     pub fn prune_events(&self, keep_last: u64) -> Result<u64, StoreError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.send(Request::Prune { keep_last, reply: Reply::Blocking(tx) })?;
-        rx.recv().map_err(|_| self.stopped())?
+        self.prune(keep_last, u64::MAX)
+    }
+
+    /// Retention: delete the oldest events while more than `keep_last` remain or their bodies
+    /// hold more than `max_bytes`; returns how many were removed. Goes through the writer in
+    /// transactions of at most [`PRUNE_CHUNK`] events (each durable, possibly shared with
+    /// concurrent commits, which run between them) and blocks until it is done. Never moves
+    /// `last_seq`.
+    pub fn prune(&self, keep_last: u64, max_bytes: u64) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let (tx, rx) = mpsc::sync_channel(1);
+            self.send(Request::Prune { keep_last, max_bytes, limit: PRUNE_CHUNK, reply: Reply::Blocking(tx) })?;
+            let removed = rx.recv().map_err(|_| self.stopped())??;
+            total += removed;
+            if removed < PRUNE_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -554,20 +591,44 @@ impl Store {
         StoreError::WriterStopped { path: self.path().to_path_buf() }
     }
 
-    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
-        self.inner.shared.db.begin_read().map_err(|e| StoreError::db(self.path(), "begin read transaction", e))
+    fn read_txn(&self) -> Result<ReadView<'_>, StoreError> {
+        let db = self.inner.shared.db();
+        let txn = db.begin_read().map_err(|e| StoreError::db(self.path(), "begin read transaction", e))?;
+        Ok(ReadView { txn, _db: db })
     }
 }
 
-/// Create the tables, check the schema version, and read the journal bounds.
-fn init(db: &Database, path: &Path) -> Result<(u64, u64), StoreError> {
+impl Shared {
+    /// The database, shared (a panic elsewhere while holding the lock leaves redb consistent).
+    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Database> {
+        self.db.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A read transaction holding the database lock until it ends, so compaction never meets a
+/// live reader. Fields drop in order: the transaction first.
+struct ReadView<'a> {
+    txn: redb::ReadTransaction,
+    _db: RwLockReadGuard<'a, Database>,
+}
+
+impl std::ops::Deref for ReadView<'_> {
+    type Target = redb::ReadTransaction;
+    fn deref(&self) -> &redb::ReadTransaction {
+        &self.txn
+    }
+}
+
+/// Create the tables, check the schema version, and read the journal bounds and size
+/// (`(last_seq, first_seq, journal_bytes)`).
+fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64), StoreError> {
     let mut txn = db.begin_write().map_err(db_err(path, "begin write transaction"))?;
     txn.set_durability(Durability::Immediate);
     {
         for t in Table::ALL {
             txn.open_table(t.def()).map_err(db_err(path, "create table"))?;
         }
-        txn.open_table(EVENTS).map_err(db_err(path, "create table"))?;
+        let events = txn.open_table(EVENTS).map_err(db_err(path, "create table"))?;
         let mut state = txn.open_table(STATE).map_err(db_err(path, "create table"))?;
         let found = state.get(SCHEMA_KEY).map_err(db_err(path, "read schema version"))?.map(|g| g.value());
         match found {
@@ -579,10 +640,20 @@ fn init(db: &Database, path: &Path) -> Result<(u64, u64), StoreError> {
                 state.insert(SCHEMA_KEY, SCHEMA_VERSION).map_err(db_err(path, "write schema version"))?;
             }
         }
+        if state.get(JOURNAL_BYTES_KEY).map_err(db_err(path, "read journal_bytes"))?.is_none() {
+            let mut bytes = 0u64;
+            for entry in events.iter().map_err(db_err(path, "read events"))? {
+                bytes += entry.map_err(db_err(path, "read events"))?.1.value().1.len() as u64;
+            }
+            state.insert(JOURNAL_BYTES_KEY, bytes).map_err(db_err(path, "write journal_bytes"))?;
+        }
     }
     txn.commit().map_err(db_err(path, "commit"))?;
     let rtxn = db.begin_read().map_err(db_err(path, "begin read transaction"))?;
-    journal_bounds(&rtxn, path)
+    let (last_seq, first_seq) = journal_bounds(&rtxn, path)?;
+    let state = rtxn.open_table(STATE).map_err(db_err(path, "open table"))?;
+    let bytes = state.get(JOURNAL_BYTES_KEY).map_err(db_err(path, "read journal_bytes"))?.map(|g| g.value());
+    Ok((last_seq, first_seq, bytes.unwrap_or(0)))
 }
 
 /// `(last_seq, first_seq)` as seen by `txn`.

@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::Durability;
+use redb::{Durability, ReadableTable};
 use tokio::sync::oneshot;
 
 use super::error::db_err;
-use super::{Batch, Event, Op, Shared, StoreError, Table, EVENTS, LAST_SEQ_KEY, STATE};
+use super::{Batch, Event, Op, Shared, StoreError, Table, EVENTS, JOURNAL_BYTES_KEY, LAST_SEQ_KEY, STATE};
 
 /// Where to send a request's result.
 pub(crate) enum Reply<T> {
@@ -34,8 +34,20 @@ impl<T> Reply<T> {
 }
 
 pub(crate) enum Request {
-    Commit { batch: Batch, reply: Reply<Vec<u64>> },
-    Prune { keep_last: u64, reply: Reply<u64> },
+    Commit {
+        batch: Batch,
+        reply: Reply<Vec<u64>>,
+    },
+    /// Remove the oldest events while there are more than `keep_last` or they hold more than
+    /// `max_bytes`, at most `limit` of them: a prune is cut into small transactions so that
+    /// the pages each one frees are reused by the next commits. One transaction deleting tens
+    /// of thousands of events made redb grow the file by hundreds of MiB (issue 32).
+    Prune {
+        keep_last: u64,
+        max_bytes: u64,
+        limit: usize,
+        reply: Reply<u64>,
+    },
 }
 
 impl Request {
@@ -51,6 +63,7 @@ impl Request {
 struct Outcome {
     last_seq: u64,
     first_seq: u64,
+    journal_bytes: u64,
     /// Events removed by each `Prune` request of the group, in order.
     pruned: Vec<u64>,
 }
@@ -73,9 +86,22 @@ pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: u
         }
         let last_seq = shared.last_seq.load(Ordering::Acquire);
         let first_seq = shared.first_seq.load(Ordering::Acquire);
+        let bytes = shared.journal_bytes.load(Ordering::Acquire);
         let at_ms = now_ms();
-        match write_group(&shared, &group, last_seq, first_seq, at_ms) {
-            Ok(outcome) => finish(&shared, group.drain(..), last_seq, at_ms, outcome),
+        match write_group(&shared, &group, (last_seq, first_seq, bytes), at_ms) {
+            Ok(outcome) => {
+                // A prune that ran out of events to remove is done: time to see whether the
+                // file is mostly free pages (after a burst) and give them back, before the
+                // prune's caller hears it is done.
+                let prunes = group.iter().filter(|r| matches!(r, Request::Prune { .. }));
+                if prunes.zip(&outcome.pruned).any(|(r, n)| prune_done(r, *n)) {
+                    let mut db = shared.db.write().unwrap_or_else(|e| e.into_inner());
+                    if let Err(e) = super::compact::maybe(&mut db, &shared.path, outcome.journal_bytes) {
+                        tracing::warn!(path = %shared.path.display(), error = %e, "state store compaction failed");
+                    }
+                }
+                finish(&shared, group.drain(..), last_seq, at_ms, outcome);
+            }
             Err(e) => {
                 shared.failed_txns.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(path = %shared.path.display(), requests = group.len(), error = %e, "state store commit failed");
@@ -90,16 +116,21 @@ pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: u
     }
 }
 
+/// Whether `request` is a prune that removed fewer events than it was allowed (`removed`).
+fn prune_done(request: &Request, removed: u64) -> bool {
+    matches!(request, Request::Prune { limit, .. } if removed < *limit as u64)
+}
+
 /// Apply every request of the group in one write transaction and commit it.
 fn write_group(
     shared: &Shared,
     group: &[Request],
-    mut seq: u64,
-    mut first_seq: u64,
+    (mut seq, mut first_seq, mut bytes): (u64, u64, u64),
     at_ms: u64,
 ) -> Result<Outcome, StoreError> {
     let path: &Path = &shared.path;
-    let mut txn = shared.db.begin_write().map_err(db_err(path, "begin write transaction"))?;
+    let db = shared.db();
+    let mut txn = db.begin_write().map_err(db_err(path, "begin write transaction"))?;
     txn.set_durability(Durability::Immediate);
     let mut pruned = Vec::new();
     {
@@ -122,37 +153,43 @@ fn write_group(
                             Op::Delete { table, key } => {
                                 records[table.index()].remove(key.as_str()).map_err(db_err(path, "delete record"))?;
                             }
-                            Op::Event { bytes, .. } => {
+                            Op::Event { bytes: body, .. } => {
                                 seq += 1;
-                                events.insert(seq, (at_ms, bytes.as_slice())).map_err(db_err(path, "write event"))?;
+                                events.insert(seq, (at_ms, body.as_slice())).map_err(db_err(path, "write event"))?;
+                                bytes += body.len() as u64;
                             }
                         }
                     }
                 }
-                Request::Prune { keep_last, .. } => {
+                Request::Prune { keep_last, max_bytes, limit, .. } => {
                     let cutoff = seq.saturating_sub(*keep_last);
                     let mut removed = 0u64;
-                    if cutoff >= first_seq {
-                        events
-                            .retain_in(..=cutoff, |_, _| {
-                                removed += 1;
-                                false
-                            })
-                            .map_err(db_err(path, "prune events"))?;
-                        first_seq = cutoff + 1;
+                    while removed < *limit as u64 {
+                        let due = match events.first().map_err(db_err(path, "read events"))? {
+                            Some((k, _)) => k.value() <= cutoff || bytes > *max_bytes,
+                            None => false,
+                        };
+                        if !due {
+                            break;
+                        }
+                        let Some((k, v)) = events.pop_first().map_err(db_err(path, "prune events"))? else { break };
+                        bytes = bytes.saturating_sub(v.value().1.len() as u64);
+                        first_seq = k.value() + 1;
+                        removed += 1;
                     }
                     pruned.push(removed);
                 }
             }
         }
         state.insert(LAST_SEQ_KEY, seq).map_err(db_err(path, "write last_seq"))?;
+        state.insert(JOURNAL_BYTES_KEY, bytes).map_err(db_err(path, "write journal_bytes"))?;
     }
     if shared.fail_next.swap(false, Ordering::SeqCst) {
         txn.abort().map_err(db_err(path, "abort"))?;
         return Err(StoreError::Injected { path: path.to_path_buf() });
     }
     txn.commit().map_err(db_err(path, "commit"))?;
-    Ok(Outcome { last_seq: seq, first_seq, pruned })
+    Ok(Outcome { last_seq: seq, first_seq, journal_bytes: bytes, pruned })
 }
 
 /// After a durable commit: publish counters, events, then answer the callers.
@@ -160,6 +197,7 @@ fn finish(shared: &Shared, group: impl Iterator<Item = Request>, start: u64, at_
     let mut seq = start;
     shared.last_seq.store(outcome.last_seq, Ordering::Release);
     shared.first_seq.store(outcome.first_seq, Ordering::Release);
+    shared.journal_bytes.store(outcome.journal_bytes, Ordering::Release);
     shared.write_txns.fetch_add(1, Ordering::Relaxed);
     let mut pruned = outcome.pruned.into_iter();
     let mut batches = 0;

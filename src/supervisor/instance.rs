@@ -1283,20 +1283,35 @@ impl Actor {
         }
         self.rec.state = step.next;
         self.rec.updated_ms = now;
+        Some(self.transition_body(from, &reason))
+    }
+
+    /// The journal entry of the transition just made. A crash loop journals four of these per
+    /// restart, so what says nothing is left out (issue 32: the journal is what fills the
+    /// disk): `state` when it holds nothing beyond `to`, an empty `message`, no `pids`.
+    fn transition_body(&self, from: state::Kind, reason: &str) -> serde_json::Value {
         let mut body = serde_json::json!({
             "instance": self.rec.key(),
             "type": "transition",
             "from": from,
             "to": self.rec.state.kind(),
-            "state": self.rec.state,
-            "message": self.rec.message,
             "reason": reason,
-            "pids": self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>(),
         });
+        let state = serde_json::json!(self.rec.state);
+        if state.as_object().is_some_and(|o| o.len() > 1) {
+            body["state"] = state;
+        }
+        if !self.rec.message.is_empty() {
+            body["message"] = serde_json::json!(self.rec.message);
+        }
+        if !self.rec.mains.is_empty() {
+            body["pids"] =
+                serde_json::json!(self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>());
+        }
         if !self.rec.containers.is_empty() {
             body["containers"] = serde_json::json!(self.rec.containers);
         }
-        Some(body)
+        body
     }
 
     /// Keeps why a run ended: its main process's (a pod: which container's) end, or the health
