@@ -109,6 +109,9 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward status demo/webpod/0"
     $steward status demo/webpod/0 || true
+    echo
+    echo "== steward logs demo/webpod/0 --container server --timestamps --tail 3"
+    $steward logs demo/webpod/0 --container server --timestamps --tail 3 || true
 fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then
