@@ -4,31 +4,14 @@
 
 mod common;
 
-use common::docker::{self, IMAGE, SHARED_SOCKET};
+use common::docker::{self, sh, IMAGE, SHARED_SOCKET};
 use common::{id, Daemon};
 use serde_json::{json, Value};
 use steward::supervisor::record::InstanceStatus;
 use steward::supervisor::state::{ExitStatus, Kind};
 
 fn pod(name: &str, containers: Value, top: Value) -> Value {
-    let mut s = json!({
-        "apiVersion": "v4",
-        "kind": "pod",
-        "metadata": {"name": name, "namespace": "pods"},
-        "restartPolicy": {"policy": "OnFailure", "interval": 0, "backoff": 0},
-        "killPolicy": {"gracePeriod": 1},
-        "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": containers}}}
-    });
-    if let (Some(s), Value::Object(top)) = (s.as_object_mut(), top) {
-        for (k, v) in top {
-            s.insert(k, v);
-        }
-    }
-    s
-}
-
-fn sh(name: &str, script: &str) -> Value {
-    json!({"name": name, "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", script]}})
+    docker::pod("pods", name, containers, top)
 }
 
 fn container_ids(s: &InstanceStatus) -> Vec<String> {

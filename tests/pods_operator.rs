@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::docker::{self, IMAGE, SHARED_SOCKET};
+use common::docker::{self, sh, SHARED_SOCKET};
 use common::{id, Daemon};
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -13,24 +13,7 @@ use std::time::Duration;
 use steward::supervisor::state::Kind;
 
 fn pod(name: &str, containers: Value, top: Value) -> Value {
-    let mut s = json!({
-        "apiVersion": "v4",
-        "kind": "pod",
-        "metadata": {"name": name, "namespace": "ops"},
-        "restartPolicy": {"policy": "OnFailure", "interval": 0, "backoff": 0},
-        "killPolicy": {"gracePeriod": 1},
-        "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": containers}}}
-    });
-    if let (Some(s), Value::Object(top)) = (s.as_object_mut(), top) {
-        for (k, v) in top {
-            s.insert(k, v);
-        }
-    }
-    s
-}
-
-fn sh(name: &str, script: &str) -> Value {
-    json!({"name": name, "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", script]}})
+    docker::pod("ops", name, containers, top)
 }
 
 /// The output of `docker exec CONTAINER sh -c SCRIPT`.

@@ -557,10 +557,14 @@ impl Supervisor {
 
     /// One instance, with its cgroup's resource use.
     pub fn status(&self, id: &InstanceId) -> Result<InstanceStatus, SupervisorError> {
-        self.sweep();
         let rec = {
             let instances = self.instances.lock().expect("instances lock");
-            let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
+            // An ended actor's handle (see `sweep`) answers for nothing; this one handle is
+            // checked, not all of them: status is asked often (apply --wait polls it).
+            let h = instances
+                .get(id)
+                .filter(|h| h.status.has_changed().is_ok())
+                .ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
             let r = h.status.borrow().clone();
             r
         };

@@ -15,6 +15,30 @@ fn repo() -> &'static Path {
 /// Set once a test of this binary uses a Docker Engine: daemons then clean up their containers.
 pub static USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// A pod spec in `namespace`: OnFailure with no delay, a 1 s grace period, BRIDGE network,
+/// one instance; `top` fields replace the spec's own.
+pub fn pod(namespace: &str, name: &str, containers: serde_json::Value, top: serde_json::Value) -> serde_json::Value {
+    let mut s = serde_json::json!({
+        "apiVersion": "v4",
+        "kind": "pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "restartPolicy": {"policy": "OnFailure", "interval": 0, "backoff": 0},
+        "killPolicy": {"gracePeriod": 1},
+        "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": containers}}}
+    });
+    if let (Some(s), serde_json::Value::Object(top)) = (s.as_object_mut(), top) {
+        for (k, v) in top {
+            s.insert(k, v);
+        }
+    }
+    s
+}
+
+/// A container of the test image running `script` with /bin/sh.
+pub fn sh(name: &str, script: &str) -> serde_json::Value {
+    serde_json::json!({"name": name, "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", script]}})
+}
+
 /// Makes sure the shared dockerd answers and has the busybox image (once per test binary).
 pub fn shared_engine() {
     USED.store(true, std::sync::atomic::Ordering::Relaxed);
