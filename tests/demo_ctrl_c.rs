@@ -143,7 +143,11 @@ async fn ctrl_c_in_a_terminal_deletes_the_demos_instances_and_stops_the_daemon()
 /// screen so far (kept up to date by the returned thread).
 fn start_demo(stewardd: &Path) -> (std::process::Child, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
     let mut demo = Command::new("script")
-        .args(["-qfec", "bash scripts/demo.sh", "/dev/null"])
+        // `script` runs the command with $SHELL -c; a dash there (SHELL unset or /bin/sh, as in
+        // CI) would itself take the terminal's SIGINT and die of it after the demo's clean exit.
+        // `exec` leaves the demo alone in the terminal, as it is under a user's interactive shell.
+        .args(["-qfec", "exec bash scripts/demo.sh", "/dev/null"])
+        .env("SHELL", "/bin/bash")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("STEWARD_DEMO_BIN", stewardd.parent().unwrap())
         .env_remove("DEMO_ONCE")
