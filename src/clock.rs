@@ -28,3 +28,11 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
+
+/// `now + wait`, saturating: a wait too long for the clock means "as good as never", not a
+/// panic (a spec's numbers are bounded, but a record stored by an older version may not be).
+pub fn deadline_after(wait: std::time::Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    // A century is never reached and never overflows the monotonic clock.
+    now.checked_add(wait).unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400))
+}

@@ -37,6 +37,8 @@ pub struct Config {
     pub log_keep: u32,
     /// How often log sizes are checked, in seconds.
     pub log_check_secs: u64,
+    /// Most instances one app may ask for (`spec.instance`).
+    pub max_instances_per_app: u32,
     /// First port of the range random ports (hostPort 0) come from.
     pub port_range_start: u16,
     /// Last port of that range (inclusive).
@@ -56,6 +58,37 @@ pub struct Config {
     pub remote: RemoteConfig,
     /// The event journal as remote readers see it: retention and heartbeats.
     pub events: EventsConfig,
+    /// Limits of the API's connections, on the local socket and the remote listener alike.
+    pub connections: ConnectionsConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConnectionsConfig {
+    /// A request's headers must arrive within this many seconds of the connection's start or
+    /// of the previous response's end (an idle connection is closed after it too); also the
+    /// remote listener's TLS handshake time.
+    pub header_timeout_secs: u64,
+    /// Open connections per listener.
+    pub max_total: usize,
+    /// Open connections per peer (a local user other than root, a remote address).
+    pub max_per_peer: usize,
+}
+
+impl Default for ConnectionsConfig {
+    fn default() -> Self {
+        ConnectionsConfig { header_timeout_secs: 10, max_total: 1024, max_per_peer: 64 }
+    }
+}
+
+impl ConnectionsConfig {
+    pub fn limits(&self) -> crate::api::serve::ServeLimits {
+        crate::api::serve::ServeLimits {
+            header_timeout: std::time::Duration::from_secs(self.header_timeout_secs),
+            max_connections: self.max_total,
+            max_connections_per_peer: self.max_per_peer,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -145,6 +178,7 @@ impl Default for Config {
             log_max_bytes: 10 * 1024 * 1024,
             log_keep: 3,
             log_check_secs: 10,
+            max_instances_per_app: crate::spec::validate::MAX_INSTANCES,
             port_range_start: 31000,
             port_range_end: 32000,
             package_repository: Some("file:///usr/share/steward/repository".into()),
@@ -154,6 +188,7 @@ impl Default for Config {
             node: NodeConfig::default(),
             remote: RemoteConfig::default(),
             events: EventsConfig::default(),
+            connections: ConnectionsConfig::default(),
         }
     }
 }
@@ -202,6 +237,10 @@ impl Config {
                 config.port_range_start, config.port_range_end
             ));
         }
+        let max = crate::spec::validate::MAX_INSTANCES;
+        if !(1..=max).contains(&config.max_instances_per_app) {
+            return Err(format!("max_instances_per_app {} must be 1-{max}", config.max_instances_per_app));
+        }
         let remote = &config.remote;
         if remote.listen.is_some() && (remote.cert.is_none() || remote.key.is_none()) {
             return Err("remote.listen needs remote.cert and remote.key (the listener speaks TLS only)".into());
@@ -214,6 +253,12 @@ impl Config {
         }
         if remote.max_body_bytes == 0 {
             return Err("remote.max_body_bytes must be above 0".into());
+        }
+        let c = &config.connections;
+        if !(1..=3600).contains(&c.header_timeout_secs) || c.max_total == 0 || c.max_per_peer == 0 {
+            return Err(
+                "connections.header_timeout_secs must be 1-3600, connections.max_total and max_per_peer above 0".into(),
+            );
         }
         let events = &config.events;
         if events.retention == 0 || events.prune_secs == 0 || events.heartbeat_secs == 0 {

@@ -8,6 +8,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod failpoint;
 pub mod fetch;
 pub mod health;
 pub mod host;

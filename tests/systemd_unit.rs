@@ -261,6 +261,7 @@ fn daemon_under_notify(name: &str, notify: &Path, watchdog_usec: u64) -> Daemon 
         cgroup_parent,
         netns: None,
         docker_socket,
+        env: Vec::new(),
     }
 }
 

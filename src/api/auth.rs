@@ -3,11 +3,9 @@
 //! Remote callers (TCP + TLS) have the rights of their bearer token.
 
 use super::error::ApiError;
-use axum::extract::connect_info::Connected;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::serve::IncomingStream;
-use tokio::net::UnixListener;
+use tokio::net::UnixStream;
 
 /// The peer of a unix-socket connection, or a remote caller with a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +31,10 @@ impl Caller {
     }
 }
 
-impl Connected<IncomingStream<'_, UnixListener>> for Caller {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Caller {
-        match stream.io().peer_cred() {
+impl Caller {
+    /// The peer of a unix-socket connection, by its credentials (SO_PEERCRED).
+    pub fn of_local(stream: &UnixStream) -> Caller {
+        match stream.peer_cred() {
             Ok(c) => Caller { uid: c.uid(), gid: c.gid(), pid: c.pid(), token: None },
             // Unknown peers get no rights (uid/gid of nobody).
             Err(_) => Caller { uid: u32::MAX, gid: u32::MAX, pid: None, token: None },

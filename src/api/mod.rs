@@ -6,6 +6,7 @@ pub mod error;
 mod extract;
 mod metrics;
 pub mod remote;
+pub mod serve;
 
 use crate::spec::{self, Format, InstanceId, Roots};
 use crate::supervisor::values::ValueKind;
@@ -29,6 +30,8 @@ pub const MAX_BODY: usize = 1024 * 1024;
 pub struct AppState {
     pub supervisor: Supervisor,
     pub roots: Roots,
+    /// The host's cpus and memory and the instance cap: a spec asking for more is refused.
+    pub host: crate::spec::validate::HostCapacity,
     /// What SIGHUP may change at run time: access rules and the node's labels and attributes.
     pub live: std::sync::RwLock<LiveConfig>,
     /// Turns true when the daemon is stopping: open event streams end, so shutdown is not held
@@ -188,6 +191,7 @@ async fn apply(
         Format::sniff(text)
     };
     let parsed = spec::parse(text, format, &app.roots).map_err(ApiError::invalid_spec)?;
+    spec::within_host(&parsed, &app.host).map_err(ApiError::invalid_spec)?;
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();

@@ -5,12 +5,10 @@
 
 use super::auth::{Caller, TokenRole};
 use super::error::ApiError;
-use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::serve::IncomingStream;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -161,12 +159,6 @@ impl Guard {
 #[derive(Debug, Clone, Copy)]
 pub struct RemotePeer(pub SocketAddr);
 
-impl Connected<IncomingStream<'_, TlsListener>> for RemotePeer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> RemotePeer {
-        RemotePeer(*stream.remote_addr())
-    }
-}
-
 /// Rate limit, size limit and token check; the request then runs as a [`Caller`] with the
 /// token's rights.
 pub async fn guard(
@@ -203,68 +195,45 @@ pub async fn guard(
     next.run(req).await
 }
 
-/// A TCP listener that hands out connections once their TLS handshake is done. Handshakes
-/// run in their own tasks, so a slow or silent client holds up no one else.
-pub struct TlsListener {
-    rx: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    _accepting: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    pub async fn bind(addr: SocketAddr, config: Arc<rustls::ServerConfig>) -> Result<TlsListener, RemoteError> {
-        let tcp = TcpListener::bind(addr).await.map_err(|source| RemoteError::Bind { addr, source })?;
-        let local = tcp.local_addr().map_err(|source| RemoteError::Bind { addr, source })?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let accepting = tokio::spawn(async move {
-            loop {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!("remote listener: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
+/// Accepts TCP connections and hands them to [`super::serve::serve`] once their TLS handshake
+/// is done. A connection takes its place among the listener's (per address and in total) as it
+/// is accepted, before the handshake: a flood of silent connections is capped too. Handshakes run
+/// in their own tasks, so a slow or silent client holds up no one else.
+pub async fn accept_tls(
+    addr: SocketAddr,
+    config: Arc<rustls::ServerConfig>,
+    limiter: Arc<super::serve::ConnectionLimiter>,
+) -> Result<(super::serve::Incoming<TlsStream<TcpStream>, RemotePeer>, tokio::task::JoinHandle<()>), RemoteError> {
+    use super::serve::{Admitted, PeerKey};
+    let tcp = TcpListener::bind(addr).await.map_err(|source| RemoteError::Bind { addr, source })?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let handshake_timeout = limiter.limits().header_timeout;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let accepting = tokio::spawn(async move {
+        loop {
+            let (stream, peer) = match tcp.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("remote listener: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Some(slot) = limiter.try_acquire(Some(PeerKey::Ip(peer.ip()))) else { continue };
+            let acceptor = acceptor.clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Admitted { io: tls, info: RemotePeer(peer), slot }).await;
                     }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::info!(%peer, "remote connection refused: TLS handshake failed: {e}"),
-                        Err(_) => tracing::info!(%peer, "remote connection dropped: no TLS handshake in 10 s"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { rx, local, _accepting: accepting })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self._accepting.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(c) => c,
-            // The accepting task only ends when the listener is dropped.
-            None => std::future::pending().await,
+                    Ok(Err(e)) => tracing::info!(%peer, "remote connection refused: TLS handshake failed: {e}"),
+                    Err(_) => tracing::info!(%peer, "remote connection dropped: no TLS handshake in time"),
+                }
+            });
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
+    });
+    Ok((rx, accepting))
 }
 
 #[cfg(test)]

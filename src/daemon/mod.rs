@@ -124,6 +124,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if (&new.docker_socket, &new.numa_root) != (&running.docker_socket, &running.numa_root) {
                 needs_restart.push("docker_socket/numa_root");
             }
+            if new.max_instances_per_app != running.max_instances_per_app {
+                needs_restart.push("max_instances_per_app");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
@@ -202,11 +205,14 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     let state = Arc::new(AppState {
         supervisor,
         roots: config.roots(),
+        host: crate::spec::validate::HostCapacity::of_this_host(config.max_instances_per_app),
         live: RwLock::new(live_config(&config)),
         shutdown: shutdown.clone(),
         usage: crate::host::UsageSampler::default(),
     });
-    let app = api::router(state.clone()).into_make_service_with_connect_info::<api::auth::Caller>();
+    let app = api::router(state.clone());
+    let limits = config.connections.limits();
+    let (incoming, accepting) = api::serve::accept_local(listener, api::serve::ConnectionLimiter::new(limits));
     let remote = match &config.remote.listen {
         Some(addr) => Some(serve_remote(*addr, &config, state.clone(), shutdown.clone()).await?),
         None => None,
@@ -234,7 +240,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         }
     });
     let socket_path = config.socket.clone();
-    let shutdown = async move {
+    let signals = async move {
         let ending = loop {
             tokio::select! {
                 _ = term.recv() => break Ending::Stopped,
@@ -264,7 +270,9 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             std::process::exit(0);
         });
     };
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    tokio::spawn(signals);
+    api::serve::serve(incoming, app, limits.header_timeout, shutdown.clone()).await;
+    accepting.abort();
     if let Some((_, server)) = remote {
         let _ = server.await;
     }
@@ -282,7 +290,7 @@ async fn serve_remote(
     addr: std::net::SocketAddr,
     config: &Config,
     state: Arc<AppState>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(Arc<api::remote::Guard>, tokio::task::JoinHandle<()>), DaemonError> {
     let remote = &config.remote;
     let (Some(cert), Some(key)) = (&remote.cert, &remote.key) else {
@@ -290,18 +298,15 @@ async fn serve_remote(
     };
     let tls = crate::tls::server_config(cert, key).map_err(api::remote::RemoteError::from)?;
     let guard = Arc::new(api::remote::Guard::new(remote)?);
-    let listener = api::remote::TlsListener::bind(addr, tls).await?;
+    let limits = config.connections.limits();
+    let limiter = api::serve::ConnectionLimiter::new(limits);
+    let (incoming, accepting) = api::remote::accept_tls(addr, tls, limiter).await?;
     let app = api::router_with_limit(state, remote.max_body_bytes)
-        .layer(axum::middleware::from_fn_with_state(guard.clone(), api::remote::guard))
-        .into_make_service_with_connect_info::<api::remote::RemotePeer>();
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), api::remote::guard));
     tracing::info!(%addr, "remote API listening (TLS, bearer tokens)");
     let server = tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.wait_for(|stopping| *stopping).await;
-        };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-            tracing::error!("remote listener: {e}");
-        }
+        api::serve::serve(incoming, app, limits.header_timeout, shutdown).await;
+        accepting.abort();
     });
     Ok((guard, server))
 }

@@ -54,7 +54,7 @@ pub struct Tracker {
 impl Tracker {
     pub fn new(check: &RenderedCheck, started_ms: u64) -> Tracker {
         Tracker {
-            grace_until_ms: started_ms + check.grace_period_seconds * 1000,
+            grace_until_ms: started_ms.saturating_add(check.grace_period_seconds.saturating_mul(1000)),
             seen_success: false,
             threshold: check.consecutive_failures,
             health: Health::default(),

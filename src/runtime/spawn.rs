@@ -42,6 +42,10 @@ pub struct Prepared {
     stdout: OwnedFd,
     stderr: OwnedFd,
     cgroup_join: Vec<OwnedFd>,
+    /// The descriptors the child keeps (its standard ones to be and its cgroup joins), ascending.
+    keep_fds: Vec<libc::c_int>,
+    /// Highest descriptor to close one by one where the kernel has no close_range (< 5.9).
+    fd_limit: libc::c_int,
     credentials: Option<Credentials>,
 }
 
@@ -102,16 +106,23 @@ impl Prepared {
         let cwd = cstr(cwd.as_os_str().as_bytes(), "the work directory")?;
         let null = File::open("/dev/null")?;
         let pointers = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain([std::ptr::null()]).collect();
+        let (stdin, stdout, stderr) =
+            (above_stdio(null.into())?, above_stdio(stdout.into())?, above_stdio(stderr.into())?);
+        let mut keep_fds: Vec<libc::c_int> =
+            cgroup_join.iter().chain([&stdin, &stdout, &stderr]).map(|fd| fd.as_raw_fd()).collect();
+        keep_fds.sort_unstable();
         Ok(Prepared {
+            keep_fds,
+            fd_limit: open_files_limit(),
             argv_ptrs: pointers(&argv),
             envp_ptrs: pointers(&envp),
             program,
             _argv: argv,
             _envp: envp,
             cwd,
-            stdin: above_stdio(null.into())?,
-            stdout: above_stdio(stdout.into())?,
-            stderr: above_stdio(stderr.into())?,
+            stdin,
+            stdout,
+            stderr,
             cgroup_join,
             credentials,
         })
@@ -153,6 +164,35 @@ impl Prepared {
             return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
         }
         Ok(pid)
+    }
+}
+
+/// The soft RLIMIT_NOFILE (capped): no descriptor of this process is above it.
+fn open_files_limit() -> libc::c_int {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    if ok {
+        limit.rlim_cur.min(1 << 20) as libc::c_int
+    } else {
+        1 << 16
+    }
+}
+
+/// Closes descriptors `from..=to` in the child: one close_range, or one close each on a kernel
+/// without it.
+///
+/// # Safety
+/// Plain system calls, as the child may make (see the module docs).
+unsafe fn close_from_to(from: libc::c_int, to: libc::c_int, fd_limit: libc::c_int) {
+    if from > to {
+        return;
+    }
+    if libc::syscall(libc::SYS_close_range, from as libc::c_uint, to as libc::c_uint, 0 as libc::c_uint) == 0 {
+        return;
+    }
+    for fd in from..=to.min(fd_limit) {
+        libc::close(fd);
     }
 }
 
@@ -219,6 +259,17 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     };
     // SAFETY: every call below is a plain system call on prepared data (see the module docs).
     unsafe {
+        // First of all, nothing of the daemon's stays open here: joining a cgroup can keep this
+        // child in the kernel for a long while (cgroup v1 waits for an RCU grace period per
+        // write, behind every other writer), a loaded machine may not run it for a while, and a
+        // daemon killed meanwhile would find its store lock and its socket held by the child.
+        // Its own descriptors are all it needs.
+        let mut from = 3;
+        for &keep in &p.keep_fds {
+            close_from_to(from, keep - 1, p.fd_limit);
+            from = keep + 1;
+        }
+        close_from_to(from, libc::c_int::MAX, p.fd_limit);
         // The raw call: glibc's sigaction refuses the two signals it keeps for itself, which
         // may still be ignored by whoever started the daemon.
         let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
@@ -230,10 +281,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::setsid() < 0 {
             return fail(STEP_SETSID);
         }
+        for (fd, target) in [(&p.stdin, 0), (&p.stdout, 1), (&p.stderr, 2)] {
+            if libc::dup2(fd.as_raw_fd(), target) < 0 {
+                return fail(STEP_STDIO);
+            }
+        }
+        for fd in [&p.stdin, &p.stdout, &p.stderr] {
+            libc::close(fd.as_raw_fd());
+        }
         for fd in &p.cgroup_join {
             if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
                 return fail(STEP_CGROUP);
             }
+            libc::close(fd.as_raw_fd());
         }
         // The daemon protects itself from the OOM killer (OOMScoreAdjust); its workloads must
         // not inherit that. Lowering protection needs no privilege; failing it is harmless.
@@ -241,11 +301,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if oom >= 0 {
             libc::write(oom, b"0".as_ptr().cast(), 1);
             libc::close(oom);
-        }
-        for (fd, target) in [(&p.stdin, 0), (&p.stdout, 1), (&p.stderr, 2)] {
-            if libc::dup2(fd.as_raw_fd(), target) < 0 {
-                return fail(STEP_STDIO);
-            }
         }
         if libc::chdir(p.cwd.as_ptr()) < 0 {
             return fail(STEP_CHDIR);
@@ -354,5 +409,81 @@ mod tests {
         assert!(e.to_string().starts_with("cannot enter the work directory: "), "{e}");
         // The failed children exited 127 and stay zombies until this test process ends: a
         // waitpid(-1) here would steal other tests' children.
+    }
+
+    /// A child held up before exec (here: its cgroup join blocks on a full pipe; in life, the
+    /// kernel's cgroup lock) holds none of the daemon's descriptors: a daemon killed meanwhile
+    /// must find its store lock and socket free when it starts again.
+    #[test]
+    fn a_child_held_before_exec_keeps_none_of_the_daemons_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::NamedTempFile::new().unwrap();
+        // One of "the daemon's" descriptors: a file the child must not hold.
+        let held = tempfile::NamedTempFile::new().unwrap();
+        let held_fd = std::fs::File::open(held.path()).unwrap();
+        let (reader, writer) = nix::unistd::pipe().unwrap();
+        // Fill the pipe: the child's one-byte write (its "cgroup join") blocks until we read.
+        nix::fcntl::fcntl(writer.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+        while nix::unistd::write(&writer, &[0u8; 4096]).is_ok() {}
+        nix::fcntl::fcntl(writer.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty())).unwrap();
+        let writer_fd = writer.as_raw_fd();
+        let p = Prepared::new(
+            "/bin/true",
+            &["true".to_string()],
+            &[],
+            dir.path(),
+            out.reopen().unwrap(),
+            out.reopen().unwrap(),
+            vec![writer],
+            None,
+        )
+        .unwrap();
+        // The child: ours, blocked in its write. Which descriptors does it hold? Looked at from
+        // another thread, which then lets it go, while this one waits in spawn (as with vfork).
+        let me = std::process::id().to_string();
+        let inspector = std::thread::spawn(move || {
+            // Other tests spawn children too, which for a moment before their exec hold copies
+            // of every descriptor of this process: ours is the one whose set stays put.
+            let holding = |pid: &str| -> Option<Vec<i32>> {
+                let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                    .ok()?
+                    .flatten()
+                    .filter_map(|f| f.file_name().to_str()?.parse().ok())
+                    .collect();
+                fds.sort_unstable();
+                fds.contains(&writer_fd).then_some(fds)
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let fds = loop {
+                let children: Vec<String> = std::fs::read_dir("/proc")
+                    .unwrap()
+                    .flatten()
+                    .filter_map(|e| {
+                        let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+                        let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?.trim().to_string();
+                        (ppid == me).then(|| e.file_name().to_string_lossy().into_owned())
+                    })
+                    .collect();
+                let first: Vec<(String, Vec<i32>)> =
+                    children.into_iter().filter_map(|c| holding(&c).map(|f| (c, f))).collect();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if let Some((_, fds)) = first.into_iter().find(|(c, f)| holding(c).as_ref() == Some(f)) {
+                    break Some(fds);
+                }
+                if std::time::Instant::now() > deadline {
+                    break None;
+                }
+            };
+            let mut buf = vec![0u8; 1 << 20];
+            let _ = nix::unistd::read(reader.as_raw_fd(), &mut buf);
+            // The reader stays open until the spawn has returned: closed, the child's write fails.
+            (fds, reader)
+        });
+        let pid = p.spawn().unwrap();
+        let (fds, _reader) = inspector.join().unwrap();
+        let fds = fds.expect("no child blocked in its cgroup join");
+        let held = held_fd.as_raw_fd();
+        assert_eq!(fds, vec![0, 1, 2, writer_fd], "the held child's descriptors (the daemon's file was {held})");
+        assert_eq!(wait(pid), 0);
     }
 }

@@ -78,6 +78,13 @@ pub fn parse(text: &str, format: Format, roots: &Roots) -> Result<ProcessSpec, S
     from_document(&doc, roots)
 }
 
+/// The rules that depend on the host applied to (see [`validate::within_host`]).
+pub fn within_host(spec: &ProcessSpec, host: &validate::HostCapacity) -> Result<(), SpecErrors> {
+    let mut found = error::Errors::default();
+    validate::within_host(spec, host, &mut found);
+    SpecErrors(found.0).into_result(())
+}
+
 /// Reads a document into the model without validating it: types, enum values, unknown fields
 /// and alternative spellings only. Every mistake found is returned with the model.
 pub fn decode(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>) {

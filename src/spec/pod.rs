@@ -339,6 +339,9 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
     if let Some(s) = r.memory_swap {
         if s != -1 && s <= 0 {
             errors.add(&at.field("memorySwap"), format!("{s} must be a positive number of MiB, or -1 for unlimited"));
+        } else if s as f64 > super::validate::MAX_MEMORY_MIB {
+            let max = super::validate::MAX_MEMORY_MIB;
+            errors.add(&at.field("memorySwap"), format!("{s} is more than {max} MiB"));
         }
     }
     if let Some(s) = r.swappiness {

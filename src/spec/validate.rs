@@ -10,8 +10,19 @@ pub const API_VERSION: &str = "v4";
 pub const KIND: &str = "process";
 /// `kind` of a pod spec (seed 001).
 pub const POD_KIND: &str = "pod";
-/// A spec with more instances than this is almost surely a typo.
+/// A spec with more instances than this is almost surely a typo (the daemon's
+/// `max_instances_per_app` may bound it lower).
 pub const MAX_INSTANCES: u32 = 10_000;
+/// Upper bounds of a spec's numbers (docs/spec.md, "Ranges"). What a restart, a start or a stop
+/// waits for is at most a day; a health check's grace at most a week. Bounded so that all time
+/// arithmetic stays far from overflow, and so that a typo is refused rather than obeyed.
+pub const MAX_DAY_SECS: u64 = 86_400;
+pub const MAX_WEEK_SECS: u64 = 604_800;
+pub const MAX_MAXTIMES: u32 = 1_000_000;
+pub const MAX_CONSECUTIVE_FAILURES: u32 = 10_000;
+/// Cores and MiB a limit may name before the host is asked (the daemon checks the host's own).
+pub const MAX_CPU_CORES: f64 = 4096.0;
+pub const MAX_MEMORY_MIB: f64 = 1_073_741_824.0;
 pub const MAX_HEALTH_CHECKS: usize = 3;
 const MAX_NAME_LEN: usize = 63;
 
@@ -32,6 +43,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         errors.add(&root.field("kind"), format!("must be \"{KIND}\" or \"{POD_KIND}\", found {:?}{hint}", spec.kind));
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
+    policies(spec, &root, errors);
 
     let body = root.field("spec");
     if spec.spec.instance == 0 {
@@ -94,6 +106,25 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     if let Some(c) = &spec.constraint {
         constraint(c, &root.field("constraint"), errors);
     }
+}
+
+/// `value` of a count or seconds field must lie in `min..=max`; `what` says the unit.
+pub(super) fn in_range(value: u64, min: u64, max: u64, what: &str, at: &Path, errors: &mut Errors) {
+    if value < min {
+        errors.add(at, format!("must be at least {min}"));
+    } else if value > max {
+        errors.add(at, format!("{value} is out of range {min}-{max} ({what})"));
+    }
+}
+
+fn policies(spec: &ProcessSpec, root: &Path, errors: &mut Errors) {
+    let rp = root.field("restartPolicy");
+    let r = &spec.restart_policy;
+    in_range(r.interval, 0, MAX_DAY_SECS, "seconds, at most a day", &rp.field("interval"), errors);
+    in_range(r.backoff, 0, MAX_DAY_SECS, "seconds, at most a day", &rp.field("backoff"), errors);
+    in_range(r.maxtimes.into(), 0, MAX_MAXTIMES.into(), "restarts; 0 = unlimited", &rp.field("maxtimes"), errors);
+    let grace = spec.kill_policy.grace_period;
+    in_range(grace, 0, MAX_DAY_SECS, "seconds, at most a day", &root.field("killPolicy").field("gracePeriod"), errors);
 }
 
 /// Seed 000: lowercase letters and digits, not all digits, not starting with a digit.
@@ -206,6 +237,8 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
     if p.start_cmd.trim().is_empty() {
         errors.add(&at.field("startCmd"), "is required");
     }
+    let grace = p.start_grace_period;
+    in_range(grace, 0, MAX_DAY_SECS, "seconds, at most a day", &at.field("startGracePeriod"), errors);
     for (field, text, forbidden) in templated_fields(p, at) {
         let (template, problems) = Template::parse_all(text);
         for e in problems {
@@ -326,9 +359,20 @@ pub(super) fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTre
             }
             _ => {}
         }
-        if c.interval_seconds == 0 {
-            errors.add(&cp.field("intervalSeconds"), "must be at least 1");
-        }
+        const DAY: &str = "seconds, at most a day";
+        in_range(c.delay_seconds, 0, MAX_DAY_SECS, DAY, &cp.field("delaySeconds"), errors);
+        in_range(c.interval_seconds, 1, MAX_DAY_SECS, DAY, &cp.field("intervalSeconds"), errors);
+        in_range(
+            c.grace_period_seconds,
+            0,
+            MAX_WEEK_SECS,
+            "seconds, at most a week",
+            &cp.field("gracePeriodSeconds"),
+            errors,
+        );
+        let failures = c.consecutive_failures.into();
+        let what = "failures in a row; 0 = never kill";
+        in_range(failures, 0, MAX_CONSECUTIVE_FAILURES.into(), what, &cp.field("consecutiveFailures"), errors);
         if c.timeout_seconds == 0 {
             errors.add(&cp.field("timeoutSeconds"), "must be at least 1");
         } else if c.interval_seconds > 0 && c.timeout_seconds >= c.interval_seconds {
@@ -376,12 +420,63 @@ fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<Strin
 }
 
 pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
-    for (name, value, unit) in [("cpu", &l.cpu, "cores"), ("memory", &l.memory, "MiB")] {
+    for (name, value, unit, max) in
+        [("cpu", &l.cpu, "cores", MAX_CPU_CORES), ("memory", &l.memory, "MiB", MAX_MEMORY_MIB)]
+    {
         let Some(v) = value else { continue };
         match v.as_f64() {
-            Some(n) if n == -1.0 || n > 0.0 => {}
+            Some(n) if n == -1.0 || (n > 0.0 && n <= max) => {}
+            Some(n) if n > max => errors.add(&at.field(name), format!("{:?} is more than {max} {unit}", v.0)),
             _ => errors
                 .add(&at.field(name), format!("{:?} must be a positive number of {unit}, or -1 for unlimited", v.0)),
+        }
+    }
+}
+
+/// What this host can give: a limit above it could never be met (and 1e308 cores would
+/// overflow the cgroup's quota arithmetic).
+#[derive(Debug, Clone, Copy)]
+pub struct HostCapacity {
+    pub cpu_cores: f64,
+    pub memory_mib: f64,
+    /// The daemon's `max_instances_per_app`.
+    pub max_instances: u32,
+}
+
+impl HostCapacity {
+    /// This host's online cpus and physical memory.
+    pub fn of_this_host(max_instances: u32) -> HostCapacity {
+        let cpu_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        // SAFETY: sysconf only reads system values.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let memory_mib =
+            if pages > 0 && page > 0 { (pages as f64) * (page as f64) / 1048576.0 } else { MAX_MEMORY_MIB };
+        HostCapacity { cpu_cores: cpu_cores.max(1.0), memory_mib, max_instances }
+    }
+}
+
+/// Rules that depend on the host the spec is applied to: the instance count and the limits.
+pub fn within_host(spec: &ProcessSpec, host: &HostCapacity, errors: &mut Errors) {
+    let body = Path::root().field("spec");
+    if spec.spec.instance > host.max_instances {
+        errors.add(
+            &body.field("instance"),
+            format!("{} is more than this daemon's max_instances_per_app ({})", spec.spec.instance, host.max_instances),
+        );
+    }
+    let t = &spec.spec.template.spec;
+    let (list, each): (&str, Vec<&Limits>) = if spec.is_pod() {
+        ("containers", t.containers.iter().map(|c| &c.resources.limits).collect())
+    } else {
+        ("processes", t.processes.iter().map(|p| &p.resources.limits).collect())
+    };
+    for (i, l) in each.iter().enumerate() {
+        let at = body.field("template").field("spec").field(list).index(i).field("resources").field("limits");
+        let checks = [("cpu", &l.cpu, host.cpu_cores, "cores"), ("memory", &l.memory, host.memory_mib, "MiB")];
+        for (name, value, have, unit) in checks {
+            if let Some(n) = value.as_ref().and_then(NumberText::as_f64).filter(|n| *n > have) {
+                errors.add(&at.field(name), format!("{n} is more than this host has ({have:.0} {unit})"));
+            }
         }
     }
 }

@@ -33,6 +33,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct SpecEntry {
     pub spec: ProcessSpec,
     pub generation: u64,
+    /// See `StoredSpec::restart_from`.
+    pub restart_from: u64,
     /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
     /// means all of `spec.instance`.
     pub selection: Option<Vec<u32>>,
@@ -48,6 +50,20 @@ pub enum Command {
     /// A newer spec: restart with it if running (unless only the instance count changed, the
     /// `bool`), else keep it for the next start.
     Replace(Arc<SpecEntry>, bool),
+}
+
+impl Command {
+    /// For logs.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Command::Start => "start",
+            Command::Stop => "stop",
+            Command::Restart => "restart",
+            Command::Reload => "reload",
+            Command::Delete => "delete",
+            Command::Replace(..) => "replace",
+        }
+    }
 }
 
 pub type Reply = oneshot::Sender<Result<(), String>>;
@@ -389,8 +405,35 @@ impl Actor {
                 self.mark_resumed();
                 self.stop_flow(false).await;
             }
-            _ => self.mark_resumed(),
+            _ => {
+                // Recorded without processes, yet the cgroup may hold some: a start whose spawn
+                // the daemon did not live to record. Nothing runs unsupervised: they go.
+                if !self.is_pod() && !self.cgroup_empty() {
+                    tracing::warn!(instance = %self.rec.id, "killing processes in the cgroup of an instance recorded {}", self.rec.state.kind());
+                    self.kill_all_processes().await;
+                }
+                self.mark_resumed();
+            }
         }
+    }
+
+    /// After this instance's previous actor panicked (a bug in stewardd): nothing of it may run
+    /// unsupervised, and the record must not lead this actor (or the next daemon start) into the
+    /// same panic. Its processes are killed and it is recorded Failed with the panic's message;
+    /// start, stop and delete then work as on any failed instance.
+    pub async fn fail_after_panic(&mut self, what: &str) {
+        self.kill_all_processes().await;
+        let reason = format!("stewardd internal error, the instance's processes were killed: {what}");
+        let from = self.rec.state.kind();
+        self.rec.state = State::Failed { reason: reason.clone() };
+        self.rec.mains.clear();
+        self.rec.message = reason.clone();
+        self.rec.last_exit_reason = Some(reason);
+        self.rec.updated_ms = now_ms();
+        // It failed on this spec: the next daemon start has no apply of it left to carry out.
+        self.rec.run_generation = self.spec.generation;
+        let body = self.transition_body(from, "internal error");
+        self.persist(vec![body]).await;
     }
 
     /// The record is true again (processes re-adopted, or their end recorded): the daemon may
@@ -484,6 +527,7 @@ impl Actor {
                 self.settle();
             }
             Command::Reload => {
+                crate::failpoint::panic_for("reload-panic", &self.rec.key());
                 let result =
                     if self.is_pod() && kind == Kind::Running { self.reload_pod().await } else { self.reload().await };
                 answer(reply, result);
@@ -555,6 +599,7 @@ impl Actor {
 
     /// One attempt; returns a request that interrupted it, to be handled by the caller.
     async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
+        crate::failpoint::panic_for("actor-panic", &self.rec.key());
         self.take_launch_place().await;
         let rendered = match self.stage() {
             Ok(p) => p,
@@ -767,6 +812,7 @@ impl Actor {
         // daemon's first start empties the cgroup first (`cgroup_clear`): one tree, never two.
         let pending = (!self.unjournaled.is_empty()).then(|| self.begin_persist());
         let spawned = self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start");
+        crate::failpoint::hit("launch-spawned");
         if let Some(pending) = pending {
             self.finish_persist(pending).await;
         }
@@ -777,7 +823,7 @@ impl Actor {
             Err(e) => return Launched::Failed(format!("cannot run startCmd: {e}")),
         };
         let grace = Duration::from_secs(p.start_grace_period_secs);
-        let deadline = Instant::now() + grace;
+        let deadline = crate::clock::deadline_after(grace);
         let Some(pid_file) = &p.pid_file else {
             // Foreground: the start command is the main process if it is still alive after the grace.
             tokio::select! {
@@ -969,6 +1015,7 @@ impl Actor {
     /// Stopping → stopped: stopCmd or SIGTERM, up to gracePeriod for every process of the
     /// instance to end, then SIGKILL for all that remain.
     async fn stop_flow(&mut self, polite: bool) {
+        crate::failpoint::hit("stop-recorded");
         if self.is_pod() {
             let stopped = self.stop_pod().await;
             let delete = matches!(&self.rec.state, State::Stopping { goal: StopGoal::Delete });
@@ -986,7 +1033,7 @@ impl Actor {
             return;
         }
         let grace = Duration::from_secs(self.spec.spec.kill_policy.grace_period);
-        let deadline = Instant::now() + grace;
+        let deadline = crate::clock::deadline_after(grace);
         if polite {
             self.polite_stop();
         } else if let Err(e) = self.cgroup.signal_all(Signal::SIGTERM) {
@@ -1138,7 +1185,7 @@ impl Actor {
             let cmd = p.restart_cmd.clone().unwrap_or_default();
             let Ok((_, exit)) = self.spawn_in_instance(&rendered, i, &cmd, &user, "restart") else { return false };
             let _ = tokio::time::timeout(COMMAND_TIMEOUT, exit).await;
-            let deadline = Instant::now() + Duration::from_secs(p.start_grace_period_secs.max(1));
+            let deadline = crate::clock::deadline_after(Duration::from_secs(p.start_grace_period_secs.max(1)));
             let pid_file = p.pid_file.clone().unwrap_or_default();
             let mut found = None;
             while found.is_none() && Instant::now() < deadline {
@@ -1388,6 +1435,17 @@ impl Actor {
     /// Removes the instance: its record, its cgroup, its run directory. Its work directory
     /// (the application's data) is kept.
     async fn delete(&mut self) {
+        // What runs in the cgroup goes before the record: a record gone with a process left
+        // would be a process nobody supervises (one recorded Stopped by a start cut short).
+        if !self.is_pod() && !self.kill_cgroup().await {
+            let reason = "processes in the instance's cgroup would not end after SIGKILL; not deleted".to_string();
+            tracing::error!(instance = %self.rec.id, "{reason}");
+            for r in self.waiting.drain(..) {
+                let _ = r.send(Err(reason.clone()));
+            }
+            return;
+        }
+        crate::failpoint::hit("delete-record");
         let key = self.rec.key();
         let body = serde_json::json!({"instance": key, "type": "deleted"});
         let mut batch = Batch::new();
@@ -1402,6 +1460,7 @@ impl Actor {
         if let Err(e) = self.shared.store.commit(batch).await {
             tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
         }
+        crate::failpoint::hit("delete-committed");
         self.cgroup_limits = None;
         if self.is_pod() {
             self.remove_pod().await;

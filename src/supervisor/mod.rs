@@ -1,6 +1,7 @@
 //! The supervisor: instance state machine, restart policy, and one actor per instance that
 //! carries transitions out. [`Supervisor`] is the library API the daemon exposes.
 
+mod actors;
 pub mod instance;
 pub mod policy;
 pub mod record;
@@ -11,7 +12,7 @@ use crate::cgroups::{CgroupConfig, Hierarchy};
 use crate::runtime::reaper::Reaper;
 use crate::spec::{InstanceId, ProcessSpec, Roots};
 use crate::store::{Batch, Store, Table};
-use instance::{Actor, Command, Msg, SpecEntry};
+use instance::{Command, Msg, SpecEntry};
 use record::{now_ms, InstanceRecord, InstanceStatus, Usage};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -102,7 +103,7 @@ pub enum SupervisorError {
     Io(#[from] std::io::Error),
 }
 
-struct Handle {
+pub(super) struct Handle {
     tx: instance::Mailbox,
     status: watch::Receiver<InstanceRecord>,
 }
@@ -110,8 +111,12 @@ struct Handle {
 /// The supervisor of every instance on this host.
 pub struct Supervisor {
     shared: Arc<Shared>,
-    instances: Mutex<BTreeMap<InstanceId, Handle>>,
-    specs: Mutex<BTreeMap<String, Arc<SpecEntry>>>,
+    /// Shared with the watchers of the actors' tasks (see `spawn_supervised`).
+    instances: Arc<Mutex<BTreeMap<InstanceId, Handle>>>,
+    specs: Arc<Mutex<BTreeMap<String, Arc<SpecEntry>>>>,
+    /// Applies one at a time up to their instances' creation: two at once could both find an
+    /// instance missing and start it twice.
+    applying: tokio::sync::Mutex<()>,
 }
 
 /// Filters for [`Supervisor::list`].
@@ -130,7 +135,7 @@ impl Supervisor {
     /// Opens the store, re-adopts or resumes every instance it holds, and starts reaping.
     /// Must run inside a tokio runtime.
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
-        let store = Store::open(&config.state_dir).map_err(|e| SupervisorError::Store(e.to_string()))?;
+        let store = open_store(&config.state_dir).await?;
         ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
@@ -156,7 +161,12 @@ impl Supervisor {
             fetcher,
             launches: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LAUNCHES)),
         });
-        let sup = Supervisor { shared, instances: Mutex::new(BTreeMap::new()), specs: Mutex::new(BTreeMap::new()) };
+        let sup = Supervisor {
+            shared,
+            instances: Default::default(),
+            specs: Default::default(),
+            applying: Default::default(),
+        };
         sup.load(config.port_range).await?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
@@ -172,7 +182,12 @@ impl Supervisor {
                 Ok(s) => {
                     specs.insert(
                         key.to_string(),
-                        Arc::new(SpecEntry { spec: s.spec, generation: s.generation, selection: s.selection }),
+                        Arc::new(SpecEntry {
+                            spec: s.spec,
+                            generation: s.generation,
+                            restart_from: s.restart_from,
+                            selection: s.selection,
+                        }),
                     );
                 }
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
@@ -202,12 +217,24 @@ impl Supervisor {
         // Before any actor starts containers: no labelled container runs unowned.
         self.remove_orphan_containers(&records).await;
         let mut resumed = Vec::new();
+        // What an apply or a scale-down asked for that its instances had not yet taken when the
+        // daemon went away: the stored spec is the intent, and it is carried out now.
+        let mut unfinished = Vec::new();
         for rec in records {
             let Some(spec) = specs.get(&app_key(&rec.id.namespace, &rec.id.name)).cloned() else {
                 tracing::error!("instance {} has no stored spec; left alone", rec.key());
                 continue;
             };
+            if !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
+                unfinished.push((rec.id.clone(), Command::Delete));
+            } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
+                unfinished.push((rec.id.clone(), Command::Replace(spec.clone(), count_only)));
+            }
             resumed.push(self.spawn_actor(rec, spec));
+        }
+        for (id, cmd) in unfinished {
+            tracing::info!(instance = %id, "carrying out an apply cut short by the daemon's end: {}", cmd.word());
+            let _ = self.send(&id, cmd, None);
         }
         let loaded = resumed.len();
         *self.specs.lock().expect("specs lock") = specs;
@@ -275,12 +302,12 @@ impl Supervisor {
     }
 
     fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) -> oneshot::Receiver<()> {
-        let id = rec.id.clone();
-        let (mut actor, tx, status) = Actor::new(self.shared.clone(), rec, spec);
-        let resumed = actor.on_resumed();
-        tokio::spawn(Box::new(actor).run());
-        self.instances.lock().expect("instances lock").insert(id, Handle { tx, status });
-        resumed
+        let watch = actors::ActorWatch {
+            shared: self.shared.clone(),
+            instances: self.instances.clone(),
+            specs: self.specs.clone(),
+        };
+        watch.spawn(rec, spec, None)
     }
 
     /// Applies a validated spec: new instances are created and started, changed ones restarted
@@ -310,6 +337,7 @@ impl Supervisor {
             )));
         }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
+        let applying = self.applying.lock().await;
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
         if let Some(p) = previous.as_ref().filter(|p| p.spec.is_pod() != spec.is_pod()) {
             // Its instances run one way or the other: changing how would orphan what runs.
@@ -325,8 +353,9 @@ impl Supervisor {
             if !missing.is_empty() {
                 let mut batch = Batch::new();
                 self.allocate_ports(&spec, &missing, &mut batch)?;
+                let created = new_records(entry.generation, &missing, &mut batch)?;
                 self.commit(batch).await?;
-                self.create_instances(entry, &missing).await?;
+                self.spawn_created(entry, created);
             }
             return Ok(ApplyOutcome {
                 generation: entry.generation,
@@ -340,21 +369,28 @@ impl Supervisor {
         // depend on the count).
         let count_only = previous.as_ref().is_some_and(|p| same_but_count(&p.spec, &spec));
         let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
-        let stored = StoredSpec { generation, spec: spec.clone(), selection: selection.clone() };
+        let restart_from = match &previous {
+            Some(p) if count_only => p.restart_from,
+            _ => generation,
+        };
+        let stored = StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone() };
         let mut body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
         if let Some(ids) = &selection {
             body["selection"] = serde_json::json!(ids);
         }
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
-        // Ports for every instance, committed with the spec: all or nothing.
-        self.allocate_ports(&spec, &ids_of(&spec, selection.as_deref()), &mut batch)?;
+        // Ports for every instance and the records of new ones, committed with the spec: all or
+        // nothing, and an instance the apply creates is durable with it (see `new_records`).
+        let ids = ids_of(&spec, selection.as_deref());
+        self.allocate_ports(&spec, &ids, &mut batch)?;
+        let created = self.missing(&ids);
+        let records = new_records(generation, &created, &mut batch)?;
         self.commit(batch).await?;
-        let entry = Arc::new(SpecEntry { spec, generation, selection });
+        crate::failpoint::hit("apply-spec-committed");
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
-        let ids = ids_of(&entry.spec, entry.selection.as_deref());
-        let created = self.missing(&ids);
         let mut changed = Vec::new();
         for id in ids.iter().filter(|i| !created.contains(i)) {
             let instances = self.instances.lock().expect("instances lock");
@@ -365,7 +401,8 @@ impl Supervisor {
             }
             let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
         }
-        self.create_instances(&entry, &created).await?;
+        self.spawn_created(&entry, records);
+        drop(applying);
         changed.extend(created.iter().cloned());
         changed.sort();
         // Scaled down or moved to another host: delete the instances not (or no longer) here.
@@ -412,29 +449,13 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Records instances `ids` of `entry` (one commit), then starts their actors.
-    async fn create_instances(&self, entry: &Arc<SpecEntry>, ids: &[InstanceId]) -> Result<(), SupervisorError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let now = now_ms();
-        let mut batch = Batch::new();
-        let mut created = Vec::with_capacity(ids.len());
-        for id in ids {
-            let rec = InstanceRecord::new(id.clone(), entry.generation, now);
-            let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-            batch = batch
-                .put(Table::Instances, &rec.key(), &value)
-                .event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
-            created.push(rec);
-        }
-        self.commit(batch).await?;
-        for rec in created {
-            let id = rec.id.clone();
+    /// Starts the actors of records just committed by [`new_records`]: being Staging, each
+    /// starts as its actor resumes it.
+    fn spawn_created(&self, entry: &Arc<SpecEntry>, records: Vec<InstanceRecord>) {
+        crate::failpoint::hit("apply-created");
+        for rec in records {
             let _resumed = self.spawn_actor(rec, entry.clone());
-            self.send(&id, Command::Start, None)?;
         }
-        Ok(())
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), SupervisorError> {
@@ -684,9 +705,74 @@ pub struct ApplyOutcome {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredSpec {
     generation: u64,
+    /// The generation of the last change that restarts instances (a change of the count alone
+    /// does not): an instance recorded below it, found at the daemon's start, restarts onto the
+    /// spec; one at or above it only takes the new generation. 0 (stored by an older version):
+    /// unknown, so it restarts.
+    #[serde(default)]
+    restart_from: u64,
     spec: ProcessSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     selection: Option<Vec<u32>>,
+}
+
+/// Whether instance `rec`, found at the daemon's start, has yet to take the stored spec's last
+/// apply: Some(false) when it must restart onto it (it last ran a spec older than the last change
+/// that restarts, and runs or waits to run again), Some(true) when it only takes the generation.
+/// A start still to come (Staging, Starting, a Stopping that restarts) runs the stored spec
+/// anyway, and an operator's stop holds.
+fn unfinished_replace(rec: &InstanceRecord, spec: &SpecEntry) -> Option<bool> {
+    use state::Kind;
+    // 0: stored by an older version, which did not know; the apply asked for a restart.
+    let restart_from = if spec.restart_from == 0 { spec.generation } else { spec.restart_from };
+    let may_restart =
+        matches!(rec.state.kind(), Kind::Running | Kind::Lost | Kind::Backoff | Kind::Exited | Kind::Failed);
+    if may_restart && rec.run_generation < restart_from {
+        Some(false)
+    } else if rec.spec_generation < spec.generation {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// How long a start waits for the store's lock: a daemon killed a moment ago may have left a
+/// start's child that has not yet closed its copy of the store's descriptor (see runtime/spawn.rs);
+/// another stewardd still running holds it for good, and is reported after this.
+const STORE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn open_store(dir: &std::path::Path) -> Result<Store, SupervisorError> {
+    let started = std::time::Instant::now();
+    let mut told = false;
+    loop {
+        match Store::open(dir) {
+            Err(crate::store::StoreError::AlreadyOpen { .. }) if started.elapsed() < STORE_LOCK_WAIT => {
+                if !std::mem::replace(&mut told, true) {
+                    tracing::info!("the state store is locked; waiting up to {} s", STORE_LOCK_WAIT.as_secs());
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            other => return other.map_err(|e| SupervisorError::Store(e.to_string())),
+        }
+    }
+}
+
+/// Records of new instances `ids` of spec generation `generation`, put in `batch` with their
+/// `created` events. They are created Staging, not Stopped: the record itself holds the apply's
+/// intent to start the instance, so a daemon killed before the start resumes it (a Stopped one
+/// would stay stopped).
+fn new_records(generation: u64, ids: &[InstanceId], batch: &mut Batch) -> Result<Vec<InstanceRecord>, SupervisorError> {
+    let now = now_ms();
+    let mut created = Vec::with_capacity(ids.len());
+    for id in ids {
+        let mut rec = InstanceRecord::new(id.clone(), generation, now);
+        rec.state = state::State::Staging;
+        let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Instances, &rec.key(), &value);
+        batch.push_event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
+        created.push(rec);
+    }
+    Ok(created)
 }
 
 /// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.

@@ -318,7 +318,7 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
 fn on_end(ctx: &Context, success: bool, reason: String, status: Option<ExitStatus>) -> Step {
     match decide(ctx.policy, ctx.counter, success, ctx.now_ms) {
         Decision::Restart { delay_ms } => {
-            Step { next: State::Backoff { until_ms: ctx.now_ms + delay_ms }, counts_restart: true }
+            Step { next: State::Backoff { until_ms: ctx.now_ms.saturating_add(delay_ms) }, counts_restart: true }
         }
         Decision::GiveUp { why } => {
             Step { next: State::Failed { reason: format!("{reason}; {why}") }, counts_restart: false }

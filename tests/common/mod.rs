@@ -24,6 +24,8 @@ pub struct Daemon {
     pub netns: Option<String>,
     /// The Docker Engine its pods run on: their containers are removed with the daemon.
     pub docker_socket: String,
+    /// Environment of the next `spawn` (e.g. `STEWARD_FAILPOINTS`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -73,6 +75,7 @@ impl Daemon {
             cgroup_parent,
             netns,
             docker_socket,
+            env: Vec::new(),
         };
         d.spawn();
         d
@@ -106,12 +109,15 @@ impl Daemon {
             .arg("--config")
             .arg(&self.config)
             .env("STEWARD_LOG", "debug")
+            .envs(self.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
         self.child = Some(child);
+        // A fresh client: one pooled connection to the previous daemon would fail the next call.
+        self.client = Client::new(&self.socket);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
