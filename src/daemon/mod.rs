@@ -204,6 +204,11 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         },
         docker_socket: config.docker_socket.clone(),
         numa_root: config.numa_root.clone(),
+        own_paths: vec![
+            ("state_dir".into(), config.state_dir.clone()),
+            ("fetch_cache_dir".into(), config.fetch_cache_dir.clone()),
+            ("socket".into(), config.socket.clone()),
+        ],
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;

@@ -21,9 +21,15 @@ mod cache;
 mod download;
 mod install;
 mod sandbox;
-mod sys;
+pub(crate) mod sys;
 
 pub use archive::Format;
+
+/// Opens a directory in a workload's tree without going through a symlink it planted (see
+/// [`install::open_output_dir`]); creates what is missing, owned by `owner`, when given.
+pub(crate) fn open_dir_walk(path: &std::path::Path, owner: Option<(u32, u32)>) -> Result<std::os::fd::OwnedFd, String> {
+    install::open_output_dir(path, owner)
+}
 
 use crate::runtime::process::ResolvedUser;
 use crate::spec::model::PullPolicy;
