@@ -48,6 +48,13 @@ pub struct Config {
     pub package_repository: Option<String>,
     /// Downloaded packages, kept by URL for pullPolicy IfNotPresent and revalidation.
     pub fetch_cache_dir: PathBuf,
+    /// A package archive that decompresses to more than this many bytes is refused.
+    pub fetch_max_extracted_bytes: u64,
+    /// A package archive with more entries (files, directories, links) than this is refused.
+    pub fetch_max_extracted_files: u64,
+    /// A package archive that decompresses to more than this many times its own size is
+    /// refused (a gzip or xz bomb), long before the size limit.
+    pub fetch_max_extraction_ratio: u64,
     /// The Docker Engine's API socket, for pods (seed 001).
     pub docker_socket: PathBuf,
     /// Where the NUMA topology is read for pods' cpuset placement.
@@ -183,6 +190,9 @@ impl Default for Config {
             port_range_end: 32000,
             package_repository: Some("file:///usr/share/steward/repository".into()),
             fetch_cache_dir: PathBuf::from("/var/cache/steward/fetch"),
+            fetch_max_extracted_bytes: crate::fetch::DEFAULT_MAX_EXTRACTED_BYTES,
+            fetch_max_extracted_files: crate::fetch::DEFAULT_MAX_EXTRACTED_FILES,
+            fetch_max_extraction_ratio: crate::fetch::DEFAULT_MAX_EXTRACTION_RATIO,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
             numa_root: PathBuf::from("/sys/devices/system/node"),
             node: NodeConfig::default(),
@@ -241,6 +251,15 @@ impl Config {
         if !(1..=max).contains(&config.max_instances_per_app) {
             return Err(format!("max_instances_per_app {} must be 1-{max}", config.max_instances_per_app));
         }
+        for (key, value) in [
+            ("fetch_max_extracted_bytes", config.fetch_max_extracted_bytes),
+            ("fetch_max_extracted_files", config.fetch_max_extracted_files),
+            ("fetch_max_extraction_ratio", config.fetch_max_extraction_ratio),
+        ] {
+            if value == 0 {
+                return Err(format!("{key} must be above 0 (no package could be installed)"));
+            }
+        }
         let remote = &config.remote;
         if remote.listen.is_some() && (remote.cert.is_none() || remote.key.is_none()) {
             return Err("remote.listen needs remote.cert and remote.key (the listener speaks TLS only)".into());
@@ -295,6 +314,18 @@ mod tests {
     fn unknown_keys_and_relative_roots_are_refused() {
         assert!(Config::parse("work_dir = \"/x\"").unwrap_err().contains("unknown field"));
         assert!(Config::parse("run_base_dir = \"run\"").unwrap_err().contains("run_base_dir"));
+    }
+
+    #[test]
+    fn extraction_limits_default_and_must_be_above_zero() {
+        let c = Config::default();
+        assert_eq!(
+            (c.fetch_max_extracted_bytes, c.fetch_max_extracted_files, c.fetch_max_extraction_ratio),
+            (10 << 30, 1_000_000, 1000)
+        );
+        let err = Config::parse("fetch_max_extraction_ratio = 0").unwrap_err();
+        assert!(err.contains("fetch_max_extraction_ratio"), "{err}");
+        assert_eq!(Config::parse("fetch_max_extracted_files = 7").unwrap().fetch_max_extracted_files, 7);
     }
 
     #[test]

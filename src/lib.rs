@@ -16,6 +16,7 @@ pub mod logs;
 pub mod plugin;
 pub mod ports;
 pub mod runtime;
+pub mod safefs;
 pub mod spec;
 pub mod store;
 pub mod supervisor;

@@ -54,13 +54,23 @@ impl LogFile {
     }
 
     pub fn modified(&self) -> SystemTime {
-        std::fs::metadata(&self.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
+        std::fs::symlink_metadata(&self.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
     }
 
     /// The complete lines appended since the last read. A file shorter than what was read was
-    /// rotated (copied away and truncated): it is read again from its start.
+    /// rotated (copied away and truncated): it is read again from its start. Read as root from
+    /// the instance's run directory: only a regular file with one link there, never through a
+    /// symlink (see [`crate::safefs::read_daemon_file`]).
     pub fn read_new(&mut self) -> Vec<String> {
-        let Ok(data) = std::fs::read(&self.path) else { return Vec::new() };
+        let data = match crate::safefs::read_daemon_file(&self.path, u64::MAX) {
+            Ok(data) => data,
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("logs: {e}");
+                }
+                return Vec::new();
+            }
+        };
         if (data.len() as u64) < self.offset {
             self.offset = 0;
             self.partial.clear();
@@ -88,7 +98,7 @@ impl LogFile {
 /// one stream, oldest-written first (the newest output ends a listing).
 pub fn files(dir: &Path, process: Option<&str>, stream: Option<&str>) -> std::io::Result<Vec<LogFile>> {
     let mut files: Vec<LogFile> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|e| e.ok().filter(|e| e.file_type().is_ok_and(|t| t.is_file())).map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .map(LogFile::new)
         .filter(|f| process.is_none_or(|p| f.process == p) && stream.is_none_or(|s| f.stream == s))

@@ -2,6 +2,8 @@
 //! a thread per connection) and real archives, including hostile ones built from raw headers.
 //! Ownership checks need root (they run as a user created with useradd).
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -792,6 +794,175 @@ async fn a_symlink_planted_in_the_output_path_is_not_followed() {
     std::os::unix::fs::symlink(&elsewhere, &admin).unwrap();
     fx.fetch(&uri(server.url("/app.tar.gz"), &admin.join("pkg"))).await.unwrap();
     assert!(elsewhere.join("pkg/app/start.sh").is_file());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extraction limits (issue 14): a bomb is stopped by the configured limits and leaves nothing
+
+/// A real gzip bomb: a .tar.gz of one file of `gib` GiB of zeros. Built as concatenated gzip
+/// members (valid gzip: `gzip -d` and every decoder read them as one stream), so the test
+/// compresses 16 MiB once instead of a gigabyte.
+fn gzip_bomb(gib: u64) -> Vec<u8> {
+    let size = gib << 30;
+    let chunk = gz_best(&vec![0u8; 16 << 20]);
+    let mut out = Vec::new();
+    // The size set by hand (and the checksum again): `header` takes a usize.
+    let mut h = header("zeros.bin", b'0', "", 0, 0o644);
+    octal(&mut h[124..136], size);
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|b| *b as u32).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    out.extend(gz_best(&h));
+    for _ in 0..size / (16 << 20) {
+        out.extend_from_slice(&chunk);
+    }
+    out.extend(gz_best(&[0u8; 1024]));
+    out
+}
+
+fn gz_best(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// Nothing of a refused archive anywhere: not in the output directory (or its parent: no
+/// temporary extraction directory), not in the cache.
+fn nothing_left(out: &Path, cache: &Path) {
+    assert_eq!(tree(out), Vec::<String>::new(), "nothing extracted into {}", out.display());
+    let parent = out.parent().unwrap();
+    assert_eq!(listing(parent), [out.file_name().unwrap().to_string_lossy().into_owned()], "{}", parent.display());
+    assert_eq!(listing(cache), Vec::<String>::new(), "no cache entry in {}", cache.display());
+}
+
+/// The bomb of issue 14 (1 GiB of zeros in a ~1 MB .tar.gz) through the real daemon, whose
+/// config sets `fetch_max_extracted_bytes`: the instance fails naming the URL and the limit,
+/// after at most that many bytes, and nothing of the archive stays on disk.
+#[tokio::test]
+async fn a_gzip_bomb_is_refused_by_the_configured_size_limit_through_the_daemon() {
+    let repo = tempfile::tempdir().unwrap();
+    let bomb = gzip_bomb(1);
+    eprintln!("bomb: 1 GiB of zeros in {} bytes", bomb.len());
+    assert!(bomb.len() < 1_100_000, "{}", bomb.len());
+    fs::write(repo.path().join("bomb.tar.gz"), &bomb).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let limit = 32u64 << 20;
+    let d = common::Daemon::start_with(
+        "fetch-bomb",
+        &format!(
+            "package_repository = \"file://{}\"\nfetch_cache_dir = \"{}\"\nfetch_max_extracted_bytes = {limit}\n",
+            repo.path().display(),
+            cache.path().display()
+        ),
+    );
+    let spec = common::spec(
+        "bomb",
+        1,
+        serde_json::json!({"uris": [{"value": "/bomb.tar.gz", "outputDir": "${workPath}/pkg"}]}),
+        serde_json::json!({"restartPolicy": {"policy": "Never"}}),
+    );
+    let started = Instant::now();
+    d.apply_json(&spec).await;
+    let iid = common::id("test", "bomb", 0);
+    let st = d.wait(&iid, 60, |s| s.message.contains("fetch_max_extracted_bytes")).await;
+    let took = started.elapsed();
+    eprintln!("refused in {took:?}: {}", st.message);
+    assert!(st.message.contains("/bomb.tar.gz") && st.message.contains(&limit.to_string()), "{}", st.message);
+    assert!(st.message.contains("nothing was installed"), "{}", st.message);
+    assert!(st.pid.is_none(), "nothing started: {st:?}");
+    let work = d.work_dir().join("test.bomb.0");
+    let left = tree(&work);
+    assert!(left.iter().all(|p| p == "pkg"), "at most the (empty) outputDir, no partial extraction: {left:?}");
+    assert_eq!(listing(&d.work_dir()), ["test.bomb.0"], "no temporary directory left");
+    let cached: Vec<String> = listing(cache.path()).into_iter().filter(|n| !n.ends_with(".part")).collect();
+    assert!(cached.is_empty(), "the bomb is not kept in the cache: {cached:?}");
+}
+
+/// With the default limits a bomb that expands more than 1000x is stopped by the ratio.
+#[tokio::test]
+async fn default_limits_stop_a_bomb_by_its_ratio_and_leave_nothing() {
+    let server = Server::start();
+    // 64 MiB of zeros: ~1030x at gzip's best, above the default 1000x.
+    let mut data = header("zeros.bin", b'0', "", 64 << 20, 0o644).to_vec();
+    data.resize(512 + (64 << 20), 0);
+    data.extend_from_slice(&[0u8; 1024]);
+    let bomb = gz_best(&data);
+    let ratio = data.len() as f64 / bomb.len() as f64;
+    assert!(ratio > 1000.0, "the test's bomb must be above the default ratio: {ratio}");
+    server.file("/small-bomb.tar.gz", bomb.clone());
+    let fx = Fx::new();
+    assert_eq!(fx.fetcher.options().max_extraction_ratio, 1000);
+    assert_eq!(fx.fetcher.options().max_extracted_bytes, 10 << 30);
+    assert_eq!(fx.fetcher.options().max_extracted_entries, 1_000_000);
+    let out = fx.out("app");
+    let started = Instant::now();
+    let err = fx.fetch(&uri(server.url("/small-bomb.tar.gz"), &out)).await.unwrap_err();
+    let text = err.to_string();
+    eprintln!("{} bytes ({ratio:.0}x) refused in {:?}: {text}", bomb.len(), started.elapsed());
+    assert!(matches!(err, FetchError::Limit { .. }), "{err:?}");
+    assert!(text.contains("/small-bomb.tar.gz") && text.contains("fetch_max_extraction_ratio"), "{text}");
+    assert!(text.contains(&format!("({} bytes)", bomb.len())) && text.contains("1000 times"), "{text}");
+    nothing_left(&out, &fx.dir.path().join("cache"));
+
+    // An ordinary archive is well within the defaults.
+    server.file("/app.tar.gz", app_v1());
+    fx.fetch(&uri(server.url("/app.tar.gz"), &fx.out("ok"))).await.unwrap();
+}
+
+/// A lower configured ratio refuses an archive of repetitive text (xz too), and the error says
+/// which limit; the same archive passes with the default.
+#[tokio::test]
+async fn the_ratio_limit_is_configurable_and_applies_to_xz_and_zip() {
+    let server = Server::start();
+    // Log-like text: a constant line with a little randomness, some 10-30x compressible.
+    let mut seed = 7;
+    let mut text = Vec::new();
+    while text.len() < 4 << 20 {
+        text.extend_from_slice(b"2026-11-24 INFO request served from the cache in 0.1 ms, status ok id=");
+        text.extend(random_text(4, &mut seed));
+        text.push(b'\n');
+    }
+    let t = tar(&[E::File("log.txt", &text, 0o644)]);
+    let (xzed, zipped) = (xz(&t), zip(&[("log.txt", &text)]));
+    for packed in [&xzed, &zipped] {
+        let ratio = text.len() / packed.len();
+        assert!((6..500).contains(&ratio), "ratio {ratio}");
+    }
+    server.file("/text.tar.xz", xzed);
+    server.file("/text.zip", zipped);
+    let fx = Fx::with(|o| o.max_extraction_ratio = 5);
+    for path in ["/text.tar.xz", "/text.zip"] {
+        let out = fx.out("t");
+        let err = fx.fetch(&uri(server.url(path), &out)).await.unwrap_err();
+        eprintln!("{err}");
+        assert!(matches!(err, FetchError::Limit { .. }), "{path}: {err:?}");
+        assert!(err.to_string().contains("5 times") && err.to_string().contains(path), "{err}");
+        nothing_left(&out, &fx.dir.path().join("cache"));
+    }
+    let fx = Fx::new();
+    fx.fetch(&uri(server.url("/text.tar.xz"), &fx.out("t"))).await.unwrap();
+    assert_eq!(fs::read(fx.out("t").join("log.txt")).unwrap(), text);
+}
+
+/// Too many entries: refused at the configured count, naming it; one fewer is fine.
+#[tokio::test]
+async fn the_file_count_limit_refuses_and_leaves_nothing() {
+    let server = Server::start();
+    let names: Vec<String> = (0..101).map(|i| format!("f{i}")).collect();
+    let many: Vec<E<'_>> = names.iter().map(|n| E::File(n, b"", 0o644)).collect();
+    server.file("/many.tar.gz", gz(&tar(&many)));
+    server.file("/enough.tar.gz", gz(&tar(&many[..100])));
+    let fx = Fx::with(|o| o.max_extracted_entries = 100);
+    let out = fx.out("m");
+    let err = fx.fetch(&uri(server.url("/many.tar.gz"), &out)).await.unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, FetchError::Limit { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("/many.tar.gz") && text.contains("more than 100 entries"), "{text}");
+    assert!(text.contains("fetch_max_extracted_files"), "{text}");
+    nothing_left(&out, &fx.dir.path().join("cache"));
+    fx.fetch(&uri(server.url("/enough.tar.gz"), &out)).await.unwrap();
+    assert_eq!(listing(&out).len(), 100);
 }
 
 // ---------------------------------------------------------------------------------------------

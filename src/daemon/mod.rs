@@ -118,8 +118,14 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             }
             if (&new.package_repository, &new.fetch_cache_dir)
                 != (&running.package_repository, &running.fetch_cache_dir)
+                || (new.fetch_max_extracted_bytes, new.fetch_max_extracted_files, new.fetch_max_extraction_ratio)
+                    != (
+                        running.fetch_max_extracted_bytes,
+                        running.fetch_max_extracted_files,
+                        running.fetch_max_extraction_ratio,
+                    )
             {
-                needs_restart.push("package_repository/fetch_cache_dir");
+                needs_restart.push("package_repository/fetch_cache_dir/fetch_max_*");
             }
             if (&new.docker_socket, &new.numa_root) != (&running.docker_socket, &running.numa_root) {
                 needs_restart.push("docker_socket/numa_root");
@@ -194,10 +200,18 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         port_range: (config.port_range_start, config.port_range_end),
         fetch: crate::fetch::FetchOptions {
             repository: config.package_repository.clone(),
+            max_extracted_bytes: config.fetch_max_extracted_bytes,
+            max_extracted_entries: config.fetch_max_extracted_files,
+            max_extraction_ratio: config.fetch_max_extraction_ratio,
             ..crate::fetch::FetchOptions::new(config.fetch_cache_dir.clone())
         },
         docker_socket: config.docker_socket.clone(),
         numa_root: config.numa_root.clone(),
+        own_paths: vec![
+            ("state_dir".into(), config.state_dir.clone()),
+            ("fetch_cache_dir".into(), config.fetch_cache_dir.clone()),
+            ("socket".into(), config.socket.clone()),
+        ],
     })
     .await?;
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;

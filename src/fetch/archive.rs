@@ -74,6 +74,10 @@ impl<R: Read> Read for Watched<R> {
 /// Extracts `file` (the cached download) into the sandbox.
 pub fn extract(format: &Format, mut file: File, sandbox: &mut Sandbox) -> Result<(), EntryError> {
     file.rewind().map_err(|e| EntryError::Corrupt(format!("rewinding the download: {e}")))?;
+    if !matches!(format, Format::Plain(_)) {
+        let size = file.metadata().map_err(|e| EntryError::Corrupt(format!("reading the download: {e}")))?.len();
+        sandbox.set_archive_size(size.max(1));
+    }
     match format {
         Format::TarGz => {
             let d = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, file));

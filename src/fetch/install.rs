@@ -44,7 +44,7 @@ pub struct Job<'a> {
 
 pub fn install(job: &Job<'_>, file: File) -> Result<(), InstallError> {
     let shown = job.output_dir.display();
-    let out = open_output_dir(job.output_dir, job.uid, job.gid).map_err(InstallError::Dir)?;
+    let out = open_output_dir(job.output_dir, Some((job.uid, job.gid))).map_err(InstallError::Dir)?;
     let parent =
         sys::open_dir_dotdot(out.as_fd()).map_err(|e| InstallError::Dir(format!("opening its parent: {e}")))?;
     // Renames only work within one filesystem: if the output directory is a mount point,
@@ -134,11 +134,11 @@ fn remove_leftovers(host: &OwnedFd, token: &str) {
     }
 }
 
-/// Opens (creating what is missing, owned by `uid:gid`) the output directory, walking it one
-/// component at a time. A symlink on the way is followed only if root (or Steward's own user)
+/// Opens (creating what is missing, owned by `owner`, when given) the output directory, walking
+/// it one component at a time. A symlink on the way is followed only if root (or Steward's own user)
 /// owns it: one planted by the application (which owns its work directory) would otherwise let
 /// it aim root's writes anywhere.
-pub fn open_output_dir(path: &Path, uid: u32, gid: u32) -> Result<OwnedFd, String> {
+pub fn open_output_dir(path: &Path, owner: Option<(u32, u32)>) -> Result<OwnedFd, String> {
     if !path.is_absolute() {
         return Err("not an absolute path".into());
     }
@@ -162,6 +162,7 @@ pub fn open_output_dir(path: &Path, uid: u32, gid: u32) -> Result<OwnedFd, Strin
         match sys::open_dir(cur.as_fd(), &name) {
             Ok(fd) => cur = fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let Some((uid, gid)) = owner else { return Err(format!("{what}: {e}")) };
                 match sys::mkdir(cur.as_fd(), &name, 0o755) {
                     Ok(()) => sys::chown_at(cur.as_fd(), &name, uid, gid)
                         .map_err(|e| format!("cannot give {what} to uid {uid}: {e}"))?,

@@ -12,15 +12,24 @@
 //!   one file. Entries that would land outside `outputDir` (absolute paths, `..`, escaping or
 //!   traversed symlinks, hard links to anything but an extracted file, devices, fifos) fail the
 //!   whole fetch; extraction goes through a temporary directory so a failure changes nothing.
+//! - Extraction is bounded in total bytes, entries and bytes per archive byte (config
+//!   `fetch_max_extracted_*`, `fetch_max_extraction_ratio`), counted as data is decompressed;
+//!   an archive that is refused or damaged also leaves the cache.
 
 mod archive;
 mod cache;
 mod download;
 mod install;
 mod sandbox;
-mod sys;
+pub(crate) mod sys;
 
 pub use archive::Format;
+
+/// Opens a directory in a workload's tree without going through a symlink it planted (see
+/// [`install::open_output_dir`]); creates what is missing, owned by `owner`, when given.
+pub(crate) fn open_dir_walk(path: &std::path::Path, owner: Option<(u32, u32)>) -> Result<std::os::fd::OwnedFd, String> {
+    install::open_output_dir(path, owner)
+}
 
 use crate::runtime::process::ResolvedUser;
 use crate::spec::model::PullPolicy;
@@ -53,11 +62,19 @@ pub struct FetchOptions {
     /// No response, or no byte of the body, for this long counts as a failed attempt.
     pub stall_timeout: Duration,
     pub connect_timeout: Duration,
-    /// Refuse archives that decompress to more than this (Nomad: 100 GB).
+    /// Refuse archives that decompress to more than this (config `fetch_max_extracted_bytes`).
     pub max_extracted_bytes: u64,
-    /// Refuse archives with more entries than this (Nomad: 4096).
+    /// Refuse archives with more entries than this (config `fetch_max_extracted_files`).
     pub max_extracted_entries: u64,
+    /// Refuse archives that decompress to more than this many times their own size (config
+    /// `fetch_max_extraction_ratio`): a bomb is stopped long before the size limit.
+    pub max_extraction_ratio: u64,
 }
+
+/// Defaults of the extraction limits (also the config's defaults).
+pub const DEFAULT_MAX_EXTRACTED_BYTES: u64 = 10 << 30;
+pub const DEFAULT_MAX_EXTRACTED_FILES: u64 = 1_000_000;
+pub const DEFAULT_MAX_EXTRACTION_RATIO: u64 = 1000;
 
 impl FetchOptions {
     pub fn new(cache_dir: impl Into<PathBuf>) -> FetchOptions {
@@ -68,8 +85,9 @@ impl FetchOptions {
             first_backoff: Duration::from_millis(500),
             stall_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
-            max_extracted_bytes: 100_000_000_000,
-            max_extracted_entries: 4096,
+            max_extracted_bytes: DEFAULT_MAX_EXTRACTED_BYTES,
+            max_extracted_entries: DEFAULT_MAX_EXTRACTED_FILES,
+            max_extraction_ratio: DEFAULT_MAX_EXTRACTION_RATIO,
         }
     }
 }
@@ -288,6 +306,7 @@ impl Fetcher {
         let limits = Limits {
             max_bytes: self.inner.options.max_extracted_bytes,
             max_entries: self.inner.options.max_extracted_entries,
+            max_ratio: self.inner.options.max_extraction_ratio,
         };
         let result = tokio::task::spawn_blocking(move || {
             let _held = dir_lock;
@@ -300,6 +319,14 @@ impl Fetcher {
             what: "extracting".into(),
             message: e.to_string(),
         })?;
+        if let Err(install::InstallError::Entry(_)) = &result {
+            // An archive that cannot be installed (a bomb, a hostile or damaged one) is no use to
+            // anyone: it does not stay in the cache (unless another fetch replaced it meanwhile).
+            let _g = self.lock(format!("cache {key}")).await;
+            if self.inner.cache.load(&key).is_some_and(|m| m.sha256 == fetched.sha256) {
+                self.inner.cache.forget(&key);
+            }
+        }
         let url = src.shown.clone();
         let dir = uri.output_dir.clone();
         result.map_err(|e| match e {

@@ -51,6 +51,8 @@ enum Kind {
 pub struct Limits {
     pub max_bytes: u64,
     pub max_entries: u64,
+    /// Bytes decompressed per byte of archive.
+    pub max_ratio: u64,
 }
 
 pub struct Sandbox {
@@ -59,6 +61,8 @@ pub struct Sandbox {
     gid: u32,
     chown: bool,
     limits: Limits,
+    /// Size of the archive itself, for the ratio limit (0: no ratio limit, e.g. a plain file).
+    archive_bytes: u64,
     /// Everything created, by normalized path (`a/b/c`).
     kinds: HashMap<Vec<u8>, Kind>,
     /// Symlinks created: path -> target, checked as a whole at the end.
@@ -124,6 +128,7 @@ impl Sandbox {
             gid,
             chown,
             limits,
+            archive_bytes: 0,
             kinds: HashMap::new(),
             links: HashMap::new(),
             entries: 0,
@@ -133,24 +138,37 @@ impl Sandbox {
         }
     }
 
+    /// The archive is `bytes` long: what it decompresses to is held to `max_ratio` times that.
+    pub fn set_archive_size(&mut self, bytes: u64) {
+        self.archive_bytes = bytes;
+    }
+
     fn count_entry(&mut self) -> Result<(), EntryError> {
         self.entries += 1;
         if self.entries > self.limits.max_entries {
             return Err(EntryError::Limit(format!(
-                "more than {} entries (decompression file count limit)",
+                "the archive has more than {} entries (limit fetch_max_extracted_files)",
                 self.limits.max_entries
             )));
         }
         Ok(())
     }
 
-    /// Counts decompressed bytes read outside entries (padding, trailing data) towards the limit.
+    /// Counts decompressed bytes (entries' data, and padding or trailing data read outside
+    /// them) towards the size and ratio limits; checked as they come, so a bomb stops early.
     pub fn count_bytes(&mut self, n: u64) -> Result<(), EntryError> {
         self.bytes = self.bytes.saturating_add(n);
         if self.bytes > self.limits.max_bytes {
             return Err(EntryError::Limit(format!(
-                "more than {} bytes decompressed (decompression size limit)",
+                "the archive decompresses to more than {} bytes (limit fetch_max_extracted_bytes)",
                 self.limits.max_bytes
+            )));
+        }
+        if self.archive_bytes > 0 && self.bytes > self.archive_bytes.saturating_mul(self.limits.max_ratio) {
+            return Err(EntryError::Limit(format!(
+                "the archive ({} bytes) decompresses to more than {} times its size (limit \
+                 fetch_max_extraction_ratio)",
+                self.archive_bytes, self.limits.max_ratio
             )));
         }
         Ok(())
@@ -462,7 +480,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fd: OwnedFd = std::fs::File::open(dir.path()).unwrap().into();
         let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-        (dir, Sandbox::new(fd, me.0, me.1, Limits { max_bytes: 1 << 20, max_entries: 100 }))
+        (dir, Sandbox::new(fd, me.0, me.1, Limits { max_bytes: 1 << 20, max_entries: 100, max_ratio: 1000 }))
     }
 
     #[test]

@@ -368,9 +368,13 @@ impl Docker {
         let options =
             q::LogsOptions { stdout: true, stderr: true, timestamps: true, tail: "all".into(), ..Default::default() };
         let mut stream = client.logs(id, Some(options));
+        // In the run directory, as root: never through a symlink or hard link (see safefs).
         let open = |stream: &str| {
             let path = dir.join(format!("{name}.{stream}.log"));
-            async move { tokio::fs::OpenOptions::new().create(true).append(true).open(path).await }
+            async move {
+                let f = tokio::task::spawn_blocking(move || crate::safefs::open_log(&path)).await??;
+                Ok::<_, std::io::Error>(tokio::fs::File::from_std(f))
+            }
         };
         let (Ok(mut out), Ok(mut err)) = (open("stdout").await, open("stderr").await) else { return };
         while let Some(Ok(chunk)) = stream.next().await {
@@ -636,8 +640,11 @@ impl Docker {
         let position_file = dir.join(format!(".{name}.logpos"));
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
-            let open =
-                |p: PathBuf| async move { tokio::fs::OpenOptions::new().create(true).append(true).open(p).await };
+            // In the run directory, as root: never through a symlink or hard link (see safefs).
+            let open = |p: PathBuf| async move {
+                let f = tokio::task::spawn_blocking(move || crate::safefs::open_log(&p)).await??;
+                Ok::<_, std::io::Error>(tokio::fs::File::from_std(f))
+            };
             let Ok(client) = client else { return };
             let (Ok(mut out_file), Ok(mut err_file)) = (open(out.clone()).await, open(err.clone()).await) else {
                 return;
@@ -692,7 +699,8 @@ struct LogPosition {
 impl LogPosition {
     fn resume(file: &Path, container: &str, out: &Path, err: &Path) -> LogPosition {
         let fresh = LogPosition { container: container.to_string(), last: String::new() };
-        let Ok(text) = std::fs::read_to_string(file) else { return fresh };
+        let Ok(data) = crate::safefs::read_daemon_file(file, 4096) else { return fresh };
+        let text = String::from_utf8_lossy(&data);
         // "<container> <stamp> <previous stamp> <out|err> <length before>"
         let parts: Vec<&str> = text.split_whitespace().collect();
         let [id, stamp, previous, stream, length] = parts.as_slice() else { return fresh };
@@ -700,7 +708,7 @@ impl LogPosition {
             return fresh; // another run's container: its output starts afresh
         }
         let path = if *stream == "err" { err } else { out };
-        let now = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let now = crate::safefs::daemon_file_len(path);
         let written = !length.parse::<u64>().is_ok_and(|before| now == before);
         let last = if written { stamp } else { previous };
         LogPosition { container: container.to_string(), last: last.trim_start_matches('-').to_string() }
@@ -712,7 +720,7 @@ impl LogPosition {
 
     /// Records `stamp` as taken, about to be appended to `path`.
     fn advance(&mut self, file: &Path, stamp: String, is_err: bool, path: &Path) {
-        let before = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let before = crate::safefs::daemon_file_len(path);
         let previous = if self.last.is_empty() { "-".to_string() } else { self.last.clone() };
         let stream = if is_err { "err" } else { "out" };
         let text = format!("{} {stamp} {previous} {stream} {before}\n", self.container);
@@ -726,18 +734,10 @@ impl LogPosition {
 /// Overwrites a small file in place (one write; a reader sees old or new bytes, and the
 /// content is padded to a fixed width so a shorter record never leaves a longer one's tail).
 fn write_small(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut padded = data.to_vec();
     padded.resize(data.len().max(256), b' ');
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.write_all(&padded)
+    // In the run directory, as root: never through a symlink or hard link (see safefs).
+    crate::safefs::write_daemon_file(path, &padded, 0o600)
 }
 
 /// Splits Docker's `2026-11-24T22:50:01.12345Z message` (logs with timestamps) into a sortable

@@ -8,7 +8,6 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -147,9 +146,12 @@ impl Pidfd {
     }
 }
 
-/// The pid in a pidfile: the first non-blank line, whitespace and extra lines tolerated.
-pub fn read_pidfile(path: &Path) -> Result<i32, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read pidfile {}: {e}", path.display()))?;
+/// The pid in a pidfile: the first non-blank line, whitespace and extra lines tolerated. Read
+/// as [`crate::safefs::read_workload_file`] does: only a regular file of the process's user
+/// (`uid`), never through a symlink or a hard link it planted.
+pub fn read_pidfile(path: &Path, uid: u32) -> Result<i32, String> {
+    let data = crate::safefs::read_workload_file(path, uid, 4096).map_err(|e| format!("cannot read pidfile {e}"))?;
+    let text = String::from_utf8_lossy(&data);
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     let first = first.ok_or_else(|| format!("pidfile {} is empty", path.display()))?;
     match first.parse::<i32>() {
@@ -159,67 +161,91 @@ pub fn read_pidfile(path: &Path) -> Result<i32, String> {
 }
 
 /// Creates `dir` and any missing parents below `root`, giving the new ones to `user`.
-/// Existing directories are left as they are.
+/// Existing directories are left as they are; a symlink on the way is refused.
 pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Result<()> {
-    let rel = dir.strip_prefix(root).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not below {}", dir.display(), root.display()))
-    })?;
-    std::fs::create_dir_all(root)?;
-    let mut current = root.to_path_buf();
-    for part in rel.components() {
-        current.push(part);
-        match std::fs::create_dir(&current) {
-            Ok(()) => {
-                std::fs::set_permissions(&current, std::fs::Permissions::from_mode(0o755))?;
-                nix::unistd::chown(&current, Some(user.uid.into()), Some(user.gid.into()))?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                if std::fs::symlink_metadata(&current)?.file_type().is_symlink() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{} is a symlink; refusing to follow it", current.display()),
-                    ));
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    crate::safefs::create_dirs(root, dir, user.uid, user.gid)
 }
 
-/// Opens (appending, creating) a log file the daemon hands to a child: never through a symlink,
-/// owned by the workload's user so it can read its own logs.
+/// Opens (appending, creating) a log file the daemon hands to a child, in the instance's run
+/// directory (which must be root's): never through a symlink or a hard link, owned by the
+/// workload's user so it can read its own logs.
 pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o640)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    nix::unistd::fchown(file.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))?;
+    let file = crate::safefs::open_log(path)?;
+    nix::unistd::fchown(file.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))
+        .map_err(|e| crate::safefs::at(path, e.into()))?;
     Ok(file)
 }
 
 /// Size-based rotation that works while the child keeps its fd open (O_APPEND): copy the file
-/// to `.1` (shifting older copies up to `keep`), then truncate it in place.
+/// to `.1` (shifting older copies up to `keep`), then truncate it in place. `path` is in a
+/// run directory, which must be root's (see [`rotate_log_at`]).
 pub fn rotate_log(path: &Path, max_bytes: u64, keep: u32) -> io::Result<bool> {
-    let len = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
+    let dir_path = path.parent().unwrap_or(Path::new("/"));
+    let dir = crate::safefs::open_daemon_dir(dir_path)?;
+    let name = path.file_name().unwrap_or_default();
+    rotate_log_at(std::os::fd::AsFd::as_fd(&dir), dir_path, name, max_bytes, keep)
+}
+
+/// [`rotate_log`] of `name` in the open directory `dir` (shown as `dir_path`). Everything goes
+/// through the descriptor: the log is opened without following a symlink and used only if it
+/// is a regular file with one link (so never a hard link to a file elsewhere); the copy is a
+/// new file the daemon creates, given the log's owner; it is read and truncated through the
+/// descriptor it was checked on.
+pub fn rotate_log_at(
+    dir: std::os::fd::BorrowedFd<'_>,
+    dir_path: &Path,
+    name: &std::ffi::OsStr,
+    max_bytes: u64,
+    keep: u32,
+) -> io::Result<bool> {
+    use crate::fetch::sys;
+    use std::os::unix::ffi::OsStrExt;
+    let path = dir_path.join(name);
+    let cname = |n: &[u8]| sys::name(n).map_err(|e| crate::safefs::at(&path, e));
+    let log_name = cname(name.as_bytes())?;
+    let mut file = match crate::safefs::open_regular_at(dir, &log_name, &path, libc::O_RDWR, 0) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
-    if len < max_bytes || keep == 0 {
+    let st = crate::safefs::check_regular(&file, &path)?;
+    if (st.st_size as u64) < max_bytes || keep == 0 {
         return Ok(false);
     }
-    let numbered = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+    let numbered = |n: u32| {
+        let mut b = name.as_bytes().to_vec();
+        b.extend_from_slice(format!(".{n}").as_bytes());
+        b
+    };
     for n in (1..keep).rev() {
-        let from = numbered(n);
-        if from.exists() {
-            std::fs::rename(&from, numbered(n + 1))?;
+        let (from, to) = (cname(&numbered(n))?, cname(&numbered(n + 1))?);
+        match sys::rename(dir, &from, dir, &to, 0) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(crate::safefs::at(&path, e)),
+            _ => {}
         }
     }
-    std::fs::copy(path, numbered(1))?;
-    std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(path)?.set_len(0)?;
+    let mut tmp_name = numbered(1);
+    tmp_name.extend_from_slice(b".steward-tmp");
+    let tmp = cname(&tmp_name)?;
+    let tmp_path = dir_path.join(std::ffi::OsStr::from_bytes(&tmp_name));
+    match sys::unlink(dir, &tmp, false) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(crate::safefs::at(&tmp_path, e)),
+        _ => {}
+    }
+    let copied = (|| {
+        let mut copy = sys::create_file(dir, &tmp)?;
+        sys::chown_fd(std::os::fd::AsFd::as_fd(&copy), st.st_uid, st.st_gid)?;
+        sys::chmod_fd(std::os::fd::AsFd::as_fd(&copy), 0o640)?;
+        use std::io::{Seek, SeekFrom};
+        file.seek(SeekFrom::Start(0))?;
+        io::copy(&mut file, &mut copy)?;
+        sys::rename(dir, &tmp, dir, &cname(&numbered(1)).map_err(io::Error::other)?, 0)
+    })();
+    if let Err(e) = copied {
+        let _ = sys::unlink(dir, &tmp, false);
+        return Err(crate::safefs::at(&tmp_path, e));
+    }
+    file.set_len(0).map_err(|e| crate::safefs::at(&path, e))?;
     Ok(true)
 }
 
@@ -233,13 +259,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.pid");
         std::fs::write(&p, "\n  4242 \nsecond line\n").unwrap();
-        assert_eq!(read_pidfile(&p).unwrap(), 4242);
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(read_pidfile(&p, me).unwrap(), 4242);
         std::fs::write(&p, "abc\n").unwrap();
-        assert!(read_pidfile(&p).unwrap_err().contains("not a pid"));
+        assert!(read_pidfile(&p, me).unwrap_err().contains("not a pid"));
         std::fs::write(&p, "   \n").unwrap();
-        assert!(read_pidfile(&p).unwrap_err().contains("empty"));
+        assert!(read_pidfile(&p, me).unwrap_err().contains("empty"));
         std::fs::write(&p, "-5").unwrap();
-        assert!(read_pidfile(&p).is_err());
+        assert!(read_pidfile(&p, me).is_err());
     }
 
     #[test]

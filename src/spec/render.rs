@@ -188,7 +188,7 @@ pub fn render(spec: &ProcessSpec, index: u32, ctx: &RenderContext) -> Result<Ren
 
 /// [`render`] without the check that `index` is below `spec.instance`: validation uses it to
 /// check paths even when the instance count itself is wrong.
-pub(super) fn render_any_index(
+pub(crate) fn render_any_index(
     spec: &ProcessSpec,
     index: u32,
     ctx: &RenderContext,

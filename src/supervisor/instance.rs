@@ -698,6 +698,9 @@ impl Actor {
         self.users = rendered.processes.iter().map(|p| ResolvedUser::lookup(&p.user)).collect::<Result<_, _>>()?;
         process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &ResolvedUser::root())
             .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
+        // Logs and position files go there as root: it must be the daemon's (not, say, a
+        // directory another instance's workload made and owns).
+        crate::safefs::open_daemon_dir(&rendered.run_dir).map_err(|e| format!("run directory {e}"))?;
         for (p, owner) in rendered.processes.iter().zip(&self.users) {
             process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, owner)
                 .map_err(|e| format!("cannot create workPath {}: {e}", p.work_path.display()))?;
@@ -845,9 +848,12 @@ impl Actor {
         // Forking (systemd Type=forking): the pid in the pidfile is the main process.
         let mut launcher_exit: Option<ExitWatch> = Some(exit);
         let mut why = format!("pidfile {} did not appear", pid_file.display());
+        let uid = user.uid;
         loop {
-            if let Ok(main_pid) = process::read_pidfile(pid_file) {
-                match self.check_main(main_pid, &p.proc_name) {
+            match process::read_pidfile(pid_file, uid) {
+                Err(e) if e.contains("No such file") => {}
+                Err(e) => why = e,
+                Ok(main_pid) => match self.check_main(main_pid, &p.proc_name) {
                     Ok(mut main) => {
                         main.spawned = main_pid == pid;
                         let watch =
@@ -855,7 +861,7 @@ impl Actor {
                         return Launched::Ready(main, watch);
                     }
                     Err(e) => why = e,
-                }
+                },
             }
             if let Some(w) = launcher_exit.as_mut() {
                 if let Ok(status) = w.try_recv() {
@@ -1189,7 +1195,9 @@ impl Actor {
             let pid_file = p.pid_file.clone().unwrap_or_default();
             let mut found = None;
             while found.is_none() && Instant::now() < deadline {
-                found = process::read_pidfile(&pid_file).ok().and_then(|pid| self.check_main(pid, &p.proc_name).ok());
+                found = process::read_pidfile(&pid_file, user.uid)
+                    .ok()
+                    .and_then(|pid| self.check_main(pid, &p.proc_name).ok());
                 if found.is_none() {
                     tokio::time::sleep(PIDFILE_POLL).await;
                 }

@@ -8,6 +8,8 @@ pub mod record;
 pub mod state;
 pub mod values;
 
+mod paths;
+
 use crate::cgroups::{CgroupConfig, Hierarchy};
 use crate::runtime::reaper::Reaper;
 use crate::spec::{InstanceId, ProcessSpec, Roots};
@@ -34,6 +36,9 @@ pub struct SupervisorConfig {
     /// Pods: the Docker Engine's socket, and where the NUMA topology is read.
     pub docker_socket: PathBuf,
     pub numa_root: PathBuf,
+    /// Steward's own files and directories (config key, path): the state store, the package
+    /// cache, the socket. No instance's directory may be or hold one of them.
+    pub own_paths: Vec<(String, PathBuf)>,
 }
 
 /// Size-based rotation of the instances' log files.
@@ -64,6 +69,8 @@ pub struct Shared {
     pub launches: Arc<tokio::sync::Semaphore>,
     /// The Docker Engine, for pods.
     pub docker: crate::runtime::docker::Docker,
+    /// See [`SupervisorConfig::own_paths`].
+    pub own_paths: Vec<(String, PathBuf)>,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -160,6 +167,7 @@ impl Supervisor {
             values: Mutex::new(BTreeMap::new()),
             fetcher,
             launches: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LAUNCHES)),
+            own_paths: config.own_paths,
         });
         let sup = Supervisor {
             shared,
@@ -346,6 +354,7 @@ impl Supervisor {
                 p.spec.kind, spec.kind
             )));
         }
+        self.check_paths(&spec, selection.as_deref())?;
         if let Some(entry) = previous.as_ref().filter(|p| p.spec == spec && p.selection == selection) {
             // Unchanged: nothing restarts; instances deleted one by one come back.
             let ids = ids_of(&spec, selection.as_deref());
@@ -423,6 +432,56 @@ impl Supervisor {
             }
         }
         Ok(ApplyOutcome { instances: ids, generation, changed, created, unchanged: false })
+    }
+
+    /// Each instance's directories are its own (issue 14): no workPath, pidFile or outputDir of
+    /// `spec`'s instances may be, hold or lie in another instance's run or work directories (a
+    /// workload owning them could plant links where the daemon works as root), nor Steward's
+    /// own (Invalid); checked against every instance of other apps here (Conflict).
+    fn check_paths(&self, spec: &ProcessSpec, selection: Option<&[u32]>) -> Result<(), SupervisorError> {
+        let roots = &self.shared.roots;
+        let mine: Vec<paths::InstancePaths> = ids_of(spec, selection)
+            .iter()
+            .filter_map(|id| {
+                let ports =
+                    self.instances.lock().expect("instances lock").get(id).map(|h| h.status.borrow().ports.clone());
+                paths::of(spec, id.index, roots, ports)
+            })
+            .collect();
+        for x in &mine {
+            if let Some(why) = paths::own_clash(x, &self.shared.own_paths) {
+                return Err(SupervisorError::Invalid(why));
+            }
+        }
+        for (i, x) in mine.iter().enumerate() {
+            for y in &mine[i + 1..] {
+                if let Some(why) = paths::clash(x, y) {
+                    return Err(SupervisorError::Conflict(why));
+                }
+            }
+        }
+        let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
+        let others: Vec<(Arc<SpecEntry>, InstanceId, BTreeMap<String, u16>)> = {
+            let specs = self.specs.lock().expect("specs lock");
+            let instances = self.instances.lock().expect("instances lock");
+            instances
+                .iter()
+                .filter(|(id, _)| app_key(&id.namespace, &id.name) != key)
+                .filter_map(|(id, h)| {
+                    let entry = specs.get(&app_key(&id.namespace, &id.name))?.clone();
+                    Some((entry, id.clone(), h.status.borrow().ports.clone()))
+                })
+                .collect()
+        };
+        for (entry, id, ports) in others {
+            let Some(y) = paths::of(&entry.spec, id.index, roots, Some(ports)) else { continue };
+            for x in &mine {
+                if let Some(why) = paths::clash(x, &y) {
+                    return Err(SupervisorError::Conflict(why));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The ids in `ids` that have no instance here.
@@ -820,21 +879,46 @@ async fn rotate_logs(run_base_dir: PathBuf, rotation: LogRotation) {
     loop {
         tokio::time::sleep(rotation.every).await;
         let dir = run_base_dir.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            for instance in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                for file in std::fs::read_dir(instance.path()).into_iter().flatten().flatten() {
-                    let path = file.path();
-                    if path.extension().is_some_and(|e| e == "log") {
-                        if let Err(e) = crate::runtime::process::rotate_log(&path, rotation.max_bytes, rotation.keep) {
-                            tracing::warn!("rotating {}: {e}", path.display());
-                        }
-                    }
-                }
-            }
-        })
-        .await;
+        let result = tokio::task::spawn_blocking(move || rotate_all(&dir, rotation)).await;
         if let Err(e) = result {
             tracing::warn!("log rotation task: {e}");
+        }
+    }
+}
+
+/// One round of [`rotate_logs`]. Only run directories root owns are entered (a directory below
+/// the run root that a workload owns, e.g. its workPath, holds nothing of the daemon's), and
+/// every step goes through directory descriptors (see [`crate::runtime::process::rotate_log_at`]).
+pub fn rotate_all(run_base_dir: &std::path::Path, rotation: LogRotation) {
+    use crate::fetch::sys;
+    use std::os::fd::AsFd;
+    let base = match std::fs::File::open(run_base_dir) {
+        Ok(f) => std::os::fd::OwnedFd::from(f),
+        Err(e) => return tracing::warn!("log rotation: {}: {e}", run_base_dir.display()),
+    };
+    for instance in sys::list(base.as_fd()).unwrap_or_default() {
+        let dir_path = run_base_dir.join(sys::os_str(&instance));
+        let dir = match crate::safefs::open_daemon_dir_at(base.as_fd(), &instance, &dir_path) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!("log rotation skips {e}");
+                continue;
+            }
+        };
+        for file in sys::list(dir.as_fd()).unwrap_or_default() {
+            let name = sys::os_str(&file);
+            if std::path::Path::new(name).extension().is_some_and(|e| e == "log") {
+                let rotated = crate::runtime::process::rotate_log_at(
+                    dir.as_fd(),
+                    &dir_path,
+                    name,
+                    rotation.max_bytes,
+                    rotation.keep,
+                );
+                if let Err(e) = rotated {
+                    tracing::warn!("log rotation: {e}");
+                }
+            }
         }
     }
 }

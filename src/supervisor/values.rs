@@ -6,8 +6,6 @@ use crate::spec::render::{Injection, InjectionSource, InjectionTarget};
 use crate::store::Table;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Which store.
@@ -117,6 +115,9 @@ pub fn inject(
                 if let Some(dir) = path.parent().filter(|d| d.starts_with(work_path)) {
                     crate::runtime::process::create_owned_dirs(work_path, dir, process_user)
                         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                } else if let Some(dir) = path.parent() {
+                    // Below the run directory, which is root's (checked when it was made).
+                    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 }
                 write_file(path, value.as_bytes(), *mode, owner).map_err(|e| {
                     format!(
@@ -173,28 +174,9 @@ pub fn resolve_owner(owner: &str) -> Result<(u32, u32), String> {
 }
 
 /// Writes `data` to `path` atomically: a new temp file beside it (never through a symlink),
-/// mode and owner set before the data goes in, fsync, rename over the target.
+/// mode and owner set before the data goes in, fsync, rename over the target; the directory is
+/// reached without following a symlink the workload planted (see [`crate::safefs::replace_file`]).
 fn write_file(path: &Path, data: &[u8], mode: u32, owner: &str) -> std::io::Result<()> {
     let (uid, gid) = resolve_owner(owner).map_err(std::io::Error::other)?;
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.steward-tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("value")));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)?;
-    use std::os::fd::AsRawFd;
-    nix::unistd::fchown(f.as_raw_fd(), Some(uid.into()), Some(gid.into()))?;
-    nix::sys::stat::fchmod(f.as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(mode))?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::safefs::replace_file(path, data, mode, uid, gid)
 }
