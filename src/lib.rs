@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod failpoint;
 pub mod fetch;
+pub mod fuzz;
 pub mod health;
 pub mod host;
 pub mod logs;

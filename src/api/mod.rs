@@ -171,6 +171,28 @@ fn parse_selection(text: &str) -> Result<Vec<u32>, ApiError> {
         .collect()
 }
 
+/// An apply request's body as a spec: UTF-8, JSON or TOML (by Content-Type, else by its first
+/// character), parsed, normalized, validated, and within this host. The fuzz target
+/// (`crate::fuzz`) takes the same path.
+pub fn apply_body(
+    body: &[u8],
+    content_type: &str,
+    roots: &Roots,
+    host: &spec::validate::HostCapacity,
+) -> Result<spec::ProcessSpec, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
+    let format = if content_type.contains("toml") {
+        Format::Toml
+    } else if content_type.contains("json") {
+        Format::Json
+    } else {
+        Format::sniff(text)
+    };
+    let parsed = spec::parse(text, format, roots).map_err(ApiError::invalid_spec)?;
+    spec::within_host(&parsed, host).map_err(ApiError::invalid_spec)?;
+    Ok(parsed)
+}
+
 /// POST /v1/apply: a spec in JSON or TOML (by Content-Type, else by its first character).
 async fn apply(
     State(app): State<Arc<AppState>>,
@@ -181,17 +203,8 @@ async fn apply(
 ) -> Result<Response, ApiError> {
     app.live().access.require_write(&caller)?;
     let selection = q.instances.as_deref().map(parse_selection).transpose()?;
-    let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let format = if content_type.contains("toml") {
-        Format::Toml
-    } else if content_type.contains("json") {
-        Format::Json
-    } else {
-        Format::sniff(text)
-    };
-    let parsed = spec::parse(text, format, &app.roots).map_err(ApiError::invalid_spec)?;
-    spec::within_host(&parsed, &app.host).map_err(ApiError::invalid_spec)?;
+    let parsed = apply_body(&body, content_type, &app.roots, &app.host)?;
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();
