@@ -13,6 +13,7 @@ need timeout coreutils
 need setsid util-linux
 need nginx nginx-light          # real forking daemons in the supervisor tests
 need redis-server redis-server
+need haproxy haproxy            # tests/real_daemons.rs: -D -p, as its own user
 need useradd passwd             # tests create users
 need ip iproute2                 # tests/sched_cluster.rs: hosts as network namespaces
 need nsenter util-linux          # runs a daemon in a namespace, keeping its mounts (cgroups)

@@ -18,6 +18,31 @@ pub fn run_marker(now_ms: u64) -> String {
     format!("{RUN_MARKER}{} ---\n", crate::clock::rfc3339_utc(now_ms))
 }
 
+/// The last `n` lines that the current run of `process` printed (after its run marker) to
+/// `stream` (`stdout` or `stderr`): what a start that failed said before it detached or died.
+/// Read as root through the run directory's descriptor, never through a planted link, and only
+/// the file's last 16 KiB.
+pub fn last_run_lines(run_dir: &Path, process: &str, stream: &str, n: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 16 << 10;
+    let name = format!("{process}.{stream}.log");
+    let path = run_dir.join(&name);
+    let Ok(dir) = crate::safefs::open_daemon_dir(run_dir) else { return Vec::new() };
+    let Ok(cname) = std::ffi::CString::new(name) else { return Vec::new() };
+    let opened = crate::safefs::open_regular_at(std::os::fd::AsFd::as_fd(&dir), &cname, &path, libc::O_RDONLY, 0);
+    let Ok(mut file) = opened else { return Vec::new() };
+    let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let run = text.rfind(RUN_MARKER).map_or(&text[..], |at| &text[at..]);
+    let lines: Vec<String> =
+        run.lines().filter(|l| !l.starts_with(RUN_MARKER) && !l.trim().is_empty()).map(String::from).collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
 /// One log file and how far it has been read.
 #[derive(Debug)]
 pub struct LogFile {

@@ -356,6 +356,10 @@ struct FileReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     app: Option<String>,
     errors: Vec<spec::SpecError>,
+    /// What would likely fail on this host although the spec is valid (a pidfile's directory
+    /// its user cannot write).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<spec::SpecError>,
 }
 
 fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
@@ -363,11 +367,15 @@ fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
     let mut reports = Vec::new();
     for file in files {
         let result = spec::load_file(file, &roots);
-        let (app, errors) = match result {
-            Ok(s) => (Some(format!("{}/{}", s.metadata.namespace, s.metadata.name)), Vec::new()),
-            Err(e) => (None, e.0),
+        let (app, errors, warnings) = match result {
+            Ok(s) => (
+                Some(format!("{}/{}", s.metadata.namespace, s.metadata.name)),
+                Vec::new(),
+                pidfile_warnings(&s, config),
+            ),
+            Err(e) => (None, e.0, Vec::new()),
         };
-        reports.push(FileReport { file, valid: app.is_some(), app, errors });
+        reports.push(FileReport { file, valid: app.is_some(), app, errors, warnings });
     }
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&reports).expect("reports serialize")),
@@ -375,6 +383,9 @@ fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
             for r in &reports {
                 if r.valid {
                     println!("{}: valid", r.file.display());
+                    for w in &r.warnings {
+                        eprintln!("{}: warning: {}: {}", r.file.display(), w.path, w.message);
+                    }
                 } else {
                     eprintln!("{}: {}", r.file.display(), SpecErrors(r.errors.clone()));
                 }
@@ -386,6 +397,37 @@ fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
     } else {
         exit::INVALID
     }
+}
+
+/// A pidfile whose directory the process's user could not write, and that Steward would not
+/// make writable: Steward makes the directories it creates the user's, and the instance's run
+/// directory writable to the user when the pidfile is directly in it, but leaves a directory
+/// that exists already (a root, another directory) as it is. Checked against this host's users
+/// and directories, for instance 0; a user unknown here is not checked.
+fn pidfile_warnings(parsed: &spec::ProcessSpec, config: &Config) -> Vec<spec::SpecError> {
+    use crate::runtime::process::{writable_by, ResolvedUser};
+    let roots = config.roots();
+    let ports: BTreeMap<String, u16> =
+        parsed.port_wants().into_iter().enumerate().map(|(i, w)| (w.name, 31000u16.saturating_add(i as u16))).collect();
+    let ctx = RenderContext { roots: &roots, host_ip: "127.0.0.1".into(), allocated_ports: &ports };
+    let Ok(rendered) = spec::render(parsed, 0, &ctx) else { return Vec::new() };
+    let mut warnings = Vec::new();
+    for (i, p) in rendered.processes.iter().enumerate() {
+        let Some(dir) = p.pid_file.as_ref().and_then(|f| f.parent()) else { continue };
+        let Ok(user) = ResolvedUser::lookup(&p.user) else { continue };
+        if dir == rendered.run_dir || !dir.exists() {
+            continue;
+        }
+        if let Err(why) = writable_by(dir, &user) {
+            warnings.push(spec::SpecError::new(
+                format!("spec.template.spec.processes[{i}].pidFile"),
+                format!(
+                    "{why}, and Steward leaves a directory that exists as it is: the pidfile cannot be written                      (give it a directory Steward makes, e.g. ${{run_base_dir}}/${{namespace}}.${{processname}}.${{instanceid}}/pid/NAME.pid)"
+                ),
+            ));
+        }
+    }
+    warnings
 }
 
 fn render(

@@ -162,6 +162,34 @@ pub fn read_pidfile(path: &Path, uid: u32) -> Result<i32, String> {
 
 /// Creates `dir` and any missing parents below `root`, giving the new ones to `user`.
 /// Existing directories are left as they are; a symlink on the way is refused.
+/// Whether `user` may create files in directory `dir`, by its owner, group and mode (root
+/// may); Err says why not, for people.
+pub fn writable_by(dir: &Path, user: &ResolvedUser) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if user.uid == 0 {
+        return Ok(());
+    }
+    let m = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let bit = if m.uid() == user.uid {
+        0o200
+    } else if m.gid() == user.gid || user.groups.contains(&m.gid()) {
+        0o020
+    } else {
+        0o002
+    };
+    if m.mode() & bit != 0 {
+        return Ok(());
+    }
+    let owner = nix::unistd::User::from_uid(m.uid().into()).ok().flatten().map_or(m.uid().to_string(), |u| u.name);
+    let group = nix::unistd::Group::from_gid(m.gid().into()).ok().flatten().map_or(m.gid().to_string(), |g| g.name);
+    Err(format!(
+        "user {} cannot write {} (owner {owner}, group {group}, mode {:04o})",
+        user.name,
+        dir.display(),
+        m.mode() & 0o7777
+    ))
+}
+
 pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Result<()> {
     crate::safefs::create_dirs(root, dir, user.uid, user.gid)
 }

@@ -700,7 +700,8 @@ impl Actor {
             .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
         // Logs and position files go there as root: it must be the daemon's (not, say, a
         // directory another instance's workload made and owns).
-        crate::safefs::open_daemon_dir(&rendered.run_dir).map_err(|e| format!("run directory {e}"))?;
+        let run_dir = crate::safefs::open_daemon_dir(&rendered.run_dir).map_err(|e| format!("run directory {e}"))?;
+        run_dir_access(&run_dir, &rendered, &self.users).map_err(|e| format!("run directory {e}"))?;
         for (p, owner) in rendered.processes.iter().zip(&self.users) {
             process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, owner)
                 .map_err(|e| format!("cannot create workPath {}: {e}", p.work_path.display()))?;
@@ -847,6 +848,7 @@ impl Actor {
         };
         // Forking (systemd Type=forking): the pid in the pidfile is the main process.
         let mut launcher_exit: Option<ExitWatch> = Some(exit);
+        let mut launcher_status = None;
         let mut why = format!("pidfile {} did not appear", pid_file.display());
         let uid = user.uid;
         loop {
@@ -866,20 +868,48 @@ impl Actor {
             if let Some(w) = launcher_exit.as_mut() {
                 if let Ok(status) = w.try_recv() {
                     launcher_exit = None;
+                    launcher_status = Some(status);
                     if !status.is_success() {
+                        let said = self.start_output(rendered, i);
                         return Launched::Failed(format!(
-                            "startCmd {status} before the pidfile named a running process"
+                            "startCmd {status} before the pidfile named a running process{said}"
                         ));
                     }
                 }
             }
             if Instant::now() >= deadline {
-                return Launched::Failed(format!("{why} within startGracePeriod ({}s)", p.start_grace_period_secs));
+                let grace = p.start_grace_period_secs;
+                let mut reason = format!("{why} within startGracePeriod ({grace}s)");
+                match launcher_status {
+                    Some(status) => reason.push_str(&format!("; startCmd {status} (it detached)")),
+                    None => reason.push_str("; startCmd still runs"),
+                }
+                if let Some(Err(e)) = pid_file.parent().map(|d| process::writable_by(d, &user)) {
+                    reason.push_str(&format!("; {e}"));
+                }
+                reason.push_str(&self.start_output(rendered, i));
+                return Launched::Failed(reason);
             }
             tokio::select! {
                 m = next_interrupt(&mut self.rx) => return Launched::Interrupted(m.0, m.1),
                 _ = tokio::time::sleep(PIDFILE_POLL) => {}
             }
+        }
+    }
+
+    /// What process `i`'s current run printed last (a start that failed: why, in its own
+    /// words, even when it printed that after it detached), for a failure's message.
+    fn start_output(&self, rendered: &RenderedInstance, i: usize) -> String {
+        let name = &rendered.processes[i].proc_name;
+        let mut said: Vec<String> = Vec::new();
+        for stream in ["stderr", "stdout"] {
+            let lines = crate::logs::last_run_lines(&rendered.run_dir, name, stream, 3);
+            said.extend(lines.into_iter().map(|l| format!("{stream}: {}", l.chars().take(300).collect::<String>())));
+        }
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!("; it printed: {}", said.join(" | "))
         }
     }
 
@@ -1323,7 +1353,11 @@ impl Actor {
             (State::Failed { reason }, _) => reason.clone(),
             (State::Backoff { until_ms }, _) => {
                 let why = end_reason(&self.rec.state, event, self.rec.last_exit);
-                format!("{why}; restart {} in {} ms", self.rec.counter.attempts, until_ms.saturating_sub(now))
+                let again = match self.rec.same_ends {
+                    n if n > 1 => format!(" (the same {n} times in a row)"),
+                    _ => String::new(),
+                };
+                format!("{why}{again}; restart {} in {} ms", self.rec.counter.attempts, until_ms.saturating_sub(now))
             }
             // A restart taken at once keeps saying why it was needed until the start is done.
             (State::Staging, Event::RestartDue) => std::mem::take(&mut self.rec.message),
@@ -1381,6 +1415,8 @@ impl Actor {
             (_, Event::StartFailed { reason } | Event::StageFailed { reason }) => reason.clone(),
             _ => return,
         };
+        let same = self.rec.last_exit_reason.as_deref() == Some(why.as_str());
+        self.rec.same_ends = if same { self.rec.same_ends.saturating_add(1) } else { 1 };
         self.rec.last_exit_reason = Some(why);
     }
 
@@ -1487,6 +1523,40 @@ impl Actor {
             let _ = r.send(Ok(()));
         }
     }
+}
+
+/// Who may write the run directory. It stays root's (the daemon's logs are there), but a
+/// process whose pidfile lies directly in it (a forking daemon that drops to its own user
+/// writes its pidfile itself) must be able to create that file: the directory then gets that
+/// user's group and mode 1770, the sticky bit keeping the daemon's files from being removed or
+/// renamed by it, and nobody else gets in. Otherwise it is root's own, 0755. A pidfile in a
+/// subdirectory (the seed's `.../pid/app.pid`) needs none of this: the subdirectory is made the
+/// user's.
+fn run_dir_access(
+    dir: &std::os::fd::OwnedFd,
+    rendered: &RenderedInstance,
+    users: &[ResolvedUser],
+) -> Result<(), String> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let shown = rendered.run_dir.display();
+    let mut groups = std::collections::BTreeSet::new();
+    for (p, user) in rendered.processes.iter().zip(users) {
+        if user.uid != 0 && p.pid_file.as_ref().and_then(|f| f.parent()) == Some(rendered.run_dir.as_path()) {
+            groups.insert(user.gid);
+        }
+    }
+    let (gid, mode) = match groups.len() {
+        0 => (0, 0o755),
+        1 => (*groups.first().expect("one group"), 0o1770),
+        _ => {
+            return Err(format!(
+                "{shown}: processes of users of different groups keep their pidfiles directly in it;                  give each its own subdirectory (…/pid/NAME.pid)"
+            ))
+        }
+    };
+    nix::unistd::fchown(dir.as_fd().as_raw_fd(), Some(0.into()), Some(gid.into()))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    crate::fetch::sys::chmod_fd(dir.as_fd(), mode).map_err(|e| format!("{shown}: {e}"))
 }
 
 /// The instance's cgroup limits: the sum over its processes, unlimited if any is unlimited.

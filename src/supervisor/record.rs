@@ -22,6 +22,10 @@ pub struct InstanceRecord {
     /// or the health check or start failure that ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_exit_reason: Option<String>,
+    /// Runs in a row that ended for the same reason (`last_exit_reason`): a start failing the
+    /// same way again and again shows as the loop it is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub same_ends: u32,
     /// Why the instance is in its state, for people.
     pub message: String,
     /// Restarts over the instance's whole life (the policy's counter resets; this does not).
@@ -54,6 +58,7 @@ impl InstanceRecord {
             mains: Vec::new(),
             last_exit: None,
             last_exit_reason: None,
+            same_ends: 0,
             message: String::new(),
             restarts: 0,
             last_start_ms: None,
@@ -155,6 +160,10 @@ fn summarize_health(checks: &[Option<crate::health::Health>]) -> Option<String> 
     } else {
         Some("unhealthy".into())
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Milliseconds since the epoch.
