@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # The main job: build Steward, run stewardd in the foreground with its embedded default
 # configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example
-# units in units/ (two process apps and, when a Docker Engine can run, a pod) and show their status.
+# units in units/ (three process apps and, when a Docker Engine can run, a pod) and show their
+# status.
 # Ctrl-C ends the demo: it deletes the demo's apps, then stops the daemon; a second Ctrl-C
 # during that ends it at once and says what was left.
+# It installs only what it needs and is missing, without apt's recommended packages; apt's output
+# goes to /var/log/steward-demo/install.log (STEWARD_DEMO_LOGS=DIR: DIR/install.log).
 # DEMO_ONCE=1 ends it right after showing the status (for scripted runs).
 # STEWARD_DEMO_BIN=DIR runs the binaries in DIR instead of building a release (the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
+logs=${STEWARD_DEMO_LOGS:-/var/log/steward-demo}
+mkdir -p "$logs"
+APT_LOG=$logs/install.log bash scripts/install-deps.sh --demo
 if [ -n "${STEWARD_DEMO_BIN:-}" ]; then
     bin=$STEWARD_DEMO_BIN
 else
+    echo "== cargo build --release (a few minutes the first time)"
     cargo build --release --quiet
     bin=target/release
 fi
