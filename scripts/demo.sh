@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # The main job: build Steward, run stewardd in the foreground with its embedded default
 # configuration (no file needed; /etc/steward/stewardd.toml is read if present), apply the example
-# units in units/ (two process apps and, when a Docker Engine can run, a pod) and show their status.
+# units in units/ (three process apps and, when a Docker Engine can run, a pod) and show their
+# status.
 # Ctrl-C ends the demo: it deletes the demo's apps, then stops the daemon; a second Ctrl-C
 # during that ends it at once and says what was left.
+# It installs only what it needs and is missing, without apt's recommended packages.
+# The screen is the CLI's: stewardd's own log lines go to a file the demo names
+# (/var/log/steward-demo/stewardd.log); apt's output goes to install.log next to it, and
+# scripts/dockerd-up.sh's to dockerd-up.log. STEWARD_DEMO_LOGS=DIR puts them in DIR.
 # DEMO_ONCE=1 ends it right after showing the status (for scripted runs).
 # STEWARD_DEMO_BIN=DIR runs the binaries in DIR instead of building a release (the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
+logs=${STEWARD_DEMO_LOGS:-/var/log/steward-demo}
+mkdir -p "$logs"
+APT_LOG=$logs/install.log bash scripts/install-deps.sh --demo
 if [ -n "${STEWARD_DEMO_BIN:-}" ]; then
     bin=$STEWARD_DEMO_BIN
 else
+    echo "== cargo build --release (a few minutes the first time)"
     cargo build --release --quiet
     bin=target/release
 fi
@@ -25,11 +33,13 @@ tar czf "$repo/gamesvc-1.0.tar.gz" -C units/packages/gamesvc .
 steward="$bin/steward"
 unset STEWARD_CONFIG STEWARD_SOCKET
 
+log=$logs/stewardd.log
 echo "== stewardd (embedded default configuration)"
+echo "== stewardd's log: $log"
 # In a session of its own: Ctrl-C signals the terminal's foreground process group, and the
 # daemon must outlive it to delete the demo's instances (its own SIGINT would stop only itself,
-# leaving them running unsupervised).
-setsid "$bin/stewardd" &
+# leaving them running unsupervised). Its output goes to its log, not between the CLI's lines.
+setsid "$bin/stewardd" </dev/null >"$log" 2>&1 &
 daemon=$!
 demo_apps=()      # namespace/name of each app the demo applied
 demo_values=()    # "secret demo/x", "configmap demo/y": what the demo created
@@ -43,13 +53,22 @@ abandon() {
     kill -TERM "$daemon" 2>/dev/null || true
     wait "$daemon" 2>/dev/null || true
     echo "   the instances above keep running; the next stewardd re-adopts them"
-    echo "   (or delete them: stewardd & steward delete --all)"
+    echo "   (or delete them: stewardd & steward delete --all); stewardd's log: $log"
     exit 130
 }
-cleanup() {
+# The last lines of stewardd's log, when something went wrong.
+show_log() {
+    echo "== the last lines of stewardd's log ($log):"
+    tail -n 20 "$log" | sed 's/^/   /'
+}
+cleanup() { # cleanup STATUS: the demo's status so far (0 after Ctrl-C)
     trap - EXIT
     trap abandon INT TERM
     echo
+    if [ "$1" != 0 ]; then
+        echo "== the demo failed (exit $1)"
+        show_log
+    fi
     if ((${#demo_apps[@]})); then
         echo "== removing the demo's apps (${demo_apps[*]}) and stopping stewardd"
         $steward delete "${demo_apps[@]}" --timeout 20 || true
@@ -60,15 +79,23 @@ cleanup() {
     trap - INT TERM
     kill -TERM "$daemon" 2>/dev/null || true
     wait "$daemon" 2>/dev/null || true
-    echo "== stewardd stopped; nothing of the demo is left"
+    echo "== stewardd stopped; nothing of the demo is left (its log: $log)"
 }
-trap 'cleanup; exit 0' INT TERM
-trap cleanup EXIT
+trap 'cleanup 0; exit 0' INT TERM
+trap 'cleanup "$?"' EXIT
 
 for _ in $(seq 1 200); do
     $steward ls >/dev/null 2>&1 && break
+    kill -0 "$daemon" 2>/dev/null || break
     sleep 0.05
 done
+if ! kill -0 "$daemon" 2>/dev/null; then
+    echo "== stewardd exited before it answered"
+    exit 1
+elif ! $steward ls >/dev/null 2>&1; then
+    echo "== stewardd did not answer on its socket within 10 s"
+    exit 1
+fi
 
 # units/vault.toml reads a configmap and a secret: they must exist before it is applied.
 echo "== steward configmap create demo/vault-config; steward secret create demo/vault-creds"
@@ -78,10 +105,11 @@ demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 
 units=(units/ticker.toml units/gamesvc.json units/vault.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
-if bash scripts/dockerd-up.sh >/dev/null 2>&1; then
+if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
     units+=(units/webpod.json)
 else
     echo "== no Docker Engine could be started: the example pod (units/webpod.json) is skipped"
+    echo "   (why: $logs/dockerd-up.log)"
 fi
 
 # Instances from an earlier run, or other work on this state directory, are named first.
@@ -118,6 +146,7 @@ if [ "${DEMO_ONCE:-0}" = 1 ]; then
     exit 0
 fi
 echo
-echo "stewardd runs in the foreground; try \`$bin/steward events -f\` in another terminal."
+echo "stewardd runs in the foreground; try \`$bin/steward events -f\` in another terminal"
+echo "(its own log: tail -f $log)."
 echo "Ctrl-C ends the demo."
 wait "$daemon"
