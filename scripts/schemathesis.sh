@@ -34,7 +34,9 @@ fi
 
 # Tools: schemathesis 4 (its CLI is `schemathesis run SPEC --url URL`), socat, curl.
 if ! command -v schemathesis >/dev/null || ! schemathesis --version | grep -q 'version 4\.'; then
-    python3 -m pip install --quiet --disable-pip-version-check 'schemathesis>=4,<5'
+    # A Debian python3 refuses system-wide installs (PEP 668): a test tool may go there anyway.
+    python3 -m pip install --quiet --disable-pip-version-check 'schemathesis>=4,<5' 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'schemathesis>=4,<5'
     hash -r
 fi
 if ! command -v socat >/dev/null; then
