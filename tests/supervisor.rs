@@ -353,3 +353,32 @@ async fn a_failed_instance_can_be_deleted_and_recreated() {
     d.apply_json(&s).await;
     assert_eq!(d.status(&iid).await.restarts, 0, "a new instance");
 }
+
+/// Each process of a multi-process instance is stopped by its own stopCmd, run as that
+/// process's user (it once ran as the first process's user for every one of them).
+#[tokio::test]
+async fn each_stop_cmd_runs_as_its_own_processes_user() {
+    let d = Daemon::start("stopusers");
+    let process = |name: &str, user: &str| {
+        json!({
+            "procName": name,
+            "user": user,
+            "workPath": format!("${{work_base_dir}}/${{namespace}}.${{processname}}.${{instanceid}}/{name}"),
+            "startCmd": "exec sleep 1000",
+            "stopCmd": "id -un > ${workPath}/stopped-by",
+            "startGracePeriod": 0
+        })
+    };
+    let mut doc = spec("stoppers", 1, json!({}), json!({"killPolicy": {"gracePeriod": 1}}));
+    doc["spec"]["template"]["spec"]["processes"] = json!([process("first", "nobody"), process("second", "www-data")]);
+    d.apply_json(&doc).await;
+    let iid = id("test", "stoppers", 0);
+    d.wait_state(&iid, Kind::Running, 10).await;
+    let st = d.client.action(&iid, "stop", Some(20.0)).await.unwrap();
+    assert_eq!(st.state.kind(), Kind::Stopped);
+    let work = d.work_dir().join("test.stoppers.0");
+    for (name, user) in [("first", "nobody"), ("second", "www-data")] {
+        let by = std::fs::read_to_string(work.join(name).join("stopped-by")).unwrap_or_default();
+        assert_eq!(by.trim(), user, "{name}'s stopCmd ran as {by:?}");
+    }
+}

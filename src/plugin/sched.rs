@@ -52,11 +52,6 @@ fn app_key(spec: &ProcessSpec) -> String {
     format!("{}/{}", spec.metadata.namespace, spec.metadata.name)
 }
 
-/// Random (hostPort 0) ports one instance of `spec` needs.
-fn random_ports(spec: &ProcessSpec) -> usize {
-    spec.spec.template.spec.processes.iter().flat_map(|p| &p.ports).filter(|p| p.host_port == 0).count()
-}
-
 fn instance_id(key: &str, index: u32) -> InstanceId {
     let (namespace, name) = key.split_once('/').unwrap_or(("", key));
     InstanceId { namespace: namespace.into(), name: name.into(), index }
@@ -148,7 +143,7 @@ impl Scheduler {
             total,
             keep: keep.clone(),
             place,
-            ports_per_instance: random_ports(&spec),
+            ports_per_instance: spec.random_ports(),
             avoid: avoid.clone(),
         };
         let placed = placement::place(&req, &views).map_err(|e| {
@@ -705,5 +700,54 @@ async fn follow_node(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{self, Format, Roots};
+
+    /// Placement counts the random ports of a pod's containers as it does a process's: a pod
+    /// with two once needed none, and landed on nodes without a free port.
+    #[test]
+    fn a_pods_random_ports_count_for_placement() {
+        let roots = Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let pod = serde_json::json!({
+            "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
+                {"name": "main", "image": "busybox", "ports": [
+                    {"name": "http", "containerPort": 80, "hostPort": 0},
+                    {"name": "admin", "containerPort": 81, "hostPort": 0},
+                    {"name": "fixed", "containerPort": 82, "hostPort": 30080}]}]}}}
+        });
+        let pod = spec::parse(&pod.to_string(), Format::Json, &roots).unwrap();
+        assert_eq!(pod.random_ports(), 2);
+        // As placement takes it: a node with one free port cannot take an instance.
+        let node = |name: &str, free_ports| crate::plugin::placement::NodeView {
+            name: name.into(),
+            hostname: name.into(),
+            free_ports,
+            ..Default::default()
+        };
+        let req = crate::plugin::placement::Request {
+            app: "ns/web",
+            constraint: None,
+            total: 1,
+            keep: Default::default(),
+            place: vec![0],
+            ports_per_instance: pod.random_ports(),
+            avoid: Default::default(),
+        };
+        let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
+        assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");
+        let placed = crate::plugin::placement::place(&req, &[node("small", 1), node("big", 2)]).unwrap();
+        assert_eq!(placed.get(&0).map(String::as_str), Some("big"));
+        let process = serde_json::json!({
+            "apiVersion": "v4", "kind": "process", "metadata": {"name": "svc", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"processes": [{
+                "procName": "sh", "workPath": "${work_base_dir}/x", "startCmd": "sleep 1",
+                "ports": [{"name": "p", "hostPort": 0}]}]}}}
+        });
+        assert_eq!(spec::parse(&process.to_string(), Format::Json, &roots).unwrap().random_ports(), 1);
     }
 }

@@ -583,6 +583,11 @@ impl ProcessSpec {
             .collect()
     }
 
+    /// How many random (hostPort 0) ports one instance needs: a process's or a pod's alike.
+    pub fn random_ports(&self) -> usize {
+        self.port_wants().iter().filter(|w| w.port == 0).count()
+    }
+
     /// Folds the tolerated alternative spellings into their canonical fields, returning a
     /// message for each field where both spellings disagree.
     pub fn normalize(&mut self) -> Vec<super::error::SpecError> {

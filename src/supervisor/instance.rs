@@ -160,6 +160,11 @@ pub struct Actor {
     injected_env: Vec<Vec<(String, String)>>,
     /// Each process's user, resolved at the last staging.
     users: Vec<ResolvedUser>,
+    /// The instance as its current (or last) run was rendered: what stops, restarts, reloads,
+    /// health checks and the delete read, so they act on what runs (its stopCmd, its users, its
+    /// grace) even after the spec changed. Rendered once per start; after a daemon restart,
+    /// once from the stored spec when first needed.
+    rendered: Option<Arc<RenderedInstance>>,
     /// The limits the cgroup was last created with (None: not made by this actor yet).
     cgroup_limits: Option<crate::cgroups::Limits>,
     /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
@@ -218,6 +223,7 @@ impl Actor {
             cgroup_limits: None,
             resumed: None,
             unjournaled: Vec::new(),
+            rendered: None,
             end_note: None,
             reason: None,
             launch_permit: None,
@@ -314,7 +320,7 @@ impl Actor {
 
     /// Starts probing each process's local check (HTTP, TCP or COMMAND) of the current generation.
     fn start_health_checks(&mut self) {
-        let Ok(rendered) = self.render() else { return };
+        let Ok(rendered) = self.rendered() else { return };
         if self.is_pod() {
             return self.start_pod_health_checks(&rendered);
         }
@@ -681,11 +687,12 @@ impl Actor {
     }
 
     /// Everything before launching: render, resolve the user, create directories, cgroup.
-    fn stage(&mut self) -> Result<RenderedInstance, String> {
+    fn stage(&mut self) -> Result<Arc<RenderedInstance>, String> {
         // This start runs the spec as it is now, whatever comes of it.
         self.rec.run_generation = self.spec.generation;
         self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
-        let rendered = self.render()?;
+        let rendered = Arc::new(self.render()?);
+        self.rendered = Some(rendered.clone());
         let roots = &self.shared.roots;
         let root_of = |p: &std::path::Path| {
             if p.starts_with(&roots.work_base_dir) {
@@ -795,6 +802,26 @@ impl Actor {
         Ok(None)
     }
 
+    /// The rendering of the current run (see `rendered`), made now if there is none yet.
+    fn rendered(&mut self) -> Result<Arc<RenderedInstance>, String> {
+        if let Some(r) = &self.rendered {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(self.render()?);
+        self.rendered = Some(r.clone());
+        Ok(r)
+    }
+
+    /// The stop's grace period of what runs (its rendering; the spec's if it cannot render).
+    fn kill_grace(&mut self) -> Duration {
+        let secs = match self.rendered() {
+            Ok(r) => r.kill_grace_period_secs,
+            Err(_) => self.spec.spec.kill_policy.grace_period,
+        };
+        Duration::from_secs(secs)
+    }
+
+    /// Renders the spec as it is now, for this instance (a start does; see `rendered`).
     fn render(&self) -> Result<RenderedInstance, String> {
         let ctx = RenderContext {
             roots: &self.shared.roots,
@@ -1041,7 +1068,7 @@ impl Actor {
         if now <= before {
             return None;
         }
-        let limit = self.render().ok().and_then(|r| instance_limits(&r).memory_mb);
+        let limit = self.rendered().ok().and_then(|r| instance_limits(&r).memory_mb);
         Some(match limit {
             Some(mb) => format!("OOM-killed: over its memory limit of {mb} MiB"),
             None => "OOM-killed by the kernel".to_string(),
@@ -1068,7 +1095,7 @@ impl Actor {
             }
             return;
         }
-        let grace = Duration::from_secs(self.spec.spec.kill_policy.grace_period);
+        let grace = self.kill_grace();
         let deadline = crate::clock::deadline_after(grace);
         if polite {
             self.polite_stop();
@@ -1116,11 +1143,13 @@ impl Actor {
     /// stopCmd for each process that has one (run in the cgroup, so a hanging one is killed
     /// with the rest), SIGTERM to the main process of the others.
     fn polite_stop(&mut self) {
-        let rendered = self.render().ok();
-        let user = rendered.as_ref().and_then(|r| ResolvedUser::lookup(&r.processes[0].user).ok());
+        let rendered = self.rendered().ok();
         let mut signalled_any = false;
         for (i, main) in self.mains.iter().enumerate() {
-            let stop_cmd = rendered.as_ref().and_then(|r| r.processes.get(i)).and_then(|p| p.stop_cmd.clone());
+            let process = rendered.as_ref().and_then(|r| r.processes.get(i));
+            let stop_cmd = process.and_then(|p| p.stop_cmd.clone());
+            // Each process's stopCmd runs as that process's user.
+            let user = process.and_then(|p| ResolvedUser::lookup(&p.user).ok());
             match (stop_cmd, &rendered, &user) {
                 (Some(cmd), Some(r), Some(u)) => match self.spawn_in_instance(r, i, &cmd, u, "stop") {
                     Ok((_pid, _exit)) => signalled_any = true,
@@ -1178,7 +1207,7 @@ impl Actor {
         if self.rec.state.kind() != state::Kind::Running {
             return Err(format!("cannot reload: instance is {}", self.rec.state.kind()));
         }
-        let rendered = self.render()?;
+        let rendered = self.rendered()?;
         for (i, p) in rendered.processes.iter().enumerate() {
             match &p.reload_cmd {
                 Some(cmd) => {
@@ -1209,7 +1238,7 @@ impl Actor {
         if self.is_pod() || self.rec.state.kind() != state::Kind::Running {
             return false;
         }
-        let Ok(rendered) = self.render() else { return false };
+        let Ok(rendered) = self.rendered() else { return false };
         let usable = rendered.processes.iter().all(|p| p.restart_cmd.is_some() && p.pid_file.is_some());
         if !usable {
             return false;
@@ -1514,7 +1543,7 @@ impl Actor {
         } else if let Err(e) = self.cgroup.remove() {
             tracing::warn!(instance = %self.rec.id, "cgroup removal: {e}");
         }
-        if let Ok(r) = self.render() {
+        if let Ok(r) = self.rendered() {
             let _ = std::fs::remove_dir_all(&r.run_dir);
         }
         self.deleted = true;

@@ -106,7 +106,7 @@ impl Actor {
     /// Watches every container of the current generation for its exit, and copies its output
     /// into the run dir's log files (resuming where the last follower stopped).
     fn watch_containers(&mut self) {
-        let rendered = self.render().ok();
+        let rendered = self.rendered().ok();
         for (index, info) in self.rec.containers.iter().enumerate() {
             let (tx, generation, docker, id) =
                 (self.tx.clone(), self.generation, self.shared.docker.clone(), info.id.clone());
@@ -185,7 +185,7 @@ impl Actor {
     /// docker stop of every container (SIGTERM, killPolicy.gracePeriod, SIGKILL), requests
     /// handled meanwhile as a process stop handles them. True when all are stopped.
     pub(super) async fn stop_pod(&mut self) -> Result<(), String> {
-        let grace = Duration::from_secs(self.spec.spec.kill_policy.grace_period);
+        let grace = self.kill_grace();
         let (docker, ids) = (self.shared.docker.clone(), self.container_ids());
         let stops = async move {
             let all = ids.iter().map(|id| docker.stop(id, grace));
