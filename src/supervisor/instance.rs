@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+mod health;
+mod journal;
 mod pod;
 
 /// How often a stop looks at the cgroup while waiting for the instance's processes to go.
@@ -111,14 +113,6 @@ pub enum Msg {
     },
 }
 
-/// A commit on its way to the store (see `Actor::begin_persist`).
-struct PendingPersist {
-    commit: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u64>, crate::store::StoreError>> + Send>>,
-    /// What was sent, for a retry.
-    record: serde_json::Value,
-    events: Vec<serde_json::Value>,
-}
-
 /// A main process being watched.
 struct Main {
     identity: ProcessIdentity,
@@ -145,7 +139,8 @@ pub struct Actor {
     generation: u64,
     tx: Mailbox,
     rx: Inbox,
-    status: watch::Sender<InstanceRecord>,
+    /// The record's commits and the status watch.
+    journal: journal::Journal,
     /// Replies owed when the current operation ends.
     waiting: Vec<Reply>,
     /// Set once the instance is deleted: the actor ends.
@@ -169,10 +164,6 @@ pub struct Actor {
     cgroup_limits: Option<crate::cgroups::Limits>,
     /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
     resumed: Option<oneshot::Sender<()>>,
-    /// Transitions into Staging taken but not yet committed: when staging is local work only
-    /// (nothing to fetch), they are committed together with the Starting that follows it, while
-    /// the spawn runs (docs/design.md, "Durability").
-    unjournaled: Vec<serde_json::Value>,
     /// Why the current processes ended, beyond their exit status (an OOM kill): put in front of
     /// the next transition's message.
     end_note: Option<String>,
@@ -212,7 +203,7 @@ impl Actor {
             generation: 0,
             tx: tx.clone(),
             rx,
-            status,
+            journal: journal::Journal::new(status),
             waiting: Vec::new(),
             deleted: false,
             oom_kills_at_start: None,
@@ -222,7 +213,6 @@ impl Actor {
             users: Vec::new(),
             cgroup_limits: None,
             resumed: None,
-            unjournaled: Vec::new(),
             rendered: None,
             end_note: None,
             reason: None,
@@ -316,63 +306,6 @@ impl Actor {
         }
         self.trackers.clear();
         self.rec.health.clear();
-    }
-
-    /// Starts probing each process's local check (HTTP, TCP or COMMAND) of the current generation.
-    fn start_health_checks(&mut self) {
-        let Ok(rendered) = self.rendered() else { return };
-        if self.is_pod() {
-            return self.start_pod_health_checks(&rendered);
-        }
-        let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
-        self.trackers = Vec::with_capacity(rendered.processes.len());
-        for (index, p) in rendered.processes.iter().enumerate() {
-            let check = p.health_checks.iter().find(|c| c.kind.is_local()).cloned();
-            self.trackers.push(check.as_ref().map(|c| crate::health::Tracker::new(c, started)));
-            let Some(check) = check else { continue };
-            let (tx, generation, shared) = (self.tx.clone(), self.generation, self.shared.clone());
-            let mut command = CommandCheck::new(&self.rec, &rendered, index);
-            command.env.extend(self.injected_env.get(index).into_iter().flatten().cloned());
-            self.health_tasks.push(tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(check.delay_seconds)).await;
-                loop {
-                    let outcome = match shared.prober.probe(&check).await {
-                        Some(o) => o,
-                        None => command.run(&shared, check.timeout_seconds).await,
-                    };
-                    if tx.send(Msg::Checked { generation, index, outcome }).is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_secs(check.interval_seconds.max(1))).await;
-                }
-            }));
-        }
-        self.rec.health = self.trackers.iter().map(|t| t.as_ref().map(|t| t.health.clone())).collect();
-    }
-
-    async fn on_checked(&mut self, index: usize, outcome: crate::health::Outcome) {
-        use crate::health::Verdict;
-        let Some(Some(tracker)) = self.trackers.get_mut(index) else { return };
-        let was = tracker.health.healthy;
-        if matches!(outcome, crate::health::Outcome::Fail(_)) {
-            self.shared.counters.check_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        let verdict = tracker.record(outcome, now_ms());
-        let health = tracker.health.clone();
-        if let Some(slot) = self.rec.health.get_mut(index) {
-            *slot = Some(health.clone());
-        }
-        if was != health.healthy {
-            let detail =
-                serde_json::json!({"process": index, "healthy": health.healthy, "lastFailure": health.last_failure});
-            self.commit_event("healthChanged", detail).await;
-        } else {
-            self.status.send_replace(self.rec.clone());
-        }
-        if let Verdict::Kill { reason } = verdict {
-            tracing::warn!(instance = %self.rec.id, "{reason}; killing it");
-            self.stop_with(StopGoal::Fail { reason }).await;
-        }
     }
 
     /// After a daemon restart (or a fresh apply): pick up where the record says we were.
@@ -779,12 +712,12 @@ impl Actor {
             let user = ResolvedUser::lookup(&p.user)?;
             for uri in &p.uris {
                 let counted = std::sync::atomic::AtomicU64::new(0);
-                let (status, counters) = (&self.status, &self.shared.counters);
+                let (journal, counters) = (&self.journal, &self.shared.counters);
                 let progress = |bytes: u64, total: Option<u64>| {
                     let before = counted.swap(bytes, std::sync::atomic::Ordering::Relaxed);
                     counters.fetch_bytes.fetch_add(bytes.saturating_sub(before), std::sync::atomic::Ordering::Relaxed);
                     let of = total.map(|t| format!(" of {t}")).unwrap_or_default();
-                    status.send_modify(|r| r.message = format!("fetching {}: {bytes}{of} bytes", uri.value));
+                    journal.show_progress(format!("fetching {}: {bytes}{of} bytes", uri.value));
                 };
                 let fetch = self.shared.fetcher.fetch(uri, &user, &progress);
                 let result = tokio::select! {
@@ -841,11 +774,11 @@ impl Actor {
         // the spawn and are durable before anything watches or reports the process: the spawn
         // overlaps the fsync. A crash in between leaves the previous record, and the next
         // daemon's first start empties the cgroup first (`cgroup_clear`): one tree, never two.
-        let pending = (!self.unjournaled.is_empty()).then(|| self.begin_persist());
+        let pending = self.journal.has_held().then(|| self.journal.begin(&self.shared.store, &self.rec));
         let spawned = self.spawn_in_instance(rendered, i, &p.start_cmd, &user, "start");
         crate::failpoint::hit("launch-spawned");
         if let Some(pending) = pending {
-            self.finish_persist(pending).await;
+            self.journal.finish(&self.shared.store, &self.rec, pending).await;
         }
         // Launched: waiting out the grace period or for the pidfile holds no place.
         self.launch_permit = None;
@@ -1306,7 +1239,7 @@ impl Actor {
         if self.rec.state == State::Staging && !self.needs_fetch() {
             // Staging without a fetch only prepares (directories, cgroup, secret files), all of
             // it redone by any resume: it may go first, and its commit rides with Starting's.
-            self.unjournaled.extend(events);
+            self.journal.hold(events);
             return true;
         }
         self.persist(events).await;
@@ -1318,7 +1251,7 @@ impl Actor {
     fn hold_transition(&mut self, event: Event) -> bool {
         match self.transition(&event) {
             Some(body) => {
-                self.unjournaled.push(body);
+                self.journal.hold([body]);
                 true
             }
             None => {
@@ -1343,9 +1276,9 @@ impl Actor {
         };
     }
 
-    /// Commits transitions held back for the next commit (see `unjournaled`) now.
+    /// Commits transitions held back for the next commit (see `journal`) now.
     async fn flush_unjournaled(&mut self) {
-        if !self.unjournaled.is_empty() {
+        if self.journal.has_held() {
             self.persist(Vec::new()).await;
         }
     }
@@ -1455,54 +1388,9 @@ impl Actor {
         self.persist(vec![body]).await;
     }
 
-    /// Writes the record (and an event) durably before anything acts on it. A store that keeps
-    /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
-    /// transition the store does not hold could start an instance twice after a crash, while a
-    /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
+    /// Writes the record (and events) durably before anything acts on it (see `journal`).
     async fn persist(&mut self, events: Vec<serde_json::Value>) {
-        self.unjournaled.extend(events);
-        let pending = self.begin_persist();
-        self.finish_persist(pending).await;
-    }
-
-    /// The record and the held-back transitions, handed to the store now; [`Self::finish_persist`]
-    /// waits until they are durable, so work in between (a spawn) overlaps the fsync.
-    fn begin_persist(&mut self) -> PendingPersist {
-        let events = std::mem::take(&mut self.unjournaled);
-        let record = serde_json::to_value(&self.rec).expect("record serializes");
-        let commit = Box::pin(self.shared.store.submit(self.batch(&record, &events)));
-        PendingPersist { commit, record, events }
-    }
-
-    /// Waits for a commit from [`Self::begin_persist`], retrying it with backoff if the store
-    /// refuses, then shows the record.
-    async fn finish_persist(&mut self, mut pending: PendingPersist) {
-        let mut delay = Duration::from_millis(50);
-        for attempt in 1.. {
-            match (&mut pending.commit).await {
-                Ok(_) => break,
-                Err(e) if attempt < 6 => {
-                    tracing::error!(instance = %self.rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                    let batch = self.batch(&pending.record, &pending.events);
-                    pending.commit = Box::pin(self.shared.store.submit(batch));
-                }
-                Err(e) => {
-                    tracing::error!(instance = %self.rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
-                    std::process::exit(70);
-                }
-            }
-        }
-        self.status.send_replace(self.rec.clone());
-    }
-
-    fn batch(&self, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
-        let mut batch = Batch::new().put(Table::Instances, &self.rec.key(), record);
-        for e in events {
-            batch.push_event(e.clone());
-        }
-        batch
+        self.journal.commit(&self.shared.store, &self.rec, events).await;
     }
 
     /// Removes the instance: its record, its cgroup, its run directory. Its work directory
@@ -1522,7 +1410,7 @@ impl Actor {
         let key = self.rec.key();
         let body = serde_json::json!({"instance": key, "type": "deleted"});
         let mut batch = Batch::new();
-        for e in self.unjournaled.drain(..) {
+        for e in self.journal.take_held() {
             batch.push_event(e);
         }
         let mut batch = batch.delete(Table::Instances, &key).event(body);
@@ -1631,71 +1519,6 @@ async fn next_interrupt(rx: &mut Inbox) -> (Command, Option<Reply>) {
             Some(Msg::Request(cmd, reply)) => return (cmd, reply),
             Some(Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. }) => continue,
             None => std::future::pending::<()>().await,
-        }
-    }
-}
-
-/// What a COMMAND check needs to run as the instance's user, in its work dir and cgroup.
-struct CommandCheck {
-    command: Option<String>,
-    cgroup_key: String,
-    work_dir: std::path::PathBuf,
-    user: String,
-    env: Vec<(String, String)>,
-    logs: (std::path::PathBuf, std::path::PathBuf),
-}
-
-impl CommandCheck {
-    fn new(rec: &InstanceRecord, rendered: &RenderedInstance, index: usize) -> CommandCheck {
-        let p = &rendered.processes[index];
-        let command = p.health_checks.iter().find(|c| c.kind.is_local()).and_then(|c| match &c.probe {
-            crate::spec::render::Probe::Command { command } => Some(command.clone()),
-            _ => None,
-        });
-        let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
-        CommandCheck {
-            command,
-            cgroup_key: cgroup_key(rec),
-            work_dir: p.work_path.clone(),
-            user: p.user.clone(),
-            env: p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
-            logs: (log("check"), log("check")),
-        }
-    }
-
-    /// Exit 0 within the timeout is healthy; on timeout the command's session is killed.
-    async fn run(&self, shared: &Shared, timeout_secs: u64) -> crate::health::Outcome {
-        use crate::health::Outcome;
-        let Some(command) = &self.command else { return Outcome::Fail("no command".into()) };
-        let started = (|| -> Result<(i32, ExitWatch), String> {
-            let user = ResolvedUser::lookup(&self.user)?;
-            let stdout = process::open_log(&self.logs.0, &user).map_err(|e| e.to_string())?;
-            let stderr = stdout.try_clone().map_err(|e| e.to_string())?;
-            let join = shared.cgroups.instance(&self.cgroup_key).join_files().map_err(|e| e.to_string())?;
-            let launch = Launch {
-                command,
-                work_dir: &self.work_dir,
-                user: &user,
-                env: &self.env,
-                stdout,
-                stderr,
-                cgroup_join: join,
-            };
-            process::launch(&shared.reaper, launch).map_err(|e| e.to_string())
-        })();
-        let (pid, exit) = match started {
-            Ok(x) => x,
-            Err(e) => return Outcome::Fail(format!("cannot run the check command: {e}")),
-        };
-        match tokio::time::timeout(Duration::from_secs(timeout_secs.max(1)), exit).await {
-            Ok(Ok(status)) if status.is_success() => Outcome::Pass,
-            Ok(Ok(status)) => Outcome::Fail(format!("check command {status}")),
-            Ok(Err(_)) => Outcome::Fail("check command: exit status lost".into()),
-            Err(_) => {
-                // It leads its own session (setsid): end everything it started.
-                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
-                Outcome::Fail(format!("check command did not finish within {timeout_secs}s"))
-            }
         }
     }
 }

@@ -233,7 +233,7 @@ impl Actor {
         tracing::info!(instance = %self.rec.id, "re-adopted {} container(s)", infos.len());
         self.rec.containers = infos;
         self.exited = vec![None; self.rec.containers.len()];
-        self.status.send_replace(self.rec.clone());
+        self.journal.show(&self.rec);
         self.watch_containers();
         self.start_health_checks();
     }

@@ -1,0 +1,106 @@
+//! An instance's journal: its record and its transitions' events, committed to the store
+//! before anything acts on them, and the status watch, which shows a record only once it is
+//! durable (docs/design.md, "Durability").
+
+use crate::store::{Batch, Store, StoreError, Table};
+use crate::supervisor::record::InstanceRecord;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A commit on its way to the store (see [`Journal::begin`]).
+pub(super) struct PendingCommit {
+    commit: Pin<Box<dyn Future<Output = Result<Vec<u64>, StoreError>> + Send>>,
+    /// What was sent, for a retry.
+    record: serde_json::Value,
+    events: Vec<serde_json::Value>,
+}
+
+pub(super) struct Journal {
+    /// Events of transitions taken but not yet committed: when staging is local work only
+    /// (nothing to fetch), its transitions are committed together with the Starting that
+    /// follows it, while the spawn runs.
+    held: Vec<serde_json::Value>,
+    status: watch::Sender<InstanceRecord>,
+}
+
+impl Journal {
+    pub fn new(status: watch::Sender<InstanceRecord>) -> Journal {
+        Journal { held: Vec::new(), status }
+    }
+
+    /// Holds `events` for the next commit.
+    pub fn hold(&mut self, events: impl IntoIterator<Item = serde_json::Value>) {
+        self.held.extend(events);
+    }
+
+    pub fn has_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// The held events, taken (a delete commits them with the record's removal).
+    pub fn take_held(&mut self) -> Vec<serde_json::Value> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Shows `rec` to status readers without a commit: for what is not durable by design
+    /// (a health result that changes nothing, containers' details).
+    pub fn show(&self, rec: &InstanceRecord) {
+        self.status.send_replace(rec.clone());
+    }
+
+    /// Shows a progress message (a download's) in the status without a commit.
+    pub fn show_progress(&self, message: String) {
+        self.status.send_modify(|r| r.message = message);
+    }
+
+    /// Writes `rec` and the held events with `events` durably, then shows it. A store that keeps
+    /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
+    /// transition the store does not hold could start an instance twice after a crash, while a
+    /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
+    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<serde_json::Value>) {
+        self.held.extend(events);
+        let pending = self.begin(store, rec);
+        self.finish(store, rec, pending).await;
+    }
+
+    /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
+    /// are durable, so work in between (a spawn) overlaps the fsync.
+    pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
+        let events = std::mem::take(&mut self.held);
+        let record = serde_json::to_value(rec).expect("record serializes");
+        let commit = Box::pin(store.submit(batch(rec, &record, &events)));
+        PendingCommit { commit, record, events }
+    }
+
+    /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses,
+    /// then shows `rec`.
+    pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1.. {
+            match (&mut pending.commit).await {
+                Ok(_) => break,
+                Err(e) if attempt < 6 => {
+                    tracing::error!(instance = %rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    pending.commit = Box::pin(store.submit(batch(rec, &pending.record, &pending.events)));
+                }
+                Err(e) => {
+                    tracing::error!(instance = %rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
+                    std::process::exit(70);
+                }
+            }
+        }
+        self.show(rec);
+    }
+}
+
+fn batch(rec: &InstanceRecord, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
+    let mut batch = Batch::new().put(Table::Instances, &rec.key(), record);
+    for e in events {
+        batch.push_event(e.clone());
+    }
+    batch
+}
