@@ -162,6 +162,16 @@ fn revive(d: &mut Daemon) {
     d.spawn();
 }
 
+/// Waits up to `secs` for the daemon to die at its failpoint; whether it did.
+async fn died(d: &Daemon, secs: u64) -> bool {
+    let pid = d.pid();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while common::alive(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !common::alive(pid)
+}
+
 /// Deletes the app and waits until nothing of it is left, for the next point.
 async fn clean(d: &Daemon) {
     let _ = d.client.delete_app("test", APP, Some(30.0)).await;
@@ -217,12 +227,7 @@ async fn a_kill_at_any_point_of_an_apply_loses_and_duplicates_nothing() {
                 d.restart(true);
                 let _ = d.client.apply(&spec(N, "one").to_string(), Format::Json).await;
                 // The failpoint killed it (or the apply finished first): wait for its end.
-                let pid = d.pid();
-                let deadline = Instant::now() + Duration::from_secs(20);
-                while common::alive(pid) && Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                assert!(!common::alive(pid), "{point}: the failpoint was not reached\n{}", d.log());
+                assert!(died(&d, 20).await, "{point}: the failpoint was not reached\n{}", d.log());
             }
             Some(t) => apply_then_kill(&mut d, &spec(N, "one"), t).await,
         }
@@ -257,11 +262,8 @@ async fn a_kill_during_a_spec_change_or_a_scale_down_finishes_it_after_the_resta
                     // The failpoints apply to the daemon that runs the apply: restart it first.
                     d.restart(false);
                     let _ = d.client.apply(&doc.to_string(), Format::Json).await;
-                    let pid = d.pid();
-                    let deadline = Instant::now() + Duration::from_secs(20);
-                    while common::alive(pid) && Instant::now() < deadline {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    // A scale-down spawns nothing: a launch point may never come (still a point).
+                    died(&d, 20).await;
                 }
                 Some(t) => apply_then_kill(&mut d, &doc, *t).await,
             }
@@ -328,12 +330,7 @@ async fn a_kill_during_stops_and_deletes_leaves_no_process_unsupervised() {
                 d.kill9();
             }
             None => {
-                let pid = d.pid();
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while common::alive(pid) && Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                assert!(!common::alive(pid), "{op}, {point}: the failpoint was not reached\n{}", d.log());
+                assert!(died(&d, 30).await, "{op}, {point}: the failpoint was not reached\n{}", d.log());
             }
         }
         let _ = request.await;
