@@ -630,7 +630,10 @@ async fn every_api_error_matches_the_error_schema_and_its_status() {
         SupervisorError::Failed("cannot reload".into()).into(),
         SupervisorError::Conflict("port 31000 is taken".into()).into(),
         SupervisorError::Invalid("secret name \"a b\" must be ...".into()).into(),
-        SupervisorError::Store("disk".into()).into(),
+        SupervisorError::Store(steward::store::StoreError::AlreadyOpen {
+            path: "/var/lib/steward/state/steward.redb".into(),
+        })
+        .into(),
         SupervisorError::Cgroups("gone".into()).into(),
         SupervisorError::Io(std::io::Error::other("io")).into(),
     ];

@@ -102,8 +102,9 @@ pub enum SupervisorError {
     /// The request cannot be carried out as things are (a port is taken, none is free).
     #[error("{0}")]
     Conflict(String),
+    /// The store's own error, kept whole (its variant says what failed; it names the file).
     #[error("store: {0}")]
-    Store(String),
+    Store(#[from] crate::store::StoreError),
     #[error("cgroups: {0}")]
     Cgroups(String),
     #[error("{0}")]
@@ -181,7 +182,7 @@ impl Supervisor {
     }
 
     async fn load(&self, port_range: (u16, u16)) -> Result<(), SupervisorError> {
-        let snapshot = self.shared.store.snapshot().map_err(|e| SupervisorError::Store(e.to_string()))?;
+        let snapshot = self.shared.store.snapshot()?;
         *self.shared.ports.lock().expect("ports lock") =
             crate::ports::Allocator::load(port_range.0, port_range.1, &snapshot);
         let mut specs = BTreeMap::new();
@@ -518,7 +519,7 @@ impl Supervisor {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), SupervisorError> {
-        self.shared.store.commit(batch).await.map(|_| ()).map_err(|e| SupervisorError::Store(e.to_string()))
+        self.shared.store.commit(batch).await.map(|_| ()).map_err(SupervisorError::from)
     }
 
     fn send(&self, id: &InstanceId, cmd: Command, reply: Option<instance::Reply>) -> Result<(), SupervisorError> {
@@ -811,7 +812,7 @@ async fn open_store(dir: &std::path::Path) -> Result<Store, SupervisorError> {
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
-            other => return other.map_err(|e| SupervisorError::Store(e.to_string())),
+            other => return other.map_err(SupervisorError::from),
         }
     }
 }
@@ -856,9 +857,12 @@ fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
 fn ensure_reachable(roots: &[&PathBuf]) -> Result<(), SupervisorError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     for root in roots {
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root)?;
+        // An io error names its path: which root, or which of its parents.
+        let at =
+            |dir: &std::path::Path, e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root).map_err(|e| at(root, e))?;
         for dir in root.ancestors() {
-            let mode = std::fs::metadata(dir)?.permissions().mode();
+            let mode = std::fs::metadata(dir).map_err(|e| at(dir, e))?.permissions().mode();
             if mode & 0o001 == 0 {
                 tracing::warn!(
                     "{} (mode {:o}) is not searchable by others: instances running as other users cannot reach {}",
@@ -939,5 +943,19 @@ mod footprint {
         let actor = std::mem::size_of::<Actor>();
         assert!(future < 512, "Actor::run's future is {future} bytes");
         assert!(future < actor, "Actor::run's future ({future} bytes) holds the actor ({actor} bytes)");
+    }
+}
+
+#[cfg(test)]
+mod roots {
+    /// A root that cannot be made says which path failed (it said only "Not a directory").
+    #[test]
+    fn an_unreachable_root_names_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let root = file.join("work");
+        let e = super::ensure_reachable(&[&root]).unwrap_err().to_string();
+        assert!(e.contains(&root.display().to_string()), "{e}");
     }
 }
