@@ -13,7 +13,6 @@ use crate::spec::validate::HostCapacity;
 use crate::spec::{ProcessSpec, Roots};
 use crate::supervisor::policy::{decide, Decision, RestartCounter};
 use crate::supervisor::state::{self, Event, ExitStatus, State};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,10 +60,7 @@ pub fn exercise(spec: &ProcessSpec, roots: &Roots) {
     assert_eq!(&back, spec, "the stored spec reads back unchanged");
 
     // Rendering, as a start does it, for the first and the last instance.
-    let mut ports = BTreeMap::new();
-    for (i, want) in spec.port_wants().into_iter().enumerate() {
-        ports.insert(want.name, if want.port > 0 { want.port } else { 31000u16.saturating_add(i as u16) });
-    }
+    let ports = spec.placeholder_ports();
     let now_ms = crate::supervisor::record::now_ms();
     let ctx = crate::spec::render::RenderContext { roots, host_ip: "192.0.2.1".into(), allocated_ports: &ports };
     let last = spec.spec.instance.saturating_sub(1);

@@ -407,8 +407,7 @@ fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
 fn pidfile_warnings(parsed: &spec::ProcessSpec, config: &Config) -> Vec<spec::SpecError> {
     use crate::runtime::process::{writable_by, ResolvedUser};
     let roots = config.roots();
-    let ports: BTreeMap<String, u16> =
-        parsed.port_wants().into_iter().enumerate().map(|(i, w)| (w.name, 31000u16.saturating_add(i as u16))).collect();
+    let ports = parsed.placeholder_ports();
     let ctx = RenderContext { roots: &roots, host_ip: "127.0.0.1".into(), allocated_ports: &ports };
     let Ok(rendered) = spec::render(parsed, 0, &ctx) else { return Vec::new() };
     let mut warnings = Vec::new();

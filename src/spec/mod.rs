@@ -13,8 +13,6 @@ pub use error::{SpecError, SpecErrors};
 pub use model::ProcessSpec;
 pub use render::{render, InstanceId, RenderContext, RenderedInstance, Roots};
 
-use std::collections::BTreeMap;
-
 /// The two syntaxes a spec may be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -167,10 +165,7 @@ fn sort_in_document_order(errors: &mut [SpecError], doc: &serde_json::Value) {
 /// no `..`) are checked before anything runs. Runs on invalid specs too, adding only errors for
 /// fields that have none yet, so one report holds every mistake.
 fn trial_render(spec: &ProcessSpec, roots: &Roots, errors: &mut error::Errors) {
-    let mut placeholder_ports = BTreeMap::new();
-    for (i, name) in spec.port_wants().into_iter().map(|w| w.name).enumerate() {
-        placeholder_ports.insert(name, 31000u16.saturating_add(i as u16));
-    }
+    let placeholder_ports = spec.placeholder_ports();
     let ctx = RenderContext { roots, host_ip: "127.0.0.1".into(), allocated_ports: &placeholder_ports };
     // Paths differ between instances only by ${instanceid}; the first and last cover them.
     // An instance count that is itself wrong (0) still gets its paths checked for instance 0.

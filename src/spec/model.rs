@@ -583,6 +583,12 @@ impl ProcessSpec {
             .collect()
     }
 
+    /// A port for each of the spec's port names (31000, 31001, ... in declaration order), for
+    /// rendering an instance whose ports are not allocated (validation, path checks, warnings).
+    pub fn placeholder_ports(&self) -> BTreeMap<String, u16> {
+        self.port_wants().into_iter().enumerate().map(|(i, w)| (w.name, 31000u16.saturating_add(i as u16))).collect()
+    }
+
     /// How many random (hostPort 0) ports one instance needs: a process's or a pod's alike.
     pub fn random_ports(&self) -> usize {
         self.port_wants().iter().filter(|w| w.port == 0).count()

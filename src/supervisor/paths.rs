@@ -23,10 +23,7 @@ pub fn of(
     roots: &Roots,
     ports: Option<BTreeMap<String, u16>>,
 ) -> Option<InstancePaths> {
-    let ports = ports.unwrap_or_else(|| {
-        let wants = spec.port_wants().into_iter().map(|w| w.name);
-        wants.enumerate().map(|(i, name)| (name, 31000u16.saturating_add(i as u16))).collect()
-    });
+    let ports = ports.unwrap_or_else(|| spec.placeholder_ports());
     let ctx = RenderContext { roots, host_ip: "127.0.0.1".into(), allocated_ports: &ports };
     let r = crate::spec::render::render_any_index(spec, index, &ctx).ok()?;
     let mut claimed = Vec::new();
