@@ -71,16 +71,7 @@ impl LocalStore {
     }
 
     fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, PluginError>) -> Result<T, PluginError> {
-        let start = std::time::Instant::now();
-        loop {
-            match Store::open(&self.dir) {
-                Ok(store) => return f(&store),
-                Err(crate::store::StoreError::AlreadyOpen { .. }) if start.elapsed() < BUSY_WAIT => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(e) => return Err(store_err(e)),
-            }
-        }
+        f(&Store::open_waiting(&self.dir, BUSY_WAIT).map_err(store_err)?)
     }
 }
 

@@ -347,6 +347,25 @@ impl Store {
         Store::open_with(dir, StoreOptions::default())
     }
 
+    /// As [`Store::open`], waiting up to `wait` while another holds the lock: another process
+    /// finishing with the store (the scheduler's CLI), or a start's child that a killed stewardd
+    /// left holding a copy of its descriptor for a moment (runtime/spawn.rs).
+    pub fn open_waiting(dir: &Path, wait: std::time::Duration) -> Result<Store, StoreError> {
+        let started = std::time::Instant::now();
+        let mut told = false;
+        loop {
+            match Store::open(dir) {
+                Err(StoreError::AlreadyOpen { .. }) if started.elapsed() < wait => {
+                    if !std::mem::replace(&mut told, true) {
+                        tracing::debug!("state store {} is locked; waiting up to {} s", dir.display(), wait.as_secs());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+    }
+
     pub fn open_with(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         let dir_err = |e: io::Error| StoreError::Dir { path: dir.to_path_buf(), source: Arc::new(e) };
         // Parents are ordinary directories (0755): the work and run roots usually sit beside the

@@ -802,19 +802,9 @@ fn unfinished_replace(rec: &InstanceRecord, spec: &SpecEntry) -> Option<bool> {
 const STORE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn open_store(dir: &std::path::Path) -> Result<Store, SupervisorError> {
-    let started = std::time::Instant::now();
-    let mut told = false;
-    loop {
-        match Store::open(dir) {
-            Err(crate::store::StoreError::AlreadyOpen { .. }) if started.elapsed() < STORE_LOCK_WAIT => {
-                if !std::mem::replace(&mut told, true) {
-                    tracing::info!("the state store is locked; waiting up to {} s", STORE_LOCK_WAIT.as_secs());
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            other => return other.map_err(SupervisorError::from),
-        }
-    }
+    let dir = dir.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || Store::open_waiting(&dir, STORE_LOCK_WAIT)).await;
+    opened.map_err(|e| SupervisorError::Failed(e.to_string()))?.map_err(SupervisorError::from)
 }
 
 /// Records of new instances `ids` of spec generation `generation`, put in `batch` with their
