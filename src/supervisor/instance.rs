@@ -1471,9 +1471,16 @@ fn run_dir_access(
             ))
         }
     };
-    nix::unistd::fchown(dir.as_fd().as_raw_fd(), Some(0.into()), Some(gid.into()))
-        .map_err(|e| format!("{shown}: {e}"))?;
-    crate::fetch::sys::chmod_fd(dir.as_fd(), mode).map_err(|e| format!("{shown}: {e}"))
+    // Every start passes here (a respawn too): change nothing that is already so.
+    let st = crate::fetch::sys::stat_fd(dir.as_fd()).map_err(|e| format!("{shown}: {e}"))?;
+    if (st.st_uid, st.st_gid) != (0, gid) {
+        nix::unistd::fchown(dir.as_fd().as_raw_fd(), Some(0.into()), Some(gid.into()))
+            .map_err(|e| format!("{shown}: {e}"))?;
+    }
+    if st.st_mode & 0o7777 != mode {
+        crate::fetch::sys::chmod_fd(dir.as_fd(), mode).map_err(|e| format!("{shown}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The instance's cgroup limits: the sum over its processes, unlimited if any is unlimited.
