@@ -105,6 +105,14 @@ impl Drop for Slot {
     }
 }
 
+/// A connection's byte stream (a unix socket, a TLS stream).
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
+/// What handlers learn of a connection's peer (`ConnectInfo<C>`).
+pub trait PeerInfo: Clone + Send + Sync + 'static {}
+impl<T: Clone + Send + Sync + 'static> PeerInfo for T {}
+
 /// A connection let in: its stream, what handlers learn of its peer (`ConnectInfo<C>`), and
 /// its place.
 pub struct Admitted<Io, C> {
@@ -147,15 +155,12 @@ pub fn accept_local(
 /// Serves `router` on the connections of `incoming` until `shutdown` turns true. Then no more
 /// are taken, open ones finish the request in progress (graceful shutdown), and this returns
 /// once all have ended.
-pub async fn serve<Io, C>(
+pub async fn serve<Io: Stream, C: PeerInfo>(
     mut incoming: Incoming<Io, C>,
     router: axum::Router,
     header_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
-) where
-    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    C: Clone + Send + Sync + 'static,
-{
+) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -179,15 +184,12 @@ async fn stopping(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-async fn connection<Io, C>(
+async fn connection<Io: Stream, C: PeerInfo>(
     admitted: Admitted<Io, C>,
     router: axum::Router,
     header_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
-) where
-    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    C: Clone + Send + Sync + 'static,
-{
+) {
     let Admitted { io, info, slot } = admitted;
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(ConnectInfo(info.clone()));
