@@ -23,13 +23,28 @@ use steward::supervisor::state::Kind;
 const N: u32 = 12;
 const APP: &str = "crash";
 
+/// What a test checked. A lost, duplicated or orphaned instance fails it on the spot, so these
+/// are the figures of a run that found none.
 #[derive(Default)]
 struct Tally {
     points: usize,
     instances: usize,
-    lost: usize,
-    duplicated: usize,
-    orphaned: usize,
+}
+
+impl Tally {
+    fn report(&self, what: &str) {
+        eprintln!(
+            "{what}: {} points, {} instances checked, lost 0, duplicated 0, orphaned 0",
+            self.points, self.instances
+        );
+    }
+}
+
+/// The kills to try: at each failpoint, then after every `step`th delay of the sweep.
+fn kills(failpoints: &[&str], step: usize) -> Vec<(String, Option<Duration>)> {
+    let at = failpoints.iter().map(|p| (p.to_string(), None));
+    let after = delays().into_iter().step_by(step).map(|t| (format!("{} ms", t.as_millis()), Some(t)));
+    at.chain(after).collect()
 }
 
 fn spec(instances: u32, env: &str) -> serde_json::Value {
@@ -115,13 +130,11 @@ async fn check(d: &Daemon, point: &str, expect: &Expect, tally: &mut Tally) {
         match (expect(&id), by_id.get(&id.to_string())) {
             (None, None) => {
                 if !pids.is_empty() {
-                    tally.orphaned += 1;
                     panic!("{point}: {id} is gone but {pids:?} run in its cgroup\n{}", d.log());
                 }
             }
             (None, Some(s)) => panic!("{point}: {id} should be gone, is {:?}\n{}", s.state, d.log()),
             (Some(_), None) => {
-                tally.lost += 1;
                 panic!("{point}: {id} is lost: not listed\n{}", d.log());
             }
             (Some((kinds, mark)), Some(s)) => {
@@ -129,7 +142,6 @@ async fn check(d: &Daemon, point: &str, expect: &Expect, tally: &mut Tally) {
                 assert!(kinds.contains(&kind), "{point}: {id} is {:?}, want one of {kinds:?}\n{}", s.state, d.log());
                 if kind == Kind::Running {
                     if pids.len() != 1 {
-                        tally.duplicated += usize::from(pids.len() > 1);
                         panic!(
                             "{point}: {id} runs {pids:?} in its cgroup, want exactly its main {:?}\n{}",
                             s.pid,
@@ -139,7 +151,6 @@ async fn check(d: &Daemon, point: &str, expect: &Expect, tally: &mut Tally) {
                     assert_eq!(Some(pids[0]), s.pid, "{point}: {id}: the process in its cgroup is not its main");
                     assert_eq!(mark_of(pids[0]).as_deref(), Some(mark.as_str()), "{point}: {id} runs an old spec");
                 } else if !pids.is_empty() {
-                    tally.orphaned += 1;
                     panic!("{point}: {id} is {kind} but {pids:?} run in its cgroup\n{}", d.log());
                 }
             }
@@ -149,7 +160,6 @@ async fn check(d: &Daemon, point: &str, expect: &Expect, tally: &mut Tally) {
     for (key, pids) in &groups {
         let listed_here = listed.iter().any(|s| format!("{}.{}.{}", s.id.namespace, s.id.name, s.id.index) == *key);
         if !listed_here && !pids.is_empty() {
-            tally.orphaned += 1;
             panic!("{point}: {pids:?} run in the cgroup {key} of no listed instance\n{}", d.log());
         }
     }
@@ -218,9 +228,7 @@ async fn a_kill_at_any_point_of_an_apply_loses_and_duplicates_nothing() {
     // instance's process spawn.
     let points =
         ["apply-spec-committed@1", "apply-created@1", "launch-spawned@1", "launch-spawned@6", "launch-spawned@12"];
-    let mut kills: Vec<(String, Option<Duration>)> = points.iter().map(|p| (p.to_string(), None)).collect();
-    kills.extend(delays().into_iter().map(|t| (format!("{} ms", t.as_millis()), Some(t))));
-    for (point, delay) in kills {
+    for (point, delay) in kills(&points, 1) {
         match delay {
             None => {
                 d.env = vec![("STEWARD_FAILPOINTS".into(), point.clone())];
@@ -236,22 +244,14 @@ async fn a_kill_at_any_point_of_an_apply_loses_and_duplicates_nothing() {
         check(&d, &format!("create, {point}"), &whole_app_or_nothing(stored, N, "one"), &mut tally).await;
         clean(&d).await;
     }
-    eprintln!(
-        "apply: {} points, {} instances checked, lost {}, duplicated {}, orphaned {}",
-        tally.points, tally.instances, tally.lost, tally.duplicated, tally.orphaned
-    );
+    tally.report("apply");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_during_a_spec_change_or_a_scale_down_finishes_it_after_the_restart() {
     let mut d = Daemon::start("crashchange");
     let mut tally = Tally::default();
-    let mut kills: Vec<(String, Option<Duration>)> =
-        ["apply-spec-committed@1", "stop-recorded@1", "stop-recorded@6", "launch-spawned@3"]
-            .iter()
-            .map(|p| (p.to_string(), None))
-            .collect();
-    kills.extend(delays().into_iter().step_by(2).map(|t| (format!("{} ms", t.as_millis()), Some(t))));
+    let kills = kills(&["apply-spec-committed@1", "stop-recorded@1", "stop-recorded@6", "launch-spawned@3"], 2);
     for (change, new_count, mark) in [("change", N, "two"), ("scale-down", N / 2, "one")] {
         for (point, delay) in &kills {
             running(&d, N, "one").await;
@@ -277,28 +277,22 @@ async fn a_kill_during_a_spec_change_or_a_scale_down_finishes_it_after_the_resta
             clean(&d).await;
         }
     }
-    eprintln!(
-        "change and scale-down: {} points, {} instances checked, lost {}, duplicated {}, orphaned {}",
-        tally.points, tally.instances, tally.lost, tally.duplicated, tally.orphaned
-    );
+    tally.report("change and scale-down");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_during_stops_and_deletes_leaves_no_process_unsupervised() {
     let mut d = Daemon::start("crashstop");
     let mut tally = Tally::default();
-    let mut kills: Vec<(String, Option<Duration>)> = [
+    let points = [
         "stop-recorded@1",
         "stop-recorded@7",
         "delete-record@1",
         "delete-record@5",
         "delete-committed@1",
         "delete-committed@9",
-    ]
-    .iter()
-    .map(|p| (p.to_string(), None))
-    .collect();
-    kills.extend(delays().into_iter().step_by(2).map(|t| (format!("{} ms", t.as_millis()), Some(t))));
+    ];
+    let kills = kills(&points, 2);
     for (op, point, delay) in kills
         .iter()
         .flat_map(|(p, t)| [("stop", p.clone(), *t), ("delete", p.clone(), *t)])
@@ -349,8 +343,5 @@ async fn a_kill_during_stops_and_deletes_leaves_no_process_unsupervised() {
         check(&d, &format!("{op}, {point}"), &expect_present, &mut tally).await;
         clean(&d).await;
     }
-    eprintln!(
-        "stop and delete: {} points, {} instances checked, lost {}, duplicated {}, orphaned {}",
-        tally.points, tally.instances, tally.lost, tally.duplicated, tally.orphaned
-    );
+    tally.report("stop and delete");
 }
