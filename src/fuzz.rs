@@ -98,7 +98,7 @@ pub fn exercise(spec: &ProcessSpec, roots: &Roots) {
     let runs = if policy.maxtimes == 0 { 12 } else { policy.maxtimes.min(12) + 1 };
     for _ in 0..runs {
         let _ = decide(policy, &counter, false, now_ms);
-        let ctx = state::Context { policy, counter: &counter, now_ms };
+        let ctx = state::Context { policy, counter: &counter, now_ms, restarts_in_place: false };
         if let Ok(step) = state::step(&State::Running, &Event::MainExited { status: ExitStatus::Code(1) }, &ctx) {
             if let State::Backoff { until_ms } = step.next {
                 assert!(until_ms >= now_ms, "a Backoff ends after it begins");

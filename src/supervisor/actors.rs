@@ -1,7 +1,7 @@
 //! Instance actors, run and watched: an actor that panics (a bug) must not leave its instance
 //! wedged.
 
-use super::instance::Actor;
+use super::instance::{Actor, Pod, Processes, Workload};
 use super::record::InstanceRecord;
 use super::{app_key, Handle, Shared, SpecEntry};
 use crate::spec::InstanceId;
@@ -35,8 +35,22 @@ impl ActorWatch {
         spec: Arc<SpecEntry>,
         panicked: Option<(String, u32)>,
     ) -> oneshot::Receiver<()> {
+        // A spec never changes kind (see `Supervisor::apply`): the instance keeps its workload.
+        if spec.spec.is_pod() {
+            self.spawn_as::<Pod>(rec, spec, panicked)
+        } else {
+            self.spawn_as::<Processes>(rec, spec, panicked)
+        }
+    }
+
+    fn spawn_as<W: Workload>(
+        self,
+        rec: InstanceRecord,
+        spec: Arc<SpecEntry>,
+        panicked: Option<(String, u32)>,
+    ) -> oneshot::Receiver<()> {
         let id = rec.id.clone();
-        let (mut actor, tx, status) = Actor::new(self.shared.clone(), rec, spec.clone());
+        let (mut actor, tx, status) = Actor::<W>::new(self.shared.clone(), rec, spec.clone());
         let resumed = actor.on_resumed();
         let last = status.clone();
         self.instances.lock().expect("instances lock").insert(id.clone(), Handle { tx, status });

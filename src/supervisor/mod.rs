@@ -919,20 +919,26 @@ pub fn rotate_all(run_base_dir: &std::path::Path, rotation: LogRotation) {
 
 #[cfg(test)]
 mod footprint {
-    use super::instance::Actor;
+    use super::instance::{Actor, Pod, Processes, Workload};
+
+    fn future_size<F: Fn(A) -> Fut, A, Fut>(_: &F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
 
     /// Every instance keeps its actor's future for as long as it exists: it must hold the boxed
     /// actor and the wait for the next message, never the actor itself (an async fn's argument
     /// is kept twice in its future) nor a timer or a start in progress (those are boxed).
-    #[test]
-    fn an_idle_actor_future_is_small() {
-        fn future_size<F: Fn(Actor) -> Fut, Fut>(_: &F) -> usize {
-            std::mem::size_of::<Fut>()
-        }
-        let future = future_size(&|a: Actor| Box::new(a).run());
-        let actor = std::mem::size_of::<Actor>();
+    fn idle_actor_future_is_small<W: Workload>() {
+        let future = future_size(&|a: Actor<W>| Box::new(a).run());
+        let actor = std::mem::size_of::<Actor<W>>();
         assert!(future < 512, "Actor::run's future is {future} bytes");
         assert!(future < actor, "Actor::run's future ({future} bytes) holds the actor ({actor} bytes)");
+    }
+
+    #[test]
+    fn an_idle_actor_future_is_small() {
+        idle_actor_future_is_small::<Processes>();
+        idle_actor_future_is_small::<Pod>();
     }
 }
 

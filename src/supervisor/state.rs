@@ -213,6 +213,8 @@ pub enum Event {
     },
     /// The runtime answers again and the pod's containers still run.
     RuntimeBack,
+    /// The spec changed (not only its instance count).
+    SpecChanged,
 }
 
 impl Event {
@@ -233,6 +235,7 @@ impl Event {
             Event::RestartDue => "backoff over".into(),
             Event::Resume => "start resumed after a daemon restart".into(),
             Event::RuntimeBack => "the container runtime answers again".into(),
+            Event::SpecChanged => "spec updated".into(),
             Event::StageFailed { reason }
             | Event::StartFailed { reason }
             | Event::StopFailed { reason }
@@ -248,63 +251,129 @@ pub struct Illegal {
     pub event: String,
 }
 
-/// What the supervisor knows besides the state: the policy and its counters, and the clock.
+/// What the supervisor knows besides the state: the policy and its counters, the clock, and
+/// what the workload can do.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
     pub policy: &'a RestartPolicy,
     pub counter: &'a RestartCounter,
     pub now_ms: u64,
+    /// A restart can be done in place (a forking daemon's restartCmd), without a stop.
+    pub restarts_in_place: bool,
 }
 
-/// The outcome of one event: the next state, and whether it counts a restart attempt.
+/// What the actor does after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing now: a backoff waits out its delay, a stop under way goes on, a request for
+    /// what already is (a start of a running instance) is answered.
+    Nothing,
+    /// Stage and launch a run.
+    Start,
+    /// Watch the run launched or found again (exits, health).
+    Watch,
+    /// Stop what runs: stopCmd or SIGTERM, the grace period, SIGKILL.
+    Stop,
+    /// Restart in place (restartCmd) and find the main processes again.
+    RestartInPlace,
+    /// Remove the instance: nothing of it runs.
+    Delete,
+}
+
+/// The outcome of one event: the next state, what to do, and the restart counter's change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     pub next: State,
+    pub action: Action,
     /// This step schedules restart attempt number `counter.attempts + 1`.
     pub counts_restart: bool,
+    /// An operator's start or a changed spec: the restart policy counts from zero again.
+    pub resets_counter: bool,
 }
 
-/// The state machine. Pure: same inputs, same output.
+impl Step {
+    fn to(next: State, action: Action) -> Step {
+        Step { next, action, counts_restart: false, resets_counter: false }
+    }
+
+    fn resetting(mut self) -> Step {
+        self.resets_counter = true;
+        self
+    }
+}
+
+/// The state machine. Pure: same inputs, same output. Requests for what already is (a stop
+/// of a stopped instance) are steps to the same state with nothing to do.
 pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal> {
+    use Action::*;
     let illegal = || Illegal { from: state.kind(), event: format!("{event:?}") };
-    let plain = |next: State| Step { next, counts_restart: false };
+    let to = Step::to;
+    let same = |action| Step::to(state.clone(), action);
     let after_failure = |reason: String| on_end(ctx, false, reason, None);
     let result = match (state, event) {
         (State::Stopped | State::Exited { .. } | State::Failed { .. } | State::Backoff { .. }, Event::Start) => {
-            plain(State::Staging)
+            to(State::Staging, Start).resetting()
         }
-        (State::Backoff { .. }, Event::RestartDue) => plain(State::Staging),
-        (State::Starting, Event::Resume) => plain(State::Staging),
-        (State::Staging, Event::Staged) => plain(State::Starting),
+        (State::Staging | State::Starting | State::Running | State::Lost { .. }, Event::Start) => same(Nothing),
+        (State::Backoff { .. }, Event::RestartDue) => to(State::Staging, Start),
+        (State::Starting, Event::Resume) => to(State::Staging, Start),
+        (State::Staging, Event::Staged) => to(State::Starting, Nothing),
         (State::Staging, Event::StageFailed { reason }) => after_failure(reason.clone()),
-        (State::Starting, Event::MainReady) => plain(State::Running),
+        (State::Starting, Event::MainReady) => to(State::Running, Watch),
         (State::Starting, Event::StartFailed { reason }) => after_failure(reason.clone()),
-        (State::Running, Event::RuntimeLost { reason }) => plain(State::Lost { reason: reason.clone() }),
-        (State::Lost { .. }, Event::RuntimeLost { reason }) => plain(State::Lost { reason: reason.clone() }),
-        (State::Lost { .. }, Event::RuntimeBack) => plain(State::Running),
+        (State::Running, Event::RuntimeLost { reason }) => to(State::Lost { reason: reason.clone() }, Nothing),
+        (State::Lost { .. }, Event::RuntimeLost { reason }) => to(State::Lost { reason: reason.clone() }, Nothing),
+        (State::Lost { .. }, Event::RuntimeBack) => to(State::Running, Watch),
         (State::Starting | State::Running | State::Lost { .. }, Event::MainExited { status }) => {
             on_end(ctx, status.is_success(), status.to_string(), Some(*status))
         }
-        // A stop before anything runs needs no process work.
-        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop | StopGoal::Delete }) => {
-            plain(State::Stopped)
+        (State::Running, Event::StopRequested { goal: StopGoal::Restart }) if ctx.restarts_in_place => {
+            same(RestartInPlace)
         }
         (State::Starting | State::Running | State::Lost { .. }, Event::StopRequested { goal }) => {
-            plain(State::Stopping { goal: goal.clone() })
+            to(State::Stopping { goal: goal.clone() }, Stop)
         }
+        // A stop before anything runs needs no process work.
+        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop }) => {
+            to(State::Stopped, Nothing)
+        }
+        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Delete }) => {
+            to(State::Stopped, Delete)
+        }
+        (State::Stopped | State::Exited { .. } | State::Failed { .. }, Event::StopRequested { goal }) => match goal {
+            StopGoal::Stop | StopGoal::Fail { .. } => same(Nothing),
+            StopGoal::Delete => same(Delete),
+            StopGoal::Restart => to(State::Staging, Start),
+        },
+        (State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Restart }) => to(State::Staging, Start),
+        // A start under way (a download) begins again.
+        (State::Staging, Event::StopRequested { goal: StopGoal::Restart }) => same(Start),
         // A stop already under way keeps going; a stronger goal (delete) replaces a weaker one.
         (State::Stopping { goal: current }, Event::StopRequested { goal }) => {
             let goal = if *goal == StopGoal::Delete { goal.clone() } else { current.clone() };
-            plain(State::Stopping { goal })
+            to(State::Stopping { goal }, Nothing)
         }
         // The main process ending while we stop it is the stop working.
-        (State::Stopping { .. }, Event::MainExited { .. }) => plain(state.clone()),
+        (State::Stopping { .. }, Event::MainExited { .. }) => same(Nothing),
         (State::Stopping { goal }, Event::StopCompleted) => match goal {
-            StopGoal::Stop | StopGoal::Delete => plain(State::Stopped),
-            StopGoal::Restart => plain(State::Staging),
+            StopGoal::Stop => to(State::Stopped, Nothing),
+            StopGoal::Delete => to(State::Stopped, Delete),
+            StopGoal::Restart => to(State::Staging, Start),
             StopGoal::Fail { reason } => after_failure(reason.clone()),
         },
-        (State::Stopping { .. }, Event::StopFailed { reason }) => plain(State::Failed { reason: reason.clone() }),
+        (State::Stopping { .. }, Event::StopFailed { reason }) => to(State::Failed { reason: reason.clone() }, Nothing),
+        // A changed spec restarts what runs on it, and is the operator's fix for what ended:
+        // it starts now rather than at the end of a backoff, or never (Exited, Failed). An
+        // operator's stop holds.
+        (State::Starting | State::Running | State::Lost { .. }, Event::SpecChanged) => {
+            to(State::Stopping { goal: StopGoal::Restart }, Stop)
+        }
+        (State::Backoff { .. } | State::Exited { .. } | State::Failed { .. }, Event::SpecChanged) => {
+            to(State::Staging, Start).resetting()
+        }
+        // A start (a download) the new spec interrupted: start over on it.
+        (State::Staging, Event::SpecChanged) => same(Start),
+        (State::Stopped | State::Stopping { .. }, Event::SpecChanged) => same(Nothing),
         _ => return Err(illegal()),
     };
     if is_legal(state.kind(), result.next.kind()) || state.kind() == result.next.kind() {
@@ -318,18 +387,17 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
 fn on_end(ctx: &Context, success: bool, reason: String, status: Option<ExitStatus>) -> Step {
     match decide(ctx.policy, ctx.counter, success, ctx.now_ms) {
         Decision::Restart { delay_ms } => {
-            Step { next: State::Backoff { until_ms: ctx.now_ms.saturating_add(delay_ms) }, counts_restart: true }
+            let next = State::Backoff { until_ms: ctx.now_ms.saturating_add(delay_ms) };
+            Step { counts_restart: true, ..Step::to(next, Action::Nothing) }
         }
-        Decision::GiveUp { why } => {
-            Step { next: State::Failed { reason: format!("{reason}; {why}") }, counts_restart: false }
-        }
-        Decision::Stay => Step {
-            next: match status {
+        Decision::GiveUp { why } => Step::to(State::Failed { reason: format!("{reason}; {why}") }, Action::Nothing),
+        Decision::Stay => {
+            let next = match status {
                 Some(status) => State::Exited { status },
                 None => State::Failed { reason },
-            },
-            counts_restart: false,
-        },
+            };
+            Step::to(next, Action::Nothing)
+        }
     }
 }
 
@@ -344,7 +412,7 @@ mod tests {
 
     fn run(state: &State, event: Event, policy: &RestartPolicy, attempts: u32) -> Result<Step, Illegal> {
         let counter = RestartCounter { attempts, running_since_ms: Some(0), quick_ends: 0 };
-        step(state, &event, &Context { policy, counter: &counter, now_ms: 1_000 })
+        step(state, &event, &Context { policy, counter: &counter, now_ms: 1_000, restarts_in_place: false })
     }
 
     #[test]
@@ -380,6 +448,9 @@ mod tests {
             Event::RestartDue,
             Event::RuntimeLost { reason: "x".into() },
             Event::RuntimeBack,
+            Event::SpecChanged,
+            Event::Start,
+            Event::StopRequested { goal: StopGoal::Restart },
         ];
         let mut legal = 0;
         for s in &states {
@@ -476,6 +547,62 @@ mod tests {
             Kind::Stopping
         );
         assert!(run(&State::Stopped, Event::RuntimeLost { reason: "x".into() }, &p, 0).is_err());
+    }
+
+    fn act(state: &State, event: Event, in_place: bool) -> (Kind, Action) {
+        let p = policy(RestartPolicyKind::Always);
+        let counter = RestartCounter { attempts: 0, running_since_ms: Some(0), quick_ends: 0 };
+        let ctx = Context { policy: &p, counter: &counter, now_ms: 1_000, restarts_in_place: in_place };
+        let st = step(state, &event, &ctx).unwrap();
+        (st.next.kind(), st.action)
+    }
+
+    #[test]
+    fn each_step_says_what_to_do() {
+        use Action::*;
+        let stopped = State::Stopped;
+        let restart = || Event::StopRequested { goal: StopGoal::Restart };
+        let delete = || Event::StopRequested { goal: StopGoal::Delete };
+        assert_eq!(act(&stopped, Event::Start, false), (Kind::Staging, Start));
+        assert_eq!(act(&State::Starting, Event::MainReady, false), (Kind::Running, Watch));
+        assert_eq!(act(&State::Running, restart(), false), (Kind::Stopping, Stop));
+        assert_eq!(act(&State::Running, restart(), true), (Kind::Running, RestartInPlace));
+        assert_eq!(act(&State::Starting, restart(), true), (Kind::Stopping, Stop), "in place only when running");
+        assert_eq!(act(&stopped, delete(), false), (Kind::Stopped, Delete));
+        assert_eq!(act(&State::Backoff { until_ms: 9 }, delete(), false), (Kind::Stopped, Delete));
+        let deleting = State::Stopping { goal: StopGoal::Delete };
+        assert_eq!(act(&deleting, Event::StopCompleted, false), (Kind::Stopped, Delete));
+        let restarting = State::Stopping { goal: StopGoal::Restart };
+        assert_eq!(act(&restarting, Event::StopCompleted, false), (Kind::Staging, Start));
+        assert_eq!(act(&State::Running, Event::SpecChanged, false), (Kind::Stopping, Stop));
+        assert_eq!(act(&stopped, Event::SpecChanged, false), (Kind::Stopped, Nothing), "an operator's stop holds");
+        assert_eq!(act(&State::Lost { reason: "x".into() }, Event::RuntimeBack, false), (Kind::Running, Watch));
+    }
+
+    #[test]
+    fn a_request_for_what_already_is_changes_nothing() {
+        let p = policy(RestartPolicyKind::Always);
+        let stop = || Event::StopRequested { goal: StopGoal::Stop };
+        for (state, event) in [
+            (State::Running, Event::Start),
+            (State::Starting, Event::Start),
+            (State::Stopped, stop()),
+            (State::Failed { reason: "x".into() }, stop()),
+            (State::Exited { status: ExitStatus::Code(0) }, stop()),
+        ] {
+            let st = run(&state, event.clone(), &p, 0).unwrap();
+            assert_eq!((st.next, st.action), (state.clone(), Action::Nothing), "{state:?} on {event:?}");
+        }
+    }
+
+    #[test]
+    fn an_operators_start_and_a_new_spec_count_restarts_from_zero() {
+        let p = policy(RestartPolicyKind::Always);
+        let failed = State::Failed { reason: "x".into() };
+        assert!(run(&failed, Event::Start, &p, 2).unwrap().resets_counter);
+        assert!(run(&failed, Event::SpecChanged, &p, 2).unwrap().resets_counter);
+        assert!(!run(&State::Backoff { until_ms: 1 }, Event::RestartDue, &p, 2).unwrap().resets_counter);
+        assert!(!run(&failed, Event::StopRequested { goal: StopGoal::Restart }, &p, 2).unwrap().resets_counter);
     }
 
     #[test]

@@ -10,14 +10,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// A commit on its way to the store (see [`Journal::begin`]).
-pub(super) struct PendingCommit {
+pub(crate) struct PendingCommit {
     commit: Pin<Box<dyn Future<Output = Result<Vec<u64>, StoreError>> + Send>>,
     /// What was sent, for a retry.
     record: serde_json::Value,
     events: Vec<serde_json::Value>,
 }
 
-pub(super) struct Journal {
+pub(crate) struct Journal {
     /// Events of transitions taken but not yet committed: when staging is local work only
     /// (nothing to fetch), its transitions are committed together with the Starting that
     /// follows it, while the spawn runs.

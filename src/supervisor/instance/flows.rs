@@ -1,0 +1,325 @@
+//! The actor's flows: what it does between the state machine's steps. A start (stage, launch,
+//! watch), a stop (ask, wait while serving requests, kill what remains), the end of a run, a
+//! resume after a daemon restart, a reload, an in-place restart, a delete. Each asks the
+//! workload to act and the state machine what follows.
+
+use super::messages::{next_interrupt, Command, Msg, Reply};
+use super::workload::{Cancel, InPlace, Launched, Readopted, Workload};
+use super::{cx, Actor};
+use crate::store::{Batch, Table};
+use crate::supervisor::record::now_ms;
+use crate::supervisor::state::{self, Event, ExitStatus, Kind, State, StopGoal};
+
+impl<W: Workload> Actor<W> {
+    /// After a daemon restart (or a fresh apply): pick up where the record says we were.
+    pub(super) async fn resume(&mut self) {
+        match self.rec.state.clone() {
+            State::Running | State::Lost { .. } => {
+                self.new_generation();
+                let found = self.workload.readopt(&mut cx!(self)).await;
+                self.take_up(found).await;
+                // A process that ended while we were away: its end must be durable (and so
+                // shown) before the daemon answers for this instance.
+                self.flush_unjournaled().await;
+                self.mark_resumed();
+            }
+            State::Starting => {
+                self.mark_resumed();
+                // The start was interrupted before its main process was recorded. The cgroup
+                // (or dockerd) holds whatever it launched: clear it so that exactly one runs.
+                self.workload.kill(&mut cx!(self)).await;
+                self.feed(Event::Resume).await;
+            }
+            State::Staging => {
+                self.mark_resumed();
+                self.queue(state::Action::Start);
+            }
+            State::Stopping { .. } => {
+                self.mark_resumed();
+                self.stop_flow(false).await;
+            }
+            _ => {
+                // Recorded without processes, yet the runtime may hold some: a start whose
+                // spawn the daemon did not live to record. Nothing runs unsupervised.
+                self.workload.clear_unrecorded(&mut cx!(self)).await;
+                self.mark_resumed();
+            }
+        }
+    }
+
+    /// What re-adoption found, acted on: watched, or ended.
+    async fn take_up(&mut self, found: Readopted) {
+        match found {
+            Readopted::Running => {
+                self.watch_run();
+            }
+            Readopted::Ended { index, status } => self.on_exit(index, status).await,
+            Readopted::Lost(reason) => self.lose(reason).await,
+        }
+    }
+
+    /// Watches the run the workload launched or re-adopted, and probes its health.
+    pub(super) fn watch_run(&mut self) {
+        self.ensure_rendered();
+        self.workload.watch(&mut cx!(self));
+        self.start_health_checks();
+    }
+
+    /// After this instance's previous actor panicked (a bug in stewardd): nothing of it may run
+    /// unsupervised, and the record must not lead this actor (or the next daemon start) into the
+    /// same panic. Its processes are killed and it is recorded Failed with the panic's message;
+    /// start, stop and delete then work as on any failed instance.
+    pub async fn fail_after_panic(&mut self, what: &str) {
+        self.workload.kill(&mut cx!(self)).await;
+        let reason = format!("stewardd internal error, the instance's processes were killed: {what}");
+        let from = self.rec.state.kind();
+        self.rec.state = State::Failed { reason: reason.clone() };
+        self.rec.mains.clear();
+        self.rec.message = reason.clone();
+        self.rec.last_exit_reason = Some(reason);
+        self.rec.updated_ms = now_ms();
+        // It failed on this spec: the next daemon start has no apply of it left to carry out.
+        self.rec.run_generation = self.spec.generation;
+        let body = self.transition_body(from, "internal error");
+        self.persist(vec![body]).await;
+    }
+
+    /// The record is true again (processes re-adopted, or their end recorded): the daemon may
+    /// answer for this instance. Long work that follows (a stop's grace period, a start) goes on.
+    fn mark_resumed(&mut self) {
+        if let Some(tx) = self.resumed.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Staging → Starting → Running, or a failure handed to the restart policy.
+    pub(super) async fn start_flow(&mut self) {
+        let interrupted = self.try_start().await;
+        self.launch_permit = None;
+        if let Some((cmd, reply)) = interrupted {
+            // A request interrupted the start: it says what follows.
+            Box::pin(self.handle(cmd, reply)).await;
+        }
+    }
+
+    /// One attempt; returns a request that interrupted it, to be handled by the caller.
+    async fn try_start(&mut self) -> Option<(Command, Option<Reply>)> {
+        crate::failpoint::panic_for("actor-panic", &self.rec.key());
+        self.take_launch_place().await;
+        let rendered = match self.stage() {
+            Ok(p) => p,
+            Err(reason) => {
+                self.feed(Event::StageFailed { reason }).await;
+                return None;
+            }
+        };
+        if self.needs_fetch() {
+            // A download can take minutes: it holds no place among the launches.
+            self.launch_permit = None;
+        }
+        match self.fetch_packages(&rendered).await {
+            Ok(None) => {}
+            Ok(Some(interrupt)) => return Some(interrupt),
+            Err(reason) => {
+                self.feed(Event::StageFailed { reason }).await;
+                return None;
+            }
+        }
+        self.take_launch_place().await;
+        if !self.workload.clear(&mut cx!(self)).await {
+            let reason = "processes of the previous run would not end after SIGKILL".to_string();
+            self.feed(Event::StageFailed { reason }).await;
+            return None;
+        }
+        // Starting is committed while the launch runs (see the workloads' `launch`).
+        if !self.hold_transition(Event::Staged) {
+            return None;
+        }
+        self.new_generation();
+        let cancel = Cancel::default();
+        let mut interrupt = None;
+        let launched = {
+            let mut cx = cx!(self);
+            let launching = self.workload.launch(&mut cx, &rendered, &cancel);
+            tokio::pin!(launching);
+            loop {
+                tokio::select! {
+                    biased;
+                    launched = &mut launching => break launched,
+                    m = next_interrupt(&mut self.rx), if interrupt.is_none() => {
+                        cancel.set();
+                        interrupt = Some(m);
+                    }
+                }
+            }
+        };
+        if interrupt.is_some() {
+            // What the launch made is removed by it or ended by the stop the request brings.
+            return interrupt;
+        }
+        match launched {
+            Launched::Running => {
+                let now = now_ms();
+                self.rec.counter.running_since_ms = Some(now);
+                self.rec.last_start_ms = Some(now);
+                self.feed(Event::MainReady).await;
+            }
+            // The workload has ended what it launched.
+            Launched::Failed(reason) => {
+                self.feed(Event::StartFailed { reason }).await;
+            }
+            Launched::Exited(status) => {
+                self.rec.last_exit = Some(status);
+                self.feed(Event::MainExited { status }).await;
+            }
+            Launched::Cancelled => {}
+        }
+        None
+    }
+
+    /// Stopping → stopped: stopCmd or SIGTERM, up to the grace period for all of the instance
+    /// to end while requests are served, then SIGKILL for all that remains.
+    pub(super) async fn stop_flow(&mut self, polite: bool) {
+        crate::failpoint::hit("stop-recorded");
+        let grace = self.kill_grace();
+        let waiting = self.workload.stop(&mut cx!(self), polite, grace);
+        tokio::pin!(waiting);
+        let waited = loop {
+            tokio::select! {
+                waited = &mut waiting => break waited,
+                Some(msg) = self.rx.recv() => self.during_stop(msg).await,
+            }
+        };
+        let stopped = self.workload.finish_stop(&mut cx!(self), waited).await;
+        self.new_generation();
+        match stopped {
+            Ok(()) => self.feed(Event::StopCompleted).await,
+            Err(reason) => self.feed(Event::StopFailed { reason }).await,
+        };
+    }
+
+    /// Requests while stopping: a delete upgrades the stop (durably); anything else waits its turn.
+    async fn during_stop(&mut self, msg: Msg) {
+        match msg {
+            Msg::Request(Command::Delete, reply) => {
+                self.feed(Event::StopRequested { goal: StopGoal::Delete }).await;
+                self.waiting.extend(reply);
+            }
+            Msg::Request(cmd, reply) => {
+                // Re-queue behind the stop.
+                let _ = self.tx.send(Msg::Request(cmd, reply));
+            }
+            Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } => {}
+        }
+    }
+
+    /// Main process (container) `index` ended: the run ends, unless the workload says it goes on.
+    pub(super) async fn on_exit(&mut self, index: usize, status: ExitStatus) {
+        self.ensure_rendered();
+        let Some(end) = self.workload.on_end(&mut cx!(self), index, status).await else { return };
+        let which = end.which.clone().unwrap_or_else(|| format!("main process {index}"));
+        tracing::info!(instance = %self.rec.id, "{which} {status}");
+        self.new_generation();
+        self.rec.last_exit = Some(status);
+        // The OOM kill is part of the end: the same commit says so, never a later one.
+        let mut noted = Vec::new();
+        if let Some(why) = &end.oom {
+            noted.push(serde_json::json!({"instance": self.rec.key(), "type": "oomKilled", "detail": {"reason": why}}));
+        }
+        self.end_note = end.oom.or(end.which);
+        self.feed_noting(Event::MainExited { status }, noted).await;
+    }
+
+    /// The runtime (dockerd) stopped answering: the instance is Lost (its containers may well
+    /// run on).
+    pub(super) async fn lose(&mut self, reason: String) {
+        tracing::warn!(instance = %self.rec.id, "{reason}");
+        self.new_generation();
+        if self.rec.state.kind() == Kind::Lost {
+            return;
+        }
+        self.feed(Event::RuntimeLost { reason }).await;
+    }
+
+    /// A Lost instance: once its runtime answers, what still runs is watched again; an end ends
+    /// the run by the policy.
+    pub(super) async fn try_recover(&mut self) {
+        let Some(found) = self.workload.recover(&mut cx!(self)).await else { return };
+        self.new_generation();
+        match found {
+            Readopted::Running => {
+                tracing::info!(instance = %self.rec.id, "the runtime is back; the instance still runs");
+                self.feed(Event::RuntimeBack).await;
+            }
+            other => self.take_up(other).await,
+        }
+    }
+
+    /// reloadCmd or SIGHUP, as the workload does it. No state change; journaled as an event.
+    pub(super) async fn reload(&mut self) -> Result<(), String> {
+        self.ensure_rendered();
+        self.workload.reload(&mut cx!(self)).await?;
+        self.commit_event("reloaded", serde_json::json!({})).await;
+        Ok(())
+    }
+
+    /// A restart in place (a forking daemon's restartCmd): false when its command could not
+    /// run (the caller stops and starts instead).
+    pub(super) async fn restart_in_place(&mut self) -> bool {
+        self.ensure_rendered();
+        // Exits of the old main processes during the restart are expected.
+        self.new_generation();
+        match self.workload.restart_in_place(&mut cx!(self)).await {
+            InPlace::Restarted => {}
+            InPlace::NotRun => return false,
+            InPlace::Lost(index) => {
+                self.on_exit(index, ExitStatus::Unknown).await;
+                return true;
+            }
+        }
+        self.rec.restarts += 1;
+        self.rec.last_start_ms = Some(now_ms());
+        self.watch_run();
+        self.commit_event("restarted", serde_json::json!({"by": "restartCmd"})).await;
+        true
+    }
+
+    /// Removes the instance: its record, its runtime's leftovers (cgroup, containers), its run
+    /// directory. Its work directory (the application's data) is kept.
+    pub(super) async fn delete(&mut self) {
+        // What runs goes before the record: a record gone with a process left would be a
+        // process nobody supervises (one recorded Stopped by a start cut short).
+        if let Err(reason) = self.workload.before_delete(&mut cx!(self)).await {
+            tracing::error!(instance = %self.rec.id, "{reason}");
+            for r in self.waiting.drain(..) {
+                let _ = r.send(Err(reason.clone()));
+            }
+            return;
+        }
+        crate::failpoint::hit("delete-record");
+        let key = self.rec.key();
+        let body = serde_json::json!({"instance": key, "type": "deleted"});
+        let mut batch = Batch::new();
+        for e in self.journal.take_held() {
+            batch.push_event(e);
+        }
+        let mut batch = batch.delete(Table::Instances, &key).event(body);
+        let released = self.shared.ports.lock().expect("ports lock").release(&key, &mut batch);
+        if !released.is_empty() {
+            tracing::info!(instance = %self.rec.id, "released ports {released:?}");
+        }
+        if let Err(e) = self.shared.store.commit(batch).await {
+            tracing::error!(instance = %self.rec.id, "cannot delete record: {e}");
+        }
+        crate::failpoint::hit("delete-committed");
+        self.workload.remove(&mut cx!(self)).await;
+        if let Ok(r) = self.rendered() {
+            let _ = std::fs::remove_dir_all(&r.run_dir);
+        }
+        self.deleted = true;
+        // Deleted is done, whatever state it was deleted from (a Failed one included).
+        for r in self.waiting.drain(..) {
+            let _ = r.send(Ok(()));
+        }
+    }
+}

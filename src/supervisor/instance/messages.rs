@@ -1,0 +1,120 @@
+//! What an instance's actor is told: requests from the supervisor, and reports from the tasks
+//! that watch its processes or containers and probe their health.
+
+use crate::spec::ProcessSpec;
+use crate::supervisor::state::ExitStatus;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// A spec as applied, with the generation that tells instances whether they run the latest.
+#[derive(Debug)]
+pub struct SpecEntry {
+    pub spec: ProcessSpec,
+    pub generation: u64,
+    /// See `StoredSpec::restart_from`.
+    pub restart_from: u64,
+    /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
+    /// means all of `spec.instance`.
+    pub selection: Option<Vec<u32>>,
+}
+
+#[derive(Debug)]
+pub enum Command {
+    Start,
+    Stop,
+    Restart,
+    Reload,
+    Delete,
+    /// A newer spec: restart with it if running (unless only the instance count changed, the
+    /// `bool`), else keep it for the next start.
+    Replace(Arc<SpecEntry>, bool),
+}
+
+impl Command {
+    /// For logs.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Command::Start => "start",
+            Command::Stop => "stop",
+            Command::Restart => "restart",
+            Command::Reload => "reload",
+            Command::Delete => "delete",
+            Command::Replace(..) => "replace",
+        }
+    }
+}
+
+pub type Reply = oneshot::Sender<Result<(), String>>;
+
+/// The sending side of an actor's queue. A linked-list queue (futures-channel) rather than
+/// tokio's: an idle one costs about 100 bytes where tokio's, with its cache-padded counters
+/// and a first block of 32 slots, costs about 1 KiB, and every instance has one.
+#[derive(Clone)]
+pub struct Mailbox(pub(super) futures_channel::mpsc::UnboundedSender<Msg>);
+
+impl Mailbox {
+    pub fn send(&self, msg: Msg) -> Result<(), Msg> {
+        self.0.unbounded_send(msg).map_err(|e| e.into_inner())
+    }
+}
+
+/// The receiving side of an actor's queue.
+pub struct Inbox(pub(super) futures_channel::mpsc::UnboundedReceiver<Msg>);
+
+impl Inbox {
+    /// The next message; `None` once every sender is gone. Cancel-safe (a message is taken
+    /// only when this returns it).
+    pub(super) async fn recv(&mut self) -> Option<Msg> {
+        futures_util::StreamExt::next(&mut self.0).await
+    }
+}
+
+/// A new queue.
+pub(super) fn mailbox() -> (Mailbox, Inbox) {
+    let (tx, rx) = futures_channel::mpsc::unbounded();
+    (Mailbox(tx), Inbox(rx))
+}
+
+pub enum Msg {
+    Request(Command, Option<Reply>),
+    /// Main process (a pod: container) `index` of the run `generation` ended.
+    MainExited {
+        generation: u64,
+        index: usize,
+        status: ExitStatus,
+    },
+    /// A health check's result for process (container) `index`.
+    Checked {
+        generation: u64,
+        index: usize,
+        outcome: crate::health::Outcome,
+    },
+    /// A pod's runtime (dockerd) stopped answering while its containers were watched.
+    RuntimeLost {
+        generation: u64,
+        reason: String,
+    },
+}
+
+pub(super) fn answer(reply: Option<Reply>, result: Result<(), String>) {
+    if let Some(r) = reply {
+        let _ = r.send(result);
+    }
+}
+
+/// The next request that must interrupt a start (stop, restart, delete, a new spec). A start
+/// request is already being served and a reload has nothing to reload yet: both are answered
+/// here. Exits are ignored: no main process is watched during a start.
+pub(super) async fn next_interrupt(rx: &mut Inbox) -> (Command, Option<Reply>) {
+    loop {
+        match rx.recv().await {
+            Some(Msg::Request(Command::Start, reply)) => answer(reply, Ok(())),
+            Some(Msg::Request(Command::Reload, reply)) => {
+                answer(reply, Err("cannot reload: instance is starting".into()))
+            }
+            Some(Msg::Request(cmd, reply)) => return (cmd, reply),
+            Some(Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. }) => continue,
+            None => std::future::pending::<()>().await,
+        }
+    }
+}

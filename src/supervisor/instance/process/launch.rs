@@ -1,0 +1,242 @@
+//! Launching a process instance's processes and watching their main processes: the spawn into
+//! the cgroup (committed while it runs), the start grace period or the pidfile, and the exit
+//! watch by pidfd and reaper.
+
+use super::{Main, Processes};
+use crate::runtime::process::{self, Launch, Pidfd, ResolvedUser};
+use crate::runtime::procinfo::{self, ProcessIdentity};
+use crate::runtime::reaper::ExitWatch;
+use crate::spec::RenderedInstance;
+use crate::supervisor::instance::messages::{Mailbox, Msg};
+use crate::supervisor::instance::workload::{Cancel, Cx};
+use crate::supervisor::record::now_ms;
+use crate::supervisor::state::ExitStatus;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often a start looks for the pidfile.
+pub(super) const PIDFILE_POLL: Duration = Duration::from_millis(20);
+
+pub(super) enum Outcome {
+    Ready(Main, Option<ExitWatch>),
+    Failed(String),
+    Exited(ExitStatus),
+    Cancelled,
+}
+
+impl Processes {
+    /// Launches process `i` and finds its main process.
+    pub(super) async fn launch_one(
+        &mut self,
+        cx: &mut Cx<'_>,
+        rendered: &RenderedInstance,
+        i: usize,
+        cancel: &Cancel,
+    ) -> Outcome {
+        let p = &rendered.processes[i];
+        let Some(user) = self.users.get(i).cloned() else {
+            return Outcome::Failed("the process's user was not resolved".into());
+        };
+        // The held-back transitions (Exited, Backoff, Staging, Starting) go to the store before
+        // the spawn and are durable before anything watches or reports the process: the spawn
+        // overlaps the fsync. A crash in between leaves the previous record, and the next
+        // daemon's first start empties the cgroup first (`cgroup_clear`): one tree, never two.
+        let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
+        let spawned = self.spawn_in_instance(cx, rendered, i, &p.start_cmd, &user, "start");
+        crate::failpoint::hit("launch-spawned");
+        if let Some(pending) = pending {
+            cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
+        }
+        // Launched: waiting out the grace period or for the pidfile holds no place.
+        *cx.launch_place = None;
+        let (pid, mut exit) = match spawned {
+            Ok(x) => x,
+            Err(e) => return Outcome::Failed(format!("cannot run startCmd: {e}")),
+        };
+        let grace = Duration::from_secs(p.start_grace_period_secs);
+        let deadline = crate::clock::deadline_after(grace);
+        let Some(pid_file) = &p.pid_file else {
+            // Foreground: the start command is the main process if it is still alive after the grace.
+            tokio::select! {
+                biased;
+                status = &mut exit => return Outcome::Exited(status.unwrap_or(ExitStatus::Unknown)),
+                _ = cancel.wait() => return Outcome::Cancelled,
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+            if let Ok(status) = exit.try_recv() {
+                return Outcome::Exited(status);
+            }
+            return match (Pidfd::open(pid), ProcessIdentity::of(pid)) {
+                (Ok(pidfd), Some(identity)) => {
+                    Outcome::Ready(Main { identity, pidfd: Arc::new(pidfd), spawned: true }, Some(exit))
+                }
+                _ => Outcome::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
+            };
+        };
+        // Forking (systemd Type=forking): the pid in the pidfile is the main process.
+        let mut launcher_exit: Option<ExitWatch> = Some(exit);
+        let mut launcher_status = None;
+        let mut why = format!("pidfile {} did not appear", pid_file.display());
+        let uid = user.uid;
+        loop {
+            match process::read_pidfile(pid_file, uid) {
+                Err(e) if e.contains("No such file") => {}
+                Err(e) => why = e,
+                Ok(main_pid) => match self.check_main(main_pid, &p.proc_name) {
+                    Ok(mut main) => {
+                        main.spawned = main_pid == pid;
+                        let watch =
+                            if main.spawned { launcher_exit.take() } else { Some(cx.shared.reaper.watch(main_pid)) };
+                        return Outcome::Ready(main, watch);
+                    }
+                    Err(e) => why = e,
+                },
+            }
+            if let Some(w) = launcher_exit.as_mut() {
+                if let Ok(status) = w.try_recv() {
+                    launcher_exit = None;
+                    launcher_status = Some(status);
+                    if !status.is_success() {
+                        let said = start_output(rendered, i);
+                        return Outcome::Failed(format!(
+                            "startCmd {status} before the pidfile named a running process{said}"
+                        ));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                let grace = p.start_grace_period_secs;
+                let mut reason = format!("{why} within startGracePeriod ({grace}s)");
+                match launcher_status {
+                    Some(status) => reason.push_str(&format!("; startCmd {status} (it detached)")),
+                    None => reason.push_str("; startCmd still runs"),
+                }
+                if let Some(Err(e)) = pid_file.parent().map(|d| process::writable_by(d, &user)) {
+                    reason.push_str(&format!("; {e}"));
+                }
+                reason.push_str(&start_output(rendered, i));
+                return Outcome::Failed(reason);
+            }
+            tokio::select! {
+                _ = cancel.wait() => return Outcome::Cancelled,
+                _ = tokio::time::sleep(PIDFILE_POLL) => {}
+            }
+        }
+    }
+
+    /// A pid from a pidfile is the main process only if it is alive, inside this instance's
+    /// cgroup, and runs procName.
+    pub(super) fn check_main(&self, pid: i32, proc_name: &str) -> Result<Main, String> {
+        let pidfd = Pidfd::open(pid).map_err(|_| format!("pidfile names pid {pid}, which is not running"))?;
+        let identity = ProcessIdentity::of(pid).ok_or_else(|| format!("pidfile names pid {pid}, which has exited"))?;
+        if !self.cgroup.contains(pid) {
+            return Err(format!("pidfile names pid {pid}, which is not a process of this instance"));
+        }
+        procinfo::check_name(pid, proc_name).map_err(|e| format!("pidfile names the wrong process: {e}"))?;
+        Ok(Main { identity, pidfd: Arc::new(pidfd), spawned: false })
+    }
+
+    /// Runs a command of process `i` (start, stop, reload, restart) as `user`, in its work dir
+    /// and in the instance's cgroup, with output to the instance's logs.
+    pub(super) fn spawn_in_instance(
+        &self,
+        cx: &Cx<'_>,
+        rendered: &RenderedInstance,
+        i: usize,
+        command: &str,
+        user: &ResolvedUser,
+        what: &str,
+    ) -> std::io::Result<(i32, ExitWatch)> {
+        let p = &rendered.processes[i];
+        let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
+        let mut stdout = process::open_log(&log("stdout"), user)?;
+        let mut stderr = process::open_log(&log("stderr"), user)?;
+        if what == "start" {
+            // Where each run's output begins, in both files (`steward logs` shows it).
+            use std::io::Write;
+            let marker = crate::logs::run_marker(now_ms());
+            stdout.write_all(marker.as_bytes())?;
+            stderr.write_all(marker.as_bytes())?;
+        }
+        let mut env: Vec<(String, String)> = p.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
+        env.extend(self.injected_env.get(i).into_iter().flatten().cloned());
+        let join = self.cgroup.join_files().map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.cgroup_clear.store(false, Ordering::Relaxed);
+        tracing::debug!(instance = %cx.rec.id, "running {what} command: {command}");
+        process::launch(
+            &cx.shared.reaper,
+            Launch { command, work_dir: &p.work_path, user, env: &env, stdout, stderr, cgroup_join: join },
+        )
+    }
+}
+
+/// What process `i`'s current run printed last (a start that failed: why, in its own
+/// words, even when it printed that after it detached), for a failure's message.
+fn start_output(rendered: &RenderedInstance, i: usize) -> String {
+    let name = &rendered.processes[i].proc_name;
+    let mut said: Vec<String> = Vec::new();
+    for stream in ["stderr", "stdout"] {
+        let lines = crate::logs::last_run_lines(&rendered.run_dir, name, stream, 3);
+        said.extend(lines.into_iter().map(|l| format!("{stream}: {}", l.chars().take(300).collect::<String>())));
+    }
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!("; it printed: {}", said.join(" | "))
+    }
+}
+
+/// Reports main process `index`'s exit to the actor: from its pidfd (any process), with the
+/// status from the reaper when the daemon is its parent.
+pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<ExitWatch>) {
+    let (tx, pidfd, generation) = (cx.tx.clone(), main.pidfd.clone(), cx.generation);
+    let reaper = cx.shared.reaper.clone();
+    let pid = main.identity.pid;
+    let reaped = match reaped {
+        Some(reaped) if main.spawned => {
+            watch_own_child(tx, pidfd, generation, index, reaped);
+            return;
+        }
+        other => other,
+    };
+    let mut reaped = reaped.unwrap_or_else(|| reaper.watch(pid));
+    tokio::spawn(async move {
+        tokio::select! {
+            status = &mut reaped => {
+                // A dropped watch (replaced by a newer one) says nothing: wait on the pidfd.
+                if let Ok(status) = status {
+                    let _ = tx.send(Msg::MainExited { generation, index, status });
+                    return;
+                }
+                pidfd.exited().await;
+                let _ = tx.send(Msg::MainExited { generation, index, status: ExitStatus::Unknown });
+                return;
+            }
+            _ = pidfd.exited() => {}
+        }
+        // Not reaped yet: a child's status follows its SIGCHLD at once; a process that is
+        // not our child (re-adopted) never gets one.
+        let status = tokio::time::timeout(Duration::from_millis(200), reaped).await;
+        let status = status.ok().and_then(Result::ok).unwrap_or(ExitStatus::Unknown);
+        reaper.forget(pid);
+        let _ = tx.send(Msg::MainExited { generation, index, status });
+    });
+}
+
+/// Our own child: the reaper's status is all it takes (no pidfd in the event loop, a small
+/// task: thousands of instances each hold one).
+fn watch_own_child(tx: Mailbox, pidfd: Arc<Pidfd>, generation: u64, index: usize, reaped: ExitWatch) {
+    tokio::spawn(async move {
+        let status = match reaped.await {
+            Ok(status) => status,
+            // Replaced by a newer watch: the pidfd still tells when it ends.
+            Err(_) => {
+                pidfd.exited().await;
+                ExitStatus::Unknown
+            }
+        };
+        let _ = tx.send(Msg::MainExited { generation, index, status });
+    });
+}
