@@ -24,8 +24,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Largest spec body accepted.
-pub const MAX_BODY: usize = 1024 * 1024;
+/// Largest spec body accepted (defined with the configuration, whose remote limit defaults to it).
+pub use crate::config::MAX_BODY;
 
 pub struct AppState {
     pub supervisor: Supervisor,

@@ -490,7 +490,7 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                     None => "not checked yet".to_string(),
                 };
                 let what = match s.containers.get(i) {
-                    Some(c) => format!("container {}", crate::spec::pod::short_container_name(&s.id, &c.name)),
+                    Some(c) => format!("container {}", crate::spec::render::pod::short_container_name(&s.id, &c.name)),
                     None => format!("process {i}"),
                 };
                 println!("health:    {what}: {word}");

@@ -2,6 +2,8 @@
 //! checked to lie inside the configured roots, ports and checks resolved to numbers.
 //! This is what the supervisor runs.
 
+pub mod pod;
+
 use super::error::{Errors, Path, SpecErrors};
 use super::model::*;
 use super::template::{Template, Var};
@@ -51,7 +53,7 @@ pub struct RenderedInstance {
     pub processes: Vec<RenderedProcess>,
     /// `kind: pod`: the containers to run (and no processes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod: Option<super::pod::RenderedPod>,
+    pub pod: Option<pod::RenderedPod>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,7 +238,7 @@ pub(crate) fn render_any_index(
             processes.push(rp);
         }
     }
-    let pod = spec.is_pod().then(|| super::pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
+    let pod = spec.is_pod().then(|| pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
     let instance = RenderedInstance {
         pod,
         id,
