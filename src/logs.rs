@@ -6,7 +6,6 @@
 //! from Docker with Docker's timestamp in front (`2026-11-24T22:50:01.5Z line`), so they have a
 //! time. Each start writes a run marker (see [`run_marker`]) into the files it starts with.
 
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -56,15 +55,7 @@ pub struct LogFile {
 }
 
 /// One line, as the API sends it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LogLine {
-    pub process: String,
-    pub stream: String,
-    /// Docker's timestamp of a pod's line; None for a process's (it has none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-    pub line: String,
-}
+pub use crate::protocol::LogLine;
 
 impl LogFile {
     pub fn new(path: PathBuf) -> LogFile {

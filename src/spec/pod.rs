@@ -9,6 +9,7 @@ pub use super::validate::pod::{validate, MIN_MEMORY_MB};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::render;
 
     fn pod(extra: serde_json::Value) -> serde_json::Value {
         let mut doc = serde_json::json!({
