@@ -6,6 +6,7 @@
 //! from Docker with Docker's timestamp in front (`2026-11-24T22:50:01.5Z line`), so they have a
 //! time. Each start writes a run marker (see [`run_marker`]) into the files it starts with.
 
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -54,8 +55,19 @@ pub struct LogFile {
     partial: Vec<u8>,
 }
 
-/// One line, as the API sends it.
-pub use crate::protocol::LogLine;
+/// One line of an instance's output, as the API sends it (a wire type: `crate::protocol`
+/// re-exports it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// The process's procName or the container's name in the pod spec.
+    pub process: String,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// Docker's timestamp of a pod's line; None for a process's (it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    pub line: String,
+}
 
 impl LogFile {
     pub fn new(path: PathBuf) -> LogFile {

@@ -63,18 +63,9 @@ pub struct ValuesBody {
     pub data: std::collections::BTreeMap<String, String>,
 }
 
-/// One line of an instance's output (GET .../logs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogLine {
-    /// The process's procName or the container's name in the pod spec.
-    pub process: String,
-    /// `stdout` or `stderr`.
-    pub stream: String,
-    /// Docker's timestamp of a pod's line; none for a process's (it has none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-    pub line: String,
-}
+/// One line of an instance's output (GET .../logs): defined with the log files it is read
+/// from (the runtime writes them, and the runtime is below the protocol).
+pub use crate::logs::LogLine;
 
 /// The API's one error shape: `{"error": {"code", "message", "field", "errors"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
