@@ -1,4 +1,10 @@
-//! Times for people: RFC 3339 in UTC, without a calendar crate.
+//! The wall clock in the daemon's one unit (unix milliseconds), and times for people: RFC 3339
+//! in UTC, without a calendar crate.
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
 
 /// Unix milliseconds as RFC 3339 UTC, e.g. `2026-11-24T22:31:47.123Z`.
 pub fn rfc3339_utc(ms: u64) -> String {

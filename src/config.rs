@@ -88,9 +88,21 @@ impl Default for ConnectionsConfig {
     }
 }
 
+/// The limits of one listener, as the API's server applies them (built from
+/// [`ConnectionsConfig`]; defined here so the API depends on the configuration, not back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeLimits {
+    pub header_timeout: std::time::Duration,
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
+}
+
+/// Largest spec body accepted on the local socket, and the remote listener's default.
+pub const MAX_BODY: usize = 1024 * 1024;
+
 impl ConnectionsConfig {
-    pub fn limits(&self) -> crate::api::serve::ServeLimits {
-        crate::api::serve::ServeLimits {
+    pub fn limits(&self) -> ServeLimits {
+        ServeLimits {
             header_timeout: std::time::Duration::from_secs(self.header_timeout_secs),
             max_connections: self.max_total,
             max_connections_per_peer: self.max_per_peer,
@@ -140,7 +152,7 @@ impl Default for RemoteConfig {
             cert: None,
             key: None,
             tokens_file: PathBuf::from("/etc/steward/tokens"),
-            max_body_bytes: crate::api::MAX_BODY,
+            max_body_bytes: MAX_BODY,
             rate_per_sec: 50.0,
             rate_burst: 100,
         }

@@ -72,7 +72,7 @@ pub fn exercise(spec: &ProcessSpec, roots: &Roots) {
                 index,
             };
             let mut errors = crate::spec::error::Errors::default();
-            let pod = crate::spec::pod::render_pod(spec, &id, &ctx, &roots.run_base_dir, &mut errors);
+            let pod = crate::spec::render::pod::render_pod(spec, &id, &ctx, &roots.run_base_dir, &mut errors);
             for c in &pod.containers {
                 let _ = c.resources.cpu_shares();
             }

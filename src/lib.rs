@@ -16,6 +16,7 @@ pub mod host;
 pub mod logs;
 pub mod plugin;
 pub mod ports;
+pub mod protocol;
 pub mod runtime;
 pub mod safefs;
 pub mod spec;

@@ -6,7 +6,7 @@
 //! from Docker with Docker's timestamp in front (`2026-11-24T22:50:01.5Z line`), so they have a
 //! time. Each start writes a run marker (see [`run_marker`]) into the files it starts with.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -55,13 +55,16 @@ pub struct LogFile {
     partial: Vec<u8>,
 }
 
-/// One line, as the API sends it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One line of an instance's output, as the API sends it (a wire type: `crate::protocol`
+/// re-exports it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
+    /// The process's procName or the container's name in the pod spec.
     pub process: String,
+    /// `stdout` or `stderr`.
     pub stream: String,
     /// Docker's timestamp of a pod's line; None for a process's (it has none).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
     pub line: String,
 }

@@ -187,13 +187,13 @@ async fn two_hundred_instances_survive_chaos() {
     let ports: Vec<u16> = settled.values().flat_map(|s| s.ports.values().copied()).collect();
     let distinct: BTreeSet<u16> = ports.iter().copied().collect();
     assert_eq!((ports.len(), distinct.len()), (150, 150), "one distinct port per foreground instance");
-    let node = d.client.node().await.unwrap();
+    let node = serde_json::to_value(d.client.node().await.unwrap()).unwrap();
     let free_before = node["ports"]["free"].as_u64().unwrap();
     assert!(free_before <= 400 - 150);
     for iid in &all {
         d.client.delete(iid, Some(30.0)).await.unwrap();
     }
-    let free_after = d.client.node().await.unwrap()["ports"]["free"].as_u64().unwrap();
+    let free_after = serde_json::to_value(d.client.node().await.unwrap()).unwrap()["ports"]["free"].as_u64().unwrap();
     assert_eq!(free_after, free_before + 150, "every port came back");
     assert!(marked_processes().is_empty(), "nothing left running");
     println!(

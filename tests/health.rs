@@ -46,8 +46,8 @@ async fn an_http_check_that_turns_unhealthy_kills_and_restarts_after_grace() {
     let mut killed = None;
     d.client
         .events(0, false, |e| {
-            if e.body["to"] == "Stopping" {
-                killed = e.body["state"]["goal"]["reason"].as_str().map(String::from);
+            if e.body.to_value()["to"] == "Stopping" {
+                killed = e.body.to_value()["state"]["goal"]["reason"].as_str().map(String::from);
             }
             true
         })

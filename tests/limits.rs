@@ -25,7 +25,7 @@ async fn over_its_memory_limit_an_instance_is_oom_killed_and_told_so() {
     let mut oom_event = false;
     d.client
         .events(0, false, |e| {
-            oom_event |= e.body["type"] == "oomKilled";
+            oom_event |= e.body.to_value()["type"] == "oomKilled";
             true
         })
         .await

@@ -22,7 +22,7 @@ async fn events(d: &Daemon) -> Vec<Value> {
     let mut all = Vec::new();
     d.client
         .events(0, false, |e| {
-            all.push(e.body);
+            all.push(e.body.to_value());
             true
         })
         .await

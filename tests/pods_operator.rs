@@ -249,8 +249,8 @@ async fn status_names_containers_and_keeps_the_health_reason() {
     let mut transitions = Vec::new();
     d.client
         .events(0, false, |e| {
-            if e.body["type"] == "transition" && e.body["instance"] == "ops/ends/0" {
-                transitions.push(e.body["reason"].as_str().unwrap_or_default().to_string());
+            if e.body.to_value()["type"] == "transition" && e.body.to_value()["instance"] == "ops/ends/0" {
+                transitions.push(e.body.to_value()["reason"].as_str().unwrap_or_default().to_string());
             }
             true
         })

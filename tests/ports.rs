@@ -111,14 +111,14 @@ async fn random_ports_reach_env_status_and_survive_restarts() {
     for (i, ports) in before.iter().enumerate() {
         assert_eq!(&d.status(&id("test", "web", i as u32)).await.ports, ports);
     }
-    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 1);
+    assert_eq!(d.client.node().await.unwrap().ports.free, 1);
     // Exhaustion: a clear error, and nothing allocated.
     let more =
         spec("more", 1, json!({"ports": [{"name": "a", "hostPort": 0}, {"name": "b", "hostPort": 0}]}), json!({}));
     let err = d.client.apply(&more.to_string(), steward::spec::Format::Json).await.unwrap_err();
     assert!(err.to_string().contains("no free port left in 31500-31509 for test/more/0 port b"), "{err}");
-    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 1);
+    assert_eq!(d.client.node().await.unwrap().ports.free, 1);
     // Delete releases.
     d.client.delete(&id("test", "web", 2), Some(10.0)).await.unwrap();
-    assert_eq!(d.client.node().await.unwrap()["ports"]["free"], 4);
+    assert_eq!(d.client.node().await.unwrap().ports.free, 4);
 }

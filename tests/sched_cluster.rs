@@ -369,7 +369,7 @@ async fn three_hosts_place_watch_lose_and_reschedule() {
     // reconnect (h1's daemon is killed and started again, then makes new events).
     let mut watch = c.follow(&["watch"]);
     for h in &c.hosts {
-        let last = h.daemon.client.node().await.unwrap()["events"]["lastSeq"].as_u64().unwrap();
+        let last = h.daemon.client.node().await.unwrap().events.last_seq;
         watch.wait_for(30, &format!("{} #{last}", h.name), |v| v["node"] == h.name.as_str() && v["seq"] == last);
     }
     c.hosts[0].daemon.kill9();

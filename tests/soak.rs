@@ -43,7 +43,7 @@ async fn node_when_up(d: &Daemon) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match d.client.node().await {
-            Ok(node) => return node,
+            Ok(node) => return serde_json::to_value(node).unwrap(),
             Err(e) if Instant::now() > deadline => panic!("GET /v1/node after restart: {e}\n{}", d.log()),
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -80,8 +80,8 @@ async fn a_crash_loop_keeps_the_store_and_rss_level() {
             secs: started.elapsed().as_secs(),
             state: du(&state_dir),
             rss_kib: rss_kib(d.pid()),
-            last_seq: node["events"]["lastSeq"].as_u64().unwrap(),
-            first_seq: node["events"]["firstSeq"].as_u64().unwrap(),
+            last_seq: node.events.last_seq,
+            first_seq: node.events.first_seq,
         });
     }
     let table: String = samples
@@ -141,7 +141,7 @@ async fn a_crash_loop_keeps_the_store_and_rss_level() {
     // loop is tests/crash_points.rs's matter).
     let deleted = d.client.delete_app("test", "crash", Some(60.0)).await.unwrap();
     assert_eq!(deleted.map(|v| v.len()), Some(INSTANCES as usize), "the crash loop was not deleted in 60 s");
-    let before = d.client.node().await.unwrap()["events"]["lastSeq"].as_u64().unwrap();
+    let before = d.client.node().await.unwrap().events.last_seq;
     d.restart(true);
     let mut seqs = Vec::new();
     let mut first = 0;

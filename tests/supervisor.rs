@@ -171,13 +171,15 @@ async fn restart_delays_follow_interval_and_backoff() {
         })
         .await
         .unwrap();
-    let mine: Vec<_> =
-        events.iter().filter(|e| e.body["instance"] == "test/delays/0" && e.body["type"] == "transition").collect();
+    let mine: Vec<_> = events
+        .iter()
+        .filter(|e| e.body.to_value()["instance"] == "test/delays/0" && e.body.to_value()["type"] == "transition")
+        .collect();
     // Each Backoff entry, and the Staging that ends it.
     let mut gaps = Vec::new();
     let mut backoff_at = None;
     for e in &mine {
-        match e.body["to"].as_str() {
+        match e.body.to_value()["to"].as_str() {
             Some("Backoff") => backoff_at = Some(e.at_ms),
             Some("Staging") => {
                 if let Some(t) = backoff_at.take() {
@@ -344,7 +346,7 @@ async fn a_failed_instance_can_be_deleted_and_recreated() {
     let mut app_deleted = false;
     d.client
         .events(0, false, |e| {
-            app_deleted |= e.body["type"] == "appDeleted";
+            app_deleted |= e.body.to_value()["type"] == "appDeleted";
             true
         })
         .await

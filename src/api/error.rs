@@ -5,20 +5,8 @@ use crate::supervisor::SupervisorError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
 
-#[derive(Debug, Serialize)]
-pub struct ErrorBody {
-    /// Stable, machine-readable: `invalid_spec`, `not_found`, `forbidden`, ...
-    pub code: &'static str,
-    pub message: String,
-    /// The field at fault, when there is one (the first, for an invalid spec).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// Every mistake of an invalid spec.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<crate::spec::SpecError>,
-}
+pub use crate::protocol::ErrorBody;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -28,7 +16,10 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, body: ErrorBody { code, message: message.into(), field: None, errors: Vec::new() } }
+        ApiError {
+            status,
+            body: ErrorBody { code: code.to_string(), message: message.into(), field: None, errors: Vec::new() },
+        }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
@@ -67,6 +58,6 @@ impl From<SupervisorError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(serde_json::json!({"error": self.body}))).into_response()
+        (self.status, Json(crate::protocol::ErrorResponse { error: self.body })).into_response()
     }
 }

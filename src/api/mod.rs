@@ -8,6 +8,10 @@ mod metrics;
 pub mod remote;
 pub mod serve;
 
+use crate::protocol::{
+    AppOnNode, Applied, Deleted, HealthBody, Heartbeat, InstanceList, InstanceOnNode, InstanceStatus, JournalBounds,
+    NodeDocument, PortsDocument, StreamLine, ValuesBody, ValuesList, ValuesSummary,
+};
 use crate::spec::{self, Format, InstanceId, Roots};
 use crate::supervisor::values::ValueKind;
 use crate::supervisor::{state::Kind, ListFilter, Supervisor, SupervisorError};
@@ -24,8 +28,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Largest spec body accepted.
-pub const MAX_BODY: usize = 1024 * 1024;
+/// Largest spec body accepted (defined with the configuration, whose remote limit defaults to it).
+pub use crate::config::MAX_BODY;
 
 pub struct AppState {
     pub supervisor: Supervisor,
@@ -96,60 +100,59 @@ async fn openapi() -> Response {
 }
 
 /// GET /v1/node: what a scheduler needs to place instances on this host.
-async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<serde_json::Value>, ApiError> {
+async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<NodeDocument>, ApiError> {
     let live = app.live();
     live.access.require_read(&caller)?;
     let usage = app.usage.sample();
-    let (start, end) = app.supervisor.port_range();
     let instances = app.supervisor.list(&ListFilter::default());
-    let free = app.supervisor.free_ports();
     // Every app with instances here, with its labels (EXCLUDE places by them).
-    let apps: Vec<serde_json::Value> = app
+    let apps = app
         .supervisor
         .specs()
         .iter()
         .map(|spec| {
             let meta = &spec.metadata;
-            let mine: Vec<serde_json::Value> = instances
+            let mine = instances
                 .iter()
                 .filter(|i| i.id.namespace == meta.namespace && i.id.name == meta.name)
-                .map(|i| serde_json::json!({"index": i.id.index, "state": i.state.kind()}))
+                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind() })
                 .collect();
-            serde_json::json!({"namespace": meta.namespace, "name": meta.name, "labels": meta.labels, "instances": mine})
+            AppOnNode {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+                labels: meta.labels.clone(),
+                instances: mine,
+            }
         })
         .collect();
     let store = app.supervisor.store();
-    Ok(Json(serde_json::json!({
-        "hostname": live.node.hostname(),
-        "hostIp": live.host_ip,
-        "cpus": usage.cpus,
-        "cpuUsagePercent": usage.cpu_usage_percent,
-        "loadAverage": crate::host::load_average(),
-        "memoryTotalBytes": usage.memory_total_bytes,
-        "memoryAvailableBytes": usage.memory_available_bytes,
-        "memoryUsedBytes": usage.memory_used_bytes,
-        "labels": live.node.labels,
-        "attributes": live.node.attributes,
-        "ports": ports_document(start, end, free, live.port_range),
-        "instances": instances.len(),
-        "apps": apps,
-        "events": {"firstSeq": store.first_seq(), "lastSeq": store.last_seq(), "retention": live.events.retention,
-            "maxBytes": live.events.max_bytes, "bytes": store.journal_bytes()},
-        "version": env!("CARGO_PKG_VERSION"),
-    })))
+    Ok(Json(NodeDocument {
+        hostname: live.node.hostname(),
+        host_ip: live.host_ip,
+        cpus: usage.cpus,
+        cpu_usage_percent: f64::from(usage.cpu_usage_percent),
+        load_average: crate::host::load_average(),
+        memory_total_bytes: usage.memory_total_bytes,
+        memory_available_bytes: usage.memory_available_bytes,
+        memory_used_bytes: usage.memory_used_bytes,
+        labels: live.node.labels,
+        attributes: live.node.attributes,
+        ports: PortsDocument::new(app.supervisor.port_range(), app.supervisor.free_ports(), live.port_range),
+        instances: instances.len(),
+        apps,
+        events: JournalBounds {
+            first_seq: store.first_seq(),
+            last_seq: store.last_seq(),
+            retention: live.events.retention,
+            max_bytes: live.events.max_bytes,
+            bytes: store.journal_bytes(),
+        },
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }))
 }
 
-/// The range in effect and, when a reload (SIGHUP) configured another, that one as pending.
-fn ports_document(start: u16, end: u16, free: usize, configured: (u16, u16)) -> serde_json::Value {
-    let mut ports = serde_json::json!({"rangeStart": start, "rangeEnd": end, "free": free});
-    if configured != (start, end) {
-        ports["pending"] = serde_json::json!({"rangeStart": configured.0, "rangeEnd": configured.1});
-    }
-    ports
-}
-
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+async fn health() -> Json<HealthBody> {
+    Json(HealthBody::ok())
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,13 +219,13 @@ async fn apply(
             e => ApiError::from(e),
         })?;
     let names = |ids: &[InstanceId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let body = serde_json::json!({
-        "instances": names(&outcome.instances),
-        "generation": outcome.generation,
-        "changed": names(&outcome.changed),
-        "created": names(&outcome.created),
-        "unchanged": outcome.unchanged,
-    });
+    let body = Applied {
+        instances: names(&outcome.instances),
+        generation: outcome.generation,
+        changed: names(&outcome.changed),
+        created: names(&outcome.created),
+        unchanged: outcome.unchanged,
+    };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
@@ -237,7 +240,7 @@ async fn list(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Query(q): Query<ListQuery>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<InstanceList>, ApiError> {
     app.live().access.require_read(&caller)?;
     let state = match q.state.as_deref() {
         None | Some("") => None,
@@ -246,7 +249,7 @@ async fn list(
         }
     };
     let filter = ListFilter { namespace: q.namespace, name: q.name, state };
-    Ok(Json(serde_json::json!({"instances": app.supervisor.list(&filter)})))
+    Ok(Json(InstanceList { instances: app.supervisor.list(&filter) }))
 }
 
 fn parse_kind(s: &str) -> Option<Kind> {
@@ -266,7 +269,7 @@ async fn status(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Path((namespace, name, index)): Path<(String, String, String)>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<InstanceStatus>, ApiError> {
     app.live().access.require_read(&caller)?;
     let id = instance_id(namespace, name, index)?;
     let mut status = app.supervisor.status(&id)?;
@@ -276,7 +279,7 @@ async fn status(
         .iter()
         .find(|s| s.metadata.namespace == id.namespace && s.metadata.name == id.name)
         .map(|s| s.instance_limits());
-    Ok(Json(serde_json::to_value(status).map_err(ApiError::internal)?))
+    Ok(Json(status))
 }
 
 #[derive(Debug, Deserialize)]
@@ -352,10 +355,8 @@ async fn delete_app(
     let sup_app = app.clone();
     // In its own task, like an instance's delete: a client hanging up cannot cut it short.
     let work = tokio::spawn(async move { sup_app.supervisor.delete_app(&namespace, &name).await });
-    let deleted = |ids: Vec<InstanceId>| {
-        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-        Json(serde_json::json!({"deleted": ids})).into_response()
-    };
+    let deleted =
+        |ids: Vec<InstanceId>| Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response();
     match timeout {
         Some(t) => match tokio::time::timeout(t, work).await {
             Ok(r) => r.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from),
@@ -479,7 +480,9 @@ async fn events(
             };
             let Ok(next) = next else {
                 // Idle: tell the reader the stream and the daemon are alive.
-                let beat = serde_json::json!({"heartbeat": {"atMs": crate::supervisor::record::now_ms(), "lastSeq": store.last_seq()}});
+                let beat = StreamLine::Heartbeat {
+                    heartbeat: Heartbeat { at_ms: crate::clock::now_ms(), last_seq: store.last_seq() },
+                };
                 let mut line = serde_json::to_vec(&beat).unwrap_or_default();
                 line.push(b'\n');
                 if tx.send(Ok(Bytes::from(line))).await.is_err() {
@@ -599,6 +602,9 @@ async fn logs(
 /// How often a followed log is looked at for appended output.
 const LOG_POLL: Duration = Duration::from_millis(100);
 
+/// An event line: the journal's entry as stored. Its body is passed through, not re-typed, so a
+/// reader gets exactly what was journaled (a body of an older version included); its shape is
+/// [`crate::protocol::Event`]'s.
 fn ndjson(ev: &crate::store::Event) -> Bytes {
     let mut line = serde_json::to_vec(ev).unwrap_or_default();
     line.push(b'\n');
@@ -619,21 +625,14 @@ struct ValuesQuery {
     namespace: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ValuesBody {
-    data: std::collections::BTreeMap<String, String>,
-}
-
 async fn list_values(
     app: &AppState,
     caller: &Caller,
     kind: ValueKind,
     q: ValuesQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesList>, ApiError> {
     app.live().access.require_read(caller)?;
-    let list = app.supervisor.list_values(kind, q.namespace.as_deref());
-    Ok(Json(serde_json::json!({ "items": list })))
+    Ok(Json(ValuesList { items: app.supervisor.list_values(kind, q.namespace.as_deref()) }))
 }
 
 async fn put_values(
@@ -643,7 +642,7 @@ async fn put_values(
     namespace: String,
     name: String,
     body: Bytes,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesSummary>, ApiError> {
     app.live().access.require_write(caller)?;
     let body: ValuesBody = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("body: {e} (expected {{\"data\": {{\"key\": \"value\"}}}})")).field("data")
@@ -652,7 +651,7 @@ async fn put_values(
     let summary = tokio::spawn(async move { sup_app.supervisor.put_values(kind, &namespace, &name, body.data).await })
         .await
         .map_err(ApiError::internal)??;
-    Ok(Json(serde_json::to_value(summary).map_err(ApiError::internal)?))
+    Ok(Json(summary))
 }
 
 async fn delete_values(
@@ -674,7 +673,7 @@ async fn list_secrets(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Query(q): Query<ValuesQuery>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesList>, ApiError> {
     list_values(&app, &caller, ValueKind::Secret, q).await
 }
 
@@ -682,7 +681,7 @@ async fn list_configmaps(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Query(q): Query<ValuesQuery>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesList>, ApiError> {
     list_values(&app, &caller, ValueKind::ConfigMap, q).await
 }
 
@@ -691,7 +690,7 @@ async fn put_secret(
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
     Body(body): Body,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesSummary>, ApiError> {
     put_values(&app, &caller, ValueKind::Secret, namespace, name, body).await
 }
 
@@ -700,7 +699,7 @@ async fn put_configmap(
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
     Body(body): Body,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ValuesSummary>, ApiError> {
     put_values(&app, &caller, ValueKind::ConfigMap, namespace, name, body).await
 }
 

@@ -20,13 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tower::ServiceExt;
 
-/// The limits of one listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServeLimits {
-    pub header_timeout: Duration,
-    pub max_connections: usize,
-    pub max_connections_per_peer: usize,
-}
+pub use crate::config::ServeLimits;
 
 /// Whom a connection counts against: a local uid, or a remote address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

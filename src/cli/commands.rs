@@ -129,7 +129,13 @@ async fn apply(
     let all_ok = outcomes.iter().all(|o| o.outcome == Outcome::Running);
     match output {
         Output::Json => {
-            let body = serde_json::json!({"applied": applied, "instances": outcomes});
+            /// `apply --wait -o json`: the daemon's answer and how each instance came out.
+            #[derive(serde::Serialize)]
+            struct ApplyReport<'a, T> {
+                applied: &'a crate::protocol::Applied,
+                instances: &'a [T],
+            }
+            let body = ApplyReport { applied: &applied, instances: &outcomes };
             println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
         }
         Output::Text => {
@@ -374,25 +380,18 @@ async fn values(client: &Client, kind: &str, cmd: ValuesCommand, output: Output)
             }
             let summary = client.put_values(kind, namespace, name, &data).await?;
             match output {
-                Output::Json => println!("{summary}"),
+                Output::Json => println!("{}", serde_json::to_string(&summary).unwrap_or_default()),
                 Output::Text => println!("{id}: {} key(s) stored", data.len()),
             }
         }
         ValuesCommand::Ls { namespace } => {
             let list = client.list_values(kind, namespace.as_deref()).await?;
             match output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&list["items"]).unwrap_or_default()),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
                 Output::Text => {
                     println!("NAMESPACE  NAME  KEYS");
-                    for item in list["items"].as_array().into_iter().flatten() {
-                        let keys: Vec<&str> =
-                            item["keys"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
-                        println!(
-                            "{}  {}  {}",
-                            item["namespace"].as_str().unwrap_or("?"),
-                            item["name"].as_str().unwrap_or("?"),
-                            keys.join(",")
-                        );
+                    for item in &list {
+                        println!("{}  {}  {}", item.namespace, item.name, item.keys.join(","));
                     }
                 }
             }
@@ -405,7 +404,15 @@ async fn values(client: &Client, kind: &str, cmd: ValuesCommand, output: Output)
             client.delete_values(kind, namespace, name).await?;
             match output {
                 Output::Json => {
-                    println!("{}", serde_json::json!({"namespace": namespace, "name": name, "removed": true}))
+                    /// `rm -o json`: what was removed.
+                    #[derive(serde::Serialize)]
+                    struct Removed<'a> {
+                        namespace: &'a str,
+                        name: &'a str,
+                        removed: bool,
+                    }
+                    let removed = Removed { namespace, name, removed: true };
+                    println!("{}", serde_json::to_string(&removed).unwrap_or_default())
                 }
                 Output::Text => println!("{id}: removed"),
             }
@@ -419,29 +426,24 @@ async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&n).unwrap_or_default()),
         Output::Text => {
-            let gib = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0) / 1073741824.0;
-            println!("hostname:  {}", n["hostname"].as_str().unwrap_or("?"));
-            println!("ip:        {}", n["hostIp"].as_str().unwrap_or("?"));
-            let busy = n["cpuUsagePercent"].as_f64().unwrap_or(0.0);
-            println!(
-                "cpus:      {} (load {:.2}, {busy:.0}% busy)",
-                n["cpus"],
-                n["loadAverage"].as_f64().unwrap_or(0.0)
-            );
+            let gib = |bytes: u64| bytes as f64 / 1073741824.0;
+            println!("hostname:  {}", n.hostname);
+            println!("ip:        {}", n.host_ip);
+            println!("cpus:      {} (load {:.2}, {:.0}% busy)", n.cpus, n.load_average, n.cpu_usage_percent);
             println!(
                 "memory:    {:.1} GiB available of {:.1} GiB",
-                gib(&n["memoryAvailableBytes"]),
-                gib(&n["memoryTotalBytes"])
+                gib(n.memory_available_bytes),
+                gib(n.memory_total_bytes)
             );
-            let ports = &n["ports"];
-            println!("ports:     {} free in {}-{}", ports["free"], ports["rangeStart"], ports["rangeEnd"]);
-            if let Some(p) = ports.get("pending") {
-                println!("           {}-{} configured, in effect after a restart", p["rangeStart"], p["rangeEnd"]);
+            let ports = &n.ports;
+            println!("ports:     {} free in {}-{}", ports.free, ports.range_start, ports.range_end);
+            if let Some(p) = &ports.pending {
+                println!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
             }
-            println!("instances: {}", n["instances"]);
-            for (kind, key) in [("label", "labels"), ("attribute", "attributes")] {
-                for (k, v) in n[key].as_object().into_iter().flatten() {
-                    println!("{kind}:{:>width$}{k}={}", "", v.as_str().unwrap_or_default(), width = 10 - kind.len());
+            println!("instances: {}", n.instances);
+            for (kind, map) in [("label", &n.labels), ("attribute", &n.attributes)] {
+                for (k, v) in map {
+                    println!("{kind}:{:>width$}{k}={v}", "", width = 10 - kind.len());
                 }
             }
         }
@@ -490,7 +492,7 @@ async fn status(client: &Client, id: &str, output: Output) -> Result<i32, Client
                     None => "not checked yet".to_string(),
                 };
                 let what = match s.containers.get(i) {
-                    Some(c) => format!("container {}", crate::spec::pod::short_container_name(&s.id, &c.name)),
+                    Some(c) => format!("container {}", crate::spec::render::pod::short_container_name(&s.id, &c.name)),
                     None => format!("process {i}"),
                 };
                 println!("health:    {what}: {word}");
@@ -579,7 +581,7 @@ async fn delete(client: &Client, t: DeleteTargets, output: Output) -> Result<i32
         }
     }
     if output == Output::Json {
-        println!("{}", serde_json::json!({ "deleted": deleted }));
+        println!("{}", serde_json::to_string(&crate::protocol::Deleted { deleted }).unwrap_or_default());
     }
     Ok(code)
 }
@@ -627,7 +629,7 @@ async fn delete_apps(
         }
     }
     if output == Output::Json {
-        println!("{}", serde_json::json!({ "deleted": deleted }));
+        println!("{}", serde_json::to_string(&crate::protocol::Deleted { deleted }).unwrap_or_default());
     }
     Ok(code)
 }

@@ -7,7 +7,7 @@
 
 use super::steward::{exit, Output};
 use crate::client::{Client, ClientError};
-use crate::store::Event;
+use crate::protocol::{Event, EventBody, InstanceChange, InstanceEvent, Transition};
 use std::io::Write;
 
 pub async fn run(client: &Client, since: u64, follow: bool, output: Output) -> Result<i32, ClientError> {
@@ -27,19 +27,24 @@ pub async fn run(client: &Client, since: u64, follow: bool, output: Output) -> R
 /// One event for a person: a transition shows its states and, when the daemon gave one, why.
 pub fn text_line(e: &Event) -> String {
     let b = &e.body;
-    let what = match b["type"].as_str() {
-        Some("transition") => {
-            let change = format!("{} -> {}", b["from"].as_str().unwrap_or("?"), b["to"].as_str().unwrap_or("?"));
-            match b["reason"].as_str().filter(|r| !r.is_empty()) {
-                Some(reason) => format!("{change}: {reason}"),
-                None => change,
-            }
-        }
-        Some(other) => other.to_string(),
-        None => b.to_string(),
+    let what = match b {
+        EventBody::Instance(InstanceEvent {
+            change: InstanceChange::Transition(Transition { from, to, reason, .. }),
+            ..
+        }) => match reason.as_deref().filter(|r| !r.is_empty()) {
+            Some(reason) => format!("{from} -> {to}: {reason}"),
+            None => format!("{from} -> {to}"),
+        },
+        EventBody::Other(v) if v["type"].as_str().is_none() => v.to_string(),
+        known => known.kind(),
     };
-    let subject = b["instance"].as_str().or(b["app"].as_str()).unwrap_or("-");
-    let msg = b["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
+    let subject = b.instance_id().or(b.app()).unwrap_or("-");
+    let message = match b {
+        EventBody::Instance(InstanceEvent { change: InstanceChange::Transition(t), .. }) => t.message.as_deref(),
+        EventBody::Other(v) => v["message"].as_str(),
+        _ => None,
+    };
+    let msg = message.filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
     format!("{:>6} {} {subject} {what}{msg}", e.seq, rfc3339_utc(e.at_ms))
 }
 pub use crate::clock::rfc3339_utc;
@@ -58,7 +63,11 @@ mod tests {
 
     #[test]
     fn a_transition_shows_its_reason_when_it_has_one() {
-        let event = |body: serde_json::Value| Event { seq: 7, at_ms: 1_795_560_707_123, body };
+        let event = |body: serde_json::Value| Event {
+            seq: 7,
+            at_ms: 1_795_560_707_123,
+            body: serde_json::from_value(body).unwrap(),
+        };
         let with = event(serde_json::json!({"type": "transition", "instance": "demo/ticker/0",
             "from": "Running", "to": "Stopping", "reason": "operator stop"}));
         assert_eq!(

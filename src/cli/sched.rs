@@ -2,8 +2,8 @@
 
 use crate::plugin::sched::PlacedInstance;
 use crate::plugin::{Cluster, PluginError, Scheduler};
+use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, SchedEvent, WatchLine};
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -94,11 +94,10 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             SchedCommand::Watch { since } => {
                 let mut rx = sched.follow(Some(since));
                 while let Some(item) = rx.recv().await {
-                    let v = item.to_json();
-                    if v.get("heartbeat").is_some() {
+                    if let NodeItem::Heartbeat { .. } = item.item {
                         continue;
                     }
-                    print_line(&v, output);
+                    print_line(&WatchLine::Node(item), output);
                 }
                 Ok(())
             }
@@ -136,35 +135,46 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
 }
 
 /// One followed item: JSON, or `NODE #SEQ what happened`.
-fn print_line(v: &Value, output: SchedOutput) {
+fn print_line(line: &WatchLine, output: SchedOutput) {
     use std::io::Write;
-    let line = match output {
-        SchedOutput::Json => v.to_string(),
-        SchedOutput::Text => {
-            let node = v["node"].as_str().unwrap_or("?");
-            if let Some(d) = v.get("disconnected") {
-                format!(
-                    "{node}: stream lost ({}); resuming after #{}",
-                    d["reason"].as_str().unwrap_or(""),
-                    d["resumeAfter"]
-                )
-            } else if let Some(g) = v.get("gap") {
-                format!("{node}: events #{} to #{} were pruned before they could be read", g["from"], g["to"])
-            } else {
-                let body = &v["body"];
-                let seq = v["seq"].as_u64().map(|s| format!(" #{s}")).unwrap_or_default();
-                let what = body["type"].as_str().unwrap_or("event");
-                let subject =
-                    body["instance"].as_str().or(body["app"].as_str()).or(body["node"].as_str()).unwrap_or("");
-                let extra = match (body["from"].as_str(), body["to"].as_str()) {
-                    (Some(f), Some(t)) => format!(" {f} -> {t}"),
-                    _ => String::new(),
-                };
-                format!("{node}{seq} {what} {subject}{extra}")
-            }
-        }
+    let text = match output {
+        SchedOutput::Json => serde_json::to_string(line).unwrap_or_default(),
+        SchedOutput::Text => text_line(line),
     };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    let _ = writeln!(out, "{text}");
     let _ = out.flush();
+}
+
+fn text_line(line: &WatchLine) -> String {
+    match line {
+        WatchLine::Node(NodeLine { node, item }) => match item {
+            NodeItem::Disconnected { disconnected: d } => {
+                format!("{node}: stream lost ({}); resuming after #{}", d.reason, d.resume_after)
+            }
+            NodeItem::Gap { gap } => {
+                format!("{node}: events #{} to #{} were pruned before they could be read", gap.from, gap.to)
+            }
+            NodeItem::Heartbeat { heartbeat } => format!("{node} heartbeat (newest #{})", heartbeat.last_seq),
+            NodeItem::Event(e) => {
+                let kind = e.body.kind();
+                let what = if kind.is_empty() { "event".to_string() } else { kind };
+                let subject = e.body.instance_id().or(e.body.app()).unwrap_or("");
+                let extra = match &e.body {
+                    EventBody::Instance(InstanceEvent { change: InstanceChange::Transition(t), .. }) => {
+                        format!(" {} -> {}", t.from, t.to)
+                    }
+                    _ => String::new(),
+                };
+                format!("{node} #{} {what} {subject}{extra}", e.seq)
+            }
+        },
+        WatchLine::Sched(l) => {
+            let extra = match &l.body {
+                SchedEvent::Rescheduled { from, to: Some(to), .. } => format!(" {from} -> {to}"),
+                _ => String::new(),
+            };
+            format!("{} {} {}{extra}", l.node, l.body.kind(), l.body.subject())
+        }
+    }
 }

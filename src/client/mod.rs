@@ -1,9 +1,11 @@
 //! A typed client of stewardd's API, over its unix socket (the CLI, the tests) or over TCP
 //! with TLS and a bearer token (the scheduler plugin).
 
+use crate::protocol::{
+    Deleted, ErrorResponse, Event, HealthBody, InstanceList, InstanceStatus, NodeDocument, ValuesBody, ValuesList,
+    ValuesSummary,
+};
 use crate::spec::{Format, InstanceId, SpecError};
-use crate::store::Event;
-use crate::supervisor::record::InstanceStatus;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
@@ -145,7 +147,7 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
     }
 
-    pub async fn node(&self) -> Result<serde_json::Value, ClientError> {
+    pub async fn node(&self) -> Result<NodeDocument, ClientError> {
         self.json(Method::GET, "/v1/node").await
     }
 
@@ -162,21 +164,21 @@ impl Client {
         namespace: &str,
         name: &str,
         data: &std::collections::BTreeMap<String, String>,
-    ) -> Result<serde_json::Value, ClientError> {
+    ) -> Result<ValuesSummary, ClientError> {
         let path = format!("/v1/{kind}/{}/{}", encode(namespace), encode(name));
-        let body = serde_json::to_vec(&serde_json::json!({ "data": data }))
-            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let body =
+            serde_json::to_vec(&ValuesBody { data: data.clone() }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let (_, bytes) = self.call(Method::PUT, &path, Some(("application/json", body))).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
     /// Names and keys of the secrets or configmaps (never their values).
-    pub async fn list_values(&self, kind: &str, namespace: Option<&str>) -> Result<serde_json::Value, ClientError> {
+    pub async fn list_values(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<ValuesSummary>, ClientError> {
         let path = match namespace {
             Some(n) => format!("/v1/{kind}?namespace={}", encode(n)),
             None => format!("/v1/{kind}"),
         };
-        self.json(Method::GET, &path).await
+        Ok(self.json::<ValuesList>(Method::GET, &path).await?.items)
     }
 
     pub async fn delete_values(&self, kind: &str, namespace: &str, name: &str) -> Result<(), ClientError> {
@@ -184,7 +186,7 @@ impl Client {
         self.call(Method::DELETE, &path, None).await.map(|_| ())
     }
 
-    pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
+    pub async fn health(&self) -> Result<HealthBody, ClientError> {
         self.json(Method::GET, "/v1/health").await
     }
 
@@ -230,12 +232,7 @@ impl Client {
         let query: Vec<String> = filters.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
         let path =
             if query.is_empty() { "/v1/instances".to_string() } else { format!("/v1/instances?{}", query.join("&")) };
-        #[derive(serde::Deserialize)]
-        struct List {
-            instances: Vec<InstanceStatus>,
-        }
-        let l: List = self.json(Method::GET, &path).await?;
-        Ok(l.instances)
+        Ok(self.json::<InstanceList>(Method::GET, &path).await?.instances)
     }
 
     pub async fn status(&self, id: &InstanceId) -> Result<InstanceStatus, ClientError> {
@@ -286,10 +283,6 @@ impl Client {
         let (status, bytes) = self.call(Method::DELETE, &path, None).await?;
         if status != 200 {
             return Ok(None);
-        }
-        #[derive(serde::Deserialize)]
-        struct Deleted {
-            deleted: Vec<String>,
         }
         let d: Deleted = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))?;
         Ok(Some(d.deleted))
@@ -367,32 +360,7 @@ impl Client {
     }
 }
 
-/// One line of an instance's output.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LogLine {
-    pub process: String,
-    pub stream: String,
-    /// Docker's timestamp of a pod's line; none for a process's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-    pub line: String,
-}
-
-/// One line of an event stream.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(untagged)]
-pub enum StreamLine {
-    Heartbeat { heartbeat: Heartbeat },
-    Event(Event),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Heartbeat {
-    pub at_ms: u64,
-    /// The daemon's newest event.
-    pub last_seq: u64,
-}
+pub use crate::protocol::{Applied, Heartbeat, LogLine, StreamLine};
 
 fn instance_path(id: &InstanceId) -> String {
     format!("/v1/instances/{}/{}/{}", encode(&id.namespace), encode(&id.name), id.index)
@@ -412,20 +380,7 @@ fn encode(s: &str) -> String {
 }
 
 fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
-    #[derive(serde::Deserialize)]
-    struct Wrapper {
-        error: Body,
-    }
-    #[derive(serde::Deserialize)]
-    struct Body {
-        code: String,
-        message: String,
-        #[serde(default)]
-        field: Option<String>,
-        #[serde(default)]
-        errors: Vec<SpecError>,
-    }
-    match serde_json::from_slice::<Wrapper>(bytes) {
+    match serde_json::from_slice::<ErrorResponse>(bytes) {
         Ok(w) => ClientError::Api {
             status: status.as_u16(),
             code: w.error.code,
@@ -454,19 +409,4 @@ pub fn parse_instance_id(s: &str) -> Result<InstanceId, String> {
         }),
         _ => Err(format!("{s:?} is not an instance id (namespace/name/index)")),
     }
-}
-
-/// What an apply did: every instance of the spec here, the spec's generation, the instances
-/// that (re)start on it, and whether nothing changed at all.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Applied {
-    pub instances: Vec<String>,
-    #[serde(default)]
-    pub generation: u64,
-    #[serde(default)]
-    pub changed: Vec<String>,
-    #[serde(default)]
-    pub created: Vec<String>,
-    #[serde(default)]
-    pub unchanged: bool,
 }

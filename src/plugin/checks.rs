@@ -5,17 +5,17 @@
 
 use super::sched::{check_spec, Scheduler};
 use super::store::{App, PlacementState};
+use crate::clock::now_ms;
 use crate::health::{Outcome, Prober, Tracker, Verdict};
+use crate::protocol::{SchedEvent, SchedLine, WatchLine};
 use crate::spec::model::{CheckType, HealthCheck, ProcessSpec};
 use crate::spec::render::render_check;
 use crate::spec::InstanceId;
-use crate::supervisor::record::now_ms;
-use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-type Emit = Arc<dyn Fn(&Value) + Send + Sync>;
+type Emit = Arc<dyn Fn(&WatchLine) + Send + Sync>;
 
 /// The running remote checks, one task per (instance, check).
 pub struct RemoteChecks {
@@ -137,7 +137,7 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
         let node = client.node().await;
         let status = client.status(&w.id).await;
         if let (Ok(n), Ok(s)) = (node, status) {
-            if let Some(ip) = n["hostIp"].as_str().and_then(|ip| ip.parse().ok()) {
+            if let Ok(ip) = n.host_ip.parse() {
                 break (ip, s);
             }
         }
@@ -146,9 +146,8 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
     // Only REMOTE_HTTP and REMOTE_TCP checks are watched here (filtered where they are listed).
     let port_of = |port: i64, name: &str| check_port(port, name, &status.ports, &w.fixed_ports);
     let Some(rendered) = render_check(&w.check, &port_of, &|text: &str| text.to_string()) else {
-        emit(
-            &json!({"node": "sched", "at_ms": now_ms(), "body": {"type": "remoteCheckInvalid", "instance": instance, "message": "the check names no port the instance has"}}),
-        );
+        let message = "the check names no port the instance has".to_string();
+        emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteCheckInvalid { instance, message })));
         return;
     };
     let started = status.last_start_ms.unwrap_or_else(now_ms);
@@ -165,15 +164,13 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
         let now_healthy = tracker.health.healthy;
         if now_healthy != healthy {
             healthy = now_healthy;
-            emit(
-                &json!({"node": "sched", "at_ms": now_ms(), "body": {"type": "remoteHealth", "instance": instance, "node": w.node, "healthy": healthy, "message": message}}),
-            );
+            let (instance, node) = (instance.clone(), w.node.clone());
+            emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteHealth { instance, node, healthy, message })));
         }
         if let Verdict::Kill { reason } = verdict {
             let r = client.action(&w.id, "restart", Some(60.0)).await;
-            emit(
-                &json!({"node": "sched", "at_ms": now_ms(), "body": {"type": "remoteCheckRestart", "instance": instance, "node": w.node, "reason": reason, "ok": r.is_ok()}}),
-            );
+            let (instance, node, ok) = (instance.clone(), w.node.clone(), r.is_ok());
+            emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteCheckRestart { instance, node, reason, ok })));
             tracker = Tracker::new(&rendered, now_ms());
             healthy = None;
         }

@@ -19,6 +19,7 @@
 //! fewest instances, then where the app has the fewest, then where the node runs the fewest
 //! instances in all, then by node name: spread, deterministic.
 
+use crate::protocol::NodeDocument;
 use crate::spec::model::{Constraint, IntersectionItem, Operator, UnionData};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,36 +47,21 @@ impl NodeView {
         }
     }
 
-    /// Reads GET /v1/node's answer.
-    pub fn from_node_json(name: &str, v: &serde_json::Value) -> NodeView {
-        let map = |v: &serde_json::Value| -> BTreeMap<String, String> {
-            v.as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        };
-        let apps = v["apps"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| {
-                let key = format!(
-                    "{}/{}",
-                    a["namespace"].as_str().unwrap_or_default(),
-                    a["name"].as_str().unwrap_or_default()
-                );
-                (key, (map(&a["labels"]), a["instances"].as_array().map_or(0, Vec::len)))
-            })
+    /// A node as its daemon's GET /v1/node describes it; `name` is the cluster file's.
+    pub fn from_node(name: &str, doc: &NodeDocument) -> NodeView {
+        let apps = doc
+            .apps
+            .iter()
+            .map(|a| (format!("{}/{}", a.namespace, a.name), (a.labels.clone(), a.instances.len())))
             .collect();
         NodeView {
             name: name.to_string(),
-            hostname: v["hostname"].as_str().unwrap_or_default().to_string(),
-            ip: v["hostIp"].as_str().unwrap_or_default().to_string(),
-            attributes: map(&v["attributes"]),
-            labels: map(&v["labels"]),
+            hostname: doc.hostname.clone(),
+            ip: doc.host_ip.clone(),
+            attributes: doc.attributes.clone(),
+            labels: doc.labels.clone(),
             apps,
-            free_ports: v["ports"]["free"].as_u64().unwrap_or(0) as usize,
+            free_ports: doc.ports.free,
         }
     }
 }

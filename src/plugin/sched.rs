@@ -6,9 +6,13 @@ use super::placement::{self, NodeView, Request};
 use super::store::{App, DesiredStore, LocalStore, Placement, PlacementState};
 use super::PluginError;
 use crate::client::{Client, ClientError, StreamLine};
+use crate::protocol::sched::{Disconnected, Gap, NodeHeartbeat};
+use crate::protocol::{
+    DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem, NodeLine,
+    SchedEvent, SchedLine, State, WatchLine,
+};
 use crate::spec::model::RestartPolicyKind;
 use crate::spec::{Format, InstanceId, ProcessSpec, SpecErrors};
-use crate::store::Event;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,7 +92,7 @@ impl Scheduler {
         let mut down = BTreeMap::new();
         for (name, r) in futures_util::future::join_all(reads).await {
             match r {
-                Ok(Ok(v)) => views.push(NodeView::from_node_json(&name, &v)),
+                Ok(Ok(v)) => views.push(NodeView::from_node(&name, &v)),
                 Ok(Err(e)) => {
                     down.insert(name, e.to_string());
                 }
@@ -109,7 +113,7 @@ impl Scheduler {
         })?;
         let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
         check_spec(&doc).map_err(spec_err)?;
-        self.deploy_doc(doc, &BTreeSet::new(), json!({"type": "deployed"})).await
+        self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await
     }
 
     /// Places and applies `doc`: placements on reachable nodes stay; lost, failed and new
@@ -119,7 +123,7 @@ impl Scheduler {
         &self,
         doc: Value,
         avoid: &BTreeSet<String>,
-        why: Value,
+        why: DeployCause,
     ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
@@ -169,11 +173,8 @@ impl Scheduler {
         let mut doc = doc;
         doc["spec"]["instance"] = json!(total);
         let mut app = App { key: key.clone(), spec: doc.clone(), placements };
-        let mut why = why;
-        why["app"] = json!(key);
-        why["placements"] =
-            json!(app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect::<BTreeMap<_, _>>());
-        self.store.put_app(&app, why)?;
+        let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
+        self.store.put_app(&app, &why.change(&key, placements))?;
 
         // Apply per node: its selection, or delete what it should no longer run.
         let text = doc.to_string();
@@ -227,7 +228,7 @@ impl Scheduler {
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
-        self.store.put_app(&app, json!({"type": "applied", "app": key}))?;
+        self.store.put_app(&app, &DesiredChange::Applied { app: key.clone() })?;
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {
@@ -298,7 +299,7 @@ impl Scheduler {
     pub async fn scale(&self, key: &str, instances: u32) -> Result<Vec<PlacedInstance>, PluginError> {
         let mut app = self.stored(key)?;
         app.spec["spec"]["instance"] = json!(instances);
-        self.deploy_doc(app.spec, &BTreeSet::new(), json!({"type": "scaled", "instances": instances})).await
+        self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await
     }
 
     /// `delete APP`: every instance of the app on every node, then the desired state.
@@ -344,13 +345,13 @@ impl Scheduler {
 
     /// Follows every node's event stream from `since` (per node; None = from now), resuming
     /// after disconnects from the last sequence seen. Items arrive on the returned channel.
-    pub fn follow(self: &Arc<Self>, since: Option<u64>) -> tokio::sync::mpsc::UnboundedReceiver<Followed> {
+    pub fn follow(self: &Arc<Self>, since: Option<u64>) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
         self.follow_noting(since, HeardAt::default())
     }
 
     /// As [`Scheduler::follow`], noting in `heard` when each node last sent something (an
     /// event or a heartbeat), as it arrives, however busy the receiver is.
-    fn follow_noting(&self, since: Option<u64>, heard: HeardAt) -> tokio::sync::mpsc::UnboundedReceiver<Followed> {
+    fn follow_noting(&self, since: Option<u64>, heard: HeardAt) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         for (name, client) in &self.nodes {
@@ -364,8 +365,8 @@ impl Scheduler {
     /// rescheduled elsewhere under OnFailure and Always, instances found on a returning node
     /// that were placed elsewhere meanwhile are deleted, and REMOTE_HTTP / REMOTE_TCP checks
     /// run. Every item is passed to `emit`.
-    pub async fn run(self: Arc<Self>, emit: impl Fn(&Value) + Send + Sync + 'static) -> Result<(), PluginError> {
-        let emit: Arc<dyn Fn(&Value) + Send + Sync> = Arc::new(emit);
+    pub async fn run(self: Arc<Self>, emit: impl Fn(&WatchLine) + Send + Sync + 'static) -> Result<(), PluginError> {
+        let emit: Emit = Arc::new(emit);
         let heard_at = HeardAt::default();
         let started = Instant::now();
         let mut rx = self.follow_noting(None, heard_at.clone());
@@ -379,22 +380,24 @@ impl Scheduler {
             tokio::select! {
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
-                    let node = item.node().to_string();
+                    let node = item.node.clone();
                     // Only what the daemon sends proves it alive; a failed reconnect does not.
-                    if let Followed::Event { .. } | Followed::Heartbeat { .. } = &item {
+                    if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
                         if heard.insert(node.clone()) {
-                            emit(&sched_event(json!({"type": "nodeUp", "node": node})));
+                            emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
                         }
                         if lost.remove(&node) {
-                            emit(&sched_event(json!({"type": "nodeBack", "node": node})));
+                            emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
                             self.node_back(&node, &emit).await;
                         }
                     }
-                    if let Followed::Event { node, event } = &item {
-                        emit(&item.to_json());
-                        self.on_event(node, event, &lost, &emit).await;
-                    } else if let Followed::Gap { .. } | Followed::Disconnected { .. } = &item {
-                        emit(&item.to_json());
+                    match &item.item {
+                        NodeItem::Event(event) => {
+                            emit(&WatchLine::Node(item.clone()));
+                            self.on_event(&node, event, &lost, &emit).await;
+                        }
+                        NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
+                        NodeItem::Heartbeat { .. } => {}
                     }
                 }
                 _ = tick.tick() => {
@@ -415,7 +418,7 @@ impl Scheduler {
                     for node in newly {
                         lost.insert(node.clone());
                         let silent = silent_for[&node].as_secs_f64();
-                        emit(&sched_event(json!({"type": "nodeLost", "node": node, "silentSecs": silent})));
+                        emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
                         self.node_lost(&node, &lost, &emit).await;
                     }
                     if last_sync.elapsed() > Duration::from_secs(2) {
@@ -430,7 +433,7 @@ impl Scheduler {
     }
 
     /// Marks the node's instances Lost and reschedules those whose policy is Always.
-    async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Arc<dyn Fn(&Value) + Send + Sync>) {
+    async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
         let Ok(apps) = self.store.apps() else { return };
         for mut app in apps {
             let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
@@ -439,22 +442,28 @@ impl Scheduler {
             }
             for i in &mine {
                 app.placements.get_mut(i).expect("listed").state = PlacementState::Lost;
-                emit(&sched_event(
-                    json!({"type": "instanceLost", "instance": format!("{}/{i}", app.key), "node": node}),
-                ));
+                let instance = format!("{}/{i}", app.key);
+                emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
             }
             if self
                 .store
-                .put_app(&app, json!({"type": "lost", "app": app.key, "node": node, "instances": mine}))
+                .put_app(
+                    &app,
+                    &DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() },
+                )
                 .is_err()
             {
                 continue;
             }
             let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
             if policy != RestartPolicyKind::Always {
-                emit(&sched_event(
-                    json!({"type": "notRescheduled", "app": app.key, "node": node, "policy": policy, "reason": "restartPolicy reschedules on Lost only when Always"}),
-                ));
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: Some(app.key.clone()),
+                    instance: None,
+                    node: node.to_string(),
+                    policy,
+                    reason: "restartPolicy reschedules on Lost only when Always".into(),
+                }));
                 continue;
             }
             self.reschedule(&app, &mine, node, lost, "lost", emit).await;
@@ -468,29 +477,31 @@ impl Scheduler {
         from: &str,
         avoid: &BTreeSet<String>,
         why: &str,
-        emit: &Arc<dyn Fn(&Value) + Send + Sync>,
+        emit: &Emit,
     ) {
         let mut avoid = avoid.clone();
         avoid.insert(from.to_string());
-        match self.deploy_doc(app.spec.clone(), &avoid, json!({"type": "rescheduled", "reason": why})).await {
+        let cause = DeployCause::Rescheduled { reason: why.to_string() };
+        match self.deploy_doc(app.spec.clone(), &avoid, cause).await {
             Ok(placed) => {
                 for i in indexes {
                     let instance = format!("{}/{i}", app.key);
                     let to = placed.iter().find(|p| p.instance == instance).map(|p| p.node.clone());
-                    emit(&sched_event(
-                        json!({"type": "rescheduled", "instance": instance, "from": from, "to": to, "reason": why}),
-                    ));
+                    let (from, reason) = (from.to_string(), why.to_string());
+                    emit(&sched_line(SchedEvent::Rescheduled { instance, from, to, reason }));
                 }
             }
-            Err(e) => emit(&sched_event(
-                json!({"type": "rescheduleFailed", "app": app.key, "from": from, "error": e.to_string()}),
-            )),
+            Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
+                app: app.key.clone(),
+                from: from.to_string(),
+                error: e.to_string(),
+            })),
         }
     }
 
     /// A node answers again: instances placed elsewhere meanwhile are deleted there, its own
     /// Lost placements are Placed again.
-    async fn node_back(&self, node: &str, emit: &Arc<dyn Fn(&Value) + Send + Sync>) {
+    async fn node_back(&self, node: &str, emit: &Emit) {
         let Some(client) = self.client(node) else { return };
         let Ok(apps) = self.store.apps() else { return };
         for mut app in apps {
@@ -508,35 +519,32 @@ impl Scheduler {
                     }
                     _ => {
                         let r = client.delete(&s.id, Some(60.0)).await;
-                        emit(&sched_event(
-                            json!({"type": "strayDeleted", "instance": s.id.to_string(), "node": node, "ok": r.is_ok()}),
-                        ));
+                        let (instance, node, ok) = (s.id.to_string(), node.to_string(), r.is_ok());
+                        emit(&sched_line(SchedEvent::StrayDeleted { instance, node, ok }));
                     }
                 }
             }
             if changed {
-                let _ = self.store.put_app(&app, json!({"type": "nodeBack", "app": app.key, "node": node}));
+                let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
+                let _ = self.store.put_app(&app, &back);
             }
         }
-        emit(&sched_event(json!({"type": "nodeReconciled", "node": node})));
+        emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
     }
 
     /// A daemon gave up on an instance: OnFailure and Always place it elsewhere, Never not.
-    async fn on_event(
-        &self,
-        node: &str,
-        ev: &Event,
-        lost: &BTreeSet<String>,
-        emit: &Arc<dyn Fn(&Value) + Send + Sync>,
-    ) {
+    async fn on_event(&self, node: &str, ev: &Event, lost: &BTreeSet<String>, emit: &Emit) {
         // Failed: the daemon gave up after its own restarts. Under Never a failed exit
         // (Exited, not 0) is final too; under the others the daemon restarts it itself.
-        let to = ev.body["to"].as_str().unwrap_or_default();
-        let failed_exit = to == "Exited" && ev.body["state"]["status"] != json!({"code": 0});
-        if ev.body["type"] != "transition" || !(to == "Failed" || failed_exit) {
+        let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
+            return;
+        };
+        let clean_exit = matches!(t.state, Some(State::Exited { status: ExitStatus::Code(0) }));
+        let failed_exit = t.to == Kind::Exited && !clean_exit;
+        if !(t.to == Kind::Failed || failed_exit) {
             return;
         }
-        let Some(Ok(id)) = ev.body["instance"].as_str().map(crate::client::parse_instance_id) else { return };
+        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
         let Ok(Some(mut app)) = self.store.app(&key) else { return };
         let Some(p) = app.placements.get_mut(&id.index) else { return };
@@ -548,11 +556,15 @@ impl Scheduler {
             return;
         }
         p.state = PlacementState::Failed;
-        let _ = self.store.put_app(&app, json!({"type": "failed", "instance": id.to_string(), "node": node}));
+        let _ = self.store.put_app(&app, &DesiredChange::Failed { instance: id.to_string(), node: node.to_string() });
         if policy == RestartPolicyKind::Never {
-            emit(&sched_event(
-                json!({"type": "notRescheduled", "instance": id.to_string(), "node": node, "policy": policy, "reason": "restartPolicy Never"}),
-            ));
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(id.to_string()),
+                node: node.to_string(),
+                policy,
+                reason: "restartPolicy Never".into(),
+            }));
             return;
         }
         self.reschedule(&app, &[id.index], node, lost, "failed", emit).await;
@@ -562,57 +574,11 @@ impl Scheduler {
 /// When each node last sent a line, shared between the followers and `run`.
 type HeardAt = Arc<Mutex<BTreeMap<String, Instant>>>;
 
-fn sched_event(body: Value) -> Value {
-    json!({"node": "sched", "at_ms": crate::supervisor::record::now_ms(), "body": body})
-}
+/// Where `run` reports what it sees and does.
+type Emit = Arc<dyn Fn(&WatchLine) + Send + Sync>;
 
-/// What following the nodes yields.
-#[derive(Debug, Clone)]
-pub enum Followed {
-    Event {
-        node: String,
-        event: Event,
-    },
-    Heartbeat {
-        node: String,
-        last_seq: u64,
-    },
-    /// Events `from..=to` were pruned before this follower could read them.
-    Gap {
-        node: String,
-        from: u64,
-        to: u64,
-    },
-    /// The stream ended; the follower reconnects from `resume_after`.
-    Disconnected {
-        node: String,
-        reason: String,
-        resume_after: u64,
-    },
-}
-
-impl Followed {
-    pub fn node(&self) -> &str {
-        match self {
-            Followed::Event { node, .. }
-            | Followed::Heartbeat { node, .. }
-            | Followed::Gap { node, .. }
-            | Followed::Disconnected { node, .. } => node,
-        }
-    }
-
-    pub fn to_json(&self) -> Value {
-        match self {
-            Followed::Event { node, event } => {
-                json!({"node": node, "seq": event.seq, "at_ms": event.at_ms, "body": event.body})
-            }
-            Followed::Heartbeat { node, last_seq } => json!({"node": node, "heartbeat": {"lastSeq": last_seq}}),
-            Followed::Gap { node, from, to } => json!({"node": node, "gap": {"from": from, "to": to}}),
-            Followed::Disconnected { node, reason, resume_after } => {
-                json!({"node": node, "disconnected": {"reason": reason, "resumeAfter": resume_after}})
-            }
-        }
-    }
+fn sched_line(body: SchedEvent) -> WatchLine {
+    WatchLine::Sched(SchedLine::now(body))
 }
 
 /// Follows one node forever: reconnects after any end, from the last sequence number seen; a
@@ -622,7 +588,7 @@ async fn follow_node(
     client: Client,
     since: Option<u64>,
     silence: Duration,
-    tx: tokio::sync::mpsc::UnboundedSender<Followed>,
+    tx: tokio::sync::mpsc::UnboundedSender<NodeLine>,
     heard: HeardAt,
 ) {
     let mut cursor = since;
@@ -631,7 +597,7 @@ async fn follow_node(
         let start = match cursor {
             Some(c) => c,
             None => match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
-                Ok(Ok(v)) => v["events"]["lastSeq"].as_u64().unwrap_or(0),
+                Ok(Ok(doc)) => doc.events.last_seq,
                 _ => {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
@@ -652,13 +618,13 @@ async fn follow_node(
                 let item = match line {
                     StreamLine::Event(event) => {
                         l.0 = event.seq;
-                        Followed::Event { node: node.clone(), event }
+                        NodeItem::Event(event)
                     }
                     StreamLine::Heartbeat { heartbeat } => {
-                        Followed::Heartbeat { node: node.clone(), last_seq: heartbeat.last_seq }
+                        NodeItem::Heartbeat { heartbeat: NodeHeartbeat { last_seq: heartbeat.last_seq } }
                     }
                 };
-                tx.send(item).is_ok()
+                tx.send(NodeLine { node: node.clone(), item }).is_ok()
             })
         };
         let watchdog = async {
@@ -675,9 +641,10 @@ async fn follow_node(
                 Err(ClientError::Api { status: 410, .. }) => {
                     // Pruned: say what was missed and go on from the oldest event kept.
                     match client.node().await {
-                        Ok(v) => {
-                            let first = v["events"]["firstSeq"].as_u64().unwrap_or(start + 1);
-                            if tx.send(Followed::Gap { node: node.clone(), from: start + 1, to: first - 1 }).is_err() {
+                        Ok(doc) => {
+                            let first = doc.events.first_seq.max(start + 1);
+                            let gap = NodeItem::Gap { gap: Gap { from: start + 1, to: first - 1 } };
+                            if tx.send(NodeLine { node: node.clone(), item: gap }).is_err() {
                                 return;
                             }
                             last.lock().expect("follower lock").0 = first - 1;
@@ -695,7 +662,8 @@ async fn follow_node(
             backoff = Duration::from_millis(200);
         }
         cursor = Some(resume_after);
-        if tx.send(Followed::Disconnected { node: node.clone(), reason, resume_after }).is_err() {
+        let item = NodeItem::Disconnected { disconnected: Disconnected { reason, resume_after } };
+        if tx.send(NodeLine { node: node.clone(), item }).is_err() {
             return;
         }
         tokio::time::sleep(backoff).await;

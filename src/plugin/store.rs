@@ -3,6 +3,7 @@
 //! project's redb store (durable commits, a journal of the scheduler's decisions).
 
 use super::PluginError;
+use crate::protocol::DesiredChange;
 use crate::store::{Batch, Store, Table};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -49,7 +50,7 @@ pub trait DesiredStore: Send + Sync {
     fn apps(&self) -> Result<Vec<App>, PluginError>;
     fn app(&self, key: &str) -> Result<Option<App>, PluginError>;
     /// Creates or replaces; `why` is journaled with it.
-    fn put_app(&self, app: &App, why: serde_json::Value) -> Result<(), PluginError>;
+    fn put_app(&self, app: &App, why: &DesiredChange) -> Result<(), PluginError>;
     fn delete_app(&self, key: &str) -> Result<(), PluginError>;
 }
 
@@ -95,14 +96,15 @@ impl DesiredStore for LocalStore {
         }
     }
 
-    fn put_app(&self, app: &App, why: serde_json::Value) -> Result<(), PluginError> {
+    fn put_app(&self, app: &App, why: &DesiredChange) -> Result<(), PluginError> {
         let value = serde_json::to_value(app).map_err(store_err)?;
+        let why = serde_json::to_value(why).map_err(store_err)?;
         let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
     fn delete_app(&self, key: &str) -> Result<(), PluginError> {
-        let why = serde_json::json!({"type": "appDeleted", "app": key});
+        let why = serde_json::to_value(DesiredChange::AppDeleted { app: key.to_string() }).map_err(store_err)?;
         let batch = Batch::new().delete(Table::Specs, key).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
@@ -125,7 +127,7 @@ mod tests {
         };
         {
             let s = LocalStore::open(dir.path()).unwrap();
-            s.put_app(&app, serde_json::json!({"type": "deployed"})).unwrap();
+            s.put_app(&app, &DesiredChange::Deployed { app: app.key.clone(), placements: BTreeMap::new() }).unwrap();
         }
         let s = LocalStore::open(dir.path()).unwrap();
         // Another handle (another process, say) holding it only delays an operation.

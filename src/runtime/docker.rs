@@ -5,7 +5,8 @@
 
 pub mod numa;
 
-use crate::spec::pod::{NetworkMode, RenderedContainer, RenderedContainerPort, RenderedPod};
+use crate::spec::model::pod::NetworkMode;
+use crate::spec::render::pod::{RenderedContainer, RenderedContainerPort, RenderedPod};
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, ThrottleDevice};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
@@ -652,7 +653,7 @@ impl Docker {
             let mut position = LogPosition::resume(&position_file, &id, &out, &err);
             if position.last.is_empty() {
                 // A new container: its run begins here in both files.
-                let now = crate::supervisor::record::now_ms();
+                let now = crate::clock::now_ms();
                 let marker = format!("{} {}", crate::clock::rfc3339_utc(now), crate::logs::run_marker(now));
                 let _ = out_file.write_all(marker.as_bytes()).await;
                 let _ = err_file.write_all(marker.as_bytes()).await;

@@ -3,6 +3,7 @@
 
 pub mod command;
 pub mod docker;
+pub mod exit;
 pub mod process;
 pub mod procinfo;
 pub mod reaper;

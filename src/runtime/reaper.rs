@@ -7,7 +7,7 @@
 //! every reaped status is also collected, so a child that exits before its pid is even known
 //! to the caller is never missed.
 
-use crate::supervisor::state::ExitStatus;
+use super::exit::ExitStatus;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::HashMap;

@@ -11,6 +11,7 @@ pub mod values;
 mod paths;
 
 use crate::cgroups::{CgroupConfig, Hierarchy};
+use crate::protocol::{DaemonEvent, EventBody, InstanceChange};
 use crate::runtime::reaper::Reaper;
 use crate::spec::{InstanceId, ProcessSpec, Roots};
 use crate::store::{Batch, Store, Table};
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, watch};
+use values::ValueKind;
 
 /// What the supervisor needs from the daemon's configuration.
 #[derive(Debug, Clone)]
@@ -384,10 +386,13 @@ impl Supervisor {
             _ => generation,
         };
         let stored = StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone() };
-        let mut body = serde_json::json!({"type": "applied", "app": key, "generation": generation, "instances": spec.spec.instance});
-        if let Some(ids) = &selection {
-            body["selection"] = serde_json::json!(ids);
-        }
+        let body = EventBody::Daemon(DaemonEvent::Applied {
+            app: key.clone(),
+            generation,
+            instances: spec.spec.instance,
+            selection: selection.clone(),
+        })
+        .to_value();
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         // Ports for every instance and the records of new ones, committed with the spec: all or
@@ -592,7 +597,7 @@ impl Supervisor {
     async fn forget_app(&self, namespace: &str, name: &str) -> Result<(), SupervisorError> {
         let app = app_key(namespace, name);
         if self.specs.lock().expect("specs lock").remove(&app).is_some() {
-            let body = serde_json::json!({"type": "appDeleted", "app": app});
+            let body = EventBody::Daemon(DaemonEvent::AppDeleted { app: app.clone() }).to_value();
             self.commit(Batch::new().delete(Table::Specs, &app).event(body)).await?;
         }
         Ok(())
@@ -686,7 +691,12 @@ impl Supervisor {
         let key = values::Values::key(namespace, name);
         let v = values::Values { namespace: namespace.into(), name: name.into(), data, updated_ms: now_ms() };
         // The event names the store and its keys only, never a value.
-        let body = serde_json::json!({"type": format!("{}Updated", kind.word()), "namespace": namespace, "name": name, "keys": v.summary().keys});
+        let (namespace, name, keys) = (namespace.to_string(), name.to_string(), v.summary().keys);
+        let body = EventBody::Daemon(match kind {
+            ValueKind::Secret => DaemonEvent::SecretUpdated { namespace, name, keys },
+            ValueKind::ConfigMap => DaemonEvent::ConfigmapUpdated { namespace, name, keys },
+        })
+        .to_value();
         let value = serde_json::to_value(&v).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         self.commit(Batch::new().put(kind.table(), &key, &value).event(body)).await?;
         let summary = v.summary();
@@ -714,7 +724,12 @@ impl Supervisor {
         if !self.shared.values.lock().expect("values lock").contains_key(&(kind, key.clone())) {
             return Err(SupervisorError::NotFound(format!("{} {key}", kind.word())));
         }
-        let body = serde_json::json!({"type": format!("{}Deleted", kind.word()), "namespace": namespace, "name": name});
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        let body = EventBody::Daemon(match kind {
+            ValueKind::Secret => DaemonEvent::SecretDeleted { namespace, name },
+            ValueKind::ConfigMap => DaemonEvent::ConfigmapDeleted { namespace, name },
+        })
+        .to_value();
         self.commit(Batch::new().delete(kind.table(), &key).event(body)).await?;
         self.shared.values.lock().expect("values lock").remove(&(kind, key));
         Ok(())
@@ -819,7 +834,9 @@ fn new_records(generation: u64, ids: &[InstanceId], batch: &mut Batch) -> Result
         rec.state = state::State::Staging;
         let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Instances, &rec.key(), &value);
-        batch.push_event(serde_json::json!({"instance": rec.key(), "type": "created", "state": rec.state}));
+        batch.push_event(
+            EventBody::instance(rec.key(), InstanceChange::Created { state: rec.state.clone() }).to_value(),
+        );
         created.push(rec);
     }
     Ok(created)

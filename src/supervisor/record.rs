@@ -3,10 +3,15 @@
 
 use super::policy::RestartCounter;
 use super::state::{ExitStatus, State};
+/// The status is a wire type: defined with the protocol, built here from the record.
+pub use crate::protocol::status::{InstanceStatus, Usage};
 use crate::runtime::procinfo::ProcessIdentity;
 use crate::spec::InstanceId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// Kept here for the callers that name it so (the supervisor's instance tasks).
+pub use crate::clock::now_ms;
 
 /// The durable truth about one instance. Written before any transition is acted on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,53 +82,6 @@ impl InstanceRecord {
     }
 }
 
-/// An instance as `status` and `list` report it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InstanceStatus {
-    pub id: InstanceId,
-    pub state: State,
-    /// The first process's main pid while it has one.
-    pub pid: Option<i32>,
-    pub pids: Vec<Option<i32>>,
-    pub last_exit: Option<ExitStatus>,
-    /// Why the last run ended (see [`InstanceRecord::last_exit_reason`]).
-    #[serde(default)]
-    pub last_exit_reason: Option<String>,
-    pub message: String,
-    pub restarts: u64,
-    pub last_start_ms: Option<u64>,
-    pub updated_ms: u64,
-    pub ports: BTreeMap<String, u16>,
-    pub usage: Option<Usage>,
-    /// `healthy`, `unhealthy`, or None without checks (or before the first result).
-    pub health: Option<String>,
-    /// Per process with a local check: its latest result.
-    pub checks: Vec<Option<crate::health::Health>>,
-    /// A pod's containers (seed 001's container info).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub containers: Vec<crate::runtime::docker::ContainerInfo>,
-    /// Generation of the app's spec this instance is to run.
-    #[serde(default)]
-    pub spec_generation: u64,
-    /// Generation of the spec its current (or last) start ran.
-    #[serde(default)]
-    pub run_generation: u64,
-    /// The spec's limits the instance runs under, next to `usage`: filled by GET of one
-    /// instance (from the applied spec), absent elsewhere.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<crate::spec::model::InstanceLimits>,
-}
-
-/// Resource use from the instance's cgroup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    pub cpu_usage_usec: u64,
-    pub memory_bytes: u64,
-    pub oom_kills: u64,
-}
-
 impl InstanceStatus {
     pub fn from_record(r: &InstanceRecord, usage: Option<Usage>) -> InstanceStatus {
         let pids: Vec<Option<i32>> = r.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect();
@@ -164,9 +122,4 @@ fn summarize_health(checks: &[Option<crate::health::Health>]) -> Option<String> 
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

@@ -3,126 +3,14 @@
 
 use super::policy::{decide, Decision, RestartCounter};
 use crate::spec::model::RestartPolicy;
-use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// How a main process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ExitStatus {
-    Code(i32),
-    Signal(i32),
-    /// The process was not this daemon's child (re-adopted after a daemon restart), so the
-    /// kernel gave its status to another parent.
-    Unknown,
-}
+/// How a main process ended: the reaper's (runtime's) word, re-exported where the state
+/// machine and its callers have always found it.
+pub use crate::runtime::exit::ExitStatus;
 
-impl ExitStatus {
-    /// Success for the restart policy: only a clean `exit 0`.
-    pub fn is_success(self) -> bool {
-        self == ExitStatus::Code(0)
-    }
-}
-
-impl fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExitStatus::Code(c) => write!(f, "exited with code {c}"),
-            ExitStatus::Signal(s) => {
-                let name = nix::sys::signal::Signal::try_from(*s).map(|s| s.as_str()).unwrap_or("?");
-                write!(f, "killed by signal {s} ({name})")
-            }
-            ExitStatus::Unknown => f.write_str("exited (status unknown: not a child of this daemon)"),
-        }
-    }
-}
-
-/// What a stop is for, so that `Stopping` knows where to go when everything is gone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind")]
-pub enum StopGoal {
-    /// An operator's stop: end in `Stopped`, never a failure.
-    Stop,
-    /// An operator's restart (no restartCmd): stop, then start again.
-    Restart,
-    /// Delete the instance once stopped.
-    Delete,
-    /// The instance failed (health check, start failure): stop, then apply the restart policy.
-    Fail { reason: String },
-}
-
-/// In JSON: `{"state": "Backoff", "untilMs": ...}` — the same names as [`Kind`] and events.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all_fields = "camelCase")]
-pub enum State {
-    /// Preparing directories, fetching packages.
-    Staging,
-    /// startCmd launched; waiting for the main process (startGracePeriod).
-    Starting,
-    Running,
-    Stopping {
-        goal: StopGoal,
-    },
-    /// Stopped by an operator (or applied with nothing started yet).
-    Stopped,
-    /// Ended and, by policy, not restarted.
-    Exited {
-        status: ExitStatus,
-    },
-    Failed {
-        reason: String,
-    },
-    /// Waiting to restart.
-    Backoff {
-        until_ms: u64,
-    },
-    /// A pod whose runtime (dockerd) does not answer: its containers may still run. Back to
-    /// Running when dockerd answers and they do.
-    Lost {
-        reason: String,
-    },
-}
-
-/// The states without their data: the transition table's alphabet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Kind {
-    Staging,
-    Starting,
-    Running,
-    Stopping,
-    Stopped,
-    Exited,
-    Failed,
-    Backoff,
-    Lost,
-}
-
-impl State {
-    pub fn kind(&self) -> Kind {
-        match self {
-            State::Staging => Kind::Staging,
-            State::Starting => Kind::Starting,
-            State::Running => Kind::Running,
-            State::Stopping { .. } => Kind::Stopping,
-            State::Stopped => Kind::Stopped,
-            State::Exited { .. } => Kind::Exited,
-            State::Failed { .. } => Kind::Failed,
-            State::Backoff { .. } => Kind::Backoff,
-            State::Lost { .. } => Kind::Lost,
-        }
-    }
-
-    /// Whether processes of the instance may exist in this state.
-    pub fn has_processes(&self) -> bool {
-        matches!(self.kind(), Kind::Starting | Kind::Running | Kind::Stopping | Kind::Lost)
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
+/// The states and stop goals are wire types (statuses and events carry them): they live with
+/// the protocol; the machine that moves between them lives here.
+pub use crate::protocol::state::{Kind, State, StopGoal};
 
 /// Every legal edge. Anything else is rejected (and logged by the caller).
 pub const TRANSITIONS: &[(Kind, Kind)] = {

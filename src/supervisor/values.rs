@@ -47,15 +47,8 @@ pub struct Values {
     pub updated_ms: u64,
 }
 
-/// What a listing shows: never the values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ValuesSummary {
-    pub namespace: String,
-    pub name: String,
-    pub keys: Vec<String>,
-    pub updated_ms: u64,
-}
+/// What a listing shows (never the values): a wire type.
+pub use crate::protocol::ValuesSummary;
 
 impl Values {
     pub fn key(namespace: &str, name: &str) -> String {

@@ -6,6 +6,7 @@
 use super::messages::{next_interrupt, Command, Msg, Reply};
 use super::workload::{Cancel, InPlace, Launched, Readopted, Workload};
 use super::{cx, Actor};
+use crate::protocol::{EventBody, InstanceChange, NoDetail, OomKilled, RestartedBy};
 use crate::store::{Batch, Table};
 use crate::supervisor::record::now_ms;
 use crate::supervisor::state::{self, Event, ExitStatus, Kind, State, StopGoal};
@@ -224,7 +225,8 @@ impl<W: Workload> Actor<W> {
         // The OOM kill is part of the end: the same commit says so, never a later one.
         let mut noted = Vec::new();
         if let Some(why) = &end.oom {
-            noted.push(serde_json::json!({"instance": self.rec.key(), "type": "oomKilled", "detail": {"reason": why}}));
+            let detail = OomKilled { reason: why.clone() };
+            noted.push(EventBody::instance(self.rec.key(), InstanceChange::OomKilled { detail }).to_value());
         }
         self.end_note = end.oom.or(end.which);
         self.feed_noting(Event::MainExited { status }, noted).await;
@@ -259,7 +261,7 @@ impl<W: Workload> Actor<W> {
     pub(super) async fn reload(&mut self) -> Result<(), String> {
         self.ensure_rendered();
         self.workload.reload(&mut cx!(self)).await?;
-        self.commit_event("reloaded", serde_json::json!({})).await;
+        self.commit_event(InstanceChange::Reloaded { detail: NoDetail {} }).await;
         Ok(())
     }
 
@@ -280,7 +282,7 @@ impl<W: Workload> Actor<W> {
         self.rec.restarts += 1;
         self.rec.last_start_ms = Some(now_ms());
         self.watch_run();
-        self.commit_event("restarted", serde_json::json!({"by": "restartCmd"})).await;
+        self.commit_event(InstanceChange::Restarted { detail: RestartedBy { by: "restartCmd".into() } }).await;
         true
     }
 
@@ -298,7 +300,7 @@ impl<W: Workload> Actor<W> {
         }
         crate::failpoint::hit("delete-record");
         let key = self.rec.key();
-        let body = serde_json::json!({"instance": key, "type": "deleted"});
+        let body = EventBody::instance(key.clone(), InstanceChange::Deleted).to_value();
         let mut batch = Batch::new();
         for e in self.journal.take_held() {
             batch.push_event(e);

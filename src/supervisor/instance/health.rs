@@ -5,6 +5,7 @@
 use super::messages::Msg;
 use super::workload::Workload;
 use super::Actor;
+use crate::protocol::{HealthChanged, InstanceChange};
 use crate::supervisor::record::now_ms;
 use crate::supervisor::state::{Event, StopGoal};
 use std::time::Duration;
@@ -47,9 +48,8 @@ impl<W: Workload> Actor<W> {
             *slot = Some(health.clone());
         }
         if was != health.healthy {
-            let detail =
-                serde_json::json!({"process": index, "healthy": health.healthy, "lastFailure": health.last_failure});
-            self.commit_event("healthChanged", detail).await;
+            let detail = HealthChanged { process: index, healthy: health.healthy, last_failure: health.last_failure };
+            self.commit_event(InstanceChange::HealthChanged { detail }).await;
         } else {
             self.journal.show(&self.rec);
         }

@@ -248,7 +248,8 @@ impl<W: Workload> Actor<W> {
             Command::Replace(entry, count_only) => {
                 self.spec = entry;
                 self.rec.spec_generation = self.spec.generation;
-                self.commit_event("specUpdated", serde_json::json!({"generation": self.spec.generation})).await;
+                let detail = crate::protocol::SpecUpdated { generation: self.spec.generation };
+                self.commit_event(crate::protocol::InstanceChange::SpecUpdated { detail }).await;
                 answer(reply, Ok(()));
                 if !count_only {
                     self.feed(Event::SpecChanged).await;

@@ -4,6 +4,7 @@
 
 use super::workload::{BoxFuture, Cancel, Cx, InPlace, Launched, Probe, Readopted, RunEnd, Workload};
 use crate::health::Outcome;
+use crate::protocol::{ContainerExited, InstanceChange};
 use crate::runtime::docker::{ContainerInfo, DockerError, PodStart};
 use crate::runtime::process::ResolvedUser;
 use crate::runtime::procinfo::ProcessIdentity;
@@ -176,7 +177,8 @@ impl Workload for Pod {
             tracing::info!(instance = %cx.rec.id, "container {name} {status}: the pod ends");
         }
         if !status.is_success() || self.exited.iter().any(Option::is_none) {
-            cx.note("containerExited", serde_json::json!({"container": name, "status": status})).await;
+            let detail = ContainerExited { container: name.clone(), status };
+            cx.note(InstanceChange::ContainerExited { detail }).await;
         }
         if status.is_success() && self.exited.iter().any(Option::is_none) {
             return None;

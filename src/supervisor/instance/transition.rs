@@ -4,6 +4,7 @@
 
 use super::workload::Workload;
 use super::Actor;
+use crate::protocol::{EventBody, InstanceChange, Transition};
 use crate::supervisor::record::now_ms;
 use crate::supervisor::state::{self, Event, ExitStatus, State, StopGoal};
 
@@ -132,32 +133,13 @@ impl<W: Workload> Actor<W> {
         Some((step.action, Some(self.transition_body(from, &reason))))
     }
 
-    /// The journal entry of the transition just made. A crash loop journals four of these per
-    /// restart, so what says nothing is left out (issue 32: the journal is what fills the
-    /// disk): `state` when it holds nothing beyond `to`, an empty `message`, no `pids`.
+    /// The journal entry of the transition just made (a crash loop journals four of these per
+    /// restart: `Transition::new` leaves out what says nothing).
     pub(super) fn transition_body(&self, from: state::Kind, reason: &str) -> serde_json::Value {
-        let mut body = serde_json::json!({
-            "instance": self.rec.key(),
-            "type": "transition",
-            "from": from,
-            "to": self.rec.state.kind(),
-            "reason": reason,
-        });
-        let state = serde_json::json!(self.rec.state);
-        if state.as_object().is_some_and(|o| o.len() > 1) {
-            body["state"] = state;
-        }
-        if !self.rec.message.is_empty() {
-            body["message"] = serde_json::json!(self.rec.message);
-        }
-        if !self.rec.mains.is_empty() {
-            body["pids"] =
-                serde_json::json!(self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect::<Vec<_>>());
-        }
-        if !self.rec.containers.is_empty() {
-            body["containers"] = serde_json::json!(self.rec.containers);
-        }
-        body
+        let pids = self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect();
+        let rec = &self.rec;
+        let transition = Transition::new(from, &rec.state, reason, &rec.message, pids, &rec.containers);
+        EventBody::instance(rec.key(), InstanceChange::Transition(transition)).to_value()
     }
 
     /// Keeps why a run ended: its main process's (a pod: which container's) end, or the health
@@ -177,9 +159,10 @@ impl<W: Workload> Actor<W> {
         self.rec.last_exit_reason = Some(why);
     }
 
-    pub(super) async fn commit_event(&mut self, kind: &str, detail: serde_json::Value) {
+    /// Journals an event that is no transition (a reload, a changed spec, a health change).
+    pub(super) async fn commit_event(&mut self, change: InstanceChange) {
         self.rec.updated_ms = now_ms();
-        let body = serde_json::json!({"instance": self.rec.key(), "type": kind, "detail": detail});
+        let body = EventBody::instance(self.rec.key(), change).to_value();
         self.persist(vec![body]).await;
     }
 

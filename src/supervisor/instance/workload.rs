@@ -38,9 +38,9 @@ pub(crate) struct Cx<'a> {
 
 impl Cx<'_> {
     /// Journals an event that changes no state (a container that ended while others run on).
-    pub async fn note(&mut self, kind: &str, detail: serde_json::Value) {
+    pub async fn note(&mut self, change: crate::protocol::InstanceChange) {
         self.rec.updated_ms = crate::supervisor::record::now_ms();
-        let body = serde_json::json!({"instance": self.rec.key(), "type": kind, "detail": detail});
+        let body = crate::protocol::EventBody::instance(self.rec.key(), change).to_value();
         self.journal.commit(&self.shared.store, self.rec, vec![body]).await;
     }
 }

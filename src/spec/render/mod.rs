@@ -2,6 +2,8 @@
 //! checked to lie inside the configured roots, ports and checks resolved to numbers.
 //! This is what the supervisor runs.
 
+pub mod pod;
+
 use super::error::{Errors, Path, SpecErrors};
 use super::model::*;
 use super::template::{Template, Var};
@@ -51,7 +53,7 @@ pub struct RenderedInstance {
     pub processes: Vec<RenderedProcess>,
     /// `kind: pod`: the containers to run (and no processes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod: Option<super::pod::RenderedPod>,
+    pub pod: Option<pod::RenderedPod>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,25 +206,15 @@ pub(crate) fn render_any_index(
     for (pi, p) in spec.spec.template.spec.processes.iter().enumerate() {
         let mut ports = Vec::new();
         for (i, port) in p.ports.iter().enumerate() {
-            let number = if port.host_port > 0 {
-                u16::try_from(port.host_port).ok()
-            } else {
-                ctx.allocated_ports.get(&port.name).copied()
-            };
-            match number {
-                Some(n) => {
-                    port_values.insert(port.name.clone(), n);
-                    ports.push(RenderedPort {
-                        name: port.name.clone(),
-                        host_port: n,
-                        protocol: port.protocol,
-                        random: port.host_port == 0,
-                    });
-                }
-                None => errors.add(
-                    &procs_path.index(pi).field("ports").index(i).field("hostPort"),
-                    format!("port {:?} is random (hostPort 0) and no port was allocated for it", port.name),
-                ),
+            let at = procs_path.index(pi).field("ports").index(i);
+            if let Some(n) = host_port(&port.name, port.host_port, ctx, &at, &mut errors) {
+                port_values.insert(port.name.clone(), n);
+                ports.push(RenderedPort {
+                    name: port.name.clone(),
+                    host_port: n,
+                    protocol: port.protocol,
+                    random: port.host_port == 0,
+                });
             }
         }
         ports_per_process.push(ports);
@@ -236,7 +228,7 @@ pub(crate) fn render_any_index(
             processes.push(rp);
         }
     }
-    let pod = spec.is_pod().then(|| super::pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
+    let pod = spec.is_pod().then(|| pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
     let instance = RenderedInstance {
         pod,
         id,
@@ -478,10 +470,28 @@ pub fn render_check(
     })
 }
 
-/// Every port as `PORT_<name>` (seed 001; a '-' in the name becomes '_'), before the spec's own
+/// A port's number on the host, for processes and pods alike: its fixed hostPort, or the one
+/// the allocator holds for it (hostPort 0, seed 000's random port). None (with the error at
+/// `at`): random, and nothing allocated.
+pub(super) fn host_port(name: &str, fixed: i64, ctx: &RenderContext, at: &Path, errors: &mut Errors) -> Option<u16> {
+    let number = if fixed > 0 { u16::try_from(fixed).ok() } else { ctx.allocated_ports.get(name).copied() };
+    if number.is_none() {
+        errors.add(
+            &at.field("hostPort"),
+            format!("port {name:?} is random (hostPort 0) and no port was allocated for it"),
+        );
+    }
+    number
+}
+
+/// `PORT_<name>` of a port (seed 001; a '-' in the name becomes '_'), put before the spec's own
 /// env, which may override it.
+pub(super) fn port_env_var(name: &str, host_port: u16) -> EnvVar {
+    EnvVar { name: format!("PORT_{}", name.replace('-', "_")), value: host_port.to_string() }
+}
+
 fn port_env(ports: &[RenderedPort]) -> impl Iterator<Item = EnvVar> + '_ {
-    ports.iter().map(|p| EnvVar { name: format!("PORT_{}", p.name.replace('-', "_")), value: p.host_port.to_string() })
+    ports.iter().map(|p| port_env_var(&p.name, p.host_port))
 }
 
 /// seed 000 / issue 5: readOnly → 0400 (secret) or 0444 (configmap), else 0600 or 0644.

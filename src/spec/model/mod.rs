@@ -5,8 +5,18 @@
 //! Spellings seen in real files (`KeyOrPath`, `imagePullPolicy`, `scaler`) are separate fields here
 //! and folded into the canonical one by [`ProcessSpec::normalize`]; docs/spec.md lists them.
 
+mod constraint;
+pub mod pod;
+
+pub use constraint::*;
+pub use pod::{Container, NetworkMode, Parameter};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+pub const API_VERSION: &str = "v4";
+pub const KIND: &str = "process";
+/// `kind` of a pod spec (seed 001).
+pub const POD_KIND: &str = "pod";
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
@@ -102,13 +112,13 @@ pub struct TemplateSpec {
     pub processes: Vec<Process>,
     /// `kind: pod` only (seed 001): the first is the main container, the rest join its network.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub containers: Vec<super::pod::Container>,
+    pub containers: Vec<Container>,
     /// `kind: pod` only: how the main container is networked.
     #[serde(skip_serializing_if = "is_default")]
-    pub network: super::pod::NetworkMode,
+    pub network: NetworkMode,
     /// `kind: pod` only: docker parameters (`net` for USER networking).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub parameters: Vec<super::pod::Parameter>,
+    pub parameters: Vec<Parameter>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -445,100 +455,6 @@ pub struct ConfigMapRef {
     pub items: Vec<KeyItem>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Constraint {
-    /// All items must hold.
-    pub intersection_item: Vec<IntersectionItem>,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct IntersectionItem {
-    /// At least one must hold.
-    pub union_data: Vec<UnionData>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Operator {
-    #[serde(rename = "UNIQUE")]
-    Unique,
-    #[serde(rename = "MAXPER")]
-    MaxPer,
-    #[serde(rename = "CLUSTER")]
-    Cluster,
-    #[serde(rename = "LIKE")]
-    Like,
-    #[serde(rename = "UNLIKE")]
-    Unlike,
-    #[serde(rename = "GROUPBY")]
-    GroupBy,
-    #[serde(rename = "EXCLUDE")]
-    Exclude,
-    #[serde(rename = "GREATER")]
-    Greater,
-}
-
-/// Constraint parameter types of seed 000.
-pub const TYPE_SCALAR: i64 = 1;
-pub const TYPE_TEXT: i64 = 3;
-pub const TYPE_SET: i64 = 4;
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct UnionData {
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub operate: Option<Operator>,
-    /// 1 scalar, 3 text, 4 set; 0 when left out.
-    #[serde(rename = "type", skip_serializing_if = "is_default")]
-    pub kind: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<TextValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub set: Option<SetValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scalar: Option<ScalarValue>,
-    /// The seed's prose spells it `scaler`; folded into `scalar`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scaler: Option<ScalarValue>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct TextValue {
-    pub value: NumberOrString,
-}
-
-/// A text parameter that real files sometimes write as a bare number (`"value": 5`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct NumberOrString(pub NumberText);
-
-impl NumberOrString {
-    pub fn as_str(&self) -> &str {
-        &self.0 .0
-    }
-}
-
-impl From<&str> for NumberOrString {
-    fn from(s: &str) -> Self {
-        NumberOrString(NumberText(s.to_string()))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct SetValue {
-    pub item: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ScalarValue {
-    pub value: f64,
-}
-
 /// An instance's resource limits as its cgroup gets them: the sum over its processes (or a pod's
 /// containers); None = unlimited (unset, -1, or any one of them unlimited).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -565,7 +481,7 @@ impl ProcessSpec {
 
     /// A pod of containers (seed 001) rather than processes.
     pub fn is_pod(&self) -> bool {
-        self.kind == super::validate::POD_KIND
+        self.kind == POD_KIND
     }
 
     /// The host ports every instance needs, by name: 0 asks the allocator for a random one.

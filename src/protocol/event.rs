@@ -1,0 +1,247 @@
+//! The daemon's event journal on the wire: the envelope GET /v1/events sends, one per line, and
+//! the bodies the daemon journals, typed.
+//!
+//! A body is about one instance (`{"instance": ..., "type": ...}`) or about the daemon's specs
+//! and values (`{"type": ..., "app" | "namespace": ...}`); the two keep their own field order,
+//! so the typed bodies serialize to the very bytes the journal has always held.
+
+use super::state::{ExitStatus, Kind, State};
+use crate::runtime::docker::ContainerInfo;
+use serde::{Deserialize, Serialize};
+
+/// One journal entry as GET /v1/events sends it (note the snake_case `at_ms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Sequence number: 1, 2, 3... with no gaps, never reused.
+    pub seq: u64,
+    /// When the store committed it, unix milliseconds.
+    pub at_ms: u64,
+    pub body: EventBody,
+}
+
+/// What happened.
+///
+/// `Other` keeps a body this build does not know whole: a newer daemon may journal new types
+/// (or new shapes), and an older client or steward-sched following it must go on reading the
+/// stream, not fail on the first line it cannot type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EventBody {
+    Instance(InstanceEvent),
+    Daemon(DaemonEvent),
+    Other(serde_json::Value),
+}
+
+/// Something that happened to one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceEvent {
+    /// The instance id, `namespace/name/index`.
+    pub instance: String,
+    #[serde(flatten)]
+    pub change: InstanceChange,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum InstanceChange {
+    /// Created by an apply (committed with the spec).
+    Created { state: State },
+    /// A state change.
+    Transition(Transition),
+    /// The instance got a changed spec (it restarts if it was running).
+    SpecUpdated { detail: SpecUpdated },
+    /// Reloaded (reloadCmd, or SIGHUP to a pod's containers).
+    Reloaded { detail: NoDetail },
+    /// Restarted in place by its restartCmd.
+    Restarted { detail: RestartedBy },
+    /// A process's health check result changed.
+    HealthChanged { detail: HealthChanged },
+    /// The main process ended and the OOM killer had struck in the instance's cgroup.
+    OomKilled { detail: OomKilled },
+    /// One of a pod's containers ended (a failing one ends the pod).
+    ContainerExited { detail: ContainerExited },
+    /// Deleted, record and all.
+    Deleted,
+}
+
+/// A state change. What says nothing is left out (issue 32: a crash loop journals four of these
+/// per restart, and the journal is what fills the disk); events journaled before issue 32 have
+/// `state`, `message` and `pids` always, those before 0.2 no `reason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    pub from: Kind,
+    pub to: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The new state, when it holds more than `to` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Main pid of each process, when the instance has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<Vec<Option<i32>>>,
+    /// A pod's containers, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containers: Option<Vec<ContainerInfo>>,
+}
+
+impl Transition {
+    /// The transition to `state` from `from`, leaving out what says nothing: `state` when it
+    /// holds nothing beyond its kind, an empty `message`, no `pids`, no `containers`.
+    pub fn new(
+        from: Kind,
+        state: &State,
+        reason: &str,
+        message: &str,
+        pids: Vec<Option<i32>>,
+        containers: &[ContainerInfo],
+    ) -> Transition {
+        let carries_data = !matches!(state, State::Staging | State::Starting | State::Running | State::Stopped);
+        Transition {
+            from,
+            to: state.kind(),
+            reason: Some(reason.to_string()),
+            state: carries_data.then(|| state.clone()),
+            message: (!message.is_empty()).then(|| message.to_string()),
+            pids: (!pids.is_empty()).then_some(pids),
+            containers: (!containers.is_empty()).then(|| containers.to_vec()),
+        }
+    }
+}
+
+/// An empty `detail` (`{}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoDetail {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecUpdated {
+    /// The spec generation the instance is now to run.
+    pub generation: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartedBy {
+    /// What restarted it: `restartCmd`.
+    pub by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthChanged {
+    /// Index of the process (a pod: the container) in the spec.
+    pub process: usize,
+    /// None: unknown (no result yet).
+    pub healthy: Option<bool>,
+    pub last_failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomKilled {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerExited {
+    /// The Docker container's name.
+    pub container: String,
+    pub status: ExitStatus,
+}
+
+/// A change to the daemon's specs or values rather than to one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum DaemonEvent {
+    /// A spec was applied (new or changed).
+    Applied {
+        /// The app, `namespace/name`.
+        app: String,
+        generation: u64,
+        /// The spec's instance count.
+        instances: u32,
+        /// The instance ids this host runs, when the apply named them (a placement).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selection: Option<Vec<u32>>,
+    },
+    /// The app's last instance here was deleted, and its spec with it.
+    AppDeleted {
+        app: String,
+    },
+    /// A secret was written: its keys, never its values.
+    SecretUpdated {
+        namespace: String,
+        name: String,
+        keys: Vec<String>,
+    },
+    SecretDeleted {
+        namespace: String,
+        name: String,
+    },
+    /// A configmap was written: its keys, never its values.
+    ConfigmapUpdated {
+        namespace: String,
+        name: String,
+        keys: Vec<String>,
+    },
+    ConfigmapDeleted {
+        namespace: String,
+        name: String,
+    },
+}
+
+impl EventBody {
+    /// A body about one instance.
+    pub fn instance(instance: impl Into<String>, change: InstanceChange) -> EventBody {
+        EventBody::Instance(InstanceEvent { instance: instance.into(), change })
+    }
+
+    /// The body as the journal stores it.
+    pub fn to_value(&self) -> serde_json::Value {
+        // Every field is a string, a number, a bool or a list or map of them.
+        serde_json::to_value(self).expect("an event body always serializes")
+    }
+
+    /// The instance it is about, if any (an unknown body's `instance` too).
+    pub fn instance_id(&self) -> Option<&str> {
+        match self {
+            EventBody::Instance(e) => Some(&e.instance),
+            EventBody::Daemon(_) => None,
+            EventBody::Other(v) => v["instance"].as_str(),
+        }
+    }
+
+    /// The app it is about, if any.
+    pub fn app(&self) -> Option<&str> {
+        match self {
+            EventBody::Daemon(DaemonEvent::Applied { app, .. } | DaemonEvent::AppDeleted { app }) => Some(app),
+            EventBody::Other(v) => v["app"].as_str(),
+            _ => None,
+        }
+    }
+
+    /// Its `type`.
+    pub fn kind(&self) -> String {
+        match self {
+            EventBody::Other(v) => v["type"].as_str().unwrap_or_default().to_string(),
+            known => known.to_value()["type"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+}
+
+/// What an idle event stream sends instead of events: the daemon is alive and its newest event
+/// is `last_seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    pub at_ms: u64,
+    /// The daemon's newest event.
+    pub last_seq: u64,
+}
+
+/// One line of GET /v1/events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StreamLine {
+    Heartbeat { heartbeat: Heartbeat },
+    Event(Event),
+}

@@ -1,0 +1,31 @@
+//! The wire: every body the API sends or takes, the journal's event bodies, and what
+//! steward-sched prints and journals, typed once. The API, the client, the CLI and the
+//! scheduler plugin read and write only these; docs/openapi.json documents them and
+//! tests/openapi.rs checks each variant's serde output against its schema.
+//!
+//! The JSON is the contract: field names, their spelling and their order are what the daemon
+//! has always sent, so a type here may gain optional fields but never rename one.
+//!
+//! This module depends only on the data it carries (spec ids and limits, the runtime's exit
+//! status and container info, health results), never on the supervisor or the API.
+
+pub mod bodies;
+pub mod event;
+pub mod node;
+pub mod sched;
+pub mod state;
+pub mod status;
+
+pub use crate::health::Health;
+pub use crate::runtime::docker::ContainerInfo;
+pub use bodies::{
+    Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, LogLine, ValuesBody, ValuesList, ValuesSummary,
+};
+pub use event::{
+    ContainerExited, DaemonEvent, Event, EventBody, HealthChanged, Heartbeat, InstanceChange, InstanceEvent, NoDetail,
+    OomKilled, RestartedBy, SpecUpdated, StreamLine, Transition,
+};
+pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
+pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};
+pub use state::{ExitStatus, Kind, State, StopGoal};
+pub use status::{InstanceList, InstanceStatus, Usage};

@@ -1,0 +1,94 @@
+//! GET /v1/node: what a scheduler needs to place instances on this host.
+
+use super::state::Kind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The node document. Read leniently (`default`): a field an older daemon does not send reads
+/// as empty rather than failing the whole document, as it did when clients indexed JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeDocument {
+    /// The node's name: config node.hostname, else the host's name.
+    pub hostname: String,
+    /// The address instances are reached at.
+    pub host_ip: String,
+    pub cpus: usize,
+    /// Busy share of all CPUs since the previous /v1/node call, 0-100.
+    pub cpu_usage_percent: f64,
+    /// 1-minute load average.
+    pub load_average: f64,
+    pub memory_total_bytes: u64,
+    pub memory_available_bytes: u64,
+    pub memory_used_bytes: u64,
+    pub labels: BTreeMap<String, String>,
+    pub attributes: BTreeMap<String, String>,
+    pub ports: PortsDocument,
+    /// How many instances this daemon supervises.
+    pub instances: usize,
+    /// Every app with a spec here, with its labels (EXCLUDE places by them).
+    pub apps: Vec<AppOnNode>,
+    pub events: JournalBounds,
+    pub version: String,
+}
+
+/// The range hostPort 0 ports come from (the one in effect), and one configured since.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PortsDocument {
+    pub range_start: u16,
+    pub range_end: u16,
+    /// Ports of the range neither listening on the host nor allocated.
+    pub free: usize,
+    /// A range a reload configured: it takes effect when stewardd restarts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PortRange>,
+}
+
+impl PortsDocument {
+    /// The range in effect and, when a reload configured another, that one as pending.
+    pub fn new(in_effect: (u16, u16), free: usize, configured: (u16, u16)) -> PortsDocument {
+        let pending =
+            (configured != in_effect).then_some(PortRange { range_start: configured.0, range_end: configured.1 });
+        PortsDocument { range_start: in_effect.0, range_end: in_effect.1, free, pending }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortRange {
+    pub range_start: u16,
+    pub range_end: u16,
+}
+
+/// An app with a spec on the node, and its instances there.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AppOnNode {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub instances: Vec<InstanceOnNode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceOnNode {
+    pub index: u32,
+    pub state: Kind,
+}
+
+/// The event journal's bounds: resume a stream from `last_seq`; a `since` below
+/// `first_seq - 1` is answered 410.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct JournalBounds {
+    /// Oldest event kept (`last_seq + 1` when the journal is empty).
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// Config events.retention: newest events kept.
+    pub retention: u64,
+    /// Config events.max_bytes: most bytes of event bodies kept.
+    pub max_bytes: u64,
+    /// Bytes of event bodies the journal holds now.
+    pub bytes: u64,
+}

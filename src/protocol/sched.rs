@@ -1,0 +1,230 @@
+//! What steward-sched writes: the lines `watch` and `run` print (the nodes' events, tagged with
+//! their node, and the scheduler's own), and the bodies it journals in its desired-state store.
+//!
+//! These are their own enums, not variants of the daemon's [`super::event::EventBody`]: the
+//! scheduler's journal and its printed lines reuse type names (`applied`, `rescheduled`,
+//! `nodeBack`) with other shapes, and neither is ever read as a daemon's event.
+
+use super::event::Event;
+use crate::spec::model::RestartPolicyKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The name the scheduler's own lines carry as their `node`.
+pub const SCHED_NODE: &str = "sched";
+
+/// One printed line of `steward-sched watch` and `run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WatchLine {
+    /// What a node's event stream brought.
+    Node(NodeLine),
+    /// What the scheduler noticed or did.
+    Sched(SchedLine),
+}
+
+/// An item of one node's event stream: `{"node": NAME, ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLine {
+    pub node: String,
+    #[serde(flatten)]
+    pub item: NodeItem,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NodeItem {
+    Heartbeat {
+        heartbeat: NodeHeartbeat,
+    },
+    /// Events `from..=to` were pruned before the follower could read them.
+    Gap {
+        gap: Gap,
+    },
+    /// The stream ended; the follower reconnects from `resume_after`.
+    Disconnected {
+        disconnected: Disconnected,
+    },
+    Event(Event),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHeartbeat {
+    /// The node's newest event.
+    pub last_seq: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    pub from: u64,
+    pub to: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disconnected {
+    pub reason: String,
+    pub resume_after: u64,
+}
+
+/// The scheduler's own line: `{"node": "sched", "at_ms", "body"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchedLine {
+    /// Always [`SCHED_NODE`].
+    pub node: String,
+    pub at_ms: u64,
+    pub body: SchedEvent,
+}
+
+impl SchedLine {
+    /// `body`, happening now.
+    pub fn now(body: SchedEvent) -> SchedLine {
+        SchedLine { node: SCHED_NODE.into(), at_ms: crate::clock::now_ms(), body }
+    }
+}
+
+/// What the scheduler noticed or did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum SchedEvent {
+    /// The node's stream carried something for the first time.
+    NodeUp {
+        node: String,
+    },
+    /// A lost node answers again.
+    NodeBack {
+        node: String,
+    },
+    /// The node's stream was silent past the heartbeat timeout.
+    NodeLost {
+        node: String,
+        silent_secs: f64,
+    },
+    /// An instance placed on a lost node.
+    InstanceLost {
+        instance: String,
+        node: String,
+    },
+    /// Lost or failed instances stay where they are: their restart policy says so. About an
+    /// app (a lost node's) or one instance (a failed one).
+    NotRescheduled {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance: Option<String>,
+        node: String,
+        policy: RestartPolicyKind,
+        reason: String,
+    },
+    /// An instance was placed on another node; `to` is None when it found none.
+    Rescheduled {
+        instance: String,
+        from: String,
+        to: Option<String>,
+        reason: String,
+    },
+    RescheduleFailed {
+        app: String,
+        from: String,
+        error: String,
+    },
+    /// An instance found on a returning node, placed elsewhere meanwhile, deleted there.
+    StrayDeleted {
+        instance: String,
+        node: String,
+        ok: bool,
+    },
+    /// A returning node's instances are reconciled with the placements.
+    NodeReconciled {
+        node: String,
+    },
+    /// A REMOTE check names no port the instance has.
+    RemoteCheckInvalid {
+        instance: String,
+        message: String,
+    },
+    /// A REMOTE check's result changed.
+    RemoteHealth {
+        instance: String,
+        node: String,
+        healthy: Option<bool>,
+        message: String,
+    },
+    /// REMOTE checks failed enough: the instance was restarted through its daemon.
+    RemoteCheckRestart {
+        instance: String,
+        node: String,
+        reason: String,
+        ok: bool,
+    },
+}
+
+/// Why the scheduler changed an app's desired state, journaled with the change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum DesiredChange {
+    /// `deploy`: the app was placed.
+    Deployed { app: String, placements: BTreeMap<String, String> },
+    /// `scale`: placed for a new instance count.
+    Scaled { instances: u32, app: String, placements: BTreeMap<String, String> },
+    /// Lost or failed instances placed again.
+    Rescheduled { reason: String, app: String, placements: BTreeMap<String, String> },
+    /// The placements' applies are done (each Placed or Pending).
+    Applied { app: String },
+    /// A node was lost: these instances of the app are Lost.
+    Lost { app: String, node: String, instances: Vec<u32> },
+    /// A lost node answers again: its placements are Placed again.
+    NodeBack { app: String, node: String },
+    /// The daemon gave up on the instance.
+    Failed { instance: String, node: String },
+    /// The app is gone from every node.
+    AppDeleted { app: String },
+}
+
+/// What a deploy is for; with the app and its placements it becomes the journaled
+/// [`DesiredChange`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeployCause {
+    Deployed,
+    Scaled { instances: u32 },
+    Rescheduled { reason: String },
+}
+
+impl DeployCause {
+    /// The journal's body for placing `app` at `placements` (instance index → node).
+    pub fn change(&self, app: &str, placements: BTreeMap<String, String>) -> DesiredChange {
+        let app = app.to_string();
+        match self {
+            DeployCause::Deployed => DesiredChange::Deployed { app, placements },
+            DeployCause::Scaled { instances } => DesiredChange::Scaled { instances: *instances, app, placements },
+            DeployCause::Rescheduled { reason } => {
+                DesiredChange::Rescheduled { reason: reason.clone(), app, placements }
+            }
+        }
+    }
+}
+
+impl SchedEvent {
+    /// Its `type`.
+    pub fn kind(&self) -> String {
+        let body = serde_json::to_value(self).unwrap_or_default();
+        body["type"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// What it is about, for people: an instance, else an app, else a node.
+    pub fn subject(&self) -> &str {
+        use SchedEvent::*;
+        match self {
+            NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
+            InstanceLost { instance, .. }
+            | Rescheduled { instance, .. }
+            | StrayDeleted { instance, .. }
+            | RemoteCheckInvalid { instance, .. }
+            | RemoteHealth { instance, .. }
+            | RemoteCheckRestart { instance, .. } => instance,
+            NotRescheduled { app, instance, node, .. } => instance.as_deref().or(app.as_deref()).unwrap_or(node),
+            RescheduleFailed { app, .. } => app,
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! A pod's `template.spec` (seed 001): its containers and network, as serde types. A pod spec
+//! shares everything else with the process spec (metadata, restartPolicy, killPolicy, instance
+//! count); only `template.spec` differs: `containers` (and the pod's `network`) instead of
+//! `processes`.
+
+use super::{is_default, ConfigMapRef, EnvVar, HealthCheck, Limits, Protocol, SecretRef};
+use serde::{Deserialize, Serialize};
+
+/// The variables seed 001's `$` operator may copy into another env var (no nesting).
+pub const DOLLAR_VARS: [&str; 4] = ["HOST", "BCS_NODE_ADDR", "BCS_POD_ID", "BCS_CNI_NAME"];
+/// Seed 001's network types (upper case, as Mesos spells them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum NetworkMode {
+    #[serde(rename = "HOST")]
+    Host,
+    #[default]
+    #[serde(rename = "BRIDGE")]
+    Bridge,
+    #[serde(rename = "NONE")]
+    None,
+    /// A user-defined network named by the `net` parameter.
+    #[serde(rename = "USER")]
+    User,
+}
+
+/// A docker parameter (seed 001: USER mode takes `--net` from here).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Parameter {
+    pub key: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Container {
+    /// Unique in the pod; part of the docker container's name.
+    pub name: String,
+    pub image: String,
+    #[serde(skip_serializing_if = "is_default")]
+    pub command: ContainerCommand,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ContainerPort>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub resources: ContainerResources,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<HealthCheck>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub configmaps: Vec<ConfigMapRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+}
+
+/// Seed 001: `value` replaces the image's entrypoint; `arguments` follow it (or, without a
+/// value, are the arguments of the image's entrypoint).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerCommand {
+    pub value: String,
+    pub arguments: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerPort {
+    pub name: String,
+    /// The port inside the container (BRIDGE / USER); with HOST networking the host port is it.
+    pub container_port: i64,
+    /// 0 = a random port from the shared allocator (env `PORT_<name>`).
+    pub host_port: i64,
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerResources {
+    /// `cpu` in cores, `memory` in MiB, as for processes.
+    pub limits: Limits,
+    /// Pin to `ceil(cpu)` cpus of one NUMA node (seed 001's rules).
+    pub cpu_set: bool,
+    /// Also cap cpu time at `cpu` cores (cfs quota), not only weight it (shares).
+    pub cpu_quota: bool,
+    /// MiB of memory + swap; -1 unlimited; less than memory means unlimited (seed 001).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_swap: Option<i64>,
+    /// 0-100; 0 disables swap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swappiness: Option<i64>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub blkio: Blkio,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Blkio {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_bps: Vec<DeviceRate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_bps: Vec<DeviceRate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_iops: Vec<DeviceRate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_iops: Vec<DeviceRate>,
+}
+
+/// `path: /dev/sda, rate: "10mb"` (bps: kb, mb, gb or bytes; iops: a plain number).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DeviceRate {
+    pub path: String,
+    pub rate: String,
+}
+
+/// A host directory (below the daemon's roots) mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Volume {
+    pub host_path: String,
+    pub mount_path: String,
+    pub read_only: bool,
+}
+
+/// `10mb`, `512kb`, `1gb`, `4096` (bytes) for bps; a plain number for iops.
+pub fn parse_rate(text: &str, bytes: bool) -> Result<i64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t.as_str(), ""),
+    };
+    let n: i64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a rate (a number{})", if bytes { " with kb, mb or gb" } else { "" }))?;
+    let scale = match (unit, bytes) {
+        ("", _) => 1,
+        ("kb" | "k", true) => 1 << 10,
+        ("mb" | "m", true) => 1 << 20,
+        ("gb" | "g", true) => 1 << 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?}{}",
+                if bytes { " (kb, mb or gb)" } else { " (iops take no unit)" }
+            ))
+        }
+    };
+    if n <= 0 {
+        return Err(format!("{text:?} must be positive"));
+    }
+    n.checked_mul(scale).ok_or_else(|| format!("{text:?} is too large"))
+}

@@ -1,0 +1,263 @@
+//! Rendering a pod for one instance: its containers as they will be created, `$` copies
+//! resolved, ports, secret and configmap files, volumes and resources.
+
+use super::InstanceId;
+use super::{Injection, InjectionSource, InjectionTarget, RenderContext, RenderedCheck};
+use crate::spec::error::{Errors, Path};
+use crate::spec::model::pod::{parse_rate, DeviceRate};
+use crate::spec::model::*;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// One container as it will be created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedContainer {
+    pub name: String,
+    pub image: String,
+    /// Replaces the image's entrypoint when set.
+    pub entrypoint: Option<String>,
+    pub arguments: Vec<String>,
+    /// `PORT_<name>` first, then the spec's env with `$VAR` resolved.
+    pub env: Vec<EnvVar>,
+    pub ports: Vec<RenderedContainerPort>,
+    pub resources: RenderedResources,
+    pub health_checks: Vec<RenderedCheck>,
+    /// Secret and configmap keys: env vars, or files written below the instance's run dir and
+    /// mounted read-only (see `mounts`).
+    pub injections: Vec<Injection>,
+    pub mounts: Vec<Mount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedContainerPort {
+    pub name: String,
+    pub container_port: u16,
+    pub host_port: u16,
+    pub protocol: Protocol,
+    pub random: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub host_path: PathBuf,
+    pub container_path: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedResources {
+    pub cpu_cores: Option<f64>,
+    pub memory_mb: Option<f64>,
+    pub cpu_set: bool,
+    pub cpu_quota: bool,
+    pub memory_swap_mb: Option<i64>,
+    pub swappiness: Option<i64>,
+    /// (device, bytes per second) and (device, operations per second).
+    pub read_bps: Vec<(String, i64)>,
+    pub write_bps: Vec<(String, i64)>,
+    pub read_iops: Vec<(String, i64)>,
+    pub write_iops: Vec<(String, i64)>,
+}
+
+impl RenderedResources {
+    /// Seed 001: cpu-shares is the weight of `cpu` cores, 1024 per core.
+    pub fn cpu_shares(&self) -> Option<i64> {
+        self.cpu_cores.map(|c| ((c * 1024.0).round() as i64).max(2))
+    }
+}
+
+/// The pod of one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedPod {
+    pub network: NetworkMode,
+    /// USER mode: the network's name (the `net` parameter).
+    pub user_network: Option<String>,
+    pub containers: Vec<RenderedContainer>,
+}
+
+/// What `$` copies, per instance.
+pub struct DollarValues {
+    pub host: String,
+    pub node_addr: String,
+    pub pod_id: String,
+    pub cni_name: String,
+}
+
+impl DollarValues {
+    pub fn pairs(&self) -> [(&'static str, &str); 4] {
+        [
+            ("HOST", &self.host),
+            ("BCS_NODE_ADDR", &self.node_addr),
+            ("BCS_POD_ID", &self.pod_id),
+            ("BCS_CNI_NAME", &self.cni_name),
+        ]
+    }
+    fn get(&self, name: &str) -> Option<&str> {
+        self.pairs().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// A container's name in its pod's spec, from its Docker name (`steward-<pod id>-<name>`).
+pub fn short_container_name<'a>(id: &InstanceId, docker_name: &'a str) -> &'a str {
+    let prefix = format!("steward-{}-", pod_id(id));
+    docker_name.strip_prefix(prefix.as_str()).unwrap_or(docker_name)
+}
+
+/// The docker container name's pod part and `BCS_POD_ID`: `namespace.name.index`.
+pub fn pod_id(id: &InstanceId) -> String {
+    format!("{}.{}.{}", id.namespace, id.name, id.index)
+}
+
+/// Renders the pod of instance `id`. `ports` are the instance's allocated ports by name.
+pub fn render_pod(
+    spec: &ProcessSpec,
+    id: &InstanceId,
+    ctx: &RenderContext,
+    run_dir: &std::path::Path,
+    errors: &mut Errors,
+) -> RenderedPod {
+    let t = &spec.spec.template.spec;
+    let cs = Path::root().field("spec").field("template").field("spec").field("containers");
+    let dollar = DollarValues {
+        host: ctx.host_ip.clone(),
+        node_addr: ctx.host_ip.clone(),
+        pod_id: pod_id(id),
+        // No CNI here: containers use docker's own networking (docs/design.md).
+        cni_name: String::new(),
+    };
+    let mut port_numbers = std::collections::BTreeMap::new();
+    let mut rendered_ports = Vec::new();
+    for (ci, c) in t.containers.iter().enumerate() {
+        let mut ports = Vec::new();
+        for (i, p) in c.ports.iter().enumerate() {
+            let at = cs.index(ci).field("ports").index(i);
+            let Some(host) = super::host_port(&p.name, p.host_port, ctx, &at, errors) else { continue };
+            // With host networking the process listens on the host port itself.
+            let container_port =
+                if t.network == NetworkMode::Host { host } else { u16::try_from(p.container_port).unwrap_or(0) };
+            // Checks probe a BRIDGE or USER pod at its own address, on the container's port
+            // (the host's 127.0.0.1 is not where it listens); a HOST pod on the host's.
+            let probed =
+                if matches!(t.network, NetworkMode::Bridge | NetworkMode::User) { container_port } else { host };
+            port_numbers.insert(p.name.clone(), probed);
+            ports.push(RenderedContainerPort {
+                name: p.name.clone(),
+                container_port,
+                host_port: host,
+                protocol: p.protocol,
+                random: p.host_port == 0,
+            });
+        }
+        rendered_ports.push(ports);
+    }
+    let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
+    // PORT_<name> of every port of the pod, in every container: a sidecar learns the main
+    // container's (random) ports.
+    let port_env: Vec<EnvVar> =
+        rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
+    let mut containers = Vec::new();
+    for ((ci, c), ports) in t.containers.iter().enumerate().zip(rendered_ports) {
+        let at = cs.index(ci);
+        let mut env: Vec<EnvVar> =
+            dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
+        env.extend(port_env.iter().cloned());
+        for e in &c.env {
+            let value = match e.value.strip_prefix('$').and_then(|v| dollar.get(v)) {
+                Some(v) => v.to_string(),
+                None => e.value.clone(),
+            };
+            env.push(EnvVar { name: e.name.clone(), value });
+        }
+        let port_of = |port: i64, name: &str| -> u16 {
+            if port > 0 {
+                u16::try_from(port).unwrap_or_default()
+            } else {
+                port_numbers.get(name).copied().unwrap_or_default()
+            }
+        };
+        let health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
+        // Secret and configmap files: written below the run dir, mounted read-only where asked.
+        let files_dir = run_dir.join("values").join(&c.name);
+        let mut injections = Vec::new();
+        let mut mounts = Vec::new();
+        let sources = c
+            .secrets
+            .iter()
+            .map(|s| (InjectionSource::Secret, &s.secret_name, &s.items))
+            .chain(c.configmaps.iter().map(|m| (InjectionSource::ConfigMap, &m.name, &m.items)));
+        for (source, store, items) in sources {
+            for item in items {
+                let target = match item.kind {
+                    Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
+                    Some(ItemType::File) => {
+                        let host_path = files_dir.join(format!("{}", injections.len()));
+                        let path_in = if source == InjectionSource::ConfigMap && !item.data_key_alias.is_empty() {
+                            format!("{}/{}", item.key_or_path.trim_end_matches('/'), item.data_key_alias)
+                        } else {
+                            item.key_or_path.clone()
+                        };
+                        mounts.push(Mount { host_path: host_path.clone(), container_path: path_in, read_only: true });
+                        // Readable by its owner only: root (a container's default user), or the
+                        // item's `user` (a host user name or a numeric uid[:gid], for an image
+                        // that runs as another user). The directories above are root's, 0700.
+                        let owner = if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() };
+                        InjectionTarget::File { path: host_path, mode: 0o400, owner }
+                    }
+                    None => continue,
+                };
+                injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
+            }
+        }
+        for (i, v) in c.volumes.iter().enumerate() {
+            match super::confine(&v.host_path, None, &roots) {
+                Ok(host_path) => {
+                    mounts.push(Mount { host_path, container_path: v.mount_path.clone(), read_only: v.read_only })
+                }
+                Err(why) => errors.add(
+                    &at.field("volumes").index(i).field("hostPath"),
+                    format!(
+                        "{:?} {why}; host paths must lie below {} or {}",
+                        v.host_path,
+                        ctx.roots.work_base_dir.display(),
+                        ctx.roots.run_base_dir.display()
+                    ),
+                ),
+            }
+        }
+        let r = &c.resources;
+        let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
+        let rates = |list: &[DeviceRate], bytes: bool| {
+            list.iter().filter_map(|d| parse_rate(&d.rate, bytes).ok().map(|n| (d.path.clone(), n))).collect()
+        };
+        containers.push(RenderedContainer {
+            name: c.name.clone(),
+            image: c.image.clone(),
+            entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
+            arguments: c.command.arguments.clone(),
+            env,
+            ports,
+            resources: RenderedResources {
+                cpu_cores: limit(&r.limits.cpu),
+                memory_mb: limit(&r.limits.memory),
+                cpu_set: r.cpu_set,
+                cpu_quota: r.cpu_quota,
+                memory_swap_mb: r.memory_swap,
+                swappiness: r.swappiness,
+                read_bps: rates(&r.blkio.read_bps, true),
+                write_bps: rates(&r.blkio.write_bps, true),
+                read_iops: rates(&r.blkio.read_iops, false),
+                write_iops: rates(&r.blkio.write_iops, false),
+            },
+            health_checks,
+            injections,
+            mounts,
+        });
+    }
+    let user_network = t.parameters.iter().find(|p| p.key == "net").map(|p| p.value.clone());
+    RenderedPod { network: t.network, user_network, containers }
+}

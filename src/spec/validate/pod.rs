@@ -1,0 +1,171 @@
+//! Static rules of a pod's `template.spec` (seed 001).
+
+use crate::spec::error::{Errors, Path};
+use crate::spec::model::pod::{parse_rate, ContainerResources, DOLLAR_VARS};
+use crate::spec::model::*;
+use std::collections::BTreeSet;
+
+/// Docker refuses less (seed 001: "memory: 最小4M").
+pub const MIN_MEMORY_MB: f64 = 4.0;
+
+/// Static rules of a pod's `template.spec`; `at` is its path.
+pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+    if !t.processes.is_empty() {
+        errors.add(&at.field("processes"), "a pod has containers, not processes");
+    }
+    let cs = at.field("containers");
+    if t.containers.is_empty() {
+        errors.add(&cs, "needs at least one container");
+    }
+    let net_param = t.parameters.iter().find(|p| p.key == "net");
+    for (i, p) in t.parameters.iter().enumerate() {
+        if p.key != "net" {
+            errors.add(
+                &at.field("parameters").index(i).field("key"),
+                format!("{:?} is not supported (only \"net\")", p.key),
+            );
+        }
+    }
+    match t.network {
+        NetworkMode::User if net_param.is_none_or(|p| p.value.is_empty()) => errors
+            .add(&at.field("parameters"), "USER networking needs a {\"key\": \"net\", \"value\": NETWORK} parameter"),
+        NetworkMode::User => {}
+        _ if net_param.is_some() => {
+            errors.add(&at.field("parameters"), "the net parameter is for USER networking only")
+        }
+        _ => {}
+    }
+    let mut names = BTreeSet::new();
+    let mut port_names = BTreeSet::new();
+    let mut fixed = BTreeSet::new();
+    for (ci, c) in t.containers.iter().enumerate() {
+        let at = cs.index(ci);
+        match super::check_name(&c.name) {
+            Err(e) => errors.add(&at.field("name"), e),
+            Ok(()) if !names.insert(c.name.clone()) => {
+                errors.add(&at.field("name"), format!("duplicate container name {:?}", c.name))
+            }
+            Ok(()) => {}
+        }
+        if c.image.trim().is_empty() {
+            errors.add(&at.field("image"), "is required");
+        }
+        for (i, port) in c.ports.iter().enumerate() {
+            let pp = at.field("ports").index(i);
+            if port.name.is_empty() || !port.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                errors.add(&pp.field("name"), format!("{:?} must be 1-63 letters, digits, '_' or '-'", port.name));
+            } else if !port_names.insert(port.name.clone()) {
+                errors.add(&pp.field("name"), format!("duplicate port name {:?}", port.name));
+            }
+            if !(0..=65535).contains(&port.host_port) {
+                errors.add(&pp.field("hostPort"), format!("{} is out of range: 0 (random) or 1-65535", port.host_port));
+            } else if port.host_port > 0 && !fixed.insert(port.host_port) {
+                errors.add(&pp.field("hostPort"), format!("port {} is declared twice", port.host_port));
+            }
+            match t.network {
+                NetworkMode::Bridge | NetworkMode::User if !(1..=65535).contains(&port.container_port) => {
+                    errors.add(&pp.field("containerPort"), format!("{} must be 1-65535", port.container_port))
+                }
+                NetworkMode::None => errors.add(&pp, "a pod with network NONE cannot publish ports"),
+                _ => {}
+            }
+            if ci > 0 && t.network != NetworkMode::Host {
+                errors.add(&pp, "only the first (main) container publishes ports: the others share its network");
+            }
+        }
+        for (i, e) in c.env.iter().enumerate() {
+            let ep = at.field("env").index(i);
+            if !super::is_env_name(&e.name) {
+                errors.add(&ep.field("name"), format!("{:?} is not a valid environment variable name", e.name));
+            } else if DOLLAR_VARS.contains(&e.name.as_str()) {
+                errors.add(&ep.field("name"), format!("{} is injected by Steward and cannot be redefined", e.name));
+            }
+            if let Some(var) = e.value.strip_prefix('$') {
+                if !DOLLAR_VARS.contains(&var) {
+                    errors.add(
+                        &ep.field("value"),
+                        format!(
+                            "${var} cannot be copied: the $ operator takes only {} (no nesting)",
+                            DOLLAR_VARS.map(|v| format!("${v}")).join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        resources(&c.resources, &at.field("resources"), errors);
+        super::health_checks(&c.health_checks, &at.field("healthChecks"), &port_names_of(t), errors);
+        for (i, s) in c.secrets.iter().enumerate() {
+            let sp = at.field("secrets").index(i);
+            if s.secret_name.is_empty() {
+                errors.add(&sp.field("secretName"), "is required");
+            }
+            super::key_items(&s.items, &sp.field("items"), true, errors);
+        }
+        for (i, s) in c.configmaps.iter().enumerate() {
+            let sp = at.field("configmaps").index(i);
+            if s.name.is_empty() {
+                errors.add(&sp.field("name"), "is required");
+            }
+            super::key_items(&s.items, &sp.field("items"), true, errors);
+        }
+        for (i, v) in c.volumes.iter().enumerate() {
+            if !v.mount_path.starts_with('/') {
+                errors.add(
+                    &at.field("volumes").index(i).field("mountPath"),
+                    format!("{:?} must be an absolute path", v.mount_path),
+                );
+            }
+        }
+    }
+}
+
+fn port_names_of(t: &TemplateSpec) -> BTreeSet<String> {
+    t.containers.iter().flat_map(|c| &c.ports).map(|p| p.name.clone()).collect()
+}
+
+fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
+    super::limits(&r.limits, &at.field("limits"), errors);
+    let memory = r.limits.memory.as_ref().and_then(NumberText::as_f64).filter(|m| *m > 0.0);
+    if memory.is_some_and(|m| m < MIN_MEMORY_MB) {
+        errors.add(
+            &at.field("limits").field("memory"),
+            format!("must be at least {MIN_MEMORY_MB} (MiB) for a container"),
+        );
+    }
+    if r.cpu_set && r.limits.cpu.as_ref().and_then(NumberText::as_f64).is_none_or(|c| c <= 0.0) {
+        errors.add(&at.field("cpuSet"), "needs limits.cpu (how many cpus to pin)");
+    }
+    if r.cpu_quota && r.limits.cpu.as_ref().and_then(NumberText::as_f64).is_none_or(|c| c <= 0.0) {
+        errors.add(&at.field("cpuQuota"), "needs limits.cpu (the quota in cores)");
+    }
+    if let Some(s) = r.memory_swap {
+        if s != -1 && s <= 0 {
+            errors.add(&at.field("memorySwap"), format!("{s} must be a positive number of MiB, or -1 for unlimited"));
+        } else if s as f64 > super::MAX_MEMORY_MIB {
+            let max = super::MAX_MEMORY_MIB;
+            errors.add(&at.field("memorySwap"), format!("{s} is more than {max} MiB"));
+        }
+    }
+    if let Some(s) = r.swappiness {
+        if !(0..=100).contains(&s) {
+            errors.add(&at.field("swappiness"), format!("{s} must be 0-100"));
+        }
+    }
+    let lists = [
+        ("readBps", &r.blkio.read_bps, true),
+        ("writeBps", &r.blkio.write_bps, true),
+        ("readIops", &r.blkio.read_iops, false),
+        ("writeIops", &r.blkio.write_iops, false),
+    ];
+    for (name, list, bytes) in lists {
+        for (i, d) in list.iter().enumerate() {
+            let dp = at.field("blkio").field(name).index(i);
+            if !d.path.starts_with("/dev/") {
+                errors.add(&dp.field("path"), format!("{:?} must be a device under /dev", d.path));
+            }
+            if let Err(e) = parse_rate(&d.rate, bytes) {
+                errors.add(&dp.field("rate"), e);
+            }
+        }
+    }
+}
