@@ -1,0 +1,273 @@
+//! An apply: the spec checked against the host's other instances (directories, ports), then
+//! the spec and the records of the instances it creates committed in one transaction, then one
+//! actor per new instance and a Replace to each existing one.
+
+use super::instance::SpecEntry;
+use super::record::{now_ms, InstanceRecord};
+use super::*;
+
+impl Supervisor {
+    /// Applies a validated spec: new instances are created and started, changed ones restarted
+    /// with the new spec, ones beyond `spec.instance` deleted. Returns the spec's instance ids.
+    pub async fn apply(&self, spec: ProcessSpec) -> Result<Vec<InstanceId>, SupervisorError> {
+        self.apply_selected(spec, None).await.map(|o| o.instances)
+    }
+
+    /// As [`Supervisor::apply`], running only the instance ids in `selection` on this host (a
+    /// scheduler spreads an app's `spec.instance` ids over hosts): the others of the app that
+    /// run here are deleted. A change of `spec.instance` alone restarts nothing. An unchanged
+    /// spec changes nothing but brings back the instances deleted one by one.
+    pub async fn apply_selected(
+        &self,
+        spec: ProcessSpec,
+        selection: Option<Vec<u32>>,
+    ) -> Result<ApplyOutcome, SupervisorError> {
+        let selection = selection.map(|mut s| {
+            s.sort_unstable();
+            s.dedup();
+            s
+        });
+        if let Some(bad) = selection.iter().flatten().find(|i| **i >= spec.spec.instance) {
+            return Err(SupervisorError::Invalid(format!(
+                "instances: id {bad} is not below spec.instance ({})",
+                spec.spec.instance
+            )));
+        }
+        let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
+        let applying = self.applying.lock().await;
+        let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
+        if let Some(p) = previous.as_ref().filter(|p| p.spec.is_pod() != spec.is_pod()) {
+            // Its instances run one way or the other: changing how would orphan what runs.
+            return Err(SupervisorError::Invalid(format!(
+                "{key} is a {} spec; delete it before applying it as a {}",
+                p.spec.kind, spec.kind
+            )));
+        }
+        self.check_paths(&spec, selection.as_deref())?;
+        if let Some(entry) = previous.as_ref().filter(|p| p.spec == spec && p.selection == selection) {
+            // Unchanged: nothing restarts; instances deleted one by one come back.
+            let ids = ids_of(&spec, selection.as_deref());
+            let missing = self.missing(&ids);
+            if !missing.is_empty() {
+                let mut batch = Batch::new();
+                self.allocate_ports(&spec, &missing, &mut batch)?;
+                let created = new_records(entry.generation, &missing, &mut batch)?;
+                self.commit(batch).await?;
+                self.spawn_created(entry, created);
+            }
+            return Ok(ApplyOutcome {
+                generation: entry.generation,
+                unchanged: missing.is_empty(),
+                changed: missing.clone(),
+                created: missing,
+                instances: ids,
+            });
+        }
+        // Only the count changed: running instances keep running (their rendering does not
+        // depend on the count).
+        let count_only = previous.as_ref().is_some_and(|p| same_but_count(&p.spec, &spec));
+        let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
+        let restart_from = match &previous {
+            Some(p) if count_only => p.restart_from,
+            _ => generation,
+        };
+        let stored = StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone() };
+        let body = EventBody::Daemon(DaemonEvent::Applied {
+            app: key.clone(),
+            generation,
+            instances: spec.spec.instance,
+            selection: selection.clone(),
+        })
+        .to_value();
+        let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        // Ports for every instance and the records of new ones, committed with the spec: all or
+        // nothing, and an instance the apply creates is durable with it (see `new_records`).
+        let ids = ids_of(&spec, selection.as_deref());
+        self.allocate_ports(&spec, &ids, &mut batch)?;
+        let created = self.missing(&ids);
+        let records = new_records(generation, &created, &mut batch)?;
+        self.commit(batch).await?;
+        crate::failpoint::hit("apply-spec-committed");
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection });
+        self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
+
+        let mut changed = Vec::new();
+        for id in ids.iter().filter(|i| !created.contains(i)) {
+            let instances = self.instances.lock().expect("instances lock");
+            let Some(handle) = instances.get(id) else { continue };
+            // An operator's stop holds: a stopped instance takes the new spec at its next start.
+            if !count_only && handle.status.borrow().state.kind() != state::Kind::Stopped {
+                changed.push(id.clone());
+            }
+            let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
+        }
+        self.spawn_created(&entry, records);
+        drop(applying);
+        changed.extend(created.iter().cloned());
+        changed.sort();
+        // Scaled down or moved to another host: delete the instances not (or no longer) here.
+        let extra: Vec<InstanceId> = self
+            .instances
+            .lock()
+            .expect("instances lock")
+            .keys()
+            .filter(|i| i.namespace == entry.spec.metadata.namespace && i.name == entry.spec.metadata.name)
+            .filter(|i| !ids.contains(i))
+            .cloned()
+            .collect();
+        // Deleted for good (stopped, then gone from the list and the store), concurrently.
+        let deletions = extra.iter().map(|id| self.delete(id));
+        for (id, result) in extra.iter().zip(futures_util::future::join_all(deletions).await) {
+            if let Err(e) = result {
+                tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
+            }
+        }
+        Ok(ApplyOutcome { instances: ids, generation, changed, created, unchanged: false })
+    }
+
+    /// Each instance's directories are its own (issue 14): no workPath, pidFile or outputDir of
+    /// `spec`'s instances may be, hold or lie in another instance's run or work directories (a
+    /// workload owning them could plant links where the daemon works as root), nor Steward's
+    /// own (Invalid); checked against every instance of other apps here (Conflict).
+    pub(super) fn check_paths(&self, spec: &ProcessSpec, selection: Option<&[u32]>) -> Result<(), SupervisorError> {
+        let roots = &self.shared.roots;
+        let mine: Vec<paths::InstancePaths> = ids_of(spec, selection)
+            .iter()
+            .filter_map(|id| {
+                let ports =
+                    self.instances.lock().expect("instances lock").get(id).map(|h| h.status.borrow().ports.clone());
+                paths::of(spec, id.index, roots, ports)
+            })
+            .collect();
+        for x in &mine {
+            if let Some(why) = paths::own_clash(x, &self.shared.own_paths) {
+                return Err(SupervisorError::Invalid(why));
+            }
+        }
+        for (i, x) in mine.iter().enumerate() {
+            for y in &mine[i + 1..] {
+                if let Some(why) = paths::clash(x, y) {
+                    return Err(SupervisorError::Conflict(why));
+                }
+            }
+        }
+        let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
+        let others: Vec<(Arc<SpecEntry>, InstanceId, BTreeMap<String, u16>)> = {
+            let specs = self.specs.lock().expect("specs lock");
+            let instances = self.instances.lock().expect("instances lock");
+            instances
+                .iter()
+                .filter(|(id, _)| app_key(&id.namespace, &id.name) != key)
+                .filter_map(|(id, h)| {
+                    let entry = specs.get(&app_key(&id.namespace, &id.name))?.clone();
+                    Some((entry, id.clone(), h.status.borrow().ports.clone()))
+                })
+                .collect()
+        };
+        for (entry, id, ports) in others {
+            let Some(y) = paths::of(&entry.spec, id.index, roots, Some(ports)) else { continue };
+            for x in &mine {
+                if let Some(why) = paths::clash(x, &y) {
+                    return Err(SupervisorError::Conflict(why));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids in `ids` that have no instance here.
+    pub(super) fn missing(&self, ids: &[InstanceId]) -> Vec<InstanceId> {
+        self.sweep();
+        let instances = self.instances.lock().expect("instances lock");
+        ids.iter().filter(|id| !instances.contains_key(id)).cloned().collect()
+    }
+
+    /// Ports of `spec` for instances `ids` (keeping those they hold), added to `batch`: all or
+    /// nothing.
+    pub(super) fn allocate_ports(
+        &self,
+        spec: &ProcessSpec,
+        ids: &[InstanceId],
+        batch: &mut Batch,
+    ) -> Result<(), SupervisorError> {
+        let wants = spec.port_wants();
+        // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
+        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };
+        let mut ports = self.shared.ports.lock().expect("ports lock");
+        let mut trial = ports.clone();
+        for id in ids {
+            trial
+                .allocate(&id.to_string(), &wants, &host_ports, batch)
+                .map_err(|e| SupervisorError::Conflict(e.to_string()))?;
+        }
+        *ports = trial;
+        Ok(())
+    }
+
+    /// Starts the actors of records just committed by [`new_records`]: being Staging, each
+    /// starts as its actor resumes it.
+    pub(super) fn spawn_created(&self, entry: &Arc<SpecEntry>, records: Vec<InstanceRecord>) {
+        crate::failpoint::hit("apply-created");
+        for rec in records {
+            let _resumed = self.spawn_actor(rec, entry.clone());
+        }
+    }
+}
+
+/// What an apply did, for the caller to wait on and report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyOutcome {
+    /// Every instance of the spec on this host.
+    pub instances: Vec<InstanceId>,
+    /// The spec's generation now.
+    pub generation: u64,
+    /// The instances that (re)start on this generation: created ones, and ones restarted
+    /// with the changed spec (not those an operator stopped).
+    pub changed: Vec<InstanceId>,
+    /// The instances this apply created (new, or deleted one by one before).
+    pub created: Vec<InstanceId>,
+    /// Nothing changed at all.
+    pub unchanged: bool,
+}
+
+/// Records of new instances `ids` of spec generation `generation`, put in `batch` with their
+/// `created` events. They are created Staging, not Stopped: the record itself holds the apply's
+/// intent to start the instance, so a daemon killed before the start resumes it (a Stopped one
+/// would stay stopped).
+pub(super) fn new_records(
+    generation: u64,
+    ids: &[InstanceId],
+    batch: &mut Batch,
+) -> Result<Vec<InstanceRecord>, SupervisorError> {
+    let now = now_ms();
+    let mut created = Vec::with_capacity(ids.len());
+    for id in ids {
+        let mut rec = InstanceRecord::new(id.clone(), generation, now);
+        rec.state = state::State::Staging;
+        let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Instances, &rec.key(), &value);
+        batch.push_event(
+            EventBody::instance(rec.key(), InstanceChange::Created { state: rec.state.clone() }).to_value(),
+        );
+        created.push(rec);
+    }
+    Ok(created)
+}
+
+/// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.
+pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<InstanceId> {
+    let id = |index| InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
+    match selection {
+        Some(s) => s.iter().copied().map(id).collect(),
+        None => (0..spec.spec.instance).map(id).collect(),
+    }
+}
+
+/// Whether two specs differ at most in `spec.instance`.
+pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
+    let mut b = b.clone();
+    b.spec.instance = a.spec.instance;
+    *a == b
+}

@@ -1,0 +1,195 @@
+//! The supervisor's start: the store opened (waiting out a just-killed daemon's hold on it), the
+//! roots checked, and every instance the store holds resumed: secrets and configmaps first, then
+//! specs and records, an apply a crash cut short carried out, orphaned containers removed.
+
+use super::apply::ids_of;
+use super::instance::SpecEntry;
+use super::record::InstanceRecord;
+use super::*;
+
+impl Supervisor {
+    pub(super) async fn load(&self, port_range: (u16, u16)) -> Result<(), SupervisorError> {
+        let snapshot = self.shared.store.snapshot()?;
+        *self.shared.ports.lock().expect("ports lock") =
+            crate::ports::Allocator::load(port_range.0, port_range.1, &snapshot);
+        let mut specs = BTreeMap::new();
+        for (key, value) in snapshot.table(Table::Specs) {
+            match serde_json::from_value::<StoredSpec>(value.clone()) {
+                Ok(s) => {
+                    specs.insert(
+                        key.to_string(),
+                        Arc::new(SpecEntry {
+                            spec: s.spec,
+                            generation: s.generation,
+                            restart_from: s.restart_from,
+                            selection: s.selection,
+                        }),
+                    );
+                }
+                Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
+            }
+        }
+        // Secrets and configmaps before any actor resumes: a start right after the load renders them.
+        {
+            let mut stores = self.shared.values.lock().expect("values lock");
+            for kind in [values::ValueKind::Secret, values::ValueKind::ConfigMap] {
+                for (key, value) in snapshot.table(kind.table()) {
+                    match serde_json::from_value::<values::Values>(value.clone()) {
+                        Ok(v) => {
+                            stores.insert((kind, key.to_string()), v);
+                        }
+                        Err(e) => tracing::error!("stored {} {key} is unreadable: {e}", kind.word()),
+                    }
+                }
+            }
+        }
+        let mut records = Vec::new();
+        for (key, value) in snapshot.table(Table::Instances) {
+            match serde_json::from_value::<InstanceRecord>(value.clone()) {
+                Ok(r) => records.push(r),
+                Err(e) => tracing::error!("stored instance {key} is unreadable: {e}"),
+            }
+        }
+        // Before any actor starts containers: no labelled container runs unowned.
+        self.remove_orphan_containers(&records).await;
+        let mut resumed = Vec::new();
+        // What an apply or a scale-down asked for that its instances had not yet taken when the
+        // daemon went away: the stored spec is the intent, and it is carried out now.
+        let mut unfinished = Vec::new();
+        for rec in records {
+            let Some(spec) = specs.get(&app_key(&rec.id.namespace, &rec.id.name)).cloned() else {
+                tracing::error!("instance {} has no stored spec; left alone", rec.key());
+                continue;
+            };
+            if !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
+                unfinished.push((rec.id.clone(), Command::Delete));
+            } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
+                unfinished.push((rec.id.clone(), Command::Replace(spec.clone(), count_only)));
+            }
+            resumed.push(self.spawn_actor(rec, spec));
+        }
+        for (id, cmd) in unfinished {
+            tracing::info!(instance = %id, "carrying out an apply cut short by the daemon's end: {}", cmd.word());
+            let _ = self.send(&id, cmd, None);
+        }
+        let loaded = resumed.len();
+        *self.specs.lock().expect("specs lock") = specs;
+        // Answer nothing before every instance is re-adopted or its end recorded: a status served
+        // from the stored record could show a process that died while the daemon was away.
+        let t = std::time::Instant::now();
+        let all = futures_util::future::join_all(resumed);
+        if tokio::time::timeout(std::time::Duration::from_secs(30), all).await.is_err() {
+            tracing::warn!("some instances took over 30 s to resume; serving anyway");
+        }
+        tracing::info!("loaded {loaded} instance(s), all resumed in {} ms", t.elapsed().as_millis());
+        Ok(())
+    }
+
+    /// Removes the containers carrying our labels that no instance owns: ones of deleted
+    /// instances, or of a start the daemon did not live to record. With dockerd away this is
+    /// left to the next daemon start (logged).
+    pub(super) async fn remove_orphan_containers(&self, records: &[InstanceRecord]) {
+        let owned: std::collections::HashSet<&str> = records
+            .iter()
+            .filter(|r| r.state.has_processes() && r.state.kind() != state::Kind::Starting)
+            .flat_map(|r| r.containers.iter().map(|c| c.id.as_str()))
+            .collect();
+        // A hung dockerd must not hold up the daemon's start.
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(10), self.shared.docker.labelled()).await;
+        let labelled = match listed {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                tracing::info!("not checking for orphan containers: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("not checking for orphan containers: dockerd did not answer within 10 s");
+                return;
+            }
+        };
+        // A pod's network holder belongs to an instance whose containers may run.
+        let live: std::collections::HashSet<String> = records
+            .iter()
+            .filter(|r| r.state.has_processes() && r.state.kind() != state::Kind::Starting)
+            .map(InstanceRecord::key)
+            .collect();
+        let orphan = |c: &crate::runtime::docker::Labelled| {
+            if c.holder {
+                !live.contains(&c.instance)
+            } else {
+                !owned.contains(c.id.as_str())
+            }
+        };
+        for c in labelled.into_iter().filter(|c| orphan(c)) {
+            // A stopped instance's exited containers stay for inspection until its next start;
+            // a running one (left by a stop that could not reach dockerd) goes.
+            let kept = !c.running
+                && records.iter().any(|r| {
+                    r.key() == c.instance && !r.state.has_processes() && r.containers.iter().any(|k| k.id == c.id)
+                });
+            if kept {
+                continue;
+            }
+            tracing::warn!("removing container {} ({}) of {}: no instance owns it", c.name, c.id, c.instance);
+            if let Err(e) = self.shared.docker.remove(&c.id).await {
+                tracing::warn!("cannot remove orphan container {}: {e}", c.id);
+            }
+        }
+    }
+}
+
+/// Whether instance `rec`, found at the daemon's start, has yet to take the stored spec's last
+/// apply: Some(false) when it must restart onto it (it last ran a spec older than the last change
+/// that restarts, and runs or waits to run again), Some(true) when it only takes the generation.
+/// A start still to come (Staging, Starting, a Stopping that restarts) runs the stored spec
+/// anyway, and an operator's stop holds.
+pub(super) fn unfinished_replace(rec: &InstanceRecord, spec: &SpecEntry) -> Option<bool> {
+    use state::Kind;
+    // 0: stored by an older version, which did not know; the apply asked for a restart.
+    let restart_from = if spec.restart_from == 0 { spec.generation } else { spec.restart_from };
+    let may_restart =
+        matches!(rec.state.kind(), Kind::Running | Kind::Lost | Kind::Backoff | Kind::Exited | Kind::Failed);
+    if may_restart && rec.run_generation < restart_from {
+        Some(false)
+    } else if rec.spec_generation < spec.generation {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// How long a start waits for the store's lock: a daemon killed a moment ago may have left a
+/// start's child that has not yet closed its copy of the store's descriptor (see runtime/spawn.rs);
+/// another stewardd still running holds it for good, and is reported after this.
+const STORE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub(super) async fn open_store(dir: &std::path::Path) -> Result<Store, SupervisorError> {
+    let dir = dir.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || Store::open_waiting(&dir, STORE_LOCK_WAIT)).await;
+    opened.map_err(|e| SupervisorError::Failed(e.to_string()))?.map_err(SupervisorError::from)
+}
+
+/// Creates the work and run roots if needed and makes sure every directory on the way lets
+/// anyone through (x for others): workloads run as other users and must reach their own
+/// directories below the roots. A root-only parent is reported, not silently changed.
+pub(super) fn ensure_reachable(roots: &[&PathBuf]) -> Result<(), SupervisorError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    for root in roots {
+        // An io error names its path: which root, or which of its parents.
+        let at =
+            |dir: &std::path::Path, e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root).map_err(|e| at(root, e))?;
+        for dir in root.ancestors() {
+            let mode = std::fs::metadata(dir).map_err(|e| at(dir, e))?.permissions().mode();
+            if mode & 0o001 == 0 {
+                tracing::warn!(
+                    "{} (mode {:o}) is not searchable by others: instances running as other users cannot reach {}",
+                    dir.display(),
+                    mode & 0o7777,
+                    root.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
