@@ -125,7 +125,8 @@ impl LogFile {
 /// The instance's current log files in `dir`, optionally of one process (or container) and
 /// one stream, oldest-written first (the newest output ends a listing).
 pub fn files(dir: &Path, process: Option<&str>, stream: Option<&str>) -> std::io::Result<Vec<LogFile>> {
-    let mut files: Vec<LogFile> = std::fs::read_dir(dir)?
+    let mut files: Vec<LogFile> = std::fs::read_dir(dir)
+        .map_err(|e| crate::safefs::at(dir, e))?
         .filter_map(|e| e.ok().filter(|e| e.file_type().is_ok_and(|t| t.is_file())).map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .map(LogFile::new)

@@ -67,9 +67,10 @@ fn live_config(config: &Config) -> LiveConfig {
 /// Mode 0660 with group `group`, or 0666 when everyone may read (SO_PEERCRED then decides).
 fn set_socket_access(path: &Path, group: &str, readable_by_all: bool) -> std::io::Result<()> {
     let mode = if readable_by_all { 0o666 } else { 0o660 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    let at = |e: std::io::Error| crate::safefs::at(path, e);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(at)?;
     if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
-        nix::unistd::chown(path, None, Some(g.gid))?;
+        nix::unistd::chown(path, None, Some(g.gid)).map_err(|e| at(e.into()))?;
     }
     Ok(())
 }
