@@ -19,8 +19,8 @@
 //! fewest instances, then where the app has the fewest, then where the node runs the fewest
 //! instances in all, then by node name: spread, deterministic.
 //!
-//! Over 600 lines: from line 328 on it is the unit tests, one per rule and operator, kept next to
-//! the rules they pin down.
+//! Over 600 lines: its second half (`mod tests`) is the unit tests, rule by rule and operator by
+//! operator, kept next to the rules they pin down.
 
 use crate::protocol::NodeDocument;
 use crate::spec::model::{Constraint, IntersectionItem, Operator, UnionData};
