@@ -280,6 +280,8 @@ impl Store {
     pub fn path(&self) -> &Path {
         &self.inner.shared.path
     }
+
+    /// Commit `batch` atomically; returns once it is durable, with the sequence numbers
     /// given to its events, in order. By then the events have been sent to subscribers.
     ///
     /// If the future is dropped after it was first polled, the batch may still be committed.

@@ -43,8 +43,6 @@ impl Store {
             .map_err(|e| StoreError::corrupt(path, Snapshot::record_key(table, key), e))
     }
 
-    /// Commit `batch` atomically; returns once it is durable, with the sequence numbers
-
     /// Events with `seq > after_seq`, ascending, at most `limit` of them. Events older than
     /// [`Store::first_seq`] have been pruned: a caller whose `after_seq + 1 < first_seq()`
     /// has missed some.
