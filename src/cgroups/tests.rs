@@ -1,6 +1,9 @@
 //! Fixture tests: temporary directories laid out like cgroupfs (the files a kernel would show),
 //! checking exactly what gets written and how kernel text is parsed. Killing needs a kernel:
 //! the `real` module at the end (root only) and tests/cgroups.rs do that.
+//!
+//! Over 600 lines: it is only tests (v1 and v2 fixtures side by side, and the root-only `real`
+//! module); splitting them would scatter the fixture helpers they share.
 
 use super::common::{self, kernel_path, parse_mountinfo, path_within, proc_cgroup_path};
 use super::*;

@@ -2,10 +2,14 @@
 //! `src/bin`) so that man pages and completions can be generated from them.
 
 pub mod act;
+mod apply;
 pub mod commands;
 pub mod daemon;
+mod delete;
 pub mod events;
 pub mod logs;
 pub mod man;
 pub mod sched;
+mod show;
 pub mod steward;
+mod values;

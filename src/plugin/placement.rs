@@ -18,6 +18,9 @@
 //! Among the nodes that satisfy everything, an instance goes where its GROUPBY group has the
 //! fewest instances, then where the app has the fewest, then where the node runs the fewest
 //! instances in all, then by node name: spread, deterministic.
+//!
+//! Over 600 lines: its second half (`mod tests`) is the unit tests, rule by rule and operator by
+//! operator, kept next to the rules they pin down.
 
 use crate::protocol::NodeDocument;
 use crate::spec::model::{Constraint, IntersectionItem, Operator, UnionData};

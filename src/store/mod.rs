@@ -26,16 +26,24 @@
 //! On disk (`DIR/steward.redb`): tables `instances`, `specs`, `ports`, `meta`
 //! (`&str` → JSON bytes), `_events` (`u64` seq → (`u64` unix ms, JSON bytes)) and `_store`
 //! (`last_seq`, `journal_bytes`, `schema_version`).
+//!
+//! Here: opening, committing, pruning. The data callers see is in records.rs, the write unit
+//! in batch.rs, the read side in read.rs, the group-committing writer in writer.rs.
 
+mod batch;
 mod compact;
 mod error;
+mod read;
+mod records;
 mod writer;
 
+pub use batch::Batch;
+use batch::Op;
 pub use compact::MIN_COMPACT_FILE_BYTES;
 use error::db_err;
 pub use error::StoreError;
+pub use records::{Event, Snapshot, Table};
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -45,10 +53,9 @@ use std::sync::{mpsc, Arc, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use read::journal_bounds;
 use writer::{Reply, Request};
 
 /// Name of the database file inside the store directory.
@@ -79,96 +86,6 @@ const JOURNAL_BYTES_KEY: &str = "journal_bytes";
 /// redb double the file (issue 32). Each chunk is queued behind the commits already waiting.
 pub const PRUNE_CHUNK: usize = 1024;
 const SCHEMA_KEY: &str = "schema_version";
-
-/// A table of string-keyed JSON records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Table {
-    Instances,
-    Specs,
-    Ports,
-    Meta,
-    /// Namespace-scoped secrets (values never leave the daemon except into instances).
-    Secrets,
-    ConfigMaps,
-}
-
-impl Table {
-    pub const ALL: [Table; 6] =
-        [Table::Instances, Table::Specs, Table::Ports, Table::Meta, Table::Secrets, Table::ConfigMaps];
-
-    /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Instances => "instances",
-            Table::Specs => "specs",
-            Table::Ports => "ports",
-            Table::Meta => "meta",
-            Table::Secrets => "secrets",
-            Table::ConfigMaps => "configmaps",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Table> {
-        Table::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
-        TableDefinition::new(self.name())
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-impl std::fmt::Display for Table {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One journal entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    /// Sequence number: 1, 2, 3... with no gaps, never reused.
-    pub seq: u64,
-    /// When the store committed it, unix milliseconds.
-    pub at_ms: u64,
-    pub body: Value,
-}
-
-/// A consistent view of every record, as of `last_seq`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    /// Every record, keyed `"table:key"` (e.g. `"instances:web/api/0"`).
-    pub records: BTreeMap<String, Value>,
-    /// Sequence number of the newest event committed with (or before) these records; 0 if none.
-    pub last_seq: u64,
-    /// Oldest event still in the journal; `last_seq + 1` if the journal is empty.
-    pub first_seq: u64,
-}
-
-impl Snapshot {
-    /// The `"table:key"` string used in [`Snapshot::records`].
-    pub fn record_key(table: Table, key: &str) -> String {
-        format!("{}:{key}", table.name())
-    }
-
-    pub fn get(&self, table: Table, key: &str) -> Option<&Value> {
-        self.records.get(&Snapshot::record_key(table, key))
-    }
-
-    /// The records of one table as `(key, value)`, in key order.
-    pub fn table(&self, table: Table) -> impl Iterator<Item = (&str, &Value)> + '_ {
-        let prefix = Snapshot::record_key(table, "");
-        let skip = prefix.len();
-        self.records
-            .range(prefix.clone()..)
-            .take_while(move |(k, _)| k.starts_with(&prefix))
-            .map(move |(k, v)| (&k[skip..], v))
-    }
-}
 
 /// Counters of the writer, for tests, benchmarks and the daemon's own metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -205,85 +122,6 @@ impl Default for StoreOptions {
             max_group: DEFAULT_MAX_GROUP,
         }
     }
-}
-
-#[derive(Debug)]
-pub(crate) enum Op {
-    Put { table: Table, key: String, value: Vec<u8> },
-    Delete { table: Table, key: String },
-    Event { body: Value, bytes: Vec<u8> },
-}
-
-/// Operations committed together, atomically, in order.
-///
-/// ```
-/// # use steward::store::{Batch, Table};
-/// let b = Batch::new()
-///     .put(Table::Instances, "web/api/0", &serde_json::json!({"state": "Starting"}))
-///     .event(serde_json::json!({"instance": "web/api/0", "to": "Starting"}));
-/// assert_eq!(b.len(), 2);
-/// ```
-#[derive(Debug, Default)]
-#[must_use]
-pub struct Batch {
-    pub(crate) ops: Vec<Op>,
-}
-
-impl Batch {
-    pub fn new() -> Batch {
-        Batch::default()
-    }
-
-    /// Insert or replace the record `key` of `table`.
-    pub fn put(mut self, table: Table, key: &str, value: &Value) -> Batch {
-        self.push_put(table, key, value);
-        self
-    }
-
-    /// Remove the record `key` of `table` (no error if it is absent).
-    pub fn delete(mut self, table: Table, key: &str) -> Batch {
-        self.push_delete(table, key);
-        self
-    }
-
-    /// Append an event to the journal; its sequence number is returned by the commit.
-    pub fn event(mut self, body: Value) -> Batch {
-        self.push_event(body);
-        self
-    }
-
-    /// [`Batch::put`] for callers that build a batch in a loop.
-    pub fn push_put(&mut self, table: Table, key: &str, value: &Value) {
-        self.ops.push(Op::Put { table, key: key.to_owned(), value: to_json(value) });
-    }
-
-    pub fn push_delete(&mut self, table: Table, key: &str) {
-        self.ops.push(Op::Delete { table, key: key.to_owned() });
-    }
-
-    pub fn push_event(&mut self, body: Value) {
-        let bytes = to_json(&body);
-        self.ops.push(Op::Event { body, bytes });
-    }
-
-    /// Number of operations.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-
-    /// Number of events (= sequence numbers the commit will return).
-    pub fn event_count(&self) -> usize {
-        self.ops.iter().filter(|op| matches!(op, Op::Event { .. })).count()
-    }
-}
-
-fn to_json(value: &Value) -> Vec<u8> {
-    // A `Value` always serializes: its map keys are strings and it holds no NaN.
-    serde_json::to_vec(value).expect("serializing a serde_json::Value cannot fail")
 }
 
 /// State shared by the handles and the writer thread.
@@ -443,37 +281,6 @@ impl Store {
         &self.inner.shared.path
     }
 
-    /// Every record and the journal bounds, from one read transaction.
-    pub fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        let path = self.path();
-        let txn = self.read_txn()?;
-        let mut records = BTreeMap::new();
-        for t in Table::ALL {
-            let table = txn.open_table(t.def()).map_err(db_err(path, "open table"))?;
-            for entry in table.iter().map_err(db_err(path, "read table"))? {
-                let (k, v) = entry.map_err(db_err(path, "read table"))?;
-                let key = Snapshot::record_key(t, k.value());
-                let value = serde_json::from_slice(v.value()).map_err(|e| StoreError::corrupt(path, key.clone(), e))?;
-                records.insert(key, value);
-            }
-        }
-        let (last_seq, first_seq) = journal_bounds(&txn, path)?;
-        Ok(Snapshot { records, last_seq, first_seq })
-    }
-
-    /// One record, or `None` if absent.
-    pub fn get(&self, table: Table, key: &str) -> Result<Option<Value>, StoreError> {
-        let path = self.path();
-        let txn = self.read_txn()?;
-        let t = txn.open_table(table.def()).map_err(db_err(path, "open table"))?;
-        let Some(v) = t.get(key).map_err(db_err(path, "read record"))? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(v.value())
-            .map(Some)
-            .map_err(|e| StoreError::corrupt(path, Snapshot::record_key(table, key), e))
-    }
-
     /// Commit `batch` atomically; returns once it is durable, with the sequence numbers
     /// given to its events, in order. By then the events have been sent to subscribers.
     ///
@@ -510,54 +317,6 @@ impl Store {
         self.send(Request::Commit { batch, reply: Reply::Blocking(tx) })?;
         rx.recv().map_err(|_| self.stopped())?
     }
-
-    /// Events with `seq > after_seq`, ascending, at most `limit` of them. Events older than
-    /// [`Store::first_seq`] have been pruned: a caller whose `after_seq + 1 < first_seq()`
-    /// has missed some.
-    pub fn events_since(&self, after_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let Some(from) = after_seq.checked_add(1) else { return Ok(Vec::new()) };
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let path = self.path();
-        let txn = self.read_txn()?;
-        let table = txn.open_table(EVENTS).map_err(db_err(path, "open table"))?;
-        let mut out = Vec::new();
-        for entry in table.range(from..).map_err(db_err(path, "read events"))? {
-            let (k, v) = entry.map_err(db_err(path, "read events"))?;
-            let seq = k.value();
-            let (at_ms, bytes) = v.value();
-            let body =
-                serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt(path, format!("event {seq}"), e))?;
-            out.push(Event { seq, at_ms, body });
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    /// Every event committed from now on, after it is durable, in `seq` order.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.inner.shared.events.subscribe()
-    }
-
-    /// Oldest event still in the journal; `last_seq() + 1` when the journal is empty.
-    pub fn first_seq(&self) -> u64 {
-        self.inner.shared.first_seq.load(Ordering::Acquire)
-    }
-
-    /// Newest committed event's sequence number; 0 if there has never been one.
-    pub fn last_seq(&self) -> u64 {
-        self.inner.shared.last_seq.load(Ordering::Acquire)
-    }
-
-    /// Sum of the lengths of the event bodies the journal holds (JSON bytes, without redb's
-    /// own overhead).
-    pub fn journal_bytes(&self) -> u64 {
-        self.inner.shared.journal_bytes.load(Ordering::Acquire)
-    }
-
     /// Retention: delete all but the newest `keep_last` events; returns how many were
     /// removed. See [`Store::prune`].
     pub fn prune_events(&self, keep_last: u64) -> Result<u64, StoreError> {
@@ -609,12 +368,6 @@ impl Store {
     fn stopped(&self) -> StoreError {
         StoreError::WriterStopped { path: self.path().to_path_buf() }
     }
-
-    fn read_txn(&self) -> Result<ReadView<'_>, StoreError> {
-        let db = self.inner.shared.db();
-        let txn = db.begin_read().map_err(|e| StoreError::db(self.path(), "begin read transaction", e))?;
-        Ok(ReadView { txn, _db: db })
-    }
 }
 
 impl Shared {
@@ -623,21 +376,6 @@ impl Shared {
         self.db.read().unwrap_or_else(|e| e.into_inner())
     }
 }
-
-/// A read transaction holding the database lock until it ends, so compaction never meets a
-/// live reader. Fields drop in order: the transaction first.
-struct ReadView<'a> {
-    txn: redb::ReadTransaction,
-    _db: RwLockReadGuard<'a, Database>,
-}
-
-impl std::ops::Deref for ReadView<'_> {
-    type Target = redb::ReadTransaction;
-    fn deref(&self) -> &redb::ReadTransaction {
-        &self.txn
-    }
-}
-
 /// Create the tables, check the schema version, and read the journal bounds and size
 /// (`(last_seq, first_seq, journal_bytes)`).
 fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64), StoreError> {
@@ -674,27 +412,9 @@ fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64), StoreError> {
     let bytes = state.get(JOURNAL_BYTES_KEY).map_err(db_err(path, "read journal_bytes"))?.map(|g| g.value());
     Ok((last_seq, first_seq, bytes.unwrap_or(0)))
 }
-
-/// `(last_seq, first_seq)` as seen by `txn`.
-fn journal_bounds(txn: &redb::ReadTransaction, path: &Path) -> Result<(u64, u64), StoreError> {
-    let state = txn.open_table(STATE).map_err(db_err(path, "open table"))?;
-    let stored = state.get(LAST_SEQ_KEY).map_err(db_err(path, "read last_seq"))?.map(|g| g.value()).unwrap_or(0);
-    let events = txn.open_table(EVENTS).map_err(db_err(path, "open table"))?;
-    let newest = events.last().map_err(db_err(path, "read events"))?.map(|(k, _)| k.value()).unwrap_or(0);
-    // Both are written in the same transaction, so they agree; take the larger anyway so
-    // a sequence number can never be handed out twice.
-    let last_seq = stored.max(newest);
-    let first_seq = match events.first().map_err(db_err(path, "read events"))? {
-        Some((k, _)) => k.value(),
-        None => last_seq + 1,
-    };
-    Ok((last_seq, first_seq))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn assert_send_sync<T: Send + Sync>() {}
 
@@ -706,46 +426,6 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let fut = store.commit(Batch::new());
         is_send(&fut);
-    }
-
-    #[test]
-    fn table_names_round_trip() {
-        for t in Table::ALL {
-            assert_eq!(Table::from_name(t.name()), Some(t));
-            assert_eq!(serde_json::to_value(t).unwrap(), json!(t.name()));
-            assert_eq!(Table::ALL[t.index()], t);
-        }
-        assert_eq!(Table::from_name("_events"), None);
-    }
-
-    #[test]
-    fn batch_builder_counts_ops_and_events() {
-        let b = Batch::new()
-            .put(Table::Instances, "a", &json!(1))
-            .event(json!({"x": 1}))
-            .delete(Table::Ports, "b")
-            .event(json!(null));
-        assert_eq!(b.len(), 4);
-        assert_eq!(b.event_count(), 2);
-        assert!(Batch::new().is_empty());
-        let mut b = Batch::new();
-        b.push_put(Table::Meta, "k", &json!("v"));
-        b.push_event(json!(2));
-        b.push_delete(Table::Meta, "k");
-        assert_eq!((b.len(), b.event_count()), (3, 1));
-    }
-
-    #[test]
-    fn snapshot_table_view_strips_prefix_and_stays_in_table() {
-        let mut s = Snapshot::default();
-        s.records.insert("instances:a/b/0".into(), json!(1));
-        s.records.insert("instances:a/b/1".into(), json!(2));
-        s.records.insert("meta:x".into(), json!(3));
-        s.records.insert("ports:a/b/0".into(), json!(4));
-        let inst: Vec<_> = s.table(Table::Instances).collect();
-        assert_eq!(inst, vec![("a/b/0", &json!(1)), ("a/b/1", &json!(2))]);
-        assert_eq!(s.get(Table::Meta, "x"), Some(&json!(3)));
-        assert_eq!(s.table(Table::Specs).count(), 0);
     }
 
     #[test]

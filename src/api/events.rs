@@ -1,0 +1,141 @@
+//! GET /v1/events: the durable journal as NDJSON, then (with follow) new events as they are
+//! committed, with heartbeats; the cursor rules (ahead, pruned) answered before streaming.
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::Query;
+use super::{tokio_stream_from, AppState};
+use crate::protocol::{Heartbeat, StreamLine};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct EventsQuery {
+    since: Option<u64>,
+    /// Keep the stream open for new events (default true).
+    follow: Option<bool>,
+}
+
+/// GET /v1/events?since=SEQ: every event after SEQ from the durable journal as NDJSON, then (with
+/// follow) new ones as they are committed, and a heartbeat line when there has been nothing to
+/// send for `events.heartbeat_secs`. Subscribes before reading the backlog, so nothing
+/// committed in between is lost; duplicates are dropped by sequence number. A `since` whose
+/// successors were pruned (retention) is a 410: the reader has missed events and must resync.
+pub(super) async fn events(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let config = app.live();
+    config.access.require_read(&caller)?;
+    let store = app.supervisor.store().clone();
+    let mut live = store.subscribe();
+    let app = app.clone();
+    let since = q.since.unwrap_or(0);
+    let follow = q.follow.unwrap_or(true);
+    let heartbeat = Duration::from_secs(config.events.heartbeat_secs.max(1));
+    let newest = store.last_seq();
+    if since > newest {
+        let message = format!(
+            "since {since} is beyond this daemon's newest event {newest}: the cursor belongs to another journal; \
+             resume from /v1/node's events.lastSeq"
+        );
+        return Err(ApiError::new(StatusCode::CONFLICT, "since_ahead", message).field("since"));
+    }
+    // Read the first batch before answering, so a pruned `since` can still be a proper error.
+    let first_batch = store.events_since(since, 1000).map_err(ApiError::internal)?;
+    let oldest = first_batch.first().map_or(newest + 1, |e| e.seq);
+    if oldest > since + 1 {
+        let message = format!(
+            "events {} to {} after since {since} are no longer kept (events.retention {}, events.max_bytes {}): read the \
+             current state (GET /v1/instances) and resume from /v1/node's events.lastSeq",
+            since + 1,
+            oldest - 1,
+            config.events.retention,
+            config.events.max_bytes
+        );
+        return Err(ApiError::new(StatusCode::GONE, "since_pruned", message).field("since"));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    tokio::spawn(async move {
+        let mut last = since;
+        let mut pending = Some(first_batch);
+        loop {
+            let batch = match pending.take().map_or_else(|| store.events_since(last, 1000), Ok) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!("events: {e}");
+                    return;
+                }
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for ev in batch {
+                last = ev.seq;
+                if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if !follow {
+            return;
+        }
+        let mut shutdown = app.shutdown.clone();
+        loop {
+            let next = tokio::select! {
+                ev = tokio::time::timeout(heartbeat, live.recv()) => ev,
+                _ = shutdown.wait_for(|stopping| *stopping) => return,
+            };
+            let Ok(next) = next else {
+                // Idle: tell the reader the stream and the daemon are alive.
+                let beat = StreamLine::Heartbeat {
+                    heartbeat: Heartbeat { at_ms: crate::clock::now_ms(), last_seq: store.last_seq() },
+                };
+                let mut line = serde_json::to_vec(&beat).unwrap_or_default();
+                line.push(b'\n');
+                if tx.send(Ok(Bytes::from(line))).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            match next {
+                Ok(ev) if ev.seq <= last => {}
+                Ok(ev) => {
+                    last = ev.seq;
+                    if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    // Too slow for the live feed: catch up from the journal.
+                    if let Ok(batch) = store.events_since(last, 10_000) {
+                        for ev in batch {
+                            last = ev.seq;
+                            if tx.send(Ok(ndjson(&ev))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    let stream = tokio_stream_from(rx);
+    Ok(([("content-type", "application/x-ndjson")], axum::body::Body::from_stream(stream)).into_response())
+}
+
+/// An event line: the journal's entry as stored. Its body is passed through, not re-typed, so a
+/// reader gets exactly what was journaled (a body of an older version included); its shape is
+/// [`crate::protocol::Event`]'s.
+fn ndjson(ev: &crate::store::Event) -> Bytes {
+    let mut line = serde_json::to_vec(ev).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}

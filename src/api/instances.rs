@@ -1,0 +1,188 @@
+//! The instance and app handlers: list, status, start/stop/restart/reload, delete, and an
+//! app's delete; with the `timeout` query that waits for an action to finish.
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{Path, Query};
+use super::AppState;
+use crate::protocol::{Deleted, InstanceList, InstanceStatus};
+use crate::spec::InstanceId;
+use crate::supervisor::{state::Kind, ListFilter, SupervisorError};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ListQuery {
+    namespace: Option<String>,
+    name: Option<String>,
+    state: Option<String>,
+}
+
+pub(super) async fn list(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<InstanceList>, ApiError> {
+    app.live().access.require_read(&caller)?;
+    let state = match q.state.as_deref() {
+        None | Some("") => None,
+        Some(s) => {
+            Some(parse_kind(s).ok_or_else(|| ApiError::bad_request(format!("unknown state {s:?}")).field("state"))?)
+        }
+    };
+    let filter = ListFilter { namespace: q.namespace, name: q.name, state };
+    Ok(Json(InstanceList { instances: app.supervisor.list(&filter) }))
+}
+
+fn parse_kind(s: &str) -> Option<Kind> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok().or_else(|| {
+        let mut c = s.chars();
+        let cap: String = c.next().map(|f| f.to_uppercase().chain(c.flat_map(char::to_lowercase)).collect())?;
+        serde_json::from_value(serde_json::Value::String(cap)).ok()
+    })
+}
+
+pub(super) fn instance_id(namespace: String, name: String, index: String) -> Result<InstanceId, ApiError> {
+    let index = index.parse().map_err(|_| ApiError::bad_request(format!("{index:?} is not an instance index")))?;
+    Ok(InstanceId { namespace, name, index })
+}
+
+pub(super) async fn status(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index)): Path<(String, String, String)>,
+) -> Result<Json<InstanceStatus>, ApiError> {
+    app.live().access.require_read(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    let mut status = app.supervisor.status(&id)?;
+    status.limits = app
+        .supervisor
+        .specs()
+        .iter()
+        .find(|s| s.metadata.namespace == id.namespace && s.metadata.name == id.name)
+        .map(|s| s.instance_limits());
+    Ok(Json(status))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ActionQuery {
+    /// Seconds to wait for the action to complete; without it, the request returns at once (202).
+    timeout: Option<f64>,
+}
+
+pub(super) async fn action(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index, action)): Path<(String, String, String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    app.supervisor.status(&id)?;
+    if !["start", "stop", "restart", "reload"].contains(&action.as_str()) {
+        let message = format!("no action {action:?} (start, stop, restart, reload)");
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message).field("action"));
+    }
+    let sup_app = app.clone();
+    let id2 = id.clone();
+    let work = async move {
+        let s = &sup_app.supervisor;
+        match action.as_str() {
+            "start" => s.start(&id2).await,
+            "stop" => s.stop(&id2).await,
+            "restart" => s.restart(&id2).await,
+            "reload" => s.reload(&id2).await,
+            other => Err(SupervisorError::NotFound(format!("action {other:?} (start, stop, restart, reload)"))),
+        }
+    };
+    run_maybe_waiting(&app, &id, q.timeout, work).await
+}
+
+pub(super) async fn delete(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, index)): Path<(String, String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let id = instance_id(namespace, name, index)?;
+    app.supervisor.status(&id)?;
+    let sup_app = app.clone();
+    let id2 = id.clone();
+    // Always in its own task, so a client hanging up cannot cut the cleanup after the delete.
+    let work = tokio::spawn(async move { sup_app.supervisor.delete(&id2).await });
+    match q.timeout {
+        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
+            Ok(r) => {
+                r.map_err(ApiError::internal)?.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from)
+            }
+            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
+        },
+        None => Ok(StatusCode::ACCEPTED.into_response()),
+    }
+}
+
+/// DELETE /v1/apps/{namespace}/{name}: every instance of the app here, then its spec.
+pub(super) async fn delete_app(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(q): Query<ActionQuery>,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(&caller)?;
+    if !app.supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name) {
+        return Err(ApiError::from(SupervisorError::NotFound(format!("app {namespace}/{name}"))));
+    }
+    let timeout = q.timeout.map(secs).transpose()?;
+    let sup_app = app.clone();
+    // In its own task, like an instance's delete: a client hanging up cannot cut it short.
+    let work = tokio::spawn(async move { sup_app.supervisor.delete_app(&namespace, &name).await });
+    let deleted =
+        |ids: Vec<InstanceId>| Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response();
+    match timeout {
+        Some(t) => match tokio::time::timeout(t, work).await {
+            Ok(r) => r.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from),
+            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
+        },
+        None => Ok(StatusCode::ACCEPTED.into_response()),
+    }
+}
+
+/// A `timeout` query value: seconds, 0 to 3600.
+fn secs(t: f64) -> Result<Duration, ApiError> {
+    if !t.is_finite() || t < 0.0 {
+        return Err(
+            ApiError::bad_request(format!("timeout {t} is not a number of seconds from 0 to 3600")).field("timeout")
+        );
+    }
+    Ok(Duration::from_secs_f64(t.min(3600.0)))
+}
+
+/// Runs an instance action; with a timeout, waits for it and answers with the status.
+async fn run_maybe_waiting(
+    app: &Arc<AppState>,
+    id: &InstanceId,
+    timeout: Option<f64>,
+    work: impl std::future::Future<Output = Result<(), SupervisorError>> + Send + 'static,
+) -> Result<Response, ApiError> {
+    match timeout {
+        None => {
+            tokio::spawn(async move {
+                if let Err(e) = work.await {
+                    tracing::info!("action failed: {e}");
+                }
+            });
+            Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response())
+        }
+        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
+            Ok(Ok(())) => Ok((StatusCode::OK, Json(app.supervisor.status(id)?)).into_response()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response()),
+        },
+    }
+}

@@ -1,0 +1,67 @@
+//! GET /v1/node and /v1/health: what this host offers a scheduler (capacity, ports, apps,
+//! journal bounds) and whether the daemon answers. Read-only, apart from any instance.
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::AppState;
+use crate::protocol::{AppOnNode, HealthBody, InstanceOnNode, JournalBounds, NodeDocument, PortsDocument};
+use crate::supervisor::ListFilter;
+use axum::extract::State;
+use axum::Json;
+use std::sync::Arc;
+
+/// GET /v1/node: what a scheduler needs to place instances on this host.
+pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<NodeDocument>, ApiError> {
+    let live = app.live();
+    live.access.require_read(&caller)?;
+    let usage = app.usage.sample();
+    let instances = app.supervisor.list(&ListFilter::default());
+    // Every app with instances here, with its labels (EXCLUDE places by them).
+    let apps = app
+        .supervisor
+        .specs()
+        .iter()
+        .map(|spec| {
+            let meta = &spec.metadata;
+            let mine = instances
+                .iter()
+                .filter(|i| i.id.namespace == meta.namespace && i.id.name == meta.name)
+                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind() })
+                .collect();
+            AppOnNode {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+                labels: meta.labels.clone(),
+                instances: mine,
+            }
+        })
+        .collect();
+    let store = app.supervisor.store();
+    Ok(Json(NodeDocument {
+        hostname: live.node.hostname(),
+        host_ip: live.host_ip,
+        cpus: usage.cpus,
+        cpu_usage_percent: f64::from(usage.cpu_usage_percent),
+        load_average: crate::host::load_average(),
+        memory_total_bytes: usage.memory_total_bytes,
+        memory_available_bytes: usage.memory_available_bytes,
+        memory_used_bytes: usage.memory_used_bytes,
+        labels: live.node.labels,
+        attributes: live.node.attributes,
+        ports: PortsDocument::new(app.supervisor.port_range(), app.supervisor.free_ports(), live.port_range),
+        instances: instances.len(),
+        apps,
+        events: JournalBounds {
+            first_seq: store.first_seq(),
+            last_seq: store.last_seq(),
+            retention: live.events.retention,
+            max_bytes: live.events.max_bytes,
+            bytes: store.journal_bytes(),
+        },
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }))
+}
+
+pub(super) async fn health() -> Json<HealthBody> {
+    Json(HealthBody::ok())
+}

@@ -1,0 +1,196 @@
+//! `steward apply`: the file validated here first (mistakes named with the file), posted, and
+//! with `--wait` each changed instance watched until it runs the applied generation or rests.
+
+use super::steward::{exit, Output};
+use crate::client::{parse_instance_id, Client, ClientError};
+use crate::config::Config;
+use crate::spec::{self, Format, InstanceId};
+use crate::supervisor::record::InstanceStatus;
+use crate::supervisor::state::Kind;
+use std::path::Path;
+use std::time::Duration;
+
+pub(super) async fn apply(
+    client: &Client,
+    config: &Config,
+    file: &Path,
+    wait: bool,
+    timeout: u64,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("steward: cannot read {}: {e}", file.display());
+            return Ok(exit::INVALID);
+        }
+    };
+    let format = Format::for_path(file, &text);
+    // Validate locally first, so mistakes are named with the file.
+    if let Err(e) = spec::parse(&text, format, &config.roots()) {
+        eprintln!("{}: {e}", file.display());
+        return Ok(exit::INVALID);
+    }
+    let applied = client.apply_outcome(&text, format, None).await?;
+    if output == Output::Text {
+        if applied.unchanged {
+            println!(
+                "{}: unchanged ({} instance(s), generation {})",
+                file.display(),
+                applied.instances.len(),
+                applied.generation
+            );
+        } else {
+            println!(
+                "applied {} (generation {}): {}; {} to (re)start",
+                file.display(),
+                applied.generation,
+                applied.instances.join(", "),
+                applied.changed.len()
+            );
+        }
+    }
+    if !wait {
+        if output == Output::Json {
+            println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default());
+        }
+        return Ok(exit::OK);
+    }
+    let ids: Vec<InstanceId> = applied.changed.iter().filter_map(|i| parse_instance_id(i).ok()).collect();
+    let outcomes =
+        wait_for_generation(client, &ids, &applied.created, applied.generation, Duration::from_secs(timeout), output)
+            .await?;
+    let all_ok = outcomes.iter().all(|o| o.outcome == Outcome::Running);
+    match output {
+        Output::Json => {
+            /// `apply --wait -o json`: the daemon's answer and how each instance came out.
+            #[derive(serde::Serialize)]
+            struct ApplyReport<'a, T> {
+                applied: &'a crate::protocol::Applied,
+                instances: &'a [T],
+            }
+            let body = ApplyReport { applied: &applied, instances: &outcomes };
+            println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+        }
+        Output::Text => {
+            for o in &outcomes {
+                let pid = o.status.as_ref().and_then(|s| s.pid).map(|p| format!(" pid {p}")).unwrap_or_default();
+                let line = format!("  {}  {}{pid}{}", o.id, o.outcome.word(), reason_suffix(&o.reason));
+                if o.outcome == Outcome::Running {
+                    println!("{line}");
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+    Ok(if all_ok { exit::OK } else { exit::FAILED })
+}
+
+fn reason_suffix(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// How an instance an apply (re)started came out of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Outcome {
+    /// Running on the applied generation.
+    Running,
+    /// Its start on the applied generation ended (Failed, Exited).
+    Failed,
+    /// An operator stopped it; it takes the new spec at its next start.
+    Stopped,
+    /// Deleted while waited on.
+    Deleted,
+    /// Not settled within the timeout (still starting, or backing off after a failed start).
+    TimedOut,
+}
+
+impl Outcome {
+    fn word(self) -> &'static str {
+        match self {
+            Outcome::Running => "Running",
+            Outcome::Failed => "Failed",
+            Outcome::Stopped => "Stopped (the new spec applies at its next start)",
+            Outcome::Deleted => "Deleted",
+            Outcome::TimedOut => "not running in time",
+        }
+    }
+
+    /// What `status` says of an instance waited on for `generation`; None while it is on its way.
+    /// A `created` instance is Stopped until its first start is under way.
+    fn of(s: &InstanceStatus, generation: u64, created: bool) -> Option<Outcome> {
+        let on_new = s.run_generation >= generation;
+        match s.state.kind() {
+            Kind::Running if on_new => Some(Outcome::Running),
+            Kind::Failed | Kind::Exited if on_new => Some(Outcome::Failed),
+            Kind::Stopped if on_new || !created => Some(Outcome::Stopped),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceOutcome {
+    id: InstanceId,
+    outcome: Outcome,
+    reason: String,
+    status: Option<InstanceStatus>,
+}
+
+/// Waits until every instance in `ids` runs spec generation `generation` (a new process,
+/// Running) or has come to rest otherwise; at `timeout`, reports those still on their way.
+async fn wait_for_generation(
+    client: &Client,
+    ids: &[InstanceId],
+    created: &[String],
+    generation: u64,
+    timeout: Duration,
+    output: Output,
+) -> Result<Vec<InstanceOutcome>, ClientError> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last_line = String::new();
+    loop {
+        let mut outcomes = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (outcome, status) = match client.status(id).await {
+                Ok(s) => (Outcome::of(&s, generation, created.contains(&id.to_string())), Some(s)),
+                Err(ClientError::Api { status: 404, .. }) => (Some(Outcome::Deleted), None),
+                Err(e) => return Err(e),
+            };
+            let reason = status.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| "deleted while waiting".into());
+            outcomes.push((id.clone(), outcome, reason, status));
+        }
+        let running = outcomes.iter().filter(|o| o.1 == Some(Outcome::Running)).count();
+        let ended = outcomes.iter().filter(|o| matches!(o.1, Some(x) if x != Outcome::Running)).count();
+        let line = format!("{running}/{} running, {ended} not", ids.len());
+        if output == Output::Text && line != last_line {
+            println!("  {line}");
+            last_line = line;
+        }
+        let settled = outcomes.iter().all(|o| o.1.is_some());
+        if settled || std::time::Instant::now() > deadline {
+            return Ok(outcomes
+                .into_iter()
+                .map(|(id, outcome, reason, status)| InstanceOutcome {
+                    id,
+                    outcome: outcome.unwrap_or(Outcome::TimedOut),
+                    reason: match (outcome, &status) {
+                        (None, Some(s)) => {
+                            format!("{} after {}s{}", s.state.kind(), timeout.as_secs(), reason_suffix(&s.message))
+                        }
+                        _ => reason,
+                    },
+                    status,
+                })
+                .collect());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,185 @@
+//! The read-only views: `steward ls` (a table), `status` (one instance in detail) and `node`
+//! (the host), each as text or JSON.
+
+use super::commands::state_word;
+use super::steward::{exit, Output};
+use crate::client::{parse_instance_id, Client, ClientError};
+use crate::supervisor::record::{now_ms, InstanceStatus};
+
+pub(super) async fn ls(
+    client: &Client,
+    namespace: Option<String>,
+    name: Option<String>,
+    state: Option<String>,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let mut filters = Vec::new();
+    if let Some(n) = &namespace {
+        filters.push(("namespace", n.as_str()));
+    }
+    if let Some(n) = &name {
+        filters.push(("name", n.as_str()));
+    }
+    if let Some(s) = &state {
+        filters.push(("state", s.as_str()));
+    }
+    let list = client.list(&filters).await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
+        Output::Text => print_table(&list),
+    }
+    Ok(exit::OK)
+}
+
+fn print_table(list: &[InstanceStatus]) {
+    let header = ["NAMESPACE", "NAME", "ID", "STATE", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"];
+    let now = now_ms();
+    let rows: Vec<[String; 9]> = list
+        .iter()
+        .map(|s| {
+            let ports: Vec<String> = s.ports.iter().map(|(n, p)| format!("{n}:{p}")).collect();
+            [
+                s.id.namespace.clone(),
+                s.id.name.clone(),
+                s.id.index.to_string(),
+                state_word(&s.state),
+                s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                if ports.is_empty() { "-".into() } else { ports.join(",") },
+                s.restarts.to_string(),
+                s.last_start_ms
+                    .filter(|_| s.state.has_processes())
+                    .map(|t| age(now.saturating_sub(t)))
+                    .unwrap_or_else(|| "-".into()),
+                s.health.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for r in &rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+/// 45s, 12m, 3h, 2d.
+fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientError> {
+    let n = client.node().await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&n).unwrap_or_default()),
+        Output::Text => {
+            let gib = |bytes: u64| bytes as f64 / 1073741824.0;
+            println!("hostname:  {}", n.hostname);
+            println!("ip:        {}", n.host_ip);
+            println!("cpus:      {} (load {:.2}, {:.0}% busy)", n.cpus, n.load_average, n.cpu_usage_percent);
+            println!(
+                "memory:    {:.1} GiB available of {:.1} GiB",
+                gib(n.memory_available_bytes),
+                gib(n.memory_total_bytes)
+            );
+            let ports = &n.ports;
+            println!("ports:     {} free in {}-{}", ports.free, ports.range_start, ports.range_end);
+            if let Some(p) = &ports.pending {
+                println!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
+            }
+            println!("instances: {}", n.instances);
+            for (kind, map) in [("label", &n.labels), ("attribute", &n.attributes)] {
+                for (k, v) in map {
+                    println!("{kind}:{:>width$}{k}={v}", "", width = 10 - kind.len());
+                }
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {
+    let Ok(iid) = parse_instance_id(id) else {
+        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
+        return Ok(exit::USAGE);
+    };
+    let s = client.status(&iid).await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default()),
+        Output::Text => {
+            println!("instance:  {}", s.id);
+            println!("state:     {}", state_word(&s.state));
+            println!("pid:       {}", s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()));
+            match (&s.last_exit_reason, &s.last_exit) {
+                (Some(why), _) => println!("last exit: {why}"),
+                (None, Some(e)) => println!("last exit: {e}"),
+                (None, None) => {}
+            }
+            if !s.message.is_empty() {
+                println!("message:   {}", s.message);
+            }
+            println!("restarts:  {}", s.restarts);
+            if let Some(t) = s.last_start_ms {
+                // A stopped instance was not started just now: say when its last run began.
+                let ago = age(now_ms().saturating_sub(t));
+                if s.state.has_processes() {
+                    println!("started:   {ago} ago");
+                } else {
+                    println!("last run:  started {ago} ago");
+                }
+            }
+            for (n, p) in &s.ports {
+                println!("port:      {n} = {p}");
+            }
+            for (i, h) in s.checks.iter().enumerate() {
+                let Some(h) = h else { continue };
+                let word = match h.healthy {
+                    Some(true) => "healthy".to_string(),
+                    Some(false) => format!("unhealthy ({} in a row)", h.consecutive_failures),
+                    None => "not checked yet".to_string(),
+                };
+                let what = match s.containers.get(i) {
+                    Some(c) => format!("container {}", crate::spec::render::pod::short_container_name(&s.id, &c.name)),
+                    None => format!("process {i}"),
+                };
+                println!("health:    {what}: {word}");
+                if let Some(f) = &h.last_failure {
+                    println!("           last failure: {f}");
+                }
+            }
+            for c in &s.containers {
+                let id: String = c.id.chars().take(12).collect();
+                let ip = if c.ip_address.is_empty() { String::new() } else { format!(" ip {}", c.ip_address) };
+                let code = if c.is_running() { String::new() } else { format!(" (exit code {})", c.exit_code) };
+                println!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
+            }
+            if let Some(u) = &s.usage {
+                let limits = s.limits.unwrap_or_default();
+                let of = |limit: Option<f64>, unit: &str| match limit {
+                    Some(l) => format!(" (limit {l} {unit})"),
+                    None if s.limits.is_some() => " (no limit)".to_string(),
+                    None => String::new(),
+                };
+                println!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
+                println!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
+                if u.oom_kills > 0 {
+                    println!("oom kills: {}", u.oom_kills);
+                }
+            }
+        }
+    }
+    Ok(exit::OK)
+}

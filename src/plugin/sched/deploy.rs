@@ -1,0 +1,197 @@
+//! `deploy`: a spec placed by its constraints on the nodes that answer, stored as the desired
+//! state, then applied node by node (each its selection), stale placements deleted.
+
+use super::{app_key, check_spec, instance_id, PlacedInstance, Scheduler};
+use crate::client::ClientError;
+use crate::plugin::placement::{self, Request};
+use crate::plugin::store::{App, Placement, PlacementState};
+use crate::plugin::PluginError;
+use crate::protocol::{DeployCause, DesiredChange};
+use crate::spec::{Format, SpecErrors};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+impl Scheduler {
+    /// `deploy FILE`: places every instance of the spec and applies the placements.
+    pub async fn deploy_file(&self, path: &Path) -> Result<Vec<PlacedInstance>, PluginError> {
+        let spec_err = |errors: SpecErrors| PluginError::Spec { path: path.to_path_buf(), errors };
+        let text = std::fs::read_to_string(path).map_err(|e| PluginError::Spec {
+            path: path.to_path_buf(),
+            errors: SpecErrors(vec![crate::spec::SpecError::new("", e.to_string())]),
+        })?;
+        let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
+        check_spec(&doc).map_err(spec_err)?;
+        self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await
+    }
+
+    /// Places and applies `doc`: placements on reachable nodes stay; lost, failed and new
+    /// instances are placed on nodes not in `avoid`; instances no longer meant for a node are
+    /// deleted there. The desired state is stored before anything is applied.
+    pub async fn deploy_doc(
+        &self,
+        doc: Value,
+        avoid: &BTreeSet<String>,
+        why: DeployCause,
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
+        let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+        let key = app_key(&spec);
+        let previous = self.store.app(&key)?;
+        let (views, down) = self.read_nodes().await;
+        let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        let total = spec.spec.instance;
+        let old = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
+        // Stay: applied (or being applied) placements whose node is reachable, or unreachable
+        // but not (yet) declared lost: never run an instance twice.
+        let keep: BTreeMap<u32, String> = old
+            .iter()
+            .filter(|(i, _)| **i < total)
+            .filter(|(_, p)| matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }))
+            .map(|(i, p)| (*i, p.node.clone()))
+            .collect();
+        let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
+        let req = Request {
+            app: &key,
+            constraint: spec.constraint.as_ref(),
+            total,
+            keep: keep.clone(),
+            place,
+            ports_per_instance: spec.random_ports(),
+            avoid: avoid.clone(),
+        };
+        let placed = placement::place(&req, &views).map_err(|e| {
+            let mut e = e;
+            for (node, why) in &down {
+                e.refusals.push(placement::Refusal {
+                    node: node.clone(),
+                    item: None,
+                    reason: format!("unreachable: {why}"),
+                });
+            }
+            PluginError::Placement(e)
+        })?;
+        let mut placements: BTreeMap<u32, Placement> = BTreeMap::new();
+        for i in keep.keys() {
+            placements.insert(*i, old[i].clone());
+        }
+        for (i, node) in &placed {
+            let reschedules = old.get(i).map_or(0, |p| p.reschedules + u32::from(p.node != *node));
+            let state = PlacementState::Pending { reason: "applying".into() };
+            placements.insert(*i, Placement { node: node.clone(), state, reschedules });
+        }
+        let mut doc = doc;
+        doc["spec"]["instance"] = json!(total);
+        let mut app = App { key: key.clone(), spec: doc.clone(), placements };
+        let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
+        self.store.put_app(&app, &why.change(&key, placements))?;
+
+        // Apply per node: its selection, or delete what it should no longer run.
+        let text = doc.to_string();
+        let mut by_node: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, p) in &app.placements {
+            by_node.entry(p.node.clone()).or_default().push(*i);
+        }
+        let mut stale: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, p) in &old {
+            if app.placements.get(i).is_none_or(|n| n.node != p.node) {
+                stale.entry(p.node.clone()).or_default().push(*i);
+            }
+        }
+        let mut results: BTreeMap<String, Result<(), String>> = BTreeMap::new();
+        let mut work = Vec::new();
+        for (node, ids) in &by_node {
+            if !reachable.contains(node.as_str()) {
+                continue;
+            }
+            let client = self.client(node).expect("placements name cluster nodes");
+            let text = text.clone();
+            work.push(async move {
+                let r =
+                    client.apply_selected(&text, Format::Json, Some(ids)).await.map(|_| ()).map_err(|e| e.to_string());
+                (node.clone(), r)
+            });
+        }
+        for (node, r) in futures_util::future::join_all(work).await {
+            results.insert(node, r);
+        }
+        for (node, ids) in &stale {
+            if by_node.contains_key(node) || !reachable.contains(node.as_str()) {
+                continue; // The apply's selection removed them, or the node is away: reconciled on return.
+            }
+            if let Some(client) = self.client(node) {
+                for i in ids {
+                    match client.delete(&instance_id(&key, *i), Some(30.0)).await {
+                        Ok(()) | Err(ClientError::Api { status: 404, .. }) => {}
+                        Err(e) => tracing::warn!("deleting {key}/{i} on {node}: {e}"),
+                    }
+                }
+            }
+        }
+        for (i, p) in app.placements.iter_mut() {
+            if !placed.contains_key(i) && !matches!(p.state, PlacementState::Pending { .. }) {
+                continue;
+            }
+            p.state = match results.get(&p.node) {
+                Some(Ok(())) => PlacementState::Placed,
+                Some(Err(e)) => PlacementState::Pending { reason: e.clone() },
+                None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
+            };
+        }
+        self.store.put_app(&app, &DesiredChange::Applied { app: key.clone() })?;
+        let failed: Vec<String> =
+            results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
+        if !failed.is_empty() {
+            return Err(PluginError::Apply { app: key, message: failed.join("; ") });
+        }
+        Ok(self.describe(&app, &views).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{self, Format, Roots};
+
+    /// Placement counts the random ports of a pod's containers as it does a process's: a pod
+    /// with two once needed none, and landed on nodes without a free port.
+    #[test]
+    fn a_pods_random_ports_count_for_placement() {
+        let roots = Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let pod = serde_json::json!({
+            "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
+                {"name": "main", "image": "busybox", "ports": [
+                    {"name": "http", "containerPort": 80, "hostPort": 0},
+                    {"name": "admin", "containerPort": 81, "hostPort": 0},
+                    {"name": "fixed", "containerPort": 82, "hostPort": 30080}]}]}}}
+        });
+        let pod = spec::parse(&pod.to_string(), Format::Json, &roots).unwrap();
+        assert_eq!(pod.random_ports(), 2);
+        // As placement takes it: a node with one free port cannot take an instance.
+        let node = |name: &str, free_ports| crate::plugin::placement::NodeView {
+            name: name.into(),
+            hostname: name.into(),
+            free_ports,
+            ..Default::default()
+        };
+        let req = crate::plugin::placement::Request {
+            app: "ns/web",
+            constraint: None,
+            total: 1,
+            keep: Default::default(),
+            place: vec![0],
+            ports_per_instance: pod.random_ports(),
+            avoid: Default::default(),
+        };
+        let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
+        assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");
+        let placed = crate::plugin::placement::place(&req, &[node("small", 1), node("big", 2)]).unwrap();
+        assert_eq!(placed.get(&0).map(String::as_str), Some("big"));
+        let process = serde_json::json!({
+            "apiVersion": "v4", "kind": "process", "metadata": {"name": "svc", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"processes": [{
+                "procName": "sh", "workPath": "${work_base_dir}/x", "startCmd": "sleep 1",
+                "ports": [{"name": "p", "hostPort": 0}]}]}}}
+        });
+        assert_eq!(spec::parse(&process.to_string(), Format::Json, &roots).unwrap().random_ports(), 1);
+    }
+}

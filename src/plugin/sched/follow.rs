@@ -1,0 +1,126 @@
+//! Following every node's event stream: one task per node that reconnects from the last
+//! sequence seen, reports gaps and disconnects, and notes when each node was last heard.
+
+use super::{Scheduler, NODE_TIMEOUT};
+use crate::client::{Client, ClientError, StreamLine};
+use crate::protocol::sched::{Disconnected, Gap, NodeHeartbeat};
+use crate::protocol::{NodeItem, NodeLine};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+impl Scheduler {
+    /// Follows every node's event stream from `since` (per node; None = from now), resuming
+    /// after disconnects from the last sequence seen. Items arrive on the returned channel.
+    pub fn follow(self: &Arc<Self>, since: Option<u64>) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
+        self.follow_noting(since, HeardAt::default())
+    }
+
+    /// As [`Scheduler::follow`], noting in `heard` when each node last sent something (an
+    /// event or a heartbeat), as it arrives, however busy the receiver is.
+    pub(super) fn follow_noting(
+        &self,
+        since: Option<u64>,
+        heard: HeardAt,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
+        for (name, client) in &self.nodes {
+            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), heard.clone()));
+        }
+        rx
+    }
+}
+
+/// When each node last sent a line, shared between the followers and `run`.
+pub(super) type HeardAt = Arc<Mutex<BTreeMap<String, Instant>>>;
+
+/// Follows one node forever: reconnects after any end, from the last sequence number seen; a
+/// stream silent for `silence` (no event, no heartbeat) is dropped and reopened.
+async fn follow_node(
+    node: String,
+    client: Client,
+    since: Option<u64>,
+    silence: Duration,
+    tx: tokio::sync::mpsc::UnboundedSender<NodeLine>,
+    heard: HeardAt,
+) {
+    let mut cursor = since;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let start = match cursor {
+            Some(c) => c,
+            None => match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
+                Ok(Ok(doc)) => doc.events.last_seq,
+                _ => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            },
+        };
+        let last = Arc::new(Mutex::new((start, Instant::now())));
+        let stream = {
+            let last = last.clone();
+            let tx = tx.clone();
+            let node = node.clone();
+            let heard = heard.clone();
+            client.event_stream(start, true, move |line| {
+                let mut l = last.lock().expect("follower lock");
+                l.1 = Instant::now();
+                heard.lock().expect("heard lock").insert(node.clone(), l.1);
+                let item = match line {
+                    StreamLine::Event(event) => {
+                        l.0 = event.seq;
+                        NodeItem::Event(event)
+                    }
+                    StreamLine::Heartbeat { heartbeat } => {
+                        NodeItem::Heartbeat { heartbeat: NodeHeartbeat { last_seq: heartbeat.last_seq } }
+                    }
+                };
+                tx.send(NodeLine { node: node.clone(), item }).is_ok()
+            })
+        };
+        let watchdog = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if last.lock().expect("follower lock").1.elapsed() > silence {
+                    return;
+                }
+            }
+        };
+        let reason = tokio::select! {
+            r = stream => match r {
+                Ok(()) => "the stream ended".to_string(),
+                Err(ClientError::Api { status: 410, .. }) => {
+                    // Pruned: say what was missed and go on from the oldest event kept.
+                    match client.node().await {
+                        Ok(doc) => {
+                            let first = doc.events.first_seq.max(start + 1);
+                            let gap = NodeItem::Gap { gap: Gap { from: start + 1, to: first - 1 } };
+                            if tx.send(NodeLine { node: node.clone(), item: gap }).is_err() {
+                                return;
+                            }
+                            last.lock().expect("follower lock").0 = first - 1;
+                            "events were pruned".to_string()
+                        }
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            },
+            _ = watchdog => format!("nothing received for {} s", silence.as_secs()),
+        };
+        let resume_after = last.lock().expect("follower lock").0;
+        if resume_after > start {
+            backoff = Duration::from_millis(200);
+        }
+        cursor = Some(resume_after);
+        let item = NodeItem::Disconnected { disconnected: Disconnected { reason, resume_after } };
+        if tx.send(NodeLine { node: node.clone(), item }).is_err() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,234 @@
+//! `run`: the scheduler acting on what the followers see: lost nodes (instances marked Lost,
+//! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
+
+use super::follow::HeardAt;
+use super::{check_spec, instance_id, Scheduler};
+use crate::plugin::store::{App, PlacementState};
+use crate::plugin::PluginError;
+use crate::protocol::{
+    DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem,
+    SchedEvent, SchedLine, State, WatchLine,
+};
+use crate::spec::model::RestartPolicyKind;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Scheduler {
+    /// `run`: follows every node and acts: a node silent past the heartbeat timeout is lost
+    /// (its instances Lost; rescheduled when their policy is Always), a Failed instance is
+    /// rescheduled elsewhere under OnFailure and Always, instances found on a returning node
+    /// that were placed elsewhere meanwhile are deleted, and REMOTE_HTTP / REMOTE_TCP checks
+    /// run. Every item is passed to `emit`.
+    pub async fn run(self: Arc<Self>, emit: impl Fn(&WatchLine) + Send + Sync + 'static) -> Result<(), PluginError> {
+        let emit: Emit = Arc::new(emit);
+        let heard_at = HeardAt::default();
+        let started = Instant::now();
+        let mut rx = self.follow_noting(None, heard_at.clone());
+        let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
+        let mut lost: BTreeSet<String> = BTreeSet::new();
+        let mut heard: BTreeSet<String> = BTreeSet::new();
+        let checks = crate::plugin::checks::RemoteChecks::new(self.clone(), emit.clone());
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut last_sync = Instant::now() - Duration::from_secs(60);
+        loop {
+            tokio::select! {
+                item = rx.recv() => {
+                    let Some(item) = item else { return Ok(()) };
+                    let node = item.node.clone();
+                    // Only what the daemon sends proves it alive; a failed reconnect does not.
+                    if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
+                        if heard.insert(node.clone()) {
+                            emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
+                        }
+                        if lost.remove(&node) {
+                            emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
+                            self.node_back(&node, &emit).await;
+                        }
+                    }
+                    match &item.item {
+                        NodeItem::Event(event) => {
+                            emit(&WatchLine::Node(item.clone()));
+                            self.on_event(&node, event, &lost, &emit).await;
+                        }
+                        NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
+                        NodeItem::Heartbeat { .. } => {}
+                    }
+                }
+                _ = tick.tick() => {
+                    // Silence is measured from what the followers received, not from what this
+                    // loop got round to: a long reschedule must not make the others look lost.
+                    let silent_for: BTreeMap<String, Duration> = {
+                        let at = heard_at.lock().expect("heard lock");
+                        self.nodes
+                            .iter()
+                            .map(|(n, _)| (n.clone(), at.get(n).copied().unwrap_or(started).elapsed()))
+                            .collect()
+                    };
+                    let newly: Vec<String> = silent_for
+                        .iter()
+                        .filter(|(n, silent)| !lost.contains(*n) && **silent > timeout)
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    for node in newly {
+                        lost.insert(node.clone());
+                        let silent = silent_for[&node].as_secs_f64();
+                        emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
+                        self.node_lost(&node, &lost, &emit).await;
+                    }
+                    if last_sync.elapsed() > Duration::from_secs(2) {
+                        last_sync = Instant::now();
+                        if let Ok(apps) = self.store.apps() {
+                            checks.sync(&apps, &lost).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks the node's instances Lost and reschedules those whose policy is Always.
+    async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+        let Ok(apps) = self.store.apps() else { return };
+        for mut app in apps {
+            let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            for i in &mine {
+                app.placements.get_mut(i).expect("listed").state = PlacementState::Lost;
+                let instance = format!("{}/{i}", app.key);
+                emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
+            }
+            if self
+                .store
+                .put_app(
+                    &app,
+                    &DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() },
+                )
+                .is_err()
+            {
+                continue;
+            }
+            let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
+            if policy != RestartPolicyKind::Always {
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: Some(app.key.clone()),
+                    instance: None,
+                    node: node.to_string(),
+                    policy,
+                    reason: "restartPolicy reschedules on Lost only when Always".into(),
+                }));
+                continue;
+            }
+            self.reschedule(&app, &mine, node, lost, "lost", emit).await;
+        }
+    }
+
+    async fn reschedule(
+        &self,
+        app: &App,
+        indexes: &[u32],
+        from: &str,
+        avoid: &BTreeSet<String>,
+        why: &str,
+        emit: &Emit,
+    ) {
+        let mut avoid = avoid.clone();
+        avoid.insert(from.to_string());
+        let cause = DeployCause::Rescheduled { reason: why.to_string() };
+        match self.deploy_doc(app.spec.clone(), &avoid, cause).await {
+            Ok(placed) => {
+                for i in indexes {
+                    let instance = format!("{}/{i}", app.key);
+                    let to = placed.iter().find(|p| p.instance == instance).map(|p| p.node.clone());
+                    let (from, reason) = (from.to_string(), why.to_string());
+                    emit(&sched_line(SchedEvent::Rescheduled { instance, from, to, reason }));
+                }
+            }
+            Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
+                app: app.key.clone(),
+                from: from.to_string(),
+                error: e.to_string(),
+            })),
+        }
+    }
+
+    /// A node answers again: instances placed elsewhere meanwhile are deleted there, its own
+    /// Lost placements are Placed again.
+    async fn node_back(&self, node: &str, emit: &Emit) {
+        let Some(client) = self.client(node) else { return };
+        let Ok(apps) = self.store.apps() else { return };
+        for mut app in apps {
+            let id = instance_id(&app.key, 0);
+            let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
+            let Ok(list) = client.list(&filters).await else { continue };
+            let mut changed = false;
+            for s in list {
+                match app.placements.get_mut(&s.id.index) {
+                    Some(p) if p.node == node => {
+                        if p.state == PlacementState::Lost {
+                            p.state = PlacementState::Placed;
+                            changed = true;
+                        }
+                    }
+                    _ => {
+                        let r = client.delete(&s.id, Some(60.0)).await;
+                        let (instance, node, ok) = (s.id.to_string(), node.to_string(), r.is_ok());
+                        emit(&sched_line(SchedEvent::StrayDeleted { instance, node, ok }));
+                    }
+                }
+            }
+            if changed {
+                let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
+                let _ = self.store.put_app(&app, &back);
+            }
+        }
+        emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
+    }
+
+    /// A daemon gave up on an instance: OnFailure and Always place it elsewhere, Never not.
+    async fn on_event(&self, node: &str, ev: &Event, lost: &BTreeSet<String>, emit: &Emit) {
+        // Failed: the daemon gave up after its own restarts. Under Never a failed exit
+        // (Exited, not 0) is final too; under the others the daemon restarts it itself.
+        let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
+            return;
+        };
+        let clean_exit = matches!(t.state, Some(State::Exited { status: ExitStatus::Code(0) }));
+        let failed_exit = t.to == Kind::Exited && !clean_exit;
+        if !(t.to == Kind::Failed || failed_exit) {
+            return;
+        }
+        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
+        let key = format!("{}/{}", id.namespace, id.name);
+        let Ok(Some(mut app)) = self.store.app(&key) else { return };
+        let Some(p) = app.placements.get_mut(&id.index) else { return };
+        if p.node != node {
+            return;
+        }
+        let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
+        if failed_exit && policy != RestartPolicyKind::Never {
+            return;
+        }
+        p.state = PlacementState::Failed;
+        let _ = self.store.put_app(&app, &DesiredChange::Failed { instance: id.to_string(), node: node.to_string() });
+        if policy == RestartPolicyKind::Never {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(id.to_string()),
+                node: node.to_string(),
+                policy,
+                reason: "restartPolicy Never".into(),
+            }));
+            return;
+        }
+        self.reschedule(&app, &[id.index], node, lost, "failed", emit).await;
+    }
+}
+
+/// Where `run` reports what it sees and does.
+type Emit = Arc<dyn Fn(&WatchLine) + Send + Sync>;
+
+fn sched_line(body: SchedEvent) -> WatchLine {
+    WatchLine::Sched(SchedLine::now(body))
+}
