@@ -107,6 +107,50 @@ fn key_item() -> impl Strategy<Value = KeyItem> {
         })
 }
 
+fn handler() -> impl Strategy<Value = Handler> {
+    let kind = prop_oneof![Just(HandlerType::Http), Just(HandlerType::Exec), Just(HandlerType::Tcp)];
+    let scheme = prop_oneof![Just(HttpScheme::Http), Just(HttpScheme::Https)];
+    (
+        kind,
+        vec(text(), 0..3),
+        scheme,
+        text(),
+        any::<i64>(),
+        text(),
+        text(),
+        vec((text(), text()).prop_map(|(name, value)| HeaderSpec { name, value }), 0..2),
+    )
+        .prop_map(|(kind, command, scheme, host, port, port_name, path, header)| Handler {
+            kind,
+            method: HandlerMethod { command, scheme, host, port, port_name, path, header },
+        })
+}
+
+fn probe_spec() -> impl Strategy<Value = ProbeSpec> {
+    (handler(), seconds(), seconds(), seconds(), any::<u32>(), any::<u32>()).prop_map(
+        |(handler, delay, timeout, period, success, failure)| ProbeSpec {
+            handler,
+            delay,
+            timeout,
+            period,
+            threshold: Threshold { success, failure },
+        },
+    )
+}
+
+fn lifecycle_parts() -> impl Strategy<Value = (Probes, Lifecycle, Vec<InitStep>)> {
+    (
+        option::of(probe_spec()),
+        option::of(probe_spec()),
+        option::of(handler()),
+        option::of(handler()),
+        vec((text(), text(), seconds()).prop_map(|(name, command, timeout)| InitStep { name, command, timeout }), 0..2),
+    )
+        .prop_map(|(liveness, readiness, post_start, pre_stop, init)| {
+            (Probes { liveness, readiness }, Lifecycle { post_start, pre_stop }, init)
+        })
+}
+
 fn process() -> impl Strategy<Value = Process> {
     (
         (text(), text(), text(), text(), vec(port(), 0..3), vec(uri(), 0..2)),
@@ -122,12 +166,14 @@ fn process() -> impl Strategy<Value = Process> {
             ),
             vec((text(), vec(key_item(), 0..2)).prop_map(|(name, items)| ConfigMapRef { name, items }), 0..2),
         ),
+        lifecycle_parts(),
     )
         .prop_map(
             |(
                 (proc_name, user, work_path, pid_file, ports, uris),
                 (start_cmd, start_grace_period, stop_cmd, restart_cmd, reload_cmd),
                 (health_checks, cpu, memory, env, secrets, configmaps),
+                (probe, lifecycle, initializers),
             )| Process {
                 proc_name,
                 user,
@@ -141,6 +187,9 @@ fn process() -> impl Strategy<Value = Process> {
                 restart_cmd,
                 reload_cmd,
                 health_checks,
+                probe,
+                lifecycle,
+                initializers,
                 resources: Resources { limits: Limits { cpu, memory } },
                 env,
                 secrets,

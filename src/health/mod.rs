@@ -5,7 +5,6 @@
 use crate::spec::model::Scheme;
 use crate::spec::render::{Probe, RenderedCheck};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -117,34 +116,35 @@ impl Prober {
 
     /// Probes `host` instead of 127.0.0.1: the scheduler's REMOTE_HTTP and REMOTE_TCP checks.
     pub async fn probe_at(&self, host: IpAddr, check: &RenderedCheck) -> Option<Outcome> {
-        let timeout = Duration::from_secs(check.timeout_seconds.max(1));
-        match &check.probe {
-            Probe::Http { scheme, port, path, headers } => {
-                Some(self.http(host, *scheme, *port, path, headers, timeout).await)
-            }
+        self.probe_handler(host, &check.probe, Duration::from_secs(check.timeout_seconds.max(1))).await
+    }
+
+    /// One HTTP or TCP probe of `host` within `timeout`: a seed-000 check's or a seed-003
+    /// probe's or hook's. None for a command, which the caller runs where it belongs.
+    pub async fn probe_handler(&self, host: IpAddr, probe: &Probe, timeout: Duration) -> Option<Outcome> {
+        match probe {
+            Probe::Http { .. } => Some(self.http(host, probe, timeout).await),
             Probe::Tcp { port } => Some(tcp(host, *port, timeout).await),
             Probe::Command { .. } => None,
         }
     }
 
     /// GET scheme://host:port/path; 200–399 is healthy.
-    async fn http(
-        &self,
-        host: IpAddr,
-        scheme: Scheme,
-        port: u16,
-        path: &str,
-        headers: &BTreeMap<String, String>,
-        timeout: Duration,
-    ) -> Outcome {
+    async fn http(&self, host: IpAddr, probe: &Probe, timeout: Duration) -> Outcome {
+        let Probe::Http { scheme, port, path, headers, host: host_header } = probe else {
+            return Outcome::Fail("not an HTTP probe".into());
+        };
         let scheme = match scheme {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let url = format!("{scheme}://{}{path}", SocketAddr::new(host, port));
+        let url = format!("{scheme}://{}{path}", SocketAddr::new(host, *port));
         let mut req = self.http.get(&url).timeout(timeout);
         for (k, v) in headers {
             req = req.header(k, v);
+        }
+        if let Some(h) = host_header {
+            req = req.header(reqwest::header::HOST, h);
         }
         match req.send().await {
             Ok(resp) if (200..400).contains(&resp.status().as_u16()) => Outcome::Pass,

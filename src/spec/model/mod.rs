@@ -7,9 +7,11 @@
 
 mod constraint;
 pub mod pod;
+mod probe;
 
 pub use constraint::*;
 pub use pod::{Container, NetworkMode, Parameter};
+pub use probe::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -119,6 +121,10 @@ pub struct TemplateSpec {
     /// `kind: pod` only: docker parameters (`net` for USER networking).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<Parameter>,
+    /// `kind: pod` only (seed 003): containers run to completion, in order, before the pod's
+    /// containers start; each must exit 0.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub initializers: Vec<Container>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,6 +149,15 @@ pub struct Process {
     pub reload_cmd: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health_checks: Vec<HealthCheck>,
+    /// Seed 003 probes: liveness (restart what is stuck) and readiness (Ready or not).
+    #[serde(skip_serializing_if = "Probes::is_empty")]
+    pub probe: Probes,
+    /// Seed 003 hooks: postStart after the start, preStop before the stop signal.
+    #[serde(skip_serializing_if = "Lifecycle::is_empty")]
+    pub lifecycle: Lifecycle,
+    /// Steps run in order before every start; each must exit 0.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub initializers: Vec<InitStep>,
     #[serde(skip_serializing_if = "is_default")]
     pub resources: Resources,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -170,6 +185,9 @@ impl Default for Process {
             restart_cmd: String::new(),
             reload_cmd: String::new(),
             health_checks: Vec::new(),
+            probe: Probes::default(),
+            lifecycle: Lifecycle::default(),
+            initializers: Vec::new(),
             resources: Resources::default(),
             env: Vec::new(),
             secrets: Vec::new(),

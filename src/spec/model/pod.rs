@@ -3,7 +3,7 @@
 //! count); only `template.spec` differs: `containers` (and the pod's `network`) instead of
 //! `processes`.
 
-use super::{is_default, ConfigMapRef, EnvVar, HealthCheck, Limits, Protocol, SecretRef};
+use super::{is_default, ConfigMapRef, EnvVar, HealthCheck, Lifecycle, Limits, Probes, Protocol, SecretRef};
 use serde::{Deserialize, Serialize};
 
 /// The variables seed 001's `$` operator may copy into another env var (no nesting).
@@ -47,6 +47,11 @@ pub struct Container {
     pub resources: ContainerResources,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health_checks: Vec<HealthCheck>,
+    /// Seed 003 probes (EXEC runs inside the container).
+    #[serde(skip_serializing_if = "Probes::is_empty")]
+    pub probe: Probes,
+    #[serde(skip_serializing_if = "Lifecycle::is_empty")]
+    pub lifecycle: Lifecycle,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]

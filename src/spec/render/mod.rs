@@ -3,6 +3,7 @@
 //! This is what the supervisor runs.
 
 pub mod pod;
+pub mod probe;
 
 use super::error::{Errors, Path, SpecErrors};
 use super::model::*;
@@ -72,6 +73,12 @@ pub struct RenderedProcess {
     pub uris: Vec<RenderedUri>,
     pub env: Vec<EnvVar>,
     pub health_checks: Vec<RenderedCheck>,
+    /// Seed 003 probes and hooks.
+    #[serde(default, skip_serializing_if = "probe::RenderedLifecycle::is_empty")]
+    pub lifecycle: probe::RenderedLifecycle,
+    /// Run in order before every start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_steps: Vec<probe::RenderedInitStep>,
     pub limits: RenderedLimits,
     pub injections: Vec<Injection>,
 }
@@ -136,9 +143,21 @@ pub struct RenderedCheck {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum Probe {
-    Http { scheme: Scheme, port: u16, path: String, headers: BTreeMap<String, String> },
-    Tcp { port: u16 },
-    Command { command: String },
+    Http {
+        scheme: Scheme,
+        port: u16,
+        path: String,
+        headers: BTreeMap<String, String>,
+        /// The request's Host header (seed 003 `host`); None: the address probed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+    },
+    Tcp {
+        port: u16,
+    },
+    Command {
+        command: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -339,6 +358,8 @@ fn render_process(
         }
     };
     let health_checks = render_checks(&p.health_checks, &port_of, &|t: &str| scope.render(t));
+    let lifecycle = probe::render_lifecycle(&p.probe, &p.lifecycle, &port_of, &|t: &str| scope.render(t));
+    let init_steps = probe::render_init_steps(&p.initializers, &|t: &str| scope.render(t));
 
     // Secret and configmap files go into the instance's own directories only.
     let own_dirs = [&work_path, &run_dir.to_path_buf()];
@@ -414,6 +435,8 @@ fn render_process(
         uris,
         env,
         health_checks,
+        lifecycle,
+        init_steps,
         limits: RenderedLimits {
             cpu_cores: limit(&p.resources.limits.cpu),
             memory_mb: limit(&p.resources.limits.memory),
@@ -451,6 +474,7 @@ pub fn render_check(
                 port: port_of(h.port, &h.port_name)?,
                 path: h.path.clone(),
                 headers: h.headers.clone(),
+                host: None,
             }
         }
         CheckType::Tcp | CheckType::RemoteTcp => {

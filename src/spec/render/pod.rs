@@ -23,6 +23,9 @@ pub struct RenderedContainer {
     pub ports: Vec<RenderedContainerPort>,
     pub resources: RenderedResources,
     pub health_checks: Vec<RenderedCheck>,
+    /// Seed 003 probes and hooks (EXEC runs inside the container).
+    #[serde(default, skip_serializing_if = "super::probe::RenderedLifecycle::is_empty")]
+    pub lifecycle: super::probe::RenderedLifecycle,
     /// Secret and configmap keys: env vars, or files written below the instance's run dir and
     /// mounted read-only (see `mounts`).
     pub injections: Vec<Injection>,
@@ -181,6 +184,7 @@ pub fn render_pod(
             }
         };
         let health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
+        let lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
         // Secret and configmap files: written below the run dir, mounted read-only where asked.
         let files_dir = run_dir.join("values").join(&c.name);
         let mut injections = Vec::new();
@@ -254,6 +258,7 @@ pub fn render_pod(
                 write_iops: rates(&r.blkio.write_iops, false),
             },
             health_checks,
+            lifecycle,
             injections,
             mounts,
         });

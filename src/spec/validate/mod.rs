@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 
 mod constraint;
 pub mod pod;
+pub(super) mod probe;
 
 pub use constraint::anchored_regex;
 use constraint::constraint;
@@ -70,6 +71,10 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         if used {
             errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));
         }
+    }
+    if !spec.spec.template.spec.initializers.is_empty() {
+        let why = format!("is for kind \"{POD_KIND}\" only (a process's init steps are its own `initializers`)");
+        errors.add(&tp.field("initializers"), why);
     }
     let procs_path = body.field("template").field("spec").field("processes");
     let procs = &spec.spec.template.spec.processes;
@@ -222,6 +227,23 @@ pub fn templated_fields<'p>(p: &'p Process, at: &Path) -> Vec<(Path, &'p str, &'
             out.push((root.field("healthChecks").index(i).field("command").field("value"), cmd.value.as_str(), &[]));
         }
     }
+    for (i, s) in p.initializers.iter().enumerate() {
+        out.push((root.field("initializers").index(i).field("command"), s.command.as_str(), &[]));
+    }
+    let handlers = [
+        ("probe", "liveness", p.probe.liveness.as_ref().map(|p| &p.handler)),
+        ("probe", "readiness", p.probe.readiness.as_ref().map(|p| &p.handler)),
+        ("lifecycle", "postStart", p.lifecycle.post_start.as_ref()),
+        ("lifecycle", "preStop", p.lifecycle.pre_stop.as_ref()),
+    ];
+    for (group, name, handler) in handlers {
+        let Some(h) = handler else { continue };
+        let at = root.field(group).field(name);
+        let method = if group == "probe" { at.field("handler").field("method") } else { at.field("method") };
+        for (i, arg) in h.method.command.iter().enumerate() {
+            out.push((method.field("command").index(i), arg.as_str(), &[]));
+        }
+    }
     out
 }
 
@@ -284,6 +306,9 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
         uri(u, &at.field("uris").index(i), errors);
     }
     health_checks(&p.health_checks, &at.field("healthChecks"), port_names, errors);
+    probe::probes(&p.probe, &at.field("probe"), port_names, errors);
+    probe::lifecycle(&p.lifecycle, &at.field("lifecycle"), port_names, errors);
+    probe::init_steps(&p.initializers, &at.field("initializers"), errors);
     limits(&p.resources.limits, &at.field("resources").field("limits"), errors);
     for (i, s) in p.secrets.iter().enumerate() {
         let sp = at.field("secrets").index(i);
@@ -403,7 +428,7 @@ pub(super) fn health_checks(checks: &[HealthCheck], at: &Path, port_names: &BTre
 }
 
 /// seed 000: `port` > 0 wins; otherwise `portName` must name a declared port.
-fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
+pub(super) fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTreeSet<String>, errors: &mut Errors) {
     if port > 65535 {
         errors.add(&at.field("port"), format!("{port} is out of range 1-65535"));
     } else if port <= 0 {

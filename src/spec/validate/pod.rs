@@ -94,6 +94,8 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
         }
         resources(&c.resources, &at.field("resources"), errors);
         super::health_checks(&c.health_checks, &at.field("healthChecks"), &port_names_of(t), errors);
+        super::probe::probes(&c.probe, &at.field("probe"), &port_names_of(t), errors);
+        super::probe::lifecycle(&c.lifecycle, &at.field("lifecycle"), &port_names_of(t), errors);
         for (i, s) in c.secrets.iter().enumerate() {
             let sp = at.field("secrets").index(i);
             if s.secret_name.is_empty() {
@@ -116,6 +118,41 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
                 );
             }
         }
+    }
+    init_containers(t, at, &mut names, errors);
+}
+
+/// Init containers (seed 003 `initializers`): run to completion before the pod's containers, so
+/// they publish no port and have no probe, hook or check; their names share the containers'.
+fn init_containers(t: &TemplateSpec, at: &Path, names: &mut BTreeSet<String>, errors: &mut Errors) {
+    let is = at.field("initializers");
+    if t.initializers.len() > super::probe::MAX_INIT_STEPS {
+        let (max, n) = (super::probe::MAX_INIT_STEPS, t.initializers.len());
+        errors.add(&is, format!("at most {max} init containers, found {n}"));
+    }
+    for (i, c) in t.initializers.iter().enumerate() {
+        let at = is.index(i);
+        match super::check_name(&c.name) {
+            Err(e) => errors.add(&at.field("name"), e),
+            Ok(()) if !names.insert(c.name.clone()) => {
+                errors.add(&at.field("name"), format!("duplicate container name {:?}", c.name))
+            }
+            Ok(()) => {}
+        }
+        if c.image.trim().is_empty() {
+            errors.add(&at.field("image"), "is required");
+        }
+        for (field, used) in [
+            ("ports", !c.ports.is_empty()),
+            ("healthChecks", !c.health_checks.is_empty()),
+            ("probe", !c.probe.is_empty()),
+            ("lifecycle", !c.lifecycle.is_empty()),
+        ] {
+            if used {
+                errors.add(&at.field(field), "an init container runs to completion: it has none");
+            }
+        }
+        resources(&c.resources, &at.field("resources"), errors);
     }
 }
 
