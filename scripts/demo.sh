@@ -133,6 +133,9 @@ $steward ls
 echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0
+echo
+echo "== steward logs demo/ticker/0 --tail 2   (its init step, units/ticker.toml, ran first)"
+$steward logs demo/ticker/0 --tail 2 || true
 if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward status demo/webpod/0"

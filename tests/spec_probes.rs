@@ -266,11 +266,11 @@ fn rendering_resolves_ports_and_quotes_exec_arguments() {
 #[tokio::test]
 async fn stewardd_refuses_to_apply_what_it_does_not_run_yet() {
     let d = common::Daemon::start("probes");
-    let doc = with_process(|p| p["initializers"] = json!([{"name": "prep", "command": "true"}]));
-    let path = d.dir.path().join("init.json");
+    let doc = with_process(|p| p["lifecycle"] = json!({"preStop": {"type": "EXEC", "method": {"command": ["true"]}}}));
+    let path = d.dir.path().join("hook.json");
     std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
     let (code, out, err) = d.cli(&["apply", "-f", path.to_str().unwrap()]);
-    assert_ne!(code, 0, "applied a spec whose init steps would not run: {out}");
-    assert!(err.contains("spec.template.spec.processes[0].initializers") && err.contains("not yet run"), "{err}");
+    assert_ne!(code, 0, "applied a spec whose hook would not run: {out}");
+    assert!(err.contains("spec.template.spec.processes[0].lifecycle") && err.contains("not yet run"), "{err}");
     assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing was created");
 }

@@ -278,9 +278,9 @@ pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
     *a == b
 }
 
-/// The first of seed 003's probes, lifecycle hooks and init steps the spec has, by its field
-/// path: validated (`steward validate`), not yet run by the supervisor, so refused at apply
-/// rather than accepted and silently left out.
+/// The first of seed 003's probes, lifecycle hooks and a pod's init containers the spec has,
+/// by its field path: validated (`steward validate`), not yet run by the supervisor, so refused
+/// at apply rather than accepted and silently left out. (A process's init steps run.)
 fn lifecycle_not_yet_run(spec: &ProcessSpec) -> Option<String> {
     let t = &spec.spec.template.spec;
     let at = "spec.template.spec";
@@ -289,8 +289,6 @@ fn lifecycle_not_yet_run(spec: &ProcessSpec) -> Option<String> {
             "probe"
         } else if !p.lifecycle.is_empty() {
             "lifecycle"
-        } else if !p.initializers.is_empty() {
-            "initializers"
         } else {
             return None;
         };

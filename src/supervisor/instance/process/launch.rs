@@ -6,6 +6,7 @@ use super::{Main, Processes};
 use crate::runtime::process::{self, Launch, Pidfd, ResolvedUser};
 use crate::runtime::procinfo::{self, ProcessIdentity};
 use crate::runtime::reaper::ExitWatch;
+use crate::spec::render::probe::RenderedInitStep;
 use crate::spec::RenderedInstance;
 use crate::supervisor::instance::messages::{Mailbox, Msg};
 use crate::supervisor::instance::workload::{Cancel, Cx};
@@ -39,16 +40,14 @@ impl Processes {
         let Some(user) = self.users.get(i).cloned() else {
             return Outcome::Failed("the process's user was not resolved".into());
         };
-        // The held-back transitions (Exited, Backoff, Staging, Starting) go to the store before
-        // the spawn and are durable before anything watches or reports the process: the spawn
-        // overlaps the fsync. A crash in between leaves the previous record, and the next
-        // daemon's first start empties the cgroup first (`cgroup_clear`): one tree, never two.
-        let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
-        let spawned = self.spawn_in_instance(cx, rendered, i, &p.start_cmd, &user, "start");
-        crate::failpoint::hit("launch-spawned");
-        if let Some(pending) = pending {
-            cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
+        for (n, step) in p.init_steps.iter().enumerate() {
+            if let Some(failed) = self.run_init_step(cx, rendered, i, (n, step), &user, cancel).await {
+                return failed;
+            }
         }
+        // The run's output begins at its first command: the first init step, else startCmd.
+        let what = if p.init_steps.is_empty() { "start" } else { "start after init" };
+        let spawned = self.spawn_committed(cx, rendered, i, &p.start_cmd, &user, what).await;
         // Launched: waiting out the grace period or for the pidfile holds no place.
         *cx.launch_place = None;
         let (pid, mut exit) = match spawned {
@@ -126,6 +125,65 @@ impl Processes {
         }
     }
 
+    /// Spawns as [`Self::spawn_in_instance`] does, the run's first spawn committing the
+    /// held-back transitions (Exited, Backoff, Staging, Starting): they go to the store before
+    /// the spawn and are durable before anything watches or reports it, the spawn overlapping
+    /// the fsync. A crash in between leaves the previous record, and the next daemon's first
+    /// start empties the cgroup first (`cgroup_clear`): one tree, never two.
+    async fn spawn_committed(
+        &self,
+        cx: &mut Cx<'_>,
+        rendered: &RenderedInstance,
+        i: usize,
+        command: &str,
+        user: &ResolvedUser,
+        what: &str,
+    ) -> std::io::Result<(i32, ExitWatch)> {
+        let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
+        let spawned = self.spawn_in_instance(cx, rendered, i, command, user, what);
+        crate::failpoint::hit("launch-spawned");
+        if let Some(pending) = pending {
+            cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
+        }
+        spawned
+    }
+
+    /// One init step of process `i` (seed 003 `initializers`): run as its user, in its workPath,
+    /// with its env and output, in the instance's cgroup; it must exit 0 within its timeout.
+    /// None when it did; else how the start ends (its output's tail in the reason).
+    async fn run_init_step(
+        &self,
+        cx: &mut Cx<'_>,
+        rendered: &RenderedInstance,
+        i: usize,
+        (n, step): (usize, &RenderedInitStep),
+        user: &ResolvedUser,
+        cancel: &Cancel,
+    ) -> Option<Outcome> {
+        let name = &step.name;
+        let what = if n == 0 { "init" } else { "next init step" };
+        let (pid, exit) = match self.spawn_committed(cx, rendered, i, &step.command, user, what).await {
+            Ok(x) => x,
+            Err(e) => return Some(Outcome::Failed(format!("cannot run init step {name}: {e}"))),
+        };
+        let timeout = Duration::from_secs(step.timeout_secs);
+        let status = tokio::select! {
+            status = tokio::time::timeout(timeout, exit) => status,
+            _ = cancel.wait() => return Some(Outcome::Cancelled),
+        };
+        let failed = match status {
+            Ok(Ok(status)) if status.is_success() => return None,
+            Ok(Ok(status)) => format!("init step {name} {status}"),
+            Ok(Err(_)) => format!("init step {name}: its exit status was lost"),
+            Err(_) => {
+                // It leads its own session (setsid): end everything it started.
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                format!("init step {name} did not finish within {}s", step.timeout_secs)
+            }
+        };
+        Some(Outcome::Failed(format!("{failed}{}", start_output(rendered, i))))
+    }
+
     /// A pid from a pidfile is the main process only if it is alive, inside this instance's
     /// cgroup, and runs procName.
     pub(super) fn check_main(&self, pid: i32, proc_name: &str) -> Result<Main, String> {
@@ -153,7 +211,7 @@ impl Processes {
         let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
         let mut stdout = process::open_log(&log("stdout"), user)?;
         let mut stderr = process::open_log(&log("stderr"), user)?;
-        if what == "start" {
+        if what == "start" || what == "init" {
             // Where each run's output begins, in both files (`steward logs` shows it).
             use std::io::Write;
             let marker = crate::logs::run_marker(now_ms());
