@@ -34,7 +34,7 @@ async fn every_command_against_the_real_daemon_across_restarts() {
     let (code, out, _) = d.cli(&["ls"]);
     assert_eq!(code, 0);
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAMESPACE", "NAME", "ID", "STATE", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"]);
+    assert_eq!(header, ["NAMESPACE", "NAME", "ID", "STATE", "READY", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"]);
     assert_eq!(out.lines().filter(|l| l.starts_with("cli") && l.contains("Running")).count(), 2, "{out}");
 
     let (code, out, _) = d.cli(&["-o", "json", "status", "cli/web/0"]);

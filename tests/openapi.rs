@@ -25,8 +25,8 @@ use steward::protocol::{
     AppOnNode, Applied, ContainerExited, DaemonEvent, Deleted, DeployCause, DesiredChange, ErrorBody, ErrorResponse,
     Event, EventBody, ExitStatus, HealthBody, HealthChanged, Heartbeat, InstanceChange, InstanceList, InstanceOnNode,
     InstanceStatus, JournalBounds, Kind, LogLine, NoDetail, NodeDocument, NodeItem, NodeLine, OomKilled, PortsDocument,
-    RestartedBy, SchedEvent, SchedLine, SpecUpdated, State, StopGoal, StreamLine, Transition, Usage, ValuesBody,
-    ValuesList, ValuesSummary,
+    ReadyChanged, RestartedBy, SchedEvent, SchedLine, SpecUpdated, State, StopGoal, StreamLine, Transition, Usage,
+    ValuesBody, ValuesList, ValuesSummary,
 };
 use steward::spec::model::RestartPolicyKind;
 
@@ -530,6 +530,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         usage: None,
         health: None,
         checks: vec![],
+        ready: false,
         containers: vec![],
         spec_generation: 1,
         run_generation: 0,
@@ -628,6 +629,9 @@ fn all_instance_changes() -> Vec<InstanceChange> {
     for (healthy, last_failure) in [(Some(false), Some("connection refused".to_string())), (None, None)] {
         all.push(InstanceChange::HealthChanged { detail: HealthChanged { process: 0, healthy, last_failure } });
     }
+    for (ready, reason) in [(true, None), (false, Some("GET http://127.0.0.1:8080/ready: HTTP 503".to_string()))] {
+        all.push(InstanceChange::ReadyChanged { detail: ReadyChanged { ready, process: 0, reason } });
+    }
     all.push(InstanceChange::OomKilled { detail: OomKilled { reason: "the OOM killer ended it".into() } });
     for status in all_exit_statuses() {
         let detail = ContainerExited { container: "steward-ns.app.0-main".into(), status };
@@ -643,6 +647,7 @@ fn all_instance_changes() -> Vec<InstanceChange> {
             | InstanceChange::Reloaded { .. }
             | InstanceChange::Restarted { .. }
             | InstanceChange::HealthChanged { .. }
+            | InstanceChange::ReadyChanged { .. }
             | InstanceChange::OomKilled { .. }
             | InstanceChange::ContainerExited { .. }
             | InstanceChange::Deleted => {}
@@ -837,7 +842,7 @@ fn every_protocol_type_matches_its_schema() {
                 namespace: "ns".into(),
                 name: "app".into(),
                 labels: BTreeMap::new(),
-                instances: vec![InstanceOnNode { index: 0, state: Kind::Running }],
+                instances: vec![InstanceOnNode { index: 0, state: Kind::Running, ready: true }],
             }],
             events: JournalBounds { first_seq: 1, last_seq: 7, retention: 100_000, max_bytes: 1 << 26, bytes: 900 },
             version: env!("CARGO_PKG_VERSION").into(),
@@ -1447,12 +1452,13 @@ async fn real_responses_match_the_document() {
         "probe",
         1,
         json!({"healthChecks": [{"type": "TCP", "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 0,
-                                 "gracePeriodSeconds": 0, "tcp": {"port": closed}}]}),
+                                 "gracePeriodSeconds": 0, "tcp": {"port": closed}}],
+               "probe": {"readiness": {"handler": {"type": "EXEC", "method": {"command": ["true"]}}, "period": 1}}}),
         json!({}),
     );
     check!("POST", "/v1/apply", "/v1/apply", json_body(&probed));
     let probe = id("test", "probe", 0);
-    d.wait(&probe, 20, |s| s.health.as_deref() == Some("unhealthy")).await;
+    d.wait(&probe, 20, |s| s.health.as_deref() == Some("unhealthy") && s.ready).await;
     let r = check!("GET", INSTANCE, "/v1/instances/test/probe/0");
     assert_eq!(r.json()["checks"][0]["healthy"], false, "{}", r.json());
     check!("GET", "/v1/instances", "/v1/instances?name=probe");

@@ -34,6 +34,12 @@ pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result
         let n = list.iter().filter(|s| s.state.kind() == k).count();
         let _ = writeln!(out, "steward_instances{{state=\"{k}\"}} {n}");
     }
+    header(&mut out, "steward_instances_ready", "gauge", "Running instances whose readiness probes all pass.");
+    let _ = writeln!(out, "steward_instances_ready {}", list.iter().filter(|s| s.ready).count());
+    header(&mut out, "steward_instance_ready", "gauge", "1 while the instance is ready, else 0.");
+    for s in list.iter().filter(|s| s.state.has_processes()) {
+        let _ = writeln!(out, "steward_instance_ready{{instance=\"{}\"}} {}", s.id, u8::from(s.ready));
+    }
     header(&mut out, "steward_restarts_total", "counter", "Restarts of all instances over their lives.");
     let _ = writeln!(out, "steward_restarts_total {}", list.iter().map(|s| s.restarts).sum::<u64>());
     header(&mut out, "steward_instance_restarts_total", "counter", "Restarts of each instance.");

@@ -26,7 +26,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             let mine = instances
                 .iter()
                 .filter(|i| i.id.namespace == meta.namespace && i.id.name == meta.name)
-                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind() })
+                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind(), ready: i.ready })
                 .collect();
             AppOnNode {
                 namespace: meta.namespace.clone(),

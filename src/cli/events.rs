@@ -35,6 +35,13 @@ pub fn text_line(e: &Event) -> String {
             Some(reason) => format!("{from} -> {to}: {reason}"),
             None => format!("{from} -> {to}"),
         },
+        EventBody::Instance(InstanceEvent { change: InstanceChange::ReadyChanged { detail }, .. }) => {
+            match (detail.ready, detail.reason.as_deref()) {
+                (true, _) => format!("ready (process {})", detail.process),
+                (false, Some(why)) => format!("not ready (process {}): {why}", detail.process),
+                (false, None) => format!("not ready (process {})", detail.process),
+            }
+        }
         EventBody::Other(v) if v["type"].as_str().is_none() => v.to_string(),
         known => known.kind(),
     };

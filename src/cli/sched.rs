@@ -120,7 +120,7 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(list).unwrap_or_default()),
         SchedOutput::Text => {
-            println!("{:<28} {:<12} {:<10} {:<12} MESSAGE", "INSTANCE", "NODE", "PLACEMENT", "STATE");
+            println!("{:<28} {:<12} {:<10} {:<12} {:<5} MESSAGE", "INSTANCE", "NODE", "PLACEMENT", "STATE", "READY");
             for p in list {
                 let placement = match &p.placement {
                     crate::plugin::store::PlacementState::Placed => "Placed".to_string(),
@@ -128,7 +128,19 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
                     crate::plugin::store::PlacementState::Failed => "Failed".to_string(),
                     crate::plugin::store::PlacementState::Pending { reason } => format!("Pending ({reason})"),
                 };
-                println!("{:<28} {:<12} {:<10} {:<12} {}", p.instance, p.node, placement, p.state, p.message);
+                let ready = if p.state == "Running" {
+                    if p.ready {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                } else {
+                    "-"
+                };
+                println!(
+                    "{:<28} {:<12} {:<10} {:<12} {:<5} {}",
+                    p.instance, p.node, placement, p.state, ready, p.message
+                );
             }
         }
     }

@@ -32,9 +32,9 @@ pub(super) async fn ls(
 }
 
 fn print_table(list: &[InstanceStatus]) {
-    let header = ["NAMESPACE", "NAME", "ID", "STATE", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"];
+    let header = ["NAMESPACE", "NAME", "ID", "STATE", "READY", "PID", "PORTS", "RESTARTS", "AGE", "HEALTH"];
     let now = now_ms();
-    let rows: Vec<[String; 9]> = list
+    let rows: Vec<[String; 10]> = list
         .iter()
         .map(|s| {
             let ports: Vec<String> = s.ports.iter().map(|(n, p)| format!("{n}:{p}")).collect();
@@ -43,6 +43,11 @@ fn print_table(list: &[InstanceStatus]) {
                 s.id.name.clone(),
                 s.id.index.to_string(),
                 state_word(&s.state),
+                // Seed 003's Ready condition, for what runs.
+                match (s.state.has_processes(), s.ready) {
+                    (false, _) => "-".into(),
+                    (true, ready) => if ready { "yes" } else { "no" }.into(),
+                },
                 s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                 if ports.is_empty() { "-".into() } else { ports.join(",") },
                 s.restarts.to_string(),

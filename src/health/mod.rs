@@ -92,6 +92,63 @@ impl Tracker {
     }
 }
 
+/// Seed 003's counting for a liveness or readiness probe: `success` passes in a row make it
+/// pass, `failure` failures in a row make it fail. Pure, like [`Tracker`].
+#[derive(Debug, Clone)]
+pub struct ThresholdTracker {
+    success: u32,
+    failure: u32,
+    passes: u32,
+    failures: u32,
+    /// The verdict so far: None until a threshold is first reached.
+    pub passing: Option<bool>,
+    pub last_failure: Option<String>,
+}
+
+impl ThresholdTracker {
+    /// `passing`: the verdict to start from (a readiness found true before a daemon restart
+    /// holds until `failure` failures say otherwise).
+    pub fn new(success: u32, failure: u32, passing: Option<bool>) -> ThresholdTracker {
+        ThresholdTracker {
+            success: success.max(1),
+            failure: failure.max(1),
+            passes: 0,
+            failures: 0,
+            passing,
+            last_failure: None,
+        }
+    }
+
+    /// Counts one result; returns the new verdict when it changed.
+    pub fn record(&mut self, outcome: Outcome) -> Option<bool> {
+        let verdict = match outcome {
+            Outcome::Pass => {
+                self.failures = 0;
+                self.passes = self.passes.saturating_add(1);
+                (self.passes >= self.success).then_some(true)
+            }
+            Outcome::Fail(why) => {
+                self.passes = 0;
+                self.failures = self.failures.saturating_add(1);
+                self.last_failure = Some(why);
+                (self.failures >= self.failure).then_some(false)
+            }
+        };
+        match verdict {
+            Some(v) if self.passing != Some(v) => {
+                self.passing = Some(v);
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+
+    /// Failures in a row so far.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+}
+
 /// Runs HTTP and TCP probes (COMMAND probes need the instance's user and cgroup: the supervisor
 /// runs those).
 #[derive(Clone)]
@@ -241,5 +298,24 @@ mod tests {
         assert_eq!(tcp(local, port, Duration::from_secs(1)).await, Outcome::Pass);
         drop(l);
         assert!(matches!(tcp(local, port, Duration::from_secs(1)).await, Outcome::Fail(_)));
+    }
+
+    #[test]
+    fn thresholds_count_in_a_row() {
+        let mut t = ThresholdTracker::new(2, 3, None);
+        assert_eq!(t.record(Outcome::Pass), None, "one pass of two");
+        assert_eq!(t.record(Outcome::Pass), Some(true));
+        assert_eq!(t.record(Outcome::Pass), None, "no change");
+        assert_eq!(t.record(fail()), None);
+        assert_eq!(t.record(fail()), None);
+        assert_eq!(t.record(Outcome::Pass), None, "a pass breaks the run of failures");
+        assert_eq!(t.record(fail()), None);
+        assert_eq!(t.record(fail()), None);
+        assert_eq!(t.record(fail()), Some(false), "exactly the third failure in a row");
+        assert_eq!(t.record(Outcome::Pass), None, "one pass of the two it takes");
+        assert_eq!(t.record(Outcome::Pass), Some(true));
+        let mut held = ThresholdTracker::new(1, 2, Some(true));
+        assert_eq!(held.record(fail()), None, "a verdict carried over holds until the threshold");
+        assert_eq!(held.record(fail()), Some(false));
     }
 }

@@ -56,6 +56,8 @@ pub enum InstanceChange {
     Restarted { detail: RestartedBy },
     /// A process's health check result changed.
     HealthChanged { detail: HealthChanged },
+    /// The instance's Ready condition changed (seed 003 readiness).
+    ReadyChanged { detail: ReadyChanged },
     /// The main process ended and the OOM killer had struck in the instance's cgroup.
     OomKilled { detail: OomKilled },
     /// One of a pod's containers ended (a failing one ends the pod).
@@ -134,6 +136,17 @@ pub struct HealthChanged {
     /// None: unknown (no result yet).
     pub healthy: Option<bool>,
     pub last_failure: Option<String>,
+}
+
+/// The Ready condition, and the process (container) whose readiness probe changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadyChanged {
+    pub ready: bool,
+    pub process: usize,
+    /// Why not ready: the probe's last failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

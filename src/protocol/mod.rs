@@ -23,7 +23,7 @@ pub use bodies::{
 };
 pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, HealthChanged, Heartbeat, InstanceChange, InstanceEvent, NoDetail,
-    OomKilled, RestartedBy, SpecUpdated, StreamLine, Transition,
+    OomKilled, ReadyChanged, RestartedBy, SpecUpdated, StreamLine, Transition,
 };
 pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};

@@ -75,6 +75,9 @@ pub struct AppOnNode {
 pub struct InstanceOnNode {
     pub index: u32,
     pub state: Kind,
+    /// Seed 003's Ready condition (what steward-sched reports upward and rollouts wait for).
+    #[serde(default)]
+    pub ready: bool,
 }
 
 /// The event journal's bounds: resume a stream from `last_seq`; a `since` below

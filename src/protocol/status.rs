@@ -28,6 +28,9 @@ pub struct InstanceStatus {
     pub health: Option<String>,
     /// Per process with a local check: its latest result.
     pub checks: Vec<Option<crate::health::Health>>,
+    /// Running and every readiness probe passing (seed 003's Ready condition).
+    #[serde(default)]
+    pub ready: bool,
     /// A pod's containers (seed 001's container info).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<crate::runtime::docker::ContainerInfo>,

@@ -278,22 +278,18 @@ pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
     *a == b
 }
 
-/// The first of seed 003's probes, lifecycle hooks and a pod's init containers the spec has,
-/// by its field path: validated (`steward validate`), not yet run by the supervisor, so refused
-/// at apply rather than accepted and silently left out. (A process's init steps run.)
+/// The first of seed 003's parts not yet run that the spec has, by its field path: validated
+/// (`steward validate`), refused at apply rather than accepted and silently left out. A
+/// process's init steps and probes run; its hooks, a pod's probes, hooks and init containers
+/// do not yet.
 fn lifecycle_not_yet_run(spec: &ProcessSpec) -> Option<String> {
     let t = &spec.spec.template.spec;
     let at = "spec.template.spec";
-    let processes = t.processes.iter().enumerate().find_map(|(i, p)| {
-        let field = if !p.probe.is_empty() {
-            "probe"
-        } else if !p.lifecycle.is_empty() {
-            "lifecycle"
-        } else {
-            return None;
-        };
-        Some(format!("{at}.processes[{i}].{field}"))
-    });
+    let processes = t
+        .processes
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| (!p.lifecycle.is_empty()).then(|| format!("{at}.processes[{i}].lifecycle")));
     let containers = || {
         t.containers.iter().enumerate().find_map(|(i, c)| {
             let field = if !c.probe.is_empty() {

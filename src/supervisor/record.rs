@@ -52,6 +52,10 @@ pub struct InstanceRecord {
     /// A pod's containers (seed 001's container info), in spec order, as last inspected.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<crate::runtime::docker::ContainerInfo>,
+    /// Running and every readiness probe passing (seed 003's Ready condition); an instance
+    /// without readiness probes is ready while Running. Journaled when it changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
 }
 
 impl InstanceRecord {
@@ -73,6 +77,7 @@ impl InstanceRecord {
             run_generation: 0,
             health: Vec::new(),
             containers: Vec::new(),
+            ready: false,
         }
     }
 
@@ -100,6 +105,7 @@ impl InstanceStatus {
             usage,
             health: summarize_health(&r.health),
             checks: r.health.clone(),
+            ready: r.ready && r.state == crate::supervisor::state::State::Running,
             containers: r.containers.clone(),
             spec_generation: r.spec_generation,
             run_generation: r.run_generation,

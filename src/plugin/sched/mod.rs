@@ -38,6 +38,9 @@ pub struct PlacedInstance {
     pub placement: PlacementState,
     /// What the node reports (`Running`, ...), `unreachable`, or `missing`.
     pub state: String,
+    /// Seed 003's Ready condition as the node reports it (false when it reports nothing).
+    #[serde(default)]
+    pub ready: bool,
     pub message: String,
 }
 
@@ -107,7 +110,7 @@ impl Scheduler {
     /// Each placement with what its node reports.
     pub(super) async fn describe(&self, app: &App, views: &[NodeView]) -> Vec<PlacedInstance> {
         let id = instance_id(&app.key, 0);
-        let mut actual: BTreeMap<(String, u32), (String, String)> = BTreeMap::new();
+        let mut actual: BTreeMap<(String, u32), (String, bool, String)> = BTreeMap::new();
         let mut reachable = BTreeSet::new();
         for v in views {
             let Some(client) = self.client(&v.name) else { continue };
@@ -116,32 +119,35 @@ impl Scheduler {
                 reachable.insert(v.name.clone());
                 for s in list {
                     let kind = serde_json::to_value(s.state.kind()).ok().and_then(|k| k.as_str().map(String::from));
-                    actual.insert((v.name.clone(), s.id.index), (kind.unwrap_or_default(), s.message.clone()));
+                    let seen = (kind.unwrap_or_default(), s.ready, s.message.clone());
+                    actual.insert((v.name.clone(), s.id.index), seen);
                 }
             }
         }
         let mut out = Vec::new();
         for (i, p) in &app.placements {
-            let (state, message) = match actual.remove(&(p.node.clone(), *i)) {
+            let (state, ready, message) = match actual.remove(&(p.node.clone(), *i)) {
                 Some(s) => s,
-                None if reachable.contains(&p.node) => ("missing".into(), String::new()),
-                None => ("unreachable".into(), String::new()),
+                None if reachable.contains(&p.node) => ("missing".into(), false, String::new()),
+                None => ("unreachable".into(), false, String::new()),
             };
             out.push(PlacedInstance {
                 instance: format!("{}/{i}", app.key),
                 node: p.node.clone(),
                 placement: p.state.clone(),
                 state,
+                ready,
                 message,
             });
         }
         // Instances running where the scheduler did not place them (a node back from the dead).
-        for ((node, i), (state, message)) in actual {
+        for ((node, i), (state, ready, message)) in actual {
             out.push(PlacedInstance {
                 instance: format!("{}/{i}", app.key),
                 node,
                 placement: PlacementState::Pending { reason: "stray: not placed here".into() },
                 state,
+                ready,
                 message,
             });
         }

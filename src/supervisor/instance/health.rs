@@ -1,61 +1,147 @@
-//! An instance's health checks: running each process's (container's) local check of the
-//! current generation, as its workload says how (HTTP, TCP, COMMAND), and acting on the
-//! verdicts (a change is journaled; a kill verdict stops the instance with the check's reason).
+//! An instance's probes: running each of the current run's probes (a seed-000 health check, a
+//! seed-003 liveness or readiness probe), as its workload says how, and acting on the results:
+//! a health check's or liveness probe's kill verdict stops the instance with its reason (the
+//! restart policy decides), readiness sets only the instance's Ready condition. Changes are
+//! journaled.
 
 use super::messages::Msg;
-use super::workload::Workload;
+use super::workload::{ProbeRole, Workload};
 use super::Actor;
-use crate::protocol::{HealthChanged, InstanceChange};
+use crate::health::{Outcome, ThresholdTracker, Tracker, Verdict};
+use crate::protocol::{HealthChanged, InstanceChange, ReadyChanged};
 use crate::supervisor::record::now_ms;
-use crate::supervisor::state::{Event, StopGoal};
-use std::time::Duration;
+use crate::supervisor::state::{Event, State, StopGoal};
+
+/// A probe of the current run and what its results have said so far.
+pub(super) struct ActiveProbe {
+    /// The process (container) probed.
+    index: usize,
+    verdicts: Verdicts,
+}
+
+enum Verdicts {
+    Check(Tracker),
+    Liveness(ThresholdTracker),
+    Readiness(ThresholdTracker),
+}
 
 impl<W: Workload> Actor<W> {
-    /// Starts probing each process's (container's) local check of the current generation.
+    /// Starts the current run's probes.
     pub(super) fn start_health_checks(&mut self) {
         self.ensure_rendered();
         let probes = self.workload.probes(&super::cx!(self));
         let started = self.rec.last_start_ms.unwrap_or_else(now_ms);
-        self.trackers = Vec::with_capacity(probes.len());
-        for (index, probe) in probes.into_iter().enumerate() {
-            self.trackers.push(probe.as_ref().map(|p| crate::health::Tracker::new(&p.check, started)));
-            let Some(probe) = probe else { continue };
+        // A readiness found before a daemon restart holds until its probe says otherwise.
+        let was_ready = self.rec.ready.then_some(true);
+        let processes = self
+            .rendered
+            .as_ref()
+            .map_or(0, |r| r.processes.len().max(r.pod.as_ref().map_or(0, |p| p.containers.len())));
+        self.rec.health = vec![None; processes];
+        self.probes = Vec::with_capacity(probes.len());
+        for (number, probe) in probes.into_iter().enumerate() {
+            let verdicts = match &probe.role {
+                ProbeRole::Check(check) => Verdicts::Check(Tracker::new(check, started)),
+                ProbeRole::Liveness { success, failure } => {
+                    Verdicts::Liveness(ThresholdTracker::new(*success, *failure, Some(true)))
+                }
+                ProbeRole::Readiness { success, failure } => {
+                    Verdicts::Readiness(ThresholdTracker::new(*success, *failure, was_ready))
+                }
+            };
+            if let Verdicts::Check(t) = &verdicts {
+                if let Some(slot) = self.rec.health.get_mut(probe.index) {
+                    *slot = Some(t.health.clone());
+                }
+            }
+            self.probes.push(ActiveProbe { index: probe.index, verdicts });
             let (tx, generation) = (self.tx.clone(), self.generation);
             self.health_tasks.push(tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(probe.check.delay_seconds)).await;
+                tokio::time::sleep(probe.delay).await;
                 loop {
                     let outcome = (probe.run)().await;
-                    if tx.send(Msg::Checked { generation, index, outcome }).is_err() {
+                    if tx.send(Msg::Checked { generation, index: number, outcome }).is_err() {
                         return;
                     }
-                    tokio::time::sleep(Duration::from_secs(probe.check.interval_seconds.max(1))).await;
+                    tokio::time::sleep(probe.period).await;
                 }
             }));
         }
-        self.rec.health = self.trackers.iter().map(|t| t.as_ref().map(|t| t.health.clone())).collect();
+        self.rec.health.truncate(self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1));
+        self.rec.ready = self.all_ready();
     }
 
-    pub(super) async fn on_checked(&mut self, index: usize, outcome: crate::health::Outcome) {
-        use crate::health::Verdict;
-        let Some(Some(tracker)) = self.trackers.get_mut(index) else { return };
-        let was = tracker.health.healthy;
-        if matches!(outcome, crate::health::Outcome::Fail(_)) {
+    /// Running, and every readiness probe passing (no readiness probe: ready once Running).
+    fn all_ready(&self) -> bool {
+        self.rec.state == State::Running
+            && self.probes.iter().all(|p| match &p.verdicts {
+                Verdicts::Readiness(t) => t.passing == Some(true),
+                _ => true,
+            })
+    }
+
+    /// One result of probe `number` of the current run.
+    pub(super) async fn on_checked(&mut self, number: usize, outcome: Outcome) {
+        if matches!(outcome, Outcome::Fail(_)) {
             self.shared.counters.check_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let verdict = tracker.record(outcome, now_ms());
-        let health = tracker.health.clone();
-        if let Some(slot) = self.rec.health.get_mut(index) {
-            *slot = Some(health.clone());
-        }
-        if was != health.healthy {
-            let detail = HealthChanged { process: index, healthy: health.healthy, last_failure: health.last_failure };
-            self.commit_event(InstanceChange::HealthChanged { detail }).await;
-        } else {
-            self.journal.show(&self.rec);
-        }
-        if let Verdict::Kill { reason } = verdict {
+        let Some(probe) = self.probes.get_mut(number) else { return };
+        let index = probe.index;
+        let kill = match &mut probe.verdicts {
+            Verdicts::Check(tracker) => {
+                let was = tracker.health.healthy;
+                let verdict = tracker.record(outcome, now_ms());
+                let health = tracker.health.clone();
+                if let Some(slot) = self.rec.health.get_mut(index) {
+                    *slot = Some(health.clone());
+                }
+                if was != health.healthy {
+                    let detail =
+                        HealthChanged { process: index, healthy: health.healthy, last_failure: health.last_failure };
+                    self.commit_event(InstanceChange::HealthChanged { detail }).await;
+                } else {
+                    self.journal.show(&self.rec);
+                }
+                match verdict {
+                    Verdict::Kill { reason } => Some(reason),
+                    _ => None,
+                }
+            }
+            Verdicts::Liveness(tracker) => match tracker.record(outcome) {
+                Some(false) => {
+                    let why = tracker.last_failure.clone().unwrap_or_default();
+                    Some(format!(
+                        "liveness probe of process {index} failed {} times in a row: {why}",
+                        tracker.failures()
+                    ))
+                }
+                _ => None,
+            },
+            Verdicts::Readiness(tracker) => {
+                if tracker.record(outcome).is_some() {
+                    let last_failure = tracker.last_failure.clone();
+                    self.note_readiness(index, last_failure).await;
+                }
+                None
+            }
+        };
+        if let Some(reason) = kill {
             tracing::warn!(instance = %self.rec.id, "{reason}; killing it");
             self.feed(Event::StopRequested { goal: StopGoal::Fail { reason } }).await;
         }
+    }
+
+    /// A readiness verdict changed: the instance's Ready condition follows, journaled when it
+    /// changes.
+    async fn note_readiness(&mut self, index: usize, last_failure: Option<String>) {
+        let ready = self.all_ready();
+        if ready == self.rec.ready {
+            return self.journal.show(&self.rec);
+        }
+        self.rec.ready = ready;
+        let reason = if ready { None } else { last_failure };
+        tracing::info!(instance = %self.rec.id, "ready: {ready} (process {index})");
+        self.commit_event(InstanceChange::ReadyChanged { detail: ReadyChanged { ready, process: index, reason } })
+            .await;
     }
 }

@@ -83,7 +83,7 @@ pub enum Msg {
         index: usize,
         status: ExitStatus,
     },
-    /// A health check's result for process (container) `index`.
+    /// A result of probe `index` of the run `generation` (see `Workload::probes`).
     Checked {
         generation: u64,
         index: usize,

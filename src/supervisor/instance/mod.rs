@@ -67,7 +67,7 @@ pub(crate) struct Actor<W: Workload> {
     deleted: bool,
     /// Health probing of the current processes, and the verdicts so far (by process).
     health_tasks: Vec<tokio::task::JoinHandle<()>>,
-    trackers: Vec<Option<crate::health::Tracker>>,
+    probes: Vec<health::ActiveProbe>,
     /// The instance as its current (or last) run was rendered: what stops, restarts, reloads,
     /// health checks and the delete read, so they act on what runs (its stopCmd, its users, its
     /// grace) even after the spec changed. Rendered once per start; after a daemon restart,
@@ -113,7 +113,7 @@ impl<W: Workload> Actor<W> {
             waiting: Vec::new(),
             deleted: false,
             health_tasks: Vec::new(),
-            trackers: Vec::new(),
+            probes: Vec::new(),
             resumed: None,
             rendered: None,
             end_note: None,
@@ -229,7 +229,7 @@ impl<W: Workload> Actor<W> {
         for t in self.health_tasks.drain(..) {
             t.abort();
         }
-        self.trackers.clear();
+        self.probes.clear();
         self.rec.health.clear();
     }
 

@@ -2,7 +2,7 @@
 //! order, watched by `docker wait`, stopped by `docker stop`. The state machine, the store and
 //! the restart policy are the actor's; only these steps talk to dockerd.
 
-use super::workload::{BoxFuture, Cancel, Cx, InPlace, Launched, Probe, Readopted, RunEnd, Workload};
+use super::workload::{BoxFuture, Cancel, Cx, InPlace, Launched, Probe, ProbeRole, Readopted, RunEnd, Workload};
 use crate::health::Outcome;
 use crate::protocol::{ContainerExited, InstanceChange};
 use crate::runtime::docker::{ContainerInfo, DockerError, PodStart};
@@ -235,7 +235,7 @@ impl Workload for Pod {
 
     /// Each container's local check: HTTP and TCP probes from the host (published or host
     /// ports), COMMAND checks run inside the container (docker exec).
-    fn probes(&self, cx: &Cx<'_>) -> Vec<Option<Probe>> {
+    fn probes(&self, cx: &Cx<'_>) -> Vec<Probe> {
         let Some(pod) = cx.rendered.and_then(|r| r.pod.as_ref()) else { return Vec::new() };
         // BRIDGE and USER pods are probed at their own address (the main container's, whose
         // network every container shares), on the container's port; HOST pods on 127.0.0.1.
@@ -245,10 +245,7 @@ impl Workload for Pod {
         for (index, c) in pod.containers.iter().enumerate() {
             let check = c.health_checks.iter().find(|c| c.kind.is_local()).cloned();
             let id = cx.rec.containers.get(index).map(|c| c.id.clone());
-            let (Some(check), Some(id)) = (check, id) else {
-                probes.push(None);
-                continue;
-            };
+            let (Some(check), Some(id)) = (check, id) else { continue };
             let (shared, probed) = (cx.shared.clone(), check.clone());
             let run = move || {
                 let (shared, check, id) = (shared.clone(), probed.clone(), id.clone());
@@ -274,7 +271,14 @@ impl Workload for Pod {
                     }
                 }) as BoxFuture<Outcome>
             };
-            probes.push(Some(Probe { check, run: Box::new(run) }));
+            let (delay, period) = (check.delay_seconds, check.interval_seconds.max(1));
+            probes.push(Probe {
+                index,
+                role: ProbeRole::Check(check),
+                delay: Duration::from_secs(delay),
+                period: Duration::from_secs(period),
+                run: Box::new(run),
+            });
         }
         probes
     }

@@ -128,6 +128,10 @@ impl<W: Workload> Actor<W> {
         if !step.next.has_processes() {
             self.rec.mains.clear();
         }
+        // Ready holds only while Running (a Lost pod's containers may run, but nobody knows).
+        if step.next != State::Running {
+            self.rec.ready = false;
+        }
         self.rec.state = step.next;
         self.rec.updated_ms = now;
         Some((step.action, Some(self.transition_body(from, &reason))))

@@ -114,9 +114,22 @@ impl Cancel {
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// One local health check of process (container) `index` and how to run it once.
+/// What a probe's results decide.
+pub(crate) enum ProbeRole {
+    /// A seed-000 local health check: its grace period and consecutive failures kill.
+    Check(RenderedCheck),
+    /// Seed 003 liveness: `failure` failures in a row kill.
+    Liveness { success: u32, failure: u32 },
+    /// Seed 003 readiness: the instance's Ready condition, nothing else.
+    Readiness { success: u32, failure: u32 },
+}
+
+/// One probe of process (container) `index`, and how to run it once.
 pub(crate) struct Probe {
-    pub check: RenderedCheck,
+    pub index: usize,
+    pub role: ProbeRole,
+    pub delay: Duration,
+    pub period: Duration,
     pub run: Box<dyn Fn() -> BoxFuture<Outcome> + Send + Sync>,
 }
 
@@ -194,8 +207,9 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     /// The in-place restart.
     fn restart_in_place(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = InPlace> + Send;
 
-    /// Each process's (container's) local health check, ready to run.
-    fn probes(&self, cx: &Cx<'_>) -> Vec<Option<Probe>>;
+    /// Every probe of the run: each process's (container's) local health check, liveness and
+    /// readiness probes, ready to run.
+    fn probes(&self, cx: &Cx<'_>) -> Vec<Probe>;
 
     /// Before the record goes: everything of the instance must have ended.
     fn before_delete(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), String>> + Send;

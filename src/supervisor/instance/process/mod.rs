@@ -256,7 +256,7 @@ impl Workload for Processes {
         InPlace::Restarted
     }
 
-    fn probes(&self, cx: &Cx<'_>) -> Vec<Option<Probe>> {
+    fn probes(&self, cx: &Cx<'_>) -> Vec<Probe> {
         self.local_probes(cx)
     }
 

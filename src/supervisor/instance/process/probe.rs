@@ -1,47 +1,88 @@
-//! A process instance's local health checks: HTTP and TCP probed from the host, COMMAND run as
-//! the process's user, in its work dir and in the instance's cgroup.
+//! A process instance's probes: its seed-000 local health check and its seed-003 liveness and
+//! readiness probes. HTTP and TCP are probed from the host; COMMAND and EXEC run as the
+//! process's user, in its work dir and in the instance's cgroup.
 
 use super::Processes;
 use crate::health::Outcome;
 use crate::runtime::process::{self, Launch, ResolvedUser};
 use crate::runtime::reaper::ExitWatch;
+use crate::spec::render::Probe as Handler;
 use crate::spec::RenderedInstance;
-use crate::supervisor::instance::workload::{Cx, Probe};
+use crate::supervisor::instance::workload::{BoxFuture, Cx, Probe, ProbeRole};
 use crate::supervisor::record::InstanceRecord;
 use crate::supervisor::Shared;
 use nix::sys::signal::Signal;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
 impl Processes {
-    pub(super) fn local_probes(&self, cx: &Cx<'_>) -> Vec<Option<Probe>> {
+    pub(super) fn local_probes(&self, cx: &Cx<'_>) -> Vec<Probe> {
         let Some(rendered) = cx.rendered else { return Vec::new() };
-        let mut probes = Vec::with_capacity(rendered.processes.len());
+        let mut probes = Vec::new();
         for (index, p) in rendered.processes.iter().enumerate() {
-            let Some(check) = p.health_checks.iter().find(|c| c.kind.is_local()).cloned() else {
-                probes.push(None);
-                continue;
+            let env = self.injected_env.get(index).cloned().unwrap_or_default();
+            let runner = |handler: &Handler, timeout_secs: u64| {
+                let command = match handler {
+                    Handler::Command { command } => Some(command.clone()),
+                    _ => None,
+                };
+                let mut command = CommandRun::new(cx.rec, rendered, index, command);
+                command.env.extend(env.iter().cloned());
+                handler_runner(cx.shared.clone(), handler.clone(), Arc::new(command), timeout_secs)
             };
-            let mut command = CommandCheck::new(cx.rec, rendered, index);
-            command.env.extend(self.injected_env.get(index).into_iter().flatten().cloned());
-            let (command, shared, probed) = (Arc::new(command), cx.shared.clone(), check.clone());
-            let run = move || {
-                let (command, shared, check) = (command.clone(), shared.clone(), probed.clone());
-                Box::pin(async move {
-                    match shared.prober.probe(&check).await {
-                        Some(o) => o,
-                        None => command.run(&shared, check.timeout_seconds).await,
-                    }
-                }) as crate::supervisor::instance::workload::BoxFuture<Outcome>
-            };
-            probes.push(Some(Probe { check, run: Box::new(run) }));
+            if let Some(check) = p.health_checks.iter().find(|c| c.kind.is_local()) {
+                probes.push(Probe {
+                    index,
+                    delay: Duration::from_secs(check.delay_seconds),
+                    period: Duration::from_secs(check.interval_seconds.max(1)),
+                    run: runner(&check.probe, check.timeout_seconds),
+                    role: ProbeRole::Check(check.clone()),
+                });
+            }
+            for (probe, readiness) in [(&p.lifecycle.liveness, false), (&p.lifecycle.readiness, true)] {
+                let Some(probe) = probe else { continue };
+                let (success, failure) = (probe.success_threshold, probe.failure_threshold);
+                probes.push(Probe {
+                    index,
+                    delay: Duration::from_secs(probe.delay_secs),
+                    period: Duration::from_secs(probe.period_secs.max(1)),
+                    run: runner(&probe.handler, probe.timeout_secs),
+                    role: if readiness {
+                        ProbeRole::Readiness { success, failure }
+                    } else {
+                        ProbeRole::Liveness { success, failure }
+                    },
+                });
+            }
         }
         probes
     }
 }
 
-/// What a COMMAND check needs to run as the instance's user, in its work dir and cgroup.
-struct CommandCheck {
+/// Runs `handler` once: HTTP and TCP at 127.0.0.1 within the timeout, a command as `command`
+/// says.
+fn handler_runner(
+    shared: Arc<Shared>,
+    handler: Handler,
+    command: Arc<CommandRun>,
+    timeout_secs: u64,
+) -> Box<dyn Fn() -> BoxFuture<Outcome> + Send + Sync> {
+    Box::new(move || {
+        let (shared, handler, command) = (shared.clone(), handler.clone(), command.clone());
+        Box::pin(async move {
+            let timeout = Duration::from_secs(timeout_secs.max(1));
+            match shared.prober.probe_handler(IpAddr::V4(Ipv4Addr::LOCALHOST), &handler, timeout).await {
+                Some(o) => o,
+                None => command.run(&shared, timeout_secs).await,
+            }
+        })
+    })
+}
+
+/// What a command (a COMMAND check, an EXEC probe or hook) needs to run as the process's
+/// user, in its work dir and the instance's cgroup, with output to its `check` log.
+pub(super) struct CommandRun {
     command: Option<String>,
     cgroup_key: String,
     work_dir: std::path::PathBuf,
@@ -50,14 +91,15 @@ struct CommandCheck {
     log: std::path::PathBuf,
 }
 
-impl CommandCheck {
-    fn new(rec: &InstanceRecord, rendered: &RenderedInstance, index: usize) -> CommandCheck {
+impl CommandRun {
+    pub(super) fn new(
+        rec: &InstanceRecord,
+        rendered: &RenderedInstance,
+        index: usize,
+        command: Option<String>,
+    ) -> CommandRun {
         let p = &rendered.processes[index];
-        let command = p.health_checks.iter().find(|c| c.kind.is_local()).and_then(|c| match &c.probe {
-            crate::spec::render::Probe::Command { command } => Some(command.clone()),
-            _ => None,
-        });
-        CommandCheck {
+        CommandRun {
             command,
             cgroup_key: crate::supervisor::instance::cgroup_key(rec),
             work_dir: p.work_path.clone(),
@@ -67,8 +109,8 @@ impl CommandCheck {
         }
     }
 
-    /// Exit 0 within the timeout is healthy; on timeout the command's session is killed.
-    async fn run(&self, shared: &Shared, timeout_secs: u64) -> Outcome {
+    /// Exit 0 within the timeout passes; on timeout the command's session is killed.
+    pub(super) async fn run(&self, shared: &Shared, timeout_secs: u64) -> Outcome {
         let Some(command) = &self.command else { return Outcome::Fail("no command".into()) };
         let started = (|| -> Result<(i32, ExitWatch), String> {
             let user = ResolvedUser::lookup(&self.user)?;
@@ -88,16 +130,16 @@ impl CommandCheck {
         })();
         let (pid, exit) = match started {
             Ok(x) => x,
-            Err(e) => return Outcome::Fail(format!("cannot run the check command: {e}")),
+            Err(e) => return Outcome::Fail(format!("cannot run the command: {e}")),
         };
         match tokio::time::timeout(Duration::from_secs(timeout_secs.max(1)), exit).await {
             Ok(Ok(status)) if status.is_success() => Outcome::Pass,
-            Ok(Ok(status)) => Outcome::Fail(format!("check command {status}")),
-            Ok(Err(_)) => Outcome::Fail("check command: exit status lost".into()),
+            Ok(Ok(status)) => Outcome::Fail(format!("command {status}")),
+            Ok(Err(_)) => Outcome::Fail("command: exit status lost".into()),
             Err(_) => {
                 // It leads its own session (setsid): end everything it started.
                 let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
-                Outcome::Fail(format!("check command did not finish within {timeout_secs}s"))
+                Outcome::Fail(format!("command did not finish within {timeout_secs}s"))
             }
         }
     }
