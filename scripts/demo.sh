@@ -128,7 +128,7 @@ for unit in "${units[@]}"; do
 done
 
 echo
-echo "== steward ls"
+echo "== steward ls   (READY: readiness probes; units/gamesvc.json's asks its /check)"
 $steward ls
 echo
 echo "== steward status demo/ticker/0"

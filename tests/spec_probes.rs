@@ -266,11 +266,13 @@ fn rendering_resolves_ports_and_quotes_exec_arguments() {
 #[tokio::test]
 async fn stewardd_refuses_to_apply_what_it_does_not_run_yet() {
     let d = common::Daemon::start("probes");
-    let doc = with_process(|p| p["lifecycle"] = json!({"preStop": {"type": "EXEC", "method": {"command": ["true"]}}}));
-    let path = d.dir.path().join("hook.json");
+    // A pod's probes do not run yet (a process's do).
+    let doc =
+        pod(|t| t["containers"][0]["probe"] = json!({"readiness": {"handler": {"method": {"portName": "http"}}}}));
+    let path = d.dir.path().join("pod.json");
     std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
     let (code, out, err) = d.cli(&["apply", "-f", path.to_str().unwrap()]);
-    assert_ne!(code, 0, "applied a spec whose hook would not run: {out}");
-    assert!(err.contains("spec.template.spec.processes[0].lifecycle") && err.contains("not yet run"), "{err}");
+    assert_ne!(code, 0, "applied a spec whose probe would not run: {out}");
+    assert!(err.contains("spec.template.spec.containers[0].probe") && err.contains("not yet run"), "{err}");
     assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing was created");
 }

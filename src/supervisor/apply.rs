@@ -280,28 +280,19 @@ pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
 
 /// The first of seed 003's parts not yet run that the spec has, by its field path: validated
 /// (`steward validate`), refused at apply rather than accepted and silently left out. A
-/// process's init steps and probes run; its hooks, a pod's probes, hooks and init containers
-/// do not yet.
+/// process's probes, hooks and init steps run; a pod's do not yet.
 fn lifecycle_not_yet_run(spec: &ProcessSpec) -> Option<String> {
     let t = &spec.spec.template.spec;
     let at = "spec.template.spec";
-    let processes = t
-        .processes
-        .iter()
-        .enumerate()
-        .find_map(|(i, p)| (!p.lifecycle.is_empty()).then(|| format!("{at}.processes[{i}].lifecycle")));
-    let containers = || {
-        t.containers.iter().enumerate().find_map(|(i, c)| {
-            let field = if !c.probe.is_empty() {
-                "probe"
-            } else if !c.lifecycle.is_empty() {
-                "lifecycle"
-            } else {
-                return None;
-            };
-            Some(format!("{at}.containers[{i}].{field}"))
-        })
-    };
-    let pod_init = || (!t.initializers.is_empty()).then(|| format!("{at}.initializers"));
-    processes.or_else(containers).or_else(pod_init)
+    let containers = t.containers.iter().enumerate().find_map(|(i, c)| {
+        let field = if !c.probe.is_empty() {
+            "probe"
+        } else if !c.lifecycle.is_empty() {
+            "lifecycle"
+        } else {
+            return None;
+        };
+        Some(format!("{at}.containers[{i}].{field}"))
+    });
+    containers.or_else(|| (!t.initializers.is_empty()).then(|| format!("{at}.initializers")))
 }

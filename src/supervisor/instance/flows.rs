@@ -59,11 +59,22 @@ impl<W: Workload> Actor<W> {
         }
     }
 
-    /// Watches the run the workload launched or re-adopted, and probes its health.
+    /// Watches the run the workload launched or re-adopted, and probes its health; a run just
+    /// started also gets its postStart hook (a failure is reported as `Msg::HookFailed`).
     pub(super) fn watch_run(&mut self) {
         self.ensure_rendered();
         self.workload.watch(&mut cx!(self));
         self.start_health_checks();
+        if std::mem::take(&mut self.post_start_due) {
+            if let Some(hook) = self.workload.post_start(&cx!(self)) {
+                let (tx, generation) = (self.tx.clone(), self.generation);
+                self.health_tasks.push(tokio::spawn(async move {
+                    if let Err(reason) = hook.await {
+                        let _ = tx.send(Msg::HookFailed { generation, reason });
+                    }
+                }));
+            }
+        }
     }
 
     /// After this instance's previous actor panicked (a bug in stewardd): nothing of it may run
@@ -160,6 +171,7 @@ impl<W: Workload> Actor<W> {
         }
         match launched {
             Launched::Running => {
+                self.post_start_due = true;
                 let now = now_ms();
                 self.rec.counter.running_since_ms = Some(now);
                 self.rec.last_start_ms = Some(now);
@@ -182,7 +194,22 @@ impl<W: Workload> Actor<W> {
     /// to end while requests are served, then SIGKILL for all that remains.
     pub(super) async fn stop_flow(&mut self, polite: bool) {
         crate::failpoint::hit("stop-recorded");
-        let grace = self.kill_grace();
+        let deadline = crate::clock::deadline_after(self.kill_grace());
+        // preStop first (an operator's stop, restart or a spec's; not a stop taken up after a
+        // daemon restart, which ran it already), within the same grace period.
+        if polite {
+            self.ensure_rendered();
+            if let Some(hook) = self.workload.pre_stop(&cx!(self), deadline) {
+                tokio::pin!(hook);
+                loop {
+                    tokio::select! {
+                        _ = &mut hook => break,
+                        Some(msg) = self.rx.recv() => self.during_stop(msg).await,
+                    }
+                }
+            }
+        }
+        let grace = deadline.saturating_duration_since(tokio::time::Instant::now());
         let waiting = self.workload.stop(&mut cx!(self), polite, grace);
         tokio::pin!(waiting);
         let waited = loop {
@@ -210,7 +237,7 @@ impl<W: Workload> Actor<W> {
                 // Re-queue behind the stop.
                 let _ = self.tx.send(Msg::Request(cmd, reply));
             }
-            Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } => {}
+            Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } | Msg::HookFailed { .. } => {}
         }
     }
 
@@ -281,6 +308,7 @@ impl<W: Workload> Actor<W> {
         }
         self.rec.restarts += 1;
         self.rec.last_start_ms = Some(now_ms());
+        self.post_start_due = true;
         self.watch_run();
         self.commit_event(InstanceChange::Restarted { detail: RestartedBy { by: "restartCmd".into() } }).await;
         true

@@ -94,6 +94,11 @@ pub enum Msg {
         generation: u64,
         reason: String,
     },
+    /// The run `generation`'s postStart hook failed (seed 003: the instance restarts by policy).
+    HookFailed {
+        generation: u64,
+        reason: String,
+    },
 }
 
 pub(super) fn answer(reply: Option<Reply>, result: Result<(), String>) {
@@ -113,7 +118,9 @@ pub(super) async fn next_interrupt(rx: &mut Inbox) -> (Command, Option<Reply>) {
                 answer(reply, Err("cannot reload: instance is starting".into()))
             }
             Some(Msg::Request(cmd, reply)) => return (cmd, reply),
-            Some(Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. }) => continue,
+            Some(Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } | Msg::HookFailed { .. }) => {
+                continue
+            }
             None => std::future::pending::<()>().await,
         }
     }

@@ -82,6 +82,8 @@ pub(crate) struct Actor<W: Workload> {
     actions: Vec<state::Action>,
     /// The workload could not restart in place just now: the restart stops and starts.
     in_place_refused: bool,
+    /// The run was just launched: its postStart hook runs once it is watched.
+    post_start_due: bool,
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -119,6 +121,7 @@ impl<W: Workload> Actor<W> {
             end_note: None,
             actions: Vec::new(),
             in_place_refused: false,
+            post_start_due: false,
             launch_permit: None,
         };
         (actor, tx, status_rx)
@@ -177,8 +180,12 @@ impl<W: Workload> Actor<W> {
                 Msg::Checked { generation, index, outcome } if generation == self.generation => {
                     Box::pin(self.on_checked(index, outcome)).await;
                 }
+                Msg::HookFailed { generation, reason } if generation == self.generation => {
+                    tracing::warn!(instance = %self.rec.id, "{reason}; killing it");
+                    Box::pin(self.feed(Event::StopRequested { goal: StopGoal::Fail { reason } })).await;
+                }
                 // About an earlier run.
-                Msg::MainExited { .. } | Msg::RuntimeLost { .. } | Msg::Checked { .. } => {}
+                Msg::MainExited { .. } | Msg::RuntimeLost { .. } | Msg::Checked { .. } | Msg::HookFailed { .. } => {}
             }
         }
     }

@@ -114,6 +114,9 @@ impl Cancel {
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Runs a probe or hook once.
+pub(crate) type Runner = Box<dyn Fn() -> BoxFuture<Outcome> + Send + Sync>;
+
 /// What a probe's results decide.
 pub(crate) enum ProbeRole {
     /// A seed-000 local health check: its grace period and consecutive failures kill.
@@ -130,7 +133,7 @@ pub(crate) struct Probe {
     pub role: ProbeRole,
     pub delay: Duration,
     pub period: Duration,
-    pub run: Box<dyn Fn() -> BoxFuture<Outcome> + Send + Sync>,
+    pub run: Runner,
 }
 
 /// The work that differs by kind of instance. Every step reports; the actor journals and
@@ -210,6 +213,18 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     /// Every probe of the run: each process's (container's) local health check, liveness and
     /// readiness probes, ready to run.
     fn probes(&self, cx: &Cx<'_>) -> Vec<Probe>;
+
+    /// The run's postStart hooks, once, as a wait that borrows nothing: Err names the process
+    /// and why (seed 003: a failure restarts by policy). None: it has none.
+    fn post_start(&self, _cx: &Cx<'_>) -> Option<BoxFuture<Result<(), String>>> {
+        None
+    }
+
+    /// The run's preStop hooks, before the stop signal, ending by `deadline` whatever they do
+    /// (seed 003: the stop goes on whether they succeed or not). None: it has none.
+    fn pre_stop(&self, _cx: &Cx<'_>, _deadline: tokio::time::Instant) -> Option<BoxFuture<()>> {
+        None
+    }
 
     /// Before the record goes: everything of the instance must have ended.
     fn before_delete(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), String>> + Send;

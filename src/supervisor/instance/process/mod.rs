@@ -260,6 +260,14 @@ impl Workload for Processes {
         self.local_probes(cx)
     }
 
+    fn post_start(&self, cx: &Cx<'_>) -> Option<BoxFuture<Result<(), String>>> {
+        self.post_start_hooks(cx)
+    }
+
+    fn pre_stop(&self, cx: &Cx<'_>, deadline: tokio::time::Instant) -> Option<BoxFuture<()>> {
+        self.pre_stop_hooks(cx, deadline)
+    }
+
     async fn before_delete(&mut self, _cx: &mut Cx<'_>) -> Result<(), String> {
         if kill_cgroup(&*self.cgroup, &self.id).await {
             Ok(())
