@@ -224,6 +224,9 @@ impl<W: Workload> Actor<W> {
             Ok(()) => self.feed(Event::StopCompleted).await,
             Err(reason) => self.feed(Event::StopFailed { reason }).await,
         };
+        for (cmd, reply) in std::mem::take(&mut self.deferred) {
+            let _ = self.tx.send(Msg::Request(cmd, reply));
+        }
     }
 
     /// Requests while stopping: a delete upgrades the stop (durably); anything else waits its turn.
@@ -233,10 +236,10 @@ impl<W: Workload> Actor<W> {
                 self.feed(Event::StopRequested { goal: StopGoal::Delete }).await;
                 self.waiting.extend(reply);
             }
-            Msg::Request(cmd, reply) => {
-                // Re-queue behind the stop.
-                let _ = self.tx.send(Msg::Request(cmd, reply));
-            }
+            // Served once the stop is done, in the order they came. (Not sent back into the
+            // queue being read: the stop's loop would take it again at once, for ever, never
+            // yielding its thread.)
+            Msg::Request(cmd, reply) => self.deferred.push((cmd, reply)),
             Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } | Msg::HookFailed { .. } => {}
         }
     }

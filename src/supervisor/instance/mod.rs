@@ -84,6 +84,8 @@ pub(crate) struct Actor<W: Workload> {
     in_place_refused: bool,
     /// The run was just launched: its postStart hook runs once it is watched.
     post_start_due: bool,
+    /// Requests that came during a stop, served after it.
+    deferred: Vec<(Command, Option<Reply>)>,
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -122,6 +124,7 @@ impl<W: Workload> Actor<W> {
             actions: Vec::new(),
             in_place_refused: false,
             post_start_due: false,
+            deferred: Vec::new(),
             launch_permit: None,
         };
         (actor, tx, status_rx)
