@@ -40,16 +40,7 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
     let mut fixed = BTreeSet::new();
     for (ci, c) in t.containers.iter().enumerate() {
         let at = cs.index(ci);
-        match super::check_name(&c.name) {
-            Err(e) => errors.add(&at.field("name"), e),
-            Ok(()) if !names.insert(c.name.clone()) => {
-                errors.add(&at.field("name"), format!("duplicate container name {:?}", c.name))
-            }
-            Ok(()) => {}
-        }
-        if c.image.trim().is_empty() {
-            errors.add(&at.field("image"), "is required");
-        }
+        name_and_image(c, &at, &mut names, errors);
         for (i, port) in c.ports.iter().enumerate() {
             let pp = at.field("ports").index(i);
             if port.name.is_empty() || !port.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
@@ -132,16 +123,7 @@ fn init_containers(t: &TemplateSpec, at: &Path, names: &mut BTreeSet<String>, er
     }
     for (i, c) in t.initializers.iter().enumerate() {
         let at = is.index(i);
-        match super::check_name(&c.name) {
-            Err(e) => errors.add(&at.field("name"), e),
-            Ok(()) if !names.insert(c.name.clone()) => {
-                errors.add(&at.field("name"), format!("duplicate container name {:?}", c.name))
-            }
-            Ok(()) => {}
-        }
-        if c.image.trim().is_empty() {
-            errors.add(&at.field("image"), "is required");
-        }
+        name_and_image(c, &at, names, errors);
         for (field, used) in [
             ("ports", !c.ports.is_empty()),
             ("healthChecks", !c.health_checks.is_empty()),
@@ -153,6 +135,20 @@ fn init_containers(t: &TemplateSpec, at: &Path, names: &mut BTreeSet<String>, er
             }
         }
         resources(&c.resources, &at.field("resources"), errors);
+    }
+}
+
+/// A container's (or init container's) name, unique among all the pod's, and its image.
+fn name_and_image(c: &Container, at: &Path, names: &mut BTreeSet<String>, errors: &mut Errors) {
+    match super::check_name(&c.name) {
+        Err(e) => errors.add(&at.field("name"), e),
+        Ok(()) if !names.insert(c.name.clone()) => {
+            errors.add(&at.field("name"), format!("duplicate container name {:?}", c.name))
+        }
+        Ok(()) => {}
+    }
+    if c.image.trim().is_empty() {
+        errors.add(&at.field("image"), "is required");
     }
 }
 

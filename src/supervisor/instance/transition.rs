@@ -73,8 +73,12 @@ impl<W: Workload> Actor<W> {
     /// The state machine's step applied to the record in memory; returns what to do, and the
     /// event to journal when the state changed. None: the event is illegal in this state.
     fn transition(&mut self, event: &Event) -> Option<(state::Action, Option<serde_json::Value>)> {
-        self.ensure_rendered();
-        let restarts_in_place = !self.in_place_refused && self.workload.restarts_in_place(&super::cx!(self));
+        // Only a restart asks whether it can be done in place (every step passes here).
+        let restarts_in_place =
+            matches!(event, Event::StopRequested { goal: StopGoal::Restart }) && !self.in_place_refused && {
+                self.ensure_rendered();
+                self.workload.restarts_in_place(&super::cx!(self))
+            };
         let now = now_ms();
         let ctx = state::Context {
             policy: &self.spec.spec.restart_policy,
