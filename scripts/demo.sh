@@ -143,6 +143,9 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward logs demo/webpod/0 --container server --timestamps --tail 3"
     $steward logs demo/webpod/0 --container server --timestamps --tail 3 || true
+    echo
+    echo "== steward logs demo/webpod/0 --container prepare   (its init container, run before the others)"
+    $steward logs demo/webpod/0 --container prepare || true
 fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then

@@ -91,6 +91,10 @@ async fn readiness_flips_ready_without_a_restart_and_shows_everywhere() {
     let s = d.wait_state(&iid, Kind::Running, 20).await;
     let pid = s.pid.unwrap();
     assert!(!s.ready, "not ready before its probe passed");
+    // Without a readiness probe (nor any other probe to report), Ready comes with Running.
+    d.apply_json(&spec("plain", 1, json!({}), json!({}))).await;
+    let plain = d.wait_state(&id("test", "plain", 0), Kind::Running, 20).await;
+    assert!(plain.ready || d.wait(&id("test", "plain", 0), 2, |s| s.ready).await.ready);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(!d.status(&iid).await.ready, "a failing readiness probe keeps it not ready");
 
@@ -98,13 +102,14 @@ async fn readiness_flips_ready_without_a_restart_and_shows_everywhere() {
     let s = d.wait(&iid, 10, |s| s.ready).await;
     assert_eq!((s.pid, s.restarts, s.state.kind()), (Some(pid), 0, Kind::Running), "Ready came without a restart");
     let (_, out, _) = d.cli(&["ls"]);
-    let row: Vec<&str> = out.lines().find(|l| l.starts_with("test")).unwrap().split_whitespace().collect();
+    let row: Vec<&str> =
+        out.lines().find(|l| l.starts_with("test") && l.contains(" web ")).unwrap().split_whitespace().collect();
     assert_eq!(&row[3..5], ["Running", "yes"], "{out}");
     let node = d.client.node().await.unwrap();
     let app = node.apps.iter().find(|a| a.name == "web").unwrap();
     assert!(app.instances[0].ready, "/v1/node reports Ready");
     let metrics = scrape_metrics(&d);
-    assert!(metrics.contains("steward_instances_ready 1"), "{metrics}");
+    assert!(metrics.contains("steward_instances_ready 2"), "web and plain: {metrics}");
 
     server.set(FAILING);
     let s = d.wait(&iid, 10, |s| !s.ready).await;

@@ -262,17 +262,3 @@ fn rendering_resolves_ports_and_quotes_exec_arguments() {
     assert_eq!(p.lifecycle.pre_stop, Some(Probe::Command { command: format!("sh -c 'echo bye > {work}/it'\\''s'") }));
     assert_eq!(p.init_steps[0].command, "echo 0");
 }
-
-#[tokio::test]
-async fn stewardd_refuses_to_apply_what_it_does_not_run_yet() {
-    let d = common::Daemon::start("probes");
-    // A pod's probes do not run yet (a process's do).
-    let doc =
-        pod(|t| t["containers"][0]["probe"] = json!({"readiness": {"handler": {"method": {"portName": "http"}}}}));
-    let path = d.dir.path().join("pod.json");
-    std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
-    let (code, out, err) = d.cli(&["apply", "-f", path.to_str().unwrap()]);
-    assert_ne!(code, 0, "applied a spec whose probe would not run: {out}");
-    assert!(err.contains("spec.template.spec.containers[0].probe") && err.contains("not yet run"), "{err}");
-    assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing was created");
-}

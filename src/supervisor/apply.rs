@@ -27,12 +27,6 @@ impl Supervisor {
             s.dedup();
             s
         });
-        if let Some(field) = lifecycle_not_yet_run(&spec) {
-            return Err(SupervisorError::Invalid(format!(
-                "{field}: seed 003 probes, lifecycle hooks and initializers are checked but not yet run by this \
-                 stewardd; remove them to apply this spec (docs/spec.md)"
-            )));
-        }
         if let Some(bad) = selection.iter().flatten().find(|i| **i >= spec.spec.instance) {
             return Err(SupervisorError::Invalid(format!(
                 "instances: id {bad} is not below spec.instance ({})",
@@ -276,23 +270,4 @@ pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
     let mut b = b.clone();
     b.spec.instance = a.spec.instance;
     *a == b
-}
-
-/// The first of seed 003's parts not yet run that the spec has, by its field path: validated
-/// (`steward validate`), refused at apply rather than accepted and silently left out. A
-/// process's probes, hooks and init steps run; a pod's do not yet.
-fn lifecycle_not_yet_run(spec: &ProcessSpec) -> Option<String> {
-    let t = &spec.spec.template.spec;
-    let at = "spec.template.spec";
-    let containers = t.containers.iter().enumerate().find_map(|(i, c)| {
-        let field = if !c.probe.is_empty() {
-            "probe"
-        } else if !c.lifecycle.is_empty() {
-            "lifecycle"
-        } else {
-            return None;
-        };
-        Some(format!("{at}.containers[{i}].{field}"))
-    });
-    containers.or_else(|| (!t.initializers.is_empty()).then(|| format!("{at}.initializers")))
 }

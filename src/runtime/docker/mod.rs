@@ -7,6 +7,7 @@
 //! in pod.rs, its output in logs.rs, COMMAND checks in exec.rs, cpuset placement in numa.rs.
 
 mod exec;
+mod init;
 mod logs;
 pub mod numa;
 mod pod;
@@ -27,7 +28,7 @@ pub const LABEL_OWNER: &str = "io.steward.owner";
 pub const LABEL_INSTANCE: &str = "io.steward.instance";
 /// The container's name in the pod spec.
 pub const LABEL_CONTAINER: &str = "io.steward.container";
-/// The container's place in the pod (0 = main).
+/// The container's place in the pod (0 = main; `init-N` for init container N).
 pub const LABEL_INDEX: &str = "io.steward.index";
 /// `io.steward.index` of a pod's network holder: the first container of a pod with more than
 /// one (unless HOST), whose network namespace the others join, so a main container that exits
@@ -55,6 +56,9 @@ pub enum DockerError {
     NoContainer(String),
     #[error("container {container:?}: {message}")]
     Api { container: String, message: String },
+    /// An init container ended with a failure (seed 003: the pod's containers never start).
+    #[error("init container {container:?} {detail}")]
+    InitFailed { container: String, detail: String },
     /// A stop or delete came while the pod was starting: what was created is removed.
     #[error("pod start cancelled")]
     Cancelled,

@@ -26,6 +26,8 @@ pub struct PodStart<'a> {
     pub pod: &'a RenderedPod,
     /// Per container: env vars from secrets and configmaps.
     pub injected_env: &'a [Vec<(String, String)>],
+    /// The same per init container.
+    pub init_injected_env: &'a [Vec<(String, String)>],
     /// The spec's metadata labels, copied onto every container.
     pub labels: &'a std::collections::BTreeMap<String, String>,
     /// The instance's run directory: a failed start's output is kept there.
@@ -33,9 +35,11 @@ pub struct PodStart<'a> {
 }
 
 impl Docker {
-    /// Creates and starts the pod's containers in order; the first one's id is the network the
-    /// others join. Any failure removes what was created and names the container. Returns the
-    /// containers' ids in spec order.
+    /// Runs the pod's init containers to completion, one after another, then creates and
+    /// starts its containers in order, all in one network namespace: the network holder's when
+    /// there is more than one container or any init container (unless HOST), else the first
+    /// container's own. Any failure removes what was created and names the container. Returns
+    /// the containers' ids in spec order.
     ///
     /// `cancelled` is asked after every request: a start is never dropped half-way, since a
     /// create dockerd has received completes whether or not its answer is awaited (dropping it
@@ -55,7 +59,8 @@ impl Docker {
             NetworkMode::None => "none".into(),
             NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
         };
-        let holder = if start.pod.containers.len() > 1 && start.pod.network != NetworkMode::Host {
+        let shared_network = start.pod.containers.len() > 1 || !start.pod.init_containers.is_empty();
+        let holder = if shared_network && start.pod.network != NetworkMode::Host {
             let holder = match self.start_holder(start, &own_network).await {
                 Ok(id) if cancelled() => {
                     let _ = self.remove(&id).await;
@@ -73,6 +78,14 @@ impl Docker {
         } else {
             None
         };
+        let holder_network = || holder.as_ref().map_or(own_network.clone(), |h| format!("container:{h}"));
+        for (n, c) in start.pod.init_containers.iter().enumerate() {
+            let ran = self.run_init_container(start, (n, c), holder_network(), &topology, cancelled).await;
+            if let Err(e) = ran {
+                let _ = self.remove_instance(start.instance).await;
+                return Err(e);
+            }
+        }
         let mut ids: Vec<String> = Vec::new();
         for (i, c) in start.pod.containers.iter().enumerate() {
             let network = match holder.as_ref().or(ids.first()) {
@@ -82,7 +95,8 @@ impl Docker {
             // Ports are published by whichever container owns the network namespace.
             let publish = holder.is_none() && i == 0;
             let result = async {
-                let body = self.container_body(start, i, c, network, &topology, publish).await?;
+                let env = start.injected_env.get(i).map(Vec::as_slice).unwrap_or_default();
+                let body = self.container_body(start, c, env, &i.to_string(), network, &topology, publish).await?;
                 let name = format!("steward-{}-{}", start.pod_id, c.name);
                 let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
                 let created =
@@ -199,17 +213,20 @@ impl Docker {
         (exposed, bindings)
     }
 
-    /// The create request of container `i`: seed 001's command rules, env, ports, resources.
-    async fn container_body(
+    /// The create request of a container (`index`: its `io.steward.index` label): seed 001's
+    /// command rules, env (`injected_env` from secrets and configmaps after the spec's), ports,
+    /// resources.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn container_body(
         &self,
         start: &PodStart<'_>,
-        i: usize,
         c: &RenderedContainer,
+        injected_env: &[(String, String)],
+        index: &str,
         network: String,
         topology: &numa::Topology,
         publish: bool,
     ) -> Result<ContainerCreateBody, DockerError> {
-        let injected_env = start.injected_env.get(i).map(Vec::as_slice).unwrap_or_default();
         let image = match self.client()?.inspect_image(&c.image).await {
             Ok(image) => image,
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
@@ -229,7 +246,7 @@ impl Docker {
         labels.insert(LABEL_OWNER.into(), self.owner.clone());
         labels.insert(LABEL_INSTANCE.into(), start.instance.into());
         labels.insert(LABEL_CONTAINER.into(), c.name.clone());
-        labels.insert(LABEL_INDEX.into(), i.to_string());
+        labels.insert(LABEL_INDEX.into(), index.to_string());
         let env: Vec<String> = c
             .env
             .iter()

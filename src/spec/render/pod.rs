@@ -81,6 +81,9 @@ pub struct RenderedPod {
     /// USER mode: the network's name (the `net` parameter).
     pub user_network: Option<String>,
     pub containers: Vec<RenderedContainer>,
+    /// Seed 003 `initializers`: run to completion, in order, before `containers` start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<RenderedContainer>,
 }
 
 /// What `$` copies, per instance.
@@ -158,111 +161,140 @@ pub fn render_pod(
         }
         rendered_ports.push(ports);
     }
-    let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
     // PORT_<name> of every port of the pod, in every container: a sidecar learns the main
     // container's (random) ports.
     let port_env: Vec<EnvVar> =
         rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
+    let shared = Shared { ctx, run_dir, dollar: &dollar, port_env: &port_env, port_numbers: &port_numbers };
     let mut containers = Vec::new();
     for ((ci, c), ports) in t.containers.iter().enumerate().zip(rendered_ports) {
-        let at = cs.index(ci);
-        let mut env: Vec<EnvVar> =
-            dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
-        env.extend(port_env.iter().cloned());
-        for e in &c.env {
-            let value = match e.value.strip_prefix('$').and_then(|v| dollar.get(v)) {
-                Some(v) => v.to_string(),
-                None => e.value.clone(),
-            };
-            env.push(EnvVar { name: e.name.clone(), value });
-        }
-        let port_of = |port: i64, name: &str| -> u16 {
-            if port > 0 {
-                u16::try_from(port).unwrap_or_default()
-            } else {
-                port_numbers.get(name).copied().unwrap_or_default()
-            }
-        };
-        let health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
-        let lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
-        // Secret and configmap files: written below the run dir, mounted read-only where asked.
-        let files_dir = run_dir.join("values").join(&c.name);
-        let mut injections = Vec::new();
-        let mut mounts = Vec::new();
-        let sources = c
-            .secrets
-            .iter()
-            .map(|s| (InjectionSource::Secret, &s.secret_name, &s.items))
-            .chain(c.configmaps.iter().map(|m| (InjectionSource::ConfigMap, &m.name, &m.items)));
-        for (source, store, items) in sources {
-            for item in items {
-                let target = match item.kind {
-                    Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
-                    Some(ItemType::File) => {
-                        let host_path = files_dir.join(format!("{}", injections.len()));
-                        let path_in = if source == InjectionSource::ConfigMap && !item.data_key_alias.is_empty() {
-                            format!("{}/{}", item.key_or_path.trim_end_matches('/'), item.data_key_alias)
-                        } else {
-                            item.key_or_path.clone()
-                        };
-                        mounts.push(Mount { host_path: host_path.clone(), container_path: path_in, read_only: true });
-                        // Readable by its owner only: root (a container's default user), or the
-                        // item's `user` (a host user name or a numeric uid[:gid], for an image
-                        // that runs as another user). The directories above are root's, 0700.
-                        let owner = if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() };
-                        InjectionTarget::File { path: host_path, mode: 0o400, owner }
-                    }
-                    None => continue,
-                };
-                injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
-            }
-        }
-        for (i, v) in c.volumes.iter().enumerate() {
-            match super::confine(&v.host_path, None, &roots) {
-                Ok(host_path) => {
-                    mounts.push(Mount { host_path, container_path: v.mount_path.clone(), read_only: v.read_only })
-                }
-                Err(why) => errors.add(
-                    &at.field("volumes").index(i).field("hostPath"),
-                    format!(
-                        "{:?} {why}; host paths must lie below {} or {}",
-                        v.host_path,
-                        ctx.roots.work_base_dir.display(),
-                        ctx.roots.run_base_dir.display()
-                    ),
-                ),
-            }
-        }
-        let r = &c.resources;
-        let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
-        let rates = |list: &[DeviceRate], bytes: bool| {
-            list.iter().filter_map(|d| parse_rate(&d.rate, bytes).ok().map(|n| (d.path.clone(), n))).collect()
-        };
-        containers.push(RenderedContainer {
-            name: c.name.clone(),
-            image: c.image.clone(),
-            entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
-            arguments: c.command.arguments.clone(),
-            env,
-            ports,
-            resources: RenderedResources {
-                cpu_cores: limit(&r.limits.cpu),
-                memory_mb: limit(&r.limits.memory),
-                cpu_set: r.cpu_set,
-                cpu_quota: r.cpu_quota,
-                memory_swap_mb: r.memory_swap,
-                swappiness: r.swappiness,
-                read_bps: rates(&r.blkio.read_bps, true),
-                write_bps: rates(&r.blkio.write_bps, true),
-                read_iops: rates(&r.blkio.read_iops, false),
-                write_iops: rates(&r.blkio.write_iops, false),
-            },
-            health_checks,
-            lifecycle,
-            injections,
-            mounts,
-        });
+        containers.push(render_container(c, ports, &cs.index(ci), &shared, errors));
     }
+    let is = Path::root().field("spec").field("template").field("spec").field("initializers");
+    let init_containers = t
+        .initializers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| render_container(c, Vec::new(), &is.index(i), &shared, errors))
+        .collect();
     let user_network = t.parameters.iter().find(|p| p.key == "net").map(|p| p.value.clone());
-    RenderedPod { network: t.network, user_network, containers }
+    RenderedPod { network: t.network, user_network, containers, init_containers }
+}
+
+/// What every container of a pod renders with.
+struct Shared<'a> {
+    ctx: &'a RenderContext<'a>,
+    run_dir: &'a std::path::Path,
+    dollar: &'a DollarValues,
+    port_env: &'a [EnvVar],
+    /// Each port name's number as probes and hooks reach it.
+    port_numbers: &'a std::collections::BTreeMap<String, u16>,
+}
+
+/// One container (or init container, `ports` empty) of the pod, at field path `at`.
+fn render_container(
+    c: &Container,
+    ports: Vec<RenderedContainerPort>,
+    at: &Path,
+    shared: &Shared<'_>,
+    errors: &mut Errors,
+) -> RenderedContainer {
+    let Shared { ctx, run_dir, dollar, port_env, port_numbers } = *shared;
+    let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
+    let mut env: Vec<EnvVar> =
+        dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
+    env.extend(port_env.iter().cloned());
+    for e in &c.env {
+        let value = match e.value.strip_prefix('$').and_then(|v| dollar.get(v)) {
+            Some(v) => v.to_string(),
+            None => e.value.clone(),
+        };
+        env.push(EnvVar { name: e.name.clone(), value });
+    }
+    let port_of = |port: i64, name: &str| -> u16 {
+        if port > 0 {
+            u16::try_from(port).unwrap_or_default()
+        } else {
+            port_numbers.get(name).copied().unwrap_or_default()
+        }
+    };
+    let health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
+    let lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
+    // Secret and configmap files: written below the run dir, mounted read-only where asked.
+    let files_dir = run_dir.join("values").join(&c.name);
+    let mut injections = Vec::new();
+    let mut mounts = Vec::new();
+    let sources = c
+        .secrets
+        .iter()
+        .map(|s| (InjectionSource::Secret, &s.secret_name, &s.items))
+        .chain(c.configmaps.iter().map(|m| (InjectionSource::ConfigMap, &m.name, &m.items)));
+    for (source, store, items) in sources {
+        for item in items {
+            let target = match item.kind {
+                Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
+                Some(ItemType::File) => {
+                    let host_path = files_dir.join(format!("{}", injections.len()));
+                    let path_in = if source == InjectionSource::ConfigMap && !item.data_key_alias.is_empty() {
+                        format!("{}/{}", item.key_or_path.trim_end_matches('/'), item.data_key_alias)
+                    } else {
+                        item.key_or_path.clone()
+                    };
+                    mounts.push(Mount { host_path: host_path.clone(), container_path: path_in, read_only: true });
+                    // Readable by its owner only: root (a container's default user), or the
+                    // item's `user` (a host user name or a numeric uid[:gid], for an image
+                    // that runs as another user). The directories above are root's, 0700.
+                    let owner = if item.user.is_empty() { DEFAULT_USER.to_string() } else { item.user.clone() };
+                    InjectionTarget::File { path: host_path, mode: 0o400, owner }
+                }
+                None => continue,
+            };
+            injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
+        }
+    }
+    for (i, v) in c.volumes.iter().enumerate() {
+        match super::confine(&v.host_path, None, &roots) {
+            Ok(host_path) => {
+                mounts.push(Mount { host_path, container_path: v.mount_path.clone(), read_only: v.read_only })
+            }
+            Err(why) => errors.add(
+                &at.field("volumes").index(i).field("hostPath"),
+                format!(
+                    "{:?} {why}; host paths must lie below {} or {}",
+                    v.host_path,
+                    ctx.roots.work_base_dir.display(),
+                    ctx.roots.run_base_dir.display()
+                ),
+            ),
+        }
+    }
+    let r = &c.resources;
+    let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
+    let rates = |list: &[DeviceRate], bytes: bool| {
+        list.iter().filter_map(|d| parse_rate(&d.rate, bytes).ok().map(|n| (d.path.clone(), n))).collect()
+    };
+    RenderedContainer {
+        name: c.name.clone(),
+        image: c.image.clone(),
+        entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
+        arguments: c.command.arguments.clone(),
+        env,
+        ports,
+        resources: RenderedResources {
+            cpu_cores: limit(&r.limits.cpu),
+            memory_mb: limit(&r.limits.memory),
+            cpu_set: r.cpu_set,
+            cpu_quota: r.cpu_quota,
+            memory_swap_mb: r.memory_swap,
+            swappiness: r.swappiness,
+            read_bps: rates(&r.blkio.read_bps, true),
+            write_bps: rates(&r.blkio.write_bps, true),
+            read_iops: rates(&r.blkio.read_iops, false),
+            write_iops: rates(&r.blkio.write_iops, false),
+        },
+        health_checks,
+        lifecycle,
+        injections,
+        mounts,
+    }
 }

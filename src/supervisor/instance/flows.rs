@@ -65,6 +65,9 @@ impl<W: Workload> Actor<W> {
         self.ensure_rendered();
         self.workload.watch(&mut cx!(self));
         self.start_health_checks();
+        // Ready (an instance without readiness probes is Ready once Running) shows at once,
+        // not at the next commit.
+        self.journal.show(&self.rec);
         if std::mem::take(&mut self.post_start_due) {
             if let Some(hook) = self.workload.post_start(&cx!(self)) {
                 let (tx, generation) = (self.tx.clone(), self.generation);

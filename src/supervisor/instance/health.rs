@@ -109,11 +109,8 @@ impl<W: Workload> Actor<W> {
             }
             Verdicts::Liveness(tracker) => match tracker.record(outcome) {
                 Some(false) => {
-                    let why = tracker.last_failure.clone().unwrap_or_default();
-                    Some(format!(
-                        "liveness probe of process {index} failed {} times in a row: {why}",
-                        tracker.failures()
-                    ))
+                    let (why, times) = (tracker.last_failure.clone().unwrap_or_default(), tracker.failures());
+                    Some(format!("liveness probe of {} failed {times} times in a row: {why}", self.probed(index)))
                 }
                 _ => None,
             },
@@ -140,8 +137,17 @@ impl<W: Workload> Actor<W> {
         }
         self.rec.ready = ready;
         let reason = if ready { None } else { last_failure };
-        tracing::info!(instance = %self.rec.id, "ready: {ready} (process {index})");
+        tracing::info!(instance = %self.rec.id, "ready: {ready} ({})", self.probed(index));
         self.commit_event(InstanceChange::ReadyChanged { detail: ReadyChanged { ready, process: index, reason } })
             .await;
+    }
+
+    /// What probe results of main `index` are about: `process N`, or a pod's `container NAME`.
+    fn probed(&self, index: usize) -> String {
+        let container = self.rendered.as_ref().and_then(|r| r.pod.as_ref()?.containers.get(index));
+        match container {
+            Some(c) => format!("container {}", c.name),
+            None => format!("process {index}"),
+        }
     }
 }

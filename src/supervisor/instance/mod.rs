@@ -19,6 +19,7 @@ pub(crate) use workload::Workload;
 
 mod flows;
 mod health;
+mod hooks;
 mod journal;
 pub(super) mod messages;
 mod pod;

@@ -2,19 +2,25 @@
 //! order, watched by `docker wait`, stopped by `docker stop`. The state machine, the store and
 //! the restart policy are the actor's; only these steps talk to dockerd.
 
-use super::workload::{BoxFuture, Cancel, Cx, InPlace, Launched, Probe, ProbeRole, Readopted, RunEnd, Workload};
+use super::hooks::{self, Hook};
+use super::workload::{
+    BoxFuture, Cancel, Cx, InPlace, Launched, Probe, ProbeRole, Readopted, RunEnd, Runner, Workload,
+};
 use crate::health::Outcome;
 use crate::protocol::{ContainerExited, InstanceChange};
 use crate::runtime::docker::{ContainerInfo, DockerError, PodStart};
 use crate::runtime::process::ResolvedUser;
 use crate::runtime::procinfo::ProcessIdentity;
 use crate::spec::pod::NetworkMode;
-use crate::spec::render::{InjectionTarget, Probe as CheckProbe};
+use crate::spec::render::pod::{RenderedContainer, RenderedPod};
+use crate::spec::render::{InjectionTarget, Probe as Handler};
 use crate::spec::RenderedInstance;
 use crate::supervisor::instance::messages::Msg;
 use crate::supervisor::record::InstanceRecord;
 use crate::supervisor::state::ExitStatus;
 use crate::supervisor::{values, Shared};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a Lost pod asks whether dockerd is back.
@@ -24,6 +30,8 @@ pub(super) const LOST_POLL: Duration = Duration::from_secs(1);
 pub(crate) struct Pod {
     /// Env vars from secrets and configmaps, per container, resolved at the last staging.
     injected_env: Vec<Vec<(String, String)>>,
+    /// The same per init container.
+    init_injected_env: Vec<Vec<(String, String)>>,
     /// The containers' log followers (their output into the run dir's files).
     log_tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Containers that exited cleanly while others run on (seed 001: the pod ends when all
@@ -45,19 +53,10 @@ impl Workload for Pod {
         run_dir: &std::os::fd::OwnedFd,
     ) -> Result<(), String> {
         super::process::run_dir_access(run_dir, rendered, &[]).map_err(|e| format!("run directory {e}"))?;
-        self.injected_env.clear();
         let Some(pod) = &rendered.pod else { return Err("the spec renders no pod".into()) };
-        let root = ResolvedUser::root();
-        for c in &pod.containers {
-            if c.injections.iter().any(|i| matches!(i.target, InjectionTarget::File { .. })) {
-                let dir = rendered.run_dir.join("values").join(&c.name);
-                values::private_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            }
-            let lookup =
-                |kind, key: &str| cx.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned();
-            let env = values::inject(&c.injections, &cx.rec.id.namespace, lookup, &rendered.run_dir, &root)?;
-            self.injected_env.push(env);
-        }
+        self.injected_env = pod.containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
+        self.init_injected_env =
+            pod.init_containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
         Ok(())
     }
 
@@ -88,6 +87,7 @@ impl Workload for Pod {
             pod_id: &pod_id,
             pod,
             injected_env: &self.injected_env,
+            init_injected_env: &self.init_injected_env,
             labels: &cx.spec.spec.metadata.labels,
             log_dir: &rendered.run_dir,
         };
@@ -233,54 +233,52 @@ impl Workload for Pod {
         InPlace::NotRun
     }
 
-    /// Each container's local check: HTTP and TCP probes from the host (published or host
-    /// ports), COMMAND checks run inside the container (docker exec).
+    /// Each container's local check and seed-003 liveness and readiness probes: HTTP and TCP
+    /// at the pod's address (or the host's, see [`probe_address`]), EXEC and COMMAND inside the
+    /// container (docker exec).
     fn probes(&self, cx: &Cx<'_>) -> Vec<Probe> {
         let Some(pod) = cx.rendered.and_then(|r| r.pod.as_ref()) else { return Vec::new() };
-        // BRIDGE and USER pods are probed at their own address (the main container's, whose
-        // network every container shares), on the container's port; HOST pods on 127.0.0.1.
-        let own_address = matches!(pod.network, NetworkMode::Bridge | NetworkMode::User);
-        let address = cx.rec.containers.first().and_then(|c| c.ip_address.parse::<std::net::IpAddr>().ok());
-        let mut probes = Vec::with_capacity(pod.containers.len());
+        let address = probe_address(cx, pod);
+        let mut probes = Vec::new();
         for (index, c) in pod.containers.iter().enumerate() {
-            let check = c.health_checks.iter().find(|c| c.kind.is_local()).cloned();
-            let id = cx.rec.containers.get(index).map(|c| c.id.clone());
-            let (Some(check), Some(id)) = (check, id) else { continue };
-            let (shared, probed) = (cx.shared.clone(), check.clone());
-            let run = move || {
-                let (shared, check, id) = (shared.clone(), probed.clone(), id.clone());
-                Box::pin(async move {
-                    let probed = match (own_address, address) {
-                        (false, _) => shared.prober.probe(&check).await,
-                        (true, Some(ip)) => shared.prober.probe_at(ip, &check).await,
-                        (true, None) => match check.probe {
-                            CheckProbe::Command { .. } => None,
-                            _ => Some(Outcome::Fail("the pod has no address to probe".into())),
-                        },
-                    };
-                    match probed {
-                        Some(o) => o,
-                        None => {
-                            let command = match &check.probe {
-                                CheckProbe::Command { command } => command.clone(),
-                                _ => String::new(),
-                            };
-                            let timeout = Duration::from_secs(check.timeout_seconds.max(1));
-                            shared.docker.exec_check(&id, &command, timeout).await
-                        }
-                    }
-                }) as BoxFuture<Outcome>
-            };
-            let (delay, period) = (check.delay_seconds, check.interval_seconds.max(1));
-            probes.push(Probe {
-                index,
-                role: ProbeRole::Check(check),
-                delay: Duration::from_secs(delay),
-                period: Duration::from_secs(period),
-                run: Box::new(run),
-            });
+            let Some(id) = cx.rec.containers.get(index).map(|c| c.id.clone()) else { continue };
+            let runner =
+                |handler: &Handler, timeout| container_runner(cx.shared, &id, address.clone(), handler, timeout);
+            if let Some(check) = c.health_checks.iter().find(|c| c.kind.is_local()) {
+                probes.push(Probe {
+                    index,
+                    delay: Duration::from_secs(check.delay_seconds),
+                    period: Duration::from_secs(check.interval_seconds.max(1)),
+                    run: runner(&check.probe, check.timeout_seconds),
+                    role: ProbeRole::Check(check.clone()),
+                });
+            }
+            for (probe, readiness) in [(&c.lifecycle.liveness, false), (&c.lifecycle.readiness, true)] {
+                let Some(probe) = probe else { continue };
+                let (success, failure) = (probe.success_threshold, probe.failure_threshold);
+                probes.push(Probe {
+                    index,
+                    delay: Duration::from_secs(probe.delay_secs),
+                    period: Duration::from_secs(probe.period_secs.max(1)),
+                    run: runner(&probe.handler, probe.timeout_secs),
+                    role: if readiness {
+                        ProbeRole::Readiness { success, failure }
+                    } else {
+                        ProbeRole::Liveness { success, failure }
+                    },
+                });
+            }
         }
         probes
+    }
+
+    fn post_start(&self, cx: &Cx<'_>) -> Option<BoxFuture<Result<(), String>>> {
+        hooks::post_start(self.hooks(cx, |l| l.post_start.as_ref(), hooks::POST_START_TIMEOUT_SECS))
+    }
+
+    fn pre_stop(&self, cx: &Cx<'_>, deadline: tokio::time::Instant) -> Option<BoxFuture<()>> {
+        let hooks = self.hooks(cx, |l| l.pre_stop.as_ref(), hooks::secs_until(deadline));
+        hooks::pre_stop(&cx.rec.id, hooks, deadline)
     }
 
     async fn before_delete(&mut self, _cx: &mut Cx<'_>) -> Result<(), String> {
@@ -298,6 +296,26 @@ impl Workload for Pod {
 }
 
 impl Pod {
+    /// Each running container's hook as `pick` chooses it, ready to run once within
+    /// `timeout_secs` (EXEC inside the container, HTTP and TCP at the pod's address).
+    fn hooks(
+        &self,
+        cx: &Cx<'_>,
+        pick: fn(&crate::spec::render::probe::RenderedLifecycle) -> Option<&Handler>,
+        timeout_secs: u64,
+    ) -> Vec<Hook> {
+        let Some(pod) = cx.rendered.and_then(|r| r.pod.as_ref()) else { return Vec::new() };
+        let address = probe_address(cx, pod);
+        let mut hooks = Vec::new();
+        for (index, c) in pod.containers.iter().enumerate() {
+            let Some(handler) = pick(&c.lifecycle) else { continue };
+            let running = cx.rec.containers.get(index).filter(|_| self.exited.get(index) != Some(&Some(0)));
+            let Some(info) = running else { continue };
+            hooks.push((c.name.clone(), container_runner(cx.shared, &info.id, address.clone(), handler, timeout_secs)));
+        }
+        hooks
+    }
+
     /// SIGKILL to every container of the pod, and their final info recorded.
     async fn kill_pod(&mut self, cx: &mut Cx<'_>) -> bool {
         let docker = cx.shared.docker.clone();
@@ -347,6 +365,59 @@ impl Pod {
         }
         Readopted::Running
     }
+}
+
+/// Container `c`'s secrets and configmaps: its files written (below the run dir, mounted
+/// read-only), its env vars returned.
+fn inject(cx: &Cx<'_>, rendered: &RenderedInstance, c: &RenderedContainer) -> Result<Vec<(String, String)>, String> {
+    if c.injections.iter().any(|i| matches!(i.target, InjectionTarget::File { .. })) {
+        let dir = rendered.run_dir.join("values").join(&c.name);
+        values::private_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let lookup = |kind, key: &str| cx.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned();
+    values::inject(&c.injections, &cx.rec.id.namespace, lookup, &rendered.run_dir, &ResolvedUser::root())
+}
+
+/// Where a pod's HTTP and TCP probes and hooks go: a BRIDGE or USER pod's own address (the
+/// first container's, whose network every container shares), on the container's port; a HOST
+/// pod's 127.0.0.1. Err: the pod has no address (network NONE, or none known).
+fn probe_address(cx: &Cx<'_>, pod: &RenderedPod) -> Result<IpAddr, String> {
+    match pod.network {
+        NetworkMode::Host => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        NetworkMode::Bridge | NetworkMode::User => cx
+            .rec
+            .containers
+            .first()
+            .and_then(|c| c.ip_address.parse::<IpAddr>().ok())
+            .ok_or_else(|| "the pod has no address to probe".to_string()),
+        NetworkMode::None => Err("the pod has no network to probe (network NONE)".into()),
+    }
+}
+
+/// Runs `handler` once for container `id` within `timeout_secs`: HTTP and TCP at `address`,
+/// a command inside the container (docker exec).
+fn container_runner(
+    shared: &Arc<Shared>,
+    id: &str,
+    address: Result<IpAddr, String>,
+    handler: &Handler,
+    timeout_secs: u64,
+) -> Runner {
+    let (shared, id, handler) = (shared.clone(), id.to_string(), handler.clone());
+    Box::new(move || {
+        let (shared, id, handler, address) = (shared.clone(), id.clone(), handler.clone(), address.clone());
+        Box::pin(async move {
+            let timeout = Duration::from_secs(timeout_secs.max(1));
+            if let Handler::Command { command } = &handler {
+                return shared.docker.exec_check(&id, command, timeout).await;
+            }
+            match address {
+                // A command ran above: HTTP and TCP answer here.
+                Ok(ip) => shared.prober.probe_handler(ip, &handler, timeout).await.unwrap_or(Outcome::Pass),
+                Err(why) => Outcome::Fail(why),
+            }
+        })
+    })
 }
 
 fn container_ids(rec: &InstanceRecord) -> Vec<String> {

@@ -8,6 +8,7 @@ use crate::runtime::process::{self, Launch, ResolvedUser};
 use crate::runtime::reaper::ExitWatch;
 use crate::spec::render::Probe as Handler;
 use crate::spec::RenderedInstance;
+use crate::supervisor::instance::hooks::{self, Hook};
 use crate::supervisor::instance::workload::{BoxFuture, Cx, Probe, ProbeRole, Runner};
 use crate::supervisor::record::InstanceRecord;
 use crate::supervisor::Shared;
@@ -60,25 +61,20 @@ impl Processes {
     }
 }
 
-/// How long a postStart hook may take (seed 003 gives none; a hook that hangs must not keep
-/// the instance in limbo).
-pub const POST_START_TIMEOUT_SECS: u64 = 60;
-
 impl Processes {
     /// Each process's hook as `pick` chooses it, ready to run once within `timeout_secs`;
-    /// `started_only`: only processes whose main process runs.
+    /// only processes whose main process runs.
     fn hooks(
         &self,
         cx: &Cx<'_>,
         pick: fn(&crate::spec::render::probe::RenderedLifecycle) -> Option<&Handler>,
-        started_only: bool,
         timeout_secs: u64,
-    ) -> Vec<(String, Runner)> {
+    ) -> Vec<Hook> {
         let Some(rendered) = cx.rendered else { return Vec::new() };
         let mut hooks = Vec::new();
         for (index, p) in rendered.processes.iter().enumerate() {
             let Some(handler) = pick(&p.lifecycle) else { continue };
-            if started_only && !self.mains.get(index).is_some_and(Option::is_some) {
+            if !self.mains.get(index).is_some_and(Option::is_some) {
                 continue;
             }
             let command = match handler {
@@ -93,44 +89,13 @@ impl Processes {
         hooks
     }
 
-    /// Every process's postStart, at once; the first failure names its process.
     pub(super) fn post_start_hooks(&self, cx: &Cx<'_>) -> Option<BoxFuture<Result<(), String>>> {
-        let hooks = self.hooks(cx, |l| l.post_start.as_ref(), true, POST_START_TIMEOUT_SECS);
-        if hooks.is_empty() {
-            return None;
-        }
-        Some(Box::pin(async move {
-            let runs = hooks.iter().map(|(name, run)| async move { (name, run().await) });
-            for (name, outcome) in futures_util::future::join_all(runs).await {
-                if let Outcome::Fail(why) = outcome {
-                    return Err(format!("postStart of {name} failed: {why}"));
-                }
-            }
-            Ok(())
-        }))
+        hooks::post_start(self.hooks(cx, |l| l.post_start.as_ref(), hooks::POST_START_TIMEOUT_SECS))
     }
 
-    /// Every running process's preStop, at once, ended at `deadline` whatever they do.
     pub(super) fn pre_stop_hooks(&self, cx: &Cx<'_>, deadline: tokio::time::Instant) -> Option<BoxFuture<()>> {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs().max(1);
-        let hooks = self.hooks(cx, |l| l.pre_stop.as_ref(), true, left);
-        if hooks.is_empty() {
-            return None;
-        }
-        let instance = cx.rec.id.clone();
-        Some(Box::pin(async move {
-            let runs = hooks.iter().map(|(name, run)| async move { (name, run().await) });
-            match tokio::time::timeout_at(deadline, futures_util::future::join_all(runs)).await {
-                Ok(done) => {
-                    for (name, outcome) in done {
-                        if let Outcome::Fail(why) = outcome {
-                            tracing::warn!(%instance, "preStop of {name} failed (the stop goes on): {why}");
-                        }
-                    }
-                }
-                Err(_) => tracing::warn!(%instance, "preStop still ran at the end of the grace period"),
-            }
-        }))
+        let hooks = self.hooks(cx, |l| l.pre_stop.as_ref(), hooks::secs_until(deadline));
+        hooks::pre_stop(&cx.rec.id, hooks, deadline)
     }
 }
 
