@@ -2,6 +2,8 @@
 //! (REMOTE_HTTP and REMOTE_TCP are the scheduler plugin's.) The probes do I/O; the [`Tracker`]
 //! that turns results into verdicts — grace period, consecutive failures — is pure.
 
+mod http;
+
 use crate::spec::model::Scheme;
 use crate::spec::render::{Probe, RenderedCheck};
 use serde::{Deserialize, Serialize};
@@ -149,6 +151,14 @@ impl ThresholdTracker {
     }
 }
 
+/// A probe to run again and again: a plain-HTTP probe keeps its own connection alive between
+/// runs; others are made anew each time.
+#[derive(Clone)]
+pub enum Prepared {
+    Http(std::sync::Arc<http::HttpProbe>),
+    Once(IpAddr, Probe),
+}
+
 /// Runs HTTP and TCP probes (COMMAND probes need the instance's user and cgroup: the supervisor
 /// runs those).
 #[derive(Clone)]
@@ -186,6 +196,26 @@ impl Prober {
         }
     }
 
+    /// `probe` of `host` made ready to run again and again (see [`Prepared`]).
+    pub fn prepare(&self, host: IpAddr, probe: &Probe) -> Prepared {
+        match probe {
+            Probe::Http { scheme: Scheme::Http, port, path, headers, host: host_header } => {
+                let headers: Vec<(String, String)> = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                let addr = SocketAddr::new(host, *port);
+                Prepared::Http(std::sync::Arc::new(http::HttpProbe::new(addr, path, host_header.as_deref(), &headers)))
+            }
+            other => Prepared::Once(host, other.clone()),
+        }
+    }
+
+    /// One run of a prepared probe within `timeout`; None for a command.
+    pub async fn run(&self, prepared: &Prepared, timeout: Duration) -> Option<Outcome> {
+        match prepared {
+            Prepared::Http(probe) => Some(probe.probe(timeout).await),
+            Prepared::Once(host, probe) => self.probe_handler(*host, probe, timeout).await,
+        }
+    }
+
     /// GET scheme://host:port/path; 200–399 is healthy.
     async fn http(&self, host: IpAddr, probe: &Probe, timeout: Duration) -> Outcome {
         let Probe::Http { scheme, port, path, headers, host: host_header } = probe else {
@@ -218,11 +248,18 @@ impl Default for Prober {
     }
 }
 
-/// A TCP connection to host:port that succeeds within the timeout is healthy.
+/// A TCP connection to host:port that succeeds within the timeout is healthy. It is closed
+/// with a reset (linger 0, as Kubernetes does): a probe every second must not leave a socket in
+/// TIME_WAIT each time, nor cost the FIN exchange.
 async fn tcp(host: IpAddr, port: u16, timeout: Duration) -> Outcome {
     let addr = SocketAddr::new(host, port);
     match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-        Ok(Ok(_)) => Outcome::Pass,
+        Ok(Ok(stream)) => {
+            // Zero linger never blocks the close (tokio's set_linger is deprecated for the others).
+            let reset = libc::linger { l_onoff: 1, l_linger: 0 };
+            let _ = nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &reset);
+            Outcome::Pass
+        }
         Ok(Err(e)) => Outcome::Fail(format!("connect {addr}: {e}")),
         Err(_) => Outcome::Fail(format!("connect {addr}: no answer within {}s", timeout.as_secs())),
     }

@@ -4,7 +4,7 @@
 //! restart policy decides), readiness sets only the instance's Ready condition. Changes are
 //! journaled.
 
-use super::messages::Msg;
+use super::messages::{Msg, ProbeReport};
 use super::workload::{ProbeRole, Workload};
 use super::Actor;
 use crate::health::{Outcome, ThresholdTracker, Tracker, Verdict};
@@ -21,8 +21,11 @@ pub(super) struct ActiveProbe {
 
 enum Verdicts {
     Check(Tracker),
-    Liveness(ThresholdTracker),
-    Readiness(ThresholdTracker),
+    /// The verdicts so far (the thresholds are counted in the probe's task).
+    Liveness,
+    Readiness {
+        passing: Option<bool>,
+    },
 }
 
 impl<W: Workload> Actor<W> {
@@ -40,14 +43,15 @@ impl<W: Workload> Actor<W> {
         self.rec.health = vec![None; processes];
         self.probes = Vec::with_capacity(probes.len());
         for (number, probe) in probes.into_iter().enumerate() {
-            let verdicts = match &probe.role {
-                ProbeRole::Check(check) => Verdicts::Check(Tracker::new(check, started)),
+            let (verdicts, tracker) = match &probe.role {
+                ProbeRole::Check(check) => (Verdicts::Check(Tracker::new(check, started)), None),
                 ProbeRole::Liveness { success, failure } => {
-                    Verdicts::Liveness(ThresholdTracker::new(*success, *failure, Some(true)))
+                    (Verdicts::Liveness, Some(ThresholdTracker::new(*success, *failure, Some(true))))
                 }
-                ProbeRole::Readiness { success, failure } => {
-                    Verdicts::Readiness(ThresholdTracker::new(*success, *failure, was_ready))
-                }
+                ProbeRole::Readiness { success, failure } => (
+                    Verdicts::Readiness { passing: was_ready },
+                    Some(ThresholdTracker::new(*success, *failure, was_ready)),
+                ),
             };
             if let Verdicts::Check(t) = &verdicts {
                 if let Some(slot) = self.rec.health.get_mut(probe.index) {
@@ -55,15 +59,29 @@ impl<W: Workload> Actor<W> {
                 }
             }
             self.probes.push(ActiveProbe { index: probe.index, verdicts });
-            let (tx, generation) = (self.tx.clone(), self.generation);
+            let (tx, generation, shared) = (self.tx.clone(), self.generation, self.shared.clone());
             self.health_tasks.push(tokio::spawn(async move {
+                let mut tracker = tracker;
                 tokio::time::sleep(probe.delay).await;
                 loop {
                     let outcome = (probe.run)().await;
-                    if tx.send(Msg::Checked { generation, index: number, outcome }).is_err() {
-                        return;
+                    if matches!(outcome, Outcome::Fail(_)) {
+                        shared.counters.check_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
-                    tokio::time::sleep(probe.period).await;
+                    let report = match tracker.as_mut() {
+                        None => Some(ProbeReport::Outcome(outcome)),
+                        Some(t) => t.record(outcome).map(|passing| ProbeReport::Verdict {
+                            passing,
+                            failures: t.failures(),
+                            last_failure: t.last_failure.clone(),
+                        }),
+                    };
+                    if let Some(report) = report {
+                        if tx.send(Msg::Checked { generation, index: number, report }).is_err() {
+                            return;
+                        }
+                    }
+                    tokio::time::sleep_until(on_grid(tokio::time::Instant::now() + probe.period)).await;
                 }
             }));
         }
@@ -75,20 +93,17 @@ impl<W: Workload> Actor<W> {
     fn all_ready(&self) -> bool {
         self.rec.state == State::Running
             && self.probes.iter().all(|p| match &p.verdicts {
-                Verdicts::Readiness(t) => t.passing == Some(true),
+                Verdicts::Readiness { passing } => *passing == Some(true),
                 _ => true,
             })
     }
 
-    /// One result of probe `number` of the current run.
-    pub(super) async fn on_checked(&mut self, number: usize, outcome: Outcome) {
-        if matches!(outcome, Outcome::Fail(_)) {
-            self.shared.counters.check_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
+    /// What probe `number` of the current run reports.
+    pub(super) async fn on_checked(&mut self, number: usize, report: ProbeReport) {
         let Some(probe) = self.probes.get_mut(number) else { return };
         let index = probe.index;
-        let kill = match &mut probe.verdicts {
-            Verdicts::Check(tracker) => {
+        let kill = match (&mut probe.verdicts, report) {
+            (Verdicts::Check(tracker), ProbeReport::Outcome(outcome)) => {
                 let was = tracker.health.healthy;
                 let verdict = tracker.record(outcome, now_ms());
                 let health = tracker.health.clone();
@@ -107,20 +122,16 @@ impl<W: Workload> Actor<W> {
                     _ => None,
                 }
             }
-            Verdicts::Liveness(tracker) => match tracker.record(outcome) {
-                Some(false) => {
-                    let (why, times) = (tracker.last_failure.clone().unwrap_or_default(), tracker.failures());
-                    Some(format!("liveness probe of {} failed {times} times in a row: {why}", self.probed(index)))
-                }
-                _ => None,
-            },
-            Verdicts::Readiness(tracker) => {
-                if tracker.record(outcome).is_some() {
-                    let last_failure = tracker.last_failure.clone();
-                    self.note_readiness(index, last_failure).await;
-                }
+            (Verdicts::Liveness, ProbeReport::Verdict { passing: false, failures, last_failure }) => {
+                let why = last_failure.unwrap_or_default();
+                Some(format!("liveness probe of {} failed {failures} times in a row: {why}", self.probed(index)))
+            }
+            (Verdicts::Readiness { passing: was }, ProbeReport::Verdict { passing, last_failure, .. }) => {
+                *was = Some(passing);
+                self.note_readiness(index, last_failure).await;
                 None
             }
+            _ => None,
         };
         if let Some(reason) = kill {
             tracing::warn!(instance = %self.rec.id, "{reason}; killing it");
@@ -133,7 +144,9 @@ impl<W: Workload> Actor<W> {
     async fn note_readiness(&mut self, index: usize, last_failure: Option<String>) {
         let ready = self.all_ready();
         if ready == self.rec.ready {
-            return self.journal.show(&self.rec);
+            // Nothing to show: a probe's result changes the status only with the condition
+            // (showing clones the record, at every result of every probe of every instance).
+            return;
         }
         self.rec.ready = ready;
         let reason = if ready { None } else { last_failure };
@@ -151,3 +164,14 @@ impl<W: Workload> Actor<W> {
         }
     }
 }
+
+/// Probe timers wake on a 10 ms grid: a thousand probes a second then wake the runtime about a
+/// hundred times, each waking a batch, rather than a thousand times for one each.
+fn on_grid(at: tokio::time::Instant) -> tokio::time::Instant {
+    const GRID_MS: u128 = 10;
+    let base = *PROBE_EPOCH.get_or_init(tokio::time::Instant::now);
+    let ms = at.saturating_duration_since(base).as_millis();
+    base + std::time::Duration::from_millis((ms.div_ceil(GRID_MS) * GRID_MS) as u64)
+}
+
+static PROBE_EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();

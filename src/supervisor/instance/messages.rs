@@ -75,6 +75,15 @@ pub(super) fn mailbox() -> (Mailbox, Inbox) {
     (Mailbox(tx), Inbox(rx))
 }
 
+/// What a probe's task tells its actor.
+pub enum ProbeReport {
+    /// A seed-000 health check's every result (its grace period and status are the actor's).
+    Outcome(crate::health::Outcome),
+    /// A liveness or readiness probe's verdict, only when it changed: the thresholds are
+    /// counted in the probe's own task, so a probe that keeps passing costs its actor nothing.
+    Verdict { passing: bool, failures: u32, last_failure: Option<String> },
+}
+
 pub enum Msg {
     Request(Command, Option<Reply>),
     /// Main process (a pod: container) `index` of the run `generation` ended.
@@ -83,11 +92,11 @@ pub enum Msg {
         index: usize,
         status: ExitStatus,
     },
-    /// A result of probe `index` of the run `generation` (see `Workload::probes`).
+    /// Probe `index` of the run `generation` (see `Workload::probes`) reports.
     Checked {
         generation: u64,
         index: usize,
-        outcome: crate::health::Outcome,
+        report: ProbeReport,
     },
     /// A pod's runtime (dockerd) stopped answering while its containers were watched.
     RuntimeLost {

@@ -181,8 +181,8 @@ impl<W: Workload> Actor<W> {
                 Msg::RuntimeLost { generation, reason } if generation == self.generation => {
                     Box::pin(self.lose(reason)).await;
                 }
-                Msg::Checked { generation, index, outcome } if generation == self.generation => {
-                    Box::pin(self.on_checked(index, outcome)).await;
+                Msg::Checked { generation, index, report } if generation == self.generation => {
+                    Box::pin(self.on_checked(index, report)).await;
                 }
                 Msg::HookFailed { generation, reason } if generation == self.generation => {
                     tracing::warn!(instance = %self.rec.id, "{reason}; killing it");

@@ -403,17 +403,22 @@ fn container_runner(
     handler: &Handler,
     timeout_secs: u64,
 ) -> Runner {
-    let (shared, id, handler) = (shared.clone(), id.to_string(), handler.clone());
+    let (shared, id) = (shared.clone(), id.to_string());
+    let command = match handler {
+        Handler::Command { command } => Some(command.clone()),
+        _ => None,
+    };
+    let prepared = address.map(|ip| shared.prober.prepare(ip, handler));
     Box::new(move || {
-        let (shared, id, handler, address) = (shared.clone(), id.clone(), handler.clone(), address.clone());
+        let (shared, id, command, prepared) = (shared.clone(), id.clone(), command.clone(), prepared.clone());
         Box::pin(async move {
             let timeout = Duration::from_secs(timeout_secs.max(1));
-            if let Handler::Command { command } = &handler {
-                return shared.docker.exec_check(&id, command, timeout).await;
+            if let Some(command) = command {
+                return shared.docker.exec_check(&id, &command, timeout).await;
             }
-            match address {
+            match prepared {
                 // A command ran above: HTTP and TCP answer here.
-                Ok(ip) => shared.prober.probe_handler(ip, &handler, timeout).await.unwrap_or(Outcome::Pass),
+                Ok(prepared) => shared.prober.run(&prepared, timeout).await.unwrap_or(Outcome::Pass),
                 Err(why) => Outcome::Fail(why),
             }
         })

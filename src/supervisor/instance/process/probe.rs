@@ -99,14 +99,15 @@ impl Processes {
     }
 }
 
-/// Runs `handler` once: HTTP and TCP at 127.0.0.1 within the timeout, a command as `command`
-/// says.
+/// Runs `handler` once: HTTP and TCP at 127.0.0.1 within the timeout (a plain-HTTP probe on
+/// a connection it keeps), a command as `command` says.
 fn handler_runner(shared: Arc<Shared>, handler: Handler, command: Arc<CommandRun>, timeout_secs: u64) -> Runner {
+    let prepared = shared.prober.prepare(IpAddr::V4(Ipv4Addr::LOCALHOST), &handler);
     Box::new(move || {
-        let (shared, handler, command) = (shared.clone(), handler.clone(), command.clone());
+        let (shared, prepared, command) = (shared.clone(), prepared.clone(), command.clone());
         Box::pin(async move {
             let timeout = Duration::from_secs(timeout_secs.max(1));
-            match shared.prober.probe_handler(IpAddr::V4(Ipv4Addr::LOCALHOST), &handler, timeout).await {
+            match shared.prober.run(&prepared, timeout).await {
                 Some(o) => o,
                 None => command.run(&shared, timeout_secs).await,
             }
