@@ -131,6 +131,9 @@ echo
 echo "== steward ls   (READY: readiness probes; units/gamesvc.json's asks its /check)"
 $steward ls
 echo
+echo "== steward rollout history demo/gamesvc   (every applied change is a revision; undo goes back)"
+$steward rollout history demo/gamesvc || true
+echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0
 echo

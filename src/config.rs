@@ -39,6 +39,8 @@ pub struct Config {
     pub log_check_secs: u64,
     /// Most instances one app may ask for (`spec.instance`).
     pub max_instances_per_app: u32,
+    /// Revisions kept per app for `steward rollout history` and `undo` (the current one always).
+    pub revision_history: usize,
     /// First port of the range random ports (hostPort 0) come from.
     pub port_range_start: u16,
     /// Last port of that range (inclusive).
@@ -198,6 +200,7 @@ impl Default for Config {
             log_keep: 3,
             log_check_secs: 10,
             max_instances_per_app: crate::spec::validate::MAX_INSTANCES,
+            revision_history: crate::supervisor::revisions::DEFAULT_HISTORY,
             port_range_start: 31000,
             port_range_end: 32000,
             package_repository: Some("file:///usr/share/steward/repository".into()),
@@ -260,6 +263,9 @@ impl Config {
             ));
         }
         let max = crate::spec::validate::MAX_INSTANCES;
+        if !(1..=1000).contains(&config.revision_history) {
+            return Err(format!("revision_history {} must be 1-1000", config.revision_history));
+        }
         if !(1..=max).contains(&config.max_instances_per_app) {
             return Err(format!("max_instances_per_app {} must be 1-{max}", config.max_instances_per_app));
         }

@@ -17,6 +17,7 @@ pub mod logs;
 pub mod plugin;
 pub mod ports;
 pub mod protocol;
+pub mod rollout;
 pub mod runtime;
 pub mod safefs;
 pub mod spec;

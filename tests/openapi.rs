@@ -855,6 +855,7 @@ fn every_protocol_type_matches_its_schema() {
     let applied = Applied {
         instances: vec!["ns/app/0".into()],
         generation: 1,
+        revision: 1,
         changed: vec![],
         created: vec![],
         unchanged: true,
@@ -876,6 +877,20 @@ fn every_protocol_type_matches_its_schema() {
         conforms_as(&c, "Error", &error);
     }
     conforms_as(&c, "InstanceList", &InstanceList { instances: vec![] });
+    let revision = steward::protocol::RevisionInfo {
+        revision: 2,
+        hash: "0123456789abcdef".into(),
+        created_ms: 1,
+        applied_by: "user root (uid 0)".into(),
+        current: true,
+    };
+    conforms_as(
+        &c,
+        "RevisionList",
+        &steward::protocol::RevisionList { app: "ns/app".into(), revisions: vec![revision] },
+    );
+    conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest { to_revision: Some(1) });
+    conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest::default());
 }
 
 #[test]
@@ -1191,8 +1206,8 @@ async fn real_responses_match_the_document() {
     assert_eq!(r.status, 202);
     assert_eq!(
         r.json(),
-        json!({"instances": ["test/web/0", "test/web/1"], "generation": 1, "changed": ["test/web/0", "test/web/1"],
-               "created": ["test/web/0", "test/web/1"], "unchanged": false})
+        json!({"instances": ["test/web/0", "test/web/1"], "generation": 1, "revision": 1,
+               "changed": ["test/web/0", "test/web/1"], "created": ["test/web/0", "test/web/1"], "unchanged": false})
     );
     let toml = "apiVersion = \"v4\"\nkind = \"process\"\n[metadata]\nname = \"tom\"\nnamespace = \"test\"\n\
                 [[spec.template.spec.processes]]\nprocName = \"sh\"\n\
@@ -1317,6 +1332,23 @@ async fn real_responses_match_the_document() {
     assert_eq!(check!("DELETE", INSTANCE, "/v1/instances/test/tom/0").status, 202);
     assert_eq!(check!("DELETE", INSTANCE, "/v1/instances/test/ex/0").status, 404);
     assert_eq!(check!("DELETE", INSTANCE, "/v1/instances/test/ex/0?timeout=x").status, 400);
+
+    // Revisions (web2 made revision 2) and undo: listed, unknown (404), refused (403), not a
+    // request (400), no such revision (404), the current one (422), done (202).
+    const REVISIONS: &str = "/v1/apps/{namespace}/{name}/revisions";
+    const UNDO: &str = "/v1/apps/{namespace}/{name}/undo";
+    let r = check!("GET", REVISIONS, "/v1/apps/test/web/revisions");
+    assert_eq!(r.json()["revisions"].as_array().map(Vec::len), Some(2), "{}", r.json());
+    assert_eq!(check!("GET", REVISIONS, "/v1/apps/test/none/revisions").status, 404);
+    let r = call_as(&d, true, "POST", "/v1/apps/test/web/undo", None).await;
+    conforms(&c, "POST", UNDO, &r);
+    assert_eq!(r.status, 403);
+    statuses.insert(("POST".into(), UNDO.into(), 403));
+    assert_eq!(check!("POST", UNDO, "/v1/apps/test/web/undo", json_body(&json!([1]))).status, 400);
+    assert_eq!(check!("POST", UNDO, "/v1/apps/test/web/undo", json_body(&json!({"toRevision": 99}))).status, 404);
+    assert_eq!(check!("POST", UNDO, "/v1/apps/test/web/undo", json_body(&json!({"toRevision": 2}))).status, 422);
+    let r = check!("POST", UNDO, "/v1/apps/test/web/undo", json_body(&json!({})));
+    assert_eq!((r.status, r.json()["revision"].as_u64()), (202, Some(3)));
 
     // A whole app: deleted within the timeout (200, the instances), refused (403), unknown (404).
     const APP: &str = "/v1/apps/{namespace}/{name}";
@@ -1490,6 +1522,9 @@ async fn real_responses_match_the_document() {
         ("DELETE", INSTANCE, 503),
         ("DELETE", "/v1/apps/{namespace}/{name}", 409),
         ("DELETE", "/v1/apps/{namespace}/{name}", 503),
+        ("GET", "/v1/apps/{namespace}/{name}/revisions", 403),
+        ("POST", "/v1/apps/{namespace}/{name}/undo", 409),
+        ("POST", "/v1/apps/{namespace}/{name}/undo", 503),
         ("GET", INSTANCE, 403),
         ("GET", "/v1/instances/{namespace}/{name}/{index}/logs", 403),
         ("GET", "/v1/instances", 403),

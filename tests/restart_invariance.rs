@@ -1,6 +1,6 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
-//! failed, a pod), secrets and configmaps — then stewardd restarted by SIGTERM and by kill -9,
+//! failed, a pod), secrets, configmaps and apps' revisions — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -31,11 +31,17 @@ async fn listings(d: &Daemon) -> Value {
     let mut node = get(&["node"]);
     let node = node.as_object_mut().unwrap();
     let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"]});
+    // Every app's revisions (issue 18).
+    let revisions: Vec<Value> = ["fg", "forking", "stopped", "failed", "pod"]
+        .iter()
+        .map(|app| get(&["rollout", "history", &format!("keep/{app}")]))
+        .collect();
     json!({
         "instances": instances,
         "secrets": get(&["secret", "ls"]),
         "configmaps": get(&["configmap", "ls"]),
         "node": kept,
+        "revisions": revisions,
     })
 }
 
@@ -99,6 +105,9 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     d.wait_state(&id("keep", "stopped", 0), Kind::Running, 10).await;
     let (code, _, err) = d.cli(&["stop", "keep/stopped/0"]);
     assert_eq!(code, 0, "{err}");
+    // A second revision (the stopped instance takes it at its next start).
+    d.apply_json(&ns(spec("stopped", 1, json!({"env": [{"name": "V", "value": "2"}]}), json!({})))).await;
+    assert_eq!(d.client.revisions("keep", "stopped").await.unwrap().revisions.len(), 2);
     d.wait_state(&id("keep", "failed", 0), Kind::Failed, 20).await;
 
     let holder =

@@ -228,6 +228,40 @@ fn union_data() -> impl Strategy<Value = UnionData> {
         })
 }
 
+fn count_or_percent() -> impl Strategy<Value = CountOrPercent> {
+    prop_oneof![
+        (0u64..10_000).prop_map(CountOrPercent::Count),
+        (0u64..=100).prop_map(CountOrPercent::Percent),
+        "[a-z]{1,4}".prop_map(CountOrPercent::Invalid),
+    ]
+}
+
+fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
+    let kind = prop_oneof![Just(StrategyType::Rolling), Just(StrategyType::Serial)];
+    (
+        kind,
+        option::of(count_or_percent()),
+        option::of(count_or_percent()),
+        seconds(),
+        option::of(seconds()),
+        option::of(seconds()),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(kind, max_unavailable, max_surge, min_ready_seconds, pause_seconds, deadline, auto_rollback)| {
+                UpdateStrategy {
+                    kind,
+                    max_unavailable,
+                    max_surge,
+                    min_ready_seconds,
+                    pause_seconds,
+                    progress_deadline_seconds: deadline,
+                    auto_rollback,
+                }
+            },
+        )
+}
+
 fn process_spec() -> impl Strategy<Value = ProcessSpec> {
     let policy = prop_oneof![
         Just(RestartPolicyKind::Never),
@@ -239,6 +273,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
         (text(), text(), btree_map(text(), text(), 0..3), any::<u32>()),
         vec(process(), 0..3),
         option::of(vec(vec(union_data(), 0..3).prop_map(|union_data| IntersectionItem { union_data }), 0..3)),
+        update_strategy(),
     )
         .prop_map(
             |(
@@ -246,6 +281,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 (name, namespace, labels, instance),
                 processes,
                 constraint,
+                strategy,
             )| ProcessSpec {
                 api_version,
                 kind,
@@ -257,6 +293,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                     template: Template { spec: TemplateSpec { processes, ..Default::default() } },
                 },
                 constraint: constraint.map(|intersection_item| Constraint { intersection_item }),
+                strategy,
             },
         )
 }

@@ -1197,7 +1197,7 @@ fn unknown_fields_in_list_elements_and_nested_objects() {
 #[test]
 fn an_unknown_field_without_a_near_name_lists_the_known_ones() {
     let d = with(|d| d["zzzzzz"] = json!(1));
-    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint)");
+    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy)");
 }
 
 #[test]
@@ -1714,4 +1714,66 @@ fn the_toml_twin_of_the_cleaned_seed_is_the_same_spec() {
     let json = spec::load_file(&dir.join("seed000-cleaned.json"), &roots()).unwrap();
     let toml = spec::load_file(&dir.join("seed000-cleaned.toml"), &roots()).unwrap();
     assert_eq!(json, toml);
+}
+
+// ---------------------------------------------------------------------------------------------
+// strategy (rollouts: seed 003 Deployment, seed 002 serial)
+
+#[test]
+fn strategy_defaults_are_seed_003s_and_counts_or_percentages_are_read() {
+    let s = assert_valid(&base());
+    assert!(s.strategy.is_empty());
+    assert_eq!(s.strategy.budget(10), (0, 1), "seed 003: unavailable 0, surge 1");
+    let s = assert_valid(&with(|d| {
+        d["spec"]["instance"] = json!(10);
+        d["strategy"] = json!({"maxUnavailable": "25%", "maxSurge": "15%", "minReadySeconds": 5, "autoRollback": true});
+    }));
+    assert_eq!(s.strategy.max_unavailable, Some(CountOrPercent::Percent(25)));
+    assert_eq!(s.strategy.budget(10), (2, 2), "unavailable rounds down, surge up");
+    assert_eq!((s.strategy.min_ready_seconds, s.strategy.auto_rollback), (5, true));
+    let s = assert_valid(&with(|d| d["strategy"] = json!({"type": "serial"})));
+    assert_eq!((s.strategy.kind, s.strategy.pause_secs()), (StrategyType::Serial, 10), "seed 002: 10 s");
+    // TOML says the same.
+    let toml = "apiVersion = \"v4\"\nkind = \"process\"\n[metadata]\nname = \"t\"\n[strategy]\nmaxUnavailable = 2\nmaxSurge = \"50%\"\n\
+                [[spec.template.spec.processes]]\nprocName = \"p\"\nstartCmd = \"exec sleep 1\"\nworkPath = \"${work_base_dir}/t\"\n";
+    let s = spec::parse(toml, Format::Toml, &roots()).unwrap();
+    assert_eq!(
+        (s.strategy.max_unavailable, s.strategy.max_surge),
+        (Some(CountOrPercent::Count(2)), Some(CountOrPercent::Percent(50)))
+    );
+}
+
+#[test]
+fn strategy_mistakes_are_named() {
+    assert_error(
+        &with(|d| d["strategy"] = json!({"maxUnavailable": "a quarter"})),
+        "strategy.maxUnavailable",
+        "expected a count or a percentage such as \"25%\", found \"a quarter\"",
+    );
+    assert_error(&with(|d| d["strategy"] = json!({"maxSurge": "150%"})), "strategy.maxSurge", "at most 100%");
+    assert_error(
+        &with(|d| d["strategy"] = json!({"maxUnavailable": 0, "maxSurge": 0})),
+        "strategy",
+        "maxUnavailable and maxSurge are both 0",
+    );
+    // 10% of 3 instances is 0 unavailable, and no surge: it could never move.
+    assert_error(
+        &with(|d| {
+            d["spec"]["instance"] = json!(3);
+            d["strategy"] = json!({"maxUnavailable": "10%", "maxSurge": 0});
+        }),
+        "strategy",
+        "both 0 for 3 instance(s)",
+    );
+    assert_errors(
+        &with(|d| d["strategy"] = json!({"type": "serial", "maxSurge": 2})),
+        &[("strategy.maxSurge", "a serial update moves one instance at a time")],
+    );
+    assert_error(&with(|d| d["strategy"] = json!({"pauseSeconds": 5})), "strategy.pauseSeconds", "`type: serial` only");
+    assert_error(
+        &with(|d| d["strategy"] = json!({"minReadySeconds": 700})),
+        "strategy.progressDeadlineSeconds",
+        "must be more than minReadySeconds (700)",
+    );
+    assert_error(&with(|d| d["strategy"] = json!({"type": "canary"})), "strategy.type", "canary");
 }

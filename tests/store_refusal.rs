@@ -26,6 +26,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         docker_socket: dir.path().join("no-docker.sock"),
         numa_root: dir.path().join("numa"),
         own_paths: vec![("state_dir".into(), dir.path().join("state"))],
+        revision_history: 10,
     })
     .await
     .unwrap();

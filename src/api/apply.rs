@@ -71,20 +71,27 @@ pub(super) async fn apply(
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();
-    let outcome = tokio::spawn(async move { sup_app.supervisor.apply_selected(parsed, selection).await })
+    let by = caller.describe();
+    let outcome = tokio::spawn(async move { sup_app.supervisor.apply_selected_by(parsed, selection, &by).await })
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {
             SupervisorError::Invalid(_) => ApiError::from(e).field("instances"),
             e => ApiError::from(e),
         })?;
-    let names = |ids: &[InstanceId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let body = Applied {
-        instances: names(&outcome.instances),
-        generation: outcome.generation,
-        changed: names(&outcome.changed),
-        created: names(&outcome.created),
-        unchanged: outcome.unchanged,
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    Ok((StatusCode::ACCEPTED, Json(Applied::from(&outcome))).into_response())
+}
+
+impl From<&crate::supervisor::ApplyOutcome> for Applied {
+    fn from(outcome: &crate::supervisor::ApplyOutcome) -> Applied {
+        let names = |ids: &[InstanceId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
+        Applied {
+            instances: names(&outcome.instances),
+            generation: outcome.generation,
+            revision: outcome.revision,
+            changed: names(&outcome.changed),
+            created: names(&outcome.created),
+            unchanged: outcome.unchanged,
+        }
+    }
 }

@@ -32,6 +32,22 @@ impl Caller {
 }
 
 impl Caller {
+    /// Who this is, for the record (an app's revisions): `user NAME (uid N)`, or the remote
+    /// token's kind.
+    pub fn describe(&self) -> String {
+        match self.token {
+            Some(TokenRole::Write) => "a remote caller with a write token".into(),
+            Some(TokenRole::Read) => "a remote caller with a read token".into(),
+            None => {
+                let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(self.uid)).ok().flatten();
+                match user {
+                    Some(u) => format!("user {} (uid {})", u.name, self.uid),
+                    None => format!("uid {}", self.uid),
+                }
+            }
+        }
+    }
+
     /// The peer of a unix-socket connection, by its credentials (SO_PEERCRED).
     pub fn of_local(stream: &UnixStream) -> Caller {
         match stream.peer_cred() {

@@ -15,6 +15,7 @@ mod events;
 mod instances;
 mod logs;
 mod node;
+mod rollout;
 mod values;
 
 pub use apply::apply_body;
@@ -81,6 +82,8 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(instances::action))
         .route("/v1/instances/{namespace}/{name}/{index}/logs", get(logs::logs))
         .route("/v1/apps/{namespace}/{name}", axum::routing::delete(instances::delete_app))
+        .route("/v1/apps/{namespace}/{name}/revisions", get(rollout::revisions))
+        .route("/v1/apps/{namespace}/{name}/undo", post(rollout::undo))
         .route("/v1/events", get(events::events))
         .route("/v1/node", get(node::node))
         .route("/v1/secrets", get(values::list_secrets))

@@ -9,6 +9,7 @@ mod delete;
 pub mod events;
 pub mod logs;
 pub mod man;
+mod rollout;
 pub mod sched;
 mod show;
 pub mod steward;

@@ -118,6 +118,9 @@ pub enum Command {
     },
     /// Show this host as the scheduler sees it: name, IP, cpu, memory, labels, free ports.
     Node,
+    /// An app's revisions, and going back to one.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
     /// Manage secrets (namespace-scoped; values are never listed back).
     #[command(subcommand)]
     Secret(ValuesCommand),
@@ -190,6 +193,34 @@ impl Stream {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
         }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// List the app's revisions (the newest `revision_history`): number, hash of what runs,
+    /// when and by whom it was applied; `*` marks the current one.
+    History {
+        /// namespace/name
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
+    },
+    /// Apply an earlier revision's spec again (as a new revision, with the app's current
+    /// instance count): the one before the current, or --to-revision N.
+    Undo {
+        /// namespace/name
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
+        #[arg(long, value_name = "N")]
+        to_revision: Option<u64>,
+    },
+}
+
+/// namespace/name, both non-empty.
+fn app_arg(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(s.to_string()),
+        _ => Err(format!("{s:?} is not an app (namespace/name)")),
     }
 }
 

@@ -270,6 +270,24 @@ impl Client {
 
     /// Deletes every instance of app `namespace/name` here, then its spec. Returns the deleted
     /// instances when done within `timeout`, None when still deleting.
+    /// An app's revisions, oldest first.
+    pub async fn revisions(&self, namespace: &str, name: &str) -> Result<crate::protocol::RevisionList, ClientError> {
+        self.json(Method::GET, &format!("/v1/apps/{}/{}/revisions", encode(namespace), encode(name))).await
+    }
+
+    /// Applies an earlier revision of the app again (the one before the current without `to`).
+    pub async fn undo(
+        &self,
+        namespace: &str,
+        name: &str,
+        to: Option<u64>,
+    ) -> Result<crate::protocol::Applied, ClientError> {
+        let path = format!("/v1/apps/{}/{}/undo", encode(namespace), encode(name));
+        let body = serde_json::to_vec(&crate::protocol::UndoRequest { to_revision: to }).unwrap_or_default();
+        let (_, bytes) = self.call(Method::POST, &path, Some(("application/json", body))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
+    }
+
     pub async fn delete_app(
         &self,
         namespace: &str,

@@ -134,6 +134,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.max_instances_per_app != running.max_instances_per_app {
                 needs_restart.push("max_instances_per_app");
             }
+            if new.revision_history != running.revision_history {
+                needs_restart.push("revision_history");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
@@ -199,6 +202,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             every: std::time::Duration::from_secs(config.log_check_secs.max(1)),
         },
         port_range: (config.port_range_start, config.port_range_end),
+        revision_history: config.revision_history,
         fetch: crate::fetch::FetchOptions {
             repository: config.package_repository.clone(),
             max_extracted_bytes: config.fetch_max_extracted_bytes,

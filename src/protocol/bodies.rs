@@ -26,6 +26,9 @@ pub struct Applied {
     pub instances: Vec<String>,
     #[serde(default)]
     pub generation: u64,
+    /// The app's revision now (a change of the count alone keeps it).
+    #[serde(default)]
+    pub revision: u64,
     #[serde(default)]
     pub changed: Vec<String>,
     #[serde(default)]

@@ -12,6 +12,7 @@
 pub mod bodies;
 pub mod event;
 pub mod node;
+pub mod rollout;
 pub mod sched;
 pub mod state;
 pub mod status;
@@ -26,6 +27,7 @@ pub use event::{
     OomKilled, ReadyChanged, RestartedBy, SpecUpdated, StreamLine, Transition,
 };
 pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
+pub use rollout::{RevisionInfo, RevisionList, UndoRequest};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};
 pub use state::{ExitStatus, Kind, State, StopGoal};
 pub use status::{InstanceList, InstanceStatus, Usage};

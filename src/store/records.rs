@@ -17,11 +17,20 @@ pub enum Table {
     /// Namespace-scoped secrets (values never leave the daemon except into instances).
     Secrets,
     ConfigMaps,
+    /// Apps' revisions (`namespace/name/NNNNNNNNNN`), the newest few of each.
+    Revisions,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] =
-        [Table::Instances, Table::Specs, Table::Ports, Table::Meta, Table::Secrets, Table::ConfigMaps];
+    pub const ALL: [Table; 7] = [
+        Table::Instances,
+        Table::Specs,
+        Table::Ports,
+        Table::Meta,
+        Table::Secrets,
+        Table::ConfigMaps,
+        Table::Revisions,
+    ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
     pub fn name(self) -> &'static str {
@@ -32,6 +41,7 @@ impl Table {
             Table::Meta => "meta",
             Table::Secrets => "secrets",
             Table::ConfigMaps => "configmaps",
+            Table::Revisions => "revisions",
         }
     }
 

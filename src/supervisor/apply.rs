@@ -22,11 +22,29 @@ impl Supervisor {
         spec: ProcessSpec,
         selection: Option<Vec<u32>>,
     ) -> Result<ApplyOutcome, SupervisorError> {
+        self.apply_selected_by(spec, selection, "stewardd").await
+    }
+
+    /// As [`Supervisor::apply_selected`]; `by` names who applied it, for the app's revisions.
+    pub async fn apply_selected_by(
+        &self,
+        spec: ProcessSpec,
+        selection: Option<Vec<u32>>,
+        by: &str,
+    ) -> Result<ApplyOutcome, SupervisorError> {
         let selection = selection.map(|mut s| {
             s.sort_unstable();
             s.dedup();
             s
         });
+        if !spec.strategy.is_empty() {
+            // Checked (`steward validate`), not yet carried out: refused rather than ignored.
+            return Err(SupervisorError::Invalid(
+                "strategy: rolling and serial updates are checked but not yet run by this stewardd (a changed \
+                 spec restarts every instance at once); remove `strategy` to apply this spec (docs/spec.md)"
+                    .into(),
+            ));
+        }
         if let Some(bad) = selection.iter().flatten().find(|i| **i >= spec.spec.instance) {
             return Err(SupervisorError::Invalid(format!(
                 "instances: id {bad} is not below spec.instance ({})",
@@ -56,6 +74,7 @@ impl Supervisor {
                 self.spawn_created(entry, created);
             }
             return Ok(ApplyOutcome {
+                revision: entry.revision,
                 generation: entry.generation,
                 unchanged: missing.is_empty(),
                 changed: missing.clone(),
@@ -71,7 +90,14 @@ impl Supervisor {
             Some(p) if count_only => p.restart_from,
             _ => generation,
         };
-        let stored = StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone() };
+        // Anything but the count changed (or a new app): a new revision.
+        let revision = match &previous {
+            Some(p) if count_only => p.revision,
+            Some(p) => p.revision + 1,
+            None => 1,
+        };
+        let stored =
+            StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone(), revision };
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
             generation,
@@ -81,6 +107,10 @@ impl Supervisor {
         .to_value();
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        let history = match &previous {
+            Some(p) if p.revision == revision => None,
+            _ => Some(self.add_revision(&key, revision, &spec, by, &mut batch)?),
+        };
         // Ports for every instance and the records of new ones, committed with the spec: all or
         // nothing, and an instance the apply creates is durable with it (see `new_records`).
         let ids = ids_of(&spec, selection.as_deref());
@@ -89,7 +119,10 @@ impl Supervisor {
         let records = new_records(generation, &created, &mut batch)?;
         self.commit(batch).await?;
         crate::failpoint::hit("apply-spec-committed");
-        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection });
+        if let Some(list) = history {
+            self.keep_revisions(&key, list);
+        }
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let mut changed = Vec::new();
@@ -123,7 +156,7 @@ impl Supervisor {
                 tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
             }
         }
-        Ok(ApplyOutcome { instances: ids, generation, changed, created, unchanged: false })
+        Ok(ApplyOutcome { instances: ids, generation, revision, changed, created, unchanged: false })
     }
 
     /// Each instance's directories are its own (issue 14): no workPath, pidFile or outputDir of
@@ -223,6 +256,8 @@ pub struct ApplyOutcome {
     pub instances: Vec<InstanceId>,
     /// The spec's generation now.
     pub generation: u64,
+    /// The app's revision now (a change of the count alone keeps it).
+    pub revision: u64,
     /// The instances that (re)start on this generation: created ones, and ones restarted
     /// with the changed spec (not those an operator stopped).
     pub changed: Vec<InstanceId>,

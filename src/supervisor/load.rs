@@ -13,9 +13,21 @@ impl Supervisor {
         *self.shared.ports.lock().expect("ports lock") =
             crate::ports::Allocator::load(port_range.0, port_range.1, &snapshot);
         let mut specs = BTreeMap::new();
+        *self.history.lock().expect("history lock") = super::revisions::History::load(&snapshot);
+        // Specs stored before revisions were kept become revision 1 (durably, before anything).
+        let mut first_revisions = Batch::new();
+        let mut histories = Vec::new();
         for (key, value) in snapshot.table(Table::Specs) {
             match serde_json::from_value::<StoredSpec>(value.clone()) {
-                Ok(s) => {
+                Ok(mut s) => {
+                    if s.revision == 0 {
+                        s.revision = 1;
+                        let by = "an apply before this stewardd kept revisions";
+                        histories
+                            .push((key.to_string(), self.add_revision(key, 1, &s.spec, by, &mut first_revisions)?));
+                        let value = serde_json::to_value(&s).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+                        first_revisions.push_put(Table::Specs, key, &value);
+                    }
                     specs.insert(
                         key.to_string(),
                         Arc::new(SpecEntry {
@@ -23,10 +35,17 @@ impl Supervisor {
                             generation: s.generation,
                             restart_from: s.restart_from,
                             selection: s.selection,
+                            revision: s.revision,
                         }),
                     );
                 }
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
+            }
+        }
+        if !first_revisions.is_empty() {
+            self.commit(first_revisions).await?;
+            for (app, list) in histories {
+                self.keep_revisions(&app, list);
             }
         }
         // Secrets and configmaps before any actor resumes: a start right after the load renders them.

@@ -12,6 +12,7 @@ pub mod values;
 mod apply;
 mod load;
 mod paths;
+pub mod revisions;
 mod rotation;
 
 pub use apply::ApplyOutcome;
@@ -50,6 +51,8 @@ pub struct SupervisorConfig {
     /// Steward's own files and directories (config key, path): the state store, the package
     /// cache, the socket. No instance's directory may be or hold one of them.
     pub own_paths: Vec<(String, PathBuf)>,
+    /// Revisions kept per app (`revision_history`).
+    pub revision_history: usize,
 }
 
 /// Size-based rotation of the instances' log files.
@@ -136,6 +139,9 @@ pub struct Supervisor {
     /// Applies one at a time up to their instances' creation: two at once could both find an
     /// instance missing and start it twice.
     applying: tokio::sync::Mutex<()>,
+    /// Every app's revisions (their specs stay in the store).
+    history: Mutex<revisions::History>,
+    revision_history: usize,
 }
 
 /// Filters for [`Supervisor::list`].
@@ -186,6 +192,8 @@ impl Supervisor {
             instances: Default::default(),
             specs: Default::default(),
             applying: Default::default(),
+            history: Default::default(),
+            revision_history: config.revision_history.max(1),
         };
         sup.load(config.port_range).await?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
@@ -276,7 +284,9 @@ impl Supervisor {
         let app = app_key(namespace, name);
         if self.specs.lock().expect("specs lock").remove(&app).is_some() {
             let body = EventBody::Daemon(DaemonEvent::AppDeleted { app: app.clone() }).to_value();
-            self.commit(Batch::new().delete(Table::Specs, &app).event(body)).await?;
+            let mut batch = Batch::new().delete(Table::Specs, &app).event(body);
+            self.forget_revisions(&app, &mut batch);
+            self.commit(batch).await?;
         }
         Ok(())
     }
@@ -450,6 +460,9 @@ struct StoredSpec {
     spec: ProcessSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     selection: Option<Vec<u32>>,
+    /// The app's current revision (see revisions.rs). 0: stored by a version that kept none.
+    #[serde(default)]
+    revision: u64,
 }
 
 #[cfg(test)]

@@ -8,12 +8,14 @@
 mod constraint;
 pub mod pod;
 mod probe;
+mod strategy;
 
 pub use constraint::*;
 pub use pod::{Container, NetworkMode, Parameter};
 pub use probe::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use strategy::*;
 
 pub const API_VERSION: &str = "v4";
 pub const KIND: &str = "process";
@@ -35,6 +37,9 @@ pub struct ProcessSpec {
     pub spec: SpecBody,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraint: Option<Constraint>,
+    /// How a changed spec reaches the running instances (rollouts).
+    #[serde(skip_serializing_if = "UpdateStrategy::is_empty")]
+    pub strategy: UpdateStrategy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

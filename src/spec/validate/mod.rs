@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashSet};
 mod constraint;
 pub mod pod;
 pub(super) mod probe;
+mod strategy;
 
 pub use constraint::anchored_regex;
 use constraint::constraint;
@@ -48,6 +49,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
     policies(spec, &root, errors);
+    strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
 
     let body = root.field("spec");
     if spec.spec.instance == 0 {

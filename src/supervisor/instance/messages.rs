@@ -13,6 +13,8 @@ pub struct SpecEntry {
     pub generation: u64,
     /// See `StoredSpec::restart_from`.
     pub restart_from: u64,
+    /// The app's revision this spec is (see supervisor/revisions.rs).
+    pub revision: u64,
     /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
     /// means all of `spec.instance`.
     pub selection: Option<Vec<u32>>,

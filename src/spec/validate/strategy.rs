@@ -1,0 +1,67 @@
+//! `strategy`: the rollout's budget (seed 003) or serial mode (seed 002), checked as written and
+//! for the spec's instance count.
+
+use super::MAX_DAY_SECS;
+use crate::spec::error::{Errors, Path};
+use crate::spec::model::{CountOrPercent, StrategyType, UpdateStrategy};
+
+pub(super) fn strategy(s: &UpdateStrategy, instances: u32, at: &Path, errors: &mut Errors) {
+    let mut both_zero = true;
+    for (field, value) in [("maxUnavailable", &s.max_unavailable), ("maxSurge", &s.max_surge)] {
+        let Some(value) = value else {
+            // Unset: unavailable 0, surge 1.
+            both_zero &= field == "maxUnavailable";
+            continue;
+        };
+        if s.kind == StrategyType::Serial {
+            errors.add(&at.field(field), "a serial update moves one instance at a time: it takes no budget");
+            continue;
+        }
+        match value {
+            CountOrPercent::Invalid(text) => errors
+                .add(&at.field(field), format!("expected a count or a percentage such as \"25%\", found {text:?}")),
+            CountOrPercent::Percent(p) if *p > 100 => {
+                errors.add(&at.field(field), format!("a percentage is at most 100%, found {p}%"))
+            }
+            CountOrPercent::Count(n) if *n > u64::from(super::MAX_INSTANCES) => {
+                errors.add(&at.field(field), format!("must be at most {}", super::MAX_INSTANCES))
+            }
+            _ => {}
+        }
+        both_zero &= value.count(instances, field == "maxSurge") == 0;
+    }
+    if s.kind == StrategyType::Rolling && both_zero {
+        errors.add(
+            at,
+            format!(
+                "maxUnavailable and maxSurge are both 0 for {instances} instance(s): a rolling update could never \
+                 take a step (seed 003: not both 0)"
+            ),
+        );
+    }
+    if s.kind != StrategyType::Serial && s.pause_seconds.is_some() {
+        errors.add(&at.field("pauseSeconds"), "is for `type: serial` only");
+    }
+    if s.pause_seconds.is_some_and(|p| p > MAX_DAY_SECS) {
+        errors.add(&at.field("pauseSeconds"), format!("must be at most {MAX_DAY_SECS}"));
+    }
+    if s.min_ready_seconds > MAX_DAY_SECS {
+        errors.add(&at.field("minReadySeconds"), format!("must be at most {MAX_DAY_SECS}"));
+    }
+    match s.progress_deadline_seconds {
+        Some(0) => errors.add(&at.field("progressDeadlineSeconds"), "must be at least 1"),
+        Some(d) if d > super::MAX_WEEK_SECS => {
+            errors.add(&at.field("progressDeadlineSeconds"), format!("must be at most {}", super::MAX_WEEK_SECS))
+        }
+        _ => {}
+    }
+    if s.progress_deadline_secs() <= s.min_ready_seconds {
+        errors.add(
+            &at.field("progressDeadlineSeconds"),
+            format!(
+                "must be more than minReadySeconds ({}): an instance could never become available in time",
+                s.min_ready_seconds
+            ),
+        );
+    }
+}

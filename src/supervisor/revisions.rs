@@ -1,0 +1,176 @@
+//! An app's revisions (issue 18): every applied spec that changes what runs — anything but the
+//! instance count — is a new revision: its number, a hash of what runs, the time and who applied
+//! it, and the spec itself, kept durably (the store's `revisions` table), the newest
+//! `revision_history` of them per app (stewardd.toml; default 10). `undo` applies an earlier
+//! revision's spec again, as a new revision, with the app's current instance count.
+
+use super::apply::ApplyOutcome;
+use super::*;
+use crate::protocol::{RevisionInfo, RevisionList};
+use sha2::{Digest, Sha256};
+
+/// Revisions kept per app unless stewardd.toml says otherwise.
+pub const DEFAULT_HISTORY: usize = 10;
+
+/// A revision as the store keeps it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct StoredRevision {
+    pub revision: u64,
+    pub hash: String,
+    pub created_ms: u64,
+    pub applied_by: String,
+    pub spec: ProcessSpec,
+}
+
+impl StoredRevision {
+    fn info(&self) -> RevisionInfo {
+        RevisionInfo {
+            revision: self.revision,
+            hash: self.hash.clone(),
+            created_ms: self.created_ms,
+            applied_by: self.applied_by.clone(),
+            current: false,
+        }
+    }
+}
+
+/// The store key of `app`'s revision `n`: zero-padded, so that the keys sort by number.
+pub(super) fn key(app: &str, n: u64) -> String {
+    format!("{app}/{n:010}")
+}
+
+/// What runs, as a short hash: the spec without its instance count.
+pub fn template_hash(spec: &ProcessSpec) -> String {
+    let mut template = spec.clone();
+    template.spec.instance = 0;
+    let json = serde_json::to_vec(&template).unwrap_or_default();
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every app's revisions, oldest first (without their specs, which stay in the store).
+#[derive(Default)]
+pub(super) struct History {
+    apps: BTreeMap<String, Vec<RevisionInfo>>,
+}
+
+impl History {
+    /// From the store's table, at the daemon's start.
+    pub fn load(snapshot: &crate::store::Snapshot) -> History {
+        let mut apps: BTreeMap<String, Vec<RevisionInfo>> = BTreeMap::new();
+        for (key, value) in snapshot.table(Table::Revisions) {
+            let Some((app, _)) = key.rsplit_once('/') else { continue };
+            match serde_json::from_value::<StoredRevision>(value.clone()) {
+                Ok(r) => apps.entry(app.to_string()).or_default().push(r.info()),
+                Err(e) => tracing::error!("stored revision {key} is unreadable: {e}"),
+            }
+        }
+        for list in apps.values_mut() {
+            list.sort_by_key(|r| r.revision);
+        }
+        History { apps }
+    }
+}
+
+impl Supervisor {
+    /// Puts `app`'s revision `n` (of `spec`, applied by `by`) into `batch`, with the deletes of
+    /// the revisions beyond the history's bound. Returns the app's list as it is once committed
+    /// (see [`Supervisor::keep_revisions`]).
+    pub(super) fn add_revision(
+        &self,
+        app: &str,
+        n: u64,
+        spec: &ProcessSpec,
+        by: &str,
+        batch: &mut Batch,
+    ) -> Result<Vec<RevisionInfo>, SupervisorError> {
+        let stored = StoredRevision {
+            revision: n,
+            hash: template_hash(spec),
+            created_ms: crate::clock::now_ms(),
+            applied_by: by.to_string(),
+            spec: spec.clone(),
+        };
+        let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Revisions, &key(app, n), &value);
+        let mut list = self.history.lock().expect("history lock").apps.get(app).cloned().unwrap_or_default();
+        list.retain(|r| r.revision < n);
+        list.push(stored.info());
+        let excess = list.len().saturating_sub(self.revision_history.max(1));
+        for old in list.drain(..excess) {
+            batch.push_delete(Table::Revisions, &key(app, old.revision));
+        }
+        Ok(list)
+    }
+
+    /// `app`'s revisions once the batch from [`Supervisor::add_revision`] is committed.
+    pub(super) fn keep_revisions(&self, app: &str, list: Vec<RevisionInfo>) {
+        self.history.lock().expect("history lock").apps.insert(app.to_string(), list);
+    }
+
+    /// Deletes of every revision of `app`, for the batch that forgets it.
+    pub(super) fn forget_revisions(&self, app: &str, batch: &mut Batch) {
+        let mut history = self.history.lock().expect("history lock");
+        for r in history.apps.remove(app).unwrap_or_default() {
+            batch.push_delete(Table::Revisions, &key(app, r.revision));
+        }
+    }
+
+    /// An app's revisions, oldest first, the current one marked.
+    pub fn revisions(&self, namespace: &str, name: &str) -> Result<RevisionList, SupervisorError> {
+        let app = app_key(namespace, name);
+        let current = self.specs.lock().expect("specs lock").get(&app).map(|e| e.revision);
+        let Some(current) = current else { return Err(SupervisorError::NotFound(format!("app {app}"))) };
+        let mut revisions = self.history.lock().expect("history lock").apps.get(&app).cloned().unwrap_or_default();
+        for r in &mut revisions {
+            r.current = r.revision == current;
+        }
+        Ok(RevisionList { app, revisions })
+    }
+
+    /// Applies an earlier revision's spec again, with the app's current instance count and
+    /// host selection: a new revision (its `applied_by` says which it went back to). `to`: the
+    /// revision; the newest one before the current when None.
+    pub async fn undo(
+        &self,
+        namespace: &str,
+        name: &str,
+        to: Option<u64>,
+        by: &str,
+    ) -> Result<ApplyOutcome, SupervisorError> {
+        let app = app_key(namespace, name);
+        let list = self.revisions(namespace, name)?;
+        let current = list.revisions.iter().find(|r| r.current).map(|r| r.revision).unwrap_or_default();
+        let target = match to {
+            Some(n) if n == current => {
+                return Err(SupervisorError::Invalid(format!("toRevision: {n} is {app}'s current revision")))
+            }
+            Some(n) => list.revisions.iter().find(|r| r.revision == n),
+            None => list.revisions.iter().rev().find(|r| r.revision < current),
+        };
+        let Some(target) = target else {
+            let kept: Vec<String> = list.revisions.iter().map(|r| r.revision.to_string()).collect();
+            let what = to.map_or("an earlier revision".to_string(), |n| format!("revision {n}"));
+            return Err(SupervisorError::NotFound(format!(
+                "{app} has no {what} to go back to (kept: {})",
+                if kept.is_empty() { "none".to_string() } else { kept.join(", ") }
+            )));
+        };
+        let stored = self
+            .shared
+            .store
+            .get(Table::Revisions, &key(&app, target.revision))?
+            .ok_or_else(|| SupervisorError::NotFound(format!("{app} revision {}", target.revision)))?;
+        let stored: StoredRevision =
+            serde_json::from_value(stored).map_err(|e| SupervisorError::Failed(format!("revision unreadable: {e}")))?;
+        let (count, selection) = {
+            let specs = self.specs.lock().expect("specs lock");
+            let entry = specs.get(&app).ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+            (entry.spec.spec.instance, entry.selection.clone())
+        };
+        let mut spec = stored.spec;
+        spec.spec.instance = count;
+        let by = format!("undo to revision {} by {by}", target.revision);
+        self.apply_selected_by(spec, selection, &by).await
+    }
+}

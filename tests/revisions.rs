@@ -1,0 +1,117 @@
+//! An app's revisions (issue 18): every applied spec that changes what runs is a new revision,
+//! kept durably and bounded; `steward rollout history` lists them and `undo` goes back to one.
+//! Real stewardd and steward binaries, real processes.
+
+mod common;
+
+use common::{id, spec, Daemon};
+use serde_json::json;
+use steward::protocol::RevisionList;
+use steward::supervisor::state::Kind;
+
+/// A spec whose process writes its VERSION env to a file in its work dir.
+fn versioned(version: &str, instances: u32) -> serde_json::Value {
+    spec(
+        "web",
+        instances,
+        json!({"env": [{"name": "VERSION", "value": version}],
+               "startCmd": "echo $VERSION > version; exec sleep 1000"}),
+        json!({}),
+    )
+}
+
+async fn history(d: &Daemon) -> RevisionList {
+    d.client.revisions("test", "web").await.unwrap()
+}
+
+fn version_of(d: &Daemon, index: u32) -> String {
+    std::fs::read_to_string(d.work_dir().join(format!("test.web.{index}")).join("version")).unwrap_or_default()
+}
+
+async fn wait_version(d: &Daemon, index: u32, want: &str) {
+    for _ in 0..200 {
+        if version_of(d, index).trim() == want {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("instance {index} never ran {want}: {:?}\n{}", version_of(d, index), d.log());
+}
+
+#[tokio::test]
+async fn changed_specs_are_revisions_and_undo_goes_back() {
+    let d = Daemon::start("revisions");
+    d.apply_json(&versioned("v1", 1)).await;
+    d.wait_state(&id("test", "web", 0), Kind::Running, 20).await;
+    d.apply_json(&versioned("v2", 1)).await;
+    wait_version(&d, 0, "v2").await;
+    // A change of the count alone, and the same spec again, are no new revision.
+    d.apply_json(&versioned("v2", 2)).await;
+    d.apply_json(&versioned("v2", 2)).await;
+    let h = history(&d).await;
+    let numbers: Vec<(u64, bool)> = h.revisions.iter().map(|r| (r.revision, r.current)).collect();
+    assert_eq!(numbers, [(1, false), (2, true)], "{h:#?}");
+    assert_ne!(h.revisions[0].hash, h.revisions[1].hash);
+    assert!(h.revisions.iter().all(|r| r.applied_by == "user root (uid 0)"), "{h:#?}");
+    assert!(h.revisions[0].created_ms <= h.revisions[1].created_ms);
+
+    let (code, out, err) = d.cli(&["rollout", "history", "test/web"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("REVISION") && lines.len() == 3, "{out}");
+    assert!(lines[2].starts_with("*2") && lines[2].contains(&h.revisions[1].hash), "{out}");
+
+    // Undo: the previous revision's spec again, as revision 3, with today's count (2).
+    let (code, out, err) = d.cli(&["rollout", "undo", "test/web"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("revision 3 applied"), "{out}");
+    wait_version(&d, 0, "v1").await;
+    wait_version(&d, 1, "v1").await;
+    let h = history(&d).await;
+    let last = h.revisions.last().unwrap();
+    assert_eq!((last.revision, last.current), (3, true));
+    assert_eq!(last.hash, h.revisions[0].hash, "the same spec as revision 1");
+    assert_eq!(last.applied_by, "undo to revision 1 by user root (uid 0)");
+    assert_eq!(d.client.list(&[]).await.unwrap().len(), 2, "the count stays 2");
+
+    let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "2"]);
+    assert_eq!(code, 0, "{err}");
+    wait_version(&d, 1, "v2").await;
+    assert_eq!(history(&d).await.revisions.last().unwrap().hash, h.revisions[1].hash);
+    let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "99"]);
+    assert_eq!(code, 4, "not found: {err}");
+    assert!(err.contains("no revision 99 to go back to (kept: 1, 2, 3, 4)"), "{err}");
+    let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "4"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("toRevision: 4 is test/web's current revision"), "{err}");
+    let (code, _, err) = d.cli(&["rollout", "history", "test/nothing"]);
+    assert_eq!(code, 4, "{err}");
+
+    // Deleting the app forgets its revisions: applied again, it starts at 1.
+    let (code, _, err) = d.cli(&["delete", "test/web"]);
+    assert_eq!(code, 0, "{err}");
+    d.apply_json(&versioned("v9", 1)).await;
+    let h = history(&d).await;
+    assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [1]);
+}
+
+#[tokio::test]
+async fn history_is_bounded_and_survives_kill_9_and_sigterm() {
+    let mut d = Daemon::start_with("revisions-bound", "revision_history = 3\n");
+    for v in 1..=5 {
+        d.apply_json(&versioned(&format!("v{v}"), 1)).await;
+    }
+    let h = history(&d).await;
+    assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [3, 4, 5], "{h:#?}");
+    for kill9 in [true, false] {
+        d.restart(kill9);
+        assert_eq!(history(&d).await, h, "after a restart (kill -9: {kill9})");
+    }
+    // The bound holds after a restart too, and undo reaches what is kept only.
+    d.apply_json(&versioned("v6", 1)).await;
+    let h = history(&d).await;
+    assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [4, 5, 6]);
+    let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "3"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("kept: 4, 5, 6"), "{err}");
+}
