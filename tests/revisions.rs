@@ -115,3 +115,30 @@ async fn history_is_bounded_and_survives_kill_9_and_sigterm() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("kept: 4, 5, 6"), "{err}");
 }
+
+/// Seed 003 `replica: uint` (DESIGN § 7): an app scaled to 0 keeps its spec and revisions, with
+/// nothing running, across a kill -9; scaled up again it runs the same revision.
+#[tokio::test]
+async fn an_app_scaled_to_zero_keeps_its_spec_and_revisions() {
+    let mut d = Daemon::start("revisions-zero");
+    d.apply_json(&versioned("v1", 2)).await;
+    d.apply_json(&versioned("v2", 2)).await;
+    d.wait_state(&id("test", "web", 1), Kind::Running, 20).await;
+    let (code, out, err) = d.cli(&["apply", "-f", &write(&d, &versioned("v2", 0))]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing runs");
+    assert!(d.cgroup_pids(&id("test", "web", 0)).is_empty());
+    let h = history(&d).await;
+    assert_eq!(h.revisions.iter().map(|r| (r.revision, r.current)).collect::<Vec<_>>(), [(1, false), (2, true)]);
+    d.restart(true);
+    assert_eq!(history(&d).await, h, "kept across a kill -9");
+    d.apply_json(&versioned("v2", 1)).await;
+    wait_version(&d, 0, "v2").await;
+    assert_eq!(history(&d).await, h, "scaling is no new revision");
+}
+
+fn write(d: &Daemon, spec: &serde_json::Value) -> String {
+    let path = d.dir.path().join("spec.json");
+    std::fs::write(&path, serde_json::to_string(spec).unwrap()).unwrap();
+    path.display().to_string()
+}

@@ -133,8 +133,9 @@ fn api_version_and_kind_are_required_and_fixed() {
 }
 
 #[test]
-fn instance_count_is_1_to_10000() {
-    assert_error(&with(|d| d["spec"]["instance"] = json!(0)), "spec.instance", "must be at least 1");
+fn instance_count_is_0_to_10000() {
+    // 0: the app is kept, nothing runs (seed 003 `replica: uint`, DESIGN § 7).
+    assert_valid(&with(|d| d["spec"]["instance"] = json!(0)));
     assert_error(&with(|d| d["spec"]["instance"] = json!(10001)), "spec.instance", "must be at most 10000");
     assert_valid(&with(|d| d["spec"]["instance"] = json!(10000)));
     let s = assert_valid(&with(|d| remove(&mut d["spec"], "instance")));
@@ -1473,7 +1474,7 @@ fn path_errors_are_all_reported_at_once() {
         d["spec"]["instance"] = json!(0);
         proc0(d)["pidFile"] = json!("/tmp/gamesvc.pid");
     });
-    assert_errors(&d, &[("spec.instance", "at least 1"), (&p0(".pidFile"), "outside")]);
+    assert_errors(&d, &[(&p0(".pidFile"), "outside")]);
 }
 
 #[test]

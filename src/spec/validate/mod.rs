@@ -52,9 +52,9 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
 
     let body = root.field("spec");
-    if spec.spec.instance == 0 {
-        errors.add(&body.field("instance"), "must be at least 1");
-    } else if spec.spec.instance > MAX_INSTANCES {
+    // 0 is allowed (seed 003 `replica: uint`; DESIGN § 7): the app keeps its spec, revisions and
+    // port names with nothing running.
+    if spec.spec.instance > MAX_INSTANCES {
         errors.add(&body.field("instance"), format!("must be at most {MAX_INSTANCES}"));
     }
     if spec.is_pod() {
