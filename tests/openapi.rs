@@ -534,6 +534,8 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         containers: vec![],
         spec_generation: 1,
         run_generation: 0,
+        revision: 2,
+        run_revision: 1,
         limits: None,
     };
     for full in [false, true] {

@@ -67,6 +67,13 @@ async fn changed_specs_are_revisions_and_undo_goes_back() {
     assert!(out.contains("revision 3 applied"), "{out}");
     wait_version(&d, 0, "v1").await;
     wait_version(&d, 1, "v1").await;
+    for i in 0..2 {
+        let s = d.wait(&id("test", "web", i), 20, |s| s.run_revision == 3).await;
+        assert_eq!(s.revision, 3, "instance {i} is on revision 3");
+    }
+    let (code, out, _) = d.cli(&["status", "test/web/0"]);
+    assert_eq!(code, 0);
+    assert!(out.lines().any(|l| l == "revision:  3"), "{out}");
     let h = history(&d).await;
     let last = h.revisions.last().unwrap();
     assert_eq!((last.revision, last.current), (3, true));

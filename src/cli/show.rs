@@ -137,6 +137,12 @@ pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<
                 println!("message:   {}", s.message);
             }
             println!("restarts:  {}", s.restarts);
+            if s.revision > 0 {
+                match s.run_revision {
+                    r if r == s.revision || r == 0 => println!("revision:  {}", s.revision),
+                    r => println!("revision:  {} (its run is on {r} until it restarts)", s.revision),
+                }
+            }
             if let Some(t) = s.last_start_ms {
                 // A stopped instance was not started just now: say when its last run began.
                 let ago = age(now_ms().saturating_sub(t));

@@ -40,6 +40,12 @@ pub struct InstanceStatus {
     /// Generation of the spec its current (or last) start ran.
     #[serde(default)]
     pub run_generation: u64,
+    /// The app's revision this instance is to run (GET /v1/apps/{namespace}/{name}/revisions).
+    #[serde(default)]
+    pub revision: u64,
+    /// The revision its current (or last) start ran; behind `revision` until it restarts.
+    #[serde(default)]
+    pub run_revision: u64,
     /// The spec's limits the instance runs under, next to `usage`: filled by GET of one
     /// instance (from the applied spec), absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -69,7 +69,7 @@ impl Supervisor {
             if !missing.is_empty() {
                 let mut batch = Batch::new();
                 self.allocate_ports(&spec, &missing, &mut batch)?;
-                let created = new_records(entry.generation, &missing, &mut batch)?;
+                let created = new_records((entry.generation, entry.revision), &missing, &mut batch)?;
                 self.commit(batch).await?;
                 self.spawn_created(entry, created);
             }
@@ -116,7 +116,7 @@ impl Supervisor {
         let ids = ids_of(&spec, selection.as_deref());
         self.allocate_ports(&spec, &ids, &mut batch)?;
         let created = self.missing(&ids);
-        let records = new_records(generation, &created, &mut batch)?;
+        let records = new_records((generation, revision), &created, &mut batch)?;
         self.commit(batch).await?;
         crate::failpoint::hit("apply-spec-committed");
         if let Some(list) = history {
@@ -268,12 +268,12 @@ pub struct ApplyOutcome {
     pub unchanged: bool,
 }
 
-/// Records of new instances `ids` of spec generation `generation`, put in `batch` with their
+/// Records of new instances `ids` of spec generation and revision `at`, put in `batch` with their
 /// `created` events. They are created Staging, not Stopped: the record itself holds the apply's
 /// intent to start the instance, so a daemon killed before the start resumes it (a Stopped one
 /// would stay stopped).
 pub(super) fn new_records(
-    generation: u64,
+    (generation, revision): (u64, u64),
     ids: &[InstanceId],
     batch: &mut Batch,
 ) -> Result<Vec<InstanceRecord>, SupervisorError> {
@@ -281,6 +281,7 @@ pub(super) fn new_records(
     let mut created = Vec::with_capacity(ids.len());
     for id in ids {
         let mut rec = InstanceRecord::new(id.clone(), generation, now);
+        rec.revision = revision;
         rec.state = state::State::Staging;
         let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Instances, &rec.key(), &value);

@@ -75,11 +75,18 @@ impl Supervisor {
         // What an apply or a scale-down asked for that its instances had not yet taken when the
         // daemon went away: the stored spec is the intent, and it is carried out now.
         let mut unfinished = Vec::new();
-        for rec in records {
+        for mut rec in records {
             let Some(spec) = specs.get(&app_key(&rec.id.namespace, &rec.id.name)).cloned() else {
                 tracing::error!("instance {} has no stored spec; left alone", rec.key());
                 continue;
             };
+            if rec.revision == 0 {
+                // Recorded before revisions were kept: it is on the app's one revision.
+                rec.revision = spec.revision;
+                if rec.run_generation >= spec.restart_from {
+                    rec.run_revision = spec.revision;
+                }
+            }
             if !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
                 unfinished.push((rec.id.clone(), Command::Delete));
             } else if let Some(count_only) = unfinished_replace(&rec, &spec) {

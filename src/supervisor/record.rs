@@ -45,6 +45,13 @@ pub struct InstanceRecord {
     /// the instance has started on the newest spec.
     #[serde(default)]
     pub run_generation: u64,
+    /// The app's revision this instance is to run (see supervisor/revisions.rs); 0 in a record
+    /// of a version that kept none.
+    #[serde(default)]
+    pub revision: u64,
+    /// The revision its current (or last) start ran.
+    #[serde(default)]
+    pub run_revision: u64,
     /// Health of the current processes, per process with a local check (not persisted per
     /// check; changes are journaled as events).
     #[serde(default)]
@@ -75,6 +82,8 @@ impl InstanceRecord {
             ports: BTreeMap::new(),
             spec_generation,
             run_generation: 0,
+            revision: 0,
+            run_revision: 0,
             health: Vec::new(),
             containers: Vec::new(),
             ready: false,
@@ -109,6 +118,8 @@ impl InstanceStatus {
             containers: r.containers.clone(),
             spec_generation: r.spec_generation,
             run_generation: r.run_generation,
+            revision: r.revision,
+            run_revision: r.run_revision,
             limits: None,
         }
     }

@@ -95,6 +95,7 @@ impl<W: Workload> Actor<W> {
         self.rec.updated_ms = now_ms();
         // It failed on this spec: the next daemon start has no apply of it left to carry out.
         self.rec.run_generation = self.spec.generation;
+        self.rec.run_revision = self.spec.revision;
         let body = self.transition_body(from, "internal error");
         self.persist(vec![body]).await;
     }

@@ -259,6 +259,7 @@ impl<W: Workload> Actor<W> {
             Command::Replace(entry, count_only) => {
                 self.spec = entry;
                 self.rec.spec_generation = self.spec.generation;
+                self.rec.revision = self.spec.revision;
                 let detail = crate::protocol::SpecUpdated { generation: self.spec.generation };
                 self.commit_event(crate::protocol::InstanceChange::SpecUpdated { detail }).await;
                 answer(reply, Ok(()));

@@ -15,6 +15,7 @@ impl<W: Workload> Actor<W> {
     pub(super) fn stage(&mut self) -> Result<Arc<RenderedInstance>, String> {
         // This start runs the spec as it is now, whatever comes of it.
         self.rec.run_generation = self.spec.generation;
+        self.rec.run_revision = self.spec.revision;
         self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
         let rendered = Arc::new(self.render()?);
         self.rendered = Some(rendered.clone());
