@@ -131,6 +131,11 @@ echo
 echo "== steward ls   (READY: readiness probes; units/gamesvc.json's asks its /check)"
 $steward ls
 echo
+echo "== steward rollout restart demo/gamesvc; steward rollout status demo/gamesvc -w"
+echo "   (a change rolls out a few at a time by the spec's strategy, as new instances become ready)"
+$steward rollout restart demo/gamesvc || true
+$steward rollout status demo/gamesvc -w --timeout 60 || true
+echo
 echo "== steward rollout history demo/gamesvc   (every applied change is a revision; undo goes back)"
 $steward rollout history demo/gamesvc || true
 echo

@@ -82,7 +82,8 @@ fn mark_of(pid: i32) -> Option<String> {
 /// For an instance: the states it may be in and the MARK a running one has; None: gone.
 type Expect = dyn Fn(&InstanceId) -> Option<(Vec<Kind>, String)>;
 
-/// The listing once no instance is Staging, Starting or Stopping.
+/// The listing once no instance is Staging, Starting or Stopping and the app's rollout (a spec
+/// change rolls out in batches) is no longer progressing.
 async fn settle(d: &Daemon, point: &str) -> Vec<InstanceStatus> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -97,7 +98,12 @@ async fn settle(d: &Daemon, point: &str) -> Vec<InstanceStatus> {
             let state = state.lines().find(|l| l.starts_with("State")).unwrap_or("gone").to_string();
             panic!("{point}: list: {e}\nSS {ss}\nDAEMON {} {state}\n{}", d.pid(), d.log())
         });
-        let busy = listed.iter().any(|s| matches!(s.state.kind(), Kind::Staging | Kind::Starting | Kind::Stopping));
+        let rolling = match d.client.rollout("test", APP).await {
+            Ok(Some(r)) => r.phase == steward::protocol::RolloutPhase::Progressing,
+            _ => false,
+        };
+        let busy =
+            rolling || listed.iter().any(|s| matches!(s.state.kind(), Kind::Staging | Kind::Starting | Kind::Stopping));
         // A delete shows the instance Stopped for a moment before it is gone: the same listing
         // twice, a moment apart, is settled.
         let states = |l: &[InstanceStatus]| l.iter().map(|s| (s.id.to_string(), s.state.kind())).collect::<Vec<_>>();

@@ -668,6 +668,24 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::SecretDeleted { namespace: namespace.clone(), name: name.clone() },
         DaemonEvent::ConfigmapUpdated { namespace: namespace.clone(), name: name.clone(), keys: vec![] },
         DaemonEvent::ConfigmapDeleted { namespace, name },
+        DaemonEvent::RolloutStarted { app: "ns/app".into(), revision: 2, from: 1 },
+        DaemonEvent::RolloutBatch { app: "ns/app".into(), revision: 2, steps: Default::default() },
+        DaemonEvent::RolloutBatch {
+            app: "ns/app".into(),
+            revision: 2,
+            steps: steward::protocol::RolloutSteps {
+                replaced: vec![0, 1],
+                held: vec![2],
+                started: vec![3],
+                spares_added: vec![4],
+                spares_removed: vec![5],
+            },
+        },
+        DaemonEvent::RolloutPaused { app: "ns/app".into(), revision: 2 },
+        DaemonEvent::RolloutResumed { app: "ns/app".into(), revision: 2 },
+        DaemonEvent::RolloutCompleted { app: "ns/app".into(), revision: 2 },
+        DaemonEvent::RolloutFailed { app: "ns/app".into(), revision: 2, reason: "instance 3 exited".into() },
+        DaemonEvent::RolloutRolledBack { app: "ns/app".into(), revision: 2, to: 1, new_revision: 3 },
     ];
     for e in &all {
         match e {
@@ -676,7 +694,14 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::SecretUpdated { .. }
             | DaemonEvent::SecretDeleted { .. }
             | DaemonEvent::ConfigmapUpdated { .. }
-            | DaemonEvent::ConfigmapDeleted { .. } => {}
+            | DaemonEvent::ConfigmapDeleted { .. }
+            | DaemonEvent::RolloutStarted { .. }
+            | DaemonEvent::RolloutBatch { .. }
+            | DaemonEvent::RolloutPaused { .. }
+            | DaemonEvent::RolloutResumed { .. }
+            | DaemonEvent::RolloutCompleted { .. }
+            | DaemonEvent::RolloutFailed { .. }
+            | DaemonEvent::RolloutRolledBack { .. } => {}
         }
     }
     all
@@ -751,7 +776,13 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::Applied { app: app.clone() },
         DesiredChange::Lost { app: app.clone(), node: node.clone(), instances: vec![0] },
         DesiredChange::NodeBack { app: app.clone(), node: node.clone() },
-        DesiredChange::Failed { instance: "ns/app/0".into(), node },
+        DesiredChange::Failed { instance: "ns/app/0".into(), node: node.clone() },
+        DesiredChange::RolloutStarted { app: app.clone() },
+        DesiredChange::RolloutNode { app: app.clone(), node, revision: 4 },
+        DesiredChange::RolloutPaused { app: app.clone() },
+        DesiredChange::RolloutResumed { app: app.clone() },
+        DesiredChange::RolloutCompleted { app: app.clone() },
+        DesiredChange::RolloutFailed { app: app.clone(), reason: "h2: instance 3 of revision 2: exited".into() },
         DesiredChange::AppDeleted { app },
     ];
     for c in &all {
@@ -763,6 +794,12 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::Lost { .. }
             | DesiredChange::NodeBack { .. }
             | DesiredChange::Failed { .. }
+            | DesiredChange::RolloutStarted { .. }
+            | DesiredChange::RolloutNode { .. }
+            | DesiredChange::RolloutPaused { .. }
+            | DesiredChange::RolloutResumed { .. }
+            | DesiredChange::RolloutCompleted { .. }
+            | DesiredChange::RolloutFailed { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }
     }
@@ -861,8 +898,11 @@ fn every_protocol_type_matches_its_schema() {
         changed: vec![],
         created: vec![],
         unchanged: true,
+        rollout: false,
     };
     conforms_as(&c, "Applied", &applied);
+    let rolling = Applied { changed: vec!["ns/app/0".into()], unchanged: false, rollout: true, ..applied };
+    conforms_as(&c, "Applied", &rolling);
     conforms_as(&c, "AppDeleted", &Deleted { deleted: vec!["ns/app/0".into()] });
     let summary = ValuesSummary { namespace: "ns".into(), name: "creds".into(), keys: vec!["k".into()], updated_ms: 1 };
     conforms_as(&c, "ValuesSummary", &summary);
@@ -893,6 +933,36 @@ fn every_protocol_type_matches_its_schema() {
     );
     conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest { to_revision: Some(1) });
     conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest::default());
+    use steward::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress};
+    let progress = RolloutProgress { instances: 10, updated: 4, ready: 3, spares: 1 };
+    conforms_as(
+        &c,
+        "RolloutBody",
+        &RolloutBody { app: "ns/app".into(), revision: 1, rollout: None, progress: Default::default() },
+    );
+    let phases = [
+        RolloutPhase::Progressing,
+        RolloutPhase::Paused,
+        RolloutPhase::Complete,
+        RolloutPhase::Failed { reason: "instance 3 of revision 2: exited".into() },
+    ];
+    for phase in phases {
+        let rollout = Rollout {
+            target: 2,
+            from: 1,
+            phase,
+            started_ms: 1,
+            updated_ms: 2,
+            held: Some((3, 2)),
+            spares: vec![10],
+            steps: 5,
+            rollback: true,
+        };
+        conforms_as(&c, "Rollout", &rollout);
+        let body =
+            RolloutBody { app: "ns/app".into(), revision: 2, rollout: Some(rollout), progress: progress.clone() };
+        conforms_as(&c, "RolloutBody", &body);
+    }
 }
 
 #[test]
@@ -1174,6 +1244,7 @@ async fn the_daemon_serves_this_document() {
 
 #[tokio::test]
 async fn real_responses_match_the_document() {
+    const REVISIONS: &str = "/v1/apps/{namespace}/{name}/revisions";
     let d = Daemon::start_with("openapi", "allow_read_for_all = true\n");
     let doc = doc();
     let c = Checker::new(&doc);
@@ -1324,7 +1395,67 @@ async fn real_responses_match_the_document() {
     // A changed spec for existing instances (specUpdated).
     let mut web2 = web.clone();
     web2["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("exec sleep 1001");
-    check!("POST", "/v1/apply", "/v1/apply", json_body(&web2));
+    let r = check!("POST", "/v1/apply", "/v1/apply", json_body(&web2));
+    assert_eq!(r.json()["rollout"], true, "a changed spec rolls out: {}", r.json());
+
+    // Rollouts: followed to the end (rolloutStarted, rolloutBatch, rolloutCompleted), unknown
+    // (404), paused, resumed, restarted, refused (403), nothing to pause (409); a failing
+    // revision with autoRollback (rolloutFailed, rolloutRolledBack).
+    const ROLLOUT: &str = "/v1/apps/{namespace}/{name}/rollout";
+    let wait_phase = |app: &'static str, phase: &'static str| {
+        let d = &d;
+        async move {
+            for _ in 0..400 {
+                let r = call(d, "GET", &format!("/v1/apps/test/{app}/rollout"), None).await;
+                if r.json()["rollout"]["phase"] == phase {
+                    return r;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("{app}: rollout never {phase}\n{}", d.log());
+        }
+    };
+    wait_phase("web", "complete").await;
+    let r = check!("GET", ROLLOUT, "/v1/apps/test/web/rollout");
+    assert_eq!(r.json()["progress"], json!({"instances": 2, "updated": 2, "ready": 2, "spares": 0}), "{}", r.json());
+    assert_eq!(check!("GET", ROLLOUT, "/v1/apps/test/none/rollout").status, 404);
+    let slow = |version: &str| {
+        spec(
+            "slow",
+            2,
+            json!({"env": [{"name": "V", "value": version}], "startCmd": "exec sleep 1000"}),
+            json!({"strategy": {"minReadySeconds": 30}}),
+        )
+    };
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&slow("1")));
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&slow("2")));
+    const PAUSE: &str = "/v1/apps/{namespace}/{name}/rollout/pause";
+    const RESUME: &str = "/v1/apps/{namespace}/{name}/rollout/resume";
+    const RESTART: &str = "/v1/apps/{namespace}/{name}/rollout/restart";
+    for (template, path) in [(PAUSE, "pause"), (RESUME, "resume"), (RESTART, "restart")] {
+        let r = call_as(&d, true, "POST", &format!("/v1/apps/test/slow/rollout/{path}"), None).await;
+        conforms(&c, "POST", template, &r);
+        assert_eq!(r.status, 403);
+        statuses.insert(("POST".into(), template.into(), 403));
+        assert_eq!(check!("POST", template, format!("/v1/apps/test/none/rollout/{path}")).status, 404);
+    }
+    let r = check!("POST", PAUSE, "/v1/apps/test/slow/rollout/pause");
+    assert_eq!((r.status, &r.json()["rollout"]["phase"]), (200, &json!("paused")), "{}", r.json());
+    let r = check!("POST", RESUME, "/v1/apps/test/slow/rollout/resume");
+    assert_eq!((r.status, &r.json()["rollout"]["phase"]), (200, &json!("progressing")), "{}", r.json());
+    let r = check!("POST", RESTART, "/v1/apps/test/slow/rollout/restart");
+    assert_eq!((r.status, r.json()["rollout"].as_bool()), (202, Some(true)), "{}", r.json());
+    assert_eq!(check!("POST", PAUSE, "/v1/apps/test/web/rollout/pause").status, 409, "web's rollout is complete");
+    let mut bad = spec("bad", 1, json!({"startCmd": "exec sleep 1000"}), json!({}));
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&bad));
+    d.wait_state(&id("test", "bad", 0), Kind::Running, 20).await;
+    bad["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("exit 3");
+    bad["restartPolicy"] = json!({"policy": "Never"});
+    let r = check!("POST", "/v1/apply", "/v1/apply?autoRollback=true", json_body(&bad));
+    assert_eq!(r.status, 202);
+    wait_phase("bad", "complete").await;
+    let r = check!("GET", REVISIONS, "/v1/apps/test/bad/revisions");
+    assert_eq!(r.json()["revisions"].as_array().map(Vec::len), Some(3), "rolled back as revision 3: {}", r.json());
 
     // Delete: waited for (204), not waited for (202), unknown (404), refused (403).
     let r = call_as(&d, true, "DELETE", "/v1/instances/test/ex/0", None).await;
@@ -1337,7 +1468,6 @@ async fn real_responses_match_the_document() {
 
     // Revisions (web2 made revision 2) and undo: listed, unknown (404), refused (403), not a
     // request (400), no such revision (404), the current one (422), done (202).
-    const REVISIONS: &str = "/v1/apps/{namespace}/{name}/revisions";
     const UNDO: &str = "/v1/apps/{namespace}/{name}/undo";
     let r = check!("GET", REVISIONS, "/v1/apps/test/web/revisions");
     assert_eq!(r.json()["revisions"].as_array().map(Vec::len), Some(2), "{}", r.json());
@@ -1527,6 +1657,12 @@ async fn real_responses_match_the_document() {
         ("GET", "/v1/apps/{namespace}/{name}/revisions", 403),
         ("POST", "/v1/apps/{namespace}/{name}/undo", 409),
         ("POST", "/v1/apps/{namespace}/{name}/undo", 503),
+        ("GET", "/v1/apps/{namespace}/{name}/rollout", 403),
+        ("POST", "/v1/apps/{namespace}/{name}/rollout/pause", 503),
+        ("POST", "/v1/apps/{namespace}/{name}/rollout/resume", 409),
+        ("POST", "/v1/apps/{namespace}/{name}/rollout/resume", 503),
+        ("POST", "/v1/apps/{namespace}/{name}/rollout/restart", 409),
+        ("POST", "/v1/apps/{namespace}/{name}/rollout/restart", 503),
         ("GET", INSTANCE, 403),
         ("GET", "/v1/instances/{namespace}/{name}/{index}/logs", 403),
         ("GET", "/v1/instances", 403),

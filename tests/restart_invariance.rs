@@ -31,17 +31,17 @@ async fn listings(d: &Daemon) -> Value {
     let mut node = get(&["node"]);
     let node = node.as_object_mut().unwrap();
     let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"]});
-    // Every app's revisions (issue 18).
-    let revisions: Vec<Value> = ["fg", "forking", "stopped", "failed", "pod"]
-        .iter()
-        .map(|app| get(&["rollout", "history", &format!("keep/{app}")]))
-        .collect();
+    // Every app's revisions and rollout (issue 18).
+    let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
+    let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
+    let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
     json!({
         "instances": instances,
         "secrets": get(&["secret", "ls"]),
         "configmaps": get(&["configmap", "ls"]),
         "node": kept,
         "revisions": revisions,
+        "rollouts": rollouts,
     })
 }
 
@@ -109,6 +109,23 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     d.apply_json(&ns(spec("stopped", 1, json!({"env": [{"name": "V", "value": "2"}]}), json!({})))).await;
     assert_eq!(d.client.revisions("keep", "stopped").await.unwrap().revisions.len(), 2);
     d.wait_state(&id("keep", "failed", 0), Kind::Failed, 20).await;
+    // A rollout paused half-way: one instance moved, waiting out its minReadySeconds, when paused.
+    let rolling = |v: &str| {
+        ns(spec(
+            "rolling",
+            3,
+            json!({"env": [{"name": "V", "value": v}], "startCmd": "exec sleep 1000"}),
+            json!({"strategy": {"maxUnavailable": 1, "maxSurge": 0, "minReadySeconds": 600, "progressDeadlineSeconds": 1200}}),
+        ))
+    };
+    d.apply_json(&rolling("1")).await;
+    for i in 0..3 {
+        d.wait_state(&id("keep", "rolling", i), Kind::Running, 20).await;
+    }
+    d.apply_json(&rolling("2")).await;
+    d.wait(&id("keep", "rolling", 0), 20, |s| s.run_revision == 2 && s.ready).await;
+    let (code, _, err) = d.cli(&["rollout", "pause", "keep/rolling"]);
+    assert_eq!(code, 0, "{err}");
 
     let holder =
         || docker::docker(docker::SHARED_SOCKET, &["inspect", "-f", "{{.Id}}", "steward-keep.pod.0-network"]).1;

@@ -79,6 +79,18 @@ async fn changed_specs_are_revisions_and_undo_goes_back() {
     assert_eq!((last.revision, last.current), (3, true));
     assert_eq!(last.hash, h.revisions[0].hash, "the same spec as revision 1");
     assert_eq!(last.applied_by, "undo to revision 1 by user root (uid 0)");
+    // The rollout's surge instance is gone once it completes.
+    for _ in 0..200 {
+        if d.client
+            .rollout("test", "web")
+            .await
+            .unwrap()
+            .is_some_and(|r| r.phase == steward::protocol::RolloutPhase::Complete)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(d.client.list(&[]).await.unwrap().len(), 2, "the count stays 2");
 
     let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "2"]);

@@ -594,3 +594,128 @@ async fn failures_by_policy_remote_checks_and_a_stopped_daemon() {
         "{out}"
     );
 }
+
+/// Issue 18 across hosts: a deploy that changes what runs rolls out one host at a time, each by
+/// the spec's strategy counted against the whole app, so a sampler over all three hosts never
+/// sees more than maxUnavailable of the app down or maxSurge extra; `rollout status`, `pause`,
+/// `resume` and `undo`; a failing revision stops at the first host and autoRollback brings it
+/// back while the other hosts never restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_across_hosts_keeps_the_budget_app_wide() {
+    let c = Cluster::start("r", ["a", "a", "a"]);
+    let wide = |v: &str, start: &str, strategy: Value| {
+        spec(
+            "wide",
+            6,
+            json!({"procName": "sleep", "env": [{"name": "V", "value": v}], "startCmd": start}),
+            json!({"strategy": strategy, "restartPolicy": {"policy": "Never"}}),
+        )
+    };
+    let budget = json!({"maxUnavailable": 1, "maxSurge": 1});
+    let (code, out, err) = c.deploy("wide", &wide("1", "exec sleep 1000", budget.clone()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "wide").await;
+    let spread = c.spread("wide").await;
+    assert!(spread.values().all(|ids| ids.len() == 2), "two per host: {spread:?}");
+
+    // The sampler: every 10 ms, the app's ready and running instances over all hosts.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = c.hosts.iter().map(|h| h.daemon.client.clone()).collect();
+    let sampling = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let (mut min_ready, mut max_running, mut samples) = (usize::MAX, 0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (mut ready, mut running) = (0, 0);
+                for client in &clients {
+                    for s in client.list(&[("name", "wide")]).await.unwrap() {
+                        ready += usize::from(s.ready && s.state.kind() == Kind::Running);
+                        running += usize::from(s.state.has_processes());
+                    }
+                }
+                (min_ready, max_running, samples) = (min_ready.min(ready), max_running.max(running), samples + 1);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (min_ready, max_running, samples)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let (code, out, err) = c.deploy("wide", &wide("2", "exec sleep 1001", budget.clone()));
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (min_ready, max_running, samples) = sampling.await.unwrap();
+    assert_eq!(code, 0, "{out}\n{err}\n{}", c.logs());
+    println!("across hosts: min ready {min_ready}, max running {max_running}, {samples} samples, {took:?}");
+    assert!(min_ready >= 5 && max_running <= 7 && samples > 10, "{min_ready} {max_running} {samples}");
+    for h in ["h1", "h2", "h3"] {
+        assert!(err.contains(&format!("{h}: rolled out")), "{err}");
+    }
+    for h in &c.hosts {
+        for s in h.daemon.client.list(&[("name", "wide")]).await.unwrap() {
+            assert_eq!((s.revision, s.run_revision, s.ready), (2, 2, true), "{}: {s:?}", h.name);
+        }
+    }
+    let (code, out, err) = c.sched(&["rollout", "status", "test/wide"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["rollout"]["phase"], "complete", "{status:#}");
+    assert_eq!(status["progress"], json!({"instances": 6, "updated": 6, "ready": 6, "spares": 0}), "{status:#}");
+
+    // Pause while the rollout waits out minReadySeconds on h1: no other host gets the spec;
+    // resume finishes it.
+    let slow = json!({"maxUnavailable": 1, "maxSurge": 1, "minReadySeconds": 2});
+    let path = c.dir.path().join("wide-3.json");
+    std::fs::write(&path, wide("3", "exec sleep 1002", slow).to_string()).unwrap();
+    let mut deploying =
+        c.sched_cmd(&["deploy", path.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let h1 = &c.host("h1").daemon;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h1.client.rollout("test", "wide").await.unwrap().is_none_or(|r| r.target != 3) {
+        assert!(Instant::now() < deadline, "h1 never took revision 3");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, _, err) = c.sched(&["rollout", "pause", "test/wide"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(deploying.wait().unwrap().success(), "deploy returns once paused");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for h in ["h2", "h3"] {
+        let r = c.host(h).daemon.client.rollout_status("test", "wide").await.unwrap();
+        assert_eq!(r.revision, 2, "{h} got the spec while paused");
+    }
+    let (code, out, _) = c.sched(&["rollout", "status", "test/wide"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["rollout"]["phase"], "paused", "{out}");
+    let (code, out, err) = c.sched(&["rollout", "resume", "test/wide"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["rollout"]["phase"], "complete", "{out}");
+
+    // Undo: back to the spec before (v2), every host.
+    let (code, out, err) = c.sched(&["rollout", "undo", "test/wide"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for h in &c.hosts {
+        let r = h.daemon.client.rollout_status("test", "wide").await.unwrap();
+        assert_eq!((r.revision, r.progress.updated, r.progress.ready), (4, 2, 2), "{}: {r:?}", h.name);
+    }
+
+    // A revision that cannot start, with autoRollback: h1 fails, h2 and h3 never restart.
+    let others: Vec<Vec<Option<i32>>> = {
+        let mut v = Vec::new();
+        for h in ["h2", "h3"] {
+            v.push(c.host(h).daemon.client.list(&[("name", "wide")]).await.unwrap().iter().map(|s| s.pid).collect());
+        }
+        v
+    };
+    let mut broken_strategy = budget.clone();
+    broken_strategy["autoRollback"] = json!(true);
+    let (code, out, err) = c.deploy("wide", &wide("5", "exit 3", broken_strategy));
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("the rollout failed: h1:") && err.contains("autoRollback"), "{err}");
+    for (h, before) in ["h2", "h3"].iter().zip(&others) {
+        let now: Vec<Option<i32>> =
+            c.host(h).daemon.client.list(&[("name", "wide")]).await.unwrap().iter().map(|s| s.pid).collect();
+        assert_eq!(&now, before, "{h} restarted");
+    }
+    let h1_now = h1.client.list(&[("name", "wide")]).await.unwrap();
+    assert!(h1_now.len() == 2 && h1_now.iter().all(|s| s.ready), "h1 is back: {h1_now:?}");
+}

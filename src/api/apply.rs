@@ -19,6 +19,9 @@ use std::sync::Arc;
 pub(super) struct ApplyQuery {
     /// Comma-separated instance ids this host runs (a scheduler's placement); all by default.
     instances: Option<String>,
+    /// `true`: the spec's `strategy.autoRollback` set (`steward apply --auto-rollback`).
+    #[serde(rename = "autoRollback")]
+    auto_rollback: Option<bool>,
 }
 
 fn parse_selection(text: &str) -> Result<Vec<u32>, ApiError> {
@@ -67,7 +70,10 @@ pub(super) async fn apply(
     app.live().access.require_write(&caller)?;
     let selection = q.instances.as_deref().map(parse_selection).transpose()?;
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let parsed = apply_body(&body, content_type, &app.roots, &app.host)?;
+    let mut parsed = apply_body(&body, content_type, &app.roots, &app.host)?;
+    if q.auto_rollback == Some(true) {
+        parsed.strategy.auto_rollback = true;
+    }
     // In its own task: a client that hangs up must not cancel an apply half-way (its store
     // commit may already be durable).
     let sup_app = app.clone();
@@ -92,6 +98,7 @@ impl From<&crate::supervisor::ApplyOutcome> for Applied {
             changed: names(&outcome.changed),
             created: names(&outcome.created),
             unchanged: outcome.unchanged,
+            rollout: outcome.rollout,
         }
     }
 }

@@ -60,6 +60,7 @@ pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result
     let _ = writeln!(out, "steward_store_failed_commits_total {}", store.failed_txns);
     header(&mut out, "steward_store_batches_total", "counter", "Batches committed (group commit folds many into one).");
     let _ = writeln!(out, "steward_store_batches_total {}", store.batches);
+    rollout_metrics(&mut out, &app.supervisor.rollouts());
     // Resource use, from each running instance's cgroup.
     let usage: Vec<_> = list
         .iter()
@@ -76,4 +77,37 @@ pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result
         let _ = writeln!(out, "steward_instance_memory_bytes{{instance=\"{id}\"}} {}", u.memory_bytes);
     }
     Ok(([("content-type", "text/plain; version=0.0.4")], out).into_response())
+}
+
+/// Each app's rollout here: its phase, target revision, progress and steps taken.
+fn rollout_metrics(out: &mut String, rollouts: &[crate::protocol::RolloutBody]) {
+    const PHASES: [&str; 4] = ["progressing", "paused", "complete", "failed"];
+    let with = |r: &crate::protocol::RolloutBody| r.rollout.clone().map(|x| (r.app.clone(), x, r.progress.clone()));
+    let rollouts: Vec<_> = rollouts.iter().filter_map(with).collect();
+    header(out, "steward_rollout_phase", "gauge", "1 for the phase each app's rollout is in, else 0.");
+    for (app, r, _) in &rollouts {
+        for phase in PHASES {
+            let _ = writeln!(
+                out,
+                "steward_rollout_phase{{app=\"{app}\",phase=\"{phase}\"}} {}",
+                u8::from(r.phase.name() == phase)
+            );
+        }
+    }
+    header(out, "steward_rollout_target_revision", "gauge", "The revision each app's rollout moves to.");
+    for (app, r, _) in &rollouts {
+        let _ = writeln!(out, "steward_rollout_target_revision{{app=\"{app}\"}} {}", r.target);
+    }
+    header(out, "steward_rollout_updated_instances", "gauge", "Instances on the rollout's revision.");
+    for (app, _, p) in &rollouts {
+        let _ = writeln!(out, "steward_rollout_updated_instances{{app=\"{app}\"}} {}", p.updated);
+    }
+    header(out, "steward_rollout_ready_instances", "gauge", "Instances running the rollout's revision, ready.");
+    for (app, _, p) in &rollouts {
+        let _ = writeln!(out, "steward_rollout_ready_instances{{app=\"{app}\"}} {}", p.ready);
+    }
+    header(out, "steward_rollout_steps_total", "counter", "Steps the app's current rollout has taken.");
+    for (app, r, _) in &rollouts {
+        let _ = writeln!(out, "steward_rollout_steps_total{{app=\"{app}\"}} {}", r.steps);
+    }
 }

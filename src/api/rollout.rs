@@ -4,7 +4,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::Body;
 use super::AppState;
-use crate::protocol::{Applied, RevisionList, UndoRequest};
+use crate::protocol::{Applied, RevisionList, RolloutBody, UndoRequest};
 use crate::supervisor::SupervisorError;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +20,59 @@ pub(super) async fn revisions(
 ) -> Result<Json<RevisionList>, ApiError> {
     app.live().access.require_read(&caller)?;
     Ok(Json(app.supervisor.revisions(&namespace, &name)?))
+}
+
+/// GET /v1/apps/{namespace}/{name}/rollout.
+pub(super) async fn rollout(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<RolloutBody>, ApiError> {
+    app.live().access.require_read(&caller)?;
+    Ok(Json(app.supervisor.rollout(&namespace, &name)?))
+}
+
+/// POST /v1/apps/{namespace}/{name}/rollout/pause.
+pub(super) async fn pause(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<RolloutBody>, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let sup = app.supervisor.clone();
+    let body =
+        tokio::spawn(async move { sup.pause_rollout(&namespace, &name).await }).await.map_err(ApiError::internal)??;
+    Ok(Json(body))
+}
+
+/// POST /v1/apps/{namespace}/{name}/rollout/resume.
+pub(super) async fn resume(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<RolloutBody>, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let sup = app.supervisor.clone();
+    let body = tokio::spawn(async move { sup.resume_rollout(&namespace, &name).await })
+        .await
+        .map_err(ApiError::internal)??;
+    Ok(Json(body))
+}
+
+/// POST /v1/apps/{namespace}/{name}/rollout/restart: every instance re-created under the same
+/// spec, as a new revision rolled out by the app's strategy.
+pub(super) async fn restart(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let by = caller.describe();
+    let sup = app.supervisor.clone();
+    let outcome = tokio::spawn(async move { sup.restart_app(&namespace, &name, &by).await })
+        .await
+        .map_err(ApiError::internal)??;
+    Ok((StatusCode::ACCEPTED, Json(Applied::from(&outcome))).into_response())
 }
 
 /// POST /v1/apps/{namespace}/{name}/undo: an earlier revision applied again (a new revision).

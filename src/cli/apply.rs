@@ -10,12 +10,18 @@ use crate::supervisor::state::Kind;
 use std::path::Path;
 use std::time::Duration;
 
+/// `steward apply`'s flags.
+pub(super) struct How {
+    pub wait: bool,
+    pub timeout: u64,
+    pub auto_rollback: bool,
+}
+
 pub(super) async fn apply(
     client: &Client,
     config: &Config,
     file: &Path,
-    wait: bool,
-    timeout: u64,
+    How { wait, timeout, auto_rollback }: How,
     output: Output,
 ) -> Result<i32, ClientError> {
     let text = match std::fs::read_to_string(file) {
@@ -31,7 +37,7 @@ pub(super) async fn apply(
         eprintln!("{}: {e}", file.display());
         return Ok(exit::INVALID);
     }
-    let applied = client.apply_outcome(&text, format, None).await?;
+    let applied = client.apply_with(&text, format, None, auto_rollback).await?;
     if output == Output::Text {
         if applied.unchanged {
             println!(
@@ -48,6 +54,9 @@ pub(super) async fn apply(
                 applied.instances.join(", "),
                 applied.changed.len()
             );
+            if applied.rollout {
+                println!("  rolling out revision {} (steward rollout status APP -w)", applied.revision);
+            }
         }
     }
     if !wait {
@@ -57,9 +66,16 @@ pub(super) async fn apply(
         return Ok(exit::OK);
     }
     let ids: Vec<InstanceId> = applied.changed.iter().filter_map(|i| parse_instance_id(i).ok()).collect();
-    let outcomes =
-        wait_for_generation(client, &ids, &applied.created, applied.generation, Duration::from_secs(timeout), output)
-            .await?;
+    // A rollout that fails leaves the instances it did not move on their revision: no use waiting.
+    let app = applied.rollout.then(|| ids.first().map(|i| (i.namespace.clone(), i.name.clone()))).flatten();
+    let waited = Waited {
+        ids: &ids,
+        created: &applied.created,
+        generation: applied.generation,
+        revision: applied.revision,
+        rollout_of: app,
+    };
+    let outcomes = wait_for_generation(client, waited, Duration::from_secs(timeout), output).await?;
     let all_ok = outcomes.iter().all(|o| o.outcome == Outcome::Running);
     match output {
         Output::Json => {
@@ -144,27 +160,56 @@ struct InstanceOutcome {
     status: Option<InstanceStatus>,
 }
 
+/// What `--wait` waits for: instances `ids` on spec generation `generation`.
+struct Waited<'a> {
+    ids: &'a [InstanceId],
+    created: &'a [String],
+    generation: u64,
+    /// The app's revision the apply made.
+    revision: u64,
+    /// The app whose rollout moves them (namespace, name).
+    rollout_of: Option<(String, String)>,
+}
+
 /// Waits until every instance in `ids` runs spec generation `generation` (a new process,
-/// Running) or has come to rest otherwise; at `timeout`, reports those still on their way.
+/// Running) or has come to rest otherwise (its rollout failed, too); at `timeout`, reports those
+/// still on their way.
 async fn wait_for_generation(
     client: &Client,
-    ids: &[InstanceId],
-    created: &[String],
-    generation: u64,
+    Waited { ids, created, generation, revision, rollout_of }: Waited<'_>,
     timeout: Duration,
     output: Output,
 ) -> Result<Vec<InstanceOutcome>, ClientError> {
     let deadline = std::time::Instant::now() + timeout;
     let mut last_line = String::new();
     loop {
+        let rollout_failed = match &rollout_of {
+            Some((ns, name)) => match client.rollout(ns, name).await? {
+                Some(r) if r.target > revision && r.rollback => {
+                    Some(format!("its revision {revision} failed; autoRollback went back (revision {})", r.target))
+                }
+                Some(r) if r.target > revision => Some(format!("revision {} was applied meanwhile", r.target)),
+                Some(r) => match r.phase {
+                    crate::protocol::RolloutPhase::Failed { reason } => Some(reason),
+                    _ => None,
+                },
+                None => None,
+            },
+            None => None,
+        };
         let mut outcomes = Vec::with_capacity(ids.len());
         for id in ids {
-            let (outcome, status) = match client.status(id).await {
+            let (mut outcome, status) = match client.status(id).await {
                 Ok(s) => (Outcome::of(&s, generation, created.contains(&id.to_string())), Some(s)),
                 Err(ClientError::Api { status: 404, .. }) => (Some(Outcome::Deleted), None),
                 Err(e) => return Err(e),
             };
-            let reason = status.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| "deleted while waiting".into());
+            let mut reason =
+                status.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| "deleted while waiting".into());
+            if let (None, Some(why)) = (outcome, &rollout_failed) {
+                outcome = Some(Outcome::Failed);
+                reason = format!("the rollout failed: {why}");
+            }
             outcomes.push((id.clone(), outcome, reason, status));
         }
         let running = outcomes.iter().filter(|o| o.1 == Some(Outcome::Running)).count();

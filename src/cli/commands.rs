@@ -18,7 +18,10 @@ use std::path::Path;
 pub async fn run(command: Command, config: &Config, socket: &Path, output: Output) -> anyhow::Result<i32> {
     let client = Client::new(socket);
     let result = match command {
-        Command::Apply { file, wait, timeout } => apply(&client, config, &file, wait, timeout, output).await,
+        Command::Apply { file, wait, timeout, auto_rollback } => {
+            let how = super::apply::How { wait, timeout, auto_rollback };
+            apply(&client, config, &file, how, output).await
+        }
         Command::Ls { namespace, name, state } => ls(&client, namespace, name, state, output).await,
         Command::Status { id } => status(&client, &id, output).await,
         Command::Start(t) => super::act::run(&client, "start", t, output).await,

@@ -1,13 +1,21 @@
-//! `steward rollout history|undo`: an app's revisions, and going back to one.
+//! `steward rollout history|undo|status|pause|resume|restart`: an app's revisions, going back to
+//! one, and following, pausing, resuming and restarting its rollout.
 
-use super::steward::{Output, RolloutCommand};
+use super::steward::{exit, Output, RolloutCommand};
 use crate::client::{Client, ClientError};
+use crate::protocol::{RolloutBody, RolloutPhase};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
 
 pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) -> Result<i32, ClientError> {
+    let split = |app: &str| {
+        let (ns, name) = app.split_once('/').expect("clap checked namespace/name");
+        (ns.to_string(), name.to_string())
+    };
     match cmd {
         RolloutCommand::History { app } => {
-            let (namespace, name) = app.split_once('/').expect("clap checked namespace/name");
-            let list = client.revisions(namespace, name).await?;
+            let (namespace, name) = split(&app);
+            let list = client.revisions(&namespace, &name).await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
                 Output::Text => {
@@ -21,8 +29,8 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
             }
         }
         RolloutCommand::Undo { app, to_revision } => {
-            let (namespace, name) = app.split_once('/').expect("clap checked namespace/name");
-            let applied = client.undo(namespace, name, to_revision).await?;
+            let (namespace, name) = split(&app);
+            let applied = client.undo(&namespace, &name, to_revision).await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default()),
                 Output::Text if applied.unchanged => println!("{app}: already runs that revision's spec"),
@@ -35,6 +43,127 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
                 }
             }
         }
+        RolloutCommand::Status { app, watch, timeout } => {
+            let (namespace, name) = split(&app);
+            if !watch {
+                let body = client.rollout_status(&namespace, &name).await?;
+                match output {
+                    Output::Json => println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default()),
+                    Output::Text => println!("{}", describe(&body)),
+                }
+                return Ok(exit::OK);
+            }
+            return follow(client, (&namespace, &name), Duration::from_secs(timeout), output).await;
+        }
+        RolloutCommand::Pause { app } => act(client, &app, "pause", output).await?,
+        RolloutCommand::Resume { app } => act(client, &app, "resume", output).await?,
+        RolloutCommand::Restart { app } => {
+            let (namespace, name) = split(&app);
+            let applied = client.rollout_restart(&namespace, &name).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default()),
+                Output::Text => println!(
+                    "{app}: restarting as revision {}; {} instance(s) to re-create (steward rollout status {app} -w)",
+                    applied.revision,
+                    applied.changed.len()
+                ),
+            }
+        }
     }
-    Ok(0)
+    Ok(exit::OK)
+}
+
+/// `pause` or `resume`, and the rollout as it is then.
+async fn act(client: &Client, app: &str, action: &str, output: Output) -> Result<(), ClientError> {
+    let (namespace, name) = app.split_once('/').expect("clap checked namespace/name");
+    let body = client.rollout_action(namespace, name, action).await?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default()),
+        Output::Text => println!("{}", describe(&body)),
+    }
+    Ok(())
+}
+
+/// One line: the revision, the phase, and where the instances stand.
+fn describe(body: &RolloutBody) -> String {
+    let p = &body.progress;
+    let counts = format!(
+        "{} of {} updated, {} ready{}",
+        p.updated,
+        p.instances,
+        p.ready,
+        if p.spares > 0 { format!(", {} surge", p.spares) } else { String::new() }
+    );
+    match &body.rollout {
+        None => format!("{}: revision {}, never rolled out here; {counts}", body.app, body.revision),
+        Some(r) => {
+            let phase = match &r.phase {
+                RolloutPhase::Failed { reason } => format!("failed: {reason}"),
+                other => other.name().to_string(),
+            };
+            format!("{}: revision {} (from {}), {phase}; {counts}", body.app, r.target, r.from)
+        }
+    }
+}
+
+/// A bar of `width` cells, `done` of `of` filled.
+fn bar(done: u32, of: u32, width: usize) -> String {
+    let filled = if of == 0 { width } else { (done as usize * width) / of as usize };
+    format!("[{}{}]", "#".repeat(filled.min(width)), ".".repeat(width - filled.min(width)))
+}
+
+/// `rollout status -w`: until the rollout completes (exit 0), fails or the time is up (exit 6).
+/// On a terminal one line redrawn with a progress bar; elsewhere a line per change.
+async fn follow(
+    client: &Client,
+    (ns, name): (&str, &str),
+    timeout: Duration,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let tty = output == Output::Text && std::io::stdout().is_terminal();
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last = String::new();
+    // The width drawn last: a shorter line is padded over it (a carriage return and spaces, no
+    // escape codes, so a captured screen stays plain text).
+    let mut drawn = 0;
+    loop {
+        let body = client.rollout_status(ns, name).await?;
+        let line = match output {
+            Output::Json => serde_json::to_string(&body).unwrap_or_default(),
+            Output::Text => describe(&body),
+        };
+        if line != last {
+            if tty {
+                let p = &body.progress;
+                let text = format!("{} {line}", bar(p.ready, p.instances, 20));
+                print!("\r{text:<drawn$}");
+                drawn = text.chars().count();
+                let _ = std::io::stdout().flush();
+            } else {
+                println!("{line}");
+            }
+            last = line;
+        }
+        let phase = body.rollout.as_ref().map(|r| r.phase.clone());
+        let code = match phase {
+            None | Some(RolloutPhase::Complete) => Some(exit::OK),
+            Some(RolloutPhase::Failed { .. }) => Some(exit::FAILED),
+            _ if std::time::Instant::now() > deadline => {
+                eprintln!(
+                    "{}steward: the rollout of {ns}/{name} did not end within {} s",
+                    if tty { "\n" } else { "" },
+                    timeout.as_secs()
+                );
+                return Ok(exit::FAILED);
+            }
+            _ => None,
+        };
+        if let Some(code) = code {
+            if tty {
+                println!();
+            }
+            return Ok(code);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

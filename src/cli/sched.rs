@@ -58,8 +58,39 @@ pub enum SchedCommand {
         app: String,
     },
     /// Follow every daemon and act: lost nodes, rescheduling by restart policy, strays on
-    /// returning nodes, REMOTE_HTTP / REMOTE_TCP checks. Prints what it sees and does.
+    /// returning nodes, REMOTE_HTTP / REMOTE_TCP checks, rollouts a killed deploy left.
+    /// Prints what it sees and does.
     Run,
+    /// An application's rollout across its nodes (a deploy that changes what runs rolls it out
+    /// one node at a time, by the spec's strategy, the budget counted over the whole app).
+    Rollout {
+        #[command(subcommand)]
+        command: SchedRolloutCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedRolloutCommand {
+    /// The rollout: its phase, the nodes done, and each node's progress.
+    Status {
+        /// namespace/name
+        app: String,
+    },
+    /// Deploy the spec from before the current one again (today's count), rolled out the same way.
+    Undo {
+        /// namespace/name
+        app: String,
+    },
+    /// No node gets the new spec until resumed; the node rolling pauses.
+    Pause {
+        /// namespace/name
+        app: String,
+    },
+    /// Go on with a paused rollout, to the end.
+    Resume {
+        /// namespace/name
+        app: String,
+    },
 }
 
 /// Exit codes: 0 done, 1 the request failed (invalid spec, impossible placement, a node
@@ -102,6 +133,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 Ok(())
             }
             SchedCommand::Run => sched.clone().run(move |v| print_line(v, output)).await,
+            SchedCommand::Rollout { command } => rollout(&sched, command, output).await,
         };
         match result {
             Ok(()) => Ok(0),
@@ -114,6 +146,65 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
         }
     })
+}
+
+async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), PluginError> {
+    let note = |what: &str| eprintln!("{what}");
+    let (app, drive) = match command {
+        SchedRolloutCommand::Status { app } => {
+            print_rollout(&sched.rollout_status(&app).await?, output);
+            return Ok(());
+        }
+        SchedRolloutCommand::Pause { app } => {
+            sched.pause_rollout(&app).await?;
+            (app, false)
+        }
+        SchedRolloutCommand::Resume { app } => {
+            sched.resume_rollout(&app).await?;
+            (app, true)
+        }
+        SchedRolloutCommand::Undo { app } => {
+            sched.undo_rollout(&app).await?;
+            (app, true)
+        }
+    };
+    if drive {
+        if let crate::protocol::RolloutPhase::Failed { reason } = sched.drive_rollout(&app, &note).await? {
+            return Err(PluginError::Apply { app, message: format!("the rollout failed: {reason}") });
+        }
+    }
+    print_rollout(&sched.rollout_status(&app).await?, output);
+    Ok(())
+}
+
+fn print_rollout(status: &crate::plugin::sched::SchedRolloutStatus, output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(status).unwrap_or_default());
+        return;
+    }
+    let p = &status.progress;
+    let phase = match status.rollout.as_ref().map(|r| &r.phase) {
+        None => "never rolled out".to_string(),
+        Some(crate::protocol::RolloutPhase::Failed { reason }) => format!("failed: {reason}"),
+        Some(phase) => phase.name().to_string(),
+    };
+    println!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready);
+    for (node, body) in &status.nodes {
+        let done = status.rollout.as_ref().is_some_and(|r| r.done.contains(node));
+        match body {
+            crate::plugin::sched::NodeRollout::Answered(b) => {
+                let there = b.rollout.as_ref().map_or("-".to_string(), |r| r.phase.name().to_string());
+                let mark = if done { " (done)" } else { "" };
+                println!(
+                    "  {node:<12} revision {:<4} {there:<12} {} of {} updated, {} ready{mark}",
+                    b.revision, b.progress.updated, b.progress.instances, b.progress.ready
+                );
+            }
+            crate::plugin::sched::NodeRollout::Unreachable { unreachable } => {
+                println!("  {node:<12} unreachable: {unreachable}")
+            }
+        }
+    }
 }
 
 fn print_placed(list: &[PlacedInstance], output: SchedOutput) {

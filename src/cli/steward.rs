@@ -79,6 +79,10 @@ pub enum Command {
         /// Give up waiting after this many seconds.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Should the rollout of this change fail, go back to the revision it came from (sets
+        /// the spec's strategy.autoRollback).
+        #[arg(long)]
+        auto_rollback: bool,
     },
     /// List instances.
     #[command(alias = "list")]
@@ -213,6 +217,35 @@ pub enum RolloutCommand {
         app: String,
         #[arg(long, value_name = "N")]
         to_revision: Option<u64>,
+    },
+    /// Show the app's rollout: its revision, phase, and how many instances are updated and
+    /// ready. With -w, follow it (a progress bar on a terminal) until it completes (exit 0) or
+    /// fails (exit 6).
+    Status {
+        /// namespace/name
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
+        #[arg(short = 'w', long)]
+        watch: bool,
+        /// With -w: give up after this many seconds (exit 6).
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+    },
+    /// Take no further rollout step until resumed (a newer apply stays paused too).
+    Pause {
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
+    },
+    /// Go on with a paused rollout from where its instances are.
+    Resume {
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
+    },
+    /// Re-create every instance under the same spec, by the app's strategy (a new revision
+    /// that differs only in the label steward/restartedAt).
+    Restart {
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: String,
     },
 }
 

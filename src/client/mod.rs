@@ -212,17 +212,30 @@ impl Client {
         format: Format,
         selection: Option<&[u32]>,
     ) -> Result<Applied, ClientError> {
+        self.apply_with(text, format, selection, false).await
+    }
+
+    /// As [`Client::apply_outcome`]; `auto_rollback` sets the spec's `strategy.autoRollback`.
+    pub async fn apply_with(
+        &self,
+        text: &str,
+        format: Format,
+        selection: Option<&[u32]>,
+        auto_rollback: bool,
+    ) -> Result<Applied, ClientError> {
         let ct = match format {
             Format::Json => "application/json",
             Format::Toml => "application/toml",
         };
-        let path = match selection {
-            None => "/v1/apply".to_string(),
-            Some(ids) => {
-                let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-                format!("/v1/apply?instances={}", ids.join(","))
-            }
-        };
+        let mut query = Vec::new();
+        if let Some(ids) = selection {
+            let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            query.push(format!("instances={}", ids.join(",")));
+        }
+        if auto_rollback {
+            query.push("autoRollback=true".to_string());
+        }
+        let path = if query.is_empty() { "/v1/apply".to_string() } else { format!("/v1/apply?{}", query.join("&")) };
         let (_, bytes) = self.call(Method::POST, &path, Some((ct, text.as_bytes().to_vec()))).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
@@ -273,6 +286,39 @@ impl Client {
     /// An app's revisions, oldest first.
     pub async fn revisions(&self, namespace: &str, name: &str) -> Result<crate::protocol::RevisionList, ClientError> {
         self.json(Method::GET, &format!("/v1/apps/{}/{}/revisions", encode(namespace), encode(name))).await
+    }
+
+    /// The app's rollout here, if it has had one.
+    pub async fn rollout(&self, namespace: &str, name: &str) -> Result<Option<crate::protocol::Rollout>, ClientError> {
+        Ok(self.rollout_status(namespace, name).await?.rollout)
+    }
+
+    /// The app's rollout here and where its instances stand.
+    pub async fn rollout_status(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<crate::protocol::RolloutBody, ClientError> {
+        self.json(Method::GET, &format!("/v1/apps/{}/{}/rollout", encode(namespace), encode(name))).await
+    }
+
+    /// `action`: `pause` or `resume`.
+    pub async fn rollout_action(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+    ) -> Result<crate::protocol::RolloutBody, ClientError> {
+        let path = format!("/v1/apps/{}/{}/rollout/{action}", encode(namespace), encode(name));
+        let (_, bytes) = self.call(Method::POST, &path, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
+    }
+
+    /// Re-creates every instance of the app under the same spec, by its strategy.
+    pub async fn rollout_restart(&self, namespace: &str, name: &str) -> Result<Applied, ClientError> {
+        let path = format!("/v1/apps/{}/{}/rollout/restart", encode(namespace), encode(name));
+        let (_, bytes) = self.call(Method::POST, &path, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))
     }
 
     /// Applies an earlier revision of the app again (the one before the current without `to`).

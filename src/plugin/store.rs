@@ -19,6 +19,34 @@ pub struct App {
     pub spec: serde_json::Value,
     /// Instance id → where it is meant to run.
     pub placements: BTreeMap<u32, Placement>,
+    /// The spec deployed before `spec` changed what runs: the nodes a rollout has not reached
+    /// keep it, and `rollout undo` goes back to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<serde_json::Value>,
+    /// The rollout of `spec` over the app's nodes (see sched/rollout.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<SchedRollout>,
+}
+
+/// An app's rollout across its nodes: one node at a time, each by the spec's strategy, so the
+/// budget (counted against the app's whole instance count) holds for the whole app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedRollout {
+    /// `phase` (and `reason` when failed), as a node's rollout has them.
+    #[serde(flatten)]
+    pub phase: crate::protocol::RolloutPhase,
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    /// Node → the app's revision there once it took the spec (the node's own numbering).
+    #[serde(default)]
+    pub applied: BTreeMap<String, u64>,
+    /// The nodes whose rollout completed.
+    #[serde(default)]
+    pub done: Vec<String>,
+    /// It goes back after a failed rollout (autoRollback): it does not roll back again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,6 +152,15 @@ mod tests {
                 (0, Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 0 }),
                 (1, Placement { node: "h2".into(), state: PlacementState::Lost, reschedules: 1 }),
             ]),
+            previous: Some(serde_json::json!({"metadata": {"name": "web"}, "v": 1})),
+            rollout: Some(SchedRollout {
+                phase: crate::protocol::RolloutPhase::Progressing,
+                started_ms: 1,
+                updated_ms: 2,
+                applied: BTreeMap::from([("h1".into(), 3)]),
+                done: vec!["h1".into()],
+                rollback: false,
+            }),
         };
         {
             let s = LocalStore::open(dir.path()).unwrap();

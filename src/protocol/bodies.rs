@@ -35,6 +35,9 @@ pub struct Applied {
     pub created: Vec<String>,
     #[serde(default)]
     pub unchanged: bool,
+    /// The changed instances move by a rollout, in batches (GET /v1/apps/{namespace}/{name}/rollout).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollout: bool,
 }
 
 /// DELETE /v1/apps/{namespace}/{name}: the instances deleted, `namespace/name/index`.

@@ -200,6 +200,69 @@ pub enum DaemonEvent {
         namespace: String,
         name: String,
     },
+    /// A changed spec began to roll out over the app's instances here, from revision `from`.
+    RolloutStarted {
+        app: String,
+        revision: u64,
+        from: u64,
+    },
+    /// The rollout took a batch of steps, on the instances named.
+    RolloutBatch {
+        app: String,
+        revision: u64,
+        #[serde(flatten)]
+        steps: RolloutSteps,
+    },
+    /// An operator paused the rollout: it takes no step until resumed.
+    RolloutPaused {
+        app: String,
+        revision: u64,
+    },
+    RolloutResumed {
+        app: String,
+        revision: u64,
+    },
+    /// Every instance runs the revision, ready; the surge instances are gone.
+    RolloutCompleted {
+        app: String,
+        revision: u64,
+    },
+    /// An instance of the revision failed or missed the progress deadline: the rollout stopped.
+    RolloutFailed {
+        app: String,
+        revision: u64,
+        reason: String,
+    },
+    /// A failed rollout went back (autoRollback): revision `to`'s spec applied again as
+    /// `newRevision`.
+    #[serde(rename_all = "camelCase")]
+    RolloutRolledBack {
+        app: String,
+        revision: u64,
+        to: u64,
+        new_revision: u64,
+    },
+}
+
+/// The instances a rollout's batch acted on, by step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSteps {
+    /// Restarted on the revision (or moved to it while stopped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<u32>,
+    /// Serial: stopped for the pause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<u32>,
+    /// Serial: started on the revision after the pause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub started: Vec<u32>,
+    /// Surge instances created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares_added: Vec<u32>,
+    /// Surge instances deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares_removed: Vec<u32>,
 }
 
 impl EventBody {
@@ -226,7 +289,17 @@ impl EventBody {
     /// The app it is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
-            EventBody::Daemon(DaemonEvent::Applied { app, .. } | DaemonEvent::AppDeleted { app }) => Some(app),
+            EventBody::Daemon(
+                DaemonEvent::Applied { app, .. }
+                | DaemonEvent::AppDeleted { app }
+                | DaemonEvent::RolloutStarted { app, .. }
+                | DaemonEvent::RolloutBatch { app, .. }
+                | DaemonEvent::RolloutPaused { app, .. }
+                | DaemonEvent::RolloutResumed { app, .. }
+                | DaemonEvent::RolloutCompleted { app, .. }
+                | DaemonEvent::RolloutFailed { app, .. }
+                | DaemonEvent::RolloutRolledBack { app, .. },
+            ) => Some(app),
             EventBody::Other(v) => v["app"].as_str(),
             _ => None,
         }

@@ -24,10 +24,10 @@ pub use bodies::{
 };
 pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, HealthChanged, Heartbeat, InstanceChange, InstanceEvent, NoDetail,
-    OomKilled, ReadyChanged, RestartedBy, SpecUpdated, StreamLine, Transition,
+    OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,
 };
 pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
-pub use rollout::{RevisionInfo, RevisionList, UndoRequest};
+pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};
 pub use state::{ExitStatus, Kind, State, StopGoal};
 pub use status::{InstanceList, InstanceStatus, Usage};

@@ -33,3 +33,76 @@ pub struct UndoRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_revision: Option<u64>,
 }
+
+/// An app's rollout on this host: kept beside its spec, durable, resumed after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// The revision the instances move to.
+    pub target: u64,
+    /// The revision they came from (an auto-rollback goes back to it).
+    pub from: u64,
+    /// `phase` and, when failed, `reason`, beside the other fields.
+    #[serde(flatten)]
+    pub phase: RolloutPhase,
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    /// Serial: the instance the rollout stopped, and since when (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<(u32, u64)>,
+    /// Surge instances the rollout added (removed at its end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<u32>,
+    /// Steps taken so far (instances replaced, held, started, spares added and removed).
+    #[serde(default)]
+    pub steps: u64,
+    /// It is an autoRollback's: should it fail too, it does not roll back again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "camelCase")]
+pub enum RolloutPhase {
+    Progressing,
+    Paused,
+    Complete,
+    Failed { reason: String },
+}
+
+impl RolloutPhase {
+    /// The phase's name, as `phase` spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RolloutPhase::Progressing => "progressing",
+            RolloutPhase::Paused => "paused",
+            RolloutPhase::Complete => "complete",
+            RolloutPhase::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Where an app's instances here stand against its current revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgress {
+    /// The app's instances here (surge instances not counted).
+    pub instances: u32,
+    /// Of those, the ones on the current revision (running it, or to run it at their next start).
+    pub updated: u32,
+    /// Of those, the ones running it and ready.
+    pub ready: u32,
+    /// Surge instances running beside them.
+    pub spares: u32,
+}
+
+/// GET /v1/apps/{namespace}/{name}/rollout: the app's rollout here (none: never rolled out) and
+/// where its instances stand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutBody {
+    pub app: String,
+    /// The app's current revision.
+    pub revision: u64,
+    pub rollout: Option<Rollout>,
+    pub progress: RolloutProgress,
+}

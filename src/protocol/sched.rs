@@ -165,21 +165,71 @@ pub enum SchedEvent {
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum DesiredChange {
     /// `deploy`: the app was placed.
-    Deployed { app: String, placements: BTreeMap<String, String> },
+    Deployed {
+        app: String,
+        placements: BTreeMap<String, String>,
+    },
     /// `scale`: placed for a new instance count.
-    Scaled { instances: u32, app: String, placements: BTreeMap<String, String> },
+    Scaled {
+        instances: u32,
+        app: String,
+        placements: BTreeMap<String, String>,
+    },
     /// Lost or failed instances placed again.
-    Rescheduled { reason: String, app: String, placements: BTreeMap<String, String> },
+    Rescheduled {
+        reason: String,
+        app: String,
+        placements: BTreeMap<String, String>,
+    },
     /// The placements' applies are done (each Placed or Pending).
-    Applied { app: String },
+    Applied {
+        app: String,
+    },
     /// A node was lost: these instances of the app are Lost.
-    Lost { app: String, node: String, instances: Vec<u32> },
+    Lost {
+        app: String,
+        node: String,
+        instances: Vec<u32>,
+    },
     /// A lost node answers again: its placements are Placed again.
-    NodeBack { app: String, node: String },
+    NodeBack {
+        app: String,
+        node: String,
+    },
     /// The daemon gave up on the instance.
-    Failed { instance: String, node: String },
+    Failed {
+        instance: String,
+        node: String,
+    },
     /// The app is gone from every node.
-    AppDeleted { app: String },
+    AppDeleted {
+        app: String,
+    },
+    /// A deploy changed what runs: it rolls out over the app's nodes, one at a time.
+    RolloutStarted {
+        app: String,
+    },
+    /// A node took the new spec (`revision`: the app's revision there); its daemon rolls it out.
+    RolloutNode {
+        app: String,
+        node: String,
+        revision: u64,
+    },
+    RolloutPaused {
+        app: String,
+    },
+    RolloutResumed {
+        app: String,
+    },
+    /// Every node runs the new spec.
+    RolloutCompleted {
+        app: String,
+    },
+    /// A node's rollout failed: the nodes after it keep the previous spec.
+    RolloutFailed {
+        app: String,
+        reason: String,
+    },
 }
 
 /// What a deploy is for; with the app and its placements it becomes the journaled

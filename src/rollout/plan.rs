@@ -105,6 +105,16 @@ impl View<'_> {
         matches!(m.health, Health::Ready { since_ms } if self.now_ms.saturating_sub(since_ms) >= self.rule.min_ready_ms())
     }
 
+    /// Serving what the budget protects: an old instance while it is ready (minReadySeconds
+    /// gates the new revision, not what already runs), a new one once available.
+    fn serving(&self, m: &Member) -> bool {
+        if m.revision == self.target {
+            self.available(m)
+        } else {
+            matches!(m.health, Health::Ready { .. })
+        }
+    }
+
     /// When the next instance becomes available or overdue by the clock alone.
     fn next_due(&self) -> Option<u64> {
         let (min_ready, deadline) = (self.rule.min_ready_ms(), self.rule.deadline_ms());
@@ -163,6 +173,12 @@ pub fn plan(view: &View<'_>) -> Plan {
     if let Some(failed) = view.failure() {
         return failed;
     }
+    // Spares of an earlier revision (a rollout this one took over) cover for nothing now.
+    let stale: Vec<Step> =
+        view.members.iter().filter(|m| m.spare && m.revision != view.target).map(|m| Step::RemoveSpare(m.id)).collect();
+    if !stale.is_empty() {
+        return Plan::Act(stale);
+    }
     match view.rule {
         Rule::Rolling { max_unavailable, max_surge, .. } => rolling(view, max_unavailable, max_surge),
         Rule::Serial { pause_ms, .. } => serial(view, pause_ms),
@@ -182,10 +198,10 @@ fn rolling(view: &View<'_>, max_unavailable: u32, max_surge: u32) -> Plan {
         return Plan::Act(spares.iter().map(|m| Step::RemoveSpare(m.id)).collect());
     }
     let mut steps = Vec::new();
-    // Spares: up to max_surge, never more than there are available old instances to cover for
+    // Spares: up to max_surge, never more than there are serving old instances to cover for
     // (one that is down anyway is replaced without cover).
     let wanted = view.wanted();
-    let want_spares = (max_surge as usize).min(old.iter().filter(|m| view.available(m)).count());
+    let want_spares = (max_surge as usize).min(old.iter().filter(|m| view.serving(m)).count());
     let mut total = view.members.iter().filter(|m| m.spare || m.health != Health::Stopped).count();
     let mut have = spares.len();
     let mut next_id = view.first_spare_id;
@@ -198,13 +214,15 @@ fn rolling(view: &View<'_>, max_unavailable: u32, max_surge: u32) -> Plan {
         have += 1;
         total += 1;
     }
-    // Old instances not available cost nothing to replace; available ones as the budget allows.
-    let available = view.members.iter().filter(|m| view.available(m)).count();
-    let mut allowance = available.saturating_sub(wanted.saturating_sub(max_unavailable as usize));
-    for m in old.iter().filter(|m| !view.available(m)) {
-        steps.push(Step::Replace(m.id));
+    // Old instances not serving cost nothing to replace; serving ones as the budget allows.
+    let serving = view.members.iter().filter(|m| view.serving(m)).count();
+    let mut allowance = serving.saturating_sub(wanted.saturating_sub(max_unavailable as usize));
+    let held = view.held.map(|(id, _)| id);
+    for m in old.iter().filter(|m| !view.serving(m)) {
+        // One a serial rollout stopped (this one took it over) is started, not left stopped.
+        steps.push(if Some(m.id) == held { Step::StartHeld(m.id) } else { Step::Replace(m.id) });
     }
-    for m in old.iter().filter(|m| view.available(m)) {
+    for m in old.iter().filter(|m| view.serving(m)) {
         if allowance == 0 {
             break;
         }
@@ -357,6 +375,16 @@ mod tests {
         assert_eq!(plan(&v), Plan::Act(vec![Step::AddSpare(4), Step::Replace(0)]));
     }
 
+    /// An old instance that is ready but started less than minReadySeconds ago still serves:
+    /// it is replaced within the budget, not for free.
+    #[test]
+    fn old_ready_instances_count_as_serving_whatever_their_age() {
+        let rule = Rule::Rolling { max_unavailable: 1, max_surge: 0, min_ready_ms: 5 * SEC, deadline_ms: 60 * SEC };
+        let young = |id| Member { id, revision: 1, health: Health::Ready { since_ms: 9 * SEC }, spare: false };
+        let members = [young(0), young(1), young(2)];
+        assert_eq!(plan(&view(&members, rule, 10 * SEC)), Plan::Act(vec![Step::Replace(0)]));
+    }
+
     #[test]
     fn min_ready_seconds_and_the_progress_deadline() {
         let rule = Rule::Rolling { max_unavailable: 1, max_surge: 0, min_ready_ms: 5 * SEC, deadline_ms: 60 * SEC };
@@ -389,5 +417,18 @@ mod tests {
         assert_eq!(plan(&v), Plan::Act(vec![Step::AddSpare(4), Step::AddSpare(5)]));
         let members = [ready(0, 2), Member { id: 1, revision: 2, health: Health::Ready { since_ms: 0 }, spare: true }];
         assert_eq!(plan(&view(&members, rolling(0, 1), SEC)), Plan::Act(vec![Step::RemoveSpare(1)]));
+    }
+
+    /// A rollout that takes over from an unfinished one (a newer apply) removes the earlier
+    /// revision's spares first, and starts the instance a serial rollout held.
+    #[test]
+    fn a_rollout_taking_over_clears_the_earlier_ones_spares_and_hold() {
+        let stale = Member { id: 2, revision: 1, health: Health::Failed { reason: "x".into() }, spare: true };
+        let members = [ready(0, 1), ready(1, 1), stale];
+        assert_eq!(plan(&view(&members, rolling(0, 1), SEC)), Plan::Act(vec![Step::RemoveSpare(2)]));
+        let members = [ready(0, 1), Member { id: 1, revision: 1, health: Health::Stopped, spare: false }];
+        let mut v = view(&members, rolling(0, 1), SEC);
+        v.held = Some((1, 0));
+        assert_eq!(plan(&v), Plan::Act(vec![Step::AddSpare(2), Step::StartHeld(1)]));
     }
 }

@@ -37,14 +37,6 @@ impl Supervisor {
             s.dedup();
             s
         });
-        if !spec.strategy.is_empty() {
-            // Checked (`steward validate`), not yet carried out: refused rather than ignored.
-            return Err(SupervisorError::Invalid(
-                "strategy: rolling and serial updates are checked but not yet run by this stewardd (a changed \
-                 spec restarts every instance at once); remove `strategy` to apply this spec (docs/spec.md)"
-                    .into(),
-            ));
-        }
         if let Some(bad) = selection.iter().flatten().find(|i| **i >= spec.spec.instance) {
             return Err(SupervisorError::Invalid(format!(
                 "instances: id {bad} is not below spec.instance ({})",
@@ -80,11 +72,12 @@ impl Supervisor {
                 changed: missing.clone(),
                 created: missing,
                 instances: ids,
+                rollout: false,
             });
         }
-        // Only the count changed: running instances keep running (their rendering does not
-        // depend on the count).
-        let count_only = previous.as_ref().is_some_and(|p| same_but_count(&p.spec, &spec));
+        // Only the count (or the strategy) changed: running instances keep running (their
+        // rendering depends on neither).
+        let count_only = previous.as_ref().is_some_and(|p| same_template(&p.spec, &spec));
         let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
         let restart_from = match &previous {
             Some(p) if count_only => p.restart_from,
@@ -96,8 +89,49 @@ impl Supervisor {
             Some(p) => p.revision + 1,
             None => 1,
         };
-        let stored =
-            StoredSpec { generation, restart_from, spec: spec.clone(), selection: selection.clone(), revision };
+        // A changed spec rolls out over the instances it has here (rollout.rs), by its strategy
+        // or seed 003's default (DESIGN § 7: unavailable 0, surge 1); a count change during a
+        // rollout keeps it going.
+        let has_instances =
+            self.instances.lock().expect("instances lock").keys().any(|i| app_key(&i.namespace, &i.name) == key);
+        let ongoing = previous.as_ref().and_then(|p| p.rollout.clone());
+        let rollout = match &previous {
+            Some(p) if p.revision != revision && has_instances => {
+                let mut r = crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref());
+                // A hold is taken over only while its instance is still stopped.
+                r.held = r.held.filter(|(i, _)| {
+                    let instances = self.instances.lock().expect("instances lock");
+                    let id = InstanceId {
+                        namespace: spec.metadata.namespace.clone(),
+                        name: spec.metadata.name.clone(),
+                        index: *i,
+                    };
+                    instances.get(&id).is_some_and(|h| h.status.borrow().state.kind() == state::Kind::Stopped)
+                });
+                Some(r)
+            }
+            Some(p) if p.revision == revision => ongoing,
+            _ => None,
+        };
+        // Scaled to 0: no instance is left to cover for, so the spares go with the rest.
+        let rollout = rollout.map(|mut r| {
+            if spec.spec.instance == 0 {
+                r.spares.clear();
+            }
+            r
+        });
+        // The revision a rollout this apply starts comes from.
+        let started: Option<u64> =
+            rollout.as_ref().filter(|_| previous.as_ref().is_some_and(|p| p.revision != revision)).map(|r| r.from);
+        let rolling = rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing);
+        let stored = StoredSpec {
+            generation,
+            restart_from,
+            spec: spec.clone(),
+            selection: selection.clone(),
+            revision,
+            rollout: rollout.clone(),
+        };
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
             generation,
@@ -107,6 +141,10 @@ impl Supervisor {
         .to_value();
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        if let Some(from) = started {
+            let event = DaemonEvent::RolloutStarted { app: key.clone(), revision, from };
+            batch.push_event(EventBody::Daemon(event).to_value());
+        }
         let history = match &previous {
             Some(p) if p.revision == revision => None,
             _ => Some(self.add_revision(&key, revision, &spec, by, &mut batch)?),
@@ -116,19 +154,31 @@ impl Supervisor {
         let ids = ids_of(&spec, selection.as_deref());
         self.allocate_ports(&spec, &ids, &mut batch)?;
         let created = self.missing(&ids);
+        let spares: Vec<u32> = rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
         let records = new_records((generation, revision), &created, &mut batch)?;
         self.commit(batch).await?;
         crate::failpoint::hit("apply-spec-committed");
         if let Some(list) = history {
             self.keep_revisions(&key, list);
         }
-        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision });
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let mut changed = Vec::new();
         for id in ids.iter().filter(|i| !created.contains(i)) {
             let instances = self.instances.lock().expect("instances lock");
             let Some(handle) = instances.get(id) else { continue };
+            // A rollout moves the instances not on its revision, in its own time; one that failed
+            // leaves them where they are.
+            if entry.rollout.is_some() && handle.status.borrow().revision != revision {
+                let rec = handle.status.borrow();
+                if entry.rollout.as_ref().is_some_and(crate::protocol::Rollout::is_active)
+                    && rec.state.kind() != state::Kind::Stopped
+                {
+                    changed.push(id.clone());
+                }
+                continue;
+            }
             // An operator's stop holds: a stopped instance takes the new spec at its next start.
             if !count_only && handle.status.borrow().state.kind() != state::Kind::Stopped {
                 changed.push(id.clone());
@@ -136,6 +186,9 @@ impl Supervisor {
             let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
         }
         self.spawn_created(&entry, records);
+        if rolling && started.is_some() {
+            self.spawn_rollout(key.clone());
+        }
         drop(applying);
         changed.extend(created.iter().cloned());
         changed.sort();
@@ -146,7 +199,7 @@ impl Supervisor {
             .expect("instances lock")
             .keys()
             .filter(|i| i.namespace == entry.spec.metadata.namespace && i.name == entry.spec.metadata.name)
-            .filter(|i| !ids.contains(i))
+            .filter(|i| !ids.contains(i) && !spares.contains(&i.index))
             .cloned()
             .collect();
         // Deleted for good (stopped, then gone from the list and the store), concurrently. The
@@ -157,7 +210,8 @@ impl Supervisor {
                 tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
             }
         }
-        Ok(ApplyOutcome { instances: ids, generation, revision, changed, created, unchanged: false })
+        let rollout = started.is_some();
+        Ok(ApplyOutcome { instances: ids, generation, revision, changed, created, unchanged: false, rollout })
     }
 
     /// Each instance's directories are its own (issue 14): no workPath, pidFile or outputDir of
@@ -266,6 +320,8 @@ pub struct ApplyOutcome {
     pub created: Vec<InstanceId>,
     /// Nothing changed at all.
     pub unchanged: bool,
+    /// The changed instances move by a rollout, in batches (see rollout.rs).
+    pub rollout: bool,
 }
 
 /// Records of new instances `ids` of spec generation and revision `at`, put in `batch` with their
@@ -302,9 +358,12 @@ pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<Insta
     }
 }
 
-/// Whether two specs differ at most in `spec.instance`.
-pub(super) fn same_but_count(a: &ProcessSpec, b: &ProcessSpec) -> bool {
+/// Whether two specs run the same: they differ at most in `spec.instance` and in `strategy`
+/// (how a change rolls out is no change to what runs, as a Deployment's strategy is not part of
+/// its pod template).
+pub(super) fn same_template(a: &ProcessSpec, b: &ProcessSpec) -> bool {
     let mut b = b.clone();
     b.spec.instance = a.spec.instance;
+    b.strategy = a.strategy.clone();
     *a == b
 }

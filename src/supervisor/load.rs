@@ -36,6 +36,7 @@ impl Supervisor {
                             restart_from: s.restart_from,
                             selection: s.selection,
                             revision: s.revision,
+                            rollout: s.rollout,
                         }),
                     );
                 }
@@ -87,7 +88,18 @@ impl Supervisor {
                     rec.run_revision = spec.revision;
                 }
             }
-            if !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
+            // Any rollout, whatever its phase: a paused one resumes later, a failed one leaves
+            // the instances it did not move where they are, and its spares with them.
+            let rollout = spec.rollout.as_ref();
+            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index));
+            if rollout.is_some() && rec.revision != spec.revision {
+                // Not (yet) moved by the rollout: it runs its own revision until the rollout's
+                // task (started below, if it progresses) moves it.
+                let own = self.revision_entry(&spec, rec.revision);
+                resumed.push(self.spawn_actor(rec, own));
+                continue;
+            }
+            if !spare && !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
                 unfinished.push((rec.id.clone(), Command::Delete));
             } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
                 unfinished.push((rec.id.clone(), Command::Replace(spec.clone(), count_only)));
@@ -99,7 +111,16 @@ impl Supervisor {
             let _ = self.send(&id, cmd, None);
         }
         let loaded = resumed.len();
+        let rolling: Vec<String> = specs
+            .iter()
+            .filter(|(_, e)| e.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing))
+            .map(|(k, _)| k.clone())
+            .collect();
         *self.specs.lock().expect("specs lock") = specs;
+        for app in rolling {
+            tracing::info!(app = %app, "resuming its rollout");
+            self.spawn_rollout(app);
+        }
         // Answer nothing before every instance is re-adopted or its end recorded: a status served
         // from the stored record could show a process that died while the daemon was away.
         let t = std::time::Instant::now();

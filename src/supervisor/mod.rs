@@ -13,6 +13,7 @@ mod apply;
 mod load;
 mod paths;
 pub mod revisions;
+pub mod rollout;
 mod rotation;
 
 pub use apply::ApplyOutcome;
@@ -131,6 +132,8 @@ pub(super) struct Handle {
 }
 
 /// The supervisor of every instance on this host.
+/// Cheap to clone (every part is shared): a rollout's task holds one.
+#[derive(Clone)]
 pub struct Supervisor {
     shared: Arc<Shared>,
     /// Shared with the watchers of the actors' tasks (see `spawn_supervised`).
@@ -138,10 +141,12 @@ pub struct Supervisor {
     specs: Arc<Mutex<BTreeMap<String, Arc<SpecEntry>>>>,
     /// Applies one at a time up to their instances' creation: two at once could both find an
     /// instance missing and start it twice.
-    applying: tokio::sync::Mutex<()>,
+    applying: Arc<tokio::sync::Mutex<()>>,
     /// Every app's revisions (their specs stay in the store).
-    history: Mutex<revisions::History>,
+    history: Arc<Mutex<revisions::History>>,
     revision_history: usize,
+    /// Per app, held by the task driving its rollout: one at a time (see rollout.rs).
+    drivers: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// Filters for [`Supervisor::list`].
@@ -194,6 +199,7 @@ impl Supervisor {
             applying: Default::default(),
             history: Default::default(),
             revision_history: config.revision_history.max(1),
+            drivers: Default::default(),
         };
         sup.load(config.port_range).await?;
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
@@ -463,6 +469,22 @@ struct StoredSpec {
     /// The app's current revision (see revisions.rs). 0: stored by a version that kept none.
     #[serde(default)]
     revision: u64,
+    /// Its rollout (see rollout.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rollout: Option<crate::protocol::Rollout>,
+}
+
+impl StoredSpec {
+    fn of(entry: &SpecEntry) -> StoredSpec {
+        StoredSpec {
+            generation: entry.generation,
+            restart_from: entry.restart_from,
+            spec: entry.spec.clone(),
+            selection: entry.selection.clone(),
+            revision: entry.revision,
+            rollout: entry.rollout.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@ pub struct InstanceRecord {
     /// without readiness probes is ready while Running. Journaled when it changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ready: bool,
+    /// Since when it has been ready (ms): a rollout counts it available after minReadySeconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since_ms: Option<u64>,
 }
 
 impl InstanceRecord {
@@ -87,6 +90,7 @@ impl InstanceRecord {
             health: Vec::new(),
             containers: Vec::new(),
             ready: false,
+            ready_since_ms: None,
         }
     }
 

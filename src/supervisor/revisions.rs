@@ -40,10 +40,11 @@ pub(super) fn key(app: &str, n: u64) -> String {
     format!("{app}/{n:010}")
 }
 
-/// What runs, as a short hash: the spec without its instance count.
+/// What runs, as a short hash: the spec without its instance count and strategy.
 pub fn template_hash(spec: &ProcessSpec) -> String {
     let mut template = spec.clone();
     template.spec.instance = 0;
+    template.strategy = Default::default();
     let json = serde_json::to_vec(&template).unwrap_or_default();
     Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -55,6 +56,11 @@ pub(super) struct History {
 }
 
 impl History {
+    /// `app`'s revisions, oldest first.
+    pub fn revisions_of(&self, app: &str) -> &[RevisionInfo] {
+        self.apps.get(app).map_or(&[], Vec::as_slice)
+    }
+
     /// From the store's table, at the daemon's start.
     pub fn load(snapshot: &crate::store::Snapshot) -> History {
         let mut apps: BTreeMap<String, Vec<RevisionInfo>> = BTreeMap::new();
@@ -73,6 +79,29 @@ impl History {
 }
 
 impl Supervisor {
+    /// The entry an instance on revision `n` of `current`'s app runs (a rollout has not moved
+    /// it yet): that revision's spec from the store, or the current one if it is no longer
+    /// kept (the instance then restarts onto it, as after an apply).
+    pub(super) fn revision_entry(&self, current: &Arc<SpecEntry>, n: u64) -> Arc<SpecEntry> {
+        let app = app_key(&current.spec.metadata.namespace, &current.spec.metadata.name);
+        let stored = self.shared.store.get(Table::Revisions, &key(&app, n)).ok().flatten();
+        match stored.and_then(|v| serde_json::from_value::<StoredRevision>(v).ok()) {
+            Some(r) => Arc::new(SpecEntry {
+                spec: r.spec,
+                // Below the current: nothing takes it for the newest.
+                generation: current.generation.saturating_sub(1),
+                restart_from: current.generation.saturating_sub(1),
+                selection: current.selection.clone(),
+                revision: n,
+                rollout: None,
+            }),
+            None => {
+                tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");
+                current.clone()
+            }
+        }
+    }
+
     /// Puts `app`'s revision `n` (of `spec`, applied by `by`) into `batch`, with the deletes of
     /// the revisions beyond the history's bound. Returns the app's list as it is once committed
     /// (see [`Supervisor::keep_revisions`]).
@@ -163,13 +192,16 @@ impl Supervisor {
             .ok_or_else(|| SupervisorError::NotFound(format!("{app} revision {}", target.revision)))?;
         let stored: StoredRevision =
             serde_json::from_value(stored).map_err(|e| SupervisorError::Failed(format!("revision unreadable: {e}")))?;
-        let (count, selection) = {
+        let (count, strategy, selection) = {
             let specs = self.specs.lock().expect("specs lock");
             let entry = specs.get(&app).ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
-            (entry.spec.spec.instance, entry.selection.clone())
+            (entry.spec.spec.instance, entry.spec.strategy.clone(), entry.selection.clone())
         };
+        // What ran then, rolled out as the app rolls out now (Kubernetes' undo likewise takes
+        // the template only).
         let mut spec = stored.spec;
         spec.spec.instance = count;
+        spec.strategy = strategy;
         let by = format!("undo to revision {} by {by}", target.revision);
         self.apply_selected_by(spec, selection, &by).await
     }

@@ -21,8 +21,21 @@ impl Scheduler {
             errors: SpecErrors(vec![crate::spec::SpecError::new("", e.to_string())]),
         })?;
         let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
-        check_spec(&doc).map_err(spec_err)?;
-        self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await
+        let spec = check_spec(&doc).map_err(spec_err)?;
+        let placed = self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await?;
+        // A change of what runs: rolled out node by node before `deploy` returns.
+        let key = app_key(&spec);
+        let note = |what: &str| eprintln!("rollout of {key}: {what}");
+        match self.drive_rollout(&key, &note).await? {
+            crate::protocol::RolloutPhase::Failed { reason } => {
+                Err(PluginError::Apply { app: key.clone(), message: format!("the rollout failed: {reason}") })
+            }
+            _ => {
+                let (views, _) = self.read_nodes().await;
+                let app = self.stored(&key)?;
+                Ok(if app.rollout.is_some() { self.describe(&app, &views).await } else { placed })
+            }
+        }
     }
 
     /// Places and applies `doc`: placements on reachable nodes stay; lost, failed and new
@@ -81,12 +94,19 @@ impl Scheduler {
         }
         let mut doc = doc;
         doc["spec"]["instance"] = json!(total);
-        let mut app = App { key: key.clone(), spec: doc.clone(), placements };
+        // A change of what runs rolls out node by node (rollout.rs): the nodes it has not
+        // reached keep what they run.
+        let (previous_doc, rollout) = super::rollout::rollout_for(previous.as_ref(), &doc);
+        let starts = rollout.as_ref().is_some_and(|r| r.applied.is_empty() && r.done.is_empty())
+            && previous.as_ref().and_then(|p| p.rollout.as_ref()) != rollout.as_ref();
+        let mut app = App { key: key.clone(), spec: doc.clone(), placements, previous: previous_doc, rollout };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
         self.store.put_app(&app, &why.change(&key, placements))?;
+        if starts {
+            self.store.put_app(&app, &DesiredChange::RolloutStarted { app: key.clone() })?;
+        }
 
         // Apply per node: its selection, or delete what it should no longer run.
-        let text = doc.to_string();
         let mut by_node: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for (i, p) in &app.placements {
             by_node.entry(p.node.clone()).or_default().push(*i);
@@ -103,8 +123,13 @@ impl Scheduler {
             if !reachable.contains(node.as_str()) {
                 continue;
             }
+            let before: Vec<u32> = old.iter().filter(|(_, p)| p.node == *node).map(|(i, _)| *i).collect();
+            if !app.deploy_reaches(node, before != *ids) {
+                results.insert(node.clone(), Ok(()));
+                continue;
+            }
             let client = self.client(node).expect("placements name cluster nodes");
-            let text = text.clone();
+            let text = app.doc_for(node).to_string();
             work.push(async move {
                 let r =
                     client.apply_selected(&text, Format::Json, Some(ids)).await.map(|_| ()).map_err(|e| e.to_string());

@@ -6,7 +6,10 @@
 
 mod deploy;
 mod follow;
+mod rollout;
 mod run;
+
+pub use rollout::{NodeRollout, SchedRolloutStatus};
 
 use super::cluster::Cluster;
 use super::placement::NodeView;

@@ -31,6 +31,8 @@ impl Scheduler {
         let checks = crate::plugin::checks::RemoteChecks::new(self.clone(), emit.clone());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
+        // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
+        let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
         loop {
             tokio::select! {
                 item = rx.recv() => {
@@ -80,10 +82,31 @@ impl Scheduler {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps() {
                             checks.sync(&apps, &lost).await;
+                            self.resume_rollouts(&apps, &driving);
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// Drives every progressing rollout that nothing here drives yet.
+    fn resume_rollouts(self: &Arc<Self>, apps: &[App], driving: &Arc<std::sync::Mutex<BTreeSet<String>>>) {
+        let progressing = apps
+            .iter()
+            .filter(|a| a.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing));
+        for app in progressing {
+            if !driving.lock().expect("driving lock").insert(app.key.clone()) {
+                continue;
+            }
+            let (sched, driving, key) = (self.clone(), driving.clone(), app.key.clone());
+            tokio::spawn(async move {
+                let note = |what: &str| tracing::info!("rollout of {key}: {what}");
+                if let Err(e) = sched.drive_rollout(&key, &note).await {
+                    tracing::warn!("rollout of {key}: {e}");
+                }
+                driving.lock().expect("driving lock").remove(&key);
+            });
         }
     }
 

@@ -86,7 +86,7 @@ impl<W: Workload> Actor<W> {
             }));
         }
         self.rec.health.truncate(self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1));
-        self.rec.ready = self.all_ready();
+        self.set_ready(self.all_ready());
     }
 
     /// Running, and every readiness probe passing (no readiness probe: ready once Running).
@@ -148,11 +148,21 @@ impl<W: Workload> Actor<W> {
             // (showing clones the record, at every result of every probe of every instance).
             return;
         }
-        self.rec.ready = ready;
+        self.set_ready(ready);
         let reason = if ready { None } else { last_failure };
         tracing::info!(instance = %self.rec.id, "ready: {ready} ({})", self.probed(index));
         self.commit_event(InstanceChange::ReadyChanged { detail: ReadyChanged { ready, process: index, reason } })
             .await;
+    }
+
+    /// The Ready condition, and since when it holds.
+    pub(super) fn set_ready(&mut self, ready: bool) {
+        if ready && !self.rec.ready {
+            self.rec.ready_since_ms = Some(now_ms());
+        } else if !ready {
+            self.rec.ready_since_ms = None;
+        }
+        self.rec.ready = ready;
     }
 
     /// What probe results of main `index` are about: `process N`, or a pod's `container NAME`.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 /// A spec as applied, with the generation that tells instances whether they run the latest.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SpecEntry {
     pub spec: ProcessSpec,
     pub generation: u64,
@@ -15,6 +15,8 @@ pub struct SpecEntry {
     pub restart_from: u64,
     /// The app's revision this spec is (see supervisor/revisions.rs).
     pub revision: u64,
+    /// The app's rollout to this revision, if one was asked for (see supervisor/rollout.rs).
+    pub rollout: Option<crate::protocol::Rollout>,
     /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
     /// means all of `spec.instance`.
     pub selection: Option<Vec<u32>>,

@@ -257,6 +257,12 @@ impl<W: Workload> Actor<W> {
                 return answer(reply, result);
             }
             Command::Replace(entry, count_only) => {
+                // Without a restart the run goes on under the new entry: the same template (a
+                // count change, or a revision that runs the same as the run's), so the run is on
+                // the new revision too.
+                if count_only && self.rec.run_revision == self.spec.revision {
+                    self.rec.run_revision = entry.revision;
+                }
                 self.spec = entry;
                 self.rec.spec_generation = self.spec.generation;
                 self.rec.revision = self.spec.revision;

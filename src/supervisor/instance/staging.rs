@@ -102,7 +102,9 @@ impl<W: Workload> Actor<W> {
             host_ip: self.shared.host_ip.clone(),
             allocated_ports: &self.rec.ports,
         };
-        spec::render(&self.spec.spec, self.rec.id.index, &ctx).map_err(|e| e.to_string())
+        // Any index: a rollout's surge instances have ids from spec.instance up (the apply and
+        // the rollout decide which ids exist).
+        spec::render::render_any_index(&self.spec.spec, self.rec.id.index, &ctx).map_err(|e| e.to_string())
     }
 
     /// Holds a place among the launches in progress (see `Shared::launches`) unless it has one.

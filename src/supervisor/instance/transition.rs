@@ -135,6 +135,7 @@ impl<W: Workload> Actor<W> {
         // Ready holds only while Running (a Lost pod's containers may run, but nobody knows).
         if step.next != State::Running {
             self.rec.ready = false;
+            self.rec.ready_since_ms = None;
         }
         self.rec.state = step.next;
         self.rec.updated_ms = now;

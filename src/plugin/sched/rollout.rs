@@ -1,0 +1,351 @@
+//! An app's rollout across its nodes (issue 18): when a deploy changes what runs, the nodes take
+//! the new spec one at a time, in name order, each rolling its own instances out by the spec's
+//! strategy; the next node gets it only once the one before has completed. Every daemon counts
+//! the budget against the app's whole instance count (`spec.instance`), and only one node rolls
+//! at a time, so the budget holds for the whole app: never more than maxUnavailable of all its
+//! instances down, never more than maxSurge extra. The nodes not yet reached keep the previous
+//! spec (with the current count and their selection), so a failed rollout stops where it is.
+//!
+//! The state (phase, which node took the spec at which of its revisions, which completed) is
+//! in the desired store beside the app, every step journaled (`rollout*` changes): `deploy`
+//! drives it to the end, and `run` resumes one that a killed `deploy` left.
+
+use super::{app_key, check_spec, Scheduler};
+use crate::client::ClientError;
+use crate::plugin::store::{App, SchedRollout};
+use crate::plugin::PluginError;
+use crate::protocol::{DesiredChange, RolloutBody, RolloutPhase, RolloutProgress};
+use crate::spec::Format;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How often a rollout looks at the node it waits for.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+/// `steward-sched rollout status`: the app's rollout and each node's.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedRolloutStatus {
+    pub app: String,
+    pub rollout: Option<SchedRollout>,
+    /// The sums over the nodes that answered.
+    pub progress: RolloutProgress,
+    /// Each node the app has instances on: its rollout there, or why it did not answer.
+    pub nodes: BTreeMap<String, NodeRollout>,
+}
+
+/// A node's answer to GET /v1/apps/{namespace}/{name}/rollout, or why there was none.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum NodeRollout {
+    Answered(RolloutBody),
+    Unreachable { unreachable: String },
+}
+
+/// What to do next, from the stored rollout and what the nodes say.
+enum Next {
+    /// Give this node the new spec.
+    Apply(String),
+    /// This node's rollout completed.
+    Done(String),
+    /// A node is rolling (or away): look again later.
+    Wait,
+    /// A node's rollout failed.
+    Fail(String),
+    /// Every node runs the new spec.
+    Complete,
+}
+
+/// Whether two spec documents run the same (their template hashes as a daemon computes them:
+/// count and strategy left out).
+pub(super) fn same_template(a: &Value, b: &Value) -> bool {
+    match (check_spec(a), check_spec(b)) {
+        (Ok(a), Ok(b)) => {
+            crate::supervisor::revisions::template_hash(&a) == crate::supervisor::revisions::template_hash(&b)
+        }
+        _ => false,
+    }
+}
+
+impl SchedRollout {
+    fn new(earlier: Option<&SchedRollout>) -> SchedRollout {
+        let now = crate::clock::now_ms();
+        let paused = earlier.is_some_and(|r| r.phase == RolloutPhase::Paused);
+        SchedRollout {
+            phase: if paused { RolloutPhase::Paused } else { RolloutPhase::Progressing },
+            started_ms: now,
+            updated_ms: now,
+            applied: BTreeMap::new(),
+            done: Vec::new(),
+            rollback: false,
+        }
+    }
+}
+
+impl App {
+    /// The spec document node `node` is to run now: the new one once the rollout reached it
+    /// (or when there is none going), else the previous one with today's count.
+    pub(super) fn doc_for(&self, node: &str) -> Value {
+        match (&self.rollout, &self.previous) {
+            (Some(r), Some(previous)) if r.phase != RolloutPhase::Complete && !r.applied.contains_key(node) => {
+                let mut doc = for_a_node(previous);
+                doc["spec"]["instance"] = self.spec["spec"]["instance"].clone();
+                doc
+            }
+            _ => for_a_node(&self.spec),
+        }
+    }
+
+    /// The nodes with instances of the app, in name order (the order a rollout takes them).
+    fn nodes(&self) -> BTreeSet<String> {
+        self.placements.values().map(|p| p.node.clone()).collect()
+    }
+
+    /// The instance ids placed on `node`.
+    pub(super) fn ids_on(&self, node: &str) -> Vec<u32> {
+        self.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect()
+    }
+}
+
+/// A spec document as a node gets it: without `strategy.autoRollback`, which steward-sched
+/// carries out for the whole app (a node going back on its own would undo what the scheduler
+/// asked of it, and the scheduler would ask again).
+pub(super) fn for_a_node(doc: &Value) -> Value {
+    let mut doc = doc.clone();
+    if let Some(strategy) = doc.get_mut("strategy").and_then(Value::as_object_mut) {
+        strategy.remove("autoRollback");
+    }
+    doc
+}
+
+/// For a deploy of `doc` over `previous`: the spec the nodes not yet reached run, and the
+/// rollout — a new one when what runs changed on an app that runs somewhere.
+pub(super) fn rollout_for(previous: Option<&App>, doc: &Value) -> (Option<Value>, Option<SchedRollout>) {
+    let Some(p) = previous else { return (None, None) };
+    if !p.placements.is_empty() && !same_template(&p.spec, doc) {
+        // Over an unfinished rollout, most nodes it did not reach run its previous spec (the
+        // ones it reached keep theirs until this one reaches them: see `deploy_doc`).
+        let unfinished = p.rollout.as_ref().is_some_and(|r| r.phase != RolloutPhase::Complete);
+        let runs = if unfinished { p.previous.clone().unwrap_or_else(|| p.spec.clone()) } else { p.spec.clone() };
+        return (Some(runs), Some(SchedRollout::new(p.rollout.as_ref())));
+    }
+    (p.previous.clone(), p.rollout.clone())
+}
+
+impl App {
+    /// Whether a deploy applies to `node` now: when no rollout holds it back, or the rollout
+    /// reached it; else only when its selection changed (new or removed placements there).
+    pub(super) fn deploy_reaches(&self, node: &str, selection_changed: bool) -> bool {
+        match &self.rollout {
+            Some(r) if r.phase != RolloutPhase::Complete => r.applied.contains_key(node) || selection_changed,
+            _ => true,
+        }
+    }
+}
+
+impl Scheduler {
+    /// Drives `key`'s rollout until it is no longer progressing (complete, failed, paused, or
+    /// taken over), telling `note` each step. Returns the phase it ended in.
+    /// A rollout that failed and went back (autoRollback) ends Failed, once back.
+    pub async fn drive_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, PluginError> {
+        let mut went_back: Option<String> = None;
+        loop {
+            let app = self.stored(key)?;
+            let Some(rollout) = app.rollout.clone() else { return Ok(RolloutPhase::Complete) };
+            if rollout.phase != RolloutPhase::Progressing {
+                return Ok(rollout.phase);
+            }
+            match self.next_step(&app, &rollout).await {
+                Next::Apply(node) => {
+                    let client = self.client(&node).expect("placements name cluster nodes");
+                    let text = for_a_node(&app.spec).to_string();
+                    match client.apply_outcome(&text, Format::Json, Some(&app.ids_on(&node))).await {
+                        Ok(applied) => {
+                            note(&format!("{node}: takes the new spec (revision {} there)", applied.revision));
+                            let change = DesiredChange::RolloutNode {
+                                app: key.into(),
+                                node: node.clone(),
+                                revision: applied.revision,
+                            };
+                            self.change_rollout(key, &change, |r| {
+                                r.applied.insert(node.clone(), applied.revision);
+                            })?;
+                        }
+                        Err(e) => {
+                            note(&format!("{node}: applying the new spec: {e}; trying again"));
+                            tokio::time::sleep(LOOK_EVERY).await;
+                        }
+                    }
+                }
+                Next::Done(node) => {
+                    note(&format!("{node}: rolled out"));
+                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.done.push(node))?;
+                }
+                Next::Wait => tokio::time::sleep(LOOK_EVERY).await,
+                Next::Complete => {
+                    note("every node runs the new spec");
+                    let change = DesiredChange::RolloutCompleted { app: key.into() };
+                    self.change_rollout(key, &change, |r| r.phase = RolloutPhase::Complete)?;
+                    return Ok(match went_back {
+                        Some(reason) => RolloutPhase::Failed {
+                            reason: format!("{reason}; autoRollback went back to the previous spec"),
+                        },
+                        None => RolloutPhase::Complete,
+                    });
+                }
+                Next::Fail(reason) => {
+                    note(&format!("failed: {reason}"));
+                    let change = DesiredChange::RolloutFailed { app: key.into(), reason: reason.clone() };
+                    let failed = RolloutPhase::Failed { reason };
+                    self.change_rollout(key, &change, |r| r.phase = failed.clone())?;
+                    let auto = check_spec(&app.spec).is_ok_and(|s| s.strategy.auto_rollback);
+                    if !auto || rollout.rollback || app.previous.is_none() {
+                        return Ok(failed);
+                    }
+                    note("autoRollback: deploying the previous spec again");
+                    went_back = match failed {
+                        RolloutPhase::Failed { reason } => Some(reason),
+                        _ => None,
+                    };
+                    self.undo_rollout(key).await?;
+                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.rollback = true)?;
+                }
+            }
+        }
+    }
+
+    /// The first node (by name) not done decides: it needs the spec, it rolls, it failed.
+    async fn next_step(&self, app: &App, rollout: &SchedRollout) -> Next {
+        let (namespace, name) = app.key.split_once('/').unwrap_or(("", &app.key));
+        for node in app.nodes() {
+            if rollout.done.contains(&node) {
+                continue;
+            }
+            let Some(revision) = rollout.applied.get(&node) else { return Next::Apply(node) };
+            let Some(client) = self.client(&node) else { return Next::Wait };
+            let body = match tokio::time::timeout(super::NODE_TIMEOUT, client.rollout_status(namespace, name)).await {
+                Ok(Ok(body)) => body,
+                // Its instances were deleted there meanwhile (rescheduled elsewhere): nothing to roll.
+                Ok(Err(ClientError::Api { status: 404, .. })) => return Next::Done(node),
+                _ => return Next::Wait,
+            };
+            if body.revision != *revision {
+                // Changed there since (an operator's apply or undo on that node): asking again
+                // could undo what they did, and they again; the rollout stops for a person.
+                return Next::Fail(format!(
+                    "{node}: the app's revision there changed from {revision} to {} meanwhile",
+                    body.revision
+                ));
+            }
+            return match body.rollout.map(|r| r.phase) {
+                None | Some(RolloutPhase::Complete) => Next::Done(node),
+                Some(RolloutPhase::Failed { reason }) => Next::Fail(format!("{node}: {reason}")),
+                Some(RolloutPhase::Progressing | RolloutPhase::Paused) => Next::Wait,
+            };
+        }
+        Next::Complete
+    }
+
+    /// Changes the stored rollout of `key` and journals `why` with it.
+    fn change_rollout(
+        &self,
+        key: &str,
+        why: &DesiredChange,
+        change: impl FnOnce(&mut SchedRollout),
+    ) -> Result<(), PluginError> {
+        let mut app = self.stored(key)?;
+        let Some(rollout) = app.rollout.as_mut() else { return Ok(()) };
+        change(rollout);
+        rollout.updated_ms = crate::clock::now_ms();
+        self.store.put_app(&app, why)
+    }
+
+    /// `rollout status APP`.
+    pub async fn rollout_status(&self, key: &str) -> Result<SchedRolloutStatus, PluginError> {
+        let app = self.stored(key)?;
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let mut nodes = BTreeMap::new();
+        let mut progress = RolloutProgress::default();
+        for node in app.nodes() {
+            let Some(client) = self.client(&node) else { continue };
+            let body = match tokio::time::timeout(super::NODE_TIMEOUT, client.rollout_status(namespace, name)).await {
+                Ok(Ok(body)) => NodeRollout::Answered(body),
+                Ok(Err(e)) => NodeRollout::Unreachable { unreachable: e.to_string() },
+                Err(_) => NodeRollout::Unreachable { unreachable: "no answer".to_string() },
+            };
+            if let NodeRollout::Answered(b) = &body {
+                // A node the rollout has not reached runs the previous spec: none updated.
+                let reached = app.rollout.as_ref().is_none_or(|r| r.applied.get(&node) == Some(&b.revision));
+                progress.instances += b.progress.instances;
+                progress.spares += b.progress.spares;
+                if reached {
+                    progress.updated += b.progress.updated;
+                    progress.ready += b.progress.ready;
+                }
+            }
+            nodes.insert(node, body);
+        }
+        Ok(SchedRolloutStatus { app: key.to_string(), rollout: app.rollout, progress, nodes })
+    }
+
+    /// `rollout pause APP`: no node gets the spec until resumed, and the node rolling pauses.
+    pub async fn pause_rollout(&self, key: &str) -> Result<(), PluginError> {
+        self.set_phase(key, RolloutPhase::Paused, "pause").await
+    }
+
+    /// `rollout resume APP`: the node that was rolling goes on, then the next ones.
+    pub async fn resume_rollout(&self, key: &str) -> Result<(), PluginError> {
+        self.set_phase(key, RolloutPhase::Progressing, "resume").await
+    }
+
+    async fn set_phase(&self, key: &str, phase: RolloutPhase, action: &str) -> Result<(), PluginError> {
+        let app = self.stored(key)?;
+        let Some(rollout) = app.rollout.clone() else {
+            return Err(PluginError::Apply { app: key.into(), message: "it has no rollout".into() });
+        };
+        if !matches!(rollout.phase, RolloutPhase::Progressing | RolloutPhase::Paused) {
+            return Err(PluginError::Apply {
+                app: key.into(),
+                message: format!("its rollout is {}; nothing to {action}", rollout.phase.name()),
+            });
+        }
+        let why = match phase {
+            RolloutPhase::Paused => DesiredChange::RolloutPaused { app: key.into() },
+            _ => DesiredChange::RolloutResumed { app: key.into() },
+        };
+        self.change_rollout(key, &why, |r| r.phase = phase)?;
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        for node in rollout.applied.keys().filter(|n| !rollout.done.contains(n)) {
+            let Some(client) = self.client(node) else { continue };
+            match client.rollout_action(namespace, name, action).await {
+                // Nothing to pause or resume there (it completed meanwhile).
+                Ok(_) | Err(ClientError::Api { status: 409, .. }) => {}
+                Err(e) => tracing::warn!("{action} of {key} on {node}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// `rollout undo APP`: the spec deployed before the current one, deployed again (with
+    /// today's count), rolled out the same way.
+    pub async fn undo_rollout(&self, key: &str) -> Result<(), PluginError> {
+        let app = self.stored(key)?;
+        let Some(mut previous) = app.previous.clone() else {
+            return Err(PluginError::Apply { app: key.into(), message: "no earlier spec to go back to".into() });
+        };
+        previous["spec"]["instance"] = app.spec["spec"]["instance"].clone();
+        // Rolled out as the app rolls out now.
+        if let Some(strategy) = app.spec.get("strategy") {
+            previous["strategy"] = strategy.clone();
+        } else if let Some(doc) = previous.as_object_mut() {
+            doc.remove("strategy");
+        }
+        let spec =
+            check_spec(&previous).map_err(|errors| PluginError::Spec { path: "(previous spec)".into(), errors })?;
+        debug_assert_eq!(app_key(&spec), key);
+        self.deploy_doc(previous, &BTreeSet::new(), crate::protocol::DeployCause::Deployed).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+//! An app's rollout on this host (issue 18): a task that drives the pure planner
+//! ([`crate::rollout::plan`]) over the app's instances until every one runs the target revision,
+//! one step at a time, each step durable before the next: an instance moves to a revision by
+//! the actor's own commit (SpecUpdated), a spare is created with its record, the rollout's own
+//! state (phase, serial hold, spares, steps) is kept beside the app's spec, and every change of
+//! it is journaled in the same commit (rollout* events). After a kill -9 the daemon finds each
+//! instance on the revision it was, the rollout where it was, and the planner, which only looks
+//! at what is, goes on from there.
+
+use super::apply::new_records;
+use super::instance::{Command, SpecEntry};
+use super::record::{now_ms, InstanceRecord};
+use super::*;
+use crate::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress, RolloutSteps};
+use crate::rollout::{self as planner, Health, Member, Plan, Rule, Step, View};
+
+/// How often a rollout looks at its instances while it waits for them.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The label `steward rollout restart` sets (as `kubectl rollout restart` sets an annotation):
+/// the spec then differs, so it is a new revision that rolls out like any other.
+pub const RESTARTED_AT_LABEL: &str = "steward/restartedAt";
+
+impl Rollout {
+    /// A rollout from revision `from` to `target`, taking over what an unfinished one left:
+    /// its spares (removed, or kept if on the target) and the instance it holds stopped.
+    pub(super) fn new(target: u64, from: u64, earlier: Option<&Rollout>) -> Rollout {
+        let now = now_ms();
+        let unfinished = earlier.filter(|r| matches!(r.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
+        Rollout {
+            target,
+            from,
+            // An operator's pause holds over a newer apply, as a paused Deployment's does.
+            phase: match unfinished {
+                Some(r) if r.phase == RolloutPhase::Paused => RolloutPhase::Paused,
+                _ => RolloutPhase::Progressing,
+            },
+            started_ms: now,
+            updated_ms: now,
+            held: unfinished.and_then(|r| r.held),
+            spares: earlier.map(|r| r.spares.clone()).unwrap_or_default(),
+            steps: 0,
+            rollback: false,
+        }
+    }
+
+    /// Whether it still moves instances, or will once resumed.
+    pub fn is_active(&self) -> bool {
+        matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::Paused)
+    }
+}
+
+impl Supervisor {
+    /// Starts the task that drives `app`'s rollout. One drives an app at a time (a later one
+    /// waits for the earlier, which ends once the rollout is no longer progressing).
+    pub(super) fn spawn_rollout(&self, app: String) {
+        let sup = self.clone();
+        let lock = self.drivers.lock().expect("drivers lock").entry(app.clone()).or_default().clone();
+        tokio::spawn(async move {
+            let _driving = lock.lock().await;
+            sup.drive(&app).await;
+        });
+    }
+
+    async fn drive(&self, app: &str) {
+        // Since when a step keeps failing (a spare's ports taken, a store refusing): past the
+        // progress deadline the rollout fails rather than retrying unseen forever.
+        let mut failing_since: Option<u64> = None;
+        loop {
+            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
+            let Some(rollout) = entry.rollout.clone().filter(|r| r.phase == RolloutPhase::Progressing) else {
+                return;
+            };
+            self.take_same_as_target(&entry).await;
+            let members = self.members(&entry, &rollout);
+            let now = now_ms();
+            let view = View {
+                target: entry.revision,
+                members: &members,
+                rule: host_rule(&entry.spec),
+                now_ms: now,
+                held: rollout.held,
+                first_spare_id: entry.spec.spec.instance,
+            };
+            match planner::plan(&view) {
+                Plan::Act(steps) => {
+                    let batch = RolloutSteps::of(&steps);
+                    let n = steps.len() as u64;
+                    let event =
+                        DaemonEvent::RolloutBatch { app: app.to_string(), revision: entry.revision, steps: batch };
+                    let mut failed = None;
+                    if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
+                        failed = Some(format!("recording the batch: {e}"));
+                    }
+                    for step in steps {
+                        if failed.is_some() {
+                            break;
+                        }
+                        if let Err(e) = self.take_step(&entry, step.clone()).await {
+                            failed = Some(format!("{step:?}: {e}"));
+                        }
+                    }
+                    let Some(why) = failed else {
+                        failing_since = None;
+                        continue;
+                    };
+                    tracing::warn!(app = %app, "rollout step failed: {why}");
+                    let since = *failing_since.get_or_insert(now);
+                    if now.saturating_sub(since) > entry.spec.strategy.progress_deadline_secs() * 1000 {
+                        let reason = format!("a step failed for longer than the progress deadline: {why}");
+                        self.fail_rollout(&entry, &rollout, reason).await;
+                        return;
+                    }
+                    tokio::time::sleep(LOOK_EVERY).await;
+                }
+                Plan::Wait { until_ms } => {
+                    let wait = until_ms.map_or(LOOK_EVERY, |t| {
+                        std::time::Duration::from_millis(t.saturating_sub(now)).min(LOOK_EVERY)
+                    });
+                    tokio::time::sleep(wait).await;
+                }
+                Plan::Done => {
+                    tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
+                    let event = DaemonEvent::RolloutCompleted { app: app.to_string(), revision: entry.revision };
+                    if let Err(e) = self.update_rollout(&entry, |r| r.phase = RolloutPhase::Complete, Some(event)).await
+                    {
+                        tracing::warn!(app = %app, "recording the rollout's end: {e}");
+                        tokio::time::sleep(LOOK_EVERY).await;
+                        continue;
+                    }
+                    return;
+                }
+                Plan::Failed { id, reason } => {
+                    let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
+                    self.fail_rollout(&entry, &rollout, reason).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Marks the rollout Failed with `reason`; with autoRollback, applies the revision it came
+    /// from again (a new revision, rolled out by the same rules).
+    async fn fail_rollout(&self, entry: &Arc<SpecEntry>, rollout: &Rollout, reason: String) {
+        let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        tracing::warn!(app = %app, "rollout failed: {reason}");
+        let event = DaemonEvent::RolloutFailed { app: app.clone(), revision: entry.revision, reason: reason.clone() };
+        if let Err(e) = self.update_rollout(entry, |r| r.phase = RolloutPhase::Failed { reason }, Some(event)).await {
+            tracing::warn!(app = %app, "recording the rollout's failure: {e}");
+            return;
+        }
+        // A rollback that fails too stays failed: going back and forth helps nobody.
+        if !entry.spec.strategy.auto_rollback || rollout.from == 0 || rollout.rollback {
+            return;
+        }
+        let by = format!("the failed rollout of revision {} (autoRollback)", entry.revision);
+        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        match self.undo(ns, name, Some(rollout.from), &by).await {
+            Ok(applied) => {
+                let next = self.specs.lock().expect("specs lock").get(&app).cloned();
+                if let Some(next) = next {
+                    if let Err(e) = self.update_rollout(&next, |r| r.rollback = true, None).await {
+                        tracing::warn!(app = %app, "marking the rollback's rollout: {e}");
+                    }
+                }
+                let event = DaemonEvent::RolloutRolledBack {
+                    app: app.clone(),
+                    revision: entry.revision,
+                    to: rollout.from,
+                    new_revision: applied.revision,
+                };
+                if let Err(e) = self.commit(Batch::new().event(EventBody::Daemon(event).to_value())).await {
+                    tracing::warn!(app = %app, "journaling the rollback: {e}");
+                }
+            }
+            Err(e) => tracing::warn!(app = %app, "autoRollback to revision {}: {e}", rollout.from),
+        }
+    }
+
+    /// Instances on an older revision that runs the same as the target (an undo, an apply of
+    /// what ran before) take the target without a restart.
+    async fn take_same_as_target(&self, entry: &Arc<SpecEntry>) {
+        for index in self.same_as_target(entry) {
+            let id = entry_id(entry, index);
+            if let Err(e) = self.request(&id, Command::Replace(entry.clone(), true)).await {
+                tracing::warn!(instance = %id, "taking revision {}: {e}", entry.revision);
+            }
+        }
+    }
+
+    /// The instances (indexes) whose revision differs from the target but whose template does
+    /// not.
+    fn same_as_target(&self, entry: &SpecEntry) -> Vec<u32> {
+        let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let hashes: BTreeMap<u64, String> = {
+            let history = self.history.lock().expect("history lock");
+            history.revisions_of(&app).iter().map(|r| (r.revision, r.hash.clone())).collect()
+        };
+        let Some(target) = hashes.get(&entry.revision) else { return Vec::new() };
+        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let instances = self.instances.lock().expect("instances lock");
+        instances
+            .iter()
+            .filter(|(id, _)| &id.namespace == ns && &id.name == name)
+            .filter(|(_, h)| {
+                let rec = h.status.borrow();
+                // A failed one stays the old revision's: taking the target would fail the rollout.
+                matches!(rec.state.kind(), state::Kind::Running | state::Kind::Stopped)
+                    && rec.revision != entry.revision
+                    && rec.run_revision == rec.revision
+                    && hashes.get(&rec.revision) == Some(target)
+            })
+            .map(|(id, _)| id.index)
+            .collect()
+    }
+
+    /// The app's instances here as the planner sees them.
+    fn members(&self, entry: &SpecEntry, rollout: &Rollout) -> Vec<Member> {
+        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let instances = self.instances.lock().expect("instances lock");
+        instances
+            .iter()
+            .filter(|(id, _)| &id.namespace == ns && &id.name == name)
+            .map(|(id, h)| {
+                let rec = h.status.borrow();
+                Member {
+                    id: id.index,
+                    revision: rec.revision,
+                    health: health_of(&rec, rollout),
+                    spare: rollout.spares.contains(&id.index),
+                }
+            })
+            .collect()
+    }
+
+    async fn take_step(&self, entry: &Arc<SpecEntry>, step: Step) -> Result<(), SupervisorError> {
+        let id = |index| entry_id(entry, index);
+        match step {
+            Step::Replace(i) => self.request(&id(i), Command::Replace(entry.clone(), false)).await,
+            Step::Hold(i) => {
+                // Recorded before the stop: after a restart the stopped instance is the
+                // rollout's, not an operator's.
+                self.update_rollout(entry, |r| r.held = Some((i, now_ms())), None).await?;
+                self.request(&id(i), Command::Stop).await?;
+                // The pause runs from the end of the stop.
+                self.update_rollout(entry, |r| r.held = Some((i, now_ms())), None).await
+            }
+            Step::StartHeld(i) => {
+                self.request(&id(i), Command::Replace(entry.clone(), false)).await?;
+                self.request(&id(i), Command::Start).await
+            }
+            Step::AddSpare(i) => self.add_spare(entry, id(i)).await,
+            Step::RemoveSpare(i) => {
+                self.delete_instance(&id(i)).await?;
+                self.update_rollout(entry, |r| r.spares.retain(|s| *s != i), None).await
+            }
+        }
+    }
+
+    /// A surge instance on the target revision: its record (Staging: it starts as its actor
+    /// resumes it) and its place in the rollout's spares, in one commit.
+    async fn add_spare(&self, entry: &Arc<SpecEntry>, id: InstanceId) -> Result<(), SupervisorError> {
+        let _applying = self.applying.lock().await;
+        let mut batch = Batch::new();
+        self.allocate_ports(&entry.spec, std::slice::from_ref(&id), &mut batch)?;
+        let records = new_records((entry.generation, entry.revision), std::slice::from_ref(&id), &mut batch)?;
+        let index = id.index;
+        let updated = self.rollout_put(entry, |r| r.spares.push(index), &mut batch)?;
+        self.commit(batch).await?;
+        self.set_entry(updated.clone());
+        self.spawn_created(&updated, records);
+        Ok(())
+    }
+
+    /// Changes the rollout of `entry`'s app durably (the spec's record is written again), with
+    /// `event` in the same commit.
+    async fn update_rollout(
+        &self,
+        entry: &Arc<SpecEntry>,
+        change: impl FnOnce(&mut Rollout),
+        event: Option<DaemonEvent>,
+    ) -> Result<(), SupervisorError> {
+        let mut batch = Batch::new();
+        let updated = self.rollout_put(entry, change, &mut batch)?;
+        if let Some(event) = event {
+            batch.push_event(EventBody::Daemon(event).to_value());
+        }
+        self.commit(batch).await?;
+        self.set_entry(updated);
+        Ok(())
+    }
+
+    /// The app's current entry with its rollout changed, put in `batch` (not yet shown).
+    fn rollout_put(
+        &self,
+        entry: &Arc<SpecEntry>,
+        change: impl FnOnce(&mut Rollout),
+        batch: &mut Batch,
+    ) -> Result<Arc<SpecEntry>, SupervisorError> {
+        let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let current = self.specs.lock().expect("specs lock").get(&key).cloned();
+        let current = current
+            .filter(|c| c.revision == entry.revision)
+            .ok_or_else(|| SupervisorError::Conflict(format!("{key}: a newer apply took over the rollout")))?;
+        let mut next = (*current).clone();
+        let rollout = next.rollout.as_mut().ok_or_else(|| SupervisorError::Failed(format!("{key}: no rollout")))?;
+        change(rollout);
+        rollout.updated_ms = now_ms();
+        let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Specs, &key, &value);
+        Ok(Arc::new(next))
+    }
+
+    fn set_entry(&self, entry: Arc<SpecEntry>) {
+        let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let mut specs = self.specs.lock().expect("specs lock");
+        if specs.get(&key).is_some_and(|c| c.revision == entry.revision) {
+            specs.insert(key, entry);
+        }
+    }
+
+    /// An app's rollout here, if it has had one, and where its instances stand.
+    pub fn rollout(&self, namespace: &str, name: &str) -> Result<RolloutBody, SupervisorError> {
+        let app = app_key(namespace, name);
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        Ok(self.rollout_body(&entry))
+    }
+
+    /// Every app's rollout here (apps that never rolled out left out), by app.
+    pub fn rollouts(&self) -> Vec<RolloutBody> {
+        let entries: Vec<Arc<SpecEntry>> = self.specs.lock().expect("specs lock").values().cloned().collect();
+        entries.iter().filter(|e| e.rollout.is_some()).map(|e| self.rollout_body(e)).collect()
+    }
+
+    fn rollout_body(&self, entry: &SpecEntry) -> RolloutBody {
+        let spares = entry.rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
+        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let mut progress = RolloutProgress::default();
+        for (id, h) in self.instances.lock().expect("instances lock").iter() {
+            if &id.namespace != ns || &id.name != name {
+                continue;
+            }
+            if spares.contains(&id.index) {
+                progress.spares += 1;
+                continue;
+            }
+            let rec = h.status.borrow();
+            progress.instances += 1;
+            if rec.revision == entry.revision {
+                progress.updated += 1;
+                if rec.run_revision == entry.revision && rec.ready && rec.state.kind() == state::Kind::Running {
+                    progress.ready += 1;
+                }
+            }
+        }
+        RolloutBody { app: app_key(ns, name), revision: entry.revision, rollout: entry.rollout.clone(), progress }
+    }
+
+    /// `steward rollout pause`: the rollout takes no further step (instances mid-step finish
+    /// it) until resumed. Pausing a paused rollout changes nothing.
+    pub async fn pause_rollout(&self, namespace: &str, name: &str) -> Result<RolloutBody, SupervisorError> {
+        self.set_phase(namespace, name, RolloutPhase::Paused).await
+    }
+
+    /// `steward rollout resume`: a paused rollout goes on from where its instances are.
+    pub async fn resume_rollout(&self, namespace: &str, name: &str) -> Result<RolloutBody, SupervisorError> {
+        self.set_phase(namespace, name, RolloutPhase::Progressing).await
+    }
+
+    async fn set_phase(
+        &self,
+        namespace: &str,
+        name: &str,
+        phase: RolloutPhase,
+    ) -> Result<RolloutBody, SupervisorError> {
+        let app = app_key(namespace, name);
+        let _applying = self.applying.lock().await;
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        let current = entry.rollout.as_ref().map(|r| r.phase.clone());
+        match current {
+            Some(p) if p == phase => return Ok(self.rollout_body(&entry)),
+            Some(RolloutPhase::Progressing | RolloutPhase::Paused) => {}
+            Some(p) => {
+                return Err(SupervisorError::Conflict(format!(
+                    "{app}: its rollout to revision {} is {}; nothing to {}",
+                    entry.revision,
+                    p.name(),
+                    if phase == RolloutPhase::Paused { "pause" } else { "resume" }
+                )))
+            }
+            None => return Err(SupervisorError::Conflict(format!("{app} has no rollout (it never changed here)"))),
+        }
+        let revision = entry.revision;
+        let event = match phase {
+            RolloutPhase::Paused => DaemonEvent::RolloutPaused { app: app.clone(), revision },
+            _ => DaemonEvent::RolloutResumed { app: app.clone(), revision },
+        };
+        let resumed = phase == RolloutPhase::Progressing;
+        self.update_rollout(&entry, |r| r.phase = phase, Some(event)).await?;
+        if resumed {
+            self.spawn_rollout(app.clone());
+        }
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned().unwrap_or(entry);
+        Ok(self.rollout_body(&entry))
+    }
+
+    /// `steward rollout restart`: every instance re-created under the same spec, by the app's
+    /// strategy. The spec gets the label [`RESTARTED_AT_LABEL`] (now), which makes it a new
+    /// revision, rolled out like any other.
+    pub async fn restart_app(&self, namespace: &str, name: &str, by: &str) -> Result<ApplyOutcome, SupervisorError> {
+        let app = app_key(namespace, name);
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        let mut spec = entry.spec.clone();
+        spec.metadata.labels.insert(RESTARTED_AT_LABEL.to_string(), crate::clock::rfc3339_utc(now_ms()));
+        self.apply_selected_by(spec, entry.selection.clone(), &format!("rollout restart by {by}")).await
+    }
+}
+
+impl RolloutSteps {
+    fn of(steps: &[Step]) -> RolloutSteps {
+        let mut out = RolloutSteps::default();
+        for step in steps {
+            match *step {
+                Step::Replace(i) => out.replaced.push(i),
+                Step::Hold(i) => out.held.push(i),
+                Step::StartHeld(i) => out.started.push(i),
+                Step::AddSpare(i) => out.spares_added.push(i),
+                Step::RemoveSpare(i) => out.spares_removed.push(i),
+            }
+        }
+        out
+    }
+}
+
+fn entry_id(entry: &SpecEntry, index: u32) -> InstanceId {
+    InstanceId { namespace: entry.spec.metadata.namespace.clone(), name: entry.spec.metadata.name.clone(), index }
+}
+
+/// The strategy as one host can carry it out: a spec with a fixed host port cannot run a
+/// surge instance beside the one it covers for (both would bind the port), so there it
+/// replaces without surge, one at a time at least (DESIGN § 7's DaemonSet-like update).
+fn host_rule(spec: &ProcessSpec) -> Rule {
+    let rule = planner::rule(&spec.strategy, spec.spec.instance);
+    let fixed_port = spec.port_wants().iter().any(|w| w.port != 0);
+    match rule {
+        Rule::Rolling { max_unavailable, max_surge, min_ready_ms, deadline_ms } if fixed_port && max_surge > 0 => {
+            Rule::Rolling { max_unavailable: max_unavailable.max(1), max_surge: 0, min_ready_ms, deadline_ms }
+        }
+        rule => rule,
+    }
+}
+
+/// What an instance is to the planner.
+fn health_of(rec: &InstanceRecord, rollout: &Rollout) -> Health {
+    use state::Kind;
+    let on_revision = rec.run_revision == rec.revision;
+    let since = rec.last_start_ms.filter(|_| on_revision).unwrap_or(rollout.updated_ms);
+    match rec.state.kind() {
+        Kind::Stopped => Health::Stopped,
+        Kind::Failed | Kind::Exited => Health::Failed { reason: rec.message.clone() },
+        // It ended on this revision and waits to start again: the new revision does not run.
+        Kind::Backoff if on_revision => Health::Failed { reason: format!("it exited: {}", rec.message) },
+        Kind::Running if on_revision && rec.ready => {
+            Health::Ready { since_ms: rec.ready_since_ms.or(rec.last_start_ms).unwrap_or(since) }
+        }
+        _ => Health::Pending { since_ms: since },
+    }
+}

@@ -1,0 +1,397 @@
+//! Rollouts on one host (issue 18): a changed spec with a `strategy` moves its instances to the
+//! new revision within the budget, as a sampler every 10 ms sees it; serial mode; a failing
+//! revision stops the rollout; a kill -9 in the middle resumes it. Real stewardd, real processes.
+
+mod common;
+
+use common::{spec, Daemon};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use steward::supervisor::state::Kind;
+
+fn app(version: &str, instances: u32, strategy: serde_json::Value) -> serde_json::Value {
+    spec(
+        "roll",
+        instances,
+        json!({"env": [{"name": "VERSION", "value": version}], "startCmd": "exec sleep 1000"}),
+        json!({"strategy": strategy, "restartPolicy": {"policy": "Always", "interval": 0}}),
+    )
+}
+
+/// What the sampler saw over a rollout: the fewest ready and the most running instances.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    min_ready: usize,
+    max_running: usize,
+    samples: usize,
+}
+
+/// Samples the app's instances every 10 ms until `stop` is set.
+fn sampler(d: &Daemon, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Seen> {
+    let client = d.client.clone();
+    tokio::spawn(async move {
+        let mut seen = Seen { min_ready: usize::MAX, ..Seen::default() };
+        while !stop.load(Ordering::Relaxed) {
+            let list = client.list(&[]).await.unwrap();
+            let mine = list.iter().filter(|s| s.id.name == "roll");
+            let ready = mine.clone().filter(|s| s.ready && s.state.kind() == Kind::Running).count();
+            let running = mine.filter(|s| s.state.has_processes()).count();
+            seen.min_ready = seen.min_ready.min(ready);
+            seen.max_running = seen.max_running.max(running);
+            seen.samples += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        seen
+    })
+}
+
+async fn all_on(d: &Daemon, revision: u64, n: usize, secs: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let list = d.client.list(&[]).await.unwrap();
+        let mine: Vec<_> = list.iter().filter(|s| s.id.name == "roll").collect();
+        let done =
+            mine.len() == n && mine.iter().all(|s| s.revision == revision && s.run_revision == revision && s.ready);
+        if done {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "not all on revision {revision}: {mine:#?}\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolling_update_never_takes_more_down_than_allowed() {
+    let d = Daemon::start("rollout-budget");
+    let strategy = json!({"maxUnavailable": 2, "maxSurge": 1});
+    d.apply_json(&app("v1", 10, strategy.clone())).await;
+    all_on(&d, 1, 10, 30).await;
+    let pids: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampling = sampler(&d, stop.clone());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    d.apply_json(&app("v2", 10, strategy)).await;
+    all_on(&d, 2, 10, 60).await;
+    stop.store(true, Ordering::Relaxed);
+    let seen = sampling.await.unwrap();
+    assert!(seen.min_ready >= 8, "fewer than 8 ready: {seen:?}");
+    assert!(seen.max_running <= 11, "more than 11 running: {seen:?}");
+    assert!(seen.samples > 10, "{seen:?}");
+    let list = d.client.list(&[]).await.unwrap();
+    let ids: Vec<u32> = list.iter().map(|s| s.id.index).collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the app keeps its ids; the spare is gone");
+    assert!(list.iter().zip(&pids).all(|(s, old)| s.pid != *old), "every instance restarted");
+    println!("sampler: {seen:?}");
+    // Every step is in the journal: started, batches that together moved every instance and
+    // added and removed the spare, completed.
+    let events = rollout_events(&d).await;
+    assert_eq!(events.first().map(|e| e["type"].as_str().unwrap()), Some("rolloutStarted"), "{events:#?}");
+    assert_eq!(events.last().map(|e| e["type"].as_str().unwrap()), Some("rolloutCompleted"), "{events:#?}");
+    let ids = |key: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = events
+            .iter()
+            .flat_map(|e| e[key].as_array().cloned().unwrap_or_default())
+            .filter_map(|i| i.as_u64())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(ids("replaced"), (0..10).collect::<Vec<u64>>(), "{events:#?}");
+    assert_eq!((ids("sparesAdded"), ids("sparesRemoved")), (vec![10], vec![10]), "{events:#?}");
+    let metrics = d.client.metrics().await.unwrap();
+    for line in [
+        "steward_rollout_phase{app=\"test/roll\",phase=\"complete\"} 1",
+        "steward_rollout_target_revision{app=\"test/roll\"} 2",
+        "steward_rollout_ready_instances{app=\"test/roll\"} 10",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "no {line:?} in /metrics:\n{metrics}");
+    }
+}
+
+/// The rollout events of test/roll in the journal, oldest first.
+async fn rollout_events(d: &Daemon) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    d.client
+        .events(0, false, |e| {
+            let body = e.body.to_value();
+            if body["type"].as_str().is_some_and(|t| t.starts_with("rollout")) && body["app"] == "test/roll" {
+                out.push(body);
+            }
+            true
+        })
+        .await
+        .unwrap();
+    out
+}
+
+/// A new revision whose process exits at once: the rollout stops at its first batch (the spare),
+/// every old instance still runs the old revision, and undo goes back without restarting them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_revision_stops_the_rollout_and_undo_goes_back() {
+    let d = Daemon::start("rollout-fail");
+    let strategy = json!({"progressDeadlineSeconds": 30});
+    d.apply_json(&app("v1", 4, strategy.clone())).await;
+    all_on(&d, 1, 4, 30).await;
+    let before: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    let mut broken = app("v2", 4, strategy);
+    broken["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("echo 'cannot open config' >&2; exit 2");
+    broken["restartPolicy"] = json!({"policy": "OnFailure", "interval": 0, "maxtimes": 1});
+    d.apply_json(&broken).await;
+    let rollout = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 30).await;
+    let steward::protocol::RolloutPhase::Failed { reason } = &rollout.phase else { unreachable!() };
+    assert!(reason.contains("instance 4 of revision 2"), "the spare failed first: {reason}");
+    let list = d.client.list(&[]).await.unwrap();
+    let old: Vec<_> = list.iter().filter(|s| s.id.index < 4).collect();
+    assert!(old.iter().all(|s| s.revision == 1 && s.state.kind() == Kind::Running), "{old:#?}");
+    assert_eq!(old.iter().map(|s| s.pid).collect::<Vec<_>>(), before, "the old ones never restarted");
+
+    let (code, out, err) = d.cli(&["rollout", "undo", "test/roll"]);
+    assert_eq!(code, 0, "{out}{err}");
+    all_on(&d, 3, 4, 30).await;
+    let list = d.client.list(&[]).await.unwrap();
+    assert_eq!(list.iter().map(|s| s.pid).collect::<Vec<_>>(), before, "back on the same spec: no restart");
+    assert_eq!(wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 30).await.target, 3);
+}
+
+async fn wait_rollout(
+    d: &Daemon,
+    pred: impl Fn(&steward::protocol::Rollout) -> bool,
+    secs: u64,
+) -> steward::protocol::Rollout {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = d.client.rollout("test", "roll").await.unwrap();
+        if let Some(r) = r.filter(|r| pred(r)) {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rollout: {:?}\n{}",
+            d.client.rollout("test", "roll").await,
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Serial (seed 002): instance k+1 is stopped only once k runs the new revision, ready, and the
+/// pause has passed after k's stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn serial_moves_one_instance_at_a_time_with_its_pause() {
+    let d = Daemon::start("rollout-serial");
+    let strategy = json!({"type": "serial", "pauseSeconds": 1});
+    d.apply_json(&app("v1", 3, strategy.clone())).await;
+    all_on(&d, 1, 3, 30).await;
+    // When each instance was first seen stopped, and first seen ready on revision 2.
+    let (mut stopped, mut ready) = ([None::<std::time::Instant>; 3], [None::<std::time::Instant>; 3]);
+    d.apply_json(&app("v2", 3, strategy)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while ready.iter().any(Option::is_none) {
+        assert!(std::time::Instant::now() < deadline, "serial rollout stuck: {stopped:?} {ready:?}\n{}", d.log());
+        let list = d.client.list(&[]).await.unwrap();
+        let down = list.iter().filter(|s| !s.state.has_processes()).count();
+        assert!(down <= 1, "more than one instance down at once: {list:#?}");
+        for s in &list {
+            let i = s.id.index as usize;
+            if !s.state.has_processes() && stopped[i].is_none() {
+                stopped[i] = Some(std::time::Instant::now());
+            }
+            if s.run_revision == 2 && s.ready && ready[i].is_none() {
+                ready[i] = Some(std::time::Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for k in 0..3 {
+        let (stop, up) = (stopped[k].expect("each was stopped"), ready[k].unwrap());
+        assert!(up.duration_since(stop) >= Duration::from_millis(900), "instance {k}: the pause was cut short");
+        if k < 2 {
+            let next = stopped[k + 1].unwrap();
+            assert!(next >= up, "instance {} stopped before {k} was ready", k + 1);
+        }
+    }
+    wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 10).await;
+}
+
+/// A kill -9 of stewardd in the middle of a rollout: after the restart it finishes with the same
+/// guarantees, every instance on the new revision, one process each.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_resumes_after_kill_9() {
+    let mut d = Daemon::start("rollout-kill9");
+    // minReadySeconds 1: a batch every second or so, so the kill lands in the middle.
+    let strategy = json!({"maxUnavailable": 1, "maxSurge": 1, "minReadySeconds": 1});
+    d.apply_json(&app("v1", 6, strategy.clone())).await;
+    all_on(&d, 1, 6, 30).await;
+    d.apply_json(&app("v2", 6, strategy)).await;
+    wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Progressing, 10).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mid = d.client.list(&[]).await.unwrap();
+    let moved = mid.iter().filter(|s| s.revision == 2).count();
+    assert!(moved > 0 && moved < 7, "the kill lands mid-rollout: {moved} moved");
+    d.restart(true);
+    all_on(&d, 2, 6, 60).await;
+    let done = wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    assert!(done.spares.is_empty(), "{done:?}");
+    let list = d.client.list(&[]).await.unwrap();
+    assert_eq!(list.iter().map(|s| s.id.index).collect::<Vec<_>>(), (0..6).collect::<Vec<_>>());
+    for s in &list {
+        let pids = d.cgroup_pids(&s.id);
+        assert_eq!(pids, vec![s.pid.unwrap()], "{}: exactly one process", s.id);
+    }
+}
+
+/// Pause holds the rollout where it is (no instance moves while paused, across the wait), resume
+/// goes on to the end; `rollout status` says so, and the journal has both.
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_holds_a_rollout_and_resume_finishes_it() {
+    let d = Daemon::start("rollout-pause");
+    let strategy = json!({"maxUnavailable": 1, "maxSurge": 0, "minReadySeconds": 1});
+    d.apply_json(&app("v1", 4, strategy.clone())).await;
+    all_on(&d, 1, 4, 30).await;
+    d.apply_json(&app("v2", 4, strategy)).await;
+    let (code, out, err) = d.cli(&["rollout", "pause", "test/roll"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("paused"), "{out}");
+    // Steps under way finish; then nothing moves.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let moved = |list: &[steward::supervisor::record::InstanceStatus]| list.iter().filter(|s| s.revision == 2).count();
+    let at_pause = moved(&d.client.list(&[]).await.unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(moved(&d.client.list(&[]).await.unwrap()), at_pause, "an instance moved while paused");
+    assert!(at_pause < 4, "the pause came too late to show anything: {at_pause} moved\n{}", d.log());
+    let (code, out, _) = d.cli(&["rollout", "status", "test/roll"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("revision 2 (from 1), paused"), "{out}");
+    let (code, out, err) = d.cli(&["rollout", "resume", "test/roll"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = d.cli(&["rollout", "status", "test/roll", "-w", "--timeout", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.lines().last().unwrap_or_default().contains("complete; 4 of 4 updated, 4 ready"), "{out}");
+    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let paused = types.iter().position(|t| t == "rolloutPaused").expect("rolloutPaused journaled");
+    let resumed = types.iter().position(|t| t == "rolloutResumed").expect("rolloutResumed journaled");
+    assert!(paused < resumed && types.last().map(String::as_str) == Some("rolloutCompleted"), "{types:?}");
+    // Nothing to pause once complete.
+    let (code, _, err) = d.cli(&["rollout", "pause", "test/roll"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("complete"), "{err}");
+}
+
+/// `rollout restart`: every instance re-created (new pids) under the same spec, by the strategy
+/// (never more than one down), as a new revision that history names.
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_recreates_every_instance_by_the_same_rules() {
+    let d = Daemon::start("rollout-restart");
+    let strategy = json!({"maxUnavailable": 1, "maxSurge": 0});
+    d.apply_json(&app("v1", 3, strategy)).await;
+    all_on(&d, 1, 3, 30).await;
+    let before: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampling = sampler(&d, stop.clone());
+    let (code, out, err) = d.cli(&["rollout", "restart", "test/roll"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("revision 2"), "{out}");
+    all_on(&d, 2, 3, 30).await;
+    stop.store(true, Ordering::Relaxed);
+    let seen = sampling.await.unwrap();
+    assert!(seen.min_ready >= 2 && seen.max_running <= 3, "{seen:?}");
+    let after: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    assert!(before.iter().zip(&after).all(|(b, a)| b != a), "every instance re-created: {before:?} {after:?}");
+    let (_, history, _) = d.cli(&["rollout", "history", "test/roll"]);
+    assert!(history.contains("rollout restart by"), "{history}");
+}
+
+/// `apply --auto-rollback` with a revision whose process exits: the rollout fails, the app goes
+/// back by itself (a new revision), the old instances never restarted, and `apply --wait` says
+/// the change failed rather than waiting out its timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_rollback_goes_back_by_itself() {
+    let d = Daemon::start("rollout-autoback");
+    d.apply_json(&app("v1", 3, json!({}))).await;
+    all_on(&d, 1, 3, 30).await;
+    let before: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    let mut broken = app("v2", 3, json!({}));
+    broken["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("exit 7");
+    broken["restartPolicy"] = json!({"policy": "Never"});
+    let file = d.dir.path().join("broken.json");
+    std::fs::write(&file, broken.to_string()).unwrap();
+    let started = std::time::Instant::now();
+    let (code, out, err) =
+        d.cli(&["apply", "-f", file.to_str().unwrap(), "--auto-rollback", "--wait", "--timeout", "60"]);
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(err.contains("the rollout failed"), "{out}{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "--wait waited out its timeout");
+    all_on(&d, 3, 3, 30).await;
+    let list = d.client.list(&[]).await.unwrap();
+    assert_eq!(list.iter().map(|s| s.pid).collect::<Vec<_>>(), before, "the old instances never restarted");
+    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    assert!(
+        types.contains(&"rolloutFailed".to_string()) && types.contains(&"rolloutRolledBack".to_string()),
+        "{types:?}"
+    );
+}
+
+/// A spec that names no strategy rolls out with seed 003's default (unavailable 0, surge 1):
+/// never fewer than all ready, never more than one extra; one with a fixed hostPort replaces one
+/// at a time without surge (the port could not be bound twice).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_strategy_and_fixed_ports() {
+    let d = Daemon::start("rollout-default");
+    let plain = |v: &str| {
+        spec("roll", 3, json!({"env": [{"name": "V", "value": v}], "startCmd": "exec sleep 1000"}), json!({}))
+    };
+    d.apply_json(&plain("1")).await;
+    all_on(&d, 1, 3, 30).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampling = sampler(&d, stop.clone());
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    d.apply_json(&plain("2")).await;
+    all_on(&d, 2, 3, 30).await;
+    stop.store(true, Ordering::Relaxed);
+    let seen = sampling.await.unwrap();
+    assert!(seen.min_ready >= 3 && seen.max_running <= 4, "{seen:?}");
+    assert!(seen.max_running == 4, "the surge instance was never seen: {seen:?}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let fixed = |v: &str| {
+        let mut s = spec(
+            "fixed",
+            1,
+            json!({"env": [{"name": "V", "value": v}], "ports": [{"name": "p", "hostPort": port}],
+                   "startCmd": "exec python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", ${ports.p})); s.listen(); time.sleep(1000)'"}),
+            json!({"restartPolicy": {"policy": "Never"}}),
+        );
+        s["metadata"]["name"] = json!("fixed");
+        s
+    };
+    d.apply_json(&fixed("1")).await;
+    d.wait_state(&common::id("test", "fixed", 0), Kind::Running, 20).await;
+    d.apply_json(&fixed("2")).await;
+    let done = wait_rollout_of(&d, "fixed", |r| r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    assert!(done.spares.is_empty() && done.steps == 1, "one step, no spare: {done:?}");
+    let s = d.client.status(&common::id("test", "fixed", 0)).await.unwrap();
+    assert_eq!((s.revision, s.run_revision, s.state.kind()), (2, 2, Kind::Running), "{s:?}");
+}
+
+async fn wait_rollout_of(
+    d: &Daemon,
+    name: &str,
+    pred: impl Fn(&steward::protocol::Rollout) -> bool,
+    secs: u64,
+) -> steward::protocol::Rollout {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(r) = d.client.rollout("test", name).await.unwrap().filter(|r| pred(r)) {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rollout of {name}: {:?}\n{}",
+            d.client.rollout("test", name).await,
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
