@@ -395,3 +395,44 @@ async fn wait_rollout_of(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Without readiness probes a rollout waits for the new instances' health checks (seed 000) to
+/// pass: a check that never passes holds it until the progress deadline fails it, the old
+/// instances untouched; a check that passes lets it through.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_probes_a_rollout_waits_for_passing_health_checks() {
+    let d = Daemon::start("rollout-checks");
+    let strategy = json!({"progressDeadlineSeconds": 3});
+    d.apply_json(&app("v1", 3, strategy.clone())).await;
+    all_on(&d, 1, 3, 30).await;
+    let before: Vec<Option<i32>> = d.client.list(&[]).await.unwrap().iter().map(|s| s.pid).collect();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = listening.local_addr().unwrap().port();
+    // Accepted and closed, so the checks never fill its backlog.
+    std::thread::spawn(move || {
+        for conn in listening.incoming() {
+            drop(conn);
+        }
+    });
+    let checked = |version: &str, port: u16| {
+        let mut s = app(version, 3, strategy.clone());
+        s["spec"]["template"]["spec"]["processes"][0]["healthChecks"] = json!([{"type": "TCP", "intervalSeconds": 2,
+            "timeoutSeconds": 1, "consecutiveFailures": 0, "gracePeriodSeconds": 0, "tcp": {"port": port}}]);
+        s
+    };
+    d.apply_json(&checked("v2", closed)).await;
+    let failed = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 20).await;
+    let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
+    assert!(reason.contains("progress deadline"), "{reason}");
+    let list = d.client.list(&[]).await.unwrap();
+    let old: Vec<Option<i32>> = list.iter().filter(|s| s.id.index < 3).map(|s| s.pid).collect();
+    assert_eq!(old, before, "the old instances were never touched");
+    d.apply_json(&checked("v3", open)).await;
+    all_on(&d, 3, 3, 30).await;
+    let done = wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 20).await;
+    assert_eq!(done.target, 3);
+    for s in d.client.list(&[]).await.unwrap() {
+        assert_eq!(s.health.as_deref(), Some("healthy"), "{s:?}");
+    }
+}

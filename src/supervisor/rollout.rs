@@ -217,6 +217,7 @@ impl Supervisor {
     /// The app's instances here as the planner sees them.
     fn members(&self, entry: &SpecEntry, rollout: &Rollout) -> Vec<Member> {
         let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let gate = ReadyGate::of(&entry.spec);
         let instances = self.instances.lock().expect("instances lock");
         instances
             .iter()
@@ -226,7 +227,12 @@ impl Supervisor {
                 Member {
                     id: id.index,
                     revision: rec.revision,
-                    health: health_of(&rec, rollout),
+                    // The gate is the target's: an old instance serves while it is ready.
+                    health: health_of(
+                        &rec,
+                        rollout,
+                        if rec.revision == entry.revision { gate } else { ReadyGate::Running },
+                    ),
                     spare: rollout.spares.contains(&id.index),
                 }
             })
@@ -453,8 +459,44 @@ fn host_rule(spec: &ProcessSpec) -> Rule {
     }
 }
 
+/// What makes an instance ready for a rollout (issue 18): its readiness probes; where it has
+/// none, its passing health checks (seed 000's healthChecks); with neither, Running.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadyGate {
+    Probes,
+    HealthChecks,
+    Running,
+}
+
+impl ReadyGate {
+    fn of(spec: &ProcessSpec) -> ReadyGate {
+        let t = &spec.spec.template.spec;
+        if t.processes.iter().any(|p| p.probe.readiness.is_some())
+            || t.containers.iter().any(|c| c.probe.readiness.is_some())
+        {
+            ReadyGate::Probes
+        } else if t.processes.iter().any(|p| !p.health_checks.is_empty())
+            || t.containers.iter().any(|c| !c.health_checks.is_empty())
+        {
+            ReadyGate::HealthChecks
+        } else {
+            ReadyGate::Running
+        }
+    }
+
+    fn passes(self, rec: &InstanceRecord) -> bool {
+        match self {
+            ReadyGate::Probes | ReadyGate::Running => rec.ready,
+            // Every check has passed its latest run (none yet run: not yet).
+            ReadyGate::HealthChecks => {
+                rec.ready && !rec.health.is_empty() && rec.health.iter().flatten().all(|h| h.healthy == Some(true))
+            }
+        }
+    }
+}
+
 /// What an instance is to the planner.
-fn health_of(rec: &InstanceRecord, rollout: &Rollout) -> Health {
+fn health_of(rec: &InstanceRecord, rollout: &Rollout, gate: ReadyGate) -> Health {
     use state::Kind;
     let on_revision = rec.run_revision == rec.revision;
     let since = rec.last_start_ms.filter(|_| on_revision).unwrap_or(rollout.updated_ms);
@@ -463,8 +505,13 @@ fn health_of(rec: &InstanceRecord, rollout: &Rollout) -> Health {
         Kind::Failed | Kind::Exited => Health::Failed { reason: rec.message.clone() },
         // It ended on this revision and waits to start again: the new revision does not run.
         Kind::Backoff if on_revision => Health::Failed { reason: format!("it exited: {}", rec.message) },
-        Kind::Running if on_revision && rec.ready => {
-            Health::Ready { since_ms: rec.ready_since_ms.or(rec.last_start_ms).unwrap_or(since) }
+        Kind::Running if on_revision && gate.passes(rec) => {
+            let since_ms = match gate {
+                // The record keeps no "healthy since": minReadySeconds counts from the start.
+                ReadyGate::HealthChecks => rec.last_start_ms,
+                _ => rec.ready_since_ms,
+            };
+            Health::Ready { since_ms: since_ms.or(rec.last_start_ms).unwrap_or(since) }
         }
         _ => Health::Pending { since_ms: since },
     }
