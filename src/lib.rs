@@ -12,6 +12,7 @@ pub mod failpoint;
 pub mod fetch;
 pub mod fuzz;
 pub mod health;
+pub mod hooks;
 pub mod host;
 pub mod logs;
 pub mod plugin;

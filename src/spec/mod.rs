@@ -83,6 +83,12 @@ pub fn within_host(spec: &ProcessSpec, host: &validate::HostCapacity) -> Result<
     SpecErrors(found.0).into_result(())
 }
 
+/// Any other document of the project (a HookTemplate, say) read the same lenient way: every
+/// mistake with its field path, unknown fields named.
+pub fn decode_as<T: serde::de::DeserializeOwned>(doc: &serde_json::Value) -> (Option<T>, Vec<SpecError>) {
+    decode::decode::<T>(doc)
+}
+
 /// Reads a document into the model without validating it: types, enum values, unknown fields
 /// and alternative spellings only. Every mistake found is returned with the model.
 pub fn decode(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>) {

@@ -1,0 +1,137 @@
+//! Hooks that gate updates (seed 004, issue 19): a HookTemplate names metrics — a web endpoint or
+//! a Prometheus query, called a number of times at an interval, each result judged by CEL
+//! conditions — and a HookRun runs a template's metrics with its args and records every
+//! measurement. Here: the template as written and checked ([`model`], [`validate`]), the
+//! conditions ([`condition`]), and the pure bookkeeping of a metric's measurements into its
+//! phase ([`metric`]). Running them (providers, the durable HookRun, the API) builds on these.
+
+pub mod condition;
+pub mod metric;
+pub mod model;
+pub mod validate;
+
+pub use condition::Condition;
+pub use metric::{MeasurementPhase, MetricPhase, MetricResult};
+pub use model::{HookTemplate, Metric, NoData, Provider};
+
+/// Reads a HookTemplate document (JSON or TOML): every mistake at once, each with its field path.
+pub fn parse_template(text: &str, format: crate::spec::Format) -> Result<HookTemplate, crate::spec::SpecErrors> {
+    let doc = crate::spec::parse_document(text, format)?;
+    let (template, mut errors) = crate::spec::decode_as::<HookTemplate>(&doc);
+    let Some(template) = template else { return Err(crate::spec::SpecErrors(errors)) };
+    let mut found = crate::spec::error::Errors::default();
+    validate::template(&template, &mut found);
+    errors.extend(found.0);
+    crate::spec::SpecErrors(errors).into_result(template)
+}
+
+/// The `{{ args.NAME }}` placeholders of `text`, in order: Ok(NAME), or Err(what was written)
+/// for a `{{ ... }}` that is not one.
+pub fn template_args(text: &str) -> Vec<Result<&str, &str>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            out.push(Err(&rest[start..]));
+            break;
+        };
+        let inside = rest[start + 2..start + len].trim();
+        out.push(match inside.strip_prefix("args.") {
+            Some(name)
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                Ok(name)
+            }
+            _ => Err(&rest[start..start + len + 2]),
+        });
+        rest = &rest[start + len + 2..];
+    }
+    out
+}
+
+/// `text` with its `{{ args.NAME }}` filled from `args`; an arg without a value is an error
+/// naming it.
+pub fn fill(text: &str, args: &std::collections::BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let len = rest[start..].find("}}").ok_or_else(|| format!("{text:?}: an unclosed {{{{"))?;
+        let inside = rest[start + 2..start + len].trim();
+        let name = inside.strip_prefix("args.").ok_or_else(|| format!("{text:?}: {inside:?} is not args.NAME"))?;
+        let value = args.get(name).ok_or_else(|| format!("arg {name:?} has no value"))?;
+        out.push_str(&rest[..start]);
+        out.push_str(value);
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `text` with every placeholder replaced by a sample value, to check what is left is a URL.
+fn fill_sample(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else { break };
+        out.push_str(&rest[..start]);
+        out.push('x');
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED: &str = r#"{
+      "apiVersion": "tkex.tencent.com/v1alpha1", "kind": "HookTemplate",
+      "metadata": {"name": "test"},
+      "spec": {
+        "args": [{"name": "service-name", "value": "svc.local"}, {"name": "PodName"}],
+        "metrics": [{"name": "webtest", "count": 2, "interval": "60s", "failureLimit": 0,
+                     "successCondition": "asInt(result) < 30",
+                     "provider": {"web": {"url": "http://{{ args.service-name }}:9091", "jsonPath": "{$.age}"}}}]
+      }
+    }"#;
+
+    #[test]
+    fn the_seeds_template_reads_and_every_mistake_is_named() {
+        let t = parse_template(SEED, crate::spec::Format::Json).unwrap();
+        assert_eq!(t.spec.metrics[0].planned(), Some(2));
+        assert_eq!(t.metadata.namespace, "defaultGroup");
+        let toml =
+            "kind = \"HookTemplate\"\n[metadata]\nname = \"t\"\n[[spec.metrics]]\nname = \"q\"\ninterval = \"30s\"\n\
+                    successCondition = \"result[0] < 0.05\"\n[spec.metrics.provider.prometheus]\n\
+                    address = \"http://127.0.0.1:9090\"\nquery = \"rate(errors[1m])\"\n";
+        let t = parse_template(toml, crate::spec::Format::Toml).unwrap();
+        assert_eq!(t.spec.metrics[0].planned(), None, "interval alone: until stopped");
+
+        let bad = r#"{"kind": "HookTemplate", "metadata": {"name": "t"}, "spec": {"args": [{"name": "a"}],
+          "metrics": [{"name": "m", "count": 3, "successCondition": "asInt(result) <", "failureLimit": -2,
+                       "provider": {"web": {"url": "ftp://{{ args.b }}/x", "jsonPath": "{$.[}"}}},
+                      {"name": "m", "provider": {}}]}}"#;
+        let e = parse_template(bad, crate::spec::Format::Json).unwrap_err().to_string();
+        for want in [
+            "spec.metrics[0].interval: is required when count is more than 1",
+            "spec.metrics[0].failureLimit: must be -1 (no limit) or more",
+            "spec.metrics[0].successCondition: \"asInt(result) <\" does not parse",
+            "spec.metrics[0].provider.web.url: {{ args.b }}: no arg \"b\" is declared",
+            "the scheme must be http or https",
+            "spec.metrics[0].provider.web.jsonPath: \"{$.[}\" is not a JSON path",
+            "spec.metrics[1].name: \"m\" is used by another metric",
+            "spec.metrics[1].provider: needs web or prometheus",
+        ] {
+            assert!(e.contains(want), "missing {want:?} in:\n{e}");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_filled_from_args() {
+        let args = std::collections::BTreeMap::from([("PodIP".to_string(), "127.0.0.1".to_string())]);
+        assert_eq!(fill("http://{{ args.PodIP }}:9091/x", &args).unwrap(), "http://127.0.0.1:9091/x");
+        assert!(fill("{{ args.Other }}", &args).unwrap_err().contains("\"Other\" has no value"));
+        assert_eq!(template_args("a {{args.x}} {{ nope }}"), vec![Ok("x"), Err("{{ nope }}")]);
+    }
+}
