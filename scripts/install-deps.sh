@@ -40,6 +40,7 @@ if ! $demo; then
     need ip iproute2                # tests/sched_cluster.rs: hosts as network namespaces
     need nsenter util-linux         # runs a daemon in a namespace, keeping its mounts (cgroups)
     need script bsdutils            # tests/demo_ctrl_c.rs: the demo in a pseudo-terminal
+    need prometheus prometheus      # tests/hook_providers.rs: a real Prometheus on 127.0.0.1
     # tests/sched_cluster.rs runs `python3 -m http.server` as a workload, on the daemon's PATH.
     [ -x /usr/bin/python3 ] || missing+=(python3)
     # The package test (scripts/test-package.sh): building, linting, inspecting and installing.

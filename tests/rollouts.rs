@@ -428,7 +428,10 @@ async fn without_probes_a_rollout_waits_for_passing_health_checks() {
     let list = d.client.list(&[]).await.unwrap();
     let old: Vec<Option<i32>> = list.iter().filter(|s| s.id.index < 3).map(|s| s.pid).collect();
     assert_eq!(old, before, "the old instances were never touched");
-    d.apply_json(&checked("v3", open)).await;
+    // A deadline a loaded machine keeps easily: the checks run every 2 s.
+    let mut passing = checked("v3", open);
+    passing["strategy"]["progressDeadlineSeconds"] = json!(60);
+    d.apply_json(&passing).await;
     all_on(&d, 3, 3, 30).await;
     let done = wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 20).await;
     assert_eq!(done.target, 3);

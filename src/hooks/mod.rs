@@ -3,11 +3,14 @@
 //! conditions — and a HookRun runs a template's metrics with its args and records every
 //! measurement. Here: the template as written and checked ([`model`], [`validate`]), the
 //! conditions ([`condition`]), and the pure bookkeeping of a metric's measurements into its
-//! phase ([`metric`]). Running them (providers, the durable HookRun, the API) builds on these.
+//! phase ([`metric`]), one call of a provider ([`provider`]) and one metric run to its verdict
+//! ([`runner`]). The durable HookRun, the API and the rollout steps build on these.
 
 pub mod condition;
 pub mod metric;
 pub mod model;
+pub mod provider;
+pub mod runner;
 pub mod validate;
 
 pub use condition::Condition;

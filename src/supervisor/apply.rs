@@ -113,11 +113,14 @@ impl Supervisor {
             Some(p) if p.revision == revision => ongoing,
             _ => None,
         };
-        // Scaled to 0: no instance is left to cover for, so the spares go with the rest.
+        // Scaled to 0: no instance is left to cover for, so the spares go with the rest; scaled
+        // up over a spare's id: it is one of the app's instances now, no longer a spare.
+        let wanted_ids = ids_of(&spec, selection.as_deref());
         let rollout = rollout.map(|mut r| {
             if spec.spec.instance == 0 {
                 r.spares.clear();
             }
+            r.spares.retain(|s| !wanted_ids.iter().any(|i| i.index == *s));
             r
         });
         // The revision a rollout this apply starts comes from.

@@ -267,6 +267,13 @@ impl Supervisor {
     /// resumes it) and its place in the rollout's spares, in one commit.
     async fn add_spare(&self, entry: &Arc<SpecEntry>, id: InstanceId) -> Result<(), SupervisorError> {
         let _applying = self.applying.lock().await;
+        // Planned before an apply that scaled up over that id, or created meanwhile: not a
+        // spare to create (the planner picks another next time).
+        let count =
+            self.specs.lock().expect("specs lock").get(&app_key(&id.namespace, &id.name)).map(|e| e.spec.spec.instance);
+        if id.index < count.unwrap_or(0) || self.instances.lock().expect("instances lock").contains_key(&id) {
+            return Err(SupervisorError::Conflict(format!("{id}: no longer free for a surge instance")));
+        }
         let mut batch = Batch::new();
         self.allocate_ports(&entry.spec, std::slice::from_ref(&id), &mut batch)?;
         let records = new_records((entry.generation, entry.revision), std::slice::from_ref(&id), &mut batch)?;
@@ -281,6 +288,19 @@ impl Supervisor {
     /// Changes the rollout of `entry`'s app durably (the spec's record is written again), with
     /// `event` in the same commit.
     async fn update_rollout(
+        &self,
+        entry: &Arc<SpecEntry>,
+        change: impl FnOnce(&mut Rollout),
+        event: Option<DaemonEvent>,
+    ) -> Result<(), SupervisorError> {
+        // Under the apply lock: an apply between reading the app's spec and committing it again
+        // would be overwritten by the older spec in the store.
+        let _applying = self.applying.lock().await;
+        self.update_rollout_locked(entry, change, event).await
+    }
+
+    /// As [`Supervisor::update_rollout`], the apply lock held by the caller.
+    async fn update_rollout_locked(
         &self,
         entry: &Arc<SpecEntry>,
         change: impl FnOnce(&mut Rollout),
@@ -404,7 +424,7 @@ impl Supervisor {
             _ => DaemonEvent::RolloutResumed { app: app.clone(), revision },
         };
         let resumed = phase == RolloutPhase::Progressing;
-        self.update_rollout(&entry, |r| r.phase = phase, Some(event)).await?;
+        self.update_rollout_locked(&entry, |r| r.phase = phase, Some(event)).await?;
         if resumed {
             self.spawn_rollout(app.clone());
         }
