@@ -160,20 +160,7 @@ async fn wait_rollout(
     pred: impl Fn(&steward::protocol::Rollout) -> bool,
     secs: u64,
 ) -> steward::protocol::Rollout {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        let r = d.client.rollout("test", "roll").await.unwrap();
-        if let Some(r) = r.filter(|r| pred(r)) {
-            return r;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rollout: {:?}\n{}",
-            d.client.rollout("test", "roll").await,
-            d.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_rollout_of(d, "roll", pred, secs).await
 }
 
 /// Serial (seed 002): instance k+1 is stopped only once k runs the new revision, ready, and the

@@ -718,4 +718,48 @@ async fn a_rollout_across_hosts_keeps_the_budget_app_wide() {
     }
     let h1_now = h1.client.list(&[("name", "wide")]).await.unwrap();
     assert!(h1_now.len() == 2 && h1_now.iter().all(|s| s.ready), "h1 is back: {h1_now:?}");
+
+    // A deploy killed (-9) half-way: the stored rollout is where it was, and `run` finishes it,
+    // no node taking the spec twice.
+    let slow = json!({"maxUnavailable": 1, "maxSurge": 1, "minReadySeconds": 2});
+    let path = c.dir.path().join("wide-6.json");
+    std::fs::write(&path, wide("6", "exec sleep 1006", slow).to_string()).unwrap();
+    let mut revisions_before = BTreeMap::new();
+    for h in &c.hosts {
+        revisions_before.insert(h.name.clone(), h.daemon.client.rollout_status("test", "wide").await.unwrap().revision);
+    }
+    let before = revisions_before["h1"];
+    let mut deploying =
+        c.sched_cmd(&["deploy", path.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h1.client.rollout_status("test", "wide").await.unwrap().revision == before {
+        assert!(Instant::now() < deadline, "h1 never took the spec");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    deploying.kill().unwrap();
+    let _ = deploying.wait();
+    let (code, out, _) = c.sched(&["rollout", "status", "test/wide"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["rollout"]["phase"], "progressing", "{out}");
+    let _run = c.follow(&["run"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, out, _) = c.sched(&["rollout", "status", "test/wide"]);
+        let status: Value = serde_json::from_str(&out).unwrap();
+        if status["rollout"]["phase"] == "complete" {
+            assert_eq!(
+                status["progress"],
+                json!({"instances": 6, "updated": 6, "ready": 6, "spares": 0}),
+                "{status:#}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "run never finished the rollout: {status:#}\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for h in &c.hosts {
+        let history = h.daemon.client.revisions("test", "wide").await.unwrap();
+        let took = history.revisions.iter().filter(|r| r.revision > revisions_before[&h.name]).count();
+        assert_eq!(took, 1, "{} took the spec once: {history:?}", h.name);
+    }
 }

@@ -38,11 +38,7 @@ pub(super) async fn pause(
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<RolloutBody>, ApiError> {
-    app.live().access.require_write(&caller)?;
-    let sup = app.supervisor.clone();
-    let body =
-        tokio::spawn(async move { sup.pause_rollout(&namespace, &name).await }).await.map_err(ApiError::internal)??;
-    Ok(Json(body))
+    set_phase(app, caller, namespace, name, true).await
 }
 
 /// POST /v1/apps/{namespace}/{name}/rollout/resume.
@@ -51,11 +47,28 @@ pub(super) async fn resume(
     caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<RolloutBody>, ApiError> {
+    set_phase(app, caller, namespace, name, false).await
+}
+
+/// Pauses or resumes, in its own task like an apply (a client hanging up cannot cut it short).
+async fn set_phase(
+    app: Arc<AppState>,
+    caller: Caller,
+    namespace: String,
+    name: String,
+    pause: bool,
+) -> Result<Json<RolloutBody>, ApiError> {
     app.live().access.require_write(&caller)?;
     let sup = app.supervisor.clone();
-    let body = tokio::spawn(async move { sup.resume_rollout(&namespace, &name).await })
-        .await
-        .map_err(ApiError::internal)??;
+    let body = tokio::spawn(async move {
+        if pause {
+            sup.pause_rollout(&namespace, &name).await
+        } else {
+            sup.resume_rollout(&namespace, &name).await
+        }
+    })
+    .await
+    .map_err(ApiError::internal)??;
     Ok(Json(body))
 }
 

@@ -28,60 +28,53 @@ pub fn parse_template(text: &str, format: crate::spec::Format) -> Result<HookTem
     crate::spec::SpecErrors(errors).into_result(template)
 }
 
-/// The `{{ args.NAME }}` placeholders of `text`, in order: Ok(NAME), or Err(what was written)
-/// for a `{{ ... }}` that is not one.
-pub fn template_args(text: &str) -> Vec<Result<&str, &str>> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start..].find("}}") else {
-            out.push(Err(&rest[start..]));
-            break;
-        };
-        let inside = rest[start + 2..start + len].trim();
-        out.push(match inside.strip_prefix("args.") {
-            Some(name)
-                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-            {
-                Ok(name)
-            }
-            _ => Err(&rest[start..start + len + 2]),
-        });
-        rest = &rest[start + len + 2..];
-    }
-    out
-}
-
-/// `text` with its `{{ args.NAME }}` filled from `args`; an arg without a value is an error
-/// naming it.
-pub fn fill(text: &str, args: &std::collections::BTreeMap<String, String>) -> Result<String, String> {
+/// `text` with each `{{ ... }}` replaced by what `each` makes of its trimmed inside; the
+/// first error (`each`'s, or an unclosed `{{`) ends it.
+fn substitute(text: &str, mut each: impl FnMut(&str) -> Result<String, String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        let len = rest[start..].find("}}").ok_or_else(|| format!("{text:?}: an unclosed {{{{"))?;
-        let inside = rest[start + 2..start + len].trim();
-        let name = inside.strip_prefix("args.").ok_or_else(|| format!("{text:?}: {inside:?} is not args.NAME"))?;
-        let value = args.get(name).ok_or_else(|| format!("arg {name:?} has no value"))?;
+        let len = rest[start..].find("}}").ok_or_else(|| format!("{:?}: an unclosed {{{{", &rest[start..]))?;
         out.push_str(&rest[..start]);
-        out.push_str(value);
+        out.push_str(&each(rest[start + 2..start + len].trim())?);
         rest = &rest[start + len + 2..];
     }
     out.push_str(rest);
     Ok(out)
 }
 
+/// The NAME of `args.NAME`, if that is what a placeholder holds.
+fn arg_name(inside: &str) -> Option<&str> {
+    inside
+        .strip_prefix("args.")
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+}
+
+/// Every mistake in `text`'s placeholders: Ok(NAME) for each `{{ args.NAME }}`, Err(what was
+/// written) for one that is not.
+pub fn template_args(text: &str) -> Vec<Result<String, String>> {
+    let mut found = Vec::new();
+    if let Err(e) = substitute(text, |inside| {
+        found.push(arg_name(inside).map(String::from).ok_or_else(|| format!("{{{{ {inside} }}}}")));
+        Ok(String::new())
+    }) {
+        found.push(Err(e));
+    }
+    found
+}
+
+/// `text` with its `{{ args.NAME }}` filled from `args`; an arg without a value is an error
+/// naming it.
+pub fn fill(text: &str, args: &std::collections::BTreeMap<String, String>) -> Result<String, String> {
+    substitute(text, |inside| {
+        let name = arg_name(inside).ok_or_else(|| format!("{text:?}: {inside:?} is not args.NAME"))?;
+        args.get(name).cloned().ok_or_else(|| format!("arg {name:?} has no value"))
+    })
+}
+
 /// `text` with every placeholder replaced by a sample value, to check what is left is a URL.
 fn fill_sample(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start..].find("}}") else { break };
-        out.push_str(&rest[..start]);
-        out.push('x');
-        rest = &rest[start + len + 2..];
-    }
-    out.push_str(rest);
-    out
+    substitute(text, |_| Ok("x".into())).unwrap_or_else(|_| text.to_string())
 }
 
 #[cfg(test)]
@@ -135,6 +128,6 @@ mod tests {
         let args = std::collections::BTreeMap::from([("PodIP".to_string(), "127.0.0.1".to_string())]);
         assert_eq!(fill("http://{{ args.PodIP }}:9091/x", &args).unwrap(), "http://127.0.0.1:9091/x");
         assert!(fill("{{ args.Other }}", &args).unwrap_err().contains("\"Other\" has no value"));
-        assert_eq!(template_args("a {{args.x}} {{ nope }}"), vec![Ok("x"), Err("{{ nope }}")]);
+        assert_eq!(template_args("a {{args.x}} {{ nope }}"), vec![Ok("x".to_string()), Err("{{ nope }}".to_string())]);
     }
 }

@@ -34,14 +34,9 @@ async fn get_web(http: &reqwest::Client, web: &Web, url: &str, args: &BTreeMap<S
             Err(e) => return Outcome::Error(format!("header {}: {e}", h.key)),
         }
     }
-    let response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => return Outcome::Error(describe(&e)),
-    };
-    let status = response.status();
-    let body = match response.bytes().await {
-        Ok(b) => b,
-        Err(e) => return Outcome::Error(format!("reading the answer: {}", describe(&e))),
+    let (status, body) = match send(request).await {
+        Ok(answer) => answer,
+        Err(e) => return Outcome::Error(e),
     };
     if !status.is_success() {
         return Outcome::Error(format!("answered {status}: {}", snippet(&body)));
@@ -81,14 +76,9 @@ async fn query_prometheus(
         Err(e) => return Outcome::Error(e),
     };
     let url = format!("{}/api/v1/query", address.trim_end_matches('/'));
-    let response = match http.get(&url).query(&[("query", query)]).timeout(PROMETHEUS_TIMEOUT).send().await {
-        Ok(r) => r,
-        Err(e) => return Outcome::Error(describe(&e)),
-    };
-    let status = response.status();
-    let body = match response.bytes().await {
-        Ok(b) => b,
-        Err(e) => return Outcome::Error(format!("reading the answer: {}", describe(&e))),
+    let (status, body) = match send(http.get(&url).query(&[("query", query)]).timeout(PROMETHEUS_TIMEOUT)).await {
+        Ok(answer) => answer,
+        Err(e) => return Outcome::Error(e),
     };
     let json: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -119,6 +109,14 @@ async fn query_prometheus(
             Outcome::Error(format!("a {} result; the query must give a vector or a scalar", other.unwrap_or("missing")))
         }
     }
+}
+
+/// Sends `request` and reads the whole answer; an error says why, with its cause.
+async fn send(request: reqwest::RequestBuilder) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
+    let response = request.send().await.map_err(|e| describe(&e))?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(|e| format!("reading the answer: {}", describe(&e)))?.to_vec();
+    Ok((status, body))
 }
 
 /// A reqwest error with its cause (connection refused, timed out), not only "error sending request".

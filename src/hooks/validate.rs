@@ -122,7 +122,7 @@ fn url(value: &str, at: &Path, args: &BTreeSet<&str>, errors: &mut Errors) {
 /// `{{ args.NAME }}` names a declared arg.
 fn placeholders(value: &str, at: &Path, args: &BTreeSet<&str>, errors: &mut Errors) {
     for name in super::template_args(value) {
-        match name {
+        match name.as_deref() {
             Ok(n) if args.contains(n) => {}
             Ok(n) => errors.add(at, format!("{{{{ args.{n} }}}}: no arg {n:?} is declared in spec.args")),
             Err(bad) => errors.add(at, format!("{bad:?}: placeholders are {{{{ args.NAME }}}}")),

@@ -115,12 +115,12 @@ impl Supervisor {
         };
         // Scaled to 0: no instance is left to cover for, so the spares go with the rest; scaled
         // up over a spare's id: it is one of the app's instances now, no longer a spare.
-        let wanted_ids = ids_of(&spec, selection.as_deref());
+        let ids = ids_of(&spec, selection.as_deref());
         let rollout = rollout.map(|mut r| {
             if spec.spec.instance == 0 {
                 r.spares.clear();
             }
-            r.spares.retain(|s| !wanted_ids.iter().any(|i| i.index == *s));
+            r.spares.retain(|s| !ids.iter().any(|i| i.index == *s));
             r
         });
         // The revision a rollout this apply starts comes from.
@@ -154,7 +154,6 @@ impl Supervisor {
         };
         // Ports for every instance and the records of new ones, committed with the spec: all or
         // nothing, and an instance the apply creates is durable with it (see `new_records`).
-        let ids = ids_of(&spec, selection.as_deref());
         self.allocate_ports(&spec, &ids, &mut batch)?;
         let created = self.missing(&ids);
         let spares: Vec<u32> = rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
