@@ -14,11 +14,9 @@ use super::*;
 use crate::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress, RolloutSteps};
 use crate::rollout::{self as planner, Health, Member, Plan, Rule, Step, View};
 
-/// How long a failed step waits before it is tried again.
+/// How often a rollout looks at its instances while it waits for them, and how long a failed
+/// step waits before it is tried again.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
-/// The longest a waiting rollout sleeps without an instance changing: it still notices what
-/// no instance signals (a pause, a newer apply) in that time.
-const IDLE_LOOK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The label `steward rollout restart` sets (as `kubectl rollout restart` sets an annotation):
 /// the spec then differs, so it is a new revision that rolls out like any other.
@@ -75,8 +73,6 @@ impl Supervisor {
                 return;
             };
             self.take_same_as_target(&entry).await;
-            // Watched from before they are read: a change after the reading wakes the wait.
-            let mut changes = self.status_watches(&entry);
             let members = self.members(&entry, &rollout);
             let now = now_ms();
             let view = View {
@@ -119,15 +115,13 @@ impl Supervisor {
                     tokio::time::sleep(LOOK_EVERY).await;
                 }
                 Plan::Wait { until_ms } => {
-                    // Until an instance changes, or the clock makes one available or overdue.
-                    let wait = until_ms
-                        .map_or(IDLE_LOOK, |t| std::time::Duration::from_millis(t.saturating_sub(now)).min(IDLE_LOOK));
-                    if changes.is_empty() {
-                        tokio::time::sleep(wait).await;
-                    } else {
-                        let any = futures_util::future::select_all(changes.iter_mut().map(|r| Box::pin(r.changed())));
-                        let _ = tokio::time::timeout(wait, any).await;
-                    }
+                    // Looked at on a 50 ms beat, not woken by each status change: woken at once,
+                    // it took a process without probes that ran for a moment before exiting
+                    // for a new instance that was up (see docs/design.md, Rollouts).
+                    let wait = until_ms.map_or(LOOK_EVERY, |t| {
+                        std::time::Duration::from_millis(t.saturating_sub(now)).min(LOOK_EVERY)
+                    });
+                    tokio::time::sleep(wait).await;
                 }
                 Plan::Done => {
                     tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
@@ -222,22 +216,6 @@ impl Supervisor {
             })
             .map(|(id, _)| id.index)
             .collect()
-    }
-
-    /// A watch on each of the app's instances, each marked seen as of now.
-    fn status_watches(&self, entry: &SpecEntry) -> Vec<tokio::sync::watch::Receiver<InstanceRecord>> {
-        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
-        let instances = self.instances.lock().expect("instances lock");
-        // One whose actor has ended (deleted, not yet swept) would wake the wait at once, forever.
-        let mine = instances
-            .iter()
-            .filter(|(id, h)| &id.namespace == ns && &id.name == name && h.status.has_changed().is_ok());
-        mine.map(|(_, h)| {
-            let mut rx = h.status.clone();
-            rx.mark_unchanged();
-            rx
-        })
-        .collect()
     }
 
     /// The app's instances here as the planner sees them.
