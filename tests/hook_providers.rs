@@ -9,32 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use steward::hooks::metric::{MeasurementPhase, MetricPhase, MetricResult};
 use steward::hooks::runner::run_metric;
-use steward::spec::Format;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// An HTTP/1.1 server on 127.0.0.1 answering every request with `body()`; returns its port.
-async fn serve(body: impl Fn() -> String + Send + Sync + 'static) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let body = Arc::new(body);
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else { return };
-            let body = body.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let _ = conn.read(&mut buf).await;
-                let text = body();
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-                    text.len()
-                );
-                let _ = conn.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    port
-}
+mod common;
+use common::http::serve;
+use steward::spec::Format;
 
 fn template(metric: serde_json::Value) -> steward::hooks::HookTemplate {
     let doc = serde_json::json!({
@@ -52,6 +30,7 @@ async fn run(t: &steward::hooks::HookTemplate, host: &str) -> MetricResult {
     let result = run_metric(&http, metric, &args, MetricResult::new(&metric.name), |r| {
         seen += 1;
         assert_eq!(r.measurements.len(), seen, "every measurement is told, in order");
+        async {}
     })
     .await;
     result

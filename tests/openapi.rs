@@ -20,6 +20,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use steward::health::Health;
+use steward::hooks::MeasurementPhase;
 use steward::protocol::sched::{Disconnected, Gap, NodeHeartbeat};
 use steward::protocol::{
     AppOnNode, Applied, ContainerExited, DaemonEvent, Deleted, DeployCause, DesiredChange, ErrorBody, ErrorResponse,
@@ -686,6 +687,30 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::RolloutCompleted { app: "ns/app".into(), revision: 2 },
         DaemonEvent::RolloutFailed { app: "ns/app".into(), revision: 2, reason: "instance 3 exited".into() },
         DaemonEvent::RolloutRolledBack { app: "ns/app".into(), revision: 2, to: 1, new_revision: 3 },
+        DaemonEvent::HookTemplateUpdated { namespace: "ns".into(), name: "t".into() },
+        DaemonEvent::HookTemplateDeleted { namespace: "ns".into(), name: "t".into() },
+        DaemonEvent::HookRunCreated { namespace: "ns".into(), name: "r".into(), template: "t".into() },
+        DaemonEvent::HookRunMeasured {
+            namespace: "ns".into(),
+            name: "r".into(),
+            metric: "m".into(),
+            phase: steward::hooks::MeasurementPhase::Failed,
+            value: Some("32".into()),
+        },
+        DaemonEvent::HookRunMeasured {
+            namespace: "ns".into(),
+            name: "r".into(),
+            metric: "m".into(),
+            phase: steward::hooks::MeasurementPhase::Error,
+            value: None,
+        },
+        DaemonEvent::HookRunFinished {
+            namespace: "ns".into(),
+            name: "r".into(),
+            phase: steward::hooks::MetricPhase::Failed,
+            message: "metric m Failed".into(),
+        },
+        DaemonEvent::HookRunDeleted { namespace: "ns".into(), name: "r".into() },
     ];
     for e in &all {
         match e {
@@ -701,7 +726,13 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::RolloutResumed { .. }
             | DaemonEvent::RolloutCompleted { .. }
             | DaemonEvent::RolloutFailed { .. }
-            | DaemonEvent::RolloutRolledBack { .. } => {}
+            | DaemonEvent::RolloutRolledBack { .. }
+            | DaemonEvent::HookTemplateUpdated { .. }
+            | DaemonEvent::HookTemplateDeleted { .. }
+            | DaemonEvent::HookRunCreated { .. }
+            | DaemonEvent::HookRunMeasured { .. }
+            | DaemonEvent::HookRunFinished { .. }
+            | DaemonEvent::HookRunDeleted { .. } => {}
         }
     }
     all
@@ -963,6 +994,47 @@ fn every_protocol_type_matches_its_schema() {
             RolloutBody { app: "ns/app".into(), revision: 2, rollout: Some(rollout), progress: progress.clone() };
         conforms_as(&c, "RolloutBody", &body);
     }
+
+    // Hooks (issue 19): a template, a run of it with each kind of measurement, the listings.
+    let template = steward::hooks::parse_template(
+        &json!({"kind": "HookTemplate", "metadata": {"name": "t", "namespace": "ns"},
+                "spec": {"args": [{"name": "port"}, {"name": "q", "value": "up"}],
+                         "metrics": [{"name": "web", "count": 2, "interval": "1s", "successCondition": "asInt(result) < 30",
+                                      "provider": {"web": {"url": "http://127.0.0.1:{{ args.port }}/",
+                                                           "headers": [{"key": "X", "value": "{{ args.q }}"}], "jsonPath": "{$.age}"}}},
+                                     {"name": "prom", "failureCondition": "result[0] > 1", "noData": "inconclusive",
+                                      "provider": {"prometheus": {"address": "http://127.0.0.1:9090", "query": "{{ args.q }}"}}}]}})
+        .to_string(),
+        steward::spec::Format::Json,
+    )
+    .unwrap();
+    conforms_as(&c, "HookTemplate", &template);
+    conforms_as(&c, "HookTemplateList", &steward::hooks::run::HookTemplateList { items: vec![template.summary()] });
+    let args = BTreeMap::from([("port".to_string(), "80".to_string())]);
+    let labels = BTreeMap::from([("steward/app".to_string(), "ns/app".to_string())]);
+    let mut run = steward::hooks::HookRun::new(&template, "r", &args, labels, 1).unwrap();
+    conforms_as(&c, "HookRun", &run);
+    use steward::hooks::metric::Measurement;
+    for (i, phase) in [MeasurementPhase::Failed, MeasurementPhase::Error].into_iter().enumerate() {
+        let mut m = run.status.metric_results[i].clone();
+        let value = (phase == MeasurementPhase::Failed).then(|| "32".to_string());
+        m.record(
+            Measurement { phase, value, started_at_ms: 2, finished_at_ms: 3, message: "GET".into() },
+            &template.spec.metrics[i],
+        );
+        run.update(i, m, 4);
+    }
+    run.terminate(5);
+    conforms_as(&c, "HookRun", &run);
+    conforms_as(&c, "HookRunList", &steward::hooks::run::HookRunList { items: vec![run.summary()] });
+    let create = steward::hooks::CreateHookRun {
+        template: "t".into(),
+        namespace: "ns".into(),
+        name: Some("r".into()),
+        args,
+        labels: BTreeMap::new(),
+    };
+    conforms_as(&c, "CreateHookRun", &create);
 }
 
 #[test]
@@ -1539,6 +1611,89 @@ async fn real_responses_match_the_document() {
         statuses.insert(("PUT".into(), format!("/v1/{plural}/{{namespace}}/{{name}}"), 413));
     }
 
+    // HookTemplates and HookRuns (issue 19): stored, listed, refused, run to a verdict against a
+    // closed port, terminated, deleted.
+    const HOOK_TEMPLATE: &str = "/v1/hooktemplates/{namespace}/{name}";
+    const HOOK_RUN: &str = "/v1/hookruns/{namespace}/{name}";
+    const TERMINATE: &str = "/v1/hookruns/{namespace}/{name}/terminate";
+    assert_eq!(check!("GET", "/v1/hooktemplates", "/v1/hooktemplates").json(), json!({"items": []}));
+    assert_eq!(check!("GET", "/v1/hooktemplates", "/v1/hooktemplates?namespace=a&namespace=b").status, 400);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let hook_template = |name: &str, metric: Value| {
+        json!({"kind": "HookTemplate", "metadata": {"name": name, "namespace": "test"},
+               "spec": {"args": [{"name": "port"}], "metrics": [metric]}})
+    };
+    let web = json!({"web": {"url": "http://127.0.0.1:{{ args.port }}/"}});
+    let once = hook_template("once", json!({"name": "m", "consecutiveErrorLimit": 0, "provider": web}));
+    let r = check!("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/once", json_body(&once));
+    assert_eq!((r.status, &r.json()["metrics"]), (200, &json!(["m"])), "{}", r.json());
+    let slow = hook_template("slow", json!({"name": "m", "interval": "1h", "provider": web}));
+    assert_eq!(check!("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/slow", json_body(&slow)).status, 200);
+    let r = check!("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/other", json_body(&once));
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (422, Some("metadata.name")));
+    let bad = hook_template("once", json!({"name": "m", "count": 3, "provider": web}));
+    let r = check!("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/once", json_body(&bad));
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (422, Some("invalid_spec")));
+    let r = check!("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/once", Some(("application/json", vec![0xff])));
+    assert_eq!(r.status, 400);
+    let r = too_large(&d, "PUT", "/v1/hooktemplates/test/big").await;
+    conforms(&c, "PUT", HOOK_TEMPLATE, &r);
+    assert_eq!(r.status, 413);
+    assert_eq!(check!("GET", HOOK_TEMPLATE, "/v1/hooktemplates/test/once").json()["spec"]["metrics"][0]["name"], "m");
+    assert_eq!(check!("GET", HOOK_TEMPLATE, "/v1/hooktemplates/test/none").status, 404);
+    assert_eq!(
+        check!("GET", "/v1/hooktemplates", "/v1/hooktemplates?namespace=test").json()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let create = |template: &str, name: &str| json!({"template": template, "namespace": "test", "name": name, "args": {"port": closed.to_string()}});
+    let r = check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&create("once", "r1")));
+    assert_eq!((r.status, &r.json()["kind"]), (201, &json!("HookRun")), "{}", r.json());
+    assert_eq!(check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&create("once", "r1"))).status, 409);
+    assert_eq!(check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&create("none", "r9"))).status, 404);
+    let r =
+        check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&json!({"template": "once", "namespace": "test"})));
+    assert_eq!(r.status, 422, "the arg port has no value");
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("args.port"), "{}", r.json());
+    let r = check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&json!({"tmpl": "once"})));
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("template")));
+    let r = too_large(&d, "POST", "/v1/hookruns").await;
+    conforms(&c, "POST", "/v1/hookruns", &r);
+    assert_eq!(r.status, 413);
+    let r = check!("GET", HOOK_RUN, "/v1/hookruns/test/r1?wait=20");
+    assert_eq!(r.json()["status"]["phase"], "Error", "one error over consecutiveErrorLimit 0: {}", r.json());
+    assert_eq!(check!("GET", HOOK_RUN, "/v1/hookruns/test/r1?wait=x").status, 400);
+    assert_eq!(check!("GET", HOOK_RUN, "/v1/hookruns/test/none").status, 404);
+    assert_eq!(check!("GET", "/v1/hookruns", "/v1/hookruns?label=x").status, 400);
+    assert_eq!(check!("GET", "/v1/hookruns", "/v1/hookruns?label=a=b").json(), json!({"items": []}));
+    assert_eq!(check!("GET", "/v1/hookruns", "/v1/hookruns").json()["items"][0]["phase"], "Error");
+    assert_eq!(check!("POST", "/v1/hookruns", "/v1/hookruns", json_body(&create("slow", "r2"))).status, 201);
+    let r = check!("POST", TERMINATE, "/v1/hookruns/test/r2/terminate");
+    assert_eq!((r.status, &r.json()["status"]["message"]), (200, &json!("terminated")), "{}", r.json());
+    assert_eq!(check!("POST", TERMINATE, "/v1/hookruns/test/none/terminate").status, 404);
+    assert_eq!(check!("DELETE", HOOK_RUN, "/v1/hookruns/test/r1").status, 204);
+    assert_eq!(check!("DELETE", HOOK_RUN, "/v1/hookruns/test/r1").status, 404);
+    assert_eq!(check!("DELETE", HOOK_TEMPLATE, "/v1/hooktemplates/test/once").status, 204);
+    assert_eq!(check!("DELETE", HOOK_TEMPLATE, "/v1/hooktemplates/test/once").status, 404);
+    for (m, template, path, body) in [
+        ("PUT", HOOK_TEMPLATE, "/v1/hooktemplates/test/slow", json_body(&slow)),
+        ("DELETE", HOOK_TEMPLATE, "/v1/hooktemplates/test/slow", None),
+        ("POST", "/v1/hookruns", "/v1/hookruns", json_body(&create("slow", "r3"))),
+        ("DELETE", HOOK_RUN, "/v1/hookruns/test/r2", None),
+        ("POST", TERMINATE, "/v1/hookruns/test/r2/terminate", None),
+    ] {
+        let r = call_as(&d, true, m, path, body).await;
+        conforms(&c, m, template, &r);
+        assert_eq!(r.status, 403, "{m} {path}");
+        statuses.insert((m.to_string(), template.to_string(), 403));
+    }
+    for (m, path) in [("PUT", HOOK_TEMPLATE), ("POST", "/v1/hookruns")] {
+        statuses.insert((m.to_string(), path.to_string(), 413));
+    }
+
     // Reads by anyone (allow_read_for_all).
     let r = call_as(&d, true, "GET", "/v1/node", None).await;
     conforms(&c, "GET", "/v1/node", &r);
@@ -1677,6 +1832,15 @@ async fn real_responses_match_the_document() {
         ("PUT", "/v1/configmaps/{namespace}/{name}", 503),
         ("DELETE", "/v1/secrets/{namespace}/{name}", 503),
         ("DELETE", "/v1/configmaps/{namespace}/{name}", 503),
+        ("GET", "/v1/hooktemplates", 403),
+        ("GET", "/v1/hooktemplates/{namespace}/{name}", 403),
+        ("PUT", "/v1/hooktemplates/{namespace}/{name}", 503),
+        ("DELETE", "/v1/hooktemplates/{namespace}/{name}", 503),
+        ("GET", "/v1/hookruns", 403),
+        ("POST", "/v1/hookruns", 503),
+        ("GET", "/v1/hookruns/{namespace}/{name}", 403),
+        ("DELETE", "/v1/hookruns/{namespace}/{name}", 503),
+        ("POST", "/v1/hookruns/{namespace}/{name}/terminate", 503),
     ]
     .into_iter()
     .map(|(m, p, s)| (m.to_string(), p.to_string(), s))

@@ -1,6 +1,7 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
-//! failed, a pod), secrets, configmaps and apps' revisions — then stewardd restarted by SIGTERM and by kill -9,
+//! failed, a pod), secrets, configmaps, apps' revisions and rollouts, hook templates and hook runs (one
+//! finished, one under way) — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -35,6 +36,8 @@ async fn listings(d: &Daemon) -> Value {
     let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
     let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
+    let runs: Vec<Value> =
+        ["done", "going"].iter().map(|r| get(&["hook", "run", "status", &format!("keep/{r}")])).collect();
     json!({
         "instances": instances,
         "secrets": get(&["secret", "ls"]),
@@ -42,6 +45,9 @@ async fn listings(d: &Daemon) -> Value {
         "node": kept,
         "revisions": revisions,
         "rollouts": rollouts,
+        "hookTemplates": get(&["hook", "template", "ls"]),
+        "hookRuns": get(&["hook", "run", "ls"]),
+        "hookRunsInFull": runs,
     })
 }
 
@@ -126,6 +132,33 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     d.wait(&id("keep", "rolling", 0), 20, |s| s.run_revision == 2 && s.ready).await;
     let (code, _, err) = d.cli(&["rollout", "pause", "keep/rolling"]);
     assert_eq!(code, 0, "{err}");
+
+    // A HookTemplate, a run of it that has finished and one waiting out its hour-long interval.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let template = json!({"kind": "HookTemplate", "metadata": {"name": "check", "namespace": "keep"},
+        "spec": {"args": [{"name": "port"}, {"name": "limit", "value": "0"}],
+                 "metrics": [{"name": "m", "interval": "1h", "consecutiveErrorLimit": 0,
+                              "provider": {"web": {"url": "http://127.0.0.1:{{ args.port }}/"}}}]}});
+    let file = d.path().join("check.json");
+    std::fs::write(&file, template.to_string()).unwrap();
+    let (code, _, err) = d.cli(&["hook", "template", "apply", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let port_arg = format!("port={closed}");
+    let (code, out, err) = d.cli(&["hook", "run", "create", "keep/check", "--name", "done", "--arg", &port_arg, "-w"]);
+    assert_eq!(code, 6, "an Error run: {out}{err}");
+    let slow = template
+        .to_string()
+        .replace("\"consecutiveErrorLimit\":0", "\"consecutiveErrorLimit\":5")
+        .replace("check", "slow");
+    std::fs::write(&file, slow).unwrap();
+    assert_eq!(d.cli(&["hook", "template", "apply", file.to_str().unwrap()]).0, 0);
+    let (code, _, err) = d.cli(&["hook", "run", "create", "keep/slow", "--name", "going", "--arg", &port_arg]);
+    assert_eq!(code, 0, "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while d.client.hook_run("keep", "going", None).await.unwrap().status.metric_results[0].count == 0 {
+        assert!(std::time::Instant::now() < deadline, "no first measurement");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 
     let holder =
         || docker::docker(docker::SHARED_SOCKET, &["inspect", "-f", "{{.Id}}", "steward-keep.pod.0-network"]).1;

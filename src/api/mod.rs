@@ -12,6 +12,7 @@ pub mod serve;
 // below (tests/openapi.rs reads them from this file).
 mod apply;
 mod events;
+mod hooks;
 mod instances;
 mod logs;
 mod node;
@@ -97,6 +98,14 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
             "/v1/configmaps/{namespace}/{name}",
             axum::routing::put(values::put_configmap).delete(values::delete_configmap),
         )
+        .route("/v1/hooktemplates", get(hooks::list_templates))
+        .route(
+            "/v1/hooktemplates/{namespace}/{name}",
+            get(hooks::get_template).put(hooks::put_template).delete(hooks::delete_template),
+        )
+        .route("/v1/hookruns", get(hooks::list_runs).post(hooks::create_run))
+        .route("/v1/hookruns/{namespace}/{name}", get(hooks::get_run).delete(hooks::delete_run))
+        .route("/v1/hookruns/{namespace}/{name}/terminate", post(hooks::terminate_run))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
         .fallback(extract::not_found)

@@ -1,7 +1,7 @@
 //! The `steward` commands that talk to the daemon: which verb runs where, how a failed request
 //! is told and its exit code, and the helpers the verbs share. The verbs' bodies are in
-//! apply.rs, show.rs (ls, status, node), delete.rs, values.rs, act.rs, events.rs, logs.rs and
-//! rollout.rs.
+//! apply.rs, show.rs (ls, status, node), delete.rs, values.rs, act.rs, events.rs, logs.rs,
+//! rollout.rs and hook.rs.
 
 use super::apply::apply;
 use super::delete::delete;
@@ -36,6 +36,7 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         }
         Command::Node => node(&client, output).await,
         Command::Rollout(cmd) => super::rollout::run(&client, cmd, output).await,
+        Command::Hook(cmd) => super::hook::run(&client, cmd, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
         Command::Validate { .. }

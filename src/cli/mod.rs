@@ -7,6 +7,7 @@ pub mod commands;
 pub mod daemon;
 mod delete;
 pub mod events;
+mod hook;
 pub mod logs;
 pub mod man;
 mod rollout;

@@ -125,6 +125,9 @@ pub enum Command {
     /// An app's revisions, and going back to one.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// Hooks that gate updates (seed 004): templates of checks, and runs of them.
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Manage secrets (namespace-scoped; values are never listed back).
     #[command(subcommand)]
     Secret(ValuesCommand),
@@ -255,6 +258,92 @@ fn app_arg(s: &str) -> Result<String, String> {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(s.to_string()),
         _ => Err(format!("{s:?} is not an app (namespace/name)")),
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// HookTemplates: the checks a run makes (web or Prometheus metrics and their conditions).
+    #[command(subcommand)]
+    Template(HookTemplateCommand),
+    /// HookRuns: a template run with its args, every measurement recorded.
+    #[command(subcommand)]
+    Run(HookRunCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookTemplateCommand {
+    /// Create or replace the HookTemplate in FILE (JSON or TOML; checked here first).
+    Apply {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// List templates: name, args and metrics.
+    Ls {
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// Print a template as stored (JSON).
+    Show {
+        /// namespace/name
+        #[arg(value_name = "TEMPLATE", value_parser = app_arg)]
+        template: String,
+    },
+    /// Remove a template (runs made from it keep their copy).
+    Rm {
+        #[arg(value_name = "TEMPLATE", value_parser = app_arg)]
+        template: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookRunCommand {
+    /// Run a template: every metric measured as it says, each measurement recorded. With -w,
+    /// wait for the verdict: exit 0 when Successful, 6 otherwise.
+    Create {
+        /// namespace/name of the template
+        #[arg(value_name = "TEMPLATE", value_parser = app_arg)]
+        template: String,
+        /// The run's name (default TEMPLATE-<unix ms>).
+        #[arg(long)]
+        name: Option<String>,
+        /// A value for one of the template's args, as NAME=VALUE; repeatable.
+        #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = parse_key_value)]
+        args: Vec<(String, String)>,
+        #[arg(short = 'w', long)]
+        wait: bool,
+        /// With -w: give up after this many seconds (exit 6).
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+    },
+    /// List runs: phase, measurements taken, and why each finished.
+    Ls {
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Only runs with this label, as KEY=VALUE (a rollout's runs carry `steward/app`).
+        #[arg(short = 'l', long)]
+        label: Option<String>,
+    },
+    /// Show a run: each metric's counts and measurements (value, verdict, what was called and
+    /// why). With -w, wait for it to finish: exit 0 when Successful, 6 otherwise.
+    Status {
+        /// namespace/name
+        #[arg(value_name = "RUN", value_parser = app_arg)]
+        run: String,
+        #[arg(short = 'w', long)]
+        wait: bool,
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+    },
+    /// Stop a run: no more measurements; each metric is decided by what it measured.
+    Terminate {
+        #[arg(value_name = "RUN", value_parser = app_arg)]
+        run: String,
+    },
+    /// Remove a run (terminated first if it is going).
+    Rm {
+        #[arg(value_name = "RUN", value_parser = app_arg)]
+        run: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

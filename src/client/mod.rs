@@ -186,6 +186,93 @@ impl Client {
         self.call(Method::DELETE, &path, None).await.map(|_| ())
     }
 
+    /// Creates or replaces a HookTemplate (the document as written, JSON or TOML).
+    pub async fn put_hook_template(
+        &self,
+        namespace: &str,
+        name: &str,
+        text: &str,
+        format: Format,
+    ) -> Result<crate::hooks::HookTemplateSummary, ClientError> {
+        let path = format!("/v1/hooktemplates/{}/{}", encode(namespace), encode(name));
+        let content_type = match format {
+            Format::Toml => "application/toml",
+            Format::Json => "application/json",
+        };
+        let (_, bytes) = self.call(Method::PUT, &path, Some((content_type, text.as_bytes().to_vec()))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    pub async fn hook_templates(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<crate::hooks::HookTemplateSummary>, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/hooktemplates?namespace={}", encode(n)),
+            None => "/v1/hooktemplates".into(),
+        };
+        Ok(self.json::<crate::hooks::run::HookTemplateList>(Method::GET, &path).await?.items)
+    }
+
+    pub async fn hook_template(&self, namespace: &str, name: &str) -> Result<crate::hooks::HookTemplate, ClientError> {
+        self.json(Method::GET, &format!("/v1/hooktemplates/{}/{}", encode(namespace), encode(name))).await
+    }
+
+    pub async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/hooktemplates/{}/{}", encode(namespace), encode(name));
+        self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
+    /// Creates a HookRun of a template and starts it.
+    pub async fn create_hook_run(
+        &self,
+        req: &crate::hooks::CreateHookRun,
+    ) -> Result<crate::hooks::HookRun, ClientError> {
+        let body = serde_json::to_vec(req).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let (_, bytes) = self.call(Method::POST, "/v1/hookruns", Some(("application/json", body))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    pub async fn hook_runs(
+        &self,
+        namespace: Option<&str>,
+        label: Option<&str>,
+    ) -> Result<Vec<crate::hooks::HookRunSummary>, ClientError> {
+        let mut query = Vec::new();
+        if let Some(n) = namespace {
+            query.push(format!("namespace={}", encode(n)));
+        }
+        if let Some(l) = label {
+            query.push(format!("label={}", encode(l)));
+        }
+        let path =
+            if query.is_empty() { "/v1/hookruns".to_string() } else { format!("/v1/hookruns?{}", query.join("&")) };
+        Ok(self.json::<crate::hooks::run::HookRunList>(Method::GET, &path).await?.items)
+    }
+
+    /// A run; with `wait`, once it has finished or `wait` has passed.
+    pub async fn hook_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        wait: Option<std::time::Duration>,
+    ) -> Result<crate::hooks::HookRun, ClientError> {
+        let mut path = format!("/v1/hookruns/{}/{}", encode(namespace), encode(name));
+        if let Some(w) = wait {
+            path.push_str(&format!("?wait={}", w.as_secs_f64()));
+        }
+        self.json(Method::GET, &path).await
+    }
+
+    pub async fn terminate_hook_run(&self, namespace: &str, name: &str) -> Result<crate::hooks::HookRun, ClientError> {
+        self.json(Method::POST, &format!("/v1/hookruns/{}/{}/terminate", encode(namespace), encode(name))).await
+    }
+
+    pub async fn delete_hook_run(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/hookruns/{}/{}", encode(namespace), encode(name));
+        self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
     pub async fn health(&self) -> Result<HealthBody, ClientError> {
         self.json(Method::GET, "/v1/health").await
     }

@@ -4,18 +4,23 @@
 //! measurement. Here: the template as written and checked ([`model`], [`validate`]), the
 //! conditions ([`condition`]), and the pure bookkeeping of a metric's measurements into its
 //! phase ([`metric`]), one call of a provider ([`provider`]) and one metric run to its verdict
-//! ([`runner`]). The durable HookRun, the API and the rollout steps build on these.
+//! ([`runner`]); a run as stored ([`run`]) and the store-backed keeper of templates and runs
+//! that drives each unfinished run ([`keeper`]).
 
 pub mod condition;
+pub mod keeper;
 pub mod metric;
 pub mod model;
 pub mod provider;
+pub mod run;
 pub mod runner;
 pub mod validate;
 
 pub use condition::Condition;
+pub use keeper::{HookError, Hooks};
 pub use metric::{MeasurementPhase, MetricPhase, MetricResult};
 pub use model::{HookTemplate, Metric, NoData, Provider};
+pub use run::{CreateHookRun, HookRun, HookRunSummary, HookTemplateSummary};
 
 /// Reads a HookTemplate document (JSON or TOML): every mistake at once, each with its field path.
 pub fn parse_template(text: &str, format: crate::spec::Format) -> Result<HookTemplate, crate::spec::SpecErrors> {
@@ -72,9 +77,10 @@ pub fn fill(text: &str, args: &std::collections::BTreeMap<String, String>) -> Re
     })
 }
 
-/// `text` with every placeholder replaced by a sample value, to check what is left is a URL.
+/// `text` with every placeholder replaced by a sample value, to check what is left is a URL
+/// (`1` fits a host, a port and a path).
 fn fill_sample(text: &str) -> String {
-    substitute(text, |_| Ok("x".into())).unwrap_or_else(|_| text.to_string())
+    substitute(text, |_| Ok("1".into())).unwrap_or_else(|_| text.to_string())
 }
 
 #[cfg(test)]

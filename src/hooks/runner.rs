@@ -1,6 +1,6 @@
 //! Running one metric: measure, judge, record, wait the interval, until the metric's phase is
-//! decided. The durable HookRun (issue 19, next) commits each measurement as it is recorded
-//! (`on_measurement`) and resumes from what it committed.
+//! decided. The durable HookRun (keeper.rs) commits each measurement as it is recorded
+//! (`on_measurement`, awaited before the next is taken) and resumes from what it committed.
 
 use super::metric::{Judge, Measurement, MetricPhase, MetricResult, Outcome};
 use super::model::{parse_duration_ms, Metric};
@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Runs `metric` on from `result` (a new one, or what a run recorded before a restart) until
-/// its phase is decided, telling `on_measurement` each measurement as it is recorded.
-pub async fn run_metric(
+/// its phase is decided, telling `on_measurement` each measurement as it is recorded and
+/// waiting for it (a durable caller commits it) before going on.
+pub async fn run_metric<F: std::future::Future<Output = ()>>(
     http: &reqwest::Client,
     metric: &Metric,
     args: &BTreeMap<String, String>,
     mut result: MetricResult,
-    mut on_measurement: impl FnMut(&MetricResult),
+    mut on_measurement: impl FnMut(&MetricResult) -> F,
 ) -> MetricResult {
     let judge = match Judge::of(metric) {
         Ok(j) => j,
@@ -57,7 +58,7 @@ pub async fn run_metric(
             message: format!("{called}: {why}"),
         };
         result.record(measurement, metric);
-        on_measurement(&result);
+        on_measurement(&result).await;
         if !result.phase.is_done() {
             tokio::time::sleep(Duration::from_millis(interval)).await;
         }

@@ -242,6 +242,41 @@ pub enum DaemonEvent {
         to: u64,
         new_revision: u64,
     },
+    /// A HookTemplate was created or replaced.
+    HookTemplateUpdated {
+        namespace: String,
+        name: String,
+    },
+    HookTemplateDeleted {
+        namespace: String,
+        name: String,
+    },
+    /// A HookRun was made from `template` (and starts).
+    HookRunCreated {
+        namespace: String,
+        name: String,
+        template: String,
+    },
+    /// One measurement of a run's metric, as committed.
+    HookRunMeasured {
+        namespace: String,
+        name: String,
+        metric: String,
+        phase: crate::hooks::MeasurementPhase,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+    },
+    /// The run was decided (or terminated): its phase and why.
+    HookRunFinished {
+        namespace: String,
+        name: String,
+        phase: crate::hooks::MetricPhase,
+        message: String,
+    },
+    HookRunDeleted {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// The instances a rollout's batch acted on, by step.

@@ -19,10 +19,14 @@ pub enum Table {
     ConfigMaps,
     /// Apps' revisions (`namespace/name/NNNNNNNNNN`), the newest few of each.
     Revisions,
+    /// Seed 004's HookTemplates (`namespace/name`).
+    HookTemplates,
+    /// HookRuns with every measurement (`namespace/name`).
+    HookRuns,
 }
 
 impl Table {
-    pub const ALL: [Table; 7] = [
+    pub const ALL: [Table; 9] = [
         Table::Instances,
         Table::Specs,
         Table::Ports,
@@ -30,6 +34,8 @@ impl Table {
         Table::Secrets,
         Table::ConfigMaps,
         Table::Revisions,
+        Table::HookTemplates,
+        Table::HookRuns,
     ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
@@ -42,6 +48,8 @@ impl Table {
             Table::Secrets => "secrets",
             Table::ConfigMaps => "configmaps",
             Table::Revisions => "revisions",
+            Table::HookTemplates => "hooktemplates",
+            Table::HookRuns => "hookruns",
         }
     }
 

@@ -147,6 +147,8 @@ pub struct Supervisor {
     revision_history: usize,
     /// Per app, held by the task driving its rollout: one at a time (see rollout.rs).
     drivers: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// HookTemplates and HookRuns (seed 004), in the same store.
+    hooks: crate::hooks::Hooks,
 }
 
 /// Filters for [`Supervisor::list`].
@@ -166,6 +168,7 @@ impl Supervisor {
     /// Must run inside a tokio runtime.
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
         let store = open_store(&config.state_dir).await?;
+        let hooks = crate::hooks::Hooks::open(store.clone())?;
         ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
@@ -200,10 +203,17 @@ impl Supervisor {
             history: Default::default(),
             revision_history: config.revision_history.max(1),
             drivers: Default::default(),
+            hooks,
         };
         sup.load(config.port_range).await?;
+        sup.hooks.resume();
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
+    }
+
+    /// HookTemplates and HookRuns.
+    pub fn hooks(&self) -> &crate::hooks::Hooks {
+        &self.hooks
     }
 
     fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) -> oneshot::Receiver<()> {

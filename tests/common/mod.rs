@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod docker;
+pub mod http;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
