@@ -42,7 +42,7 @@ echo "== stewardd's log: $log"
 setsid "$bin/stewardd" </dev/null >"$log" 2>&1 &
 daemon=$!
 demo_apps=()      # namespace/name of each app the demo applied
-demo_values=()    # "secret demo/x", "configmap demo/y": what the demo created
+demo_values=()    # "secret demo/x", "hook run demo/y": what the demo created
 
 # What is left of the demo (a second Ctrl-C cut the cleanup short), then the daemon stops.
 abandon() {
@@ -74,7 +74,8 @@ cleanup() { # cleanup STATUS: the demo's status so far (0 after Ctrl-C)
         $steward delete "${demo_apps[@]}" --timeout 20 || true
     fi
     for v in "${demo_values[@]}"; do   # "secret demo/x": steward secret rm demo/x
-        $steward "${v%% *}" rm "${v#* }" >/dev/null 2>&1 || true
+        read -ra words <<<"$v"             # "hook run demo/y": steward hook run rm demo/y
+        $steward "${words[@]:0:${#words[@]}-1}" rm "${words[-1]}" >/dev/null 2>&1 || true
     done
     trap - INT TERM
     kill -TERM "$daemon" 2>/dev/null || true
@@ -138,6 +139,14 @@ $steward rollout status demo/gamesvc -w --timeout 60 || true
 echo
 echo "== steward rollout history demo/gamesvc   (every applied change is a revision; undo goes back)"
 $steward rollout history demo/gamesvc || true
+echo
+echo "== steward hook template apply units/hooks/gamesvc-check.toml; steward hook run create demo/gamesvc-check -w"
+echo "   (seed 004: a check run a number of times, every measurement recorded; rollout steps can wait on one)"
+$steward hook template apply units/hooks/gamesvc-check.toml || true
+demo_values+=("hook template demo/gamesvc-check")
+gamesvc_port=$($steward -o json status demo/gamesvc/0 | sed -n 's/.*"http_port": *\([0-9]*\).*/\1/p' | head -n 1)
+$steward hook run create demo/gamesvc-check --name demo-check --arg "port=${gamesvc_port:-0}" -w --timeout 30 || true
+demo_values+=("hook run demo/demo-check")
 echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0

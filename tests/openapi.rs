@@ -687,6 +687,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::RolloutCompleted { app: "ns/app".into(), revision: 2 },
         DaemonEvent::RolloutFailed { app: "ns/app".into(), revision: 2, reason: "instance 3 exited".into() },
         DaemonEvent::RolloutRolledBack { app: "ns/app".into(), revision: 2, to: 1, new_revision: 3 },
+        DaemonEvent::RolloutGate { app: "ns/app".into(), revision: 2, gate: 1, what: "hook check".into() },
         DaemonEvent::HookTemplateUpdated { namespace: "ns".into(), name: "t".into() },
         DaemonEvent::HookTemplateDeleted { namespace: "ns".into(), name: "t".into() },
         DaemonEvent::HookRunCreated { namespace: "ns".into(), name: "r".into(), template: "t".into() },
@@ -727,6 +728,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::RolloutCompleted { .. }
             | DaemonEvent::RolloutFailed { .. }
             | DaemonEvent::RolloutRolledBack { .. }
+            | DaemonEvent::RolloutGate { .. }
             | DaemonEvent::HookTemplateUpdated { .. }
             | DaemonEvent::HookTemplateDeleted { .. }
             | DaemonEvent::HookRunCreated { .. }
@@ -988,6 +990,9 @@ fn every_protocol_type_matches_its_schema() {
             spares: vec![10],
             steps: 5,
             rollback: true,
+            gate: 2,
+            gate_started_ms: 3,
+            message: "hook run ns/app-2-1-check".into(),
         };
         conforms_as(&c, "Rollout", &rollout);
         let body =
@@ -1491,6 +1496,20 @@ async fn real_responses_match_the_document() {
     let r = check!("GET", ROLLOUT, "/v1/apps/test/web/rollout");
     assert_eq!(r.json()["progress"], json!({"instances": 2, "updated": 2, "ready": 2, "spares": 0}), "{}", r.json());
     assert_eq!(check!("GET", ROLLOUT, "/v1/apps/test/none/rollout").status, 404);
+    // A rollout with steps (issue 19): a pause of 0 s, then every instance (rolloutGate).
+    let stepped = |version: &str| {
+        spec(
+            "stepped",
+            1,
+            json!({"env": [{"name": "V", "value": version}], "startCmd": "exec sleep 1000"}),
+            json!({"strategy": {"steps": [{"pause": 0}]}}),
+        )
+    };
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&stepped("1")));
+    check!("POST", "/v1/apply", "/v1/apply", json_body(&stepped("2")));
+    wait_phase("stepped", "complete").await;
+    let r = check!("GET", ROLLOUT, "/v1/apps/test/stepped/rollout");
+    assert_eq!(r.json()["rollout"]["gate"], 1, "{}", r.json());
     let slow = |version: &str| {
         spec(
             "slow",

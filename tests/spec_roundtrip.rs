@@ -236,6 +236,21 @@ fn count_or_percent() -> impl Strategy<Value = CountOrPercent> {
     ]
 }
 
+fn hook_step() -> impl Strategy<Value = HookStep> {
+    (text(), vec((text(), text()).prop_map(|(name, value)| HookStepArg { name, value }), 0..2))
+        .prop_map(|(template, args)| HookStep { template, args })
+}
+
+fn rollout_step() -> impl Strategy<Value = RolloutStep> {
+    prop_oneof![
+        count_or_percent().prop_map(|p| RolloutStep { partition: Some(p), ..Default::default() }),
+        hook_step().prop_map(|h| RolloutStep { hook: Some(h), ..Default::default() }),
+        seconds().prop_map(|s| RolloutStep { pause: Some(PauseStep::Seconds(s)), ..Default::default() }),
+        option::of(seconds())
+            .prop_map(|duration| RolloutStep { pause: Some(PauseStep::For { duration }), ..Default::default() }),
+    ]
+}
+
 fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
     let kind = prop_oneof![Just(StrategyType::Rolling), Just(StrategyType::Serial)];
     (
@@ -246,9 +261,19 @@ fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
         option::of(seconds()),
         option::of(seconds()),
         any::<bool>(),
+        (vec(rollout_step(), 0..3), option::of(hook_step()), option::of(hook_step())),
     )
         .prop_map(
-            |(kind, max_unavailable, max_surge, min_ready_seconds, pause_seconds, deadline, auto_rollback)| {
+            |(
+                kind,
+                max_unavailable,
+                max_surge,
+                min_ready_seconds,
+                pause_seconds,
+                deadline,
+                auto_rollback,
+                (steps, pre_hook, post_hook),
+            )| {
                 UpdateStrategy {
                     kind,
                     max_unavailable,
@@ -257,6 +282,9 @@ fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
                     pause_seconds,
                     progress_deadline_seconds: deadline,
                     auto_rollback,
+                    steps,
+                    pre_hook,
+                    post_hook,
                 }
             },
         )

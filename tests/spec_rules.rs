@@ -1778,3 +1778,41 @@ fn strategy_mistakes_are_named() {
     );
     assert_error(&with(|d| d["strategy"] = json!({"type": "canary"})), "strategy.type", "canary");
 }
+
+#[test]
+fn rollout_steps_read_and_their_mistakes_are_named() {
+    let s = assert_valid(&with(|d| {
+        d["spec"]["instance"] = json!(4);
+        d["strategy"] = json!({"steps": [{"partition": 1},
+                                         {"hook": {"template": "check", "args": [{"name": "port", "value": "${ports.http}"}]}},
+                                         {"pause": 60}, {"pause": {}}, {"partition": "50%"}],
+                               "preHook": {"template": "pre"}, "postHook": {"template": "post"}});
+    }));
+    let gates = s.strategy.gates(4);
+    assert_eq!(gates.len(), 8, "{gates:?}");
+    assert_eq!(gates[0], Gate::Hook(HookStep { template: "pre".into(), args: vec![] }));
+    assert_eq!(
+        (&gates[1], &gates[3], &gates[4], &gates[5], &gates[6]),
+        (&Gate::Partition(1), &Gate::Pause(Some(60)), &Gate::Pause(None), &Gate::Partition(2), &Gate::Partition(4))
+    );
+    assert_eq!(
+        s.strategy.hooks().iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["preHook", "steps[1].hook", "postHook"]
+    );
+    assert_errors(
+        &with(|d| {
+            d["spec"]["instance"] = json!(4);
+            d["strategy"] = json!({"steps": [{"partition": 3, "pause": 1}, {}, {"partition": 2},
+                                             {"hook": {"template": "a b", "args": [{"name": "x"}, {"name": "x"}]}},
+                                             {"partition": "200%"}]});
+        }),
+        &[
+            ("strategy.steps[0]", "needs exactly one of partition, hook and pause"),
+            ("strategy.steps[1]", "needs exactly one of partition, hook and pause"),
+            ("strategy.steps[2].partition", "fewer than an earlier step's 3"),
+            ("strategy.steps[3].hook.template", "must be 1-253 letters"),
+            ("strategy.steps[3].hook.args[1].name", "\"x\" is given twice"),
+            ("strategy.steps[4].partition", "at most 100%"),
+        ],
+    );
+}

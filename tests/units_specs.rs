@@ -109,3 +109,18 @@ fn the_demo_creates_the_secret_and_configmap_vault_reads() {
         assert!(created.contains(w), "scripts/demo.sh must create {w:?} before applying units/vault.toml: {created:?}");
     }
 }
+
+#[test]
+fn every_hook_template_reads() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(unit("hooks")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let format = spec::Format::for_path(&path, &text);
+        if let Err(e) = steward::hooks::parse_template(&text, format) {
+            panic!("{}: {e}", path.display());
+        }
+        count += 1;
+    }
+    assert!(count >= 1, "expected the example hook template");
+}

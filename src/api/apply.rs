@@ -82,7 +82,12 @@ pub(super) async fn apply(
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {
-            SupervisorError::Invalid(_) => ApiError::from(e).field("instances"),
+            SupervisorError::Invalid(ref m) => {
+                // The message starts with the field it is about (`instances: ...`).
+                let field = m.split_once(": ").map(|(f, _)| f).filter(|f| !f.contains(' ')).unwrap_or("instances");
+                let field = field.to_string();
+                ApiError::from(e).field(&field)
+            }
             e => ApiError::from(e),
         })?;
     Ok((StatusCode::ACCEPTED, Json(Applied::from(&outcome))).into_response())

@@ -101,7 +101,12 @@ fn describe(body: &RolloutBody) -> String {
                 RolloutPhase::Failed { reason } => format!("failed: {reason}"),
                 other => other.name().to_string(),
             };
-            format!("{}: revision {} (from {}), {phase}; {counts}", body.app, r.target, r.from)
+            let at = match (r.gate, r.message.as_str()) {
+                (0, "") => String::new(),
+                (gate, "") => format!(" at step {gate}"),
+                (gate, message) => format!(" at step {gate} ({message})"),
+            };
+            format!("{}: revision {} (from {}), {phase}{at}; {counts}", body.app, r.target, r.from)
         }
     }
 }

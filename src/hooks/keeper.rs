@@ -227,6 +227,18 @@ impl Hooks {
         Ok(())
     }
 
+    /// Removes every run with label `key` = `value` (an app's rollout runs, when the app goes).
+    pub async fn delete_runs_labelled(&self, key: &str, value: &str) -> Result<(), HookError> {
+        let labels = BTreeMap::from([(key.to_string(), value.to_string())]);
+        for run in self.runs(None, &labels) {
+            match self.delete_run(&run.namespace, &run.name).await {
+                Ok(()) | Err(HookError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Waits until the run has finished; None if there is (or comes to be) no such run.
     pub async fn wait(&self, namespace: &str, name: &str) -> Option<HookRun> {
         let mut changed = self.inner.changed.subscribe();

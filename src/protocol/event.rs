@@ -242,6 +242,14 @@ pub enum DaemonEvent {
         to: u64,
         new_revision: u64,
     },
+    /// The rollout passed a step of its strategy and is now at step `gate` (issue 19): a
+    /// partition, a hook or a pause, as `what` says.
+    RolloutGate {
+        app: String,
+        revision: u64,
+        gate: u32,
+        what: String,
+    },
     /// A HookTemplate was created or replaced.
     HookTemplateUpdated {
         namespace: String,
@@ -333,7 +341,8 @@ impl EventBody {
                 | DaemonEvent::RolloutResumed { app, .. }
                 | DaemonEvent::RolloutCompleted { app, .. }
                 | DaemonEvent::RolloutFailed { app, .. }
-                | DaemonEvent::RolloutRolledBack { app, .. },
+                | DaemonEvent::RolloutRolledBack { app, .. }
+                | DaemonEvent::RolloutGate { app, .. },
             ) => Some(app),
             EventBody::Other(v) => v["app"].as_str(),
             _ => None,

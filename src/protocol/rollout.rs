@@ -59,6 +59,24 @@ pub struct Rollout {
     /// It is an autoRollback's: should it fail too, it does not roll back again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback: bool,
+    /// The gate it is at: an index into the strategy's pre hook, steps, final move of every
+    /// instance and post hook, in that order (0 and only the final move when it has no steps).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gate: u32,
+    /// When it reached that gate (a pause counts from here).
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub gate_started_ms: u64,
+    /// What the gate waits for, or why it paused: `hook run NAME`, `pause 60 s`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_ms(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 pub mod plan;
 
-pub use plan::{plan, Health, Member, Plan, Rule, Step, View};
+pub use plan::{failure, plan, Health, Member, Plan, Rule, Step, View};
 
 use crate::spec::model::{StrategyType, UpdateStrategy};
 

@@ -69,6 +69,9 @@ pub struct View<'a> {
     pub held: Option<(u32, u64)>,
     /// Spares take the lowest free ids from here up (the app's own ids are below).
     pub first_spare_id: u32,
+    /// A partition step's: the most of the app's own instances to move to the target now
+    /// (None: all of them).
+    pub cap: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,12 +155,19 @@ impl View<'_> {
         self.members.iter().filter(|m| !m.spare && (m.health != Health::Stopped || Some(m.id) == held)).count()
     }
 
-    /// Every non-spare member on the target, available or stopped by an operator.
-    fn all_moved(&self) -> bool {
+    /// Every non-spare member on the target so far is available or stopped by an operator.
+    fn moved_available(&self) -> bool {
         let held = self.held.map(|(id, _)| id);
-        self.members.iter().filter(|m| !m.spare).all(|m| {
-            m.revision == self.target && (self.available(m) || (m.health == Health::Stopped && Some(m.id) != held))
-        })
+        self.members
+            .iter()
+            .filter(|m| !m.spare && m.revision == self.target)
+            .all(|m| self.available(m) || (m.health == Health::Stopped && Some(m.id) != held))
+    }
+
+    /// How many more of the app's own instances may move under the partition.
+    fn room(&self) -> usize {
+        let moved = self.members.iter().filter(|m| !m.spare && m.revision == self.target).count();
+        self.cap.map_or(usize::MAX, |cap| (cap as usize).saturating_sub(moved))
     }
 
     /// Old members: not on the target revision (spares always are).
@@ -168,7 +178,17 @@ impl View<'_> {
     }
 }
 
-/// What to do next.
+/// The instance of the target revision that failed or is overdue, and why: what fails a
+/// rollout at any step, also while it waits on a hook or a pause.
+pub fn failure(view: &View<'_>) -> Option<(u32, String)> {
+    match view.failure() {
+        Some(Plan::Failed { id, reason }) => Some((id, reason)),
+        _ => None,
+    }
+}
+
+/// What to do next. Done: every instance the partition allows is on the target, available,
+/// and the spares are gone.
 pub fn plan(view: &View<'_>) -> Plan {
     if let Some(failed) = view.failure() {
         return failed;
@@ -188,8 +208,9 @@ pub fn plan(view: &View<'_>) -> Plan {
 fn rolling(view: &View<'_>, max_unavailable: u32, max_surge: u32) -> Plan {
     let old = view.old();
     let spares: Vec<&Member> = view.members.iter().filter(|m| m.spare).collect();
-    if old.is_empty() {
-        if !view.all_moved() {
+    let mut room = view.room();
+    if old.is_empty() || room == 0 {
+        if !view.moved_available() {
             return view.wait();
         }
         if spares.is_empty() {
@@ -201,7 +222,7 @@ fn rolling(view: &View<'_>, max_unavailable: u32, max_surge: u32) -> Plan {
     // Spares: up to max_surge, never more than there are serving old instances to cover for
     // (one that is down anyway is replaced without cover).
     let wanted = view.wanted();
-    let want_spares = (max_surge as usize).min(old.iter().filter(|m| view.serving(m)).count());
+    let want_spares = (max_surge as usize).min(old.iter().filter(|m| view.serving(m)).count()).min(room);
     let mut total = view.members.iter().filter(|m| m.spare || m.health != Health::Stopped).count();
     let mut have = spares.len();
     let mut next_id = view.first_spare_id;
@@ -218,16 +239,18 @@ fn rolling(view: &View<'_>, max_unavailable: u32, max_surge: u32) -> Plan {
     let serving = view.members.iter().filter(|m| view.serving(m)).count();
     let mut allowance = serving.saturating_sub(wanted.saturating_sub(max_unavailable as usize));
     let held = view.held.map(|(id, _)| id);
-    for m in old.iter().filter(|m| !view.serving(m)) {
+    for m in old.iter().filter(|m| !view.serving(m)).take(room) {
         // One a serial rollout stopped (this one took it over) is started, not left stopped.
         steps.push(if Some(m.id) == held { Step::StartHeld(m.id) } else { Step::Replace(m.id) });
+        room -= 1;
     }
     for m in old.iter().filter(|m| view.serving(m)) {
-        if allowance == 0 {
+        if allowance == 0 || room == 0 {
             break;
         }
         steps.push(Step::Replace(m.id));
         allowance -= 1;
+        room -= 1;
     }
     if steps.is_empty() {
         view.wait()
@@ -252,15 +275,17 @@ fn serial(view: &View<'_>, pause_ms: u64) -> Plan {
         }
     }
     let old = view.old();
+    let room = view.room();
     // An operator's stopped instance takes the revision at no cost (it stays stopped).
-    let stopped: Vec<Step> = old.iter().filter(|m| m.health == Health::Stopped).map(|m| Step::Replace(m.id)).collect();
+    let stopped: Vec<Step> =
+        old.iter().filter(|m| m.health == Health::Stopped).take(room).map(|m| Step::Replace(m.id)).collect();
     if !stopped.is_empty() {
         return Plan::Act(stopped);
     }
     match old.first() {
-        Some(m) => Plan::Act(vec![Step::Hold(m.id)]),
-        None if view.all_moved() => Plan::Done,
-        None => view.wait(),
+        Some(m) if room > 0 => Plan::Act(vec![Step::Hold(m.id)]),
+        _ if view.moved_available() => Plan::Done,
+        _ => view.wait(),
     }
 }
 
@@ -279,13 +304,18 @@ mod tests {
     }
 
     fn view<'a>(members: &'a [Member], rule: Rule, now_ms: u64) -> View<'a> {
-        View { target: 2, members, rule, now_ms, held: None, first_spare_id: members.len() as u32 }
+        View { target: 2, members, rule, now_ms, held: None, first_spare_id: members.len() as u32, cap: None }
     }
 
     /// A host in miniature: each tick carries out the plan's steps, and an instance that was
     /// replaced or added becomes ready one tick later. Checks the budget after every tick and
     /// returns the ticks taken.
     fn simulate(n: u32, rule: Rule, min_available: usize, max_running: usize) -> usize {
+        simulate_to(n, rule, min_available, max_running, None)
+    }
+
+    /// As `simulate`, under a partition step's cap.
+    fn simulate_to(n: u32, rule: Rule, min_available: usize, max_running: usize, cap: Option<u32>) -> usize {
         let mut members: Vec<Member> = (0..n).map(|i| ready(i, 1)).collect();
         let mut held = None;
         for tick in 1..1000u64 {
@@ -295,10 +325,12 @@ mod tests {
                     m.health = Health::Ready { since_ms: now };
                 }
             }
-            let v = View { target: 2, members: &members, rule, now_ms: now, held, first_spare_id: n };
+            let v = View { target: 2, members: &members, rule, now_ms: now, held, first_spare_id: n, cap };
             match plan(&v) {
                 Plan::Done => {
-                    assert!(members.iter().all(|m| m.revision == 2 && !m.spare), "{members:?}");
+                    let moved = members.iter().filter(|m| m.revision == 2).count();
+                    assert_eq!(moved, cap.unwrap_or(n) as usize, "{members:?}");
+                    assert!(members.iter().all(|m| !m.spare), "{members:?}");
                     assert_eq!(members.len(), n as usize);
                     return tick as usize;
                 }
@@ -347,6 +379,16 @@ mod tests {
         simulate(10, rolling(1, 0), 9, 10);
         simulate(1, rolling(0, 1), 1, 2);
         simulate(3, rolling(3, 0), 0, 3);
+    }
+
+    #[test]
+    fn a_partition_moves_that_many_and_no_more() {
+        for cap in [0, 1, 3, 10] {
+            simulate_to(10, rolling(0, 1), 10, 11, Some(cap));
+            simulate_to(10, rolling(2, 1), 8, 11, Some(cap));
+            let serial = Rule::Serial { pause_ms: SEC, min_ready_ms: 0, deadline_ms: 600 * SEC };
+            simulate_to(10, serial, 9, 10, Some(cap));
+        }
     }
 
     #[test]

@@ -43,6 +43,15 @@ impl Supervisor {
                 spec.spec.instance
             )));
         }
+        // A rollout's hooks run stored templates: one missing would only fail the rollout later.
+        for (path, hook) in spec.strategy.hooks() {
+            if self.hooks.template(&spec.metadata.namespace, &hook.template).is_none() {
+                return Err(SupervisorError::Invalid(format!(
+                    "strategy.{path}.template: no hook template {}/{} (steward hook template apply FILE)",
+                    spec.metadata.namespace, hook.template
+                )));
+            }
+        }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let applying = self.applying.lock().await;
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();

@@ -303,6 +303,11 @@ impl Supervisor {
             let mut batch = Batch::new().delete(Table::Specs, &app).event(body);
             self.forget_revisions(&app, &mut batch);
             self.commit(batch).await?;
+            // Its rollouts' hook runs go with it (a new app of that name starts at revision 1
+            // again, and would find them by name).
+            if let Err(e) = self.hooks.delete_runs_labelled(rollout::HOOK_APP_LABEL, &app).await {
+                tracing::warn!(app = %app, "removing the app's hook runs: {e}");
+            }
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use super::record::{now_ms, InstanceRecord};
 use super::*;
 use crate::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress, RolloutSteps};
 use crate::rollout::{self as planner, Health, Member, Plan, Rule, Step, View};
+use crate::spec::model::Gate;
 
 /// How often a rollout looks at its instances while it waits for them, and how long a failed
 /// step waits before it is tried again.
@@ -21,6 +22,54 @@ const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// The label `steward rollout restart` sets (as `kubectl rollout restart` sets an annotation):
 /// the spec then differs, so it is a new revision that rolls out like any other.
 pub const RESTARTED_AT_LABEL: &str = "steward/restartedAt";
+
+/// The label a rollout's hook runs carry: the app, `namespace/name`.
+pub const HOOK_APP_LABEL: &str = "steward/app";
+
+/// The partition gate `at` works under: its own, or the last one before it (none yet: 0). The
+/// final gate, every instance, is no partition at all (instances added by a scale move too).
+fn partition_at(gates: &[Gate], at: usize) -> Option<u32> {
+    let last_partition = gates.iter().rposition(|g| matches!(g, Gate::Partition(_)))?;
+    if at >= last_partition {
+        return None;
+    }
+    let before = gates[..=at].iter().rev().find_map(|g| match g {
+        Gate::Partition(n) => Some(*n),
+        _ => None,
+    });
+    Some(before.unwrap_or(0))
+}
+
+/// A gate as events and `rollout status` tell it.
+fn describe_gate(gate: &Gate) -> String {
+    match gate {
+        Gate::Partition(n) => format!("partition {n}"),
+        Gate::Hook(h) => format!("hook {}", h.template),
+        Gate::Pause(Some(s)) => format!("pause {s} s"),
+        Gate::Pause(None) => "pause until resumed".into(),
+    }
+}
+
+/// `text` with `${hostip}`, `${ports.NAME}`, `${instanceid}`, `${namespace}`, `${name}` filled
+/// from `values`; any other `${...}` is an error naming it.
+fn fill_instance_values(text: &str, values: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let len = rest[start..].find('}').ok_or_else(|| format!("{text:?}: an unclosed ${{"))?;
+        let key = &rest[start + 2..start + len];
+        let value = values.get(key).ok_or_else(|| {
+            format!(
+                "${{{key}}} is not an instance value (hostip, instanceid, namespace, name, ports.NAME of its ports)"
+            )
+        })?;
+        out.push_str(&rest[..start]);
+        out.push_str(value);
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
 
 impl Rollout {
     /// A rollout from revision `from` to `target`, taking over what an unfinished one left:
@@ -42,6 +91,9 @@ impl Rollout {
             spares: earlier.map(|r| r.spares.clone()).unwrap_or_default(),
             steps: 0,
             rollback: false,
+            gate: 0,
+            gate_started_ms: now,
+            message: String::new(),
         }
     }
 
@@ -75,6 +127,15 @@ impl Supervisor {
             self.take_same_as_target(&entry).await;
             let members = self.members(&entry, &rollout);
             let now = now_ms();
+            // Going back (autoRollback) is to what ran before: no step, no hook holds it up.
+            let gates = if rollout.rollback {
+                vec![Gate::Partition(entry.spec.spec.instance)]
+            } else {
+                entry.spec.strategy.gates(entry.spec.spec.instance)
+            };
+            let at = rollout.gate as usize;
+            let last = at + 1 >= gates.len();
+            let gate = gates.get(at).cloned().unwrap_or(Gate::Partition(entry.spec.spec.instance));
             let view = View {
                 target: entry.revision,
                 members: &members,
@@ -82,65 +143,242 @@ impl Supervisor {
                 now_ms: now,
                 held: rollout.held,
                 first_spare_id: entry.spec.spec.instance,
+                cap: partition_at(&gates, at),
             };
-            match planner::plan(&view) {
-                Plan::Act(steps) => {
-                    let batch = RolloutSteps::of(&steps);
-                    let n = steps.len() as u64;
-                    let event =
-                        DaemonEvent::RolloutBatch { app: app.to_string(), revision: entry.revision, steps: batch };
-                    let mut failed = None;
-                    if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
-                        failed = Some(format!("recording the batch: {e}"));
-                    }
-                    for step in steps {
-                        if failed.is_some() {
-                            break;
-                        }
-                        if let Err(e) = self.take_step(&entry, step.clone()).await {
-                            failed = Some(format!("{step:?}: {e}"));
-                        }
-                    }
-                    let Some(why) = failed else {
-                        failing_since = None;
-                        continue;
-                    };
-                    tracing::warn!(app = %app, "rollout step failed: {why}");
-                    let since = *failing_since.get_or_insert(now);
-                    if now.saturating_sub(since) > entry.spec.strategy.progress_deadline_secs() * 1000 {
-                        let reason = format!("a step failed for longer than the progress deadline: {why}");
-                        self.fail_rollout(&entry, &rollout, reason).await;
-                        return;
-                    }
-                    tokio::time::sleep(LOOK_EVERY).await;
-                }
-                Plan::Wait { until_ms } => {
-                    // Looked at on a 50 ms beat, not woken by each status change: woken at once,
-                    // it took a process without probes that ran for a moment before exiting
-                    // for a new instance that was up (see docs/design.md, Rollouts).
-                    let wait = until_ms.map_or(LOOK_EVERY, |t| {
-                        std::time::Duration::from_millis(t.saturating_sub(now)).min(LOOK_EVERY)
-                    });
-                    tokio::time::sleep(wait).await;
-                }
-                Plan::Done => {
-                    tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
-                    let event = DaemonEvent::RolloutCompleted { app: app.to_string(), revision: entry.revision };
-                    if let Err(e) = self.update_rollout(&entry, |r| r.phase = RolloutPhase::Complete, Some(event)).await
-                    {
-                        tracing::warn!(app = %app, "recording the rollout's end: {e}");
-                        tokio::time::sleep(LOOK_EVERY).await;
-                        continue;
-                    }
-                    return;
-                }
-                Plan::Failed { id, reason } => {
+            if !matches!(gate, Gate::Partition(_)) {
+                // A hook or a pause: nothing moves, but what moved must hold up meanwhile.
+                if let Some((id, reason)) = planner::failure(&view) {
                     let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
                     self.fail_rollout(&entry, &rollout, reason).await;
                     return;
                 }
             }
+            let passed = match gate {
+                Gate::Partition(_) => match planner::plan(&view) {
+                    Plan::Act(steps) => {
+                        let batch = RolloutSteps::of(&steps);
+                        let n = steps.len() as u64;
+                        let event =
+                            DaemonEvent::RolloutBatch { app: app.to_string(), revision: entry.revision, steps: batch };
+                        let mut failed = None;
+                        if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
+                            failed = Some(format!("recording the batch: {e}"));
+                        }
+                        for step in steps {
+                            if failed.is_some() {
+                                break;
+                            }
+                            if let Err(e) = self.take_step(&entry, step.clone()).await {
+                                failed = Some(format!("{step:?}: {e}"));
+                            }
+                        }
+                        let Some(why) = failed else {
+                            failing_since = None;
+                            continue;
+                        };
+                        tracing::warn!(app = %app, "rollout step failed: {why}");
+                        let since = *failing_since.get_or_insert(now);
+                        if now.saturating_sub(since) > entry.spec.strategy.progress_deadline_secs() * 1000 {
+                            let reason = format!("a step failed for longer than the progress deadline: {why}");
+                            self.fail_rollout(&entry, &rollout, reason).await;
+                            return;
+                        }
+                        tokio::time::sleep(LOOK_EVERY).await;
+                        continue;
+                    }
+                    Plan::Wait { until_ms } => {
+                        // Looked at on a 50 ms beat, not woken by each status change: woken at once,
+                        // it took a process without probes that ran for a moment before exiting
+                        // for a new instance that was up (see docs/design.md, Rollouts).
+                        let wait = until_ms.map_or(LOOK_EVERY, |t| {
+                            std::time::Duration::from_millis(t.saturating_sub(now)).min(LOOK_EVERY)
+                        });
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    Plan::Done => true,
+                    Plan::Failed { id, reason } => {
+                        let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
+                        self.fail_rollout(&entry, &rollout, reason).await;
+                        return;
+                    }
+                },
+                Gate::Pause(Some(secs)) => {
+                    let due = rollout.gate_started_ms.saturating_add(secs.saturating_mul(1000));
+                    if now < due {
+                        tokio::time::sleep(std::time::Duration::from_millis(due - now).min(LOOK_EVERY * 10)).await;
+                        continue;
+                    }
+                    true
+                }
+                Gate::Pause(None) => {
+                    // Until an operator resumes: paused, and past this gate once resumed.
+                    let message = format!("paused at step {at} until resumed");
+                    self.pause_at_gate(&entry, message).await;
+                    return;
+                }
+                Gate::Hook(hook) => match self.hook_gate(&entry, &rollout, &members, &hook).await {
+                    Err(reason) => {
+                        self.fail_rollout(&entry, &rollout, reason).await;
+                        return;
+                    }
+                    Ok(None) => {
+                        tokio::time::sleep(LOOK_EVERY * 2).await;
+                        continue;
+                    }
+                    Ok(Some(run)) => match run.status.phase {
+                        crate::hooks::MetricPhase::Successful => true,
+                        crate::hooks::MetricPhase::Inconclusive => {
+                            let message = format!(
+                                "hook run {}/{} is Inconclusive: resume to go on, undo to go back",
+                                run.metadata.namespace, run.metadata.name
+                            );
+                            self.pause_at_gate(&entry, message).await;
+                            return;
+                        }
+                        phase => {
+                            let reason = format!(
+                                "hook run {}/{} is {phase:?}: {}",
+                                run.metadata.namespace, run.metadata.name, run.status.message
+                            );
+                            self.fail_rollout(&entry, &rollout, reason).await;
+                            return;
+                        }
+                    },
+                },
+            };
+            debug_assert!(passed);
+            if !last {
+                let event = DaemonEvent::RolloutGate {
+                    app: app.to_string(),
+                    revision: entry.revision,
+                    gate: rollout.gate + 1,
+                    what: describe_gate(&gates[at + 1]),
+                };
+                let next = |r: &mut Rollout| {
+                    r.gate += 1;
+                    r.gate_started_ms = now_ms();
+                    r.message.clear();
+                };
+                if let Err(e) = self.update_rollout(&entry, next, Some(event)).await {
+                    tracing::warn!(app = %app, "recording the rollout's next step: {e}");
+                    tokio::time::sleep(LOOK_EVERY).await;
+                }
+                continue;
+            }
+            tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
+            let event = DaemonEvent::RolloutCompleted { app: app.to_string(), revision: entry.revision };
+            if let Err(e) = self.update_rollout(&entry, |r| r.phase = RolloutPhase::Complete, Some(event)).await {
+                tracing::warn!(app = %app, "recording the rollout's end: {e}");
+                tokio::time::sleep(LOOK_EVERY).await;
+                continue;
+            }
+            return;
         }
+    }
+
+    /// Pauses the rollout at its gate for an operator, past the gate once resumed.
+    async fn pause_at_gate(&self, entry: &Arc<SpecEntry>, message: String) {
+        let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        tracing::info!(app = %app, "rollout paused: {message}");
+        let event = DaemonEvent::RolloutPaused { app: app.clone(), revision: entry.revision };
+        let pause = |r: &mut Rollout| {
+            r.phase = RolloutPhase::Paused;
+            r.gate += 1;
+            r.gate_started_ms = now_ms();
+            r.message = message;
+        };
+        if let Err(e) = self.update_rollout(entry, pause, Some(event)).await {
+            tracing::warn!(app = %app, "recording the rollout's pause: {e}");
+        }
+    }
+
+    /// The gate's HookRun: created on first sight (its name is the rollout's and the gate's,
+    /// so after a restart the same run is found), then Some once it has finished. Err: it
+    /// cannot run (no such template, an arg without a value), which fails the rollout.
+    async fn hook_gate(
+        &self,
+        entry: &Arc<SpecEntry>,
+        rollout: &Rollout,
+        members: &[Member],
+        hook: &crate::spec::model::HookStep,
+    ) -> Result<Option<crate::hooks::HookRun>, String> {
+        let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let run_name = format!("{name}-{}-{}-{}", entry.revision, rollout.gate, hook.template);
+        let hooks = self.hooks();
+        if let Some(run) = hooks.run(ns, &run_name) {
+            return Ok(run.is_done().then_some(run));
+        }
+        let args = self.hook_args(entry, members, hook)?;
+        let labels = BTreeMap::from([
+            (HOOK_APP_LABEL.to_string(), app_key(ns, name)),
+            ("steward/revision".to_string(), entry.revision.to_string()),
+            ("steward/step".to_string(), rollout.gate.to_string()),
+        ]);
+        let req = crate::hooks::CreateHookRun {
+            template: hook.template.clone(),
+            namespace: ns.clone(),
+            name: Some(run_name.clone()),
+            args,
+            labels,
+        };
+        match hooks.create_run(req).await {
+            Ok(_) => {
+                let message = format!("hook run {ns}/{run_name}");
+                if let Err(e) = self.update_rollout(entry, |r| r.message = message, None).await {
+                    tracing::warn!("recording the rollout's hook run: {e}");
+                }
+                Ok(None)
+            }
+            Err(crate::hooks::HookError::Store(e)) => {
+                tracing::warn!("creating hook run {ns}/{run_name}: {e}");
+                Ok(None)
+            }
+            Err(e) => Err(format!("step {}: hook {}: {e}", rollout.gate, hook.template)),
+        }
+    }
+
+    /// The hook's args with the canary's values filled in: the lowest-numbered instance on the
+    /// revision (before any moved, the lowest-numbered instance).
+    fn hook_args(
+        &self,
+        entry: &SpecEntry,
+        members: &[Member],
+        hook: &crate::spec::model::HookStep,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let canary = members
+            .iter()
+            .filter(|m| !m.spare && m.revision == entry.revision)
+            .map(|m| m.id)
+            .min()
+            .or_else(|| members.iter().filter(|m| !m.spare).map(|m| m.id).min())
+            .unwrap_or(0);
+        let id = entry_id(entry, canary);
+        let ports = self
+            .instances
+            .lock()
+            .expect("instances lock")
+            .get(&id)
+            .map(|h| h.status.borrow().ports.clone())
+            .unwrap_or_default();
+        let mut values = BTreeMap::from([
+            ("hostip".to_string(), self.shared.host_ip.clone()),
+            ("instanceid".to_string(), canary.to_string()),
+            ("namespace".to_string(), id.namespace.clone()),
+            ("name".to_string(), id.name.clone()),
+        ]);
+        for (port, number) in ports {
+            values.insert(format!("ports.{port}"), number.to_string());
+        }
+        let mut args = BTreeMap::new();
+        for arg in &hook.args {
+            args.insert(
+                arg.name.clone(),
+                fill_instance_values(&arg.value, &values)
+                    .map_err(|e| format!("hook {} arg {}: {e}", hook.template, arg.name))?,
+            );
+        }
+        Ok(args)
     }
 
     /// Marks the rollout Failed with `reason`; with autoRollback, applies the revision it came
@@ -428,7 +666,13 @@ impl Supervisor {
             _ => DaemonEvent::RolloutResumed { app: app.clone(), revision },
         };
         let resumed = phase == RolloutPhase::Progressing;
-        self.update_rollout_locked(&entry, |r| r.phase = phase, Some(event)).await?;
+        let change = |r: &mut Rollout| {
+            if resumed {
+                r.message.clear();
+            }
+            r.phase = phase;
+        };
+        self.update_rollout_locked(&entry, change, Some(event)).await?;
         if resumed {
             self.spawn_rollout(app.clone());
         }

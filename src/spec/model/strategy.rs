@@ -32,6 +32,85 @@ pub struct UpdateStrategy {
     /// A failed rollout goes back to the revision it started from.
     #[serde(skip_serializing_if = "super::is_default")]
     pub auto_rollback: bool,
+    /// Steps the rollout goes through in order (issue 19): move instances up to a partition,
+    /// run a hook that must pass, pause. After the last, the rest of the instances move.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<RolloutStep>,
+    /// A hook run before any instance moves: a rollout goes ahead only when it passes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_hook: Option<HookStep>,
+    /// A hook run once every instance runs the revision: the rollout completes only when it
+    /// passes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_hook: Option<HookStep>,
+}
+
+/// One step of `strategy.steps`: exactly one of its fields.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RolloutStep {
+    /// Move instances until this many (a count, or a percentage of `spec.instance` rounded up)
+    /// run the new revision. Counted as GameDeployment's canary steps are not: there, a
+    /// partition is how many stay old; here, how many are new (issue 19's `{partition: 100%}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<CountOrPercent>,
+    /// Run a HookTemplate; the rollout goes on only if the run is Successful (Inconclusive
+    /// pauses it, Failed or Error fails it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookStep>,
+    /// Wait this many seconds (`60`, or `{"duration": 60}`), or until resumed (`{}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseStep>,
+}
+
+/// A hook a rollout runs: a stored HookTemplate and values for its args. A value may take the
+/// canary instance's `${hostip}`, `${ports.NAME}`, `${instanceid}`, `${namespace}`, `${name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HookStep {
+    /// The template's name, in the app's namespace.
+    pub template: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<HookStepArg>,
+}
+
+/// Seed 004's arg shape: `{"name": ..., "value": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HookStepArg {
+    pub name: String,
+    pub value: String,
+}
+
+/// `pause`: seconds, or `{"duration": seconds}`, or `{}` (until an operator resumes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PauseStep {
+    Seconds(u64),
+    For {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<u64>,
+    },
+}
+
+impl PauseStep {
+    /// Seconds to wait, or None: until resumed.
+    pub fn seconds(&self) -> Option<u64> {
+        match self {
+            PauseStep::Seconds(s) => Some(*s),
+            PauseStep::For { duration } => *duration,
+        }
+    }
+}
+
+/// A step as the rollout carries it out: the written steps with the hooks around them and the
+/// final move of every instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Move instances until this many run the revision.
+    Partition(u32),
+    Hook(HookStep),
+    Pause(Option<u64>),
 }
 
 /// Seed 002's pause between an instance's removal and its deployment.
@@ -57,6 +136,41 @@ impl UpdateStrategy {
 
     pub fn progress_deadline_secs(&self) -> u64 {
         self.progress_deadline_seconds.unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECS)
+    }
+
+    /// What a rollout to `instances` instances goes through: the pre hook, the steps, every
+    /// instance moved, the post hook. Without steps and hooks, only the move of every instance.
+    pub fn gates(&self, instances: u32) -> Vec<Gate> {
+        let mut gates: Vec<Gate> = self.pre_hook.iter().cloned().map(Gate::Hook).collect();
+        for step in &self.steps {
+            if let Some(p) = &step.partition {
+                gates.push(Gate::Partition(p.count(instances, true).min(instances)));
+            } else if let Some(h) = &step.hook {
+                gates.push(Gate::Hook(h.clone()));
+            } else if let Some(p) = &step.pause {
+                gates.push(Gate::Pause(p.seconds()));
+            }
+        }
+        gates.push(Gate::Partition(instances));
+        gates.extend(self.post_hook.iter().cloned().map(Gate::Hook));
+        gates
+    }
+
+    /// The hooks it names, with their field paths.
+    pub fn hooks(&self) -> Vec<(String, &HookStep)> {
+        let mut hooks = Vec::new();
+        if let Some(h) = &self.pre_hook {
+            hooks.push(("preHook".to_string(), h));
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            if let Some(h) = &step.hook {
+                hooks.push((format!("steps[{i}].hook"), h));
+            }
+        }
+        if let Some(h) = &self.post_hook {
+            hooks.push(("postHook".to_string(), h));
+        }
+        hooks
     }
 }
 

@@ -64,4 +64,51 @@ pub(super) fn strategy(s: &UpdateStrategy, instances: u32, at: &Path, errors: &m
             ),
         );
     }
+    for (i, step) in s.steps.iter().enumerate() {
+        let at = at.field("steps").index(i);
+        let set = [step.partition.is_some(), step.hook.is_some(), step.pause.is_some()].iter().filter(|b| **b).count();
+        if set != 1 {
+            errors.add(&at, "needs exactly one of partition, hook and pause");
+        }
+        match &step.partition {
+            Some(CountOrPercent::Invalid(text)) => errors.add(
+                &at.field("partition"),
+                format!("expected a count or a percentage such as \"25%\", found {text:?}"),
+            ),
+            Some(CountOrPercent::Percent(p)) if *p > 100 => {
+                errors.add(&at.field("partition"), format!("a percentage is at most 100%, found {p}%"))
+            }
+            _ => {}
+        }
+        if step.pause.as_ref().and_then(|p| p.seconds()).is_some_and(|p| p > MAX_DAY_SECS) {
+            errors.add(&at.field("pause"), format!("must be at most {MAX_DAY_SECS} seconds"));
+        }
+    }
+    let mut last = 0;
+    for (i, step) in s.steps.iter().enumerate() {
+        if let Some(p) = step.partition.as_ref().filter(|p| !matches!(p, CountOrPercent::Invalid(_))) {
+            let n = p.count(instances, true).min(instances);
+            if n < last {
+                errors.add(
+                    &at.field("steps").index(i).field("partition"),
+                    format!("{n} instance(s) is fewer than an earlier step's {last}: a rollout only moves forward"),
+                );
+            }
+            last = last.max(n);
+        }
+    }
+    for (path, hook) in s.hooks() {
+        let at = at.field(&path);
+        if let Err(e) = crate::hooks::run::check_name(&hook.template) {
+            errors.add(&at.field("template"), e);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (j, arg) in hook.args.iter().enumerate() {
+            if arg.name.is_empty() {
+                errors.add(&at.field("args").index(j).field("name"), "is required");
+            } else if !seen.insert(&arg.name) {
+                errors.add(&at.field("args").index(j).field("name"), format!("{:?} is given twice", arg.name));
+            }
+        }
+    }
 }
