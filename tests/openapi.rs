@@ -816,6 +816,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::RolloutResumed { app: app.clone() },
         DesiredChange::RolloutCompleted { app: app.clone() },
         DesiredChange::RolloutFailed { app: app.clone(), reason: "h2: instance 3 of revision 2: exited".into() },
+        DesiredChange::HookTemplateStored { namespace: "ns".into(), name: "check".into() },
+        DesiredChange::HookTemplateDeleted { namespace: "ns".into(), name: "check".into() },
         DesiredChange::AppDeleted { app },
     ];
     for c in &all {
@@ -833,6 +835,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::RolloutResumed { .. }
             | DesiredChange::RolloutCompleted { .. }
             | DesiredChange::RolloutFailed { .. }
+            | DesiredChange::HookTemplateStored { .. }
+            | DesiredChange::HookTemplateDeleted { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }
     }

@@ -763,3 +763,96 @@ async fn a_rollout_across_hosts_keeps_the_budget_app_wide() {
         assert_eq!(took, 1, "{} took the spec once: {history:?}", h.name);
     }
 }
+
+/// Hooks across hosts (issue 19): a template stored by steward-sched reaches every host; a
+/// deploy whose steps name it rolls out host by host, each host's canary checked by a hook run
+/// its daemon keeps; a run made on a named host is found and listed from steward-sched; a step
+/// naming a template that is not stored is refused before anything is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_gate_a_rollout_on_every_host() {
+    let c = Cluster::start("k", ["a", "a", "a"]);
+    let template = json!({"kind": "HookTemplate", "metadata": {"name": "answers", "namespace": "test"},
+        "spec": {"args": [{"name": "host"}, {"name": "port"}],
+                 "metrics": [{"name": "get", "count": 2, "interval": "300ms",
+                              "provider": {"web": {"url": "http://{{ args.host }}:{{ args.port }}/", "timeoutSeconds": 2}}}]}});
+    let path = c.dir.path().join("answers.json");
+    std::fs::write(&path, template.to_string()).unwrap();
+    let (code, out, err) = c.sched(&["hook", "template", "apply", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["nodes"], json!(["h1", "h2", "h3"]), "{out}");
+    for h in &c.hosts {
+        let there = h.daemon.client.hook_templates(Some("test")).await.unwrap();
+        assert_eq!(there.len(), 1, "{}: {there:?}", h.name);
+    }
+    let (code, out, _) = c.sched(&["hook", "template", "ls"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()[0]["name"], "answers", "{out}");
+
+    // Each instance serves HTTP on its own port; the hook asks the canary's.
+    let web = |v: &str, steps: Value| {
+        spec(
+            "web",
+            3,
+            json!({"procName": "python3", "env": [{"name": "V", "value": v}],
+                   "ports": [{"name": "http", "hostPort": 0}],
+                   "startCmd": "exec python3 -m http.server ${ports.http} --bind ${hostip}"}),
+            json!({"strategy": {"steps": steps}, "restartPolicy": {"policy": "Always", "interval": 0}}),
+        )
+    };
+    let gate = json!([{"partition": 1}, {"hook": {"template": "answers", "args": [
+        {"name": "host", "value": "${hostip}"}, {"name": "port", "value": "${ports.http}"}]}}]);
+    let (code, out, err) = c.deploy("web", &web("1", gate.clone()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "web").await;
+    let (code, out, err) = c.deploy("web", &web("2", gate.clone()));
+    assert_eq!(code, 0, "{out}\n{err}\n{}", c.logs());
+    for h in &c.hosts {
+        let runs = h.daemon.client.hook_runs(Some("test"), Some("steward/app=test/web")).await.unwrap();
+        assert_eq!(runs.len(), 1, "{}: {runs:?}", h.name);
+        assert_eq!((runs[0].phase, runs[0].measurements), (steward::hooks::MetricPhase::Successful, 2), "{runs:?}");
+        for s in h.daemon.client.list(&[("name", "web")]).await.unwrap() {
+            assert_eq!((s.revision, s.run_revision), (2, 2), "{}: {s:?}", h.name);
+        }
+    }
+
+    // A run on a named host, found from steward-sched.
+    let h2 = &c.host("h2").daemon;
+    let on_h2 = h2.client.list(&[("name", "web")]).await.unwrap();
+    let port = on_h2[0].ports.values().next().copied().unwrap();
+    let (host_arg, port_arg) = ("host=10.231.0.2".to_string(), format!("port={port}"));
+    let (code, out, err) = c.sched(&[
+        "hook",
+        "run",
+        "create",
+        "test/answers",
+        "--name",
+        "by-hand",
+        "--node",
+        "h2",
+        "--arg",
+        &host_arg,
+        "--arg",
+        &port_arg,
+        "-w",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["status"]["phase"], "Successful", "{out}");
+    let (code, out, _) = c.sched(&["hook", "run", "ls", "-n", "test"]);
+    assert_eq!(code, 0);
+    let runs: Value = serde_json::from_str(&out).unwrap();
+    let by_hand: Vec<&Value> = runs.as_array().unwrap().iter().filter(|r| r["name"] == "by-hand").collect();
+    assert_eq!(by_hand.len(), 1, "{out}");
+    assert_eq!(by_hand[0]["node"], "h2");
+    assert_eq!(runs.as_array().unwrap().len(), 4, "three rollout runs and this one: {out}");
+
+    // Refused before anything is placed: a step naming a template that is not stored.
+    let bad = web("3", json!([{"hook": {"template": "absent"}}]));
+    let (code, _, err) = c.deploy("web", &bad);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("strategy.steps[0].hook.template") && err.contains("no hook template test/absent"), "{err}");
+    for h in &c.hosts {
+        for s in h.daemon.client.list(&[("name", "web")]).await.unwrap() {
+            assert_eq!(s.revision, 2, "{}: nothing moved", h.name);
+        }
+    }
+}

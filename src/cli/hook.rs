@@ -118,11 +118,11 @@ async fn runs(client: &Client, cmd: HookRunCommand, output: Output) -> Result<i3
             if wait {
                 return finish(client, &run, Duration::from_secs(timeout), output).await;
             }
-            show(&run, output);
+            show_run(&run, output == Output::Json);
         }
         HookRunCommand::Terminate { run } => {
             let (ns, name) = split(&run);
-            show(&client.terminate_hook_run(&ns, &name).await?, output);
+            show_run(&client.terminate_hook_run(&ns, &name).await?, output == Output::Json);
         }
         HookRunCommand::Rm { run } => {
             let (ns, name) = split(&run);
@@ -144,18 +144,19 @@ async fn finish(client: &Client, run: &HookRun, timeout: Duration, output: Outpu
     while !run.is_done() {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            show(&run, output);
+            show_run(&run, output == Output::Json);
             eprintln!("steward: hook run {ns}/{name} is still {:?} after {} s", run.status.phase, timeout.as_secs());
             return Ok(exit::FAILED);
         }
         run = client.hook_run(ns, name, Some(left.min(Duration::from_secs(60)))).await?;
     }
-    show(&run, output);
+    show_run(&run, output == Output::Json);
     Ok(if run.status.phase == MetricPhase::Successful { exit::OK } else { exit::FAILED })
 }
 
-fn show(run: &HookRun, output: Output) {
-    if output == Output::Json {
+/// A run as `hook run status` prints it (steward-sched's too).
+pub(super) fn show_run(run: &HookRun, json: bool) {
+    if json {
         return print_json(run);
     }
     let s = &run.status;

@@ -67,6 +67,71 @@ pub enum SchedCommand {
         #[command(subcommand)]
         command: SchedRolloutCommand,
     },
+    /// Hooks (seed 004): templates kept here and given to every node; runs made on a node.
+    Hook {
+        #[command(subcommand)]
+        command: SchedHookCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedHookCommand {
+    /// HookTemplates: kept here, given to every node.
+    #[command(subcommand)]
+    Template(SchedHookTemplateCommand),
+    /// HookRuns: made on a node, which measures and keeps them.
+    #[command(subcommand)]
+    Run(SchedHookRunCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedHookTemplateCommand {
+    /// Store a HookTemplate (JSON or TOML) and give it to every node (nodes away get it when
+    /// `run` hears them again).
+    Apply { file: PathBuf },
+    /// The stored templates.
+    Ls,
+    /// Remove a template here and from every node that answers.
+    Rm {
+        /// namespace/name
+        template: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedHookRunCommand {
+    /// Run a template on a node (`--node`, or the first that answers, in name order), which
+    /// measures and keeps it. With -w, wait for the verdict: exit 0 when Successful, 1 otherwise.
+    Create {
+        /// namespace/name of the template
+        template: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        node: Option<String>,
+        /// NAME=VALUE; repeatable.
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        args: Vec<String>,
+        #[arg(short = 'w', long)]
+        wait: bool,
+    },
+    /// Every node's runs.
+    Ls {
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// A run, wherever it is, with every measurement. With -w, once it has finished.
+    Status {
+        /// namespace/name
+        run: String,
+        #[arg(short = 'w', long)]
+        wait: bool,
+    },
+    /// Stop a run, wherever it is.
+    Terminate {
+        /// namespace/name
+        run: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -134,6 +199,11 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
             SchedCommand::Run => sched.clone().run(move |v| print_line(v, output)).await,
             SchedCommand::Rollout { command } => rollout(&sched, command, output).await,
+            SchedCommand::Hook { command } => match hook(&sched, command, output).await {
+                Ok(true) => Ok(()),
+                Ok(false) => return Ok(1),
+                Err(e) => Err(e),
+            },
         };
         match result {
             Ok(()) => Ok(0),
@@ -146,6 +216,139 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
         }
     })
+}
+
+/// `steward-sched hook ...`; false: a run waited for did not succeed.
+async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput) -> Result<bool, PluginError> {
+    let json = output == SchedOutput::Json;
+    let split = |id: &str| -> Result<(String, String), PluginError> {
+        id.split_once('/')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+            .map(|(ns, name)| (ns.to_string(), name.to_string()))
+            .ok_or_else(|| PluginError::Apply { app: id.to_string(), message: "expected namespace/name".into() })
+    };
+    match command {
+        SchedHookCommand::Template(SchedHookTemplateCommand::Apply { file }) => {
+            let text = std::fs::read_to_string(&file).map_err(|e| PluginError::Apply {
+                app: file.display().to_string(),
+                message: format!("cannot read it: {e}"),
+            })?;
+            let format = crate::spec::Format::for_path(&file, &text);
+            let stored = sched.put_hook_template(&text, format).await.map_err(|e| match e {
+                PluginError::Spec { errors, .. } => PluginError::Spec { path: file.clone(), errors },
+                e => e,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
+            } else {
+                let t = &stored.template;
+                println!("hook template {}/{} stored; given to {}", t.namespace, t.name, stored.nodes.join(", "));
+                for (node, why) in &stored.unreachable {
+                    println!("  {node}: not given yet ({why}); `run` gives it when it hears the node");
+                }
+            }
+        }
+        SchedHookCommand::Template(SchedHookTemplateCommand::Ls) => {
+            let list = sched.hook_templates()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            } else {
+                println!("{:<32} {:<24} METRICS", "TEMPLATE", "ARGS");
+                for t in list {
+                    println!(
+                        "{:<32} {:<24} {}",
+                        format!("{}/{}", t.namespace, t.name),
+                        t.args.join(","),
+                        t.metrics.join(",")
+                    );
+                }
+            }
+        }
+        SchedHookCommand::Template(SchedHookTemplateCommand::Rm { template }) => {
+            let (ns, name) = split(&template)?;
+            let away = sched.delete_hook_template(&ns, &name).await?;
+            println!("hook template {template} removed");
+            if !away.is_empty() {
+                println!("  still on {} (unreachable): remove it there when they are back", away.join(", "));
+            }
+        }
+        SchedHookCommand::Run(SchedHookRunCommand::Create { template, name, node, args, wait }) => {
+            let (namespace, template) = split(&template)?;
+            let mut given = std::collections::BTreeMap::new();
+            for a in args {
+                let (k, v) = a.split_once('=').ok_or_else(|| PluginError::Apply {
+                    app: template.clone(),
+                    message: format!("--arg {a:?}: expected NAME=VALUE"),
+                })?;
+                given.insert(k.to_string(), v.to_string());
+            }
+            let req =
+                crate::hooks::CreateHookRun { template, namespace, name, args: given, labels: Default::default() };
+            let (node, run) = sched.create_hook_run(&req, node.as_deref()).await?;
+            if !wait {
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&run).unwrap_or_default());
+                } else {
+                    println!("hook run {}/{} started on {node}", run.metadata.namespace, run.metadata.name);
+                }
+                return Ok(true);
+            }
+            return wait_run(sched, &run.metadata.namespace, &run.metadata.name, json).await;
+        }
+        SchedHookCommand::Run(SchedHookRunCommand::Ls { namespace }) => {
+            let (runs, away) = sched.hook_runs(namespace.as_deref()).await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&runs).unwrap_or_default());
+            } else {
+                println!("{:<36} {:<12} {:<20} {:<13} {:>5}  MESSAGE", "RUN", "NODE", "TEMPLATE", "PHASE", "TAKEN");
+                for r in runs {
+                    let id = format!("{}/{}", r.run.namespace, r.run.name);
+                    let phase = format!("{:?}", r.run.phase);
+                    println!(
+                        "{id:<36} {:<12} {:<20} {phase:<13} {:>5}  {}",
+                        r.node, r.run.template, r.run.measurements, r.run.message
+                    );
+                }
+            }
+            for (node, why) in away {
+                eprintln!("steward-sched: node {node} did not answer: {why}");
+            }
+        }
+        SchedHookCommand::Run(SchedHookRunCommand::Status { run, wait }) => {
+            let (ns, name) = split(&run)?;
+            if wait {
+                return wait_run(sched, &ns, &name, json).await;
+            }
+            let (node, run) = sched.hook_run(&ns, &name, None).await?;
+            if !json {
+                println!("on node {node}");
+            }
+            super::hook::show_run(&run, json);
+        }
+        SchedHookCommand::Run(SchedHookRunCommand::Terminate { run }) => {
+            let (ns, name) = split(&run)?;
+            let (node, run) = sched.terminate_hook_run(&ns, &name).await?;
+            if !json {
+                println!("on node {node}");
+            }
+            super::hook::show_run(&run, json);
+        }
+    }
+    Ok(true)
+}
+
+/// Waits for a run's verdict (a minute per ask); true when Successful.
+async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result<bool, PluginError> {
+    loop {
+        let (node, run) = sched.hook_run(ns, name, Some(std::time::Duration::from_secs(60))).await?;
+        if run.is_done() {
+            if !json {
+                println!("on node {node}");
+            }
+            super::hook::show_run(&run, json);
+            return Ok(run.status.phase == crate::hooks::MetricPhase::Successful);
+        }
+    }
 }
 
 async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), PluginError> {

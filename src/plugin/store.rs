@@ -80,6 +80,10 @@ pub trait DesiredStore: Send + Sync {
     /// Creates or replaces; `why` is journaled with it.
     fn put_app(&self, app: &App, why: &DesiredChange) -> Result<(), PluginError>;
     fn delete_app(&self, key: &str) -> Result<(), PluginError>;
+    /// Every HookTemplate (seed 004) the cluster's rollouts and runs use.
+    fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
+    fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
+    fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
 }
 
 /// The embedded store: the project's redb store under the cluster's `state_dir`. Opened for
@@ -134,6 +138,32 @@ impl DesiredStore for LocalStore {
     fn delete_app(&self, key: &str) -> Result<(), PluginError> {
         let why = serde_json::to_value(DesiredChange::AppDeleted { app: key.to_string() }).map_err(store_err)?;
         let batch = Batch::new().delete(Table::Specs, key).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
+        snapshot
+            .table(Table::HookTemplates)
+            .map(|(key, v)| {
+                serde_json::from_value(v.clone()).map_err(|e| store_err(format!("hook template {key}: {e}")))
+            })
+            .collect()
+    }
+
+    fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
+        let value = serde_json::to_value(template).map_err(store_err)?;
+        let (namespace, name) = (template.metadata.namespace.clone(), template.metadata.name.clone());
+        let why = serde_json::to_value(DesiredChange::HookTemplateStored { namespace, name }).map_err(store_err)?;
+        let batch = Batch::new().put(Table::HookTemplates, &template.key(), &value).event(why);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
+        let key = crate::hooks::run::key(namespace, name);
+        let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
+        let batch =
+            Batch::new().delete(Table::HookTemplates, &key).event(serde_json::to_value(why).map_err(store_err)?);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 }

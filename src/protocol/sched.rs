@@ -230,6 +230,15 @@ pub enum DesiredChange {
         app: String,
         reason: String,
     },
+    /// A HookTemplate was stored (and given to every node that answered).
+    HookTemplateStored {
+        namespace: String,
+        name: String,
+    },
+    HookTemplateDeleted {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// What a deploy is for; with the app and its placements it becomes the journaled

@@ -22,6 +22,27 @@ impl Scheduler {
         })?;
         let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
+        // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
+        // the nodes) first.
+        let stored: BTreeSet<String> = self.store.hook_templates()?.iter().map(|t| t.key()).collect();
+        let missing: Vec<crate::spec::SpecError> = spec
+            .strategy
+            .hooks()
+            .into_iter()
+            .filter(|(_, h)| !stored.contains(&crate::hooks::run::key(&spec.metadata.namespace, &h.template)))
+            .map(|(at, h)| {
+                crate::spec::SpecError::new(
+                    format!("strategy.{at}.template"),
+                    format!(
+                        "no hook template {}/{} (steward-sched hook template apply FILE)",
+                        spec.metadata.namespace, h.template
+                    ),
+                )
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(spec_err(SpecErrors(missing)));
+        }
         let placed = self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await?;
         // A change of what runs: rolled out node by node before `deploy` returns.
         let key = app_key(&spec);

@@ -6,9 +6,11 @@
 
 mod deploy;
 mod follow;
+mod hooks;
 mod rollout;
 mod run;
 
+pub use hooks::{RunOnNode, TemplateStored};
 pub use rollout::{NodeRollout, SchedRolloutStatus};
 
 use super::cluster::Cluster;

@@ -42,6 +42,8 @@ impl Scheduler {
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
+                            // A node new to this `run` may have missed templates stored meanwhile.
+                            self.sync_hook_templates(&node).await;
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
@@ -181,6 +183,7 @@ impl Scheduler {
     /// Lost placements are Placed again.
     async fn node_back(&self, node: &str, emit: &Emit) {
         let Some(client) = self.client(node) else { return };
+        self.sync_hook_templates(node).await;
         let Ok(apps) = self.store.apps() else { return };
         for mut app in apps {
             let id = instance_id(&app.key, 0);

@@ -1,0 +1,183 @@
+//! Hooks across the cluster (seed 004, issue 19): steward-sched keeps the HookTemplates in its
+//! desired store and gives each to every node, where the daemons' rollout steps and runs use
+//! them (a node that comes back or joins gets them when `run` hears it). A HookRun is made on
+//! one node — the one named, or the first in name order that answers — whose daemon measures and
+//! keeps it durably; `ls`, `status` and `terminate` find runs on whichever node holds them.
+
+use super::Scheduler;
+use crate::client::ClientError;
+use crate::hooks::{CreateHookRun, HookRun, HookRunSummary, HookTemplate, HookTemplateSummary};
+use crate::plugin::PluginError;
+use crate::spec::Format;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What storing a template did: the nodes that took it, and why the others did not.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateStored {
+    pub template: HookTemplateSummary,
+    pub nodes: Vec<String>,
+    /// Node → why it did not take it (it gets it when `run` hears it again).
+    pub unreachable: BTreeMap<String, String>,
+}
+
+/// A run and the node that holds it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOnNode {
+    pub node: String,
+    #[serde(flatten)]
+    pub run: HookRunSummary,
+}
+
+fn node_err(node: &str, e: ClientError) -> PluginError {
+    PluginError::Node { node: node.to_string(), message: e.to_string() }
+}
+
+impl Scheduler {
+    /// Checks a HookTemplate document, stores it, and gives it to every node.
+    pub async fn put_hook_template(&self, text: &str, format: Format) -> Result<TemplateStored, PluginError> {
+        let template = crate::hooks::parse_template(text, format)
+            .map_err(|errors| PluginError::Spec { path: "the template".into(), errors })?;
+        self.store().put_hook_template(&template)?;
+        let (mut nodes, mut unreachable) = (Vec::new(), BTreeMap::new());
+        for (node, client) in &self.nodes {
+            match self.give_template(client, &template).await {
+                Ok(()) => nodes.push(node.clone()),
+                Err(e) => {
+                    unreachable.insert(node.clone(), e.to_string());
+                }
+            }
+        }
+        Ok(TemplateStored { template: template.summary(), nodes, unreachable })
+    }
+
+    async fn give_template(&self, client: &crate::client::Client, t: &HookTemplate) -> Result<(), ClientError> {
+        let json = serde_json::to_string(t).expect("a template serializes");
+        let (ns, name) = (&t.metadata.namespace, &t.metadata.name);
+        tokio::time::timeout(super::NODE_TIMEOUT, client.put_hook_template(ns, name, &json, Format::Json))
+            .await
+            .map_err(|_| ClientError::Protocol(format!("no answer within {} s", super::NODE_TIMEOUT.as_secs())))?
+            .map(|_| ())
+    }
+
+    pub fn hook_templates(&self) -> Result<Vec<HookTemplateSummary>, PluginError> {
+        Ok(self.store().hook_templates()?.iter().map(HookTemplate::summary).collect())
+    }
+
+    /// Removes a template from the desired store and from every node that answers.
+    pub async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<Vec<String>, PluginError> {
+        let key = crate::hooks::run::key(namespace, name);
+        if !self.store().hook_templates()?.iter().any(|t| t.key() == key) {
+            return Err(PluginError::Apply { app: key, message: "no such hook template".into() });
+        }
+        self.store().delete_hook_template(namespace, name)?;
+        let mut away = Vec::new();
+        for (node, client) in &self.nodes {
+            match client.delete_hook_template(namespace, name).await {
+                Ok(()) | Err(ClientError::Api { status: 404, .. }) => {}
+                Err(_) => away.push(node.clone()),
+            }
+        }
+        Ok(away)
+    }
+
+    /// Gives `node` every stored template it lacks or holds in another version.
+    pub(super) async fn sync_hook_templates(&self, node: &str) {
+        let (Some(client), Ok(templates)) = (self.client(node), self.store().hook_templates()) else { return };
+        for t in templates {
+            let there = client.hook_template(&t.metadata.namespace, &t.metadata.name).await.ok();
+            if there.as_ref() != Some(&t) {
+                if let Err(e) = self.give_template(client, &t).await {
+                    tracing::warn!(node, "giving hook template {}: {e}", t.key());
+                }
+            }
+        }
+    }
+
+    /// Makes a run on `node` (or the first node in name order that answers).
+    pub async fn create_hook_run(
+        &self,
+        req: &CreateHookRun,
+        node: Option<&str>,
+    ) -> Result<(String, HookRun), PluginError> {
+        let key = crate::hooks::run::key(&req.namespace, &req.template);
+        if !self.store().hook_templates()?.iter().any(|t| t.key() == key) {
+            return Err(PluginError::Apply {
+                app: key,
+                message: "no such hook template (steward-sched hook template apply FILE)".into(),
+            });
+        }
+        let candidates: Vec<&(String, crate::client::Client)> = match node {
+            Some(n) => {
+                let found = self.nodes.iter().find(|(name, _)| name == n);
+                vec![found
+                    .ok_or_else(|| PluginError::Node { node: n.into(), message: "not in the cluster file".into() })?]
+            }
+            None => self.nodes.iter().collect(),
+        };
+        let mut why = Vec::new();
+        for (name, client) in candidates {
+            // A node that missed the template (it was away) gets it first.
+            self.sync_hook_templates(name).await;
+            match client.create_hook_run(req).await {
+                Ok(run) => return Ok((name.clone(), run)),
+                Err(e @ (ClientError::Unreachable { .. } | ClientError::Protocol(_))) => {
+                    why.push(format!("{name}: {e}"))
+                }
+                Err(e) => return Err(node_err(name, e)),
+            }
+        }
+        Err(PluginError::Apply { app: key, message: format!("no node could take the run: {}", why.join("; ")) })
+    }
+
+    /// Every node's runs, and the nodes that did not answer.
+    pub async fn hook_runs(&self, namespace: Option<&str>) -> (Vec<RunOnNode>, BTreeMap<String, String>) {
+        let (mut runs, mut away) = (Vec::new(), BTreeMap::new());
+        for (node, client) in &self.nodes {
+            match tokio::time::timeout(super::NODE_TIMEOUT, client.hook_runs(namespace, None)).await {
+                Ok(Ok(list)) => runs.extend(list.into_iter().map(|run| RunOnNode { node: node.clone(), run })),
+                Ok(Err(e)) => {
+                    away.insert(node.clone(), e.to_string());
+                }
+                Err(_) => {
+                    away.insert(node.clone(), "no answer".into());
+                }
+            }
+        }
+        (runs, away)
+    }
+
+    /// The node that holds run `namespace/name`, and the run (after `wait`, if given).
+    pub async fn hook_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        wait: Option<std::time::Duration>,
+    ) -> Result<(String, HookRun), PluginError> {
+        let mut away = Vec::new();
+        for (node, client) in &self.nodes {
+            match client.hook_run(namespace, name, None).await {
+                Ok(_) => {
+                    let run = client.hook_run(namespace, name, wait).await.map_err(|e| node_err(node, e))?;
+                    return Ok((node.clone(), run));
+                }
+                Err(ClientError::Api { status: 404, .. }) => {}
+                Err(e) => away.push(format!("{node}: {e}")),
+            }
+        }
+        let also = if away.is_empty() { String::new() } else { format!(" (not asked: {})", away.join("; ")) };
+        Err(PluginError::Apply {
+            app: crate::hooks::run::key(namespace, name),
+            message: format!("no node holds this hook run{also}"),
+        })
+    }
+
+    pub async fn terminate_hook_run(&self, namespace: &str, name: &str) -> Result<(String, HookRun), PluginError> {
+        let (node, _) = self.hook_run(namespace, name, None).await?;
+        let client = self.client(&node).expect("found on a cluster node");
+        let run = client.terminate_hook_run(namespace, name).await.map_err(|e| node_err(&node, e))?;
+        Ok((node, run))
+    }
+}
