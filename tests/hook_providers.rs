@@ -66,6 +66,30 @@ async fn the_seeds_web_example_fails_on_32_and_passes_on_20() {
     assert!(r.measurements.iter().all(|m| m.value.as_deref() == Some("20")));
 }
 
+/// failureLimit over real answers 2, 1, 2 (2 fails, 1 passes): limit 1 tolerates the first
+/// failure and fails on the second; limit 2 tolerates both and ends Successful; -1 never fails.
+#[tokio::test]
+async fn failure_limit_counts_failed_measurements() {
+    for (limit, phase, count) in
+        [(1, MetricPhase::Failed, 3), (2, MetricPhase::Successful, 3), (-1, MetricPhase::Successful, 3)]
+    {
+        let calls = Arc::new(AtomicU64::new(0));
+        let counter = calls.clone();
+        let port = serve(move || {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            format!("{{\"v\": {}}}", if n % 2 == 0 { 2 } else { 1 })
+        })
+        .await;
+        let t = template(serde_json::json!({
+            "name": "limited", "count": 3, "interval": "20ms", "failureLimit": limit,
+            "successCondition": "asInt(result) == 1",
+            "provider": {"web": {"url": "http://{{ args.host }}/", "jsonPath": "{$.v}"}}
+        }));
+        let r = run(&t, &format!("127.0.0.1:{port}")).await;
+        assert_eq!((r.phase, r.count, r.failed, r.successful), (phase, count, 2, 1), "limit {limit}: {r:#?}");
+    }
+}
+
 /// An endpoint that is down: Error measurements naming why, and the metric is Error once they
 /// exceed consecutiveErrorLimit; a JSON path that matches nothing is "no data".
 #[tokio::test]
