@@ -104,7 +104,7 @@ $steward configmap create demo/vault-config --from-literal greeting="hello from 
 $steward secret create demo/vault-creds --from-literal password=change-me
 demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 
-units=(units/ticker.toml units/gamesvc.json units/vault.toml)
+units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
     units+=(units/webpod.json)
@@ -147,6 +147,10 @@ demo_values+=("hook template demo/gamesvc-check")
 gamesvc_port=$($steward -o json status demo/gamesvc/0 | sed -n 's/.*"http_port": *\([0-9]*\).*/\1/p' | head -n 1)
 $steward hook run create demo/gamesvc-check --name demo-check --arg "port=${gamesvc_port:-0}" -w --timeout 30 || true
 demo_values+=("hook run demo/demo-check")
+echo
+echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
+sleep 3
+$steward job status demo/backup || true
 echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0

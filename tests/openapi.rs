@@ -688,6 +688,22 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::RolloutFailed { app: "ns/app".into(), revision: 2, reason: "instance 3 exited".into() },
         DaemonEvent::RolloutRolledBack { app: "ns/app".into(), revision: 2, to: 1, new_revision: 3 },
         DaemonEvent::RolloutGate { app: "ns/app".into(), revision: 2, gate: 1, what: "hook check".into() },
+        DaemonEvent::JobRunEnded {
+            app: "ns/app".into(),
+            index: 3,
+            phase: steward::protocol::RunPhase::Failed,
+            exit_code: Some(3),
+            reason: "exited 3".into(),
+        },
+        DaemonEvent::JobRunEnded {
+            app: "ns/app".into(),
+            index: 4,
+            phase: steward::protocol::RunPhase::Failed,
+            exit_code: None,
+            reason: "stopped at its active deadline (5 s)".into(),
+        },
+        DaemonEvent::JobEnded { app: "ns/app".into(), phase: "complete".into(), reason: String::new() },
+        DaemonEvent::JobEnded { app: "ns/app".into(), phase: "failed".into(), reason: "7 failure(s)".into() },
         DaemonEvent::HookTemplateUpdated { namespace: "ns".into(), name: "t".into() },
         DaemonEvent::HookTemplateDeleted { namespace: "ns".into(), name: "t".into() },
         DaemonEvent::HookRunCreated { namespace: "ns".into(), name: "r".into(), template: "t".into() },
@@ -729,6 +745,8 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::RolloutFailed { .. }
             | DaemonEvent::RolloutRolledBack { .. }
             | DaemonEvent::RolloutGate { .. }
+            | DaemonEvent::JobRunEnded { .. }
+            | DaemonEvent::JobEnded { .. }
             | DaemonEvent::HookTemplateUpdated { .. }
             | DaemonEvent::HookTemplateDeleted { .. }
             | DaemonEvent::HookRunCreated { .. }
@@ -1044,6 +1062,39 @@ fn every_protocol_type_matches_its_schema() {
         labels: BTreeMap::new(),
     };
     conforms_as(&c, "CreateHookRun", &create);
+
+    // Jobs (issue 20): running with an active and a failed run, then failed.
+    use steward::protocol::{JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};
+    let mut status = JobStatus::new(1);
+    status.next_index = 2;
+    status.not_before_ms = 5;
+    status.failed = 1;
+    status.runs = vec![
+        JobRun {
+            index: 0,
+            phase: RunPhase::Failed,
+            started_ms: 1,
+            ended_ms: Some(2),
+            exit_code: Some(3),
+            reason: "exited 3".into(),
+            restarts: 1,
+        },
+        JobRun {
+            index: 1,
+            phase: RunPhase::Active,
+            started_ms: 6,
+            ended_ms: None,
+            exit_code: None,
+            reason: String::new(),
+            restarts: 0,
+        },
+    ];
+    let body = JobBody { app: "ns/job".into(), completions: 2, parallelism: 1, active: 1, status: status.clone() };
+    conforms_as(&c, "JobBody", &body);
+    status.phase = JobPhase::Failed { reason: "past its jobDeadline (60 s)".into() };
+    status.finished_ms = Some(9);
+    let failed = JobBody { status, ..body.clone() };
+    conforms_as(&c, "JobList", &JobList { items: vec![body, failed] });
 }
 
 #[test]
@@ -1634,6 +1685,24 @@ async fn real_responses_match_the_document() {
         statuses.insert(("PUT".into(), format!("/v1/{plural}/{{namespace}}/{{name}}"), 413));
     }
 
+    // Jobs (issue 20): one that completes (jobRunEnded, jobEnded), listed and read.
+    let mut one = spec("once", 1, json!({"startCmd": "exit 0", "startGracePeriod": 0}), json!({}));
+    one["job"] = json!({"completions": 1});
+    one["restartPolicy"] = json!({"policy": "Never"});
+    assert_eq!(check!("POST", "/v1/apply", "/v1/apply", json_body(&one)).status, 202);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = check!("GET", "/v1/jobs/{namespace}/{name}", "/v1/jobs/test/once");
+        if r.json()["status"]["phase"] == "complete" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job did not complete: {}", r.json());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(check!("GET", "/v1/jobs/{namespace}/{name}", "/v1/jobs/test/none").status, 404);
+    assert_eq!(check!("GET", "/v1/jobs", "/v1/jobs?namespace=test").json()["items"][0]["app"], "test/once");
+    assert_eq!(check!("GET", "/v1/jobs", "/v1/jobs?namespace=a&namespace=b").status, 400);
+
     // HookTemplates and HookRuns (issue 19): stored, listed, refused, run to a verdict against a
     // closed port, terminated, deleted.
     const HOOK_TEMPLATE: &str = "/v1/hooktemplates/{namespace}/{name}";
@@ -1855,6 +1924,8 @@ async fn real_responses_match_the_document() {
         ("PUT", "/v1/configmaps/{namespace}/{name}", 503),
         ("DELETE", "/v1/secrets/{namespace}/{name}", 503),
         ("DELETE", "/v1/configmaps/{namespace}/{name}", 503),
+        ("GET", "/v1/jobs", 403),
+        ("GET", "/v1/jobs/{namespace}/{name}", 403),
         ("GET", "/v1/hooktemplates", 403),
         ("GET", "/v1/hooktemplates/{namespace}/{name}", 403),
         ("PUT", "/v1/hooktemplates/{namespace}/{name}", 503),

@@ -1,7 +1,7 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
 //! failed, a pod), secrets, configmaps, apps' revisions and rollouts, hook templates and hook runs (one
-//! finished, one under way) — then stewardd restarted by SIGTERM and by kill -9,
+//! finished, one under way), a completed job — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -36,6 +36,8 @@ async fn listings(d: &Daemon) -> Value {
     let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
     let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
+    let jobs = get(&["job", "ls"]);
+    let job = get(&["job", "status", "keep/nightly"]);
     let runs: Vec<Value> =
         ["done", "going"].iter().map(|r| get(&["hook", "run", "status", &format!("keep/{r}")])).collect();
     json!({
@@ -48,6 +50,8 @@ async fn listings(d: &Daemon) -> Value {
         "hookTemplates": get(&["hook", "template", "ls"]),
         "hookRuns": get(&["hook", "run", "ls"]),
         "hookRunsInFull": runs,
+        "jobs": jobs,
+        "job": job,
     })
 }
 
@@ -133,6 +137,16 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     let (code, _, err) = d.cli(&["rollout", "pause", "keep/rolling"]);
     assert_eq!(code, 0, "{err}");
 
+    // A job that ran to completion (issue 20).
+    let mut nightly = ns(spec("nightly", 1, json!({"startCmd": "exit 0", "startGracePeriod": 0}), json!({})));
+    nightly["job"] = json!({"completions": 2, "parallelism": 2});
+    nightly["restartPolicy"] = json!({"policy": "Never"});
+    d.apply_json(&nightly).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while d.client.job("keep", "nightly").await.unwrap().status.phase != steward::protocol::JobPhase::Complete {
+        assert!(std::time::Instant::now() < deadline, "the job did not complete");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     // A HookTemplate, a run of it that has finished and one waiting out its hour-long interval.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let template = json!({"kind": "HookTemplate", "metadata": {"name": "check", "namespace": "keep"},

@@ -302,6 +302,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
         vec(process(), 0..3),
         option::of(vec(vec(union_data(), 0..3).prop_map(|union_data| IntersectionItem { union_data }), 0..3)),
         update_strategy(),
+        option::of(job_spec()),
     )
         .prop_map(
             |(
@@ -310,6 +311,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 processes,
                 constraint,
                 strategy,
+                job,
             )| ProcessSpec {
                 api_version,
                 kind,
@@ -322,8 +324,22 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 },
                 constraint: constraint.map(|intersection_item| Constraint { intersection_item }),
                 strategy,
+                job,
             },
         )
+}
+
+fn job_spec() -> impl Strategy<Value = JobSpec> {
+    (any::<u32>(), any::<u32>(), seconds(), seconds(), any::<u32>(), seconds()).prop_map(
+        |(parallelism, completions, active, job_deadline, backoff_limit, backoff_seconds)| JobSpec {
+            parallelism,
+            completions,
+            active,
+            job_deadline,
+            backoff_limit,
+            backoff_seconds,
+        },
+    )
 }
 
 fn decode_clean(doc: &serde_json::Value) -> ProcessSpec {

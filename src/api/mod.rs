@@ -14,6 +14,7 @@ mod apply;
 mod events;
 mod hooks;
 mod instances;
+mod jobs;
 mod logs;
 mod node;
 mod rollout;
@@ -98,6 +99,8 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
             "/v1/configmaps/{namespace}/{name}",
             axum::routing::put(values::put_configmap).delete(values::delete_configmap),
         )
+        .route("/v1/jobs", get(jobs::list))
+        .route("/v1/jobs/{namespace}/{name}", get(jobs::status))
         .route("/v1/hooktemplates", get(hooks::list_templates))
         .route(
             "/v1/hooktemplates/{namespace}/{name}",

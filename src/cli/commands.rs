@@ -37,6 +37,16 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
         Command::Node => node(&client, output).await,
         Command::Rollout(cmd) => super::rollout::run(&client, cmd, output).await,
         Command::Hook(cmd) => super::hook::run(&client, cmd, output).await,
+        Command::Job(super::steward::JobCommand::Logs { job, run, tail, stream }) => {
+            let id = match super::job::run_for_logs(&client, &job, run).await {
+                Ok(id) => id,
+                Err(e) => return Ok(report(e, socket)),
+            };
+            let request =
+                super::logs::LogsRequest { id: &id, follow: false, tail, stream, process: None, timestamps: false };
+            return super::logs::run(config, socket, request, output).await;
+        }
+        Command::Job(cmd) => super::job::run(&client, cmd, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
         Command::Validate { .. }

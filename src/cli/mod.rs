@@ -8,6 +8,7 @@ pub mod daemon;
 mod delete;
 pub mod events;
 mod hook;
+mod job;
 pub mod logs;
 pub mod man;
 mod rollout;

@@ -125,6 +125,9 @@ pub enum Command {
     /// An app's revisions, and going back to one.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// Jobs (seed 003): apps that run to completion, applied and deleted like any app.
+    #[command(subcommand)]
+    Job(JobCommand),
     /// Hooks that gate updates (seed 004): templates of checks, and runs of them.
     #[command(subcommand)]
     Hook(HookCommand),
@@ -258,6 +261,32 @@ fn app_arg(s: &str) -> Result<String, String> {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(s.to_string()),
         _ => Err(format!("{s:?} is not an app (namespace/name)")),
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Every job: phase, succeeded of completions, active and failed runs.
+    Ls {
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// A job's counts and every run it keeps: instance id, phase, start, end, exit, reason.
+    Status {
+        /// namespace/name
+        #[arg(value_name = "JOB", value_parser = app_arg)]
+        job: String,
+    },
+    /// A run's output (its instance's logs): --run N, else the last failed run, else the last.
+    Logs {
+        #[arg(value_name = "JOB", value_parser = app_arg)]
+        job: String,
+        #[arg(long, value_name = "N")]
+        run: Option<u32>,
+        #[arg(long, default_value_t = 100)]
+        tail: usize,
+        #[arg(long, value_enum)]
+        stream: Option<Stream>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -186,6 +186,19 @@ impl Client {
         self.call(Method::DELETE, &path, None).await.map(|_| ())
     }
 
+    /// Every job here (issue 20), optionally of one namespace.
+    pub async fn jobs(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::JobBody>, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/jobs?namespace={}", encode(n)),
+            None => "/v1/jobs".into(),
+        };
+        Ok(self.json::<crate::protocol::JobList>(Method::GET, &path).await?.items)
+    }
+
+    pub async fn job(&self, namespace: &str, name: &str) -> Result<crate::protocol::JobBody, ClientError> {
+        self.json(Method::GET, &format!("/v1/jobs/{}/{}", encode(namespace), encode(name))).await
+    }
+
     /// Creates or replaces a HookTemplate (the document as written, JSON or TOML).
     pub async fn put_hook_template(
         &self,

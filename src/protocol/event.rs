@@ -250,6 +250,23 @@ pub enum DaemonEvent {
         gate: u32,
         what: String,
     },
+    /// A job's run ended (issue 20): its instance `index`, how, and why.
+    #[serde(rename_all = "camelCase")]
+    JobRunEnded {
+        app: String,
+        index: u32,
+        phase: crate::protocol::RunPhase,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        reason: String,
+    },
+    /// A job completed or failed (`reason`: why it failed).
+    JobEnded {
+        app: String,
+        phase: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+    },
     /// A HookTemplate was created or replaced.
     HookTemplateUpdated {
         namespace: String,
@@ -342,7 +359,9 @@ impl EventBody {
                 | DaemonEvent::RolloutCompleted { app, .. }
                 | DaemonEvent::RolloutFailed { app, .. }
                 | DaemonEvent::RolloutRolledBack { app, .. }
-                | DaemonEvent::RolloutGate { app, .. },
+                | DaemonEvent::RolloutGate { app, .. }
+                | DaemonEvent::JobRunEnded { app, .. }
+                | DaemonEvent::JobEnded { app, .. },
             ) => Some(app),
             EventBody::Other(v) => v["app"].as_str(),
             _ => None,

@@ -104,7 +104,23 @@ impl Supervisor {
         let has_instances =
             self.instances.lock().expect("instances lock").keys().any(|i| app_key(&i.namespace, &i.name) == key);
         let ongoing = previous.as_ref().and_then(|p| p.rollout.clone());
+        // A job does not roll out: changed, it starts over (refused while it runs).
+        if let Some(status) = previous.as_ref().and_then(|p| p.job.as_ref()) {
+            if status.phase == crate::protocol::JobPhase::Running && status.active() > 0 {
+                return Err(SupervisorError::Conflict(format!(
+                    "{key}: its job is running ({} run(s) active); delete it to change it",
+                    status.active()
+                )));
+            }
+        }
+        // Run ids go on from the job before, whose instances this apply deletes meanwhile.
+        let job = spec.job.as_ref().map(|_| {
+            let mut status = crate::protocol::JobStatus::new(crate::clock::now_ms());
+            status.next_index = previous.as_ref().and_then(|p| p.job.as_ref()).map_or(0, |j| j.next_index);
+            status
+        });
         let rollout = match &previous {
+            _ if spec.job.is_some() => None,
             Some(p) if p.revision != revision && has_instances => {
                 let mut r = crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref());
                 // A hold is taken over only while its instance is still stopped.
@@ -143,6 +159,7 @@ impl Supervisor {
             selection: selection.clone(),
             revision,
             rollout: rollout.clone(),
+            job: job.clone(),
         };
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
@@ -172,7 +189,8 @@ impl Supervisor {
         if let Some(list) = history {
             self.keep_revisions(&key, list);
         }
-        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout });
+        let is_job = job.is_some();
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout, job });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let mut changed = Vec::new();
@@ -199,6 +217,9 @@ impl Supervisor {
         self.spawn_created(&entry, records);
         if rolling && started.is_some() {
             self.spawn_rollout(key.clone());
+        }
+        if is_job {
+            self.spawn_job(key.clone());
         }
         drop(applying);
         changed.extend(created.iter().cloned());
@@ -363,6 +384,10 @@ pub(super) fn new_records(
 /// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.
 pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<InstanceId> {
     let id = |index| InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
+    if spec.job.is_some() {
+        // A job's runs are made by its task (job.rs), not by the apply.
+        return Vec::new();
+    }
     match selection {
         Some(s) => s.iter().copied().map(id).collect(),
         None => (0..spec.spec.instance).map(id).collect(),

@@ -37,6 +37,7 @@ impl Supervisor {
                             selection: s.selection,
                             revision: s.revision,
                             rollout: s.rollout,
+                            job: s.job,
                         }),
                     );
                 }
@@ -99,7 +100,9 @@ impl Supervisor {
                 resumed.push(self.spawn_actor(rec, own));
                 continue;
             }
-            if !spare && !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
+            // A job's runs are its own ids (job.rs), not the spec's count.
+            let job = spec.job.is_some();
+            if !spare && !job && !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
                 unfinished.push((rec.id.clone(), Command::Delete));
             } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
                 unfinished.push((rec.id.clone(), Command::Replace(spec.clone(), count_only)));
@@ -116,7 +119,16 @@ impl Supervisor {
             .filter(|(_, e)| e.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing))
             .map(|(k, _)| k.clone())
             .collect();
+        let jobs: Vec<String> = specs
+            .iter()
+            .filter(|(_, e)| e.job.as_ref().is_some_and(|j| j.phase == crate::protocol::JobPhase::Running))
+            .map(|(k, _)| k.clone())
+            .collect();
         *self.specs.lock().expect("specs lock") = specs;
+        for app in jobs {
+            tracing::info!(app = %app, "resuming its job");
+            self.spawn_job(app);
+        }
         for app in rolling {
             tracing::info!(app = %app, "resuming its rollout");
             self.spawn_rollout(app);

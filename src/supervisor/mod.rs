@@ -10,6 +10,7 @@ pub mod state;
 pub mod values;
 
 mod apply;
+mod job;
 mod load;
 mod paths;
 pub mod revisions;
@@ -316,9 +317,11 @@ impl Supervisor {
     /// grace period), then its spec. Returns the instances deleted.
     pub async fn delete_app(&self, namespace: &str, name: &str) -> Result<Vec<InstanceId>, SupervisorError> {
         let app = app_key(namespace, name);
-        if !self.specs.lock().expect("specs lock").contains_key(&app) {
+        let Some(entry) = self.specs.lock().expect("specs lock").get(&app).cloned() else {
             return Err(SupervisorError::NotFound(format!("app {app}")));
-        }
+        };
+        // A job first stops starting runs: one started meanwhile would outlive the delete.
+        self.end_job(&entry, "deleted").await?;
         self.sweep();
         let ids: Vec<InstanceId> = self
             .instances
@@ -356,11 +359,15 @@ impl Supervisor {
             let instances = self.instances.lock().expect("instances lock");
             // An ended actor's handle (see `sweep`) answers for nothing; this one handle is
             // checked, not all of them: status is asked often (apply --wait polls it).
-            let h = instances
-                .get(id)
-                .filter(|h| h.status.has_changed().is_ok())
-                .ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
+            let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
             let r = h.status.borrow().clone();
+            // Its actor ended: deleted (record gone), or panicked and about to be replaced by
+            // one that records it Failed (record kept: answer with the last one, not a 404).
+            if h.status.has_changed().is_err()
+                && !self.shared.store.get(Table::Instances, &r.key()).is_ok_and(|v| v.is_some())
+            {
+                return Err(SupervisorError::NotFound(id.to_string()));
+            }
             r
         };
         let cgroup = self.shared.cgroups.instance(&instance::cgroup_key(&rec));
@@ -487,6 +494,9 @@ struct StoredSpec {
     /// Its rollout (see rollout.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rollout: Option<crate::protocol::Rollout>,
+    /// A job's status (see job.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    job: Option<crate::protocol::JobStatus>,
 }
 
 impl StoredSpec {
@@ -498,6 +508,7 @@ impl StoredSpec {
             selection: entry.selection.clone(),
             revision: entry.revision,
             rollout: entry.rollout.clone(),
+            job: entry.job.clone(),
         }
     }
 }

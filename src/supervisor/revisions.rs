@@ -94,6 +94,7 @@ impl Supervisor {
                 selection: current.selection.clone(),
                 revision: n,
                 rollout: None,
+                job: None,
             }),
             None => {
                 tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");

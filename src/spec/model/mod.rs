@@ -6,11 +6,13 @@
 //! and folded into the canonical one by [`ProcessSpec::normalize`]; docs/spec.md lists them.
 
 mod constraint;
+mod job;
 pub mod pod;
 mod probe;
 mod strategy;
 
 pub use constraint::*;
+pub use job::*;
 pub use pod::{Container, NetworkMode, Parameter};
 pub use probe::*;
 use serde::{Deserialize, Serialize};
@@ -40,6 +42,9 @@ pub struct ProcessSpec {
     /// How a changed spec reaches the running instances (rollouts).
     #[serde(skip_serializing_if = "UpdateStrategy::is_empty")]
     pub strategy: UpdateStrategy,
+    /// Run to completion instead of being kept running (seed 003 Job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -195,7 +195,8 @@ pub enum InjectionTarget {
 
 /// Renders instance `index` of `spec` (which must have passed validation).
 pub fn render(spec: &ProcessSpec, index: u32, ctx: &RenderContext) -> Result<RenderedInstance, SpecErrors> {
-    if index >= spec.spec.instance {
+    // A job's runs take ids of their own, one per run, whatever `spec.instance` says.
+    if index >= spec.spec.instance && spec.job.is_none() {
         let ids = match spec.spec.instance {
             0 => "it has none".to_string(),
             1 => "its only id is 0".to_string(),
@@ -243,7 +244,11 @@ pub(crate) fn render_any_index(
     for ((pi, p), ports) in spec.spec.template.spec.processes.iter().enumerate().zip(ports_per_process) {
         let at = procs_path.index(pi);
         let scope = Scope { spec, index, ctx, ports: &port_values, work_path: String::new(), pid_file: String::new() };
-        if let Some(rp) = render_process(p, &at, scope, &run_dir, ports, &mut errors) {
+        if let Some(mut rp) = render_process(p, &at, scope, &run_dir, ports, &mut errors) {
+            // A foreground job run records its end (a forking one's main process is another).
+            if spec.job.is_some() && rp.pid_file.is_none() {
+                rp.start_cmd = job_wrapper(&rp.start_cmd, &job_exit_file(&rp.work_path, &rp.proc_name));
+            }
             processes.push(rp);
         }
     }
@@ -559,6 +564,28 @@ pub fn confine(text: &str, relative_to: Option<&PathBuf>, roots: &[&PathBuf]) ->
     } else {
         Err("is outside the allowed directories".into())
     }
+}
+
+/// Where a job run's process records how it ended: in its own workPath (the daemon's run
+/// directory is not the workload's to write), so a run that ends while stewardd is away — whose
+/// exit status the kernel then gives to another parent — is still known.
+pub fn job_exit_file(work_path: &std::path::Path, proc_name: &str) -> PathBuf {
+    work_path.join(format!(".steward-exit-{proc_name}"))
+}
+
+/// A job run's startCmd, run in a subshell whose exit code the outer shell writes to `exit_file`
+/// (a stop's SIGTERM is passed on to it).
+fn job_wrapper(start_cmd: &str, exit_file: &std::path::Path) -> String {
+    let file = shell_quote(&exit_file.display().to_string());
+    format!(
+        "rm -f {file}\n( {start_cmd}\n) &\nchild=$!\ntrap 'kill -TERM $child 2>/dev/null' TERM INT\n\
+         wait $child; code=$?\nwhile kill -0 $child 2>/dev/null; do wait $child; code=$?; done\n\
+         printf '%s\\n' \"$code\" > {file}.tmp && mv -f {file}.tmp {file}\nexit $code"
+    )
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 #[cfg(test)]

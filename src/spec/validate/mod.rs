@@ -50,6 +50,9 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     metadata(&spec.metadata, &root.field("metadata"), errors);
     policies(spec, &root, errors);
     strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
+    if let Some(job) = &spec.job {
+        job_spec(spec, job, &root.field("job"), errors);
+    }
 
     let body = root.field("spec");
     // 0 is allowed (seed 003 `replica: uint`; DESIGN § 7): the app keeps its spec, revisions and
@@ -551,5 +554,38 @@ pub(super) fn key_items(items: &[KeyItem], at: &Path, container_owner: bool, err
                 }
             }
         }
+    }
+}
+
+/// `job`: counts at least 1, limits within a day or a week; runs that end (Always would restart
+/// a successful one); no rollout strategy (a changed job starts over).
+fn job_spec(spec: &ProcessSpec, job: &crate::spec::model::JobSpec, at: &Path, errors: &mut Errors) {
+    for (field, n) in [("parallelism", job.parallelism), ("completions", job.completions)] {
+        if n == 0 {
+            errors.add(&at.field(field), "must be at least 1 (seed 003: pint)");
+        } else if n > MAX_INSTANCES {
+            errors.add(&at.field(field), format!("must be at most {MAX_INSTANCES}"));
+        }
+    }
+    if job.active > MAX_WEEK_SECS {
+        errors.add(&at.field("active"), format!("must be at most {MAX_WEEK_SECS}"));
+    }
+    if job.job_deadline > MAX_WEEK_SECS {
+        errors.add(&at.field("jobDeadline"), format!("must be at most {MAX_WEEK_SECS}"));
+    }
+    if job.backoff_limit > MAX_INSTANCES {
+        errors.add(&at.field("backoffLimit"), format!("must be at most {MAX_INSTANCES}"));
+    }
+    if job.backoff_seconds > crate::spec::model::MAX_BACKOFF_SECS {
+        errors.add(&at.field("backoffSeconds"), format!("must be at most {}", crate::spec::model::MAX_BACKOFF_SECS));
+    }
+    if spec.restart_policy.policy == crate::spec::model::RestartPolicyKind::Always {
+        errors.add(
+            &Path::root().field("restartPolicy").field("policy"),
+            "a job's runs end: Never or OnFailure (Always would start a successful run again)",
+        );
+    }
+    if !spec.strategy.is_empty() {
+        errors.add(&Path::root().field("strategy"), "a job does not roll out: a changed job starts over");
     }
 }

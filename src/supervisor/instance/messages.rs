@@ -20,6 +20,8 @@ pub struct SpecEntry {
     /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
     /// means all of `spec.instance`.
     pub selection: Option<Vec<u32>>,
+    /// A job's status (see supervisor/job.rs); None for an app that is kept running.
+    pub job: Option<crate::protocol::JobStatus>,
 }
 
 #[derive(Debug)]

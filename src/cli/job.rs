@@ -1,0 +1,91 @@
+//! `steward job ls|status|logs`: jobs' counts and runs (a run's logs are its instance's).
+
+use super::steward::{exit, JobCommand, Output};
+use crate::client::{Client, ClientError};
+use crate::protocol::{JobBody, JobPhase, RunPhase};
+
+pub(super) async fn run(client: &Client, cmd: JobCommand, output: Output) -> Result<i32, ClientError> {
+    match cmd {
+        JobCommand::Ls { namespace } => {
+            let jobs = client.jobs(namespace.as_deref()).await?;
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&jobs).unwrap_or_default());
+                return Ok(exit::OK);
+            }
+            println!("{:<32} {:<10} {:>9} {:>6} {:>6}  REASON", "JOB", "PHASE", "SUCCEEDED", "ACTIVE", "FAILED");
+            for j in jobs {
+                let done = format!("{}/{}", j.status.succeeded, j.completions);
+                println!(
+                    "{:<32} {:<10} {done:>9} {:>6} {:>6}  {}",
+                    j.app,
+                    j.status.phase.name(),
+                    j.active,
+                    j.status.failed,
+                    reason(&j)
+                );
+            }
+        }
+        JobCommand::Status { job } => {
+            let (ns, name) = job.split_once('/').expect("clap checked namespace/name");
+            let j = client.job(ns, name).await?;
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+                return Ok(exit::OK);
+            }
+            println!(
+                "{}: {}; {} of {} succeeded, {} active (parallelism {}), {} failed{}",
+                j.app,
+                j.status.phase.name(),
+                j.status.succeeded,
+                j.completions,
+                j.active,
+                j.parallelism,
+                j.status.failed,
+                if reason(&j).is_empty() { String::new() } else { format!(": {}", reason(&j)) }
+            );
+            println!("{:<6} {:<10} {:<24} {:<24} {:>5}  REASON", "RUN", "PHASE", "STARTED", "ENDED", "EXIT");
+            for r in &j.status.runs {
+                let ended = r.ended_ms.map(crate::clock::rfc3339_utc).unwrap_or_else(|| "-".into());
+                let code = r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<6} {:<10} {:<24} {ended:<24} {code:>5}  {}",
+                    r.index,
+                    format!("{:?}", r.phase),
+                    crate::clock::rfc3339_utc(r.started_ms),
+                    r.reason
+                );
+            }
+        }
+        JobCommand::Logs { .. } => unreachable!("handled with the logs"),
+    }
+    Ok(exit::OK)
+}
+
+fn reason(j: &JobBody) -> String {
+    match &j.status.phase {
+        JobPhase::Failed { reason } => reason.clone(),
+        _ => String::new(),
+    }
+}
+
+/// The instance id whose logs `job logs` shows: run `n`, else the last failed, else the last.
+pub(super) async fn run_for_logs(client: &Client, job: &str, n: Option<u32>) -> Result<String, ClientError> {
+    let (ns, name) = job.split_once('/').expect("clap checked namespace/name");
+    let j = client.job(ns, name).await?;
+    let runs = &j.status.runs;
+    let chosen = match n {
+        Some(n) => runs.iter().find(|r| r.index == n),
+        None => runs.iter().rev().find(|r| r.phase == RunPhase::Failed).or(runs.last()),
+    };
+    let run = chosen.ok_or_else(|| ClientError::Api {
+        status: 404,
+        code: "not_found".into(),
+        message: match n {
+            Some(n) => format!("job {job} has no run {n}"),
+            None => format!("job {job} has no run yet"),
+        },
+        field: None,
+        errors: Vec::new(),
+    })?;
+    Ok(format!("{job}/{}", run.index))
+}
