@@ -7,6 +7,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod cron;
 pub mod daemon;
 pub mod failpoint;
 pub mod fetch;

@@ -22,6 +22,12 @@ impl Scheduler {
         })?;
         let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
+        // A job's runs are ids the daemon makes (supervisor/job.rs): placed as instances they would
+        // look like strays here and be deleted. Refused until steward-sched places jobs.
+        if spec.job.is_some() {
+            let message = "steward-sched does not place jobs yet: apply it on one host with `steward apply`";
+            return Err(spec_err(SpecErrors(vec![crate::spec::SpecError::new("job", message)])));
+        }
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
         // the nodes) first.
         let stored: BTreeSet<String> = self.store.hook_templates()?.iter().map(|t| t.key()).collect();
