@@ -104,7 +104,7 @@ $steward configmap create demo/vault-config --from-literal greeting="hello from 
 $steward secret create demo/vault-creds --from-literal password=change-me
 demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 
-units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml)
+units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml units/rotate.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
     units+=(units/webpod.json)
@@ -151,6 +151,9 @@ echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
 sleep 3
 $steward job status demo/backup || true
+echo
+echo "== steward cron ls   (units/rotate.toml: a cron job, a run every 10 s)"
+$steward cron ls || true
 echo
 echo "== steward status demo/ticker/0"
 $steward status demo/ticker/0

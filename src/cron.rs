@@ -132,14 +132,15 @@ fn instant(ms: u64) -> Option<DateTime<Utc>> {
 /// croner's message, with the field it is about when one field alone is wrong.
 fn explain(rule: &str, message: &str) -> String {
     let fields: Vec<&str> = rule.split_whitespace().collect();
-    let names: Vec<&str> =
-        match fields.len() {
-            5 => FIELDS.to_vec(),
-            6 => std::iter::once("second").chain(FIELDS).collect(),
-            _ => return format!(
+    let names: Vec<&str> = match fields.len() {
+        5 => FIELDS.to_vec(),
+        6 => std::iter::once("second").chain(FIELDS).collect(),
+        _ => {
+            return format!(
                 "{rule:?}: {message} (5 fields: minute hour day-of-month month day-of-week, or a macro such as @daily)"
-            ),
-        };
+            )
+        }
+    };
     for (i, name) in names.iter().enumerate() {
         let alone: Vec<&str> = (0..fields.len()).map(|j| if j == i { fields[j] } else { "*" }).collect();
         if croner::Cron::from_str(&alone.join(" ")).is_err() {

@@ -703,6 +703,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             reason: "stopped at its active deadline (5 s)".into(),
         },
         DaemonEvent::JobEnded { app: "ns/app".into(), phase: "complete".into(), reason: String::new() },
+        DaemonEvent::CronTick { app: "ns/app".into(), tick_ms: 5, outcome: "missed".into(), missed: 2 },
         DaemonEvent::JobEnded { app: "ns/app".into(), phase: "failed".into(), reason: "7 failure(s)".into() },
         DaemonEvent::HookTemplateUpdated { namespace: "ns".into(), name: "t".into() },
         DaemonEvent::HookTemplateDeleted { namespace: "ns".into(), name: "t".into() },
@@ -747,6 +748,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::RolloutGate { .. }
             | DaemonEvent::JobRunEnded { .. }
             | DaemonEvent::JobEnded { .. }
+            | DaemonEvent::CronTick { .. }
             | DaemonEvent::HookTemplateUpdated { .. }
             | DaemonEvent::HookTemplateDeleted { .. }
             | DaemonEvent::HookRunCreated { .. }
@@ -1093,8 +1095,29 @@ fn every_protocol_type_matches_its_schema() {
     conforms_as(&c, "JobBody", &body);
     status.phase = JobPhase::Failed { reason: "past its jobDeadline (60 s)".into() };
     status.finished_ms = Some(9);
-    let failed = JobBody { status, ..body.clone() };
+    let failed = JobBody { status: status.clone(), ..body.clone() };
     conforms_as(&c, "JobList", &JobList { items: vec![body, failed] });
+    use steward::protocol::{CronBody, CronExecution, CronList, CronStatus};
+    let mut cron = CronStatus::new(1);
+    cron.next_tick_ms = Some(2);
+    cron.last_tick_ms = Some(1);
+    cron.suspended = true;
+    cron.last_success_ms = Some(1);
+    cron.last_failure_ms = Some(1);
+    cron.last_failure = "replaced by a newer tick (Replace)".into();
+    cron.executions = vec![
+        CronExecution { tick_ms: 1, triggered: true, job: status.clone() },
+        CronExecution { tick_ms: 2, triggered: false, job: JobStatus::new(2) },
+    ];
+    let body = CronBody {
+        app: "ns/c".into(),
+        rule: "*/5 * * * *".into(),
+        time_zone: "UTC".into(),
+        policy: "Forbid".into(),
+        suspended: true,
+        status: cron,
+    };
+    conforms_as(&c, "CronList", &CronList { items: vec![body] });
 }
 
 #[test]
@@ -1703,6 +1726,32 @@ async fn real_responses_match_the_document() {
     assert_eq!(check!("GET", "/v1/jobs", "/v1/jobs?namespace=test").json()["items"][0]["app"], "test/once");
     assert_eq!(check!("GET", "/v1/jobs", "/v1/jobs?namespace=a&namespace=b").status, 400);
 
+    // Cron jobs (issue 20): a tick every second (cronTick), read, triggered, suspended, resumed.
+    const CRON: &str = "/v1/cronjobs/{namespace}/{name}";
+    const CRON_ACTION: &str = "/v1/cronjobs/{namespace}/{name}/{action}";
+    let mut every = spec("every", 1, json!({"startCmd": "exit 0", "startGracePeriod": 0}), json!({}));
+    every["cronJob"] = json!({"rule": "* * * * * *"});
+    every["restartPolicy"] = json!({"policy": "Never"});
+    assert_eq!(check!("POST", "/v1/apply", "/v1/apply", json_body(&every)).status, 202);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while check!("GET", CRON, "/v1/cronjobs/test/every").json()["status"]["started"].as_u64() < Some(1) {
+        assert!(Instant::now() < deadline, "no tick");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(check!("GET", CRON, "/v1/cronjobs/test/none").status, 404);
+    assert_eq!(check!("GET", "/v1/cronjobs", "/v1/cronjobs?namespace=test").json()["items"][0]["app"], "test/every");
+    assert_eq!(check!("GET", "/v1/cronjobs", "/v1/cronjobs?namespace=a&namespace=b").status, 400);
+    for action in ["suspend", "trigger", "resume"] {
+        let r = check!("POST", CRON_ACTION, format!("/v1/cronjobs/test/every/{action}"));
+        assert_eq!(r.status, 200, "{action}: {}", r.json());
+    }
+    assert_eq!(check!("POST", CRON_ACTION, "/v1/cronjobs/test/every/explode").status, 404);
+    let r = call_as(&d, true, "POST", "/v1/cronjobs/test/every/trigger", None).await;
+    conforms(&c, "POST", CRON_ACTION, &r);
+    assert_eq!(r.status, 403);
+    statuses.insert(("POST".into(), CRON_ACTION.into(), 403));
+    assert_eq!(check!("DELETE", "/v1/apps/{namespace}/{name}", "/v1/apps/test/every?timeout=20").status, 200);
+
     // HookTemplates and HookRuns (issue 19): stored, listed, refused, run to a verdict against a
     // closed port, terminated, deleted.
     const HOOK_TEMPLATE: &str = "/v1/hooktemplates/{namespace}/{name}";
@@ -1815,11 +1864,12 @@ async fn real_responses_match_the_document() {
         let text = String::from_utf8(r.body).unwrap();
         let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let deleted = events.iter().filter(|e| e["body"]["type"] == "appDeleted").count();
-        if deleted == 4 {
+        // web, gone, ex, tom, and the cron job every.
+        if deleted == 5 {
             break events;
         }
         if Instant::now() > deadline {
-            panic!("apps web, gone, ex and tom not deleted in 20 s: {text}");
+            panic!("apps web, gone, ex, tom and every not deleted in 20 s: {text}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -1925,6 +1975,9 @@ async fn real_responses_match_the_document() {
         ("DELETE", "/v1/secrets/{namespace}/{name}", 503),
         ("DELETE", "/v1/configmaps/{namespace}/{name}", 503),
         ("GET", "/v1/jobs", 403),
+        ("GET", "/v1/cronjobs", 403),
+        ("GET", "/v1/cronjobs/{namespace}/{name}", 403),
+        ("POST", "/v1/cronjobs/{namespace}/{name}/{action}", 503),
         ("GET", "/v1/jobs/{namespace}/{name}", 403),
         ("GET", "/v1/hooktemplates", 403),
         ("GET", "/v1/hooktemplates/{namespace}/{name}", 403),

@@ -1,7 +1,7 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
 //! failed, a pod), secrets, configmaps, apps' revisions and rollouts, hook templates and hook runs (one
-//! finished, one under way), a completed job — then stewardd restarted by SIGTERM and by kill -9,
+//! finished, one under way), a completed job, a cron job — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -36,6 +36,7 @@ async fn listings(d: &Daemon) -> Value {
     let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
     let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
+    let crons = get(&["cron", "status", "keep/yearly"]);
     let jobs = get(&["job", "ls"]);
     let job = get(&["job", "status", "keep/nightly"]);
     let runs: Vec<Value> =
@@ -51,6 +52,7 @@ async fn listings(d: &Daemon) -> Value {
         "hookRuns": get(&["hook", "run", "ls"]),
         "hookRunsInFull": runs,
         "jobs": jobs,
+        "cron": crons,
         "job": job,
     })
 }
@@ -145,6 +147,17 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while d.client.job("keep", "nightly").await.unwrap().status.phase != steward::protocol::JobPhase::Complete {
         assert!(std::time::Instant::now() < deadline, "the job did not complete");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A cron job (its next tick a year away) with one triggered tick that ran.
+    let mut yearly = ns(spec("yearly", 1, json!({"startCmd": "exit 0", "startGracePeriod": 0}), json!({})));
+    yearly["cronJob"] = json!({"rule": "@yearly", "history": {"success": 1}});
+    yearly["restartPolicy"] = json!({"policy": "Never"});
+    d.apply_json(&yearly).await;
+    let (code, _, err) = d.cli(&["cron", "trigger", "keep/yearly"]);
+    assert_eq!(code, 0, "{err}");
+    while d.client.cron("keep", "yearly").await.unwrap().status.succeeded < 1 {
+        assert!(std::time::Instant::now() < deadline, "the triggered tick did not run");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     // A HookTemplate, a run of it that has finished and one waiting out its hour-long interval.

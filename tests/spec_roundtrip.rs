@@ -302,7 +302,9 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
         vec(process(), 0..3),
         option::of(vec(vec(union_data(), 0..3).prop_map(|union_data| IntersectionItem { union_data }), 0..3)),
         update_strategy(),
-        option::of(job_spec()),
+        // Boxed: the strategy's nested types grow the stack frames of every case past the
+        // test thread's stack.
+        (option::of(job_spec()), option::of(cron_spec())).boxed(),
     )
         .prop_map(
             |(
@@ -311,7 +313,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 processes,
                 constraint,
                 strategy,
-                job,
+                (job, cron_job),
             )| ProcessSpec {
                 api_version,
                 kind,
@@ -325,8 +327,24 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 constraint: constraint.map(|intersection_item| Constraint { intersection_item }),
                 strategy,
                 job,
+                cron_job,
             },
         )
+}
+
+fn cron_spec() -> impl Strategy<Value = CronJobSpec> {
+    let policy =
+        prop_oneof![Just(ConcurrencyPolicy::Allow), Just(ConcurrencyPolicy::Forbid), Just(ConcurrencyPolicy::Replace)];
+    (text(), text(), seconds(), policy, any::<bool>(), any::<u32>(), any::<u32>()).prop_map(
+        |(rule, time_zone, deadline, policy, suspend, success, fail)| CronJobSpec {
+            rule,
+            time_zone,
+            deadline,
+            policy,
+            suspend,
+            history: CronHistory { success, fail },
+        },
+    )
 }
 
 fn job_spec() -> impl Strategy<Value = JobSpec> {

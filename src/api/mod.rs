@@ -101,6 +101,9 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         )
         .route("/v1/jobs", get(jobs::list))
         .route("/v1/jobs/{namespace}/{name}", get(jobs::status))
+        .route("/v1/cronjobs", get(jobs::list_crons))
+        .route("/v1/cronjobs/{namespace}/{name}", get(jobs::cron))
+        .route("/v1/cronjobs/{namespace}/{name}/{action}", post(jobs::cron_action))
         .route("/v1/hooktemplates", get(hooks::list_templates))
         .route(
             "/v1/hooktemplates/{namespace}/{name}",

@@ -47,6 +47,7 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
             return super::logs::run(config, socket, request, output).await;
         }
         Command::Job(cmd) => super::job::run(&client, cmd, output).await,
+        Command::Cron(cmd) => super::job::cron(&client, cmd, output).await,
         Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
         Command::Validate { .. }

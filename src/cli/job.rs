@@ -1,6 +1,6 @@
 //! `steward job ls|status|logs`: jobs' counts and runs (a run's logs are its instance's).
 
-use super::steward::{exit, JobCommand, Output};
+use super::steward::{exit, CronCommand, JobCommand, Output};
 use crate::client::{Client, ClientError};
 use crate::protocol::{JobBody, JobPhase, RunPhase};
 
@@ -88,4 +88,91 @@ pub(super) async fn run_for_logs(client: &Client, job: &str, n: Option<u32>) -> 
         errors: Vec::new(),
     })?;
     Ok(format!("{job}/{}", run.index))
+}
+
+/// `steward cron ls|status|trigger|suspend|resume`.
+pub(super) async fn cron(client: &Client, cmd: CronCommand, output: Output) -> Result<i32, ClientError> {
+    let split = |id: &str| {
+        let (ns, name) = id.split_once('/').expect("clap checked namespace/name");
+        (ns.to_string(), name.to_string())
+    };
+    let time = |ms: Option<u64>| ms.map(crate::clock::rfc3339_utc).unwrap_or_else(|| "-".into());
+    let body = match cmd {
+        CronCommand::Ls { namespace } => {
+            let list = client.crons(namespace.as_deref()).await?;
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+                return Ok(exit::OK);
+            }
+            println!(
+                "{:<28} {:<16} {:<24} {:<24} {:>7} {:>7} {:>6} {:>6}",
+                "CRONJOB", "RULE", "NEXT", "LAST", "STARTED", "SKIPPED", "MISSED", "FAILED"
+            );
+            for c in list {
+                let rule = if c.suspended { format!("{} (suspended)", c.rule) } else { c.rule.clone() };
+                let s = &c.status;
+                println!(
+                    "{:<28} {rule:<16} {:<24} {:<24} {:>7} {:>7} {:>6} {:>6}",
+                    c.app,
+                    time(s.next_tick_ms),
+                    time(s.last_tick_ms),
+                    s.started,
+                    s.skipped,
+                    s.missed,
+                    s.failed
+                );
+            }
+            return Ok(exit::OK);
+        }
+        CronCommand::Status { cron } => {
+            let (ns, name) = split(&cron);
+            client.cron(&ns, &name).await?
+        }
+        CronCommand::Trigger { cron } => {
+            let (ns, name) = split(&cron);
+            client.cron_action(&ns, &name, "trigger").await?
+        }
+        CronCommand::Suspend { cron } => {
+            let (ns, name) = split(&cron);
+            client.cron_action(&ns, &name, "suspend").await?
+        }
+        CronCommand::Resume { cron } => {
+            let (ns, name) = split(&cron);
+            client.cron_action(&ns, &name, "resume").await?
+        }
+    };
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    let s = &body.status;
+    println!(
+        "{}: {} ({}, {}){}; next {}, last {}; {} started, {} skipped, {} missed, {} succeeded, {} failed",
+        body.app,
+        body.rule,
+        body.time_zone,
+        body.policy,
+        if body.suspended { " suspended" } else { "" },
+        time(s.next_tick_ms),
+        time(s.last_tick_ms),
+        s.started,
+        s.skipped,
+        s.missed,
+        s.succeeded,
+        s.failed
+    );
+    if !s.last_failure.is_empty() {
+        println!("  last failure: {}", s.last_failure);
+    }
+    for ex in &s.executions {
+        let runs: Vec<String> = ex.job.runs.iter().map(|r| format!("{}:{:?}", r.index, r.phase)).collect();
+        println!(
+            "  tick {}{}: {} ({})",
+            crate::clock::rfc3339_utc(ex.tick_ms),
+            if ex.triggered { " (triggered)" } else { "" },
+            ex.job.phase.name(),
+            runs.join(" ")
+        );
+    }
+    Ok(exit::OK)
 }

@@ -128,6 +128,9 @@ pub enum Command {
     /// Jobs (seed 003): apps that run to completion, applied and deleted like any app.
     #[command(subcommand)]
     Job(JobCommand),
+    /// Cron jobs (seed 003): jobs started at the ticks of a rule.
+    #[command(subcommand)]
+    Cron(CronCommand),
     /// Hooks that gate updates (seed 004): templates of checks, and runs of them.
     #[command(subcommand)]
     Hook(HookCommand),
@@ -286,6 +289,35 @@ pub enum JobCommand {
         tail: usize,
         #[arg(long, value_enum)]
         stream: Option<Stream>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Every cron job: rule, next and last tick, counts of started, skipped, missed, failed.
+    Ls {
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// A cron job's counts and each tick it keeps, with its runs.
+    Status {
+        #[arg(value_name = "CRONJOB", value_parser = app_arg)]
+        cron: String,
+    },
+    /// Start a tick's runs now, whatever the rule says.
+    Trigger {
+        #[arg(value_name = "CRONJOB", value_parser = app_arg)]
+        cron: String,
+    },
+    /// Start no new tick (runs going go on).
+    Suspend {
+        #[arg(value_name = "CRONJOB", value_parser = app_arg)]
+        cron: String,
+    },
+    /// Start ticks again, from now on (ticks while suspended are not made up for).
+    Resume {
+        #[arg(value_name = "CRONJOB", value_parser = app_arg)]
+        cron: String,
     },
 }
 

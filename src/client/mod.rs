@@ -195,6 +195,28 @@ impl Client {
         Ok(self.json::<crate::protocol::JobList>(Method::GET, &path).await?.items)
     }
 
+    pub async fn crons(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::CronBody>, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/cronjobs?namespace={}", encode(n)),
+            None => "/v1/cronjobs".into(),
+        };
+        Ok(self.json::<crate::protocol::CronList>(Method::GET, &path).await?.items)
+    }
+
+    pub async fn cron(&self, namespace: &str, name: &str) -> Result<crate::protocol::CronBody, ClientError> {
+        self.json(Method::GET, &format!("/v1/cronjobs/{}/{}", encode(namespace), encode(name))).await
+    }
+
+    /// `trigger`, `suspend` or `resume`.
+    pub async fn cron_action(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+    ) -> Result<crate::protocol::CronBody, ClientError> {
+        self.json(Method::POST, &format!("/v1/cronjobs/{}/{}/{action}", encode(namespace), encode(name))).await
+    }
+
     pub async fn job(&self, namespace: &str, name: &str) -> Result<crate::protocol::JobBody, ClientError> {
         self.json(Method::GET, &format!("/v1/jobs/{}/{}", encode(namespace), encode(name))).await
     }

@@ -260,6 +260,15 @@ pub enum DaemonEvent {
         exit_code: Option<i32>,
         reason: String,
     },
+    /// A cron job's tick (issue 20): `started`, `triggered`, `skipped: ...` or `missed`;
+    /// `missed`: earlier ticks that fell due without a run (the daemon was down).
+    #[serde(rename_all = "camelCase")]
+    CronTick {
+        app: String,
+        tick_ms: u64,
+        outcome: String,
+        missed: u32,
+    },
     /// A job completed or failed (`reason`: why it failed).
     JobEnded {
         app: String,
@@ -361,7 +370,8 @@ impl EventBody {
                 | DaemonEvent::RolloutRolledBack { app, .. }
                 | DaemonEvent::RolloutGate { app, .. }
                 | DaemonEvent::JobRunEnded { app, .. }
-                | DaemonEvent::JobEnded { app, .. },
+                | DaemonEvent::JobEnded { app, .. }
+                | DaemonEvent::CronTick { app, .. },
             ) => Some(app),
             EventBody::Other(v) => v["app"].as_str(),
             _ => None,

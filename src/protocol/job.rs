@@ -115,3 +115,92 @@ pub struct JobBody {
 pub struct JobList {
     pub items: Vec<JobBody>,
 }
+
+/// One tick of a cron job: its runs, as a job's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronExecution {
+    /// The tick it is for (unix ms); a trigger's is when it was asked.
+    pub tick_ms: u64,
+    /// Started by `steward cron trigger`, not by the rule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub triggered: bool,
+    pub job: JobStatus,
+}
+
+/// A cron job's status on this host: durable, beside its spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronStatus {
+    /// Ticks up to here have been dealt with (started, skipped or missed).
+    pub handled_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_tick_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tick_ms: Option<u64>,
+    /// `steward cron suspend` (the spec's `suspend` also holds it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+    /// Ticks that started runs, were skipped (Forbid, or suspended), were missed (the daemon
+    /// down, or past the starting deadline).
+    pub started: u32,
+    pub skipped: u32,
+    pub missed: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure_ms: Option<u64>,
+    /// Why the last failed tick failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_failure: String,
+    /// The next run's instance id (never reused).
+    pub next_index: u32,
+    /// Ticks going, and the finished ones history keeps.
+    pub executions: Vec<CronExecution>,
+}
+
+impl CronStatus {
+    pub fn new(now_ms: u64) -> CronStatus {
+        CronStatus {
+            handled_ms: now_ms,
+            next_tick_ms: None,
+            last_tick_ms: None,
+            suspended: false,
+            started: 0,
+            skipped: 0,
+            missed: 0,
+            succeeded: 0,
+            failed: 0,
+            last_success_ms: None,
+            last_failure_ms: None,
+            last_failure: String::new(),
+            next_index: 0,
+            executions: Vec::new(),
+        }
+    }
+
+    pub fn active(&self) -> u32 {
+        self.executions.iter().filter(|e| e.job.phase == JobPhase::Running).count() as u32
+    }
+}
+
+/// GET /v1/cronjobs/{namespace}/{name}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronBody {
+    pub app: String,
+    pub rule: String,
+    pub time_zone: String,
+    pub policy: String,
+    /// Suspended by the spec or by `steward cron suspend`.
+    pub suspended: bool,
+    pub status: CronStatus,
+}
+
+/// GET /v1/cronjobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CronList {
+    pub items: Vec<CronBody>,
+}

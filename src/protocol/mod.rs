@@ -27,7 +27,7 @@ pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, HealthChanged, Heartbeat, InstanceChange, InstanceEvent, NoDetail,
     OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,
 };
-pub use job::{JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};
+pub use job::{CronBody, CronExecution, CronList, CronStatus, JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};
 pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
 pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};

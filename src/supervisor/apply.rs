@@ -114,13 +114,19 @@ impl Supervisor {
             }
         }
         // Run ids go on from the job before, whose instances this apply deletes meanwhile.
-        let job = spec.job.as_ref().map(|_| {
+        let job = spec.job.as_ref().filter(|_| spec.cron_job.is_none()).map(|_| {
             let mut status = crate::protocol::JobStatus::new(crate::clock::now_ms());
-            status.next_index = previous.as_ref().and_then(|p| p.job.as_ref()).map_or(0, |j| j.next_index);
+            status.next_index = previous.as_ref().map_or(0, |p| p.next_run_index());
+            status
+        });
+        // A cron job changed starts over from now (its runs going are stopped with the old spec).
+        let cron = spec.cron_job.as_ref().map(|_| {
+            let mut status = crate::protocol::CronStatus::new(crate::clock::now_ms());
+            status.next_index = previous.as_ref().map_or(0, |p| p.next_run_index());
             status
         });
         let rollout = match &previous {
-            _ if spec.job.is_some() => None,
+            _ if spec.runs_to_completion() => None,
             Some(p) if p.revision != revision && has_instances => {
                 let mut r = crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref());
                 // A hold is taken over only while its instance is still stopped.
@@ -160,6 +166,7 @@ impl Supervisor {
             revision,
             rollout: rollout.clone(),
             job: job.clone(),
+            cron: cron.clone(),
         };
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
@@ -190,7 +197,8 @@ impl Supervisor {
             self.keep_revisions(&key, list);
         }
         let is_job = job.is_some();
-        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout, job });
+        let is_cron = cron.is_some();
+        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout, job, cron });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let mut changed = Vec::new();
@@ -220,6 +228,9 @@ impl Supervisor {
         }
         if is_job {
             self.spawn_job(key.clone());
+        }
+        if is_cron {
+            self.spawn_cron(key.clone());
         }
         drop(applying);
         changed.extend(created.iter().cloned());
@@ -384,8 +395,8 @@ pub(super) fn new_records(
 /// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.
 pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<InstanceId> {
     let id = |index| InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };
-    if spec.job.is_some() {
-        // A job's runs are made by its task (job.rs), not by the apply.
+    if spec.runs_to_completion() {
+        // A job's runs are made by its task (job.rs, cron.rs), not by the apply.
         return Vec::new();
     }
     match selection {

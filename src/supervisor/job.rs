@@ -15,6 +15,14 @@ use super::record::now_ms;
 use super::*;
 use crate::protocol::{JobBody, JobPhase, JobRun, JobStatus, RunPhase};
 use crate::runtime::exit::ExitStatus;
+use crate::spec::model::JobSpec;
+
+/// What one look at a job decided.
+pub(super) struct JobStep {
+    pub events: Vec<DaemonEvent>,
+    pub stops: Vec<InstanceId>,
+    pub starting: Vec<InstanceId>,
+}
 
 /// How often a job looks at its runs.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -39,118 +47,7 @@ impl Supervisor {
             }
             let now = now_ms();
             let mut next = status.clone();
-            let mut events = Vec::new();
-            let mut stops = Vec::new();
-            for run in next.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
-                let id = job_id(&entry, run.index);
-                let rec = self.instances.lock().expect("instances lock").get(&id).map(|h| h.status.borrow().clone());
-                let Some(rec) = rec else {
-                    end_run(run, RunPhase::Failed, None, "its instance was deleted".into(), now);
-                    continue;
-                };
-                // Restarts under OnFailure: each counts toward backoffLimit.
-                let restarts = rec.restarts as u32;
-                if restarts > run.restarts {
-                    next.failed += restarts - run.restarts;
-                    run.restarts = restarts;
-                    next.not_before_ms = now + spec.backoff_ms(next.failed);
-                }
-                match &rec.state {
-                    state::State::Exited { status } => {
-                        let code = match status {
-                            ExitStatus::Code(c) => Some(*c),
-                            ExitStatus::Unknown => self.recorded_exit(&entry, run.index),
-                            ExitStatus::Signal(_) => None,
-                        };
-                        let (phase, reason) = match code {
-                            Some(0) if run.reason.is_empty() => (RunPhase::Succeeded, "exited 0".to_string()),
-                            Some(c) => (RunPhase::Failed, or(&run.reason, format!("exited {c}"))),
-                            None if *status == ExitStatus::Unknown => (
-                                RunPhase::Failed,
-                                "ended while stewardd was away, its exit code not recorded".to_string(),
-                            ),
-                            None => (RunPhase::Failed, or(&run.reason, format!("ended by {status}"))),
-                        };
-                        end_run(run, phase, code, reason, now);
-                    }
-                    state::State::Failed { reason } => {
-                        end_run(run, RunPhase::Failed, None, or(&run.reason, reason.clone()), now);
-                    }
-                    state::State::Stopped => {
-                        end_run(run, RunPhase::Failed, None, or(&run.reason, "stopped by an operator".into()), now);
-                    }
-                    _ => {
-                        let over = spec.active > 0 && now.saturating_sub(run.started_ms) > spec.active * 1000;
-                        if over && run.reason.is_empty() {
-                            // Recorded before the stop: the run's end is then this deadline's.
-                            run.reason = format!("stopped at its active deadline ({} s)", spec.active);
-                            stops.push(id);
-                        }
-                    }
-                }
-                if run.phase != RunPhase::Active {
-                    match run.phase {
-                        RunPhase::Succeeded => next.succeeded += 1,
-                        _ => {
-                            next.failed += 1;
-                            next.not_before_ms = now + spec.backoff_ms(next.failed);
-                        }
-                    }
-                    events.push(DaemonEvent::JobRunEnded {
-                        app: app.to_string(),
-                        index: run.index,
-                        phase: run.phase,
-                        exit_code: run.exit_code,
-                        reason: run.reason.clone(),
-                    });
-                }
-            }
-            // The verdict.
-            let verdict = if next.succeeded >= spec.completions {
-                Some(JobPhase::Complete)
-            } else if next.failed > spec.backoff_limit {
-                Some(JobPhase::Failed {
-                    reason: format!("{} failure(s), over its backoffLimit of {}", next.failed, spec.backoff_limit),
-                })
-            } else if spec.job_deadline > 0 && now.saturating_sub(next.started_ms) > spec.job_deadline * 1000 {
-                Some(JobPhase::Failed { reason: format!("past its jobDeadline ({} s)", spec.job_deadline) })
-            } else {
-                None
-            };
-            if let Some(phase) = verdict {
-                // Whatever still runs is not needed (complete) or not wanted (failed).
-                for run in next.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
-                    stops.push(job_id(&entry, run.index));
-                    end_run(run, RunPhase::Failed, None, format!("stopped: the job is {}", phase.name()), now);
-                }
-                let reason = match &phase {
-                    JobPhase::Failed { reason } => reason.clone(),
-                    _ => String::new(),
-                };
-                events.push(DaemonEvent::JobEnded { app: app.to_string(), phase: phase.name().into(), reason });
-                next.phase = phase;
-                next.finished_ms = Some(now);
-            }
-            // New runs: up to parallelism, no more than completions still need, after any backoff.
-            let mut starting = Vec::new();
-            if next.phase == JobPhase::Running && now >= next.not_before_ms {
-                let needed = spec.completions.saturating_sub(next.succeeded);
-                let want = spec.parallelism.min(needed).saturating_sub(next.active());
-                for _ in 0..want {
-                    let index = next.next_index;
-                    next.next_index += 1;
-                    next.runs.push(JobRun {
-                        index,
-                        phase: RunPhase::Active,
-                        started_ms: now,
-                        ended_ms: None,
-                        exit_code: None,
-                        reason: String::new(),
-                        restarts: 0,
-                    });
-                    starting.push(job_id(&entry, index));
-                }
-            }
+            let JobStep { events, stops, starting } = self.step_job(&entry, &spec, &mut next, now);
             if next != status {
                 match self.commit_job(&entry, next, &starting, events).await {
                     Ok(Some(created)) => self.spawn_created(&created.0, created.1),
@@ -168,6 +65,125 @@ impl Supervisor {
             }
             tokio::time::sleep(LOOK_EVERY).await;
         }
+    }
+
+    /// One look at a job's runs: their ends recorded, deadlines enforced, the verdict, the runs
+    /// to start (ids from `next.next_index`). Changes `next`; what to journal, stop and start.
+    pub(super) fn step_job(&self, entry: &SpecEntry, spec: &JobSpec, next: &mut JobStatus, now: u64) -> JobStep {
+        let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let app = app.as_str();
+        let mut events = Vec::new();
+        let mut stops = Vec::new();
+        for run in next.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
+            let id = job_id(entry, run.index);
+            let rec = self.instances.lock().expect("instances lock").get(&id).map(|h| h.status.borrow().clone());
+            let Some(rec) = rec else {
+                end_run(run, RunPhase::Failed, None, "its instance was deleted".into(), now);
+                continue;
+            };
+            // Restarts under OnFailure: each counts toward backoffLimit.
+            let restarts = rec.restarts as u32;
+            if restarts > run.restarts {
+                next.failed += restarts - run.restarts;
+                run.restarts = restarts;
+                next.not_before_ms = now + spec.backoff_ms(next.failed);
+            }
+            match &rec.state {
+                state::State::Exited { status } => {
+                    let code = match status {
+                        ExitStatus::Code(c) => Some(*c),
+                        ExitStatus::Unknown => self.recorded_exit(entry, run.index),
+                        ExitStatus::Signal(_) => None,
+                    };
+                    let (phase, reason) = match code {
+                        Some(0) if run.reason.is_empty() => (RunPhase::Succeeded, "exited 0".to_string()),
+                        Some(c) => (RunPhase::Failed, or(&run.reason, format!("exited {c}"))),
+                        None if *status == ExitStatus::Unknown => {
+                            (RunPhase::Failed, "ended while stewardd was away, its exit code not recorded".to_string())
+                        }
+                        None => (RunPhase::Failed, or(&run.reason, format!("ended by {status}"))),
+                    };
+                    end_run(run, phase, code, reason, now);
+                }
+                state::State::Failed { reason } => {
+                    end_run(run, RunPhase::Failed, None, or(&run.reason, reason.clone()), now);
+                }
+                state::State::Stopped => {
+                    end_run(run, RunPhase::Failed, None, or(&run.reason, "stopped by an operator".into()), now);
+                }
+                _ => {
+                    let over = spec.active > 0 && now.saturating_sub(run.started_ms) > spec.active * 1000;
+                    if over && run.reason.is_empty() {
+                        // Recorded before the stop: the run's end is then this deadline's.
+                        run.reason = format!("stopped at its active deadline ({} s)", spec.active);
+                        stops.push(id);
+                    }
+                }
+            }
+            if run.phase != RunPhase::Active {
+                match run.phase {
+                    RunPhase::Succeeded => next.succeeded += 1,
+                    _ => {
+                        next.failed += 1;
+                        next.not_before_ms = now + spec.backoff_ms(next.failed);
+                    }
+                }
+                events.push(DaemonEvent::JobRunEnded {
+                    app: app.to_string(),
+                    index: run.index,
+                    phase: run.phase,
+                    exit_code: run.exit_code,
+                    reason: run.reason.clone(),
+                });
+            }
+        }
+        // The verdict.
+        let verdict = if next.succeeded >= spec.completions {
+            Some(JobPhase::Complete)
+        } else if next.failed > spec.backoff_limit {
+            Some(JobPhase::Failed {
+                reason: format!("{} failure(s), over its backoffLimit of {}", next.failed, spec.backoff_limit),
+            })
+        } else if spec.job_deadline > 0 && now.saturating_sub(next.started_ms) > spec.job_deadline * 1000 {
+            Some(JobPhase::Failed { reason: format!("past its jobDeadline ({} s)", spec.job_deadline) })
+        } else {
+            None
+        };
+        if let Some(phase) = verdict {
+            // Whatever still runs is not needed (complete) or not wanted (failed).
+            for run in next.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
+                stops.push(job_id(entry, run.index));
+                end_run(run, RunPhase::Failed, None, format!("stopped: the job is {}", phase.name()), now);
+            }
+            let reason = match &phase {
+                JobPhase::Failed { reason } => reason.clone(),
+                _ => String::new(),
+            };
+            events.push(DaemonEvent::JobEnded { app: app.to_string(), phase: phase.name().into(), reason });
+            next.phase = phase;
+            next.finished_ms = Some(now);
+        }
+        // New runs: up to parallelism, no more than completions still need, after any backoff.
+        let mut starting = Vec::new();
+        if next.phase == JobPhase::Running && now >= next.not_before_ms {
+            let needed = spec.completions.saturating_sub(next.succeeded);
+            let want = spec.parallelism.min(needed).saturating_sub(next.active());
+            for _ in 0..want {
+                let index = next.next_index;
+                next.next_index += 1;
+                next.runs.push(JobRun {
+                    index,
+                    phase: RunPhase::Active,
+                    started_ms: now,
+                    ended_ms: None,
+                    exit_code: None,
+                    reason: String::new(),
+                    restarts: 0,
+                });
+                starting.push(job_id(entry, index));
+            }
+        }
+        JobStep { events, stops, starting }
     }
 
     /// Writes the job's status (and the records of the runs it starts, with their ports) in one

@@ -38,6 +38,7 @@ impl Supervisor {
                             revision: s.revision,
                             rollout: s.rollout,
                             job: s.job,
+                            cron: s.cron,
                         }),
                     );
                 }
@@ -101,7 +102,7 @@ impl Supervisor {
                 continue;
             }
             // A job's runs are its own ids (job.rs), not the spec's count.
-            let job = spec.job.is_some();
+            let job = spec.spec.runs_to_completion();
             if !spare && !job && !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
                 unfinished.push((rec.id.clone(), Command::Delete));
             } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
@@ -128,6 +129,17 @@ impl Supervisor {
         for app in jobs {
             tracing::info!(app = %app, "resuming its job");
             self.spawn_job(app);
+        }
+        let crons: Vec<String> = self
+            .specs
+            .lock()
+            .expect("specs lock")
+            .iter()
+            .filter(|(_, e)| e.cron.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for app in crons {
+            self.spawn_cron(app);
         }
         for app in rolling {
             tracing::info!(app = %app, "resuming its rollout");

@@ -10,6 +10,7 @@ pub mod state;
 pub mod values;
 
 mod apply;
+mod cron;
 mod job;
 mod load;
 mod paths;
@@ -322,6 +323,7 @@ impl Supervisor {
         };
         // A job first stops starting runs: one started meanwhile would outlive the delete.
         self.end_job(&entry, "deleted").await?;
+        self.end_cron(&entry, "deleted").await?;
         self.sweep();
         let ids: Vec<InstanceId> = self
             .instances
@@ -497,6 +499,9 @@ struct StoredSpec {
     /// A job's status (see job.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     job: Option<crate::protocol::JobStatus>,
+    /// A cron job's status (see cron.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cron: Option<crate::protocol::CronStatus>,
 }
 
 impl StoredSpec {
@@ -509,6 +514,7 @@ impl StoredSpec {
             revision: entry.revision,
             rollout: entry.rollout.clone(),
             job: entry.job.clone(),
+            cron: entry.cron.clone(),
         }
     }
 }

@@ -95,6 +95,7 @@ impl Supervisor {
                 revision: n,
                 rollout: None,
                 job: None,
+                cron: None,
             }),
             None => {
                 tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");

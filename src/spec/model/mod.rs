@@ -6,12 +6,14 @@
 //! and folded into the canonical one by [`ProcessSpec::normalize`]; docs/spec.md lists them.
 
 mod constraint;
+mod cron;
 mod job;
 pub mod pod;
 mod probe;
 mod strategy;
 
 pub use constraint::*;
+pub use cron::*;
 pub use job::*;
 pub use pod::{Container, NetworkMode, Parameter};
 pub use probe::*;
@@ -45,6 +47,21 @@ pub struct ProcessSpec {
     /// Run to completion instead of being kept running (seed 003 Job).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<JobSpec>,
+    /// Run as a job at every tick of a cron rule (seed 003 CronJob).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron_job: Option<CronJobSpec>,
+}
+
+impl ProcessSpec {
+    /// A job or a cron job: its instances are runs that end, with ids of their own.
+    pub fn runs_to_completion(&self) -> bool {
+        self.job.is_some() || self.cron_job.is_some()
+    }
+
+    /// The run parameters of a job or of each tick of a cron job.
+    pub fn job_params(&self) -> JobSpec {
+        self.job.clone().unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -196,7 +196,7 @@ pub enum InjectionTarget {
 /// Renders instance `index` of `spec` (which must have passed validation).
 pub fn render(spec: &ProcessSpec, index: u32, ctx: &RenderContext) -> Result<RenderedInstance, SpecErrors> {
     // A job's runs take ids of their own, one per run, whatever `spec.instance` says.
-    if index >= spec.spec.instance && spec.job.is_none() {
+    if index >= spec.spec.instance && !spec.runs_to_completion() {
         let ids = match spec.spec.instance {
             0 => "it has none".to_string(),
             1 => "its only id is 0".to_string(),
@@ -246,7 +246,7 @@ pub(crate) fn render_any_index(
         let scope = Scope { spec, index, ctx, ports: &port_values, work_path: String::new(), pid_file: String::new() };
         if let Some(mut rp) = render_process(p, &at, scope, &run_dir, ports, &mut errors) {
             // A foreground job run records its end (a forking one's main process is another).
-            if spec.job.is_some() && rp.pid_file.is_none() {
+            if spec.runs_to_completion() && rp.pid_file.is_none() {
                 rp.start_cmd = job_wrapper(&rp.start_cmd, &job_exit_file(&rp.work_path, &rp.proc_name));
             }
             processes.push(rp);

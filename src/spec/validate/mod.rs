@@ -50,8 +50,25 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     metadata(&spec.metadata, &root.field("metadata"), errors);
     policies(spec, &root, errors);
     strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
-    if let Some(job) = &spec.job {
-        job_spec(spec, job, &root.field("job"), errors);
+    if spec.runs_to_completion() {
+        job_spec(spec, &spec.job_params(), &root.field("job"), errors);
+    }
+    if let Some(cron) = &spec.cron_job {
+        let at = root.field("cronJob");
+        if cron.rule.trim().is_empty() {
+            errors.add(&at.field("rule"), "is required (e.g. \"*/5 * * * *\" or \"@daily\")");
+        } else if let Err(e) = crate::cron::Schedule::parse(&cron.rule, &cron.time_zone) {
+            let (field, message) = e.split_once(": ").unwrap_or(("rule", e.as_str()));
+            errors.add(&at.field(field), message.to_string());
+        }
+        if cron.deadline > MAX_WEEK_SECS {
+            errors.add(&at.field("deadline"), format!("must be at most {MAX_WEEK_SECS}"));
+        }
+        for (field, n) in [("success", cron.history.success), ("fail", cron.history.fail)] {
+            if n > 1000 {
+                errors.add(&at.field("history").field(field), "must be at most 1000");
+            }
+        }
     }
 
     let body = root.field("spec");

@@ -22,6 +22,16 @@ pub struct SpecEntry {
     pub selection: Option<Vec<u32>>,
     /// A job's status (see supervisor/job.rs); None for an app that is kept running.
     pub job: Option<crate::protocol::JobStatus>,
+    /// A cron job's status (see supervisor/cron.rs).
+    pub cron: Option<crate::protocol::CronStatus>,
+}
+
+impl SpecEntry {
+    /// The id the next run of a job or cron job takes: run ids are never reused.
+    pub fn next_run_index(&self) -> u32 {
+        let job = self.job.as_ref().map_or(0, |j| j.next_index);
+        job.max(self.cron.as_ref().map_or(0, |c| c.next_index))
+    }
 }
 
 #[derive(Debug)]

@@ -1,0 +1,298 @@
+//! A cron job on this host (issue 20, seed 003 CronJob): a task per cron app that, at each tick
+//! of its rule (src/cron.rs), starts an execution — a job's runs, by `job`'s parameters, driven
+//! by the same step as a plain job (job.rs) — by its policy: Allow runs it beside the ones
+//! going, Forbid skips the tick while one goes, Replace stops them first.
+//!
+//! Durable like a job: the status (the ticks dealt with, every execution with its runs, the
+//! counts, the next run id) is written with the records of the runs it starts, in one commit.
+//! A Forbid lock is simply an execution still Running in that status: it holds across a kill -9.
+//! Ticks missed while the daemon was down: the latest starts once on its return (within the
+//! starting deadline), the earlier are counted missed — never a burst. Finished executions past
+//! the history limits are removed, with their runs' instances and run directories.
+
+use super::job::JobStep;
+use super::record::now_ms;
+use super::*;
+use crate::cron::{Decision, Schedule};
+use crate::protocol::{CronBody, CronExecution, CronStatus, JobPhase, JobStatus, RunPhase};
+use crate::spec::model::ConcurrencyPolicy;
+
+/// How often a cron job looks at its runs and its clock.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Supervisor {
+    pub(super) fn spawn_cron(&self, app: String) {
+        let sup = self.clone();
+        let lock = self.drivers.lock().expect("drivers lock").entry(app.clone()).or_default().clone();
+        tokio::spawn(async move {
+            let _driving = lock.lock().await;
+            sup.drive_cron(&app).await;
+        });
+    }
+
+    async fn drive_cron(&self, app: &str) {
+        loop {
+            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
+            let (Some(spec), Some(status)) = (entry.spec.cron_job.clone(), entry.cron.clone()) else { return };
+            let Ok(schedule) = Schedule::parse(&spec.rule, &spec.time_zone) else {
+                tracing::error!(app = %app, "its cron rule no longer parses; nothing is started");
+                return;
+            };
+            let now = now_ms();
+            let mut next = status.clone();
+            let (mut events, mut stops, mut starting) = (Vec::new(), Vec::new(), Vec::new());
+            // The tick's decision first: a Replace stops what goes before the step below sees it.
+            let suspended = spec.suspend || next.suspended;
+            match schedule.decide(next.handled_ms, now, spec.deadline) {
+                Decision::Wait { next_ms } => next.next_tick_ms = Some(next_ms),
+                Decision::Never => next.next_tick_ms = None,
+                Decision::Missed { tick_ms, missed } => {
+                    next.missed += missed;
+                    next.handled_ms = tick_ms;
+                    events.push(DaemonEvent::CronTick { app: app.into(), tick_ms, outcome: "missed".into(), missed });
+                }
+                Decision::Start { tick_ms, missed } => {
+                    next.missed += missed;
+                    next.handled_ms = tick_ms;
+                    next.last_tick_ms = Some(tick_ms);
+                    let going = next.active() > 0;
+                    let outcome = if suspended {
+                        next.skipped += 1;
+                        "skipped: suspended"
+                    } else if going && spec.policy == ConcurrencyPolicy::Forbid {
+                        next.skipped += 1;
+                        "skipped: an earlier tick's runs still go (Forbid)"
+                    } else {
+                        if going && spec.policy == ConcurrencyPolicy::Replace {
+                            let (mut replaced, mut old) = (0, Vec::new());
+                            for ex in next.executions.iter_mut().filter(|e| e.job.phase == JobPhase::Running) {
+                                old.extend(replace(&entry, &mut ex.job, now));
+                                replaced += 1;
+                            }
+                            // Stopped before the new runs start: Replace never overlaps.
+                            let stopping = old.iter().map(|id| self.stop(id));
+                            for (id, r) in old.iter().zip(futures_util::future::join_all(stopping).await) {
+                                if let Err(e) = r {
+                                    tracing::warn!(instance = %id, "stopping a replaced run: {e}");
+                                }
+                            }
+                            next.failed += replaced;
+                            next.last_failure_ms = Some(now);
+                            next.last_failure = "replaced by a newer tick (Replace)".into();
+                        }
+                        next.started += 1;
+                        next.executions.push(CronExecution { tick_ms, triggered: false, job: JobStatus::new(now) });
+                        "started"
+                    };
+                    events.push(DaemonEvent::CronTick { app: app.into(), tick_ms, outcome: outcome.into(), missed });
+                }
+            }
+            // Each execution going: a job's step, run ids shared.
+            let params = entry.spec.job_params();
+            for ex in next.executions.iter_mut().filter(|e| e.job.phase == JobPhase::Running) {
+                ex.job.next_index = next.next_index;
+                let JobStep { events: e, stops: s, starting: st } = self.step_job(&entry, &params, &mut ex.job, now);
+                next.next_index = ex.job.next_index;
+                match &ex.job.phase {
+                    JobPhase::Complete => {
+                        next.succeeded += 1;
+                        next.last_success_ms = Some(now);
+                    }
+                    JobPhase::Failed { reason } => {
+                        next.failed += 1;
+                        next.last_failure_ms = Some(now);
+                        next.last_failure = reason.clone();
+                    }
+                    JobPhase::Running => {}
+                }
+                events.extend(e);
+                stops.extend(s);
+                starting.extend(st);
+            }
+            let removed = prune_history(&mut next, spec.history.success, spec.history.fail);
+            if next != status {
+                match self.commit_cron(&entry, next, &starting, events).await {
+                    Ok(Some((updated, records))) => self.spawn_created(&updated, records),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(app = %app, "recording the cron job: {e}"),
+                }
+            }
+            for id in stops {
+                let sup = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = sup.stop(&id).await {
+                        tracing::warn!(instance = %id, "stopping a cron job's run: {e}");
+                    }
+                });
+            }
+            for index in removed {
+                let (sup, id) = (self.clone(), job_run_id(&entry, index));
+                tokio::spawn(async move {
+                    if let Err(e) = sup.delete_instance(&id).await {
+                        tracing::warn!(instance = %id, "removing a run past the history limits: {e}");
+                    }
+                });
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
+        }
+    }
+
+    /// Writes the cron job's status and the records of the runs it starts, in one commit.
+    async fn commit_cron(
+        &self,
+        entry: &Arc<SpecEntry>,
+        status: CronStatus,
+        starting: &[InstanceId],
+        events: Vec<DaemonEvent>,
+    ) -> Result<Option<(Arc<SpecEntry>, Vec<InstanceRecord>)>, SupervisorError> {
+        let _applying = self.applying.lock().await;
+        let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+        let current = self.specs.lock().expect("specs lock").get(&key).cloned();
+        let current = current
+            .filter(|c| c.generation == entry.generation && c.cron == entry.cron)
+            .ok_or_else(|| SupervisorError::Conflict(format!("{key}: the cron job changed meanwhile")))?;
+        let mut next = (*current).clone();
+        next.cron = Some(status);
+        let mut batch = Batch::new();
+        let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Specs, &key, &value);
+        for e in events {
+            batch.push_event(EventBody::Daemon(e).to_value());
+        }
+        let records = if starting.is_empty() {
+            Vec::new()
+        } else {
+            self.allocate_ports(&next.spec, starting, &mut batch)?;
+            super::apply::new_records((next.generation, next.revision), starting, &mut batch)?
+        };
+        self.commit(batch).await?;
+        let next = Arc::new(next);
+        self.specs.lock().expect("specs lock").insert(key, next.clone());
+        Ok((!records.is_empty()).then_some((next, records)))
+    }
+
+    /// `steward cron suspend|resume|trigger`: changes the status with `change` (one commit),
+    /// retried while the cron job's task writes in between.
+    pub async fn cron_action(&self, namespace: &str, name: &str, action: &str) -> Result<CronBody, SupervisorError> {
+        let app = app_key(namespace, name);
+        for _ in 0..50 {
+            let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+            let entry = entry
+                .filter(|e| e.cron.is_some())
+                .ok_or_else(|| SupervisorError::NotFound(format!("cron job {app}")))?;
+            let mut status = entry.cron.clone().expect("filtered");
+            let now = now_ms();
+            let mut events = Vec::new();
+            match action {
+                "suspend" => status.suspended = true,
+                "resume" => {
+                    status.suspended = false;
+                    // Ticks while suspended are not made up for: counting starts again now.
+                    status.handled_ms = status.handled_ms.max(now);
+                }
+                "trigger" => {
+                    status.started += 1;
+                    status.executions.push(CronExecution { tick_ms: now, triggered: true, job: JobStatus::new(now) });
+                    events.push(DaemonEvent::CronTick {
+                        app: app.clone(),
+                        tick_ms: now,
+                        outcome: "triggered".into(),
+                        missed: 0,
+                    });
+                }
+                other => return Err(SupervisorError::Invalid(format!("no cron action {other:?}"))),
+            }
+            match self.commit_cron(&entry, status, &[], events).await {
+                Ok(_) => return self.cron(namespace, name),
+                Err(SupervisorError::Conflict(_)) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(SupervisorError::Failed(format!("{app}: the cron job kept changing; try again")))
+    }
+
+    /// Stops a cron job from starting anything (its runs going are failed as `reason`), as a
+    /// delete of the app does first.
+    pub(super) async fn end_cron(&self, entry: &Arc<SpecEntry>, reason: &str) -> Result<(), SupervisorError> {
+        let Some(mut status) = entry.cron.clone() else { return Ok(()) };
+        let now = now_ms();
+        status.suspended = true;
+        for ex in status.executions.iter_mut().filter(|e| e.job.phase == JobPhase::Running) {
+            ex.job.phase = JobPhase::Failed { reason: reason.to_string() };
+            ex.job.finished_ms = Some(now);
+        }
+        self.commit_cron(entry, status, &[], Vec::new()).await.map(|_| ())
+    }
+
+    pub fn crons(&self) -> Vec<CronBody> {
+        let entries: Vec<Arc<SpecEntry>> = self.specs.lock().expect("specs lock").values().cloned().collect();
+        entries.iter().filter_map(|e| cron_body(e)).collect()
+    }
+
+    pub fn cron(&self, namespace: &str, name: &str) -> Result<CronBody, SupervisorError> {
+        let app = app_key(namespace, name);
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+        entry.as_deref().and_then(cron_body).ok_or_else(|| SupervisorError::NotFound(format!("cron job {app}")))
+    }
+}
+
+fn cron_body(entry: &SpecEntry) -> Option<CronBody> {
+    let (spec, status) = (entry.spec.cron_job.as_ref()?, entry.cron.clone()?);
+    Some(CronBody {
+        app: app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name),
+        rule: spec.rule.clone(),
+        time_zone: spec.time_zone.clone(),
+        policy: format!("{:?}", spec.policy),
+        suspended: spec.suspend || status.suspended,
+        status,
+    })
+}
+
+fn job_run_id(entry: &SpecEntry, index: u32) -> InstanceId {
+    InstanceId { namespace: entry.spec.metadata.namespace.clone(), name: entry.spec.metadata.name.clone(), index }
+}
+
+/// Replace: the execution fails as replaced; its active runs are returned to be stopped.
+fn replace(entry: &SpecEntry, job: &mut JobStatus, now: u64) -> Vec<InstanceId> {
+    let mut stops = Vec::new();
+    for run in job.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
+        run.phase = RunPhase::Failed;
+        run.reason = "stopped: a newer tick replaced it (Replace)".into();
+        run.ended_ms = Some(now);
+        stops.push(job_run_id(entry, run.index));
+    }
+    job.phase = JobPhase::Failed { reason: "replaced by a newer tick (Replace)".into() };
+    job.finished_ms = Some(now);
+    stops
+}
+
+/// Drops finished executions beyond the newest `success` complete and `fail` failed ones;
+/// returns their runs' ids, whose instances go too.
+fn prune_history(status: &mut CronStatus, success: u32, fail: u32) -> Vec<u32> {
+    let (mut kept_ok, mut kept_failed) = (0, 0);
+    let mut keep = vec![true; status.executions.len()];
+    for (i, ex) in status.executions.iter().enumerate().rev() {
+        match ex.job.phase {
+            JobPhase::Running => {}
+            JobPhase::Complete => {
+                kept_ok += 1;
+                keep[i] = kept_ok <= success;
+            }
+            JobPhase::Failed { .. } => {
+                kept_failed += 1;
+                keep[i] = kept_failed <= fail;
+            }
+        }
+    }
+    let mut removed = Vec::new();
+    let mut i = 0;
+    status.executions.retain(|ex| {
+        let k = keep[i];
+        i += 1;
+        if !k {
+            removed.extend(ex.job.runs.iter().map(|r| r.index));
+        }
+        k
+    });
+    removed
+}

@@ -1,0 +1,156 @@
+//! Cron jobs on the real stewardd (issue 20, seed 003 CronJob), on seconds-level rules: Forbid
+//! skips a tick while a run lasts, Replace stops the old run, Allow overlaps; a daemon down across
+//! ticks starts the latest once on its return within the starting deadline and counts it missed
+//! beyond; history limits remove old runs; suspend stops new ticks, trigger starts one.
+
+mod common;
+
+use common::{spec, Daemon};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use steward::protocol::{CronBody, JobPhase};
+
+fn cron(name: &str, start: &str, cron: Value) -> Value {
+    let mut doc = spec(name, 1, json!({"startCmd": start, "startGracePeriod": 0}), json!({}));
+    doc["cronJob"] = cron;
+    doc["restartPolicy"] = json!({"policy": "Never"});
+    doc
+}
+
+async fn wait_cron(d: &Daemon, name: &str, secs: u64, pred: impl Fn(&CronBody) -> bool) -> CronBody {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(c) = d.client.cron("test", name).await {
+            if pred(&c) {
+                return c;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cron {name}: {:#?}\n{}",
+            d.client.cron("test", name).await,
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The most runs of `name` seen going at once until `stop`.
+fn most_at_once(d: &Daemon, name: &'static str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
+    let client = d.client.clone();
+    tokio::spawn(async move {
+        let mut most = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let list = client.list(&[("name", name)]).await.unwrap();
+            most = most.max(list.iter().filter(|s| s.state.has_processes()).count());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        most
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn policies_forbid_replace_and_allow() {
+    let d = Daemon::start("cron-policies");
+    // Every 2 s, each run 3.5 s long.
+    for (name, policy) in [("forbid", "Forbid"), ("replace", "Replace"), ("allow", "Allow")] {
+        let doc = cron(
+            name,
+            "exec sleep 3.5",
+            json!({"rule": "*/2 * * * * *", "policy": policy, "history": {"success": 5, "fail": 5}}),
+        );
+        d.apply_json(&doc).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let samplers: Vec<_> =
+        ["forbid", "replace", "allow"].into_iter().map(|n| most_at_once(&d, n, stop.clone())).collect();
+    let forbid = wait_cron(&d, "forbid", 30, |c| c.status.started >= 2 && c.status.skipped >= 1).await;
+    let replace = wait_cron(&d, "replace", 30, |c| c.status.started >= 3).await;
+    let allow = wait_cron(&d, "allow", 30, |c| c.status.started >= 3).await;
+    stop.store(true, Ordering::Relaxed);
+    let most: Vec<usize> = futures_util::future::join_all(samplers).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(most[0], 1, "Forbid never overlaps: {forbid:#?}");
+    assert_eq!(most[1], 1, "Replace never overlaps (it stops the old run): {replace:#?}");
+    assert!(most[2] >= 2, "Allow overlaps: {}", most[2]);
+    let replaced = replace
+        .status
+        .executions
+        .iter()
+        .filter(|e| matches!(&e.job.phase, JobPhase::Failed { reason } if reason.contains("replaced")))
+        .count();
+    assert!(replaced >= 1, "{replace:#?}");
+    assert!(
+        replace.status.executions.iter().flat_map(|e| &e.job.runs).any(|r| r.reason.contains("replaced it")),
+        "{replace:#?}"
+    );
+    let (code, out, err) = d.cli(&["cron", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("test/forbid") && out.contains("*/2 * * * * *"), "{out}");
+    let _ = allow;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ticks_missed_while_down_start_once_or_are_missed_past_the_deadline() {
+    let mut d = Daemon::start("cron-down");
+    let marks = d.path().join("marks");
+    let start = format!("echo ran >> {}", marks.display());
+    d.apply_json(&cron("lenient", &start, json!({"rule": "*/4 * * * * *"}))).await;
+    d.apply_json(&cron("strict", "true", json!({"rule": "*/4 * * * * *", "deadline": 1}))).await;
+    // Down right after a tick, for two more: back when the latest due tick is ~2 s old.
+    let c = wait_cron(&d, "lenient", 20, |c| c.status.started >= 1).await;
+    let tick = c.status.last_tick_ms.unwrap();
+    let strict_before = d.client.cron("test", "strict").await.unwrap().status;
+    d.kill9();
+    let back_at = tick + 4_000 + 4_000 + 2_000;
+    let wait = back_at.saturating_sub(steward::clock::now_ms());
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    d.spawn();
+    let c = wait_cron(&d, "lenient", 10, |c| c.status.last_tick_ms.is_some_and(|t| t >= tick + 8_000)).await;
+    assert_eq!(c.status.started, 2, "the latest due tick started once: {c:#?}");
+    assert_eq!(c.status.missed, 1, "the one before it is missed: {c:#?}");
+    let s = wait_cron(&d, "strict", 10, |c| c.status.missed > strict_before.missed).await;
+    assert_eq!(s.status.started, strict_before.started, "past its 1 s deadline nothing starts: {s:#?}");
+    assert_eq!(s.status.missed - strict_before.missed, 2, "{s:#?}");
+    // Each start ran exactly once.
+    wait_cron(&d, "lenient", 10, |c| c.status.succeeded >= 2).await;
+    let text = std::fs::read_to_string(&marks).unwrap();
+    assert!(text.lines().count() >= 2, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn history_limits_suspend_and_trigger() {
+    let d = Daemon::start("cron-history");
+    let doc = cron("tidy", "echo out; exit 0", json!({"rule": "* * * * * *", "history": {"success": 1, "fail": 0}}));
+    d.apply_json(&doc).await;
+    let c = wait_cron(&d, "tidy", 20, |c| c.status.succeeded >= 4).await;
+    let finished = c.status.executions.iter().filter(|e| e.job.phase != JobPhase::Running).count();
+    assert!(finished <= 1, "one successful tick kept: {c:#?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let instances = d.client.list(&[("name", "tidy")]).await.unwrap();
+    assert!(instances.len() <= 3, "older runs' instances are removed: {instances:#?}");
+
+    let (code, _, err) = d.cli(&["cron", "suspend", "test/tidy"]);
+    assert_eq!(code, 0, "{err}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = d.client.cron("test", "tidy").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = d.client.cron("test", "tidy").await.unwrap();
+    assert!(later.suspended);
+    assert_eq!(later.status.started, held.status.started, "no tick starts while suspended");
+    let (code, out, err) = d.cli(&["cron", "trigger", "test/tidy"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(triggered)"), "{out}");
+    let (code, _, err) = d.cli(&["cron", "resume", "test/tidy"]);
+    assert_eq!(code, 0, "{err}");
+    wait_cron(&d, "tidy", 10, |c| c.status.started >= later.status.started + 3).await;
+
+    // Bad rules are refused with their field.
+    let bad = cron("bad", "true", json!({"rule": "61 * * * *", "timeZone": "Mars/Base"}));
+    let file = d.path().join("bad.json");
+    std::fs::write(&file, bad.to_string()).unwrap();
+    let (code, _, err) = d.cli(&["apply", "--file", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cronJob.timeZone"), "{err}");
+}
