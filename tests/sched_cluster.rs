@@ -856,3 +856,41 @@ async fn hooks_gate_a_rollout_on_every_host() {
         }
     }
 }
+
+/// Jobs and cron jobs through steward-sched (issue 20): each is placed whole on one host, whose
+/// daemon makes its runs; `run` takes the runs for the job's own (no stray deleted, none
+/// rescheduled), so a cron ticks on exactly one host of the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_ticks_on_exactly_one_host() {
+    let c = Cluster::start("j", ["a", "a", "a"]);
+    let mut follower = c.follow(&["run"]);
+    let mut every = spec("tick", 1, json!({"procName": "sh", "startCmd": "exit 0", "startGracePeriod": 0}), json!({}));
+    every["cronJob"] = json!({"rule": "* * * * * *", "history": {"success": 10, "fail": 10}});
+    every["restartPolicy"] = json!({"policy": "Never"});
+    let (code, out, err) = c.deploy("tick", &every);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mut batch =
+        spec("batch", 1, json!({"procName": "sh", "startCmd": "sleep 0.2", "startGracePeriod": 0}), json!({}));
+    batch["job"] = json!({"completions": 3});
+    batch["restartPolicy"] = json!({"policy": "Never"});
+    let (code, out, err) = c.deploy("batch", &batch);
+    assert_eq!(code, 0, "{out}\n{err}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let spread = c.spread("tick").await;
+    let hosts: Vec<&String> = spread.iter().filter(|(_, ids)| !ids.is_empty()).map(|(h, _)| h).collect();
+    assert_eq!(hosts.len(), 1, "one host runs the cron job: {spread:?}");
+    let host = c.host(hosts[0]);
+    let cron = host.daemon.client.cron("test", "tick").await.unwrap();
+    assert!(cron.status.started >= 3 && cron.status.succeeded >= 3, "{cron:#?}");
+    let job_hosts: Vec<String> =
+        c.spread("batch").await.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(h, _)| h).collect();
+    assert_eq!(job_hosts.len(), 1);
+    let job = c.host(&job_hosts[0]).daemon.client.job("test", "batch").await.unwrap();
+    assert_eq!((job.status.succeeded, job.status.runs.len()), (3, 3), "{job:#?}");
+    // `run` saw the runs and left them alone; status shows them placed, not stray.
+    let seen = follower.drain().to_vec();
+    assert!(!seen.iter().any(|v| v.to_string().contains("strayDeleted")), "{seen:#?}");
+    let (code, out, _) = c.sched(&["status"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("stray"), "{out}");
+}

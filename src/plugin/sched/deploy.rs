@@ -22,12 +22,6 @@ impl Scheduler {
         })?;
         let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
-        // A job's runs are ids the daemon makes (supervisor/job.rs): placed as instances they would
-        // look like strays here and be deleted. Refused until steward-sched places jobs.
-        if spec.job.is_some() {
-            let message = "steward-sched does not place jobs yet: apply it on one host with `steward apply`";
-            return Err(spec_err(SpecErrors(vec![crate::spec::SpecError::new("job", message)])));
-        }
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
         // the nodes) first.
         let stored: BTreeSet<String> = self.store.hook_templates()?.iter().map(|t| t.key()).collect();
@@ -79,7 +73,9 @@ impl Scheduler {
         let previous = self.store.app(&key)?;
         let (views, down) = self.read_nodes().await;
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
-        let total = spec.spec.instance;
+        // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
+        // their own): so a cron tick runs on exactly one host.
+        let total = if spec.runs_to_completion() { 1 } else { spec.spec.instance };
         let old = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
         // Stay: applied (or being applied) placements whose node is reachable, or unreachable
         // but not (yet) declared lost: never run an instance twice.
@@ -171,6 +167,13 @@ impl Scheduler {
                 continue; // The apply's selection removed them, or the node is away: reconciled on return.
             }
             if let Some(client) = self.client(node) {
+                if spec.runs_to_completion() {
+                    // Its runs there (any ids) go with it.
+                    if let Err(e) = client.delete_app(&spec.metadata.namespace, &spec.metadata.name, Some(30.0)).await {
+                        tracing::warn!("deleting {key} on {node}: {e}");
+                    }
+                    continue;
+                }
                 for i in ids {
                     match client.delete(&instance_id(&key, *i), Some(30.0)).await {
                         Ok(()) | Err(ClientError::Api { status: 404, .. }) => {}

@@ -129,10 +129,16 @@ impl Scheduler {
                 }
             }
         }
+        // A job's (or cron job's) runs on its node are its own, whatever their ids.
+        let job_node = check_spec(&app.spec)
+            .is_ok_and(|s| s.runs_to_completion())
+            .then(|| app.placements.get(&0).map(|p| p.node.clone()))
+            .flatten();
         let mut out = Vec::new();
         for (i, p) in &app.placements {
             let (state, ready, message) = match actual.remove(&(p.node.clone(), *i)) {
                 Some(s) => s,
+                None if job_node.is_some() => ("job".into(), false, "its runs are listed below".into()),
                 None if reachable.contains(&p.node) => ("missing".into(), false, String::new()),
                 None => ("unreachable".into(), false, String::new()),
             };
@@ -147,14 +153,12 @@ impl Scheduler {
         }
         // Instances running where the scheduler did not place them (a node back from the dead).
         for ((node, i), (state, ready, message)) in actual {
-            out.push(PlacedInstance {
-                instance: format!("{}/{i}", app.key),
-                node,
-                placement: PlacementState::Pending { reason: "stray: not placed here".into() },
-                state,
-                ready,
-                message,
-            });
+            let placement = if job_node.as_deref() == Some(node.as_str()) {
+                PlacementState::Placed
+            } else {
+                PlacementState::Pending { reason: "stray: not placed here".into() }
+            };
+            out.push(PlacedInstance { instance: format!("{}/{i}", app.key), node, placement, state, ready, message });
         }
         out
     }

@@ -124,6 +124,10 @@ pub(super) fn for_a_node(doc: &Value) -> Value {
 /// rollout — a new one when what runs changed on an app that runs somewhere.
 pub(super) fn rollout_for(previous: Option<&App>, doc: &Value) -> (Option<Value>, Option<SchedRollout>) {
     let Some(p) = previous else { return (None, None) };
+    // A job or cron job does not roll out: changed, it starts over on its one node.
+    if check_spec(doc).is_ok_and(|s| s.runs_to_completion()) {
+        return (None, None);
+    }
     if !p.placements.is_empty() && !same_template(&p.spec, doc) {
         // Over an unfinished rollout, most nodes it did not reach run its previous spec (the
         // ones it reached keep theirs until this one reaches them: see `deploy_doc`).

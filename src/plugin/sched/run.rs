@@ -136,6 +136,18 @@ impl Scheduler {
                 continue;
             }
             let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
+            if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: Some(app.key.clone()),
+                    instance: None,
+                    node: node.to_string(),
+                    policy,
+                    reason: "a job or cron job is not moved while its node may still run it (one host per tick); \
+                             deploy it again to move it"
+                        .into(),
+                }));
+                continue;
+            }
             if policy != RestartPolicyKind::Always {
                 emit(&sched_line(SchedEvent::NotRescheduled {
                     app: Some(app.key.clone()),
@@ -190,6 +202,26 @@ impl Scheduler {
             let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
             let Ok(list) = client.list(&filters).await else { continue };
             let mut changed = false;
+            if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+                // A job's runs: its own on its node; on any other node, a copy that must stop.
+                match app.placements.get_mut(&0) {
+                    Some(p) if p.node == node && p.state == PlacementState::Lost => {
+                        p.state = PlacementState::Placed;
+                        let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
+                        let _ = self.store.put_app(&app, &back);
+                    }
+                    Some(p) if p.node == node => {}
+                    _ if !list.is_empty() => {
+                        let r = client.delete_app(&id.namespace, &id.name, Some(60.0)).await;
+                        for s in &list {
+                            let (instance, node, ok) = (s.id.to_string(), node.to_string(), r.is_ok());
+                            emit(&sched_line(SchedEvent::StrayDeleted { instance, node, ok }));
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
             for s in list {
                 match app.placements.get_mut(&s.id.index) {
                     Some(p) if p.node == node => {
@@ -228,6 +260,10 @@ impl Scheduler {
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
         let Ok(Some(mut app)) = self.store.app(&key) else { return };
+        // A job's runs end by design; its daemon retries them by its backoff.
+        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+            return;
+        }
         let Some(p) = app.placements.get_mut(&id.index) else { return };
         if p.node != node {
             return;
