@@ -154,3 +154,28 @@ async fn history_limits_suspend_and_trigger() {
     assert_eq!(code, 1);
     assert!(err.contains("cronJob.timeZone"), "{err}");
 }
+
+/// A Forbid lock is the durable status: killed -9 while a tick's run goes, the daemon comes back
+/// to the same run (re-adopted) and skips the ticks that fall during it — never two at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forbid_lock_holds_across_a_kill_9() {
+    let mut d = Daemon::start("cron-forbid-kill9");
+    let marks = d.path().join("marks");
+    let start = format!("echo started >> {}; sleep 4", marks.display());
+    let doc = cron("locked", &start, json!({"rule": "*/2 * * * * *", "policy": "Forbid", "history": {"success": 5}}));
+    d.apply_json(&doc).await;
+    wait_cron(&d, "locked", 10, |c| c.status.started == 1).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    d.kill9();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    d.spawn();
+    let sampling = most_at_once(&d, "locked", stop.clone());
+    // Ticks fell during the run: skipped, not started beside it.
+    let c = wait_cron(&d, "locked", 20, |c| c.status.skipped >= 1 && c.status.succeeded >= 1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(sampling.await.unwrap(), 1, "never two runs at once: {c:#?}");
+    let text = std::fs::read_to_string(&marks).unwrap();
+    let first = c.status.executions.first().expect("the first tick is kept");
+    assert_eq!(first.job.runs.len(), 1, "the first tick's run was re-adopted, not started again: {c:#?}\n{text}");
+}
