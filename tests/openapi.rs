@@ -911,6 +911,7 @@ fn every_protocol_type_matches_its_schema() {
         NodeItem::Heartbeat { heartbeat: NodeHeartbeat { last_seq: 3 } },
         NodeItem::Gap { gap: Gap { from: 4, to: 9 } },
         NodeItem::Disconnected { disconnected: Disconnected { reason: "the stream ended".into(), resume_after: 9 } },
+        NodeItem::Resync { resync: steward::protocol::sched::Resync { was: 10, last_seq: 0 } },
     ] {
         conforms_as(&c, "NodeLine", &NodeLine { node: "h1".into(), item });
     }

@@ -214,3 +214,41 @@ async fn event_stream_heartbeats_retention_and_resume() {
     assert_eq!(next.seq, last + 1, "the stream resumes right after since");
     follower.abort();
 }
+
+/// A tokens file that cannot be used (open to others) or a certificate that is not there are
+/// configuration errors: exit 2, as documented (systemd does not restart it in a loop).
+#[test]
+fn a_bad_tokens_file_or_certificate_exits_2() {
+    let certs = tempfile::tempdir().unwrap();
+    cert(certs.path(), "node");
+    let tokens = certs.path().join("tokens");
+    std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for (what, cert_file) in [("an open tokens file", "node.pem"), ("a missing certificate", "none.pem")] {
+        if cert_file == "none.pem" {
+            std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("stewardd.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nstate_dir = \"{0}/state\"\nsocket = \"{0}/s.sock\"\n\
+                 cgroup_parent = \"steward-test-badtokens-{3}\"\n\
+                 [remote]\nlisten = \"127.0.0.1:{4}\"\ncert = \"{1}/{5}\"\nkey = \"{1}/node-key.pem\"\ntokens_file = \"{2}\"\n",
+                dir.path().display(),
+                certs.path().display(),
+                tokens.display(),
+                std::process::id(),
+                free_port(),
+                cert_file
+            ),
+        )
+        .unwrap();
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_stewardd")).arg("--config").arg(&config).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains("remote."), "{what}: names the setting: {err}");
+    }
+}

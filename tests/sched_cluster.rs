@@ -367,7 +367,7 @@ async fn three_hosts_place_watch_lose_and_reschedule() {
 
     // watch: every event of every daemon, and none lost or repeated across a forced
     // reconnect (h1's daemon is killed and started again, then makes new events).
-    let mut watch = c.follow(&["watch"]);
+    let mut watch = c.follow(&["watch", "--since", "0"]);
     for h in &c.hosts {
         let last = h.daemon.client.node().await.unwrap().events.last_seq;
         watch.wait_for(30, &format!("{} #{last}", h.name), |v| v["node"] == h.name.as_str() && v["seq"] == last);
@@ -893,4 +893,49 @@ async fn a_cron_job_ticks_on_exactly_one_host() {
     let (code, out, _) = c.sched(&["status"]);
     assert_eq!(code, 0);
     assert!(!out.contains("stray"), "{out}");
+}
+
+/// A daemon restarted with an empty state directory (a re-imaged host): `run` resyncs it once,
+/// instead of asking for a cursor beyond its journal for ever, and applies its apps again so
+/// its instances come back; `watch --since` takes a cursor per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_with_a_new_state_directory_is_followed_again() {
+    let mut c = Cluster::start("n", ["a", "a", "a"]);
+    let (code, out, err) = c.deploy("keep", &app("keep", 3, json!({"restartPolicy": {"policy": "Always"}})));
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "keep").await;
+    let mut run = c.follow(&["run"]);
+    for h in ["h1", "h2", "h3"] {
+        run.wait_for(30, &format!("{h} up"), |v| v["body"]["type"] == "nodeUp" && v["body"]["node"] == h);
+    }
+    // Make h2's journal run ahead, then give it a new, empty state directory.
+    let h2 = c.hosts.iter_mut().find(|h| h.name == "h2").unwrap();
+    let id = h2.daemon.client.list(&[("name", "keep")]).await.unwrap()[0].id.clone();
+    for _ in 0..3 {
+        h2.daemon.client.action(&id, "restart", Some(30.0)).await.unwrap();
+    }
+    h2.daemon.kill9();
+    std::fs::remove_dir_all(h2.daemon.path().join("state")).unwrap();
+    h2.daemon.spawn();
+    wait_remote(&h2.daemon, 2);
+    run.wait_for(30, "h2 resynced", |v| v["node"] == "h2" && v.get("resync").is_some());
+    run.wait_for(30, "h2 reconciled", |v| v["body"]["type"] == "nodeReconciled" && v["body"]["node"] == "h2");
+    let h2 = c.host("h2");
+    let back = h2.daemon.wait(&id, 30, |s| s.state.kind() == Kind::Running).await;
+    assert_eq!(back.id, id, "the app is applied to the new daemon again");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lost: Vec<String> = run
+        .drain()
+        .iter()
+        .filter(|v| v["node"] == "h2" && v.get("disconnected").is_some())
+        .map(|v| v.to_string())
+        .collect();
+    assert!(lost.len() <= 2, "no loop of lost streams: {lost:#?}");
+
+    // watch with a cursor per node: h1 from its event 1, the others from now.
+    let mut watch = c.follow(&["watch", "--since", "h1=1"]);
+    watch.wait_for(30, "h1 #2", |v| v["node"] == "h1" && v["seq"] == 2);
+    let early: Vec<Value> =
+        watch.drain().iter().filter(|v| v["node"] != "h1" && v["seq"].as_u64() < Some(3)).cloned().collect();
+    assert!(early.is_empty(), "other nodes start from now: {early:#?}");
 }

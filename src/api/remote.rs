@@ -23,7 +23,7 @@ use tokio_rustls::server::TlsStream;
 pub enum RemoteError {
     #[error("remote.tokens_file {path}: {message}")]
     Tokens { path: PathBuf, message: String },
-    #[error("{0}")]
+    #[error("remote.cert / remote.key: {0}")]
     Tls(#[from] crate::tls::TlsError),
     #[error("remote.listen {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },

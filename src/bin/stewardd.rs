@@ -27,7 +27,7 @@ fn main() {
         }
         Err(e) => {
             eprintln!("stewardd: {e}");
-            std::process::exit(1);
+            std::process::exit(if e.is_configuration() { 2 } else { 1 });
         }
     }
 }

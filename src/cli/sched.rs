@@ -42,9 +42,11 @@ pub enum SchedCommand {
     Status,
     /// Stream every daemon's events, merged, resuming after disconnects.
     Watch {
-        /// Start after this sequence number on every node (default: everything kept).
-        #[arg(long, default_value_t = 0)]
-        since: u64,
+        /// Where to start: `N` (after event N on every node; 0: everything kept) or per node
+        /// `h1=40,h2=12` (sequence numbers are each daemon's own; nodes not named start from
+        /// now). Default: from now. A cursor beyond a daemon's journal resyncs to its newest.
+        #[arg(long, value_name = "N|NODE=N,...", value_parser = parse_cursors)]
+        since: Option<Cursors>,
     },
     /// Change an application's instance count.
     Scale {
@@ -188,7 +190,11 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 println!("deleted {app}: {n} instance(s) removed");
             }),
             SchedCommand::Watch { since } => {
-                let mut rx = sched.follow(Some(since));
+                let mut rx = match since {
+                    None => sched.follow(None),
+                    Some(Cursors::All(n)) => sched.follow(Some(n)),
+                    Some(Cursors::PerNode(map)) => sched.follow_from(&map),
+                };
                 while let Some(item) = rx.recv().await {
                     if let NodeItem::Heartbeat { .. } = item.item {
                         continue;
@@ -458,6 +464,10 @@ fn text_line(line: &WatchLine) -> String {
             NodeItem::Disconnected { disconnected: d } => {
                 format!("{node}: stream lost ({}); resuming after #{}", d.reason, d.resume_after)
             }
+            NodeItem::Resync { resync } => format!(
+                "{node}: its journal is behind the cursor #{} (a new state directory?): following from #{}",
+                resync.was, resync.last_seq
+            ),
             NodeItem::Gap { gap } => {
                 format!("{node}: events #{} to #{} were pruned before they could be read", gap.from, gap.to)
             }
@@ -483,4 +493,24 @@ fn text_line(line: &WatchLine) -> String {
             format!("{} {} {}{extra}", l.node, l.body.kind(), l.body.subject())
         }
     }
+}
+
+/// `watch --since`: one cursor for every node, or one per node.
+#[derive(Debug, Clone)]
+pub enum Cursors {
+    All(u64),
+    PerNode(std::collections::BTreeMap<String, u64>),
+}
+
+fn parse_cursors(s: &str) -> Result<Cursors, String> {
+    if let Ok(n) = s.parse() {
+        return Ok(Cursors::All(n));
+    }
+    let mut map = std::collections::BTreeMap::new();
+    for part in s.split(',') {
+        let (node, n) = part.split_once('=').ok_or_else(|| format!("{part:?}: expected NODE=N"))?;
+        let n = n.parse().map_err(|_| format!("{part:?}: {n:?} is not a sequence number"))?;
+        map.insert(node.to_string(), n);
+    }
+    Ok(Cursors::PerNode(map))
 }

@@ -26,6 +26,14 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
 }
 
+impl DaemonError {
+    /// A mistake in the configuration (a file it names that cannot be used): exit 2, which
+    /// systemd's unit does not restart (RestartPreventExitStatus), rather than 1.
+    pub fn is_configuration(&self) -> bool {
+        matches!(self, DaemonError::Remote(api::remote::RemoteError::Tokens { .. } | api::remote::RemoteError::Tls(_)))
+    }
+}
+
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {

@@ -45,7 +45,21 @@ pub enum NodeItem {
     Disconnected {
         disconnected: Disconnected,
     },
+    /// The daemon's journal is behind the cursor (its state directory is new: a re-imaged host,
+    /// a new disk): the follower goes on from its newest event, and `run` reconciles the node.
+    Resync {
+        resync: Resync,
+    },
     Event(Event),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resync {
+    /// The cursor the follower had.
+    pub was: u64,
+    /// The daemon's newest event, followed from now on.
+    pub last_seq: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use super::{Scheduler, NODE_TIMEOUT};
 use crate::client::{Client, ClientError, StreamLine};
-use crate::protocol::sched::{Disconnected, Gap, NodeHeartbeat};
+use crate::protocol::sched::{Disconnected, Gap, NodeHeartbeat, Resync};
 use crate::protocol::{NodeItem, NodeLine};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +14,21 @@ impl Scheduler {
     /// after disconnects from the last sequence seen. Items arrive on the returned channel.
     pub fn follow(self: &Arc<Self>, since: Option<u64>) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
         self.follow_noting(since, HeardAt::default())
+    }
+
+    /// As [`Scheduler::follow`], from a cursor per node (sequence numbers are each daemon's
+    /// own); a node not named is followed from now.
+    pub fn follow_from(
+        self: &Arc<Self>,
+        cursors: &BTreeMap<String, u64>,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
+        for (name, client) in &self.nodes {
+            let since = cursors.get(name).copied();
+            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), HeardAt::default()));
+        }
+        rx
     }
 
     /// As [`Scheduler::follow`], noting in `heard` when each node last sent something (an
@@ -107,12 +122,28 @@ async fn follow_node(
                         Err(e) => e.to_string(),
                     }
                 }
+                Err(ClientError::Api { status: 409, code, .. }) if code == "since_ahead" => {
+                    // The daemon's journal starts over (a new state directory): a cursor beyond it
+                    // would be refused for ever. Go on from its newest event, once, and say so.
+                    match client.node().await {
+                        Ok(doc) => {
+                            let resync = Resync { was: start, last_seq: doc.events.last_seq };
+                            if tx.send(NodeLine { node: node.clone(), item: NodeItem::Resync { resync } }).is_err() {
+                                return;
+                            }
+                            last.lock().expect("follower lock").0 = doc.events.last_seq;
+                            backoff = Duration::from_millis(0);
+                            "the daemon's journal is behind the cursor: resynced".to_string()
+                        }
+                        Err(e) => e.to_string(),
+                    }
+                }
                 Err(e) => e.to_string(),
             },
             _ = watchdog => format!("nothing received for {} s", silence.as_secs()),
         };
         let resume_after = last.lock().expect("follower lock").0;
-        if resume_after > start {
+        if resume_after != start {
             backoff = Duration::from_millis(200);
         }
         cursor = Some(resume_after);

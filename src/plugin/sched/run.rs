@@ -55,6 +55,10 @@ impl Scheduler {
                             emit(&WatchLine::Node(item.clone()));
                             self.on_event(&node, event, &lost, &emit).await;
                         }
+                        NodeItem::Resync { .. } => {
+                            emit(&WatchLine::Node(item.clone()));
+                            self.resync(&node, &emit).await;
+                        }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
                         NodeItem::Heartbeat { .. } => {}
                     }
@@ -240,6 +244,24 @@ impl Scheduler {
             if changed {
                 let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
                 let _ = self.store.put_app(&app, &back);
+            }
+        }
+        emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
+    }
+
+    /// A daemon whose journal started over (a new state directory) lost what it ran: every app
+    /// placed on it is applied again (an unchanged apply creates the instances a daemon lacks),
+    /// journaled as a resync.
+    async fn resync(&self, node: &str, emit: &Emit) {
+        let Ok(apps) = self.store.apps() else { return };
+        for app in apps.into_iter().filter(|a| a.placements.values().any(|p| p.node == node)) {
+            let why = DeployCause::Rescheduled { reason: format!("resync of {node}: its journal started over") };
+            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                emit(&sched_line(SchedEvent::RescheduleFailed {
+                    app: app.key.clone(),
+                    from: node.to_string(),
+                    error: format!("resync: {e}"),
+                }));
             }
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
