@@ -96,27 +96,29 @@ async fn ticks_missed_while_down_start_once_or_are_missed_past_the_deadline() {
     let mut d = Daemon::start("cron-down");
     let marks = d.path().join("marks");
     let start = format!("echo ran >> {}", marks.display());
-    d.apply_json(&cron("lenient", &start, json!({"rule": "*/4 * * * * *"}))).await;
-    d.apply_json(&cron("strict", "true", json!({"rule": "*/4 * * * * *", "deadline": 1}))).await;
-    // Down right after a tick, for two more: back when the latest due tick is ~2 s old.
-    let c = wait_cron(&d, "lenient", 20, |c| c.status.started >= 1).await;
+    // Ticks 10 s apart: the daemon's restart may take anything from 0 to 7 s without changing
+    // what is due when it is back.
+    d.apply_json(&cron("lenient", &start, json!({"rule": "*/10 * * * * *"}))).await;
+    d.apply_json(&cron("strict", "true", json!({"rule": "*/10 * * * * *", "deadline": 1}))).await;
+    // Down right after a tick T, back at T + 23 s: T + 10 and T + 20 fell due; T + 20 is 3 s old.
+    let c = wait_cron(&d, "lenient", 30, |c| c.status.started >= 1).await;
     let tick = c.status.last_tick_ms.unwrap();
-    let strict_before = d.client.cron("test", "strict").await.unwrap().status;
+    let strict_before = wait_cron(&d, "strict", 10, |c| c.status.last_tick_ms == Some(tick)).await.status;
     d.kill9();
-    let back_at = tick + 4_000 + 4_000 + 2_000;
-    let wait = back_at.saturating_sub(steward::clock::now_ms());
-    tokio::time::sleep(Duration::from_millis(wait)).await;
+    let back_at = tick + 23_000;
+    tokio::time::sleep(Duration::from_millis(back_at.saturating_sub(steward::clock::now_ms()))).await;
     d.spawn();
-    let c = wait_cron(&d, "lenient", 10, |c| c.status.last_tick_ms.is_some_and(|t| t >= tick + 8_000)).await;
+    let c = wait_cron(&d, "lenient", 10, |c| c.status.last_tick_ms == Some(tick + 20_000)).await;
     assert_eq!(c.status.started, 2, "the latest due tick started once: {c:#?}");
     assert_eq!(c.status.missed, 1, "the one before it is missed: {c:#?}");
     let s = wait_cron(&d, "strict", 10, |c| c.status.missed > strict_before.missed).await;
     assert_eq!(s.status.started, strict_before.started, "past its 1 s deadline nothing starts: {s:#?}");
     assert_eq!(s.status.missed - strict_before.missed, 2, "{s:#?}");
-    // Each start ran exactly once.
-    wait_cron(&d, "lenient", 10, |c| c.status.succeeded >= 2).await;
+    // Each start ran once (a later tick may have started meanwhile).
+    let c = wait_cron(&d, "lenient", 10, |c| c.status.succeeded >= 2).await;
     let text = std::fs::read_to_string(&marks).unwrap();
-    assert!(text.lines().count() >= 2, "{text}");
+    let lines = text.lines().count() as u32;
+    assert!(lines >= 2 && lines <= c.status.started + 1, "{lines} runs for {} starts: {text}", c.status.started);
 }
 
 #[tokio::test(flavor = "multi_thread")]
