@@ -145,30 +145,7 @@ impl Supervisor {
         starting: &[InstanceId],
         events: Vec<DaemonEvent>,
     ) -> Result<Option<(Arc<SpecEntry>, Vec<InstanceRecord>)>, SupervisorError> {
-        let _applying = self.applying.lock().await;
-        let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
-        let current = self.specs.lock().expect("specs lock").get(&key).cloned();
-        let current = current
-            .filter(|c| c.generation == entry.generation && c.cron == entry.cron)
-            .ok_or_else(|| SupervisorError::Conflict(format!("{key}: the cron job changed meanwhile")))?;
-        let mut next = (*current).clone();
-        next.cron = Some(status);
-        let mut batch = Batch::new();
-        let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-        batch.push_put(Table::Specs, &key, &value);
-        for e in events {
-            batch.push_event(EventBody::Daemon(e).to_value());
-        }
-        let records = if starting.is_empty() {
-            Vec::new()
-        } else {
-            self.allocate_ports(&next.spec, starting, &mut batch)?;
-            super::apply::new_records((next.generation, next.revision), starting, &mut batch)?
-        };
-        self.commit(batch).await?;
-        let next = Arc::new(next);
-        self.specs.lock().expect("specs lock").insert(key, next.clone());
-        Ok((!records.is_empty()).then_some((next, records)))
+        self.commit_runs(entry, |e| e.cron = Some(status), starting, events).await
     }
 
     /// `steward cron suspend|resume|trigger`: changes the status with `change` (one commit),

@@ -195,16 +195,29 @@ impl Supervisor {
         starting: &[InstanceId],
         events: Vec<DaemonEvent>,
     ) -> Result<Option<(Arc<SpecEntry>, Vec<InstanceRecord>)>, SupervisorError> {
+        self.commit_runs(entry, |e| e.job = Some(status), starting, events).await
+    }
+
+    /// The commit of a job's or cron job's task: the app's entry changed by `change` (its
+    /// status), the records of the runs it starts with their ports, and `events`, in one commit;
+    /// the entry to spawn the new runs with, if any.
+    pub(super) async fn commit_runs(
+        &self,
+        entry: &Arc<SpecEntry>,
+        change: impl FnOnce(&mut SpecEntry),
+        starting: &[InstanceId],
+        events: Vec<DaemonEvent>,
+    ) -> Result<Option<(Arc<SpecEntry>, Vec<InstanceRecord>)>, SupervisorError> {
         let _applying = self.applying.lock().await;
         let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let current = self.specs.lock().expect("specs lock").get(&key).cloned();
         // What this change was decided on must still be what is: a newer apply, or a delete
         // ending the job, wins over a task that looked before it.
         let current = current
-            .filter(|c| c.generation == entry.generation && c.job == entry.job)
+            .filter(|c| c.generation == entry.generation && c.job == entry.job && c.cron == entry.cron)
             .ok_or_else(|| SupervisorError::Conflict(format!("{key}: the job changed meanwhile")))?;
         let mut next = (*current).clone();
-        next.job = Some(status);
+        change(&mut next);
         let mut batch = Batch::new();
         let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Specs, &key, &value);
