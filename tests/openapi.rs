@@ -762,6 +762,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
 
 fn all_sched_events() -> Vec<SchedEvent> {
     let (node, instance, app) = ("h1".to_string(), "ns/app/0".to_string(), "ns/app".to_string());
+    let app_key = app.clone();
     let all = vec![
         SchedEvent::NodeUp { node: node.clone() },
         SchedEvent::NodeBack { node: node.clone() },
@@ -798,7 +799,17 @@ fn all_sched_events() -> Vec<SchedEvent> {
             healthy: None,
             message: String::new(),
         },
-        SchedEvent::RemoteCheckRestart { instance, node, reason: "3 failures".into(), ok: false },
+        SchedEvent::RemoteCheckRestart {
+            instance: instance.clone(),
+            node: node.clone(),
+            reason: "3 failures".into(),
+            ok: false,
+        },
+        SchedEvent::DeleteDone { app: app_key.clone(), node: node.clone(), removed: 2 },
+        SchedEvent::InstanceStopped { instance: instance.clone(), node: node.clone() },
+        SchedEvent::InstanceStarted { instance, node },
+        SchedEvent::ClusterReloaded { added: vec!["h4".into()], removed: vec![], changed: vec!["h2".into()] },
+        SchedEvent::ClusterReloadFailed { error: "cluster file /etc/steward/cluster.toml: lists no [[node]]".into() },
     ];
     for e in &all {
         match e {
@@ -813,7 +824,12 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::NodeReconciled { .. }
             | SchedEvent::RemoteCheckInvalid { .. }
             | SchedEvent::RemoteHealth { .. }
-            | SchedEvent::RemoteCheckRestart { .. } => {}
+            | SchedEvent::RemoteCheckRestart { .. }
+            | SchedEvent::DeleteDone { .. }
+            | SchedEvent::InstanceStopped { .. }
+            | SchedEvent::InstanceStarted { .. }
+            | SchedEvent::ClusterReloaded { .. }
+            | SchedEvent::ClusterReloadFailed { .. } => {}
         }
     }
     all
@@ -838,6 +854,10 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::RolloutFailed { app: app.clone(), reason: "h2: instance 3 of revision 2: exited".into() },
         DesiredChange::HookTemplateStored { namespace: "ns".into(), name: "check".into() },
         DesiredChange::HookTemplateDeleted { namespace: "ns".into(), name: "check".into() },
+        DesiredChange::Deleting { app: app.clone(), nodes: vec!["h2".into()] },
+        DesiredChange::DeletedOn { app: app.clone(), node: "h2".into() },
+        DesiredChange::Stopped { app: app.clone(), instances: vec![0] },
+        DesiredChange::Started { app: app.clone(), instances: vec![0] },
         DesiredChange::AppDeleted { app },
     ];
     for c in &all {
@@ -857,6 +877,10 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::RolloutFailed { .. }
             | DesiredChange::HookTemplateStored { .. }
             | DesiredChange::HookTemplateDeleted { .. }
+            | DesiredChange::Deleting { .. }
+            | DesiredChange::DeletedOn { .. }
+            | DesiredChange::Stopped { .. }
+            | DesiredChange::Started { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }
     }

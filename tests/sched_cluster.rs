@@ -939,3 +939,254 @@ async fn a_daemon_with_a_new_state_directory_is_followed_again() {
         watch.drain().iter().filter(|v| v["node"] != "h1" && v["seq"].as_u64() < Some(3)).cloned().collect();
     assert!(early.is_empty(), "other nodes start from now: {early:#?}");
 }
+
+/// Issue 29: what the operator asked holds while a node is away. An app deleted while its node
+/// is cut off is kept as deleting (reported, `--strict` fails), is never rescheduled when the
+/// node is lost, and is removed from the node when it returns; an instance the operator stopped
+/// on its node stays stopped there instead of being started elsewhere. A deploy that cannot
+/// reach a node (its certificate does not match) says so; a name without its namespace gets a
+/// hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_and_stops_hold_while_a_node_is_away() {
+    let c = Cluster::start("d", ["a", "a", "a"]);
+    let always = json!({"restartPolicy": {"policy": "Always"}});
+    let unique = json!({
+        "restartPolicy": {"policy": "Always"},
+        "constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}]}
+    });
+    let (code, out, err) = c.deploy("stopme", &app("stopme", 1, always.clone()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let placed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let away = placed[0]["node"].as_str().unwrap().to_string();
+    let (code, out, err) = c.deploy("del", &app("del", 3, unique));
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "stopme").await;
+    wait_running(&c, "del").await;
+    let mut run = c.follow(&["run"]);
+    for h in ["h1", "h2", "h3"] {
+        run.wait_for(30, &format!("{h} up"), |v| body_type(v) == "nodeUp" && v["body"]["node"] == h);
+    }
+
+    // The operator stops the instance on its node: run notes it.
+    let stopme = id("test", "stopme", 0);
+    c.host(&away).daemon.client.action(&stopme, "stop", Some(30.0)).await.unwrap();
+    run.wait_for(30, "stop noted", |v| body_type(v) == "instanceStopped" && v["body"]["instance"] == "test/stopme/0");
+
+    // Cut off; deleted meanwhile: done where it can be, kept for the node away, said so.
+    ip(&["-n", &c.hub, "link", "set", &format!("v{away}"), "down"]);
+    let (code, out, err) = c.sched(&["delete", "test/del"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deleted: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(deleted["removed"], 2, "{out}");
+    assert!(deleted["pending"].get(&away).is_some(), "{out}");
+    assert!(err.contains(&format!("node {away} did not answer")), "{err}");
+    let (code, _, err) = c.sched(&["--strict", "delete", "test/del"]);
+    assert_eq!(code, 1, "--strict: a node that did not answer fails the command: {err}");
+    let (code, out, _) = c.sched(&["status"]);
+    assert_eq!(code, 0);
+    let status: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let del: Vec<&Value> = status.iter().filter(|s| s["instance"].as_str().unwrap().starts_with("test/del/")).collect();
+    assert!(del.len() == 1 && del[0]["node"] == away.as_str() && del[0]["placement"]["state"] == "Deleting", "{out}");
+    let (code, _, err) = c.sched(&["scale", "test/del", "3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("being deleted"), "{err}");
+
+    // Lost: neither the deleted app nor the stopped instance is placed anywhere else.
+    run.wait_for(20, "lost", |v| body_type(v) == "nodeLost" && v["body"]["node"] == away.as_str());
+    let kept = run
+        .wait_for(10, "stopme stays", |v| body_type(v) == "notRescheduled" && v["body"]["instance"] == "test/stopme/0");
+    assert!(kept["body"]["reason"].as_str().unwrap().contains("stopped by the operator"), "{kept}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let moved: Vec<&Value> = run
+        .drain()
+        .iter()
+        .filter(|v| matches!(body_type(v), "rescheduled" | "rescheduleFailed"))
+        .filter(|v| {
+            let s = v["body"].to_string();
+            s.contains("test/del") || s.contains("test/stopme")
+        })
+        .collect();
+    assert!(moved.is_empty(), "nothing of them rescheduled: {moved:#?}");
+    for h in c.hosts.iter().filter(|h| h.name != away) {
+        assert!(h.daemon.client.list(&[("name", "del")]).await.unwrap().is_empty(), "del on {}", h.name);
+        assert!(h.daemon.client.list(&[("name", "stopme")]).await.unwrap().is_empty(), "stopme on {}", h.name);
+    }
+
+    // Back: it gets the delete; the stopped instance is still stopped there.
+    ip(&["-n", &c.hub, "link", "set", &format!("v{away}"), "up"]);
+    let done = run.wait_for(30, "delete done", |v| {
+        body_type(v) == "deleteDone" && v["body"]["app"] == "test/del" && v["body"]["node"] == away.as_str()
+    });
+    assert_eq!(done["body"]["removed"].as_u64(), Some(1), "{done}");
+    let back = c.host(&away);
+    assert!(back.daemon.client.list(&[("name", "del")]).await.unwrap().is_empty());
+    assert_eq!(back.daemon.status(&stopme).await.state.kind(), Kind::Stopped);
+    let (_, out, _) = c.sched(&["status"]);
+    assert!(!out.contains("test/del/"), "the deleted app is gone from the desired state: {out}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for h in &c.hosts {
+        assert!(h.daemon.client.list(&[("name", "del")]).await.unwrap().is_empty(), "del again on {}", h.name);
+    }
+    // Started again by the operator, through the scheduler: where it was.
+    let (code, out, err) = c.sched(&["start", "test/stopme"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    back.daemon.wait_state(&stopme, Kind::Running, 30).await;
+    drop(run);
+
+    // A deploy that cannot reach one node (its certificate is not for the name checked) lands on
+    // the others and says which did not answer; --strict makes that a failure.
+    let text = std::fs::read_to_string(&c.file).unwrap().replace(
+        "name = \"h3\"\naddress = \"10.231.0.3:7443\"\n",
+        "name = \"h3\"\naddress = \"10.231.0.3:7443\"\nserver_name = \"not-h3.example\"\n",
+    );
+    let odd = c.dir.path().join("odd-name.toml");
+    std::fs::write(&odd, text).unwrap();
+    let path = c.dir.path().join("two.json");
+    std::fs::write(&path, app("two", 2, json!({})).to_string()).unwrap();
+    let out = c.sched_cmd_with(&odd, &["deploy", path.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("node h3 did not answer") && err.contains("certificate"), "{err}");
+    let out = c.sched_cmd_with(&odd, &["--strict", "scale", "test/two", "2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A name without its namespace: the error says which app was meant.
+    let (code, _, err) = c.sched(&["scale", "two", "3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no app two") && err.contains("did you mean test/two?"), "{err}");
+}
+
+/// Issue 29: a REMOTE check that keeps failing fails the instance through its daemon, whose
+/// restart policy counts the restarts and gives up at maxtimes (Failed), and then the checks
+/// stop; `run` follows the cluster file: a node added is followed, one removed is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_check_restarts_follow_the_policy_and_run_follows_the_cluster_file() {
+    let c = Cluster::start("r", ["a", "a", "a"]);
+    // run starts with h1 and h2 only.
+    let full = std::fs::read_to_string(&c.file).unwrap();
+    let h3_entry = "[[node]]\nname = \"h3\"\naddress = \"10.231.0.3:7443\"\n";
+    let small = c.dir.path().join("small.toml");
+    std::fs::write(&small, full.replace(h3_entry, "")).unwrap();
+    let mut run = {
+        let mut child =
+            c.sched_cmd_with(&small, &["run"]).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else { return };
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines, seen: Vec::new() }
+    };
+    for h in ["h1", "h2"] {
+        run.wait_for(30, &format!("{h} up"), |v| body_type(v) == "nodeUp" && v["body"]["node"] == h);
+    }
+
+    // OnFailure, maxtimes 2, a REMOTE_HTTP check that always fails; only h1 may run it.
+    let sick = spec(
+        "sick",
+        1,
+        json!({
+            "procName": "python3",
+            "ports": [{"name": "http", "hostPort": 0, "protocol": "HTTP"}],
+            "startCmd": "exec python3 -m http.server ${ports.http} --bind ${hostip}",
+            "healthChecks": [{"type": "REMOTE_HTTP", "http": {"portName": "http", "path": "/missing"},
+                "intervalSeconds": 2, "timeoutSeconds": 1, "consecutiveFailures": 2, "gracePeriodSeconds": 0}]
+        }),
+        json!({
+            "restartPolicy": {"policy": "OnFailure", "interval": 1, "backoff": 0, "maxtimes": 2},
+            "constraint": {"intersectionItem": [{"unionData": [
+                {"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1"]}}]}]}
+        }),
+    );
+    let path = c.dir.path().join("sick.json");
+    std::fs::write(&path, sick.to_string()).unwrap();
+    let out = c.sched_cmd_with(&small, &["deploy", path.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let sick_id = id("test", "sick", 0);
+    let failed = c.host("h1").daemon.wait(&sick_id, 90, |s| s.state.kind() == Kind::Failed).await;
+    assert_eq!(failed.restarts, 2, "{failed:?}");
+    assert!(format!("{:?}", failed.state).contains("maxtimes 2"), "{failed:?}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let restarts: Vec<Value> = run
+        .drain()
+        .iter()
+        .filter(|v| body_type(v) == "remoteCheckRestart" && v["body"]["instance"] == "test/sick/0")
+        .cloned()
+        .collect();
+    assert_eq!(restarts.len(), 3, "two restarts, then the policy gives up: {restarts:#?}");
+    assert!(restarts.iter().all(|v| v["body"]["ok"] == true), "{restarts:#?}");
+    let out = c.sched_cmd_with(&small, &["status"]).output().unwrap();
+    let status: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let s = status.iter().find(|s| s["instance"] == "test/sick/0").unwrap();
+    assert_eq!((s["restarts"].as_u64(), s["state"].as_str()), (Some(2), Some("Failed")), "{s}");
+
+    // h3 added to the file: followed without a restart of run.
+    std::fs::write(&small, &full).unwrap();
+    let reloaded = run.wait_for(10, "reloaded", |v| body_type(v) == "clusterReloaded");
+    assert_eq!(reloaded["body"]["added"], json!(["h3"]), "{reloaded}");
+    run.wait_for(30, "h3 up", |v| body_type(v) == "nodeUp" && v["body"]["node"] == "h3");
+    // A broken file: said, and run goes on; SIGHUP reads it again once mended.
+    std::fs::write(&small, "this is not toml").unwrap();
+    run.wait_for(10, "reload failed", |v| body_type(v) == "clusterReloadFailed");
+    std::fs::write(&small, full.replace(h3_entry, "")).unwrap();
+    run.wait_for(10, "h3 removed", |v| body_type(v) == "clusterReloaded" && v["body"]["removed"] == json!(["h3"]));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(run.child.id() as i32), nix::sys::signal::Signal::SIGHUP)
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reloads = run.drain().iter().filter(|v| body_type(v) == "clusterReloaded").count();
+    assert_eq!(reloads, 2, "a SIGHUP with nothing changed changes nothing");
+}
+
+/// Issue 29: every configuration error of steward-sched exits 3 with a message naming the file
+/// (the cluster file, a token file, the CA), usage errors 2 — as docs/remote.md says.
+#[test]
+fn configuration_errors_exit_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["cert", "--dir"])
+        .arg(dir.path())
+        .args(["--name", "h1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(dir.path().join("token"), "a-token-0123456789abcdef\n").unwrap();
+    std::fs::write(dir.path().join("empty"), "# nothing\n").unwrap();
+    std::fs::write(dir.path().join("not-pem"), "hello\n").unwrap();
+    let node = "[[node]]\nname = \"h1\"\naddress = \"127.0.0.1:1\"\n";
+    let cases = [
+        ("missing.toml", None, "missing.toml"),
+        ("bad.toml", Some("this is not toml".to_string()), "bad.toml"),
+        ("nonode.toml", Some("ca = \"ca.pem\"\ntoken_file = \"token\"\n".to_string()), "lists no [[node]]"),
+        ("notoken.toml", Some(format!("ca = \"ca.pem\"\ntoken_file = \"nope\"\n{node}")), "nope"),
+        ("emptytoken.toml", Some(format!("ca = \"ca.pem\"\ntoken_file = \"empty\"\n{node}")), "holds no token"),
+        ("badca.toml", Some(format!("ca = \"not-pem\"\ntoken_file = \"token\"\n{node}")), "not-pem"),
+        (
+            "badname.toml",
+            Some(format!("ca = \"ca.pem\"\ntoken_file = \"token\"\n{node}server_name = \"not a name!\"\n")),
+            "not a server name",
+        ),
+    ];
+    for (file, text, expect) in cases {
+        let path = dir.path().join(file);
+        if let Some(text) = text {
+            std::fs::write(&path, text).unwrap();
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_steward-sched"))
+            .arg("--cluster")
+            .arg(&path)
+            .arg("status")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{file}: {err}");
+        assert!(err.contains(expect), "{file}: {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_steward-sched")).args(["status", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

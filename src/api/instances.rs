@@ -73,6 +73,8 @@ pub(super) async fn status(
 pub(super) struct ActionQuery {
     /// Seconds to wait for the action to complete; without it, the request returns at once (202).
     timeout: Option<f64>,
+    /// `fail`: why (a REMOTE check's verdict), shown as the instance's stop reason.
+    reason: Option<String>,
 }
 
 pub(super) async fn action(
@@ -84,10 +86,11 @@ pub(super) async fn action(
     app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
-    if !["start", "stop", "restart", "reload"].contains(&action.as_str()) {
-        let message = format!("no action {action:?} (start, stop, restart, reload)");
+    if !["start", "stop", "restart", "reload", "fail"].contains(&action.as_str()) {
+        let message = format!("no action {action:?} (start, stop, restart, reload, fail)");
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message).field("action"));
     }
+    let reason = q.reason.clone().unwrap_or_else(|| "failed by request".to_string());
     let sup_app = app.clone();
     let id2 = id.clone();
     let work = async move {
@@ -97,7 +100,8 @@ pub(super) async fn action(
             "stop" => s.stop(&id2).await,
             "restart" => s.restart(&id2).await,
             "reload" => s.reload(&id2).await,
-            other => Err(SupervisorError::NotFound(format!("action {other:?} (start, stop, restart, reload)"))),
+            "fail" => s.fail(&id2, reason).await,
+            other => Err(SupervisorError::NotFound(format!("action {other:?} (start, stop, restart, reload, fail)"))),
         }
     };
     run_maybe_waiting(&app, &id, q.timeout, work).await

@@ -1,8 +1,8 @@
 //! `steward-sched`: the thin, stateless scheduler plugin that talks to every host's stewardd.
 
-use crate::plugin::sched::PlacedInstance;
+use crate::plugin::sched::{Intent, PlacedInstance};
 use crate::plugin::{Cluster, PluginError, Scheduler};
-use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, SchedEvent, WatchLine};
+use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +20,10 @@ pub struct SchedArgs {
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = SchedOutput::Text)]
     pub output: SchedOutput,
+    /// A node that did not answer makes the command fail (exit 1) even when it did what it
+    /// could on the others. Without it, such nodes are reported on stderr and the exit is 0.
+    #[arg(long, global = true)]
+    pub strict: bool,
     #[command(subcommand)]
     pub command: SchedCommand,
 }
@@ -54,14 +58,31 @@ pub enum SchedCommand {
         app: String,
         instances: u32,
     },
-    /// Remove an application from every node.
+    /// Remove an application from every node. A node that does not answer gets the delete when
+    /// it answers again (`run`); meanwhile nothing places or revives the app.
     Delete {
         /// namespace/name
         app: String,
     },
+    /// Stop an application's instances (or one): they keep their node and are never
+    /// rescheduled or started by the scheduler until `start`.
+    Stop {
+        /// namespace/name
+        app: String,
+        /// One instance only.
+        index: Option<u32>,
+    },
+    /// Start stopped instances again.
+    Start {
+        /// namespace/name
+        app: String,
+        /// One instance only.
+        index: Option<u32>,
+    },
     /// Follow every daemon and act: lost nodes, rescheduling by restart policy, strays on
-    /// returning nodes, REMOTE_HTTP / REMOTE_TCP checks, rollouts a killed deploy left.
-    /// Prints what it sees and does.
+    /// returning nodes, deletes and stops nodes missed, REMOTE_HTTP / REMOTE_TCP checks,
+    /// rollouts a killed deploy left. Prints what it sees and does. Reads the cluster file
+    /// again on SIGHUP or when it changes (nodes added, removed or moved).
     Run,
     /// An application's rollout across its nodes (a deploy that changes what runs rolls it out
     /// one node at a time, by the spec's strategy, the budget counted over the whole app).
@@ -186,9 +207,13 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.scale(&app, instances).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Status => sched.status().await.map(|p| print_placed(&p, output)),
-            SchedCommand::Delete { app } => sched.delete(&app).await.map(|n| {
-                println!("deleted {app}: {n} instance(s) removed");
-            }),
+            SchedCommand::Delete { app } => sched.delete(&app).await.map(|d| print_deleted(&d, output)),
+            SchedCommand::Stop { app, index } => {
+                sched.set_stopped(&app, index, Intent::Stop).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Start { app, index } => {
+                sched.set_stopped(&app, index, Intent::Start).await.map(|p| print_placed(&p, output))
+            }
             SchedCommand::Watch { since } => {
                 let mut rx = match since {
                     None => sched.follow(None),
@@ -203,7 +228,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 }
                 Ok(())
             }
-            SchedCommand::Run => sched.clone().run(move |v| print_line(v, output)).await,
+            SchedCommand::Run => sched.clone().run(Some(args.cluster), move |v| print_line(v, output)).await,
             SchedCommand::Rollout { command } => rollout(&sched, command, output).await,
             SchedCommand::Hook { command } => match hook(&sched, command, output).await {
                 Ok(true) => Ok(()),
@@ -211,7 +236,16 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 Err(e) => Err(e),
             },
         };
+        // Every node that did not answer, success or not: the operator must know.
+        let unreachable = sched.unreachable();
+        for (node, why) in &unreachable {
+            eprintln!("steward-sched: node {node} did not answer: {why}");
+        }
         match result {
+            Ok(()) if args.strict && !unreachable.is_empty() => {
+                eprintln!("steward-sched: --strict: {} node(s) did not answer", unreachable.len());
+                Ok(1)
+            }
             Ok(()) => Ok(0),
             Err(e) => {
                 eprintln!("steward-sched: {e}");
@@ -420,13 +454,20 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(list).unwrap_or_default()),
         SchedOutput::Text => {
-            println!("{:<28} {:<12} {:<10} {:<12} {:<5} MESSAGE", "INSTANCE", "NODE", "PLACEMENT", "STATE", "READY");
+            println!(
+                "{:<28} {:<12} {:<10} {:<12} {:<5} {:<8} MESSAGE",
+                "INSTANCE", "NODE", "PLACEMENT", "STATE", "READY", "RESTARTS"
+            );
             for p in list {
+                use crate::plugin::store::PlacementState;
                 let placement = match &p.placement {
-                    crate::plugin::store::PlacementState::Placed => "Placed".to_string(),
-                    crate::plugin::store::PlacementState::Lost => "Lost".to_string(),
-                    crate::plugin::store::PlacementState::Failed => "Failed".to_string(),
-                    crate::plugin::store::PlacementState::Pending { reason } => format!("Pending ({reason})"),
+                    PlacementState::Placed => "Placed".to_string(),
+                    PlacementState::Lost => "Lost".to_string(),
+                    PlacementState::Failed => "Failed".to_string(),
+                    PlacementState::Stray => "Stray".to_string(),
+                    PlacementState::Deleting => "Deleting".to_string(),
+                    PlacementState::Pending { reason } if reason == "applying" => "Applying".to_string(),
+                    PlacementState::Pending { reason } => format!("Pending ({reason})"),
                 };
                 let ready = if p.state == "Running" {
                     if p.ready {
@@ -438,11 +479,27 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
                     "-"
                 };
                 println!(
-                    "{:<28} {:<12} {:<10} {:<12} {:<5} {}",
-                    p.instance, p.node, placement, p.state, ready, p.message
+                    "{:<28} {:<12} {:<10} {:<12} {:<5} {:<8} {}",
+                    p.instance, p.node, placement, p.state, ready, p.restarts, p.message
                 );
             }
         }
+    }
+}
+
+fn print_deleted(d: &crate::plugin::sched::Deleted, output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(d).unwrap_or_default());
+        return;
+    }
+    println!("deleted {}: {} instance(s) removed", d.app, d.removed);
+    if !d.pending.is_empty() {
+        let nodes: Vec<&str> = d.pending.keys().map(String::as_str).collect();
+        println!(
+            "  {} did not answer: kept as deleting; each gets the delete when it answers again \
+             (`steward-sched run`), and nothing places the app meanwhile",
+            nodes.join(", ")
+        );
     }
 }
 
@@ -458,41 +515,57 @@ fn print_line(line: &WatchLine, output: SchedOutput) {
     let _ = out.flush();
 }
 
+/// A line for people: `TIME NODE what happened (why)`, the time the event's own (the
+/// daemon's or the scheduler's), else when it was received.
 fn text_line(line: &WatchLine) -> String {
-    match line {
+    let (at_ms, text) = match line {
         WatchLine::Node(NodeLine { node, item }) => match item {
             NodeItem::Disconnected { disconnected: d } => {
-                format!("{node}: stream lost ({}); resuming after #{}", d.reason, d.resume_after)
+                (None, format!("{node} stream interrupted ({}); resuming after #{}", d.reason, d.resume_after))
             }
-            NodeItem::Resync { resync } => format!(
-                "{node}: its journal is behind the cursor #{} (a new state directory?): following from #{}",
-                resync.was, resync.last_seq
+            NodeItem::Resync { resync } => (
+                None,
+                format!(
+                    "{node} resync: its journal is behind the cursor #{} (a new state directory?); \
+                     following from #{} and applying its apps again",
+                    resync.was, resync.last_seq
+                ),
             ),
             NodeItem::Gap { gap } => {
-                format!("{node}: events #{} to #{} were pruned before they could be read", gap.from, gap.to)
+                (None, format!("{node} events #{} to #{} were pruned before they could be read", gap.from, gap.to))
             }
-            NodeItem::Heartbeat { heartbeat } => format!("{node} heartbeat (newest #{})", heartbeat.last_seq),
+            NodeItem::Heartbeat { heartbeat } => (None, format!("{node} heartbeat (newest #{})", heartbeat.last_seq)),
             NodeItem::Event(e) => {
                 let kind = e.body.kind();
                 let what = if kind.is_empty() { "event".to_string() } else { kind };
                 let subject = e.body.instance_id().or(e.body.app()).unwrap_or("");
                 let extra = match &e.body {
                     EventBody::Instance(InstanceEvent { change: InstanceChange::Transition(t), .. }) => {
-                        format!(" {} -> {}", t.from, t.to)
+                        let why = t.reason.as_deref().or(t.message.as_deref()).filter(|w| !w.is_empty());
+                        match why {
+                            Some(why) => format!(" {} -> {} ({why})", t.from, t.to),
+                            None => format!(" {} -> {}", t.from, t.to),
+                        }
                     }
                     _ => String::new(),
                 };
-                format!("{node} #{} {what} {subject}{extra}", e.seq)
+                (Some(e.at_ms), format!("{node} #{} {what} {subject}{extra}", e.seq))
             }
         },
         WatchLine::Sched(l) => {
-            let extra = match &l.body {
-                SchedEvent::Rescheduled { from, to: Some(to), .. } => format!(" {from} -> {to}"),
-                _ => String::new(),
-            };
-            format!("{} {} {}{extra}", l.node, l.body.kind(), l.body.subject())
+            let detail = l.body.detail();
+            let detail = if detail.is_empty() { detail } else { format!(": {detail}") };
+            (Some(l.at_ms), format!("{} {} {}{detail}", l.node, l.body.kind(), l.body.subject()))
         }
-    }
+    };
+    format!("{} {text}", stamp(at_ms.unwrap_or_else(crate::clock::now_ms)))
+}
+
+/// `2026-11-25T18:02:11.123Z`.
+fn stamp(ms: u64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// `watch --since`: one cursor for every node, or one per node.
@@ -513,4 +586,45 @@ fn parse_cursors(s: &str) -> Result<Cursors, String> {
         map.insert(node.to_string(), n);
     }
     Ok(Cursors::PerNode(map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Event, Kind, SchedLine, Transition};
+
+    /// Every printed line says when, and what it was about and why: a transition its reason, the
+    /// scheduler's lines their node, verdict or error (issue 29).
+    #[test]
+    fn run_lines_carry_the_time_and_the_reason() {
+        let at = 1_795_310_198_172;
+        let failed = crate::protocol::State::Failed { reason: "x".into() };
+        let t =
+            Transition::new(Kind::Running, &failed, "health check failed 3 times in a row: refused", "", vec![], &[]);
+        let body = EventBody::instance("ns/web/0", InstanceChange::Transition(t));
+        let line =
+            WatchLine::Node(NodeLine { node: "h1".into(), item: NodeItem::Event(Event { seq: 7, at_ms: at, body }) });
+        let text = text_line(&line);
+        assert!(text.starts_with(&stamp(at)) && stamp(at).ends_with('Z') && stamp(at).contains('T'), "{text}");
+        assert!(
+            text.ends_with(
+                "h1 #7 transition ns/web/0 Running -> Failed (health check failed 3 times in a row: refused)"
+            ),
+            "{text}"
+        );
+        let sched = |body| text_line(&WatchLine::Sched(SchedLine { node: "sched".into(), at_ms: at, body }));
+        let health = sched(crate::protocol::SchedEvent::RemoteHealth {
+            instance: "ns/web/0".into(),
+            node: "h2".into(),
+            healthy: Some(false),
+            message: "HTTP 404".into(),
+        });
+        assert!(health.ends_with("sched remoteHealth ns/web/0: on h2: unhealthy: HTTP 404"), "{health}");
+        let failed = sched(crate::protocol::SchedEvent::RescheduleFailed {
+            app: "ns/grp".into(),
+            from: "h3".into(),
+            error: "cannot place ns/grp/1: no node".into(),
+        });
+        assert!(failed.ends_with("sched rescheduleFailed ns/grp: from h3: cannot place ns/grp/1: no node"), "{failed}");
+    }
 }

@@ -80,6 +80,16 @@ impl Client {
         &self.socket
     }
 
+    /// Whether `other` reaches the same daemon the same way (socket, or address, name checked
+    /// and token); the TLS roots are not compared.
+    pub fn same_target(&self, other: &Client) -> bool {
+        match (&self.remote, &other.remote) {
+            (None, None) => self.socket == other.socket,
+            (Some(a), Some(b)) => a.addr == b.addr && a.server_name == b.server_name && a.token == b.token,
+            _ => false,
+        }
+    }
+
     async fn send(&self, mut req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
         let unreachable = |source| ClientError::Unreachable { socket: self.socket.clone(), source };
         let mut sender = match &self.remote {
@@ -387,6 +397,13 @@ impl Client {
         }
         let (_, bytes) = self.call(Method::POST, &path, None).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    /// Fails what the instance runs for `reason` (POST .../fail): its restart policy follows.
+    /// Returns at once; the restart (or the giving up) follows on the daemon.
+    pub async fn fail(&self, id: &InstanceId, reason: &str) -> Result<(), ClientError> {
+        let path = format!("{}/fail?reason={}", instance_path(id), encode(reason));
+        self.call(Method::POST, &path, None).await.map(|_| ())
     }
 
     pub async fn delete(&self, id: &InstanceId, timeout: Option<f64>) -> Result<(), ClientError> {

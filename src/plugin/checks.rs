@@ -1,13 +1,13 @@
 //! REMOTE_HTTP and REMOTE_TCP checks (seed 000: run by the scheduler, not the host): probes
 //! from here to the instance's host IP and port, with the same grace period and consecutive
-//! failures as local checks; when the failures add up, the instance is restarted through its
-//! daemon (its restart policy then applies there).
+//! failures as local checks; when the failures add up, the instance is failed through its
+//! daemon, whose restart policy restarts it (counted in RESTARTS, after its backoff) or gives up.
 
 use super::sched::{check_spec, Scheduler};
 use super::store::{App, PlacementState};
 use crate::clock::now_ms;
 use crate::health::{Outcome, Prober, Tracker, Verdict};
-use crate::protocol::{SchedEvent, SchedLine, WatchLine};
+use crate::protocol::{SchedEvent, SchedLine, State, WatchLine};
 use crate::spec::model::{CheckType, HealthCheck, ProcessSpec};
 use crate::spec::render::render_check;
 use crate::spec::InstanceId;
@@ -39,8 +39,11 @@ fn wanted(apps: &[App], lost: &BTreeSet<String>) -> BTreeMap<String, Wanted> {
     let mut out = BTreeMap::new();
     for app in apps {
         let Ok(spec) = check_spec(&app.spec) else { continue };
+        if app.deleting.is_some() {
+            continue;
+        }
         for (index, p) in &app.placements {
-            if p.state != PlacementState::Placed || lost.contains(&p.node) {
+            if p.state != PlacementState::Placed || lost.contains(&p.node) || app.stopped.contains(index) {
                 continue;
             }
             let id = InstanceId {
@@ -130,14 +133,14 @@ fn check_port(
 }
 
 async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted) {
-    let Some(client) = sched.client(&w.node).cloned() else { return };
+    let Some(client) = sched.client(&w.node) else { return };
     let instance = w.id.to_string();
-    // The host's address and the instance's ports, from its daemon.
+    // The host's address and the instance's ports, from its daemon, once it runs.
     let (host, status) = loop {
         let node = client.node().await;
         let status = client.status(&w.id).await;
         if let (Ok(n), Ok(s)) = (node, status) {
-            if let Ok(ip) = n.host_ip.parse() {
+            if let (Ok(ip), State::Running) = (n.host_ip.parse(), &s.state) {
                 break (ip, s);
             }
         }
@@ -150,7 +153,7 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
         emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteCheckInvalid { instance, message })));
         return;
     };
-    let started = status.last_start_ms.unwrap_or_else(now_ms);
+    let mut started = status.last_start_ms.unwrap_or_else(now_ms);
     let mut tracker = Tracker::new(&rendered, started);
     let mut healthy: Option<bool> = None;
     tokio::time::sleep(Duration::from_secs(rendered.delay_seconds)).await;
@@ -168,13 +171,34 @@ async fn run_check(sched: Arc<Scheduler>, emit: Emit, prober: Prober, w: Wanted)
             emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteHealth { instance, node, healthy, message })));
         }
         if let Verdict::Kill { reason } = verdict {
-            let r = client.action(&w.id, "restart", Some(60.0)).await;
+            // Failed through its daemon, whose restart policy counts it and decides.
+            let r = client.fail(&w.id, &format!("REMOTE check from the scheduler: {reason}")).await;
             let (instance, node, ok) = (instance.clone(), w.node.clone(), r.is_ok());
             emit(&WatchLine::Sched(SchedLine::now(SchedEvent::RemoteCheckRestart { instance, node, reason, ok })));
-            tracker = Tracker::new(&rendered, now_ms());
+            // Checked again once its policy has started it again (this task ends if it gave up
+            // or it was stopped: `sync` starts another while the instance is still wanted).
+            let Some(restarted) = next_run(&client, &w.id, started).await else { return };
+            started = restarted;
+            tracker = Tracker::new(&rendered, started);
             healthy = None;
+            tokio::time::sleep(Duration::from_secs(rendered.delay_seconds)).await;
+            continue;
         }
         tokio::time::sleep(Duration::from_secs(rendered.interval_seconds.max(1))).await;
+    }
+}
+
+/// Waits for the instance's next run after the one started at `started_ms`: its start time,
+/// or None when it will not run again by itself (it failed for good, exited, was stopped).
+async fn next_run(client: &crate::client::Client, id: &InstanceId, started_ms: u64) -> Option<u64> {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Ok(s) = client.status(id).await else { continue };
+        match s.state {
+            State::Running if s.last_start_ms.is_some_and(|t| t > started_ms) => return s.last_start_ms,
+            State::Failed { .. } | State::Exited { .. } | State::Stopped => return None,
+            _ => {}
+        }
     }
 }
 

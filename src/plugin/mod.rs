@@ -27,8 +27,9 @@ pub enum PluginError {
     Apply { app: String, message: String },
     #[error("node {node}: {message}")]
     Node { node: String, message: String },
-    #[error("no app {0} (deploy it first)")]
-    NoApp(String),
+    /// `hint`: what the operator may have meant (a namespace left out), or how to create it.
+    #[error("no app {app} ({hint})")]
+    NoApp { app: String, hint: String },
     #[error("TLS: {0}")]
     Tls(String),
     #[error("desired-state store: {0}")]

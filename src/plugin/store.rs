@@ -6,7 +6,7 @@ use super::PluginError;
 use crate::protocol::DesiredChange;
 use crate::store::{Batch, Store, Table};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// One app as the scheduler wants it.
@@ -26,6 +26,23 @@ pub struct App {
     /// The rollout of `spec` over the app's nodes (see sched/rollout.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<SchedRollout>,
+    /// Instances the operator stopped (`steward-sched stop`, or a stop seen on their node):
+    /// they keep their node and are never rescheduled, restarted or revived by the scheduler.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub stopped: BTreeSet<u32>,
+    /// `delete` was asked while some nodes did not answer: the app is gone everywhere else, and
+    /// each of these gets the delete when it answers again. Never placed or revived meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleting: Option<Deleting>,
+}
+
+/// A delete that some nodes have yet to get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deleting {
+    pub since_ms: u64,
+    /// The nodes that did not answer the delete (they may still run the app's instances).
+    pub nodes: BTreeSet<String>,
 }
 
 /// An app's rollout across its nodes: one node at a time, each by the spec's strategy, so the
@@ -69,6 +86,11 @@ pub enum PlacementState {
     Lost,
     /// Its node gave up on it (Failed) and the policy keeps it there.
     Failed,
+    /// Shown only (never stored): found running on a node it is not placed on (`run` deletes
+    /// it there).
+    Stray,
+    /// Shown only (never stored): the app is being deleted; its node has yet to get the delete.
+    Deleting,
     /// Meant for its node, but the apply has not succeeded yet.
     Pending { reason: String },
 }
@@ -191,6 +213,8 @@ mod tests {
                 done: vec!["h1".into()],
                 rollback: false,
             }),
+            stopped: BTreeSet::from([1]),
+            deleting: Some(Deleting { since_ms: 5, nodes: BTreeSet::from(["h2".to_string()]) }),
         };
         {
             let s = LocalStore::open(dir.path()).unwrap();

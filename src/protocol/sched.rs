@@ -165,12 +165,41 @@ pub enum SchedEvent {
         healthy: Option<bool>,
         message: String,
     },
-    /// REMOTE checks failed enough: the instance was restarted through its daemon.
+    /// REMOTE checks failed enough: the instance was failed through its daemon, whose restart
+    /// policy restarts it (counted, with backoff) or gives up (Failed).
     RemoteCheckRestart {
         instance: String,
         node: String,
         reason: String,
         ok: bool,
+    },
+    /// A node away when its app was deleted got the delete (`removed` instances).
+    DeleteDone {
+        app: String,
+        node: String,
+        removed: usize,
+    },
+    /// The operator stopped the instance (on its node, or `steward-sched stop`): it keeps its
+    /// node and is never rescheduled or started by the scheduler.
+    InstanceStopped {
+        instance: String,
+        node: String,
+    },
+    /// The operator started a stopped instance again.
+    InstanceStarted {
+        instance: String,
+        node: String,
+    },
+    /// `run` read the cluster file again (SIGHUP, or the file changed): nodes it now follows
+    /// and stopped following.
+    ClusterReloaded {
+        added: Vec<String>,
+        removed: Vec<String>,
+        changed: Vec<String>,
+    },
+    /// The changed cluster file cannot be used: `run` goes on with the nodes it had.
+    ClusterReloadFailed {
+        error: String,
     },
 }
 
@@ -218,6 +247,26 @@ pub enum DesiredChange {
     /// The app is gone from every node.
     AppDeleted {
         app: String,
+    },
+    /// `delete` was asked: `nodes` have yet to get it (each does when it answers again).
+    Deleting {
+        app: String,
+        nodes: Vec<String>,
+    },
+    /// A node away at the delete got it.
+    DeletedOn {
+        app: String,
+        node: String,
+    },
+    /// The operator stopped these instances: never rescheduled or started by the scheduler.
+    Stopped {
+        app: String,
+        instances: Vec<u32>,
+    },
+    /// The operator started them again.
+    Started {
+        app: String,
+        instances: Vec<u32>,
     },
     /// A deploy changed what runs: it rolls out over the app's nodes, one at a time.
     RolloutStarted {
@@ -285,12 +334,61 @@ impl SchedEvent {
         body["type"].as_str().unwrap_or_default().to_string()
     }
 
+    /// What happened beyond its type and subject, for people: where, why, what came of it.
+    pub fn detail(&self) -> String {
+        use SchedEvent::*;
+        let list = |v: &[String]| if v.is_empty() { "-".to_string() } else { v.join(",") };
+        match self {
+            NodeUp { .. } | NodeBack { .. } | NodeReconciled { .. } => String::new(),
+            NodeLost { silent_secs, .. } => format!("silent for {silent_secs:.1} s"),
+            InstanceLost { node, .. } => format!("on {node}"),
+            NotRescheduled { node, policy, reason, .. } => format!("on {node}: {reason} (restartPolicy {policy:?})"),
+            Rescheduled { from, to: Some(to), reason, .. } => format!("{from} -> {to} ({reason})"),
+            Rescheduled { from, to: None, reason, .. } => format!("from {from}: no node took it ({reason})"),
+            RescheduleFailed { from, error, .. } => format!("from {from}: {error}"),
+            StrayDeleted { node, ok: true, .. } => format!("on {node}"),
+            StrayDeleted { node, ok: false, .. } => format!("on {node}: the delete failed (retried when it returns)"),
+            RemoteCheckInvalid { message, .. } => message.clone(),
+            RemoteHealth { node, healthy, message, .. } => {
+                let word = match healthy {
+                    Some(true) => "healthy",
+                    Some(false) => "unhealthy",
+                    None => "health unknown",
+                };
+                if message.is_empty() {
+                    format!("on {node}: {word}")
+                } else {
+                    format!("on {node}: {word}: {message}")
+                }
+            }
+            RemoteCheckRestart { node, reason, ok, .. } => {
+                let how = if *ok {
+                    "failed through its daemon, its restart policy follows"
+                } else {
+                    "its daemon did not take it"
+                };
+                format!("on {node}: {reason}; {how}")
+            }
+            DeleteDone { node, removed, .. } => format!("on {node}, back: {removed} instance(s) removed"),
+            InstanceStopped { node, .. } => format!("on {node}, by the operator: stays stopped, never rescheduled"),
+            InstanceStarted { node, .. } => format!("on {node}, by the operator"),
+            ClusterReloaded { added, removed, changed } => {
+                format!("added {}, removed {}, changed {}", list(added), list(removed), list(changed))
+            }
+            ClusterReloadFailed { error } => format!("{error}; going on with the nodes already known"),
+        }
+    }
+
     /// What it is about, for people: an instance, else an app, else a node.
     pub fn subject(&self) -> &str {
         use SchedEvent::*;
         match self {
             NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
-            InstanceLost { instance, .. }
+            DeleteDone { app, .. } => app,
+            ClusterReloaded { .. } | ClusterReloadFailed { .. } => "cluster",
+            InstanceStopped { instance, .. }
+            | InstanceStarted { instance, .. }
+            | InstanceLost { instance, .. }
             | Rescheduled { instance, .. }
             | StrayDeleted { instance, .. }
             | RemoteCheckInvalid { instance, .. }

@@ -260,6 +260,12 @@ impl Supervisor {
         self.request(id, Command::Restart).await
     }
 
+    /// Fails what runs for `reason`: its restart policy restarts it (counted, after its
+    /// backoff) or gives up, as for a failed local health check.
+    pub async fn fail(&self, id: &InstanceId, reason: String) -> Result<(), SupervisorError> {
+        self.request(id, Command::Fail(reason)).await
+    }
+
     pub async fn reload(&self, id: &InstanceId) -> Result<(), SupervisorError> {
         self.request(id, Command::Reload).await
     }

@@ -70,19 +70,28 @@ impl Scheduler {
     ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
-        let previous = self.store.app(&key)?;
+        let stored = self.store.app(&key)?;
+        // An app being deleted is deployed anew: none of its placements stays, and those on
+        // nodes that answer now are removed below like any stale one.
+        let previous = stored.clone().filter(|a| a.deleting.is_none());
         let (views, down) = self.read_nodes().await;
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
         // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
         // their own): so a cron tick runs on exactly one host.
         let total = if spec.runs_to_completion() { 1 } else { spec.spec.instance };
-        let old = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
+        let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
+        let stopped: BTreeSet<u32> =
+            previous.as_ref().map(|a| a.stopped.iter().copied().filter(|i| *i < total).collect()).unwrap_or_default();
         // Stay: applied (or being applied) placements whose node is reachable, or unreachable
-        // but not (yet) declared lost: never run an instance twice.
-        let keep: BTreeMap<u32, String> = old
+        // but not (yet) declared lost: never run an instance twice. An instance the operator
+        // stopped stays where it is, lost or not: it is never started elsewhere.
+        let keep: BTreeMap<u32, String> = previous
             .iter()
+            .flat_map(|a| &a.placements)
             .filter(|(i, _)| **i < total)
-            .filter(|(_, p)| matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }))
+            .filter(|(i, p)| {
+                matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }) || stopped.contains(i)
+            })
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
         let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
@@ -122,7 +131,15 @@ impl Scheduler {
         let (previous_doc, rollout) = super::rollout::rollout_for(previous.as_ref(), &doc);
         let starts = rollout.as_ref().is_some_and(|r| r.applied.is_empty() && r.done.is_empty())
             && previous.as_ref().and_then(|p| p.rollout.as_ref()) != rollout.as_ref();
-        let mut app = App { key: key.clone(), spec: doc.clone(), placements, previous: previous_doc, rollout };
+        let mut app = App {
+            key: key.clone(),
+            spec: doc.clone(),
+            placements,
+            previous: previous_doc,
+            rollout,
+            stopped,
+            deleting: None,
+        };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
         self.store.put_app(&app, &why.change(&key, placements))?;
         if starts {

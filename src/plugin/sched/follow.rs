@@ -24,7 +24,7 @@ impl Scheduler {
     ) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
-        for (name, client) in &self.nodes {
+        for (name, client) in self.nodes().iter() {
             let since = cursors.get(name).copied();
             tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), HeardAt::default()));
         }
@@ -39,11 +39,23 @@ impl Scheduler {
         heard: HeardAt,
     ) -> tokio::sync::mpsc::UnboundedReceiver<NodeLine> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
-        for (name, client) in &self.nodes {
-            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), heard.clone()));
+        for (name, client) in self.nodes().iter() {
+            self.spawn_follower(name, client, since, &tx, &heard);
         }
         rx
+    }
+
+    /// Follows one node into `tx` until aborted (a node removed from the cluster file).
+    pub(super) fn spawn_follower(
+        &self,
+        name: &str,
+        client: &Client,
+        since: Option<u64>,
+        tx: &tokio::sync::mpsc::UnboundedSender<NodeLine>,
+        heard: &HeardAt,
+    ) -> tokio::task::JoinHandle<()> {
+        let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
+        tokio::spawn(follow_node(name.to_string(), client.clone(), since, silence, tx.clone(), heard.clone()))
     }
 }
 

@@ -42,10 +42,11 @@ impl Scheduler {
             .map_err(|errors| PluginError::Spec { path: "the template".into(), errors })?;
         self.store().put_hook_template(&template)?;
         let (mut nodes, mut unreachable) = (Vec::new(), BTreeMap::new());
-        for (node, client) in &self.nodes {
+        for (node, client) in self.nodes().iter() {
             match self.give_template(client, &template).await {
                 Ok(()) => nodes.push(node.clone()),
                 Err(e) => {
+                    self.note_unreachable(node, &e.to_string());
                     unreachable.insert(node.clone(), e.to_string());
                 }
             }
@@ -74,10 +75,13 @@ impl Scheduler {
         }
         self.store().delete_hook_template(namespace, name)?;
         let mut away = Vec::new();
-        for (node, client) in &self.nodes {
+        for (node, client) in self.nodes().iter() {
             match client.delete_hook_template(namespace, name).await {
                 Ok(()) | Err(ClientError::Api { status: 404, .. }) => {}
-                Err(_) => away.push(node.clone()),
+                Err(e) => {
+                    self.note_unreachable(node, &e.to_string());
+                    away.push(node.clone())
+                }
             }
         }
         Ok(away)
@@ -89,7 +93,7 @@ impl Scheduler {
         for t in templates {
             let there = client.hook_template(&t.metadata.namespace, &t.metadata.name).await.ok();
             if there.as_ref() != Some(&t) {
-                if let Err(e) = self.give_template(client, &t).await {
+                if let Err(e) = self.give_template(&client, &t).await {
                     tracing::warn!(node, "giving hook template {}: {e}", t.key());
                 }
             }
@@ -109,21 +113,23 @@ impl Scheduler {
                 message: "no such hook template (steward-sched hook template apply FILE)".into(),
             });
         }
+        let nodes = self.nodes();
         let candidates: Vec<&(String, crate::client::Client)> = match node {
             Some(n) => {
-                let found = self.nodes.iter().find(|(name, _)| name == n);
+                let found = nodes.iter().find(|(name, _)| name == n);
                 vec![found
                     .ok_or_else(|| PluginError::Node { node: n.into(), message: "not in the cluster file".into() })?]
             }
-            None => self.nodes.iter().collect(),
+            None => nodes.iter().collect(),
         };
         let mut why = Vec::new();
         for (name, client) in candidates {
             // A node that missed the template (it was away) gets it first.
             self.sync_hook_templates(name).await;
             match client.create_hook_run(req).await {
-                Ok(run) => return Ok((name.clone(), run)),
+                Ok(run) => return Ok((name.to_string(), run)),
                 Err(e @ (ClientError::Unreachable { .. } | ClientError::Protocol(_))) => {
+                    self.note_unreachable(name, &e.to_string());
                     why.push(format!("{name}: {e}"))
                 }
                 Err(e) => return Err(node_err(name, e)),
@@ -135,16 +141,17 @@ impl Scheduler {
     /// Every node's runs, and the nodes that did not answer.
     pub async fn hook_runs(&self, namespace: Option<&str>) -> (Vec<RunOnNode>, BTreeMap<String, String>) {
         let (mut runs, mut away) = (Vec::new(), BTreeMap::new());
-        for (node, client) in &self.nodes {
-            match tokio::time::timeout(super::NODE_TIMEOUT, client.hook_runs(namespace, None)).await {
-                Ok(Ok(list)) => runs.extend(list.into_iter().map(|run| RunOnNode { node: node.clone(), run })),
-                Ok(Err(e)) => {
-                    away.insert(node.clone(), e.to_string());
+        for (node, client) in self.nodes().iter() {
+            let why = match tokio::time::timeout(super::NODE_TIMEOUT, client.hook_runs(namespace, None)).await {
+                Ok(Ok(list)) => {
+                    runs.extend(list.into_iter().map(|run| RunOnNode { node: node.clone(), run }));
+                    continue;
                 }
-                Err(_) => {
-                    away.insert(node.clone(), "no answer".into());
-                }
-            }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "no answer".to_string(),
+            };
+            self.note_unreachable(node, &why);
+            away.insert(node.clone(), why);
         }
         (runs, away)
     }
@@ -157,14 +164,17 @@ impl Scheduler {
         wait: Option<std::time::Duration>,
     ) -> Result<(String, HookRun), PluginError> {
         let mut away = Vec::new();
-        for (node, client) in &self.nodes {
+        for (node, client) in self.nodes().iter() {
             match client.hook_run(namespace, name, None).await {
                 Ok(_) => {
                     let run = client.hook_run(namespace, name, wait).await.map_err(|e| node_err(node, e))?;
                     return Ok((node.clone(), run));
                 }
                 Err(ClientError::Api { status: 404, .. }) => {}
-                Err(e) => away.push(format!("{node}: {e}")),
+                Err(e) => {
+                    self.note_unreachable(node, &e.to_string());
+                    away.push(format!("{node}: {e}"))
+                }
             }
         }
         let also = if away.is_empty() { String::new() } else { format!(" (not asked: {})", away.join("; ")) };

@@ -7,17 +7,19 @@
 mod deploy;
 mod follow;
 mod hooks;
+mod intents;
 mod rollout;
 mod run;
 
 pub use hooks::{RunOnNode, TemplateStored};
+pub use intents::{Deleted, Intent};
 pub use rollout::{NodeRollout, SchedRolloutStatus};
 
 use super::cluster::Cluster;
 use super::placement::NodeView;
 use super::store::{App, DesiredStore, LocalStore, PlacementState};
 use super::PluginError;
-use crate::client::{Client, ClientError};
+use crate::client::Client;
 use crate::protocol::DeployCause;
 use crate::spec::{InstanceId, ProcessSpec, SpecErrors};
 use serde::Serialize;
@@ -30,8 +32,33 @@ const NODE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Scheduler {
     pub cluster: Cluster,
-    nodes: Vec<(String, Client)>,
+    /// Every node's client, replaced whole when `run` reloads the cluster file.
+    nodes: std::sync::RwLock<Nodes>,
     store: Box<dyn DesiredStore>,
+    /// Nodes that did not answer this process, and why (the last reason): every command
+    /// reports them, success or not (`--strict` makes them an error).
+    unreachable: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+/// The cluster's nodes: name and client, in the cluster file's order.
+pub type Nodes = std::sync::Arc<Vec<(String, Client)>>;
+
+/// Where `run` reports what it sees and does.
+pub(super) type Emit = std::sync::Arc<dyn Fn(&crate::protocol::WatchLine) + Send + Sync>;
+
+/// What a reload of the cluster file changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NodesChanged {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Same name, another address, certificate name or token.
+    pub changed: Vec<String>,
+}
+
+impl NodesChanged {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
 }
 
 /// One instance's placement, as deploy and status report it.
@@ -46,7 +73,37 @@ pub struct PlacedInstance {
     /// Seed 003's Ready condition as the node reports it (false when it reports nothing).
     #[serde(default)]
     pub ready: bool,
+    /// Restarts its node counted (its restart policy's, a failed check's, a REMOTE check's).
+    #[serde(default)]
+    pub restarts: u64,
     pub message: String,
+}
+
+/// What a node reports of one instance.
+struct Seen {
+    state: String,
+    ready: bool,
+    restarts: u64,
+    message: String,
+    /// It has been started at least once.
+    started: bool,
+}
+
+impl Seen {
+    fn of(s: &crate::protocol::InstanceStatus) -> Seen {
+        let kind = serde_json::to_value(s.state.kind()).ok().and_then(|k| k.as_str().map(String::from));
+        Seen {
+            state: kind.unwrap_or_default(),
+            ready: s.ready,
+            restarts: s.restarts,
+            message: s.message.clone(),
+            started: s.last_start_ms.is_some(),
+        }
+    }
+
+    fn none(state: &str, message: &str) -> Seen {
+        Seen { state: state.into(), ready: false, restarts: 0, message: message.into(), started: false }
+    }
 }
 
 /// Parses and checks a spec document the way the daemons will (everything but the paths,
@@ -78,12 +135,47 @@ impl Scheduler {
 
     /// With another [`DesiredStore`] (a distributed one, a test double).
     pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, PluginError> {
-        let nodes = cluster.clients()?;
-        Ok(Scheduler { cluster, nodes, store })
+        let nodes = std::sync::RwLock::new(std::sync::Arc::new(cluster.clients()?));
+        Ok(Scheduler { cluster, nodes, store, unreachable: Default::default() })
     }
 
-    pub fn client(&self, node: &str) -> Option<&Client> {
-        self.nodes.iter().find(|(n, _)| n == node).map(|(_, c)| c)
+    /// The nodes as now known (a snapshot: a reload replaces the list, not this one).
+    pub fn nodes(&self) -> Nodes {
+        self.nodes.read().expect("nodes lock").clone()
+    }
+
+    /// Takes the nodes of a reloaded cluster file: what was added, removed, changed (another
+    /// address, name checked or token; with `new_roots`, every node kept).
+    pub fn set_nodes(&self, cluster: &Cluster, new_roots: bool) -> Result<NodesChanged, PluginError> {
+        let fresh = cluster.clients()?;
+        let mut nodes = self.nodes.write().expect("nodes lock");
+        let old: BTreeMap<&str, &Client> = nodes.iter().map(|(n, c)| (n.as_str(), c)).collect();
+        let new: BTreeMap<&str, &Client> = fresh.iter().map(|(n, c)| (n.as_str(), c)).collect();
+        let changed = NodesChanged {
+            added: new.keys().filter(|n| !old.contains_key(*n)).map(|n| n.to_string()).collect(),
+            removed: old.keys().filter(|n| !new.contains_key(*n)).map(|n| n.to_string()).collect(),
+            changed: new
+                .iter()
+                .filter(|(n, c)| old.get(*n).is_some_and(|o| new_roots || !o.same_target(c)))
+                .map(|(n, _)| n.to_string())
+                .collect(),
+        };
+        *nodes = std::sync::Arc::new(fresh);
+        Ok(changed)
+    }
+
+    pub fn client(&self, node: &str) -> Option<Client> {
+        self.nodes().iter().find(|(n, _)| n == node).map(|(_, c)| c.clone())
+    }
+
+    /// Notes that `node` did not answer (see [`Scheduler::unreachable`]).
+    pub fn note_unreachable(&self, node: &str, why: &str) {
+        self.unreachable.lock().expect("unreachable lock").insert(node.to_string(), why.to_string());
+    }
+
+    /// Every node that did not answer this process, and the last reason.
+    pub fn unreachable(&self) -> BTreeMap<String, String> {
+        self.unreachable.lock().expect("unreachable lock").clone()
     }
 
     pub fn store(&self) -> &dyn DesiredStore {
@@ -92,22 +184,24 @@ impl Scheduler {
 
     /// Every node that answers, and why the others do not.
     pub async fn read_nodes(&self) -> (Vec<NodeView>, BTreeMap<String, String>) {
-        let reads = self.nodes.iter().map(|(name, client)| async move {
+        let nodes = self.nodes();
+        let reads = nodes.iter().map(|(name, client)| async move {
             let r = tokio::time::timeout(NODE_TIMEOUT, client.node()).await;
             (name.clone(), r)
         });
         let mut views = Vec::new();
         let mut down = BTreeMap::new();
         for (name, r) in futures_util::future::join_all(reads).await {
-            match r {
-                Ok(Ok(v)) => views.push(NodeView::from_node(&name, &v)),
-                Ok(Err(e)) => {
-                    down.insert(name, e.to_string());
+            let why = match r {
+                Ok(Ok(v)) => {
+                    views.push(NodeView::from_node(&name, &v));
+                    continue;
                 }
-                Err(_) => {
-                    down.insert(name, format!("no answer within {} s", NODE_TIMEOUT.as_secs()));
-                }
-            }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {} s", NODE_TIMEOUT.as_secs()),
+            };
+            self.note_unreachable(&name, &why);
+            down.insert(name, why);
         }
         (views, down)
     }
@@ -115,7 +209,7 @@ impl Scheduler {
     /// Each placement with what its node reports.
     pub(super) async fn describe(&self, app: &App, views: &[NodeView]) -> Vec<PlacedInstance> {
         let id = instance_id(&app.key, 0);
-        let mut actual: BTreeMap<(String, u32), (String, bool, String)> = BTreeMap::new();
+        let mut actual: BTreeMap<(String, u32), Seen> = BTreeMap::new();
         let mut reachable = BTreeSet::new();
         for v in views {
             let Some(client) = self.client(&v.name) else { continue };
@@ -123,10 +217,10 @@ impl Scheduler {
             if let Ok(Ok(list)) = tokio::time::timeout(NODE_TIMEOUT, client.list(&filters)).await {
                 reachable.insert(v.name.clone());
                 for s in list {
-                    let kind = serde_json::to_value(s.state.kind()).ok().and_then(|k| k.as_str().map(String::from));
-                    let seen = (kind.unwrap_or_default(), s.ready, s.message.clone());
-                    actual.insert((v.name.clone(), s.id.index), seen);
+                    actual.insert((v.name.clone(), s.id.index), Seen::of(&s));
                 }
+            } else {
+                self.note_unreachable(&v.name, "no answer to the instance list");
             }
         }
         // A job's (or cron job's) runs on its node are its own, whatever their ids.
@@ -136,29 +230,49 @@ impl Scheduler {
             .flatten();
         let mut out = Vec::new();
         for (i, p) in &app.placements {
-            let (state, ready, message) = match actual.remove(&(p.node.clone(), *i)) {
+            let seen = match actual.remove(&(p.node.clone(), *i)) {
                 Some(s) => s,
-                None if job_node.is_some() => ("job".into(), false, "its runs are listed below".into()),
-                None if reachable.contains(&p.node) => ("missing".into(), false, String::new()),
-                None => ("unreachable".into(), false, String::new()),
+                None if job_node.is_some() => Seen::none("job", "its runs are listed below"),
+                None if reachable.contains(&p.node) => Seen::none("missing", ""),
+                None => Seen::none("unreachable", ""),
+            };
+            let placement = match &app.deleting {
+                Some(d) if d.nodes.contains(&p.node) => PlacementState::Deleting,
+                Some(_) => continue,
+                None => p.state.clone(),
+            };
+            // Just applied, not yet started: its start is under way (unless it was stopped).
+            let state = if seen.state == "Stopped" && !seen.started && !app.stopped.contains(i) {
+                "Starting".to_string()
+            } else {
+                seen.state
             };
             out.push(PlacedInstance {
                 instance: format!("{}/{i}", app.key),
                 node: p.node.clone(),
-                placement: p.state.clone(),
+                placement,
                 state,
-                ready,
-                message,
+                ready: seen.ready,
+                restarts: seen.restarts,
+                message: seen.message,
             });
         }
         // Instances running where the scheduler did not place them (a node back from the dead).
-        for ((node, i), (state, ready, message)) in actual {
-            let placement = if job_node.as_deref() == Some(node.as_str()) {
-                PlacementState::Placed
-            } else {
-                PlacementState::Pending { reason: "stray: not placed here".into() }
+        for ((node, i), seen) in actual {
+            let placement = match &app.deleting {
+                _ if job_node.as_deref() == Some(node.as_str()) => PlacementState::Placed,
+                Some(_) => PlacementState::Deleting,
+                None => PlacementState::Stray,
             };
-            out.push(PlacedInstance { instance: format!("{}/{i}", app.key), node, placement, state, ready, message });
+            out.push(PlacedInstance {
+                instance: format!("{}/{i}", app.key),
+                node,
+                placement,
+                state: seen.state,
+                ready: seen.ready,
+                restarts: seen.restarts,
+                message: seen.message,
+            });
         }
         out
     }
@@ -173,8 +287,36 @@ impl Scheduler {
         Ok(out)
     }
 
+    /// App `key` as stored, unless it is being deleted.
     fn stored(&self, key: &str) -> Result<App, PluginError> {
-        self.store.app(key)?.ok_or_else(|| PluginError::NoApp(key.to_string()))
+        let app = self.stored_any(key)?;
+        match &app.deleting {
+            Some(d) => Err(PluginError::Apply {
+                app: key.to_string(),
+                message: format!(
+                    "it is being deleted (nodes {} have yet to get the delete); deploy it again to bring it back",
+                    d.nodes.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            None => Ok(app),
+        }
+    }
+
+    /// App `key` as stored, being deleted or not; a missing one's error says what was meant.
+    fn stored_any(&self, key: &str) -> Result<App, PluginError> {
+        if let Some(app) = self.store.app(key)? {
+            return Ok(app);
+        }
+        let name = key.rsplit('/').next().unwrap_or(key);
+        let like: Vec<String> =
+            self.store.apps()?.into_iter().map(|a| a.key).filter(|k| k.rsplit('/').next() == Some(name)).collect();
+        let hint = match (key.contains('/'), like.as_slice()) {
+            (_, [one]) => format!("apps are named namespace/name: did you mean {one}?"),
+            (_, [_, ..]) => format!("apps are named namespace/name: one of {}?", like.join(", ")),
+            (false, []) => "apps are named namespace/name; `steward-sched status` lists them".into(),
+            (true, []) => "deploy it first; `steward-sched status` lists the apps".into(),
+        };
+        Err(PluginError::NoApp { app: key.to_string(), hint })
     }
 
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
@@ -182,46 +324,5 @@ impl Scheduler {
         let mut app = self.stored(key)?;
         app.spec["spec"]["instance"] = json!(instances);
         self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await
-    }
-
-    /// `delete APP`: every instance of the app on every node, then the desired state.
-    pub async fn delete(&self, key: &str) -> Result<usize, PluginError> {
-        let app = self.stored(key)?;
-        let (views, down) = self.read_nodes().await;
-        let id = instance_id(key, 0);
-        let mut deleted = 0;
-        for v in &views {
-            let client = self.client(&v.name).expect("views come from cluster nodes");
-            let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
-            let list = client
-                .list(&filters)
-                .await
-                .map_err(|e| PluginError::Node { node: v.name.clone(), message: e.to_string() })?;
-            for s in list {
-                match client.delete(&s.id, Some(60.0)).await {
-                    Ok(()) | Err(ClientError::Api { status: 404, .. }) => deleted += 1,
-                    Err(e) => {
-                        return Err(PluginError::Node {
-                            node: v.name.clone(),
-                            message: format!("deleting {}: {e}", s.id),
-                        })
-                    }
-                }
-            }
-        }
-        let away: Vec<&String> = app.placements.values().map(|p| &p.node).filter(|n| down.contains_key(*n)).collect();
-        if !away.is_empty() {
-            let names: BTreeSet<&String> = away.into_iter().collect();
-            let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
-            return Err(PluginError::Apply {
-                app: key.to_string(),
-                message: format!(
-                    "nodes {} are unreachable; their instances remain, the app is kept (retry)",
-                    names.join(", ")
-                ),
-            });
-        }
-        self.store.delete_app(key)?;
-        Ok(deleted)
     }
 }

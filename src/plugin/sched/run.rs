@@ -2,7 +2,7 @@
 //! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
 
 use super::follow::HeardAt;
-use super::{check_spec, instance_id, Scheduler};
+use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::plugin::store::{App, PlacementState};
 use crate::plugin::PluginError;
 use crate::protocol::{
@@ -20,11 +20,26 @@ impl Scheduler {
     /// rescheduled elsewhere under OnFailure and Always, instances found on a returning node
     /// that were placed elsewhere meanwhile are deleted, and REMOTE_HTTP / REMOTE_TCP checks
     /// run. Every item is passed to `emit`.
-    pub async fn run(self: Arc<Self>, emit: impl Fn(&WatchLine) + Send + Sync + 'static) -> Result<(), PluginError> {
+    ///
+    /// With `cluster_file`, the file is read again on SIGHUP and when it changes: nodes added
+    /// are followed, nodes removed are no longer (their instances count as on a lost node),
+    /// nodes whose address, name or token changed are followed anew.
+    pub async fn run(
+        self: Arc<Self>,
+        cluster_file: Option<std::path::PathBuf>,
+        emit: impl Fn(&WatchLine) + Send + Sync + 'static,
+    ) -> Result<(), PluginError> {
         let emit: Emit = Arc::new(emit);
         let heard_at = HeardAt::default();
         let started = Instant::now();
-        let mut rx = self.follow_noting(None, heard_at.clone());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut followers: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
+        for (name, client) in self.nodes().iter() {
+            followers.insert(name.clone(), self.spawn_follower(name, client, None, &tx, &heard_at));
+        }
+        let mut reload = cluster_file.map(ClusterWatch::new);
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| PluginError::Store(format!("SIGHUP handler: {e}")))?;
         let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         let mut lost: BTreeSet<String> = BTreeSet::new();
         let mut heard: BTreeSet<String> = BTreeSet::new();
@@ -42,8 +57,10 @@ impl Scheduler {
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
-                            // A node new to this `run` may have missed templates stored meanwhile.
+                            // A node new to this `run` may have missed templates stored meanwhile,
+                            // and deletes made while it was away.
                             self.sync_hook_templates(&node).await;
+                            self.finish_deletes(&node, &emit).await;
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
@@ -53,6 +70,7 @@ impl Scheduler {
                     match &item.item {
                         NodeItem::Event(event) => {
                             emit(&WatchLine::Node(item.clone()));
+                            self.note_stop_event(&node, event, &emit);
                             self.on_event(&node, event, &lost, &emit).await;
                         }
                         NodeItem::Resync { .. } => {
@@ -63,12 +81,51 @@ impl Scheduler {
                         NodeItem::Heartbeat { .. } => {}
                     }
                 }
+                _ = hangup.recv() => {
+                    if let Some(watch) = reload.as_mut() {
+                        watch.forced = true;
+                    }
+                }
                 _ = tick.tick() => {
+                    if let Some(changed) = reload.as_mut().and_then(ClusterWatch::changed) {
+                        match changed.and_then(|(c, new_roots)| self.set_nodes(&c, new_roots)) {
+                            Ok(nodes) if nodes.is_empty() => {}
+                            Ok(nodes) => {
+                                for node in nodes.removed.iter().chain(&nodes.changed) {
+                                    if let Some(task) = followers.remove(node) {
+                                        task.abort();
+                                    }
+                                    heard.remove(node);
+                                    heard_at.lock().expect("heard lock").remove(node);
+                                }
+                                for node in nodes.added.iter().chain(&nodes.changed) {
+                                    if let Some(client) = self.client(node) {
+                                        let task = self.spawn_follower(node, &client, None, &tx, &heard_at);
+                                        followers.insert(node.clone(), task);
+                                    }
+                                    // Heard from now on, or lost a heartbeat timeout from now.
+                                    heard_at.lock().expect("heard lock").insert(node.clone(), Instant::now());
+                                }
+                                emit(&sched_line(SchedEvent::ClusterReloaded {
+                                    added: nodes.added.clone(),
+                                    removed: nodes.removed.clone(),
+                                    changed: nodes.changed.clone(),
+                                }));
+                                // What ran on a node gone from the file is as good as lost.
+                                for node in &nodes.removed {
+                                    if lost.insert(node.clone()) {
+                                        self.node_lost(node, &lost, &emit).await;
+                                    }
+                                }
+                            }
+                            Err(e) => emit(&sched_line(SchedEvent::ClusterReloadFailed { error: e.to_string() })),
+                        }
+                    }
                     // Silence is measured from what the followers received, not from what this
                     // loop got round to: a long reschedule must not make the others look lost.
                     let silent_for: BTreeMap<String, Duration> = {
                         let at = heard_at.lock().expect("heard lock");
-                        self.nodes
+                        self.nodes()
                             .iter()
                             .map(|(n, _)| (n.clone(), at.get(n).copied().unwrap_or(started).elapsed()))
                             .collect()
@@ -89,6 +146,16 @@ impl Scheduler {
                         if let Ok(apps) = self.store.apps() {
                             checks.sync(&apps, &lost).await;
                             self.resume_rollouts(&apps, &driving);
+                            // A delete a node missed and then failed to take: tried again.
+                            let owed: BTreeSet<&String> = apps
+                                .iter()
+                                .filter_map(|a| a.deleting.as_ref())
+                                .flat_map(|d| &d.nodes)
+                                .filter(|n| heard.contains(*n) && !lost.contains(*n))
+                                .collect();
+                            for node in owed {
+                                self.finish_deletes(node, &emit).await;
+                            }
                         }
                     }
                 }
@@ -119,7 +186,8 @@ impl Scheduler {
     /// Marks the node's instances Lost and reschedules those whose policy is Always.
     async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
         let Ok(apps) = self.store.apps() else { return };
-        for mut app in apps {
+        // An app being deleted is never placed again: its node gets the delete when it returns.
+        for mut app in apps.into_iter().filter(|a| a.deleting.is_none()) {
             let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
             if mine.is_empty() {
                 continue;
@@ -162,7 +230,20 @@ impl Scheduler {
                 }));
                 continue;
             }
-            self.reschedule(&app, &mine, node, lost, "lost", emit).await;
+            // Stopped by the operator: they stay where they are, stopped.
+            let (stopped, moving): (Vec<u32>, Vec<u32>) = mine.iter().partition(|i| app.stopped.contains(i));
+            for i in stopped {
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: None,
+                    instance: Some(format!("{}/{i}", app.key)),
+                    node: node.to_string(),
+                    policy,
+                    reason: "stopped by the operator: it stays stopped on its node".into(),
+                }));
+            }
+            if !moving.is_empty() {
+                self.reschedule(&app, &moving, node, lost, "lost", emit).await;
+            }
         }
     }
 
@@ -200,8 +281,10 @@ impl Scheduler {
     async fn node_back(&self, node: &str, emit: &Emit) {
         let Some(client) = self.client(node) else { return };
         self.sync_hook_templates(node).await;
+        self.finish_deletes(node, emit).await;
         let Ok(apps) = self.store.apps() else { return };
-        for mut app in apps {
+        for mut app in apps.into_iter().filter(|a| a.deleting.is_none()) {
+            self.enforce_stops(node, &app).await;
             let id = instance_id(&app.key, 0);
             let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
             let Ok(list) = client.list(&filters).await else { continue };
@@ -253,8 +336,10 @@ impl Scheduler {
     /// placed on it is applied again (an unchanged apply creates the instances a daemon lacks),
     /// journaled as a resync.
     async fn resync(&self, node: &str, emit: &Emit) {
+        self.finish_deletes(node, emit).await;
         let Ok(apps) = self.store.apps() else { return };
-        for app in apps.into_iter().filter(|a| a.placements.values().any(|p| p.node == node)) {
+        let placed_here = |a: &App| a.deleting.is_none() && a.placements.values().any(|p| p.node == node);
+        for app in apps.into_iter().filter(placed_here) {
             let why = DeployCause::Rescheduled { reason: format!("resync of {node}: its journal started over") };
             if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 emit(&sched_line(SchedEvent::RescheduleFailed {
@@ -282,8 +367,12 @@ impl Scheduler {
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
         let Ok(Some(mut app)) = self.store.app(&key) else { return };
-        // A job's runs end by design; its daemon retries them by its backoff.
-        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+        // A job's runs end by design; its daemon retries them by its backoff. Nothing of an
+        // app being deleted, or an instance the operator stopped, is placed again.
+        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion())
+            || app.deleting.is_some()
+            || app.stopped.contains(&id.index)
+        {
             return;
         }
         let Some(p) = app.placements.get_mut(&id.index) else { return };
@@ -310,9 +399,40 @@ impl Scheduler {
     }
 }
 
-/// Where `run` reports what it sees and does.
-type Emit = Arc<dyn Fn(&WatchLine) + Send + Sync>;
-
 fn sched_line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))
+}
+
+/// The cluster file as `run` last read it, to notice a change (or a SIGHUP asking for a read).
+struct ClusterWatch {
+    path: std::path::PathBuf,
+    /// The file's and its CA's contents when last read.
+    seen: Option<(Vec<u8>, Vec<u8>)>,
+    forced: bool,
+}
+
+impl ClusterWatch {
+    fn new(path: std::path::PathBuf) -> ClusterWatch {
+        let mut watch = ClusterWatch { path, seen: None, forced: false };
+        watch.seen = watch.read();
+        watch
+    }
+
+    fn read(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let file = std::fs::read(&self.path).ok()?;
+        let ca = crate::plugin::Cluster::load(&self.path).ok().and_then(|c| std::fs::read(c.ca).ok());
+        Some((file, ca.unwrap_or_default()))
+    }
+
+    /// The cluster file again, when it (or its CA) changed or a SIGHUP asked for it.
+    /// With whether the CA changed (then every node is followed anew, with the new roots).
+    fn changed(&mut self) -> Option<Result<(crate::plugin::Cluster, bool), PluginError>> {
+        let now = self.read();
+        if now == self.seen && !std::mem::take(&mut self.forced) {
+            return None;
+        }
+        let ca_changed = now.as_ref().map(|n| &n.1) != self.seen.as_ref().map(|s| &s.1);
+        self.seen = now;
+        Some(crate::plugin::Cluster::load(&self.path).map(|c| (c, ca_changed)))
+    }
 }

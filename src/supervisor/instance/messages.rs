@@ -39,6 +39,9 @@ pub enum Command {
     Start,
     Stop,
     Restart,
+    /// Fail what runs (a REMOTE check the scheduler runs failed): its restart policy decides
+    /// what follows, as for a failed local check.
+    Fail(String),
     Reload,
     Delete,
     /// A newer spec: restart with it if running (unless only the instance count changed, the
@@ -53,6 +56,7 @@ impl Command {
             Command::Start => "start",
             Command::Stop => "stop",
             Command::Restart => "restart",
+            Command::Fail(_) => "fail",
             Command::Reload => "reload",
             Command::Delete => "delete",
             Command::Replace(..) => "replace",

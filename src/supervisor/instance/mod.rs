@@ -281,6 +281,13 @@ impl<W: Workload> Actor<W> {
             Command::Stop => StopGoal::Stop,
             Command::Delete => StopGoal::Delete,
             Command::Restart => StopGoal::Restart,
+            Command::Fail(reason) => {
+                let kind = self.rec.state.kind();
+                if matches!(kind, state::Kind::Staging | state::Kind::Backoff | state::Kind::Stopping) {
+                    return answer(reply, Err(format!("nothing runs to fail: instance is {kind}")));
+                }
+                StopGoal::Fail { reason }
+            }
         };
         self.waiting.extend(reply);
         self.feed(Event::StopRequested { goal }).await;
