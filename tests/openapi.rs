@@ -965,7 +965,14 @@ fn every_protocol_type_matches_its_schema() {
                 labels: BTreeMap::new(),
                 instances: vec![InstanceOnNode { index: 0, state: Kind::Running, ready: true }],
             }],
-            events: JournalBounds { first_seq: 1, last_seq: 7, retention: 100_000, max_bytes: 1 << 26, bytes: 900 },
+            events: JournalBounds {
+                first_seq: 1,
+                last_seq: 7,
+                retention: 100_000,
+                max_bytes: 1 << 26,
+                bytes: 900,
+                journal_id: 1_795_310_198_172_000_000,
+            },
             version: env!("CARGO_PKG_VERSION").into(),
         };
         assert_eq!(node.ports.pending.is_some(), configured != (31000, 31999));

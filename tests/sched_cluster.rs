@@ -932,6 +932,48 @@ async fn a_daemon_with_a_new_state_directory_is_followed_again() {
         .collect();
     assert!(lost.len() <= 2, "no loop of lost streams: {lost:#?}");
 
+    // Again, but the new journal runs past the cursor before the scheduler can reconnect (the
+    // host is cut off meanwhile): its numbers would be accepted, so the daemon's journal
+    // identity is what tells the follower it is another journal.
+    let h2 = c.hosts.iter_mut().find(|h| h.name == "h2").unwrap();
+    // The follower's cursor: h2's newest event since its first resync.
+    let seen = run.drain();
+    let first_resync = seen.iter().rposition(|v| v["node"] == "h2" && v.get("resync").is_some()).unwrap();
+    let was = seen[first_resync..]
+        .iter()
+        .filter(|v| v["node"] == "h2")
+        .filter_map(|v| v["seq"].as_u64().or(v["resync"]["lastSeq"].as_u64()))
+        .max()
+        .unwrap();
+    ip(&["-n", &c.hub, "link", "set", "vh2", "down"]);
+    h2.daemon.kill9();
+    std::fs::remove_dir_all(h2.daemon.path().join("state")).unwrap();
+    h2.daemon.spawn();
+    let local = common::spec("local", 1, json!({}), json!({}));
+    h2.daemon.apply_json(&local).await;
+    let local_id = common::id("test", "local", 0);
+    h2.daemon.wait_state(&local_id, Kind::Running, 30).await;
+    while h2.daemon.client.node().await.unwrap().events.last_seq <= was + 5 {
+        h2.daemon.client.action(&local_id, "restart", Some(30.0)).await.unwrap();
+    }
+    ip(&["-n", &c.hub, "link", "set", "vh2", "up"]);
+    // Past the cursor: a since_ahead refusal could not have caught it.
+    let resync = run.wait_for(60, "h2 resynced by journal identity", |v| {
+        v["node"] == "h2" && v["resync"]["lastSeq"].as_u64() > v["resync"]["was"].as_u64()
+    });
+    assert_eq!(resync["resync"]["was"].as_u64(), Some(was), "{resync}");
+    // Lost meanwhile, its instance of `keep` went elsewhere (Always): every id runs once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let spread = c.spread("keep").await;
+        let ids: Vec<u32> = spread.values().flatten().copied().collect();
+        if ids.len() == 3 && ids.iter().copied().collect::<BTreeSet<u32>>() == BTreeSet::from([0, 1, 2]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "keep after the second resync: {spread:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // watch with a cursor per node: h1 from its event 1, the others from now.
     let mut watch = c.follow(&["watch", "--since", "h1=1"]);
     watch.wait_for(30, "h1 #2", |v| v["node"] == "h1" && v["seq"] == 2);

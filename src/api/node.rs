@@ -57,6 +57,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             retention: live.events.retention,
             max_bytes: live.events.max_bytes,
             bytes: store.journal_bytes(),
+            journal_id: store.journal_id(),
         },
         version: env!("CARGO_PKG_VERSION").to_string(),
     }))

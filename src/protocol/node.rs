@@ -94,4 +94,7 @@ pub struct JournalBounds {
     pub max_bytes: u64,
     /// Bytes of event bodies the journal holds now.
     pub bytes: u64,
+    /// The journal's identity: it changes only with a new state directory, whose sequence
+    /// numbers start over. A follower seeing another one resyncs (0: a daemon that predates it).
+    pub journal_id: u64,
 }

@@ -86,6 +86,9 @@ const JOURNAL_BYTES_KEY: &str = "journal_bytes";
 /// redb double the file (issue 32). Each chunk is queued behind the commits already waiting.
 pub const PRUNE_CHUNK: usize = 1024;
 const SCHEMA_KEY: &str = "schema_version";
+/// This journal's identity: when the store file was made (ns since the epoch). A new state
+/// directory is a new journal whose sequence numbers mean nothing to a follower's cursor.
+const JOURNAL_ID_KEY: &str = "journal_id";
 
 /// Counters of the writer, for tests, benchmarks and the daemon's own metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,6 +137,7 @@ pub(crate) struct Shared {
     pub(crate) last_seq: AtomicU64,
     pub(crate) first_seq: AtomicU64,
     pub(crate) journal_bytes: AtomicU64,
+    pub(crate) journal_id: u64,
     pub(crate) write_txns: AtomicU64,
     pub(crate) failed_txns: AtomicU64,
     pub(crate) batches: AtomicU64,
@@ -248,7 +252,7 @@ impl Store {
                 e => StoreError::Open { path: path.clone(), source: Arc::new(e) },
             })?;
 
-        let (last_seq, first_seq, journal_bytes) = init(&db, &path)?;
+        let (last_seq, first_seq, journal_bytes, journal_id) = init(&db, &path)?;
         // A file left large by a burst (or by an older Steward, issue 32) shrinks here.
         compact::maybe(&mut db, &path, journal_bytes)?;
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
@@ -259,6 +263,7 @@ impl Store {
             last_seq: AtomicU64::new(last_seq),
             first_seq: AtomicU64::new(first_seq),
             journal_bytes: AtomicU64::new(journal_bytes),
+            journal_id,
             write_txns: AtomicU64::new(1),
             failed_txns: AtomicU64::new(0),
             batches: AtomicU64::new(0),
@@ -378,7 +383,8 @@ impl Shared {
 }
 /// Create the tables, check the schema version, and read the journal bounds and size
 /// (`(last_seq, first_seq, journal_bytes)`).
-fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64), StoreError> {
+/// Tables made, the schema checked: (last_seq, first_seq, journal bytes, journal id).
+fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64, u64), StoreError> {
     let mut txn = db.begin_write().map_err(db_err(path, "begin write transaction"))?;
     txn.set_durability(Durability::Immediate);
     {
@@ -404,19 +410,35 @@ fn init(db: &Database, path: &Path) -> Result<(u64, u64, u64), StoreError> {
             }
             state.insert(JOURNAL_BYTES_KEY, bytes).map_err(db_err(path, "write journal_bytes"))?;
         }
+        if state.get(JOURNAL_ID_KEY).map_err(db_err(path, "read journal_id"))?.is_none() {
+            let made = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let id = u64::try_from(made.as_nanos()).unwrap_or(u64::MAX).max(1);
+            state.insert(JOURNAL_ID_KEY, id).map_err(db_err(path, "write journal_id"))?;
+        }
     }
     txn.commit().map_err(db_err(path, "commit"))?;
     let rtxn = db.begin_read().map_err(db_err(path, "begin read transaction"))?;
     let (last_seq, first_seq) = journal_bounds(&rtxn, path)?;
     let state = rtxn.open_table(STATE).map_err(db_err(path, "open table"))?;
     let bytes = state.get(JOURNAL_BYTES_KEY).map_err(db_err(path, "read journal_bytes"))?.map(|g| g.value());
-    Ok((last_seq, first_seq, bytes.unwrap_or(0)))
+    let id = state.get(JOURNAL_ID_KEY).map_err(db_err(path, "read journal_id"))?.map(|g| g.value());
+    Ok((last_seq, first_seq, bytes.unwrap_or(0), id.unwrap_or(1)))
 }
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn assert_send_sync<T: Send + Sync>() {}
+
+    /// A journal keeps its identity across reopening; a new state directory is another journal.
+    #[test]
+    fn the_journal_identity_lasts_with_its_directory() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = Store::open(a.path()).unwrap().journal_id();
+        assert_eq!(Store::open(a.path()).unwrap().journal_id(), first);
+        assert_ne!(Store::open(b.path()).unwrap().journal_id(), first);
+        assert_ne!(first, 0);
+    }
 
     #[test]
     fn store_is_send_sync_and_futures_are_send() {

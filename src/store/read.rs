@@ -79,6 +79,11 @@ impl Store {
         self.inner.shared.first_seq.load(Ordering::Acquire)
     }
 
+    /// This journal's identity: another value is another journal (a new state directory).
+    pub fn journal_id(&self) -> u64 {
+        self.inner.shared.journal_id
+    }
+
     /// Newest committed event's sequence number; 0 if there has never been one.
     pub fn last_seq(&self) -> u64 {
         self.inner.shared.last_seq.load(Ordering::Acquire)

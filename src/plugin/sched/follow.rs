@@ -74,17 +74,33 @@ async fn follow_node(
 ) {
     let mut cursor = since;
     let mut backoff = Duration::from_millis(200);
+    // The journal the cursor belongs to (see JournalBounds::journal_id).
+    let mut journal: Option<u64> = None;
     loop {
+        // Every (re)connect reads the journal's bounds and identity first: a daemon restarted on a
+        // new state directory has another journal, whose numbers may well have passed the cursor.
+        let bounds = match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
+            Ok(Ok(doc)) => doc.events,
+            _ => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        let other_journal = journal.is_some_and(|j| bounds.journal_id != 0 && j != bounds.journal_id);
+        if bounds.journal_id != 0 {
+            journal = Some(bounds.journal_id);
+        }
         let start = match cursor {
-            Some(c) => c,
-            None => match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
-                Ok(Ok(doc)) => doc.events.last_seq,
-                _ => {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
+            Some(was) if other_journal => {
+                let resync = Resync { was, last_seq: bounds.last_seq };
+                if tx.send(NodeLine { node: node.clone(), item: NodeItem::Resync { resync } }).is_err() {
+                    return;
                 }
-            },
+                bounds.last_seq
+            }
+            Some(c) => c,
+            None => bounds.last_seq,
         };
         let last = Arc::new(Mutex::new((start, Instant::now())));
         let stream = {
