@@ -23,6 +23,10 @@ need_package() { # need_package PACKAGE: installed (not only known to dpkg)
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' installed$' || missing+=("$1")
 }
 
+# Building: the etcd client (steward-sched's shared store) compiles etcd's protobuf definitions.
+need protoc protobuf-compiler
+[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
+
 # The demo: the example units (units/) and the example pod.
 need perl perl-base             # the example gamesvc workload (units/packages/gamesvc)
 need timeout coreutils
@@ -41,6 +45,7 @@ if ! $demo; then
     need nsenter util-linux         # runs a daemon in a namespace, keeping its mounts (cgroups)
     need script bsdutils            # tests/demo_ctrl_c.rs: the demo in a pseudo-terminal
     need prometheus prometheus      # tests/hook_providers.rs: a real Prometheus on 127.0.0.1
+    need etcd etcd-server           # tests/sched_etcd.rs: steward-sched's shared store
     # tests/sched_cluster.rs runs `python3 -m http.server` as a workload, on the daemon's PATH.
     [ -x /usr/bin/python3 ] || missing+=(python3)
     # The package test (scripts/test-package.sh): building, linting, inspecting and installing.

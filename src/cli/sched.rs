@@ -17,6 +17,10 @@ pub struct SchedArgs {
     /// Cluster file: every daemon's address, token and CA.
     #[arg(long, value_name = "FILE", env = "STEWARD_CLUSTER", default_value = "/etc/steward/cluster.toml")]
     pub cluster: PathBuf,
+    /// The desired-state store shared by several steward-sched: etcd://HOST:PORT[,...]/PREFIX
+    /// (overrides the cluster file's `store`). Default: the embedded store in `state_dir`.
+    #[arg(long, global = true, value_name = "URL", env = "STEWARD_SCHED_STORE")]
+    pub store: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = SchedOutput::Text)]
     pub output: SchedOutput,
@@ -191,14 +195,20 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             return Ok(3);
         }
     };
-    let sched = match Scheduler::open(cluster) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    if let Some(url) = &args.store {
+        if let Err(e) = crate::plugin::etcd::parse_url(url) {
+            eprintln!("steward-sched: --store: {e}");
+            return Ok(3);
+        }
+    }
+    let sched = match runtime.block_on(Scheduler::open(cluster, args.store.as_deref())) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             eprintln!("steward-sched: {e}");
             return Ok(3);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let output = args.output;
     runtime.block_on(async move {
         let result = match args.command {
@@ -289,7 +299,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
             }
         }
         SchedHookCommand::Template(SchedHookTemplateCommand::Ls) => {
-            let list = sched.hook_templates()?;
+            let list = sched.hook_templates().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
             } else {

@@ -20,6 +20,10 @@ pub struct Cluster {
     /// lost. Keep it above the daemons' events.heartbeat_secs.
     #[serde(default = "default_heartbeat_timeout")]
     pub heartbeat_timeout_secs: u64,
+    /// Where the desired state lives when several steward-sched share it:
+    /// `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`. Default: the embedded store in `state_dir`.
+    #[serde(default)]
+    pub store: Option<String>,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
 }
@@ -61,6 +65,9 @@ impl Cluster {
             if n.address.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
                 return Err(err(format!("node[{i}].address {:?} is not host:port", n.address)));
             }
+        }
+        if let Some(url) = &cluster.store {
+            crate::plugin::etcd::parse_url(url).map_err(|e| err(format!("store: {e}")))?;
         }
         if cluster.heartbeat_timeout_secs == 0 {
             return Err(err("heartbeat_timeout_secs must be above 0".into()));

@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod cluster;
+pub mod etcd;
 pub mod placement;
 pub mod sched;
 pub mod store;
@@ -34,4 +35,7 @@ pub enum PluginError {
     Tls(String),
     #[error("desired-state store: {0}")]
     Store(String),
+    /// The app changed in the store since it was read (another scheduler wrote it).
+    #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
+    Conflict { app: String },
 }

@@ -34,6 +34,9 @@ pub struct App {
     /// each of these gets the delete when it answers again. Never placed or revived meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleting: Option<Deleting>,
+    /// The store's version of the record as read (etcd: its mod revision); not stored in it.
+    #[serde(skip)]
+    pub version: Option<i64>,
 }
 
 /// A delete that some nodes have yet to get.
@@ -96,16 +99,36 @@ pub enum PlacementState {
 }
 
 /// Where desired state lives. Every method is one durable step.
+#[async_trait::async_trait]
 pub trait DesiredStore: Send + Sync {
-    fn apps(&self) -> Result<Vec<App>, PluginError>;
-    fn app(&self, key: &str) -> Result<Option<App>, PluginError>;
-    /// Creates or replaces; `why` is journaled with it.
-    fn put_app(&self, app: &App, why: &DesiredChange) -> Result<(), PluginError>;
-    fn delete_app(&self, key: &str) -> Result<(), PluginError>;
+    async fn apps(&self) -> Result<Vec<App>, PluginError>;
+    async fn app(&self, key: &str) -> Result<Option<App>, PluginError>;
+    /// Creates or replaces; `why` is journaled with it. A store that keeps versions (etcd)
+    /// writes only over the version `app` was read at (a new app: only when there is none),
+    /// else fails with [`PluginError::Conflict`]; `app.version` is then the one written.
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError>;
+    async fn delete_app(&self, key: &str) -> Result<(), PluginError>;
     /// Every HookTemplate (seed 004) the cluster's rollouts and runs use.
-    fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
-    fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
-    fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
+    /// Waits until this process leads the `run`s sharing the store (one acts, the others follow
+    /// and take over when it dies); the leadership lasts while the returned value is held and its
+    /// `lost` has not fired.
+    async fn lead(&self, who: &str) -> Result<Leadership, PluginError>;
+    /// Wakes whenever the desired state may have changed (a watch), if the store can tell;
+    /// None: the caller polls.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+}
+
+/// This process leads: it alone acts on the cluster while this is held.
+pub struct Leadership {
+    /// Fires (with why) when the leadership is lost: a lease that could not be kept alive.
+    pub lost: tokio::sync::oneshot::Receiver<String>,
+    /// What keeps it (a lock file, a lease's keep-alive task).
+    pub _held: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// The embedded store: the project's redb store under the cluster's `state_dir`. Opened for
@@ -134,8 +157,9 @@ fn store_err(e: impl std::fmt::Display) -> PluginError {
     PluginError::Store(e.to_string())
 }
 
+#[async_trait::async_trait]
 impl DesiredStore for LocalStore {
-    fn apps(&self) -> Result<Vec<App>, PluginError> {
+    async fn apps(&self) -> Result<Vec<App>, PluginError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::Specs)
@@ -143,27 +167,28 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
+    async fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
         match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
             Some(v) => serde_json::from_value(v).map(Some).map_err(|e| store_err(format!("app {key}: {e}"))),
             None => Ok(None),
         }
     }
 
-    fn put_app(&self, app: &App, why: &DesiredChange) -> Result<(), PluginError> {
-        let value = serde_json::to_value(app).map_err(store_err)?;
+    /// Last writer wins: one `run` (the lock) and the commands beside it.
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
+        let value = serde_json::to_value(&*app).map_err(store_err)?;
         let why = serde_json::to_value(why).map_err(store_err)?;
         let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    fn delete_app(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_app(&self, key: &str) -> Result<(), PluginError> {
         let why = serde_json::to_value(DesiredChange::AppDeleted { app: key.to_string() }).map_err(store_err)?;
         let batch = Batch::new().delete(Table::Specs, key).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::HookTemplates)
@@ -173,7 +198,7 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
         let value = serde_json::to_value(template).map_err(store_err)?;
         let (namespace, name) = (template.metadata.namespace.clone(), template.metadata.name.clone());
         let why = serde_json::to_value(DesiredChange::HookTemplateStored { namespace, name }).map_err(store_err)?;
@@ -181,12 +206,32 @@ impl DesiredStore for LocalStore {
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
         let key = crate::hooks::run::key(namespace, name);
         let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
         let batch =
             Batch::new().delete(Table::HookTemplates, &key).event(serde_json::to_value(why).map_err(store_err)?);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    /// The `run` that holds `run.lock` in the state directory leads; another waits for it (a
+    /// kill -9 frees the lock with the process).
+    async fn lead(&self, _who: &str) -> Result<Leadership, PluginError> {
+        let path = self.dir.join("run.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| store_err(format!("{}: {e}", path.display())))?;
+        let file = tokio::task::spawn_blocking(move || {
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)
+        })
+        .await
+        .map_err(store_err)?
+        .map_err(|e| store_err(format!("{}: {e}", path.display())))?;
+        let (keep, lost) = tokio::sync::oneshot::channel::<String>();
+        Ok(Leadership { lost, _held: Box::new((file, keep)) })
     }
 }
 
@@ -194,8 +239,8 @@ impl DesiredStore for LocalStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn apps_survive_reopening() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn apps_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let app = App {
             key: "ns/web".into(),
@@ -215,10 +260,13 @@ mod tests {
             }),
             stopped: BTreeSet::from([1]),
             deleting: Some(Deleting { since_ms: 5, nodes: BTreeSet::from(["h2".to_string()]) }),
+            version: None,
         };
         {
             let s = LocalStore::open(dir.path()).unwrap();
-            s.put_app(&app, &DesiredChange::Deployed { app: app.key.clone(), placements: BTreeMap::new() }).unwrap();
+            let mut app = app.clone();
+            let why = DesiredChange::Deployed { app: app.key.clone(), placements: BTreeMap::new() };
+            s.put_app(&mut app, &why).await.unwrap();
         }
         let s = LocalStore::open(dir.path()).unwrap();
         // Another handle (another process, say) holding it only delays an operation.
@@ -227,10 +275,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(100));
             drop(held);
         });
-        assert_eq!(s.app("ns/web").unwrap(), Some(app.clone()));
+        assert_eq!(s.app("ns/web").await.unwrap(), Some(app.clone()));
         release.join().unwrap();
-        assert_eq!(s.apps().unwrap(), vec![app]);
-        s.delete_app("ns/web").unwrap();
-        assert_eq!(s.app("ns/web").unwrap(), None);
+        assert_eq!(s.apps().await.unwrap(), vec![app]);
+        s.delete_app("ns/web").await.unwrap();
+        assert_eq!(s.app("ns/web").await.unwrap(), None);
     }
 }

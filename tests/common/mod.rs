@@ -309,3 +309,65 @@ pub async fn wait_gone(pid: i32, secs: u64) -> bool {
     }
     false
 }
+
+/// Debian's etcd (package etcd-server) on 127.0.0.1, its data in a temporary directory; killed
+/// when dropped. `listen` gives the client address (for a namespace's own loopback, say).
+pub struct Etcd {
+    child: std::process::Child,
+    pub url: String,
+    pub endpoint: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Etcd {
+    /// Started on free loopback ports, answering before this returns. `prefix`: the store URL's.
+    pub fn start(prefix: &str) -> Etcd {
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (client, peer) = (free(), free());
+        Etcd::start_at(&format!("127.0.0.1:{client}"), &format!("127.0.0.1:{peer}"), prefix, None)
+    }
+
+    /// On `client` and `peer` (`ADDR:PORT`), run through `wrap` (nsenter into a namespace).
+    pub fn start_at(client: &str, peer: &str, prefix: &str, netns: Option<&str>) -> Etcd {
+        let dir = tempfile::Builder::new().prefix("steward-etcd-").tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = std::process::Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{ns}")).arg("etcd");
+                c
+            }
+            None => std::process::Command::new("etcd"),
+        };
+        let child = cmd
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls=http://{client}"))
+            .arg(format!("--advertise-client-urls=http://{client}"))
+            .arg(format!("--listen-peer-urls=http://{peer}"))
+            .arg(format!("--initial-advertise-peer-urls=http://{peer}"))
+            .arg(format!("--initial-cluster=test=http://{peer}"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("etcd (Debian package etcd-server; scripts/install-deps.sh installs it)");
+        let etcd = Etcd { child, url: format!("etcd://{client}/{prefix}"), endpoint: client.to_string(), dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !etcd.log().contains("ready to serve client requests") {
+            assert!(Instant::now() < deadline, "etcd did not start:\n{}", etcd.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        etcd
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+}

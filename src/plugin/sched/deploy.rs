@@ -24,7 +24,7 @@ impl Scheduler {
         let spec = check_spec(&doc).map_err(spec_err)?;
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
         // the nodes) first.
-        let stored: BTreeSet<String> = self.store.hook_templates()?.iter().map(|t| t.key()).collect();
+        let stored: BTreeSet<String> = self.store.hook_templates().await?.iter().map(|t| t.key()).collect();
         let missing: Vec<crate::spec::SpecError> = spec
             .strategy
             .hooks()
@@ -53,7 +53,7 @@ impl Scheduler {
             }
             _ => {
                 let (views, _) = self.read_nodes().await;
-                let app = self.stored(&key)?;
+                let app = self.stored(&key).await?;
                 Ok(if app.rollout.is_some() { self.describe(&app, &views).await } else { placed })
             }
         }
@@ -70,7 +70,7 @@ impl Scheduler {
     ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
-        let stored = self.store.app(&key)?;
+        let stored = self.store.app(&key).await?;
         // An app being deleted is deployed anew: none of its placements stays, and those on
         // nodes that answer now are removed below like any stale one.
         let previous = stored.clone().filter(|a| a.deleting.is_none());
@@ -139,11 +139,12 @@ impl Scheduler {
             rollout,
             stopped,
             deleting: None,
+            version: stored.as_ref().and_then(|a| a.version),
         };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
-        self.store.put_app(&app, &why.change(&key, placements))?;
+        self.store.put_app(&mut app, &why.change(&key, placements)).await?;
         if starts {
-            self.store.put_app(&app, &DesiredChange::RolloutStarted { app: key.clone() })?;
+            self.store.put_app(&mut app, &DesiredChange::RolloutStarted { app: key.clone() }).await?;
         }
 
         // Apply per node: its selection, or delete what it should no longer run.
@@ -209,7 +210,7 @@ impl Scheduler {
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
-        self.store.put_app(&app, &DesiredChange::Applied { app: key.clone() })?;
+        self.store.put_app(&mut app, &DesiredChange::Applied { app: key.clone() }).await?;
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {

@@ -40,7 +40,7 @@ impl Scheduler {
     pub async fn put_hook_template(&self, text: &str, format: Format) -> Result<TemplateStored, PluginError> {
         let template = crate::hooks::parse_template(text, format)
             .map_err(|errors| PluginError::Spec { path: "the template".into(), errors })?;
-        self.store().put_hook_template(&template)?;
+        self.store().put_hook_template(&template).await?;
         let (mut nodes, mut unreachable) = (Vec::new(), BTreeMap::new());
         for (node, client) in self.nodes().iter() {
             match self.give_template(client, &template).await {
@@ -63,17 +63,17 @@ impl Scheduler {
             .map(|_| ())
     }
 
-    pub fn hook_templates(&self) -> Result<Vec<HookTemplateSummary>, PluginError> {
-        Ok(self.store().hook_templates()?.iter().map(HookTemplate::summary).collect())
+    pub async fn hook_templates(&self) -> Result<Vec<HookTemplateSummary>, PluginError> {
+        Ok(self.store().hook_templates().await?.iter().map(HookTemplate::summary).collect())
     }
 
     /// Removes a template from the desired store and from every node that answers.
     pub async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<Vec<String>, PluginError> {
         let key = crate::hooks::run::key(namespace, name);
-        if !self.store().hook_templates()?.iter().any(|t| t.key() == key) {
+        if !self.store().hook_templates().await?.iter().any(|t| t.key() == key) {
             return Err(PluginError::Apply { app: key, message: "no such hook template".into() });
         }
-        self.store().delete_hook_template(namespace, name)?;
+        self.store().delete_hook_template(namespace, name).await?;
         let mut away = Vec::new();
         for (node, client) in self.nodes().iter() {
             match client.delete_hook_template(namespace, name).await {
@@ -89,7 +89,7 @@ impl Scheduler {
 
     /// Gives `node` every stored template it lacks or holds in another version.
     pub(super) async fn sync_hook_templates(&self, node: &str) {
-        let (Some(client), Ok(templates)) = (self.client(node), self.store().hook_templates()) else { return };
+        let (Some(client), Ok(templates)) = (self.client(node), self.store().hook_templates().await) else { return };
         for t in templates {
             let there = client.hook_template(&t.metadata.namespace, &t.metadata.name).await.ok();
             if there.as_ref() != Some(&t) {
@@ -107,7 +107,7 @@ impl Scheduler {
         node: Option<&str>,
     ) -> Result<(String, HookRun), PluginError> {
         let key = crate::hooks::run::key(&req.namespace, &req.template);
-        if !self.store().hook_templates()?.iter().any(|t| t.key() == key) {
+        if !self.store().hook_templates().await?.iter().any(|t| t.key() == key) {
             return Err(PluginError::Apply {
                 app: key,
                 message: "no such hook template (steward-sched hook template apply FILE)".into(),

@@ -39,12 +39,12 @@ impl Scheduler {
     /// `delete APP`: the intent stored first, then the app removed from every node that
     /// answers; the record goes once no node is left to tell.
     pub async fn delete(&self, key: &str) -> Result<Deleted, PluginError> {
-        let mut app = self.stored_any(key)?;
+        let mut app = self.stored_any(key).await?;
         let every: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         let since_ms = app.deleting.as_ref().map_or_else(crate::clock::now_ms, |d| d.since_ms);
         app.deleting = Some(Deleting { since_ms, nodes: every.clone() });
         let nodes: Vec<String> = every.iter().cloned().collect();
-        self.store.put_app(&app, &DesiredChange::Deleting { app: key.to_string(), nodes })?;
+        self.store.put_app(&mut app, &DesiredChange::Deleting { app: key.to_string(), nodes }).await?;
         let (views, mut pending) = self.read_nodes().await;
         let mut removed = 0;
         for v in &views {
@@ -58,11 +58,11 @@ impl Scheduler {
         }
         pending.retain(|n, _| every.contains(n));
         if pending.is_empty() {
-            self.store.delete_app(key)?;
+            self.store.delete_app(key).await?;
         } else {
             app.deleting = Some(Deleting { since_ms, nodes: pending.keys().cloned().collect() });
             let nodes = pending.keys().cloned().collect();
-            self.store.put_app(&app, &DesiredChange::Deleting { app: key.to_string(), nodes })?;
+            self.store.put_app(&mut app, &DesiredChange::Deleting { app: key.to_string(), nodes }).await?;
         }
         Ok(Deleted { app: key.to_string(), removed, pending })
     }
@@ -83,7 +83,7 @@ impl Scheduler {
 
     /// Gives `node` the deletes it missed; the app's record goes with the last node.
     pub(super) async fn finish_deletes(&self, node: &str, emit: &Emit) {
-        let Ok(apps) = self.store.apps() else { return };
+        let Ok(apps) = self.store.apps().await else { return };
         for mut app in apps {
             let Some(deleting) = app.deleting.as_mut() else { continue };
             if !deleting.nodes.contains(node) {
@@ -99,10 +99,10 @@ impl Scheduler {
             deleting.nodes.remove(node);
             let done = deleting.nodes.is_empty();
             let stored = if done {
-                self.store.delete_app(&app.key)
+                self.store.delete_app(&app.key).await
             } else {
                 let (key, node) = (app.key.clone(), node.to_string());
-                self.store.put_app(&app, &DesiredChange::DeletedOn { app: key, node })
+                self.store.put_app(&mut app, &DesiredChange::DeletedOn { app: key, node }).await
             };
             if stored.is_ok() {
                 let (app, node) = (app.key.clone(), node.to_string());
@@ -120,7 +120,7 @@ impl Scheduler {
         index: Option<u32>,
         intent: Intent,
     ) -> Result<Vec<super::PlacedInstance>, PluginError> {
-        let mut app = self.stored(key)?;
+        let mut app = self.stored(key).await?;
         let indexes: Vec<u32> = match index {
             Some(i) if app.placements.contains_key(&i) => vec![i],
             Some(i) => {
@@ -141,7 +141,7 @@ impl Scheduler {
                 DesiredChange::Started { app: key.to_string(), instances: indexes.clone() }
             }
         };
-        self.store.put_app(&app, &change)?;
+        self.store.put_app(&mut app, &change).await?;
         let action = if intent == Intent::Stop { "stop" } else { "start" };
         for i in &indexes {
             let node = &app.placements[i].node;
@@ -176,7 +176,7 @@ impl Scheduler {
     }
 
     /// Notes an operator's stop (or start) seen on a node, so the scheduler never undoes it.
-    pub(super) fn note_stop_event(&self, node: &str, ev: &Event, emit: &Emit) {
+    pub(super) async fn note_stop_event(&self, node: &str, ev: &Event, emit: &Emit) {
         let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
             return;
         };
@@ -187,7 +187,7 @@ impl Scheduler {
         };
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
-        let Ok(Some(mut app)) = self.store.app(&key) else { return };
+        let Ok(Some(mut app)) = self.store.app(&key).await else { return };
         if app.deleting.is_some() || app.placements.get(&id.index).is_none_or(|p| p.node != node) {
             return;
         }
@@ -201,7 +201,7 @@ impl Scheduler {
             }
             _ => return,
         };
-        if self.store.put_app(&app, &change).is_ok() {
+        if self.store.put_app(&mut app, &change).await.is_ok() {
             emit(&WatchLine::Sched(SchedLine::now(line)));
         }
     }

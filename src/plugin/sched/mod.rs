@@ -128,9 +128,14 @@ fn instance_id(key: &str, index: u32) -> InstanceId {
 
 impl Scheduler {
     /// Opens the cluster's clients and the embedded desired-state store.
-    pub fn open(cluster: Cluster) -> Result<Scheduler, PluginError> {
-        let store = LocalStore::open(&cluster.state_dir)?;
-        Scheduler::with_store(cluster, Box::new(store))
+    /// Opens the cluster's clients and its desired-state store: etcd when `store` (or the
+    /// cluster file's `store`) names one, else the embedded store under `state_dir`.
+    pub async fn open(cluster: Cluster, store: Option<&str>) -> Result<Scheduler, PluginError> {
+        let store: Box<dyn DesiredStore> = match store.or(cluster.store.as_deref()) {
+            Some(url) => Box::new(crate::plugin::etcd::EtcdStore::connect(url).await?),
+            None => Box::new(LocalStore::open(&cluster.state_dir)?),
+        };
+        Scheduler::with_store(cluster, store)
     }
 
     /// With another [`DesiredStore`] (a distributed one, a test double).
@@ -281,15 +286,15 @@ impl Scheduler {
     pub async fn status(&self) -> Result<Vec<PlacedInstance>, PluginError> {
         let (views, _) = self.read_nodes().await;
         let mut out = Vec::new();
-        for app in self.store.apps()? {
+        for app in self.store.apps().await? {
             out.extend(self.describe(&app, &views).await);
         }
         Ok(out)
     }
 
     /// App `key` as stored, unless it is being deleted.
-    fn stored(&self, key: &str) -> Result<App, PluginError> {
-        let app = self.stored_any(key)?;
+    async fn stored(&self, key: &str) -> Result<App, PluginError> {
+        let app = self.stored_any(key).await?;
         match &app.deleting {
             Some(d) => Err(PluginError::Apply {
                 app: key.to_string(),
@@ -303,13 +308,19 @@ impl Scheduler {
     }
 
     /// App `key` as stored, being deleted or not; a missing one's error says what was meant.
-    fn stored_any(&self, key: &str) -> Result<App, PluginError> {
-        if let Some(app) = self.store.app(key)? {
+    async fn stored_any(&self, key: &str) -> Result<App, PluginError> {
+        if let Some(app) = self.store.app(key).await? {
             return Ok(app);
         }
         let name = key.rsplit('/').next().unwrap_or(key);
-        let like: Vec<String> =
-            self.store.apps()?.into_iter().map(|a| a.key).filter(|k| k.rsplit('/').next() == Some(name)).collect();
+        let like: Vec<String> = self
+            .store
+            .apps()
+            .await?
+            .into_iter()
+            .map(|a| a.key)
+            .filter(|k| k.rsplit('/').next() == Some(name))
+            .collect();
         let hint = match (key.contains('/'), like.as_slice()) {
             (_, [one]) => format!("apps are named namespace/name: did you mean {one}?"),
             (_, [_, ..]) => format!("apps are named namespace/name: one of {}?", like.join(", ")),
@@ -321,7 +332,7 @@ impl Scheduler {
 
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
     pub async fn scale(&self, key: &str, instances: u32) -> Result<Vec<PlacedInstance>, PluginError> {
-        let mut app = self.stored(key)?;
+        let mut app = self.stored(key).await?;
         app.spec["spec"]["instance"] = json!(instances);
         self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await
     }

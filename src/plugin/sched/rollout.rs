@@ -156,7 +156,7 @@ impl Scheduler {
     pub async fn drive_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, PluginError> {
         let mut went_back: Option<String> = None;
         loop {
-            let app = self.stored(key)?;
+            let app = self.stored(key).await?;
             let Some(rollout) = app.rollout.clone() else { return Ok(RolloutPhase::Complete) };
             if rollout.phase != RolloutPhase::Progressing {
                 return Ok(rollout.phase);
@@ -175,7 +175,8 @@ impl Scheduler {
                             };
                             self.change_rollout(key, &change, |r| {
                                 r.applied.insert(node.clone(), applied.revision);
-                            })?;
+                            })
+                            .await?;
                         }
                         Err(e) => {
                             note(&format!("{node}: applying the new spec: {e}; trying again"));
@@ -185,13 +186,14 @@ impl Scheduler {
                 }
                 Next::Done(node) => {
                     note(&format!("{node}: rolled out"));
-                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.done.push(node))?;
+                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.done.push(node))
+                        .await?;
                 }
                 Next::Wait => tokio::time::sleep(LOOK_EVERY).await,
                 Next::Complete => {
                     note("every node runs the new spec");
                     let change = DesiredChange::RolloutCompleted { app: key.into() };
-                    self.change_rollout(key, &change, |r| r.phase = RolloutPhase::Complete)?;
+                    self.change_rollout(key, &change, |r| r.phase = RolloutPhase::Complete).await?;
                     return Ok(match went_back {
                         Some(reason) => RolloutPhase::Failed {
                             reason: format!("{reason}; autoRollback went back to the previous spec"),
@@ -203,7 +205,7 @@ impl Scheduler {
                     note(&format!("failed: {reason}"));
                     let change = DesiredChange::RolloutFailed { app: key.into(), reason: reason.clone() };
                     let failed = RolloutPhase::Failed { reason };
-                    self.change_rollout(key, &change, |r| r.phase = failed.clone())?;
+                    self.change_rollout(key, &change, |r| r.phase = failed.clone()).await?;
                     let auto = check_spec(&app.spec).is_ok_and(|s| s.strategy.auto_rollback);
                     if !auto || rollout.rollback || app.previous.is_none() {
                         return Ok(failed);
@@ -214,7 +216,8 @@ impl Scheduler {
                         _ => None,
                     };
                     self.undo_rollout(key).await?;
-                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.rollback = true)?;
+                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.rollback = true)
+                        .await?;
                 }
             }
         }
@@ -253,22 +256,22 @@ impl Scheduler {
     }
 
     /// Changes the stored rollout of `key` and journals `why` with it.
-    fn change_rollout(
+    async fn change_rollout(
         &self,
         key: &str,
         why: &DesiredChange,
         change: impl FnOnce(&mut SchedRollout),
     ) -> Result<(), PluginError> {
-        let mut app = self.stored(key)?;
+        let mut app = self.stored(key).await?;
         let Some(rollout) = app.rollout.as_mut() else { return Ok(()) };
         change(rollout);
         rollout.updated_ms = crate::clock::now_ms();
-        self.store.put_app(&app, why)
+        self.store.put_app(&mut app, why).await
     }
 
     /// `rollout status APP`.
     pub async fn rollout_status(&self, key: &str) -> Result<SchedRolloutStatus, PluginError> {
-        let app = self.stored(key)?;
+        let app = self.stored(key).await?;
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         let mut nodes = BTreeMap::new();
         let mut progress = RolloutProgress::default();
@@ -305,7 +308,7 @@ impl Scheduler {
     }
 
     async fn set_phase(&self, key: &str, phase: RolloutPhase, action: &str) -> Result<(), PluginError> {
-        let app = self.stored(key)?;
+        let app = self.stored(key).await?;
         let Some(rollout) = app.rollout.clone() else {
             return Err(PluginError::Apply { app: key.into(), message: "it has no rollout".into() });
         };
@@ -319,7 +322,7 @@ impl Scheduler {
             RolloutPhase::Paused => DesiredChange::RolloutPaused { app: key.into() },
             _ => DesiredChange::RolloutResumed { app: key.into() },
         };
-        self.change_rollout(key, &why, |r| r.phase = phase)?;
+        self.change_rollout(key, &why, |r| r.phase = phase).await?;
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         for node in rollout.applied.keys().filter(|n| !rollout.done.contains(n)) {
             let Some(client) = self.client(node) else { continue };
@@ -335,7 +338,7 @@ impl Scheduler {
     /// `rollout undo APP`: the spec deployed before the current one, deployed again (with
     /// today's count), rolled out the same way.
     pub async fn undo_rollout(&self, key: &str) -> Result<(), PluginError> {
-        let app = self.stored(key)?;
+        let app = self.stored(key).await?;
         let Some(mut previous) = app.previous.clone() else {
             return Err(PluginError::Apply { app: key.into(), message: "no earlier spec to go back to".into() });
         };

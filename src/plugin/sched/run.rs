@@ -70,7 +70,7 @@ impl Scheduler {
                     match &item.item {
                         NodeItem::Event(event) => {
                             emit(&WatchLine::Node(item.clone()));
-                            self.note_stop_event(&node, event, &emit);
+                            self.note_stop_event(&node, event, &emit).await;
                             self.on_event(&node, event, &lost, &emit).await;
                         }
                         NodeItem::Resync { .. } => {
@@ -143,7 +143,7 @@ impl Scheduler {
                     }
                     if last_sync.elapsed() > Duration::from_secs(2) {
                         last_sync = Instant::now();
-                        if let Ok(apps) = self.store.apps() {
+                        if let Ok(apps) = self.store.apps().await {
                             checks.sync(&apps, &lost).await;
                             self.resume_rollouts(&apps, &driving);
                             // A delete a node missed and then failed to take: tried again.
@@ -185,7 +185,7 @@ impl Scheduler {
 
     /// Marks the node's instances Lost and reschedules those whose policy is Always.
     async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
-        let Ok(apps) = self.store.apps() else { return };
+        let Ok(apps) = self.store.apps().await else { return };
         // An app being deleted is never placed again: its node gets the delete when it returns.
         for mut app in apps.into_iter().filter(|a| a.deleting.is_none()) {
             let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
@@ -197,14 +197,9 @@ impl Scheduler {
                 let instance = format!("{}/{i}", app.key);
                 emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
             }
-            if self
-                .store
-                .put_app(
-                    &app,
-                    &DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() },
-                )
-                .is_err()
-            {
+            let lost_here =
+                DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() };
+            if self.store.put_app(&mut app, &lost_here).await.is_err() {
                 continue;
             }
             let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
@@ -282,7 +277,7 @@ impl Scheduler {
         let Some(client) = self.client(node) else { return };
         self.sync_hook_templates(node).await;
         self.finish_deletes(node, emit).await;
-        let Ok(apps) = self.store.apps() else { return };
+        let Ok(apps) = self.store.apps().await else { return };
         for mut app in apps.into_iter().filter(|a| a.deleting.is_none()) {
             self.enforce_stops(node, &app).await;
             let id = instance_id(&app.key, 0);
@@ -295,7 +290,7 @@ impl Scheduler {
                     Some(p) if p.node == node && p.state == PlacementState::Lost => {
                         p.state = PlacementState::Placed;
                         let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
-                        let _ = self.store.put_app(&app, &back);
+                        let _ = self.store.put_app(&mut app, &back).await;
                     }
                     Some(p) if p.node == node => {}
                     _ if !list.is_empty() => {
@@ -326,7 +321,7 @@ impl Scheduler {
             }
             if changed {
                 let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
-                let _ = self.store.put_app(&app, &back);
+                let _ = self.store.put_app(&mut app, &back).await;
             }
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
@@ -337,7 +332,7 @@ impl Scheduler {
     /// journaled as a resync.
     async fn resync(&self, node: &str, emit: &Emit) {
         self.finish_deletes(node, emit).await;
-        let Ok(apps) = self.store.apps() else { return };
+        let Ok(apps) = self.store.apps().await else { return };
         let placed_here = |a: &App| a.deleting.is_none() && a.placements.values().any(|p| p.node == node);
         for app in apps.into_iter().filter(placed_here) {
             let why = DeployCause::Rescheduled { reason: format!("resync of {node}: its journal started over") };
@@ -348,6 +343,8 @@ impl Scheduler {
                     error: format!("resync: {e}"),
                 }));
             }
+            // The new daemon made every instance placed on it; those the operator stopped stay so.
+            self.enforce_stops(node, &app).await;
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
     }
@@ -366,7 +363,7 @@ impl Scheduler {
         }
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
-        let Ok(Some(mut app)) = self.store.app(&key) else { return };
+        let Ok(Some(mut app)) = self.store.app(&key).await else { return };
         // A job's runs end by design; its daemon retries them by its backoff. Nothing of an
         // app being deleted, or an instance the operator stopped, is placed again.
         if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion())
@@ -384,7 +381,10 @@ impl Scheduler {
             return;
         }
         p.state = PlacementState::Failed;
-        let _ = self.store.put_app(&app, &DesiredChange::Failed { instance: id.to_string(), node: node.to_string() });
+        let _ = self
+            .store
+            .put_app(&mut app, &DesiredChange::Failed { instance: id.to_string(), node: node.to_string() })
+            .await;
         if policy == RestartPolicyKind::Never {
             emit(&sched_line(SchedEvent::NotRescheduled {
                 app: None,

@@ -1,0 +1,280 @@
+//! The desired state in etcd (issue 21, after Lain deployd, seed 002): several steward-sched
+//! share it. Every record is a key under one prefix:
+//!
+//! - `{prefix}apps/{namespace}/{name}`: an [`App`] (JSON), written by compare-and-swap on the
+//!   key's mod revision, so two schedulers never overwrite each other's change unseen;
+//! - `{prefix}hooktemplates/{namespace}/{name}`: a HookTemplate (JSON);
+//! - `{prefix}journal/{ms}-{holder}-{n}`: why each change was made (a [`DesiredChange`]), in the
+//!   same transaction as the change; the newest [`JOURNAL_KEPT`] are kept;
+//! - `{prefix}leader`: the election of the `run` that acts (a lease of [`LEASE_TTL_SECS`]).
+//!
+//! `--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (or `store =` in the cluster file) selects it.
+
+use super::store::{App, DesiredStore, Leadership};
+use super::PluginError;
+use crate::protocol::DesiredChange;
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A leader that cannot renew its lease for this long is replaced.
+pub const LEASE_TTL_SECS: i64 = 5;
+/// Journal entries kept; older ones are removed by the leader as it writes.
+pub const JOURNAL_KEPT: usize = 10_000;
+
+pub struct EtcdStore {
+    client: Client,
+    prefix: String,
+    /// Who writes (journal keys), and a counter that orders one writer's entries.
+    holder: String,
+    written: AtomicU64,
+    changes: tokio::sync::watch::Receiver<u64>,
+}
+
+/// `etcd://h1:2379,h2:2379/steward` → (["http://h1:2379", "http://h2:2379"], "/steward/").
+pub fn parse_url(url: &str) -> Result<(Vec<String>, String), String> {
+    let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url:?}: expected etcd://HOST:PORT[,...]/PREFIX"))?;
+    let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, "steward"));
+    let endpoints: Vec<String> = hosts.split(',').filter(|h| !h.is_empty()).map(|h| format!("http://{h}")).collect();
+    if endpoints.is_empty()
+        || hosts.split(',').any(|h| h.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()))
+    {
+        return Err(format!("{url:?}: every endpoint must be HOST:PORT"));
+    }
+    let prefix = prefix.trim_matches('/');
+    let prefix = if prefix.is_empty() { "/".to_string() } else { format!("/{prefix}/") };
+    Ok((endpoints, prefix))
+}
+
+fn etcd_err(e: impl std::fmt::Display) -> PluginError {
+    PluginError::Store(format!("etcd: {e}"))
+}
+
+impl EtcdStore {
+    /// Connects (within 5 s) and starts watching the prefix.
+    pub async fn connect(url: &str) -> Result<EtcdStore, PluginError> {
+        let (endpoints, prefix) = parse_url(url).map_err(PluginError::Store)?;
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(std::time::Duration::from_secs(5))
+            .with_timeout(std::time::Duration::from_secs(10));
+        let client = Client::connect(&endpoints, Some(options)).await.map_err(|e| etcd_err(format!("{url}: {e}")))?;
+        // The connection is lazy: one read proves the cluster answers.
+        client
+            .kv_client()
+            .get(format!("{prefix}apps/"), Some(GetOptions::new().with_count_only().with_prefix()))
+            .await
+            .map_err(|e| etcd_err(format!("{url}: {e}")))?;
+        let changes = watch_prefix(client.clone(), prefix.clone());
+        let holder = format!("{}-{}", crate::host::hostname(), std::process::id());
+        Ok(EtcdStore { client, prefix, holder, written: AtomicU64::new(0), changes })
+    }
+
+    fn app_key(&self, key: &str) -> String {
+        format!("{}apps/{key}", self.prefix)
+    }
+
+    fn template_key(&self, namespace: &str, name: &str) -> String {
+        format!("{}hooktemplates/{namespace}/{name}", self.prefix)
+    }
+
+    /// A journal entry for `why`, ordered by time, then by writer.
+    fn journal_put(&self, why: &DesiredChange) -> Result<TxnOp, PluginError> {
+        let n = self.written.fetch_add(1, Ordering::Relaxed);
+        let key = format!("{}journal/{:013}-{}-{n:09}", self.prefix, crate::clock::now_ms(), self.holder);
+        Ok(TxnOp::put(key, serde_json::to_vec(why).map_err(etcd_err)?, None))
+    }
+
+    /// Removes the oldest journal entries beyond [`JOURNAL_KEPT`] (now and then: every 500th write).
+    async fn prune_journal(&self) {
+        if self.written.load(Ordering::Relaxed) % 500 != 499 {
+            return;
+        }
+        let mut kv = self.client.kv_client();
+        let prefix = format!("{}journal/", self.prefix);
+        let Ok(count) = kv.get(prefix.clone(), Some(GetOptions::new().with_prefix().with_count_only())).await else {
+            return;
+        };
+        let extra = usize::try_from(count.count()).unwrap_or(0).saturating_sub(JOURNAL_KEPT);
+        if extra == 0 {
+            return;
+        }
+        let options = GetOptions::new().with_prefix().with_keys_only().with_limit(extra as i64);
+        if let Ok(oldest) = kv.get(prefix, Some(options)).await {
+            for k in oldest.kvs() {
+                let _ = kv.delete(k.key().to_vec(), None).await;
+            }
+        }
+    }
+
+    async fn list<T: serde::de::DeserializeOwned>(&self, under: &str) -> Result<Vec<(T, i64)>, PluginError> {
+        let resp = self
+            .client
+            .kv_client()
+            .get(format!("{}{under}", self.prefix), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(etcd_err)?;
+        resp.kvs()
+            .iter()
+            .map(|kv| {
+                let value = serde_json::from_slice(kv.value())
+                    .map_err(|e| etcd_err(format!("{}: {e}", String::from_utf8_lossy(kv.key()))))?;
+                Ok((value, kv.mod_revision()))
+            })
+            .collect()
+    }
+}
+
+/// Watches every key under `prefix`: the receiver's value is the newest revision seen. The watch
+/// is opened again after an error.
+fn watch_prefix(client: Client, prefix: String) -> tokio::sync::watch::Receiver<u64> {
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    tokio::spawn(async move {
+        loop {
+            let mut watch = client.watch_client();
+            if let Ok(mut stream) = watch.watch(prefix.clone(), Some(WatchOptions::new().with_prefix())).await {
+                while let Ok(Some(resp)) = stream.message().await {
+                    let revision = resp.header().map_or(0, |h| h.revision());
+                    if tx.send(u64::try_from(revision).unwrap_or(0)).is_err() {
+                        return;
+                    }
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
+    rx
+}
+
+#[async_trait::async_trait]
+impl DesiredStore for EtcdStore {
+    async fn apps(&self) -> Result<Vec<App>, PluginError> {
+        Ok(self
+            .list::<App>("apps/")
+            .await?
+            .into_iter()
+            .map(|(mut app, revision)| {
+                app.version = Some(revision);
+                app
+            })
+            .collect())
+    }
+
+    async fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
+        let resp = self.client.kv_client().get(self.app_key(key), None).await.map_err(etcd_err)?;
+        let Some(kv) = resp.kvs().first() else { return Ok(None) };
+        let mut app: App = serde_json::from_slice(kv.value()).map_err(|e| etcd_err(format!("app {key}: {e}")))?;
+        app.version = Some(kv.mod_revision());
+        Ok(Some(app))
+    }
+
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
+        let key = self.app_key(&app.key);
+        let guard = match app.version {
+            Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+        };
+        let value = serde_json::to_vec(&*app).map_err(etcd_err)?;
+        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
+        if !resp.succeeded() {
+            return Err(PluginError::Conflict { app: app.key.clone() });
+        }
+        app.version = resp.header().map(|h| h.revision());
+        self.prune_journal().await;
+        Ok(())
+    }
+
+    async fn delete_app(&self, key: &str) -> Result<(), PluginError> {
+        let why = DesiredChange::AppDeleted { app: key.to_string() };
+        let txn = Txn::new().and_then([TxnOp::delete(self.app_key(key), None), self.journal_put(&why)?]);
+        self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
+        Ok(self.list("hooktemplates/").await?.into_iter().map(|(t, _)| t).collect())
+    }
+
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
+        let (namespace, name) = (template.metadata.namespace.clone(), template.metadata.name.clone());
+        let key = self.template_key(&namespace, &name);
+        let why = DesiredChange::HookTemplateStored { namespace, name };
+        let value = serde_json::to_vec(template).map_err(etcd_err)?;
+        let txn = Txn::new().and_then([TxnOp::put(key, value, None), self.journal_put(&why)?]);
+        self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
+        let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
+        let ops = [TxnOp::delete(self.template_key(namespace, name), None), self.journal_put(&why)?];
+        self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    /// An etcd election on `{prefix}leader` under a lease kept alive every third of its TTL:
+    /// when this process dies (or cannot reach etcd), the lease runs out within
+    /// [`LEASE_TTL_SECS`] and the next candidate leads.
+    async fn lead(&self, who: &str) -> Result<Leadership, PluginError> {
+        let mut client = self.client.clone();
+        let lease = client.lease_grant(LEASE_TTL_SECS, None).await.map_err(etcd_err)?.id();
+        let (mut keeper, mut replies) = client.lease_keep_alive(lease).await.map_err(etcd_err)?;
+        let (lost_tx, lost) = tokio::sync::oneshot::channel::<String>();
+        let keep_alive = tokio::spawn(async move {
+            let every = std::time::Duration::from_millis((LEASE_TTL_SECS as u64) * 1000 / 3);
+            let why = loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = keeper.keep_alive().await {
+                    break format!("renewing the lease: {e}");
+                }
+                match tokio::time::timeout(every, replies.message()).await {
+                    Ok(Ok(Some(r))) if r.ttl() > 0 => {}
+                    Ok(Ok(Some(_))) => break "the lease expired".to_string(),
+                    Ok(Ok(None)) => break "etcd closed the lease's stream".to_string(),
+                    Ok(Err(e)) => break format!("renewing the lease: {e}"),
+                    Err(_) => break "etcd did not answer a renewal in time".to_string(),
+                }
+            };
+            let _ = lost_tx.send(why);
+        });
+        let election = format!("{}leader", self.prefix);
+        match client.campaign(election, who.to_string(), lease).await {
+            Ok(_) => Ok(Leadership { lost, _held: Box::new(AbortOnDrop(keep_alive)) }),
+            Err(e) => {
+                keep_alive.abort();
+                Err(etcd_err(format!("campaign: {e}")))
+            }
+        }
+    }
+
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.clone())
+    }
+}
+
+/// Ends a task when dropped (the lease's keep-alive: dropping the leadership lets it run out).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_endpoints_and_a_prefix() {
+        assert_eq!(
+            parse_url("etcd://127.0.0.1:2379,10.0.0.2:2379/prod/sched").unwrap(),
+            (vec!["http://127.0.0.1:2379".to_string(), "http://10.0.0.2:2379".to_string()], "/prod/sched/".into())
+        );
+        assert_eq!(parse_url("etcd://h:2379").unwrap().1, "/steward/");
+        assert!(parse_url("http://h:2379/x").unwrap_err().contains("expected etcd://"));
+        assert!(parse_url("etcd://h/x").unwrap_err().contains("HOST:PORT"));
+    }
+}

@@ -1,0 +1,111 @@
+//! steward-sched's desired state in a real etcd (issue 21): records under the prefix, written by
+//! compare-and-swap so two schedulers never overwrite each other's change unseen, a journal of
+//! why, a watch that wakes on every change, and the election of the one `run` that acts.
+
+mod common;
+
+use common::Etcd;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use steward::plugin::etcd::EtcdStore;
+use steward::plugin::store::{App, DesiredStore, Placement, PlacementState};
+use steward::plugin::PluginError;
+use steward::protocol::DesiredChange;
+
+fn app(key: &str) -> App {
+    App {
+        key: key.into(),
+        spec: serde_json::json!({"metadata": {"name": "web", "namespace": "ns"}}),
+        placements: BTreeMap::from([(
+            0,
+            Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 0 },
+        )]),
+        previous: None,
+        rollout: None,
+        stopped: Default::default(),
+        deleting: None,
+        version: None,
+    }
+}
+
+fn deployed(key: &str) -> DesiredChange {
+    DesiredChange::Deployed { app: key.into(), placements: BTreeMap::new() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_are_swapped_by_revision_and_watched() {
+    let etcd = Etcd::start("t1");
+    let a = EtcdStore::connect(&etcd.url).await.unwrap();
+    let b = EtcdStore::connect(&etcd.url).await.unwrap();
+    let mut changes = b.changes().unwrap();
+
+    // A new app: written once; a second "new" write of the same key is a conflict.
+    let mut web = app("ns/web");
+    a.put_app(&mut web, &deployed("ns/web")).await.unwrap();
+    assert!(web.version.is_some());
+    tokio::time::timeout(Duration::from_secs(5), changes.changed()).await.unwrap().unwrap();
+    let mut again = app("ns/web");
+    assert!(matches!(a.put_app(&mut again, &deployed("ns/web")).await, Err(PluginError::Conflict { .. })));
+
+    // Both read it; A writes first; B's write over the old version is refused, nothing lost.
+    let mut by_a = b.app("ns/web").await.unwrap().unwrap();
+    let mut by_b = b.app("ns/web").await.unwrap().unwrap();
+    by_a.placements.get_mut(&0).unwrap().state = PlacementState::Lost;
+    a.put_app(&mut by_a, &DesiredChange::Lost { app: "ns/web".into(), node: "h1".into(), instances: vec![0] })
+        .await
+        .unwrap();
+    by_b.stopped.insert(0);
+    let e = b.put_app(&mut by_b, &DesiredChange::Stopped { app: "ns/web".into(), instances: vec![0] }).await;
+    assert!(e.unwrap_err().to_string().contains("changed by another steward-sched"));
+    let now = b.app("ns/web").await.unwrap().unwrap();
+    assert_eq!((now.placements[&0].state.clone(), now.stopped.len()), (PlacementState::Lost, 0));
+    // Read again, written: its version moves on with each write.
+    let mut fresh = now.clone();
+    fresh.stopped.insert(0);
+    b.put_app(&mut fresh, &DesiredChange::Stopped { app: "ns/web".into(), instances: vec![0] }).await.unwrap();
+    assert!(fresh.version > now.version);
+    assert_eq!(a.apps().await.unwrap().len(), 1);
+
+    // Gone, and its templates' kind too.
+    a.delete_app("ns/web").await.unwrap();
+    assert!(b.app("ns/web").await.unwrap().is_none());
+    assert!(a.apps().await.unwrap().is_empty());
+
+    // Every change journaled under the prefix with why; nothing outside the prefix.
+    let mut kv = etcd_client::Client::connect([format!("http://{}", etcd.endpoint)], None).await.unwrap();
+    let journal = kv.get("/t1/journal/", Some(etcd_client::GetOptions::new().with_prefix())).await.unwrap();
+    let kinds: Vec<String> = journal
+        .kvs()
+        .iter()
+        .map(|kv| serde_json::from_slice::<serde_json::Value>(kv.value()).unwrap()["type"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(kinds, ["deployed", "lost", "stopped", "appDeleted"]);
+    let all = kv.get("/", Some(etcd_client::GetOptions::new().with_prefix().with_keys_only())).await.unwrap();
+    assert!(all.kvs().iter().all(|kv| kv.key().starts_with(b"/t1/")), "only under the prefix");
+
+    // An etcd that does not answer: a clear error naming it.
+    let e = EtcdStore::connect("etcd://127.0.0.1:1/x").await.err().unwrap().to_string();
+    assert!(e.contains("etcd") && e.contains("127.0.0.1:1"), "{e}");
+}
+
+/// One leads; the other waits, and leads within the lease's TTL once the first is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leads_and_the_other_takes_over() {
+    let etcd = Etcd::start("t2");
+    let a = EtcdStore::connect(&etcd.url).await.unwrap();
+    let b = EtcdStore::connect(&etcd.url).await.unwrap();
+    let first = a.lead("a").await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let led = b.lead("b").await.unwrap();
+        (Instant::now(), led, b)
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!waiting.is_finished(), "b waits while a leads");
+    // a stops renewing (as a killed process would).
+    let gone = Instant::now();
+    drop(first);
+    let (led_at, _lead, _b) = tokio::time::timeout(Duration::from_secs(15), waiting).await.unwrap().unwrap();
+    let took = led_at - gone;
+    assert!(took <= Duration::from_secs(7), "b leads within the lease's TTL: {took:?}");
+    eprintln!("failover after the leader stopped renewing: {took:?}");
+}
