@@ -810,6 +810,9 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::InstanceStarted { instance, node },
         SchedEvent::ClusterReloaded { added: vec!["h4".into()], removed: vec![], changed: vec!["h2".into()] },
         SchedEvent::ClusterReloadFailed { error: "cluster file /etc/steward/cluster.toml: lists no [[node]]".into() },
+        SchedEvent::Leading { who: "sched1-4242".into() },
+        SchedEvent::LeadershipLost { who: "sched1-4242".into(), reason: "the lease expired".into() },
+        SchedEvent::PendingApplied { app: app_key.clone() },
     ];
     for e in &all {
         match e {
@@ -829,7 +832,10 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::InstanceStopped { .. }
             | SchedEvent::InstanceStarted { .. }
             | SchedEvent::ClusterReloaded { .. }
-            | SchedEvent::ClusterReloadFailed { .. } => {}
+            | SchedEvent::ClusterReloadFailed { .. }
+            | SchedEvent::Leading { .. }
+            | SchedEvent::LeadershipLost { .. }
+            | SchedEvent::PendingApplied { .. } => {}
         }
     }
     all

@@ -1232,3 +1232,73 @@ fn configuration_errors_exit_as_documented() {
     let out = Command::new(env!("CARGO_BIN_EXE_steward-sched")).args(["status", "--no-such-flag"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 21: two `run`s share one etcd; one leads. A deploy of 30 instances is stored and handed
+/// to the leader, which is killed (-9) as its applies land; the other takes over within the
+/// lease's TTL, applies what was left, and every instance runs exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
+    let c = Cluster::start("e", ["a", "a", "a"]);
+    let etcd = common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&c.ctl));
+    let shared = c.dir.path().join("shared.toml");
+    let text = std::fs::read_to_string(&c.file).unwrap();
+    std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+    let follow = |args: &[&str], failpoints: &str| {
+        let mut child = c
+            .sched_cmd_with(&shared, args)
+            .env("STEWARD_FAILPOINTS", failpoints)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else { return };
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines, seen: Vec::new() }
+    };
+    // The first dies as by kill -9 once its first node has taken the apply, before the
+    // placements are marked applied.
+    let mut first = follow(&["run"], "sched-node-applied@1");
+    first.wait_for(30, "the first run leads", |v| body_type(v) == "leading");
+    let mut second = follow(&["run"], "");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!second.drain().iter().any(|v| body_type(v) == "leading"), "the second waits");
+
+    // deploy stores the placements and waits while the leader applies them.
+    let path = c.dir.path().join("many.json");
+    std::fs::write(&path, app("many", 30, json!({"restartPolicy": {"policy": "Always"}})).to_string()).unwrap();
+    let deploy = c
+        .sched_cmd_with(&shared, &["deploy", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = first.child.wait().unwrap();
+    let killed = Instant::now();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "died mid-apply: {status:?}");
+    second.wait_for(30, "the second leads", |v| body_type(v) == "leading");
+    let failover = killed.elapsed();
+    second
+        .wait_for(30, "what was left applied", |v| body_type(v) == "pendingApplied" && v["body"]["app"] == "test/many");
+    let out = deploy.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let placed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(placed.len(), 30);
+    assert!(placed.iter().all(|p| p["placement"]["state"] == "Placed"), "{placed:#?}");
+    wait_running(&c, "many").await;
+    let spread = c.spread("many").await;
+    let mut ids: Vec<u32> = spread.values().flatten().copied().collect();
+    ids.sort();
+    assert_eq!(ids, (0..30).collect::<Vec<u32>>(), "every instance exactly once: {spread:?}");
+    assert!(failover <= Duration::from_secs(8), "failover took {failover:?}");
+    eprintln!("failover: the second run led {failover:?} after the leader's kill -9");
+    drop(etcd);
+}

@@ -201,6 +201,21 @@ pub enum SchedEvent {
     ClusterReloadFailed {
         error: String,
     },
+    /// This `run` leads the schedulers sharing the store: it acts from now on.
+    Leading {
+        who: String,
+    },
+    /// This `run` no longer leads (its lease could not be kept, or the campaign failed): it
+    /// acts on nothing and campaigns again.
+    LeadershipLost {
+        who: String,
+        reason: String,
+    },
+    /// Placements stored but not yet applied (a deploy handed over, or one cut short) were
+    /// applied.
+    PendingApplied {
+        app: String,
+    },
 }
 
 /// Why the scheduler changed an app's desired state, journaled with the change.
@@ -376,6 +391,9 @@ impl SchedEvent {
                 format!("added {}, removed {}, changed {}", list(added), list(removed), list(changed))
             }
             ClusterReloadFailed { error } => format!("{error}; going on with the nodes already known"),
+            Leading { .. } => "leads: acts from now on".into(),
+            LeadershipLost { reason, .. } => format!("{reason}; acts on nothing, campaigns again"),
+            PendingApplied { .. } => "placements stored but not applied were applied".into(),
         }
     }
 
@@ -384,7 +402,8 @@ impl SchedEvent {
         use SchedEvent::*;
         match self {
             NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
-            DeleteDone { app, .. } => app,
+            DeleteDone { app, .. } | PendingApplied { app } => app,
+            Leading { who } | LeadershipLost { who, .. } => who,
             ClusterReloaded { .. } | ClusterReloadFailed { .. } => "cluster",
             InstanceStopped { instance, .. }
             | InstanceStarted { instance, .. }

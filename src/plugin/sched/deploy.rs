@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// How long a deploy on a shared store waits for the leading `run` to apply it.
+const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Scheduler {
     /// `deploy FILE`: places every instance of the spec and applies the placements.
     pub async fn deploy_file(&self, path: &Path) -> Result<Vec<PlacedInstance>, PluginError> {
@@ -44,8 +47,11 @@ impl Scheduler {
             return Err(spec_err(SpecErrors(missing)));
         }
         let placed = self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await?;
-        // A change of what runs: rolled out node by node before `deploy` returns.
         let key = app_key(&spec);
+        if self.hands_off() {
+            return self.wait_applied(&key).await;
+        }
+        // A change of what runs: rolled out node by node before `deploy` returns.
         let note = |what: &str| eprintln!("rollout of {key}: {what}");
         match self.drive_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
@@ -56,6 +62,33 @@ impl Scheduler {
                 let app = self.stored(&key).await?;
                 Ok(if app.rollout.is_some() { self.describe(&app, &views).await } else { placed })
             }
+        }
+    }
+
+    /// Waits while the leading `run` applies what a deploy stored (its placements no longer
+    /// Pending, its rollout no longer progressing), then describes it.
+    pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, PluginError> {
+        let deadline = std::time::Instant::now() + HAND_OFF_WAIT;
+        loop {
+            let app = self.stored(key).await?;
+            let pending = app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
+            let rolling = app.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing);
+            if !pending && !rolling {
+                if let Some(crate::protocol::RolloutPhase::Failed { reason }) = app.rollout.map(|r| r.phase) {
+                    let message = format!("the rollout failed: {reason}");
+                    return Err(PluginError::Apply { app: key.to_string(), message });
+                }
+                let (views, _) = self.read_nodes().await;
+                return Ok(self.describe(&self.stored(key).await?, &views).await);
+            }
+            if std::time::Instant::now() > deadline {
+                let message = format!(
+                    "stored, but no steward-sched run applied it within {} s: one that leads will",
+                    HAND_OFF_WAIT.as_secs()
+                );
+                return Err(PluginError::Apply { app: key.to_string(), message });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
     }
 
@@ -146,6 +179,10 @@ impl Scheduler {
         if starts {
             self.store.put_app(&mut app, &DesiredChange::RolloutStarted { app: key.clone() }).await?;
         }
+        if self.hands_off() {
+            // Shared store: the leading `run` applies what was stored (see `wait_applied`).
+            return Ok(self.describe(&app, &views).await);
+        }
 
         // Apply per node: its selection, or delete what it should no longer run.
         let mut by_node: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -174,6 +211,8 @@ impl Scheduler {
             work.push(async move {
                 let r =
                     client.apply_selected(&text, Format::Json, Some(ids)).await.map(|_| ()).map_err(|e| e.to_string());
+                // Tests: a scheduler killed with one node applied and the placements not yet marked.
+                crate::failpoint::hit("sched-node-applied");
                 (node.clone(), r)
             });
         }

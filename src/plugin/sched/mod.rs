@@ -38,6 +38,9 @@ pub struct Scheduler {
     /// Nodes that did not answer this process, and why (the last reason): every command
     /// reports them, success or not (`--strict` makes them an error).
     unreachable: std::sync::Mutex<BTreeMap<String, String>>,
+    /// The store is shared (etcd) and this process does not lead: a deploy stores its
+    /// placements and leaves applying them to the leading `run`.
+    hand_off: std::sync::atomic::AtomicBool,
 }
 
 /// The cluster's nodes: name and client, in the cluster file's order.
@@ -131,17 +134,19 @@ impl Scheduler {
     /// Opens the cluster's clients and its desired-state store: etcd when `store` (or the
     /// cluster file's `store`) names one, else the embedded store under `state_dir`.
     pub async fn open(cluster: Cluster, store: Option<&str>) -> Result<Scheduler, PluginError> {
-        let store: Box<dyn DesiredStore> = match store.or(cluster.store.as_deref()) {
-            Some(url) => Box::new(crate::plugin::etcd::EtcdStore::connect(url).await?),
-            None => Box::new(LocalStore::open(&cluster.state_dir)?),
+        let (store, shared): (Box<dyn DesiredStore>, bool) = match store.or(cluster.store.as_deref()) {
+            Some(url) => (Box::new(crate::plugin::etcd::EtcdStore::connect(url).await?), true),
+            None => (Box::new(LocalStore::open(&cluster.state_dir)?), false),
         };
-        Scheduler::with_store(cluster, store)
+        let sched = Scheduler::with_store(cluster, store)?;
+        sched.hand_off.store(shared, std::sync::atomic::Ordering::SeqCst);
+        Ok(sched)
     }
 
     /// With another [`DesiredStore`] (a distributed one, a test double).
     pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, PluginError> {
         let nodes = std::sync::RwLock::new(std::sync::Arc::new(cluster.clients()?));
-        Ok(Scheduler { cluster, nodes, store, unreachable: Default::default() })
+        Ok(Scheduler { cluster, nodes, store, unreachable: Default::default(), hand_off: Default::default() })
     }
 
     /// The nodes as now known (a snapshot: a reload replaces the list, not this one).
@@ -181,6 +186,11 @@ impl Scheduler {
     /// Every node that did not answer this process, and the last reason.
     pub fn unreachable(&self) -> BTreeMap<String, String> {
         self.unreachable.lock().expect("unreachable lock").clone()
+    }
+
+    /// Whether applying is left to the leading `run` (a shared store, not leading).
+    pub(super) fn hands_off(&self) -> bool {
+        self.hand_off.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn store(&self) -> &dyn DesiredStore {
@@ -334,6 +344,10 @@ impl Scheduler {
     pub async fn scale(&self, key: &str, instances: u32) -> Result<Vec<PlacedInstance>, PluginError> {
         let mut app = self.stored(key).await?;
         app.spec["spec"]["instance"] = json!(instances);
-        self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await
+        let placed = self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await?;
+        if self.hands_off() {
+            return self.wait_applied(key).await;
+        }
+        Ok(placed)
     }
 }

@@ -46,12 +46,56 @@ impl Scheduler {
         let checks = crate::plugin::checks::RemoteChecks::new(self.clone(), emit.clone());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
+        // Several `run`s may share one store: one leads and acts; the others print what they
+        // see and wait to take over (etcd: an election under a lease; embedded: a lock file).
+        let who = format!("{}-{}", crate::host::hostname(), std::process::id());
+        let mut campaign = Some(self.campaign(&who, Duration::ZERO));
+        let mut leadership: Option<crate::plugin::store::Leadership> = None;
+        let mut changes = self.store.changes();
         // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
         let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
         loop {
             tokio::select! {
+                led = async { campaign.as_mut().expect("campaigning").await }, if campaign.is_some() => {
+                    campaign = None;
+                    match led.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+                        Ok(won) => {
+                            leadership = Some(won);
+                            self.hand_off.store(false, std::sync::atomic::Ordering::SeqCst);
+                            emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
+                            // Everything is looked at afresh: every node is new to this leader.
+                            heard.clear();
+                            lost.clear();
+                            last_sync = Instant::now() - Duration::from_secs(60);
+                        }
+                        Err(reason) => {
+                            emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
+                            campaign = Some(self.campaign(&who, Duration::from_secs(1)));
+                        }
+                    }
+                }
+                why = async { (&mut leadership.as_mut().expect("leading").lost).await }, if leadership.is_some() => {
+                    // Acting on without the lease could act twice with the next leader.
+                    leadership = None;
+                    checks.sync(&[], &lost).await;
+                    self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let reason = why.unwrap_or_else(|_| "the leadership ended".into());
+                    emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
+                    campaign = Some(self.campaign(&who, Duration::from_secs(1)));
+                }
+                _ = async { changes.as_mut().expect("watching").changed().await }, if changes.is_some() => {
+                    // The desired state changed (a deploy, another scheduler): look at it now.
+                    last_sync = Instant::now() - Duration::from_secs(60);
+                }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
+                    if leadership.is_none() {
+                        // Following: say what the nodes do, act on nothing.
+                        if !matches!(item.item, NodeItem::Heartbeat { .. }) {
+                            emit(&WatchLine::Node(item));
+                        }
+                        continue;
+                    }
                     let node = item.node.clone();
                     // Only what the daemon sends proves it alive; a failed reconnect does not.
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
@@ -121,6 +165,9 @@ impl Scheduler {
                             Err(e) => emit(&sched_line(SchedEvent::ClusterReloadFailed { error: e.to_string() })),
                         }
                     }
+                    if leadership.is_none() {
+                        continue;
+                    }
                     // Silence is measured from what the followers received, not from what this
                     // loop got round to: a long reschedule must not make the others look lost.
                     let silent_for: BTreeMap<String, Duration> = {
@@ -145,6 +192,7 @@ impl Scheduler {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
                             checks.sync(&apps, &lost).await;
+                            self.apply_pending(&apps, &lost, &emit).await;
                             self.resume_rollouts(&apps, &driving);
                             // A delete a node missed and then failed to take: tried again.
                             let owed: BTreeSet<&String> = apps
@@ -159,6 +207,40 @@ impl Scheduler {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Campaigns (after `delay`) to lead the `run`s sharing the store.
+    fn campaign(
+        self: &Arc<Self>,
+        who: &str,
+        delay: Duration,
+    ) -> tokio::task::JoinHandle<Result<crate::plugin::store::Leadership, PluginError>> {
+        let (sched, who) = (self.clone(), who.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            sched.store.lead(&who).await
+        })
+    }
+
+    /// Applies placements stored but not yet applied (`Pending`): a deploy handed to the
+    /// leader, or one whose scheduler died midway. The same ids go to the same nodes, so an
+    /// apply made twice runs nothing twice.
+    async fn apply_pending(&self, apps: &[App], lost: &BTreeSet<String>, emit: &Emit) {
+        let pending = apps.iter().filter(|a| {
+            a.deleting.is_none()
+                && a.placements
+                    .values()
+                    .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !lost.contains(&p.node))
+        });
+        for app in pending {
+            let why = DeployCause::Rescheduled { reason: "placements not applied yet".into() };
+            match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                Ok(_) => emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() })),
+                // Changed meanwhile (a deploy): looked at again with the change.
+                Err(PluginError::Conflict { .. }) => {}
+                Err(e) => tracing::warn!("applying the pending placements of {}: {e}", app.key),
             }
         }
     }
