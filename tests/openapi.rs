@@ -813,6 +813,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::Leading { who: "sched1-4242".into() },
         SchedEvent::LeadershipLost { who: "sched1-4242".into(), reason: "the lease expired".into() },
         SchedEvent::PendingApplied { app: app_key.clone() },
+        SchedEvent::InstanceMissing { instance: "ns/app/3".into(), node: "h2".into() },
     ];
     for e in &all {
         match e {
@@ -835,7 +836,8 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::ClusterReloadFailed { .. }
             | SchedEvent::Leading { .. }
             | SchedEvent::LeadershipLost { .. }
-            | SchedEvent::PendingApplied { .. } => {}
+            | SchedEvent::PendingApplied { .. }
+            | SchedEvent::InstanceMissing { .. } => {}
         }
     }
     all

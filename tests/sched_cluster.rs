@@ -1167,6 +1167,13 @@ async fn remote_check_restarts_follow_the_policy_and_run_follows_the_cluster_fil
     let status: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let s = status.iter().find(|s| s["instance"] == "test/sick/0").unwrap();
     assert_eq!((s["restarts"].as_u64(), s["state"].as_str()), (Some(2), Some("Failed")), "{s}");
+    // The same spec deployed again: the operator asks for it to run, and it is started again.
+    let out = c.sched_cmd_with(&small, &["deploy", path.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    c.host("h1")
+        .daemon
+        .wait(&sick_id, 30, |s| s.last_start_ms > failed.last_start_ms && s.state.kind() != Kind::Failed)
+        .await;
 
     // h3 added to the file: followed without a restart of run.
     std::fs::write(&small, &full).unwrap();
@@ -1300,5 +1307,34 @@ async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
     assert_eq!(ids, (0..30).collect::<Vec<u32>>(), "every instance exactly once: {spread:?}");
     assert!(failover <= Duration::from_secs(8), "failover took {failover:?}");
     eprintln!("failover: the second run led {failover:?} after the leader's kill -9");
+
+    // The leader's reconcile: an instance deleted by hand on its node is made again there; one
+    // run by hand where it is not placed is deleted there.
+    let (host, ids) = spread.iter().find(|(_, ids)| !ids.is_empty()).map(|(h, ids)| (h.clone(), ids.clone())).unwrap();
+    let h = c.host(&host);
+    let gone = id("test", "many", ids[0]);
+    h.daemon.client.delete(&gone, Some(30.0)).await.unwrap();
+    second.wait_for(30, "missing noticed", |v| {
+        body_type(v) == "instanceMissing" && v["body"]["instance"] == gone.to_string().as_str()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !h.daemon.client.list(&[("name", "many")]).await.unwrap().iter().any(|s| s.id == gone) {
+        assert!(Instant::now() < deadline, "{gone} made again on {host}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    h.daemon.wait_state(&gone, Kind::Running, 30).await;
+    let other = (0..30).find(|i| !ids.contains(i)).unwrap();
+    let mut selection = ids.clone();
+    selection.push(other);
+    let text = app("many", 30, json!({"restartPolicy": {"policy": "Always"}})).to_string();
+    h.daemon.client.apply_selected(&text, steward::spec::Format::Json, Some(&selection)).await.unwrap();
+    let stray = id("test", "many", other).to_string();
+    second.wait_for(30, "stray removed", |v| {
+        body_type(v) == "strayDeleted" && v["body"]["instance"] == stray.as_str() && v["body"]["node"] == host.as_str()
+    });
+    let spread = c.spread("many").await;
+    let mut all: Vec<u32> = spread.values().flatten().copied().collect();
+    all.sort();
+    assert_eq!(all, (0..30).collect::<Vec<u32>>(), "still every instance exactly once: {spread:?}");
     drop(etcd);
 }

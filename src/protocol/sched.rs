@@ -216,6 +216,12 @@ pub enum SchedEvent {
     PendingApplied {
         app: String,
     },
+    /// The reconcile found a placed instance its node lacks (deleted there by hand, say): the
+    /// app is applied to the node again.
+    InstanceMissing {
+        instance: String,
+        node: String,
+    },
 }
 
 /// Why the scheduler changed an app's desired state, journaled with the change.
@@ -394,6 +400,7 @@ impl SchedEvent {
             Leading { .. } => "leads: acts from now on".into(),
             LeadershipLost { reason, .. } => format!("{reason}; acts on nothing, campaigns again"),
             PendingApplied { .. } => "placements stored but not applied were applied".into(),
+            InstanceMissing { node, .. } => format!("placed on {node}, which lacks it: applied there again"),
         }
     }
 
@@ -407,6 +414,7 @@ impl SchedEvent {
             ClusterReloaded { .. } | ClusterReloadFailed { .. } => "cluster",
             InstanceStopped { instance, .. }
             | InstanceStarted { instance, .. }
+            | InstanceMissing { instance, .. }
             | InstanceLost { instance, .. }
             | Rescheduled { instance, .. }
             | StrayDeleted { instance, .. }

@@ -65,6 +65,25 @@ impl Scheduler {
         }
     }
 
+    /// Starts again the instances just applied to their nodes that their nodes had given up on
+    /// (Failed): a deploy placing a failed instance where it is — the same spec or not — is
+    /// the operator asking for it to run, which an unchanged apply alone would not do.
+    async fn start_failed(&self, key: &str, applied: &BTreeMap<String, Vec<u32>>) {
+        let id = instance_id(key, 0);
+        for (node, ids) in applied {
+            let Some(client) = self.client(node) else { continue };
+            let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
+            let Ok(list) = client.list(&filters).await else { continue };
+            for s in list.iter().filter(|s| ids.contains(&s.id.index)) {
+                if s.state.kind() == crate::protocol::Kind::Failed {
+                    if let Err(e) = client.action(&s.id, "start", None).await {
+                        tracing::warn!(node, "starting {} again: {e}", s.id);
+                    }
+                }
+            }
+        }
+    }
+
     /// Waits while the leading `run` applies what a deploy stored (its placements no longer
     /// Pending, its rollout no longer progressing), then describes it.
     pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, PluginError> {
@@ -239,17 +258,24 @@ impl Scheduler {
                 }
             }
         }
+        let mut applied_now: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for (i, p) in app.placements.iter_mut() {
             if !placed.contains_key(i) && !matches!(p.state, PlacementState::Pending { .. }) {
                 continue;
             }
             p.state = match results.get(&p.node) {
-                Some(Ok(())) => PlacementState::Placed,
+                Some(Ok(())) => {
+                    applied_now.entry(p.node.clone()).or_default().push(*i);
+                    PlacementState::Placed
+                }
                 Some(Err(e)) => PlacementState::Pending { reason: e.clone() },
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
         self.store.put_app(&mut app, &DesiredChange::Applied { app: key.clone() }).await?;
+        if spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never && !spec.runs_to_completion() {
+            self.start_failed(&key, &applied_now).await;
+        }
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {

@@ -8,6 +8,7 @@ mod deploy;
 mod follow;
 mod hooks;
 mod intents;
+mod reconcile;
 mod rollout;
 mod run;
 

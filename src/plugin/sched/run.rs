@@ -52,6 +52,9 @@ impl Scheduler {
         let mut campaign = Some(self.campaign(&who, Duration::ZERO));
         let mut leadership: Option<crate::plugin::store::Leadership> = None;
         let mut changes = self.store.changes();
+        // The reconcile: on a period, and soon after an instance is deleted on a node.
+        let mut last_reconcile = Instant::now();
+        let mut reconcile_soon: Option<Instant> = None;
         // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
         let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
         loop {
@@ -114,6 +117,9 @@ impl Scheduler {
                     match &item.item {
                         NodeItem::Event(event) => {
                             emit(&WatchLine::Node(item.clone()));
+                            if let EventBody::Instance(InstanceEvent { change: InstanceChange::Deleted, .. }) = &event.body {
+                                reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
+                            }
                             self.note_stop_event(&node, event, &emit).await;
                             self.on_event(&node, event, &lost, &emit).await;
                         }
@@ -205,6 +211,13 @@ impl Scheduler {
                                 self.finish_deletes(node, &emit).await;
                             }
                         }
+                    }
+                    let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
+                    if due || last_reconcile.elapsed() >= super::reconcile::RECONCILE_EVERY {
+                        reconcile_soon = None;
+                        last_reconcile = Instant::now();
+                        let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
+                        self.reconcile(&ready, &emit).await;
                     }
                 }
             }

@@ -1,0 +1,89 @@
+//! The leader's reconcile (issue 21, after Lain deployd's, seed 002): desired state compared
+//! with what every daemon reports, on a period and after an instance of a known app is deleted
+//! on its node. A placed instance its node lacks is applied again (an unchanged apply makes the
+//! instances a daemon lacks); an instance of a known app on a node it is not placed on is
+//! deleted there. Apps being changed (placements not applied yet, a rollout under way, a delete
+//! pending) and jobs (their runs have ids of their own) are left to what changes them.
+
+use super::{check_spec, instance_id, Emit, Scheduler, NODE_TIMEOUT};
+use crate::client::ClientError;
+use crate::plugin::store::{App, PlacementState};
+use crate::protocol::{DeployCause, RolloutPhase, SchedEvent, SchedLine, WatchLine};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How often the leader reconciles without being asked.
+pub const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Scheduler {
+    /// One pass over the nodes in `ready` (heard, not lost).
+    pub(super) async fn reconcile(&self, ready: &BTreeSet<String>, emit: &Emit) {
+        let Ok(apps) = self.store.apps().await else { return };
+        let settled: BTreeMap<&str, &App> =
+            apps.iter().filter(|a| is_settled(a)).map(|a| (a.key.as_str(), a)).collect();
+        if settled.is_empty() {
+            return;
+        }
+        let mut missing: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        for node in ready {
+            let Some(client) = self.client(node) else { continue };
+            let Ok(Ok(doc)) = tokio::time::timeout(NODE_TIMEOUT, client.node()).await else { continue };
+            let mut present: BTreeSet<(String, u32)> = BTreeSet::new();
+            for on_node in &doc.apps {
+                let key = format!("{}/{}", on_node.namespace, on_node.name);
+                let Some(app) = settled.get(key.as_str()) else { continue };
+                for inst in &on_node.instances {
+                    if app.placements.get(&inst.index).is_some_and(|p| p.node == *node) {
+                        present.insert((key.clone(), inst.index));
+                        continue;
+                    }
+                    // Placed elsewhere, or beyond the app's count: it must not run here.
+                    let id = instance_id(&key, inst.index);
+                    let ok = match client.delete(&id, Some(60.0)).await {
+                        Ok(()) | Err(ClientError::Api { status: 404, .. }) => true,
+                        Err(e) => {
+                            tracing::warn!(node, "deleting the stray {id}: {e}");
+                            false
+                        }
+                    };
+                    emit(&line(SchedEvent::StrayDeleted { instance: id.to_string(), node: node.clone(), ok }));
+                }
+            }
+            for app in settled.values() {
+                for (i, p) in &app.placements {
+                    let placed_here = p.node == *node && p.state == PlacementState::Placed;
+                    if placed_here && !present.contains(&(app.key.clone(), *i)) {
+                        missing.entry(app.key.clone()).or_default().push((node.clone(), *i));
+                    }
+                }
+            }
+        }
+        for (key, lacking) in missing {
+            let Some(app) = settled.get(key.as_str()) else { continue };
+            for (node, i) in &lacking {
+                emit(&line(SchedEvent::InstanceMissing { instance: format!("{key}/{i}"), node: node.clone() }));
+            }
+            let what: Vec<String> = lacking.iter().map(|(n, i)| format!("{i} on {n}")).collect();
+            let why = DeployCause::Rescheduled { reason: format!("reconcile: missing {}", what.join(", ")) };
+            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                emit(&line(SchedEvent::RescheduleFailed {
+                    app: key.clone(),
+                    from: lacking[0].0.clone(),
+                    error: format!("reconcile: {e}"),
+                }));
+            }
+        }
+    }
+}
+
+/// An app nothing is changing right now: its placements applied, no rollout under way, no
+/// delete pending, not a job (its runs have ids of their own).
+fn is_settled(app: &App) -> bool {
+    app.deleting.is_none()
+        && !app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }))
+        && !app.rollout.as_ref().is_some_and(|r| r.phase == RolloutPhase::Progressing)
+        && !check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion())
+}
+
+fn line(body: SchedEvent) -> WatchLine {
+    WatchLine::Sched(SchedLine::now(body))
+}
