@@ -153,6 +153,19 @@ impl LocalStore {
     }
 }
 
+/// The record's version in the embedded store (absent in records written before it: 0).
+const STORE_VERSION: &str = "storeVersion";
+
+fn version_of(record: &serde_json::Value) -> i64 {
+    record.get(STORE_VERSION).and_then(serde_json::Value::as_i64).unwrap_or(0)
+}
+
+fn read_app(key: &str, record: &serde_json::Value) -> Result<App, PluginError> {
+    let mut app: App = serde_json::from_value(record.clone()).map_err(|e| store_err(format!("app {key}: {e}")))?;
+    app.version = Some(version_of(record));
+    Ok(app)
+}
+
 fn store_err(e: impl std::fmt::Display) -> PluginError {
     PluginError::Store(e.to_string())
 }
@@ -161,25 +174,35 @@ fn store_err(e: impl std::fmt::Display) -> PluginError {
 impl DesiredStore for LocalStore {
     async fn apps(&self) -> Result<Vec<App>, PluginError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
-        snapshot
-            .table(Table::Specs)
-            .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("app {key}: {e}"))))
-            .collect()
+        snapshot.table(Table::Specs).map(|(key, v)| read_app(key, v)).collect()
     }
 
     async fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
         match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| store_err(format!("app {key}: {e}"))),
+            Some(v) => read_app(key, &v).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Last writer wins: one `run` (the lock) and the commands beside it.
+    /// Compare-and-swap on the record's `storeVersion`, read and written while this process
+    /// alone holds the store (redb's one handle): the `run` and the commands beside it never
+    /// overwrite each other's change unseen.
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
-        let value = serde_json::to_value(&*app).map_err(store_err)?;
+        let mut value = serde_json::to_value(&*app).map_err(store_err)?;
         let why = serde_json::to_value(why).map_err(store_err)?;
-        let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
-        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+        let written = self.with(|s| {
+            let current = s.get(Table::Specs, &app.key).map_err(store_err)?.map(|v| version_of(&v));
+            if current != app.version {
+                return Err(PluginError::Conflict { app: app.key.clone() });
+            }
+            let next = current.unwrap_or(0) + 1;
+            value[STORE_VERSION] = serde_json::json!(next);
+            let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
+            s.commit_blocking(batch).map_err(store_err)?;
+            Ok(next)
+        })?;
+        app.version = Some(written);
+        Ok(())
     }
 
     async fn delete_app(&self, key: &str) -> Result<(), PluginError> {
@@ -275,9 +298,21 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(100));
             drop(held);
         });
+        let app = App { version: Some(1), ..app };
         assert_eq!(s.app("ns/web").await.unwrap(), Some(app.clone()));
         release.join().unwrap();
-        assert_eq!(s.apps().await.unwrap(), vec![app]);
+        assert_eq!(s.apps().await.unwrap(), vec![app.clone()]);
+        // A write over a version another writer has replaced is refused.
+        let (mut first, mut second) = (app.clone(), app.clone());
+        s.put_app(&mut first, &DesiredChange::Applied { app: "ns/web".into() }).await.unwrap();
+        assert_eq!(first.version, Some(2));
+        let e = s.put_app(&mut second, &DesiredChange::Applied { app: "ns/web".into() }).await;
+        assert!(matches!(e, Err(PluginError::Conflict { .. })), "{e:?}");
+        let mut new = App { version: None, ..app.clone() };
+        assert!(matches!(
+            s.put_app(&mut new, &DesiredChange::Applied { app: "ns/web".into() }).await,
+            Err(PluginError::Conflict { .. })
+        ));
         s.delete_app("ns/web").await.unwrap();
         assert_eq!(s.app("ns/web").await.unwrap(), None);
     }

@@ -120,6 +120,23 @@ impl Scheduler {
         avoid: &BTreeSet<String>,
         why: DeployCause,
     ) -> Result<Vec<PlacedInstance>, PluginError> {
+        // Another writer between this deploy's read and its first write: placed again from
+        // what it wrote (a mark of Lost, a stop), never over it.
+        for _ in 1..super::UPDATE_TRIES {
+            match self.deploy_doc_once(doc.clone(), avoid, why.clone()).await {
+                Err(PluginError::Conflict { .. }) => continue,
+                done => return done,
+            }
+        }
+        self.deploy_doc_once(doc, avoid, why).await
+    }
+
+    async fn deploy_doc_once(
+        &self,
+        doc: Value,
+        avoid: &BTreeSet<String>,
+        why: DeployCause,
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
         let stored = self.store.app(&key).await?;
@@ -272,7 +289,30 @@ impl Scheduler {
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
-        self.store.put_app(&mut app, &DesiredChange::Applied { app: key.clone() }).await?;
+        let applied = DesiredChange::Applied { app: key.clone() };
+        if let Err(PluginError::Conflict { .. }) = self.store.put_app(&mut app, &applied).await {
+            // Changed meanwhile (a node lost, an instance stopped): only what the applies did
+            // is marked, on the app as it is now.
+            let marks: BTreeMap<u32, Placement> = app
+                .placements
+                .iter()
+                .filter(|(i, _)| placed.contains_key(i) || applied_now.values().any(|ids| ids.contains(i)))
+                .map(|(i, p)| (*i, p.clone()))
+                .collect();
+            let merged = self.update_app(&key, &applied, |now| {
+                for (i, mark) in &marks {
+                    if let Some(p) = now.placements.get_mut(i).filter(|p| p.node == mark.node) {
+                        if matches!(p.state, PlacementState::Pending { .. }) {
+                            p.state = mark.state.clone();
+                        }
+                    }
+                }
+                true
+            });
+            if let Some(now) = merged.await? {
+                app = now;
+            }
+        }
         if spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never && !spec.runs_to_completion() {
             self.start_failed(&key, &applied_now).await;
         }

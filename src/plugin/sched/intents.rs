@@ -39,12 +39,18 @@ impl Scheduler {
     /// `delete APP`: the intent stored first, then the app removed from every node that
     /// answers; the record goes once no node is left to tell.
     pub async fn delete(&self, key: &str) -> Result<Deleted, PluginError> {
-        let mut app = self.stored_any(key).await?;
+        self.stored_any(key).await?;
         let every: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
-        let since_ms = app.deleting.as_ref().map_or_else(crate::clock::now_ms, |d| d.since_ms);
-        app.deleting = Some(Deleting { since_ms, nodes: every.clone() });
-        let nodes: Vec<String> = every.iter().cloned().collect();
-        self.store.put_app(&mut app, &DesiredChange::Deleting { app: key.to_string(), nodes }).await?;
+        let now = crate::clock::now_ms();
+        let intent = DesiredChange::Deleting { app: key.to_string(), nodes: every.iter().cloned().collect() };
+        let marked = self.update_app(key, &intent, |app| {
+            let since_ms = app.deleting.as_ref().map_or(now, |d| d.since_ms);
+            app.deleting = Some(Deleting { since_ms, nodes: every.clone() });
+            true
+        });
+        if marked.await?.is_none() {
+            return Err(PluginError::NoApp { app: key.to_string(), hint: "deleted meanwhile".into() });
+        }
         let (views, mut pending) = self.read_nodes().await;
         let mut removed = 0;
         for v in &views {
@@ -60,9 +66,17 @@ impl Scheduler {
         if pending.is_empty() {
             self.store.delete_app(key).await?;
         } else {
-            app.deleting = Some(Deleting { since_ms, nodes: pending.keys().cloned().collect() });
-            let nodes = pending.keys().cloned().collect();
-            self.store.put_app(&mut app, &DesiredChange::Deleting { app: key.to_string(), nodes }).await?;
+            let left: BTreeSet<String> = pending.keys().cloned().collect();
+            let why = DesiredChange::Deleting { app: key.to_string(), nodes: left.iter().cloned().collect() };
+            self.update_app(key, &why, |app| match app.deleting.as_mut() {
+                // Only what is still owed: `run` may have given a node its delete meanwhile.
+                Some(d) => {
+                    d.nodes.retain(|n| left.contains(n));
+                    true
+                }
+                None => false,
+            })
+            .await?;
         }
         Ok(Deleted { app: key.to_string(), removed, pending })
     }
@@ -84,9 +98,8 @@ impl Scheduler {
     /// Gives `node` the deletes it missed; the app's record goes with the last node.
     pub(super) async fn finish_deletes(&self, node: &str, emit: &Emit) {
         let Ok(apps) = self.store.apps().await else { return };
-        for mut app in apps {
-            let Some(deleting) = app.deleting.as_mut() else { continue };
-            if !deleting.nodes.contains(node) {
+        for app in apps {
+            if !app.deleting.as_ref().is_some_and(|d| d.nodes.contains(node)) {
                 continue;
             }
             let removed = match self.delete_on(node, &app.key).await {
@@ -96,13 +109,17 @@ impl Scheduler {
                     continue;
                 }
             };
-            deleting.nodes.remove(node);
-            let done = deleting.nodes.is_empty();
-            let stored = if done {
-                self.store.delete_app(&app.key).await
-            } else {
-                let (key, node) = (app.key.clone(), node.to_string());
-                self.store.put_app(&mut app, &DesiredChange::DeletedOn { app: key, node }).await
+            let why = DesiredChange::DeletedOn { app: app.key.clone(), node: node.to_string() };
+            let marked = self.update_app(&app.key, &why, |a| match a.deleting.as_mut() {
+                Some(d) => d.nodes.remove(node),
+                None => false,
+            });
+            let stored = match marked.await {
+                Ok(Some(a)) if a.deleting.as_ref().is_some_and(|d| d.nodes.is_empty()) => {
+                    self.store.delete_app(&app.key).await
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
             };
             if stored.is_ok() {
                 let (app, node) = (app.key.clone(), node.to_string());
@@ -120,7 +137,7 @@ impl Scheduler {
         index: Option<u32>,
         intent: Intent,
     ) -> Result<Vec<super::PlacedInstance>, PluginError> {
-        let mut app = self.stored(key).await?;
+        let app = self.stored(key).await?;
         let indexes: Vec<u32> = match index {
             Some(i) if app.placements.contains_key(&i) => vec![i],
             Some(i) => {
@@ -132,16 +149,19 @@ impl Scheduler {
             None => app.placements.keys().copied().collect(),
         };
         let change = match intent {
-            Intent::Stop => {
-                app.stopped.extend(&indexes);
-                DesiredChange::Stopped { app: key.to_string(), instances: indexes.clone() }
-            }
-            Intent::Start => {
-                app.stopped.retain(|i| !indexes.contains(i));
-                DesiredChange::Started { app: key.to_string(), instances: indexes.clone() }
-            }
+            Intent::Stop => DesiredChange::Stopped { app: key.to_string(), instances: indexes.clone() },
+            Intent::Start => DesiredChange::Started { app: key.to_string(), instances: indexes.clone() },
         };
-        self.store.put_app(&mut app, &change).await?;
+        let marked = self.update_app(key, &change, |a| {
+            match intent {
+                Intent::Stop => a.stopped.extend(&indexes),
+                Intent::Start => a.stopped.retain(|i| !indexes.contains(i)),
+            }
+            a.deleting.is_none()
+        });
+        let Some(app) = marked.await? else {
+            return Err(PluginError::NoApp { app: key.into(), hint: "deleted meanwhile".into() });
+        };
         let action = if intent == Intent::Stop { "stop" } else { "start" };
         for i in &indexes {
             let node = &app.placements[i].node;
@@ -187,21 +207,27 @@ impl Scheduler {
         };
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let key = format!("{}/{}", id.namespace, id.name);
-        let Ok(Some(mut app)) = self.store.app(&key).await else { return };
-        if app.deleting.is_some() || app.placements.get(&id.index).is_none_or(|p| p.node != node) {
-            return;
-        }
-        let (instances, instance, node) = (vec![id.index], id.to_string(), node.to_string());
+        let (instances, instance, on) = (vec![id.index], id.to_string(), node.to_string());
         let (change, line) = match intent {
-            Intent::Stop if app.stopped.insert(id.index) => {
-                (DesiredChange::Stopped { app: key, instances }, SchedEvent::InstanceStopped { instance, node })
-            }
-            Intent::Start if app.stopped.remove(&id.index) => {
-                (DesiredChange::Started { app: key, instances }, SchedEvent::InstanceStarted { instance, node })
-            }
-            _ => return,
+            Intent::Stop => (
+                DesiredChange::Stopped { app: key.clone(), instances },
+                SchedEvent::InstanceStopped { instance, node: on },
+            ),
+            Intent::Start => (
+                DesiredChange::Started { app: key.clone(), instances },
+                SchedEvent::InstanceStarted { instance, node: on },
+            ),
         };
-        if self.store.put_app(&mut app, &change).await.is_ok() {
+        let noted = self.update_app(&key, &change, |a| {
+            if a.deleting.is_some() || a.placements.get(&id.index).is_none_or(|p| p.node != node) {
+                return false;
+            }
+            match intent {
+                Intent::Stop => a.stopped.insert(id.index),
+                Intent::Start => a.stopped.remove(&id.index),
+            }
+        });
+        if let Ok(Some(_)) = noted.await {
             emit(&WatchLine::Sched(SchedLine::now(line)));
         }
     }

@@ -28,6 +28,9 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+/// Read-modify-write attempts before a change gives up to another writer (see `update_app`).
+const UPDATE_TRIES: usize = 8;
+
 /// How long reading one node (GET /v1/node, list) may take before it counts as unreachable.
 const NODE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -301,6 +304,30 @@ impl Scheduler {
             out.extend(self.describe(&app, &views).await);
         }
         Ok(out)
+    }
+
+    /// Reads app `key`, lets `change` modify it and writes it — from a fresh read again when
+    /// another writer came between (compare-and-swap), up to [`UPDATE_TRIES`] times. `change`
+    /// returns false to write nothing. The app as written, or None when it is gone (or nothing
+    /// was written).
+    pub(super) async fn update_app(
+        &self,
+        key: &str,
+        why: &crate::protocol::DesiredChange,
+        change: impl Fn(&mut App) -> bool,
+    ) -> Result<Option<App>, PluginError> {
+        for _ in 0..UPDATE_TRIES {
+            let Some(mut app) = self.store.app(key).await? else { return Ok(None) };
+            if !change(&mut app) {
+                return Ok(None);
+            }
+            match self.store.put_app(&mut app, why).await {
+                Ok(()) => return Ok(Some(app)),
+                Err(PluginError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PluginError::Conflict { app: key.to_string() })
     }
 
     /// App `key` as stored, unless it is being deleted.

@@ -186,8 +186,10 @@ impl Scheduler {
                 }
                 Next::Done(node) => {
                     note(&format!("{node}: rolled out"));
-                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| r.done.push(node))
-                        .await?;
+                    self.change_rollout(key, &DesiredChange::Applied { app: key.into() }, |r| {
+                        r.done.push(node.clone())
+                    })
+                    .await?;
                 }
                 Next::Wait => tokio::time::sleep(LOOK_EVERY).await,
                 Next::Complete => {
@@ -255,18 +257,22 @@ impl Scheduler {
         Next::Complete
     }
 
-    /// Changes the stored rollout of `key` and journals `why` with it.
+    /// Changes the stored rollout of `key` and journals `why` with it (over whatever another
+    /// writer changed meanwhile: a pause stays a pause).
     async fn change_rollout(
         &self,
         key: &str,
         why: &DesiredChange,
-        change: impl FnOnce(&mut SchedRollout),
+        change: impl Fn(&mut SchedRollout),
     ) -> Result<(), PluginError> {
-        let mut app = self.stored(key).await?;
-        let Some(rollout) = app.rollout.as_mut() else { return Ok(()) };
-        change(rollout);
-        rollout.updated_ms = crate::clock::now_ms();
-        self.store.put_app(&mut app, why).await
+        self.update_app(key, why, |app| {
+            let Some(rollout) = app.rollout.as_mut() else { return false };
+            change(rollout);
+            rollout.updated_ms = crate::clock::now_ms();
+            true
+        })
+        .await
+        .map(|_| ())
     }
 
     /// `rollout status APP`.
@@ -322,7 +328,13 @@ impl Scheduler {
             RolloutPhase::Paused => DesiredChange::RolloutPaused { app: key.into() },
             _ => DesiredChange::RolloutResumed { app: key.into() },
         };
-        self.change_rollout(key, &why, |r| r.phase = phase).await?;
+        self.change_rollout(key, &why, |r| {
+            // Only a rollout still under way is paused or resumed (it may have ended meanwhile).
+            if matches!(r.phase, RolloutPhase::Progressing | RolloutPhase::Paused) {
+                r.phase = phase.clone();
+            }
+        })
+        .await?;
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         for node in rollout.applied.keys().filter(|n| !rollout.done.contains(n)) {
             let Some(client) = self.client(node) else { continue };

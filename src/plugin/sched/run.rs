@@ -282,20 +282,27 @@ impl Scheduler {
     async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
         let Ok(apps) = self.store.apps().await else { return };
         // An app being deleted is never placed again: its node gets the delete when it returns.
-        for mut app in apps.into_iter().filter(|a| a.deleting.is_none()) {
+        for app in apps.into_iter().filter(|a| a.deleting.is_none()) {
             let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
             if mine.is_empty() {
                 continue;
             }
-            for i in &mine {
-                app.placements.get_mut(i).expect("listed").state = PlacementState::Lost;
-                let instance = format!("{}/{i}", app.key);
-                emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
-            }
             let lost_here =
                 DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() };
-            if self.store.put_app(&mut app, &lost_here).await.is_err() {
-                continue;
+            let marked = self.update_app(&app.key, &lost_here, |a| {
+                let mut any = false;
+                for i in &mine {
+                    if let Some(p) = a.placements.get_mut(i).filter(|p| p.node == node) {
+                        p.state = PlacementState::Lost;
+                        any = true;
+                    }
+                }
+                any && a.deleting.is_none()
+            });
+            let Ok(Some(app)) = marked.await else { continue };
+            for i in &mine {
+                let instance = format!("{}/{i}", app.key);
+                emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
             }
             let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
             if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
@@ -378,14 +385,13 @@ impl Scheduler {
             let id = instance_id(&app.key, 0);
             let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
             let Ok(list) = client.list(&filters).await else { continue };
-            let mut changed = false;
+            let mut back_here: Vec<u32> = Vec::new();
             if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
                 // A job's runs: its own on its node; on any other node, a copy that must stop.
                 match app.placements.get_mut(&0) {
                     Some(p) if p.node == node && p.state == PlacementState::Lost => {
-                        p.state = PlacementState::Placed;
                         let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
-                        let _ = self.store.put_app(&mut app, &back).await;
+                        let _ = self.placed_again(&app.key, node, &[0], &back).await;
                     }
                     Some(p) if p.node == node => {}
                     _ if !list.is_empty() => {
@@ -403,8 +409,7 @@ impl Scheduler {
                 match app.placements.get_mut(&s.id.index) {
                     Some(p) if p.node == node => {
                         if p.state == PlacementState::Lost {
-                            p.state = PlacementState::Placed;
-                            changed = true;
+                            back_here.push(s.id.index);
                         }
                     }
                     _ => {
@@ -414,12 +419,28 @@ impl Scheduler {
                     }
                 }
             }
-            if changed {
+            if !back_here.is_empty() {
                 let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
-                let _ = self.store.put_app(&mut app, &back).await;
+                let _ = self.placed_again(&app.key, node, &back_here, &back).await;
             }
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
+    }
+
+    /// Marks the Lost placements `ids` on `node` Placed again (a returning node still runs them).
+    async fn placed_again(&self, key: &str, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), PluginError> {
+        self.update_app(key, why, |a| {
+            let mut any = false;
+            for i in ids {
+                if let Some(p) = a.placements.get_mut(i).filter(|p| p.node == node && p.state == PlacementState::Lost) {
+                    p.state = PlacementState::Placed;
+                    any = true;
+                }
+            }
+            any
+        })
+        .await
+        .map(|_| ())
     }
 
     /// A daemon whose journal started over (a new state directory) lost what it ran: every app
@@ -475,11 +496,15 @@ impl Scheduler {
         if failed_exit && policy != RestartPolicyKind::Never {
             return;
         }
-        p.state = PlacementState::Failed;
-        let _ = self
-            .store
-            .put_app(&mut app, &DesiredChange::Failed { instance: id.to_string(), node: node.to_string() })
-            .await;
+        let failed = DesiredChange::Failed { instance: id.to_string(), node: node.to_string() };
+        let marked = self.update_app(&key, &failed, |a| match a.placements.get_mut(&id.index) {
+            Some(p) if p.node == node => {
+                p.state = PlacementState::Failed;
+                true
+            }
+            _ => false,
+        });
+        let Ok(Some(app)) = marked.await else { return };
         if policy == RestartPolicyKind::Never {
             emit(&sched_line(SchedEvent::NotRescheduled {
                 app: None,
