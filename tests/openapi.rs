@@ -814,6 +814,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::LeadershipLost { who: "sched1-4242".into(), reason: "the lease expired".into() },
         SchedEvent::PendingApplied { app: app_key.clone() },
         SchedEvent::InstanceMissing { instance: "ns/app/3".into(), node: "h2".into() },
+        SchedEvent::MaintenanceChanged { on: true, reason: "moving racks".into() },
     ];
     for e in &all {
         match e {
@@ -837,7 +838,8 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::Leading { .. }
             | SchedEvent::LeadershipLost { .. }
             | SchedEvent::PendingApplied { .. }
-            | SchedEvent::InstanceMissing { .. } => {}
+            | SchedEvent::InstanceMissing { .. }
+            | SchedEvent::MaintenanceChanged { .. } => {}
         }
     }
     all
@@ -866,6 +868,11 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::DeletedOn { app: app.clone(), node: "h2".into() },
         DesiredChange::Stopped { app: app.clone(), instances: vec![0] },
         DesiredChange::Started { app: app.clone(), instances: vec![0] },
+        DesiredChange::MaintenanceOn { reason: "moving racks".into() },
+        DesiredChange::MaintenanceOff {},
+        DesiredChange::Cordoned { node: "h2".into(), soft: true, reason: "disk".into() },
+        DesiredChange::Uncordoned { node: "h2".into() },
+        DesiredChange::Drifted { app: app.clone(), instance: 1, from: "h2".into(), to: "h3".into() },
         DesiredChange::AppDeleted { app },
     ];
     for c in &all {
@@ -889,6 +896,11 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::DeletedOn { .. }
             | DesiredChange::Stopped { .. }
             | DesiredChange::Started { .. }
+            | DesiredChange::MaintenanceOn { .. }
+            | DesiredChange::MaintenanceOff {}
+            | DesiredChange::Cordoned { .. }
+            | DesiredChange::Uncordoned { .. }
+            | DesiredChange::Drifted { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }
     }

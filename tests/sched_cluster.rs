@@ -1338,3 +1338,104 @@ async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
     assert_eq!(all, (0..30).collect::<Vec<u32>>(), "still every instance exactly once: {spread:?}");
     drop(etcd);
 }
+
+/// Issue 21, seed 002's controls: cordons (hard: nothing new there; soft: only when nothing else
+/// fits), drift (removed, then deployed on the target; stateful apps only with --force), drain,
+/// and maintenance mode (the leading run follows and changes nothing; commands that change what
+/// runs refuse), all shown by `engine`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordons_drift_drain_and_maintenance() {
+    let c = Cluster::start("c", ["a", "a", "a"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let nodes_of = |out: &str| -> BTreeSet<String> {
+        let placed: Vec<Value> = serde_json::from_str(out).unwrap();
+        placed.iter().map(|p| p["node"].as_str().unwrap().to_string()).collect()
+    };
+    let always = json!({"restartPolicy": {"policy": "Always"}});
+
+    // Hard: nothing new on h3.
+    let (code, _, err) = c.sched(&["node", "cordon", "h3", "--reason", "disk swap"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = c.deploy("spread", &app("spread", 4, always.clone()));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(nodes_of(&out), BTreeSet::from(["h1".to_string(), "h2".to_string()]), "{out}");
+    // Soft: h1 only when nothing else fits.
+    c.sched(&["node", "cordon", "h1", "--soft"]);
+    let (_, out, _) = c.deploy("one", &app("one", 1, always.clone()));
+    assert_eq!(nodes_of(&out), BTreeSet::from(["h2".to_string()]), "{out}");
+    c.sched(&["node", "cordon", "h2"]);
+    let (code, out, err) = c.deploy("two", &app("two", 1, always.clone()));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(nodes_of(&out), BTreeSet::from(["h1".to_string()]), "soft gives way: {out}");
+    let (code, out, _) = c.sched(&["engine"]);
+    assert_eq!(code, 0);
+    let engine: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(engine["cordons"]["h3"]["reason"], "disk swap", "{engine}");
+    assert_eq!(
+        (engine["cordons"]["h1"]["soft"].as_bool(), engine["cordons"]["h2"]["soft"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert!(engine["leader"].as_str().is_some_and(|l| !l.is_empty()), "{engine}");
+    for n in ["h1", "h2", "h3"] {
+        let (code, _, err) = c.sched(&["node", "uncordon", n]);
+        assert_eq!(code, 0, "{err}");
+    }
+    wait_running(&c, "spread").await;
+
+    // Drift spread's instances from h1 to h3: each removed there, then running on h3.
+    let before = c.spread("spread").await;
+    let (code, out, err) = c.sched(&["drift", "--from", "h1", "--to", "h3", "--app", "test/spread"]);
+    assert_eq!(code, 0, "{err}");
+    let moved: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(moved.len(), before["h1"].len(), "{out}");
+    assert!(moved.iter().all(|m| m["to"] == "h3"), "{out}");
+    let after = c.spread("spread").await;
+    assert!(after["h1"].is_empty() && after["h3"].len() == before["h1"].len(), "{before:?} -> {after:?}");
+    let mut ids: Vec<u32> = after.values().flatten().copied().collect();
+    ids.sort();
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+
+    // Stateful: stays unless forced.
+    let mut db = app("db", 1, always.clone());
+    db["metadata"]["labels"] = json!({"steward/stateful": "true"});
+    let (code, out, err) = c.deploy("db", &db);
+    assert_eq!(code, 0, "{err}");
+    let db_node = nodes_of(&out).into_iter().next().unwrap();
+    let (code, out, _) = c.sched(&["drift", "--from", &db_node, "--app", "test/db"]);
+    assert_eq!(code, 0);
+    let kept: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert!(kept[0]["to"].is_null() && kept[0]["reason"].as_str().unwrap().contains("stateful"), "{out}");
+    let (code, out, err) = c.sched(&["drift", "--from", &db_node, "--app", "test/db", "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let forced: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert!(forced[0]["to"].as_str().is_some_and(|t| t != db_node), "{out}");
+
+    // Drain h2: cordoned, everything moved off.
+    let (code, out, err) = c.sched(&["node", "drain", "h2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for name in ["spread", "one", "two", "db"] {
+        assert!(c.spread(name).await["h2"].is_empty(), "{name} left on h2: {out}");
+    }
+    let (_, out, _) = c.sched(&["engine"]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["cordons"]["h2"]["soft"], false, "{out}");
+
+    // Maintenance: reported, commands refuse, the leader repairs nothing until it is off.
+    let (code, _, err) = c.sched(&["maintenance", "on", "--reason", "moving racks"]);
+    assert_eq!(code, 0, "{err}");
+    run.wait_for(10, "maintenance on", |v| body_type(v) == "maintenanceChanged" && v["body"]["on"] == true);
+    let (code, _, err) = c.deploy("late", &app("late", 1, always.clone()));
+    assert_eq!(code, 1);
+    assert!(err.contains("maintenance mode is on") && err.contains("moving racks"), "{err}");
+    let (holder, ids) = c.spread("spread").await.into_iter().find(|(_, ids)| !ids.is_empty()).unwrap();
+    let victim = id("test", "spread", ids[0]);
+    c.host(&holder).daemon.client.delete(&victim, Some(30.0)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(!run.drain().iter().any(|v| body_type(v) == "instanceMissing"), "nothing repaired in maintenance");
+    let (code, _, err) = c.sched(&["maintenance", "off"]);
+    assert_eq!(code, 0, "{err}");
+    run.wait_for(10, "maintenance off", |v| body_type(v) == "maintenanceChanged" && v["body"]["on"] == false);
+    run.wait_for(20, "repaired after", |v| {
+        body_type(v) == "instanceMissing" && v["body"]["instance"] == victim.to_string().as_str()
+    });
+}

@@ -99,6 +99,69 @@ pub enum SchedCommand {
         #[command(subcommand)]
         command: SchedHookCommand,
     },
+    /// Maintenance mode (seed 002): the leading run follows and reports, and changes nothing;
+    /// commands that change what runs refuse.
+    Maintenance {
+        #[command(subcommand)]
+        command: SchedMaintenanceCommand,
+    },
+    /// Node controls: cordon (nothing new placed there), uncordon, drain (move everything off).
+    Node {
+        #[command(subcommand)]
+        command: SchedNodeCommand,
+    },
+    /// Move instances off a node, one at a time (seed 002: removed, then deployed on the
+    /// target); apps labelled steward/stateful="true" move only with --force.
+    Drift {
+        #[arg(long)]
+        from: String,
+        /// The target node; default: placed by the app's constraints, off cordoned nodes.
+        #[arg(long)]
+        to: Option<String>,
+        /// Only this app (namespace/name).
+        #[arg(long)]
+        app: Option<String>,
+        /// Only this instance of --app.
+        #[arg(long, requires = "app")]
+        instance: Option<u32>,
+        /// Move stateful apps too.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
+    Engine,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedMaintenanceCommand {
+    On {
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    Off,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedNodeCommand {
+    /// Nothing new is placed on NODE; what runs there stays.
+    Cordon {
+        node: String,
+        /// Placed there still when no other node fits.
+        #[arg(long)]
+        soft: bool,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    Uncordon {
+        node: String,
+    },
+    /// Cordon NODE (hard) and move every instance off it (drift --from NODE).
+    Drain {
+        node: String,
+        /// Move stateful apps too.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -211,18 +274,74 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     };
     let output = args.output;
     runtime.block_on(async move {
+        // What changes what runs waits for maintenance mode to be turned off.
+        let changes_what_runs = matches!(
+            args.command,
+            SchedCommand::Deploy { .. }
+                | SchedCommand::Scale { .. }
+                | SchedCommand::Delete { .. }
+                | SchedCommand::Stop { .. }
+                | SchedCommand::Start { .. }
+                | SchedCommand::Node { command: SchedNodeCommand::Drain { .. } }
+                | SchedCommand::Rollout {
+                    command: SchedRolloutCommand::Resume { .. } | SchedRolloutCommand::Undo { .. }
+                }
+        );
+        let allowed = if changes_what_runs { sched.refuse_in_maintenance().await } else { Ok(()) };
         let result = match args.command {
+            _ if allowed.is_err() => allowed,
             SchedCommand::Deploy { file } => sched.deploy_file(&file).await.map(|p| print_placed(&p, output)),
             SchedCommand::Scale { app, instances } => {
                 sched.scale(&app, instances).await.map(|p| print_placed(&p, output))
             }
-            SchedCommand::Status => sched.status().await.map(|p| print_placed(&p, output)),
+            SchedCommand::Status => match sched.status().await {
+                Ok(p) => {
+                    if output == SchedOutput::Text {
+                        if let Ok(engine) = sched.engine_status().await {
+                            println!("{}", engine_line(&engine));
+                        }
+                    }
+                    print_placed(&p, output);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
             SchedCommand::Delete { app } => sched.delete(&app).await.map(|d| print_deleted(&d, output)),
             SchedCommand::Stop { app, index } => {
                 sched.set_stopped(&app, index, Intent::Stop).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Start { app, index } => {
                 sched.set_stopped(&app, index, Intent::Start).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
+            SchedCommand::Maintenance { command } => {
+                let (on, reason) = match command {
+                    SchedMaintenanceCommand::On { reason } => (true, reason),
+                    SchedMaintenanceCommand::Off => (false, String::new()),
+                };
+                sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
+            }
+            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, soft, reason } } => {
+                sched.cordon(&node, Some((soft, &reason))).await.map(|e| print_engine(&e, output))
+            }
+            SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
+                sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
+            }
+            SchedCommand::Node { command: SchedNodeCommand::Drain { node, force } } => {
+                match sched.cordon(&node, Some((false, "drained"))).await {
+                    Ok(_) => {
+                        let note = |what: &str| eprintln!("drain {node}: {what}");
+                        sched.drift(&node, None, None, None, force, &note).await.map(|d| print_drifted(&d, output))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            SchedCommand::Drift { from, to, app, instance, force } => {
+                let note = |what: &str| eprintln!("drift: {what}");
+                sched
+                    .drift(&from, to.as_deref(), app.as_deref(), instance, force, &note)
+                    .await
+                    .map(|d| print_drifted(&d, output))
             }
             SchedCommand::Watch { since } => {
                 let mut rx = match since {
@@ -493,6 +612,43 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
                     p.instance, p.node, placement, p.state, ready, p.restarts, p.message
                 );
             }
+        }
+    }
+}
+
+/// `engine: leader h-42; store …; maintenance off; cordoned h2 (hard)`.
+fn engine_line(e: &crate::plugin::sched::EngineStatus) -> String {
+    let leader = e.leader.clone().unwrap_or_else(|| "none (no steward-sched run leads)".into());
+    let maintenance = match &e.maintenance {
+        Some(m) if m.reason.is_empty() => "ON".to_string(),
+        Some(m) => format!("ON ({})", m.reason),
+        None => "off".to_string(),
+    };
+    let mut line = format!("engine: leader {leader}; store {}; maintenance {maintenance}", e.store);
+    if !e.cordons.is_empty() {
+        let cordons: Vec<String> =
+            e.cordons.iter().map(|(n, c)| format!("{n} ({})", if c.soft { "soft" } else { "hard" })).collect();
+        line.push_str(&format!("; cordoned {}", cordons.join(", ")));
+    }
+    line
+}
+
+fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
+    match output {
+        SchedOutput::Json => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
+        SchedOutput::Text => println!("{}", engine_line(e)),
+    }
+}
+
+fn print_drifted(list: &[crate::plugin::sched::Drifted], output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(list).unwrap_or_default());
+        return;
+    }
+    for d in list {
+        match &d.to {
+            Some(to) => println!("{} {} -> {to}", d.instance, d.from),
+            None => println!("{} stays on {}: {}", d.instance, d.from, d.reason),
         }
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! `--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (or `store =` in the cluster file) selects it.
 
-use super::store::{App, DesiredStore, Leadership};
+use super::store::{App, DesiredStore, Leadership, Settings};
 use super::PluginError;
 use crate::protocol::DesiredChange;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
@@ -212,6 +212,37 @@ impl DesiredStore for EtcdStore {
         let ops = [TxnOp::delete(self.template_key(namespace, name), None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
         Ok(())
+    }
+
+    async fn settings(&self) -> Result<Settings, PluginError> {
+        let resp = self.client.kv_client().get(format!("{}settings", self.prefix), None).await.map_err(etcd_err)?;
+        let Some(kv) = resp.kvs().first() else { return Ok(Settings::default()) };
+        let mut settings: Settings =
+            serde_json::from_slice(kv.value()).map_err(|e| etcd_err(format!("settings: {e}")))?;
+        settings.version = Some(kv.mod_revision());
+        Ok(settings)
+    }
+
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
+        let key = format!("{}settings", self.prefix);
+        let guard = match settings.version {
+            Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+        };
+        let value = serde_json::to_vec(&*settings).map_err(etcd_err)?;
+        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
+        if !resp.succeeded() {
+            return Err(PluginError::Conflict { app: "the cluster's settings".into() });
+        }
+        settings.version = resp.header().map(|h| h.revision());
+        Ok(())
+    }
+
+    async fn leader(&self) -> Option<String> {
+        let mut client = self.client.clone();
+        let resp = client.leader(format!("{}leader", self.prefix)).await.ok()?;
+        resp.kv().and_then(|kv| kv.value_str().ok()).map(String::from)
     }
 
     /// An etcd election on `{prefix}leader` under a lease kept alive every third of its TTL:

@@ -35,6 +35,9 @@ pub enum PluginError {
     Tls(String),
     #[error("desired-state store: {0}")]
     Store(String),
+    /// Maintenance mode is on: nothing may change what runs.
+    #[error("maintenance mode is on (since {since_ms} ms{}): nothing changes what runs until `steward-sched maintenance off`", if reason.is_empty() { String::new() } else { format!(": {reason}") })]
+    Maintenance { since_ms: u64, reason: String },
     /// The app changed in the store since it was read (another scheduler wrote it).
     #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
     Conflict { app: String },

@@ -85,6 +85,8 @@ pub struct Request<'a> {
     pub ports_per_instance: usize,
     /// Nodes that take no new instance (the app failed there); their instances still count.
     pub avoid: BTreeSet<String>,
+    /// Nodes closed to new instances by the operator (a cordon), with why.
+    pub closed: BTreeMap<String, String>,
 }
 
 /// Why one node could not take an instance.
@@ -168,6 +170,10 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
             if req.avoid.contains(&node.name) {
                 let reason = "avoided: the app's instance was lost or failed there".to_string();
                 refusals.push(Refusal { node: node.name.clone(), item: None, reason });
+                continue;
+            }
+            if let Some(why) = req.closed.get(&node.name) {
+                refusals.push(Refusal { node: node.name.clone(), item: None, reason: why.clone() });
                 continue;
             }
             if ports_left[node.name.as_str()] < req.ports_per_instance {
@@ -362,6 +368,7 @@ mod tests {
             place: (0..n).collect(),
             ports_per_instance: 0,
             avoid: BTreeSet::new(),
+            closed: BTreeMap::new(),
         };
         place(&req, nodes)
     }
@@ -595,6 +602,7 @@ mod tests {
             place: vec![2],
             ports_per_instance: 1,
             avoid: BTreeSet::new(),
+            closed: BTreeMap::new(),
         };
         let p = place(&req, &slaves(3)).unwrap();
         assert_eq!(p, BTreeMap::from([(2, "slave3".to_string())]));

@@ -112,6 +112,12 @@ pub trait DesiredStore: Send + Sync {
     async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
     async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
     async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
+    /// The cluster's controls (default when never written).
+    async fn settings(&self) -> Result<Settings, PluginError>;
+    /// Writes them over the version read (else [`PluginError::Conflict`]), journaling `why`.
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError>;
+    /// Who leads the `run`s, if one does.
+    async fn leader(&self) -> Option<String>;
     /// Waits until this process leads the `run`s sharing the store (one acts, the others follow
     /// and take over when it dies); the leadership lasts while the returned value is held and its
     /// `lost` has not fired.
@@ -121,6 +127,44 @@ pub trait DesiredStore: Send + Sync {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+}
+
+/// The cluster's controls (seed 002's engine config, constraints and notify list): one record,
+/// written by compare-and-swap like an app.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Maintenance mode: the leader follows and reports, and changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Maintenance>,
+    /// Node → its cordon: nothing new is placed there (hard), or only when no other node fits
+    /// (soft).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cordons: BTreeMap<String, Cordon>,
+    /// Where notifications go (seed 002's notify callbacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<String>,
+    /// The store's version of the record as read; not stored in it.
+    #[serde(skip)]
+    pub version: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Maintenance {
+    pub since_ms: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cordon {
+    /// `hard`: nothing new placed there; `soft`: placed there only when no other node fits.
+    pub soft: bool,
+    pub since_ms: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 /// This process leads: it alone acts on the cluster while this is held.
@@ -152,6 +196,9 @@ impl LocalStore {
         f(&Store::open_waiting(&self.dir, BUSY_WAIT).map_err(store_err)?)
     }
 }
+
+/// The cluster's settings, in the embedded store's meta table.
+const SETTINGS_KEY: &str = "sched-settings";
 
 /// The record's version in the embedded store (absent in records written before it: 0).
 const STORE_VERSION: &str = "storeVersion";
@@ -237,6 +284,45 @@ impl DesiredStore for LocalStore {
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
+    async fn settings(&self) -> Result<Settings, PluginError> {
+        match self.with(|s| s.get(Table::Meta, SETTINGS_KEY).map_err(store_err))? {
+            Some(v) => {
+                let mut settings: Settings =
+                    serde_json::from_value(v.clone()).map_err(|e| store_err(format!("settings: {e}")))?;
+                settings.version = Some(version_of(&v));
+                Ok(settings)
+            }
+            None => Ok(Settings::default()),
+        }
+    }
+
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
+        let mut value = serde_json::to_value(&*settings).map_err(store_err)?;
+        let why = serde_json::to_value(why).map_err(store_err)?;
+        let written = self.with(|s| {
+            let current = s.get(Table::Meta, SETTINGS_KEY).map_err(store_err)?.map(|v| version_of(&v));
+            if current != settings.version {
+                return Err(PluginError::Conflict { app: "the cluster's settings".into() });
+            }
+            let next = current.unwrap_or(0) + 1;
+            value[STORE_VERSION] = serde_json::json!(next);
+            s.commit_blocking(Batch::new().put(Table::Meta, SETTINGS_KEY, &value).event(why)).map_err(store_err)?;
+            Ok(next)
+        })?;
+        settings.version = Some(written);
+        Ok(())
+    }
+
+    async fn leader(&self) -> Option<String> {
+        let path = self.dir.join("run.lock");
+        let file = std::fs::File::open(&path).ok()?;
+        // Held: `run.lock` names who holds it; free: nobody leads.
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(_) => None,
+            Err(_) => std::fs::read_to_string(&path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+        }
+    }
+
     /// The `run` that holds `run.lock` in the state directory leads; another waits for it (a
     /// kill -9 frees the lock with the process).
     async fn lead(&self, _who: &str) -> Result<Leadership, PluginError> {
@@ -253,6 +339,9 @@ impl DesiredStore for LocalStore {
         .await
         .map_err(store_err)?
         .map_err(|e| store_err(format!("{}: {e}", path.display())))?;
+        // Who holds it, for `status` (written once held).
+        let _ = file.set_len(0);
+        let _ = std::io::Write::write_all(&mut &*file, format!("{_who}\n").as_bytes());
         let (keep, lost) = tokio::sync::oneshot::channel::<String>();
         Ok(Leadership { lost, _held: Box::new((file, keep)) })
     }

@@ -216,6 +216,11 @@ pub enum SchedEvent {
     PendingApplied {
         app: String,
     },
+    /// Maintenance mode turned on (the leader follows and reports, and changes nothing) or off.
+    MaintenanceChanged {
+        on: bool,
+        reason: String,
+    },
     /// The reconcile found a placed instance its node lacks (deleted there by hand, say): the
     /// app is applied to the node again.
     InstanceMissing {
@@ -288,6 +293,27 @@ pub enum DesiredChange {
     Started {
         app: String,
         instances: Vec<u32>,
+    },
+    /// Maintenance mode on: the leader follows and reports, and changes nothing.
+    MaintenanceOn {
+        reason: String,
+    },
+    MaintenanceOff {},
+    /// Nothing new is placed on `node` (`soft`: only when no other node fits).
+    Cordoned {
+        node: String,
+        soft: bool,
+        reason: String,
+    },
+    Uncordoned {
+        node: String,
+    },
+    /// An instance moved off a node (drift, drain): removed there, deployed on `to`.
+    Drifted {
+        app: String,
+        instance: u32,
+        from: String,
+        to: String,
     },
     /// A deploy changed what runs: it rolls out over the app's nodes, one at a time.
     RolloutStarted {
@@ -400,6 +426,10 @@ impl SchedEvent {
             Leading { .. } => "leads: acts from now on".into(),
             LeadershipLost { reason, .. } => format!("{reason}; acts on nothing, campaigns again"),
             PendingApplied { .. } => "placements stored but not applied were applied".into(),
+            MaintenanceChanged { on: true, reason } => {
+                format!("maintenance on: following, changing nothing ({reason})")
+            }
+            MaintenanceChanged { on: false, .. } => "maintenance off: acting again".into(),
             InstanceMissing { node, .. } => format!("placed on {node}, which lacks it: applied there again"),
         }
     }
@@ -411,7 +441,7 @@ impl SchedEvent {
             NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
             DeleteDone { app, .. } | PendingApplied { app } => app,
             Leading { who } | LeadershipLost { who, .. } => who,
-            ClusterReloaded { .. } | ClusterReloadFailed { .. } => "cluster",
+            ClusterReloaded { .. } | ClusterReloadFailed { .. } | MaintenanceChanged { .. } => "cluster",
             InstanceStopped { instance, .. }
             | InstanceStarted { instance, .. }
             | InstanceMissing { instance, .. }

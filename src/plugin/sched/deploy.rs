@@ -172,8 +172,10 @@ impl Scheduler {
             place,
             ports_per_instance: spec.random_ports(),
             avoid: avoid.clone(),
+            closed: Default::default(),
         };
-        let placed = placement::place(&req, &views).map_err(|e| {
+        let settings = self.store.settings().await?;
+        let placed = super::controls::place_around_cordons(&req, &views, &settings).map_err(|e| {
             let mut e = e;
             for (node, why) in &down {
                 e.refusals.push(placement::Refusal {
@@ -359,6 +361,7 @@ mod tests {
             place: vec![0],
             ports_per_instance: pod.random_ports(),
             avoid: Default::default(),
+            closed: Default::default(),
         };
         let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
         assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");

@@ -4,6 +4,7 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
+mod controls;
 mod deploy;
 mod follow;
 mod hooks;
@@ -12,6 +13,7 @@ mod reconcile;
 mod rollout;
 mod run;
 
+pub use controls::{Drifted, EngineStatus};
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
 pub use rollout::{NodeRollout, SchedRolloutStatus};
@@ -45,6 +47,8 @@ pub struct Scheduler {
     /// The store is shared (etcd) and this process does not lead: a deploy stores its
     /// placements and leaves applying them to the leading `run`.
     hand_off: std::sync::atomic::AtomicBool,
+    /// Where the desired state is, for `status`.
+    store_name: String,
 }
 
 /// The cluster's nodes: name and client, in the cluster file's order.
@@ -138,11 +142,15 @@ impl Scheduler {
     /// Opens the cluster's clients and its desired-state store: etcd when `store` (or the
     /// cluster file's `store`) names one, else the embedded store under `state_dir`.
     pub async fn open(cluster: Cluster, store: Option<&str>) -> Result<Scheduler, PluginError> {
-        let (store, shared): (Box<dyn DesiredStore>, bool) = match store.or(cluster.store.as_deref()) {
+        let url = store.or(cluster.store.as_deref()).map(String::from);
+        let (store, shared): (Box<dyn DesiredStore>, bool) = match &url {
             Some(url) => (Box::new(crate::plugin::etcd::EtcdStore::connect(url).await?), true),
             None => (Box::new(LocalStore::open(&cluster.state_dir)?), false),
         };
-        let sched = Scheduler::with_store(cluster, store)?;
+        let mut sched = Scheduler::with_store(cluster, store)?;
+        if let Some(url) = url {
+            sched.store_name = url;
+        }
         sched.hand_off.store(shared, std::sync::atomic::Ordering::SeqCst);
         Ok(sched)
     }
@@ -150,7 +158,15 @@ impl Scheduler {
     /// With another [`DesiredStore`] (a distributed one, a test double).
     pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, PluginError> {
         let nodes = std::sync::RwLock::new(std::sync::Arc::new(cluster.clients()?));
-        Ok(Scheduler { cluster, nodes, store, unreachable: Default::default(), hand_off: Default::default() })
+        let store_name = format!("embedded ({})", cluster.state_dir.display());
+        Ok(Scheduler {
+            cluster,
+            nodes,
+            store,
+            unreachable: Default::default(),
+            hand_off: Default::default(),
+            store_name,
+        })
     }
 
     /// The nodes as now known (a snapshot: a reload replaces the list, not this one).

@@ -55,6 +55,9 @@ impl Scheduler {
         // The reconcile: on a period, and soon after an instance is deleted on a node.
         let mut last_reconcile = Instant::now();
         let mut reconcile_soon: Option<Instant> = None;
+        // Maintenance mode (seed 002): follow and report, change nothing.
+        let mut maintenance = false;
+        let mut last_settings = Instant::now() - Duration::from_secs(60);
         // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
         let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
         loop {
@@ -92,7 +95,7 @@ impl Scheduler {
                 }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
-                    if leadership.is_none() {
+                    if leadership.is_none() || maintenance {
                         // Following: say what the nodes do, act on nothing.
                         if !matches!(item.item, NodeItem::Heartbeat { .. }) {
                             emit(&WatchLine::Node(item));
@@ -172,6 +175,28 @@ impl Scheduler {
                         }
                     }
                     if leadership.is_none() {
+                        continue;
+                    }
+                    if last_settings.elapsed() >= Duration::from_secs(1) {
+                        last_settings = Instant::now();
+                        if let Ok(settings) = self.store.settings().await {
+                            let on = settings.maintenance.is_some();
+                            if on != maintenance {
+                                maintenance = on;
+                                let reason = settings.maintenance.map(|m| m.reason).unwrap_or_default();
+                                emit(&sched_line(SchedEvent::MaintenanceChanged { on, reason }));
+                                if on {
+                                    checks.sync(&[], &lost).await;
+                                } else {
+                                    // Everything is looked at afresh, as by a new leader.
+                                    heard.clear();
+                                    lost.clear();
+                                    last_sync = Instant::now() - Duration::from_secs(60);
+                                }
+                            }
+                        }
+                    }
+                    if maintenance {
                         continue;
                     }
                     // Silence is measured from what the followers received, not from what this
@@ -336,6 +361,19 @@ impl Scheduler {
                     node: node.to_string(),
                     policy,
                     reason: "stopped by the operator: it stays stopped on its node".into(),
+                }));
+            }
+            // Seed 000's maxtimes counts an instance's reschedules across hosts (DESIGN § 7).
+            let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
+            let (spent, moving): (Vec<u32>, Vec<u32>) =
+                moving.iter().partition(|i| maxtimes > 0 && app.placements[*i].reschedules >= maxtimes);
+            for i in spent {
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: None,
+                    instance: Some(format!("{}/{i}", app.key)),
+                    node: node.to_string(),
+                    policy,
+                    reason: format!("maxtimes reached: rescheduled {maxtimes} times already"),
                 }));
             }
             if !moving.is_empty() {
@@ -512,6 +550,19 @@ impl Scheduler {
                 node: node.to_string(),
                 policy,
                 reason: "restartPolicy Never".into(),
+            }));
+            return;
+        }
+        let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
+        let done = app.placements.get(&id.index).map_or(0, |p| p.reschedules);
+        if maxtimes > 0 && done >= maxtimes {
+            // Seed 000's maxtimes counts reschedules across hosts (DESIGN § 7): it stays Failed.
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(id.to_string()),
+                node: node.to_string(),
+                policy,
+                reason: format!("maxtimes reached: rescheduled {done} times already"),
             }));
             return;
         }

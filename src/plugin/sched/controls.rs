@@ -1,0 +1,324 @@
+//! The cluster's controls (seed 002): maintenance mode, node cordons, drift and drain.
+//!
+//! - Maintenance: the leading `run` keeps following and reporting and changes nothing; the
+//!   commands that change what runs refuse, naming who turned it on and why.
+//! - A cordon closes a node to new instances: `hard`, never; `soft`, only when no other node
+//!   fits. What runs there stays.
+//! - Drift moves instances off a node, one at a time as seed 002 does it: the instance is
+//!   removed, then deployed on the target (named, or placed by the app's constraints), and the
+//!   next waits until it runs. Apps labelled `steward/stateful: "true"` move only with --force.
+//!   Drain is drift of everything on a node.
+
+use super::{check_spec, instance_id, Scheduler, NODE_TIMEOUT};
+use crate::client::ClientError;
+use crate::plugin::placement::{self, NodeView, PlacementError, Request};
+use crate::plugin::store::{Cordon, Maintenance, Placement, PlacementState, Settings};
+use crate::plugin::PluginError;
+use crate::protocol::{DesiredChange, Kind};
+use crate::spec::Format;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// The label that marks an app whose instances keep their node unless a drift is forced.
+pub const STATEFUL_LABEL: &str = "steward/stateful";
+/// How long a drift waits for a moved instance to run on its new node.
+const MOVED_RUNNING_WAIT: Duration = Duration::from_secs(120);
+
+/// The engine as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineStatus {
+    /// The `run` that leads (acts), if one does.
+    pub leader: Option<String>,
+    pub store: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Maintenance>,
+    pub cordons: BTreeMap<String, Cordon>,
+    /// Node → why it did not answer.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+/// One instance a drift moved (or could not).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drifted {
+    pub instance: String,
+    pub from: String,
+    /// Where it runs now; None when it was not moved (`reason` says why).
+    pub to: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// Places `req` keeping off cordoned nodes: hard ones always, soft ones unless nothing else fits.
+pub(super) fn place_around_cordons(
+    req: &Request,
+    views: &[NodeView],
+    settings: &Settings,
+) -> Result<BTreeMap<u32, String>, PlacementError> {
+    let closed = |soft_too: bool| -> BTreeMap<String, String> {
+        settings
+            .cordons
+            .iter()
+            .filter(|(_, c)| soft_too || !c.soft)
+            .map(|(n, c)| {
+                let kind = if c.soft { "soft" } else { "hard" };
+                let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
+                (n.clone(), format!("cordoned ({kind}){why}"))
+            })
+            .collect()
+    };
+    let strict = Request { closed: closed(true), ..req.clone() };
+    match placement::place(&strict, views) {
+        Ok(placed) => Ok(placed),
+        Err(_) if settings.cordons.values().any(|c| c.soft) => {
+            placement::place(&Request { closed: closed(false), ..req.clone() }, views)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Scheduler {
+    /// Fails when maintenance mode is on: nothing may change what runs.
+    pub async fn refuse_in_maintenance(&self) -> Result<(), PluginError> {
+        match self.store.settings().await?.maintenance {
+            Some(m) => Err(PluginError::Maintenance { since_ms: m.since_ms, reason: m.reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Changes the settings from a fresh read (again on a conflict).
+    async fn update_settings(
+        &self,
+        why: &DesiredChange,
+        change: impl Fn(&mut Settings),
+    ) -> Result<Settings, PluginError> {
+        for _ in 0..super::UPDATE_TRIES {
+            let mut settings = self.store.settings().await?;
+            change(&mut settings);
+            match self.store.put_settings(&mut settings, why).await {
+                Ok(()) => return Ok(settings),
+                Err(PluginError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PluginError::Conflict { app: "the cluster's settings".into() })
+    }
+
+    /// `maintenance on [--reason R]` / `maintenance off`.
+    pub async fn set_maintenance(&self, on: bool, reason: &str) -> Result<EngineStatus, PluginError> {
+        let why = if on {
+            DesiredChange::MaintenanceOn { reason: reason.to_string() }
+        } else {
+            DesiredChange::MaintenanceOff {}
+        };
+        let now = crate::clock::now_ms();
+        self.update_settings(&why, |s| {
+            s.maintenance = on.then(|| Maintenance { since_ms: now, reason: reason.to_string() });
+        })
+        .await?;
+        self.engine_status().await
+    }
+
+    /// `node cordon NODE [--soft]` / `node uncordon NODE`.
+    pub async fn cordon(&self, node: &str, cordon: Option<(bool, &str)>) -> Result<EngineStatus, PluginError> {
+        if self.client(node).is_none() {
+            return Err(PluginError::Node { node: node.into(), message: "not in the cluster file".into() });
+        }
+        let why = match cordon {
+            Some((soft, reason)) => DesiredChange::Cordoned { node: node.into(), soft, reason: reason.into() },
+            None => DesiredChange::Uncordoned { node: node.into() },
+        };
+        let now = crate::clock::now_ms();
+        self.update_settings(&why, |s| match cordon {
+            Some((soft, reason)) => {
+                s.cordons.insert(node.to_string(), Cordon { soft, since_ms: now, reason: reason.to_string() });
+            }
+            None => {
+                s.cordons.remove(node);
+            }
+        })
+        .await?;
+        self.engine_status().await
+    }
+
+    /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
+    pub async fn engine_status(&self) -> Result<EngineStatus, PluginError> {
+        let settings = self.store.settings().await?;
+        let (_, unreachable) = self.read_nodes().await;
+        Ok(EngineStatus {
+            leader: self.store.leader().await,
+            store: self.store_name.clone(),
+            maintenance: settings.maintenance,
+            cordons: settings.cordons,
+            unreachable,
+        })
+    }
+
+    /// `drift --from H [--to H2] [--app A [--instance i]] [--force]` (and `node drain H`).
+    pub async fn drift(
+        &self,
+        from: &str,
+        to: Option<&str>,
+        app: Option<&str>,
+        instance: Option<u32>,
+        force: bool,
+        note: &(dyn Fn(&str) + Sync),
+    ) -> Result<Vec<Drifted>, PluginError> {
+        self.refuse_in_maintenance().await?;
+        if to == Some(from) {
+            return Err(PluginError::Node { node: from.into(), message: "--to names the node drifted from".into() });
+        }
+        for n in [Some(from), to].into_iter().flatten() {
+            if self.client(n).is_none() {
+                return Err(PluginError::Node { node: n.into(), message: "not in the cluster file".into() });
+            }
+        }
+        let apps = match app {
+            Some(key) => vec![self.stored(key).await?],
+            None => self.store.apps().await?.into_iter().filter(|a| a.deleting.is_none()).collect(),
+        };
+        let mut out = Vec::new();
+        for app in apps {
+            let Ok(spec) = check_spec(&app.spec) else { continue };
+            let stateful = spec.metadata.labels.get(STATEFUL_LABEL).is_some_and(|v| v == "true");
+            let ids: Vec<u32> = app
+                .placements
+                .iter()
+                .filter(|(i, p)| p.node == from && instance.is_none_or(|n| n == **i))
+                .map(|(i, _)| *i)
+                .collect();
+            if instance.is_some() && ids.is_empty() {
+                return Err(PluginError::Apply {
+                    app: app.key.clone(),
+                    message: format!("instance {} is not placed on {from}", instance.unwrap_or_default()),
+                });
+            }
+            for i in ids {
+                let name = format!("{}/{i}", app.key);
+                let skip = |reason: &str| Drifted {
+                    instance: name.clone(),
+                    from: from.into(),
+                    to: None,
+                    reason: reason.into(),
+                };
+                if stateful && !force {
+                    out.push(skip("stateful (label steward/stateful): moved only with --force"));
+                    continue;
+                }
+                if spec.runs_to_completion() {
+                    out.push(skip("a job or cron job moves with a deploy, not a drift"));
+                    continue;
+                }
+                match self.move_instance(&app.key, i, from, to).await {
+                    Ok(target) => {
+                        note(&format!("{name}: {from} -> {target}"));
+                        out.push(Drifted {
+                            instance: name,
+                            from: from.into(),
+                            to: Some(target),
+                            reason: String::new(),
+                        });
+                    }
+                    Err(e) => {
+                        note(&format!("{name}: not moved: {e}"));
+                        out.push(skip(&e.to_string()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves instance `i` of `key` off `from` (seed 002: removed, then deployed on the target),
+    /// and waits until it runs there. The new placement is stored first: if this process dies
+    /// midway, the leader applies it and the reconcile removes what is left on `from`.
+    async fn move_instance(&self, key: &str, i: u32, from: &str, to: Option<&str>) -> Result<String, PluginError> {
+        let app = self.stored(key).await?;
+        let spec =
+            check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+        let (views, _) = self.read_nodes().await;
+        let target = match to {
+            Some(t) => {
+                if !views.iter().any(|v| v.name == t) {
+                    return Err(PluginError::Node { node: t.into(), message: "does not answer".into() });
+                }
+                t.to_string()
+            }
+            None => {
+                let keep: BTreeMap<u32, String> =
+                    app.placements.iter().filter(|(n, _)| **n != i).map(|(n, p)| (*n, p.node.clone())).collect();
+                let req = Request {
+                    app: key,
+                    constraint: spec.constraint.as_ref(),
+                    total: spec.spec.instance,
+                    keep,
+                    place: vec![i],
+                    ports_per_instance: spec.random_ports(),
+                    avoid: BTreeSet::from([from.to_string()]),
+                    closed: Default::default(),
+                };
+                let settings = self.store.settings().await?;
+                let placed = place_around_cordons(&req, &views, &settings)?;
+                placed
+                    .get(&i)
+                    .cloned()
+                    .ok_or_else(|| PluginError::Apply { app: key.into(), message: "no node".into() })?
+            }
+        };
+        let why = DesiredChange::Drifted { app: key.into(), instance: i, from: from.into(), to: target.clone() };
+        let moved = self.update_app(key, &why, |a| match a.placements.get_mut(&i) {
+            Some(p) if p.node == from => {
+                let reason = format!("drifting from {from}");
+                *p = Placement {
+                    node: target.clone(),
+                    state: PlacementState::Pending { reason },
+                    reschedules: p.reschedules,
+                };
+                true
+            }
+            _ => false,
+        });
+        let Some(app) = moved.await? else {
+            return Err(PluginError::Apply { app: key.into(), message: format!("instance {i} left {from} meanwhile") });
+        };
+        // Removed first (seed 002's drift), then deployed on the target.
+        let id = instance_id(key, i);
+        if let Some(client) = self.client(from) {
+            match client.delete(&id, Some(60.0)).await {
+                Ok(()) | Err(ClientError::Api { status: 404, .. }) => {}
+                Err(e) => self.note_unreachable(from, &e.to_string()),
+            }
+        }
+        let client = self.client(&target).expect("a node that answered");
+        let text = app.doc_for(&target).to_string();
+        client
+            .apply_selected(&text, Format::Json, Some(&app.ids_on(&target)))
+            .await
+            .map_err(|e| PluginError::Node { node: target.clone(), message: e.to_string() })?;
+        self.update_app(key, &DesiredChange::Applied { app: key.into() }, |a| match a.placements.get_mut(&i) {
+            Some(p) if p.node == target => {
+                p.state = PlacementState::Placed;
+                true
+            }
+            _ => false,
+        })
+        .await?;
+        let deadline = std::time::Instant::now() + MOVED_RUNNING_WAIT;
+        loop {
+            if let Ok(Ok(s)) = tokio::time::timeout(NODE_TIMEOUT, client.status(&id)).await {
+                if s.state.kind() == Kind::Running {
+                    return Ok(target);
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(PluginError::Apply {
+                    app: key.into(),
+                    message: format!("{id} was moved to {target} but does not run there"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
