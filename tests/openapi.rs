@@ -872,6 +872,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::MaintenanceOff {},
         DesiredChange::Cordoned { node: "h2".into(), soft: true, reason: "disk".into() },
         DesiredChange::Uncordoned { node: "h2".into() },
+        DesiredChange::NotifyAdded { url: "http://127.0.0.1:9/hook".into() },
+        DesiredChange::NotifyRemoved { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::Drifted { app: app.clone(), instance: 1, from: "h2".into(), to: "h3".into() },
         DesiredChange::AppDeleted { app },
     ];
@@ -900,6 +902,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::MaintenanceOff {}
             | DesiredChange::Cordoned { .. }
             | DesiredChange::Uncordoned { .. }
+            | DesiredChange::NotifyAdded { .. }
+            | DesiredChange::NotifyRemoved { .. }
             | DesiredChange::Drifted { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }

@@ -1439,3 +1439,109 @@ async fn cordons_drift_drain_and_maintenance() {
         body_type(v) == "instanceMissing" && v["body"]["instance"] == victim.to_string().as_str()
     });
 }
+
+/// Issue 21, seed 002's notify callbacks: a receiver on the scheduler's host gets one JSON POST
+/// per occurrence — an instance that exits, one restarting more than 3 times within 5 minutes,
+/// one missing on its node — each with an id of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_reach_a_webhook_once_per_occurrence() {
+    let c = Cluster::start("w", ["a", "a", "a"]);
+    // The receiver, in the scheduler's namespace: each POST body a line of a file.
+    let got = c.dir.path().join("notifications.jsonl");
+    let script = format!(
+        "import http.server\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_POST(self):\n\
+         \x20       body = self.rfile.read(int(self.headers['Content-Length']))\n\
+         \x20       open({got:?}, 'ab').write(body + b'\\n')\n\
+         \x20       self.send_response(200); self.end_headers()\n\
+         \x20   def log_message(self, *a): pass\n\
+         http.server.HTTPServer(('127.0.0.1', 18099), H).serve_forever()\n",
+        got = got.display().to_string()
+    );
+    let mut receiver = Follower {
+        child: Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", c.ctl))
+            .args(["python3", "-c", &script])
+            .spawn()
+            .unwrap(),
+        lines: mpsc::channel().1,
+        seen: Vec::new(),
+    };
+    let (code, _, err) = c.sched(&["notify", "add", "http://127.0.0.1:18099/hook"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sched(&["notify", "add", "not a url"]);
+    assert_eq!(code, 1, "{err}");
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let only_h1 =
+        json!([{"unionData": [{"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1"]}}]}]);
+
+    // Exits once, for good.
+    let quits = spec(
+        "quits",
+        1,
+        json!({"startCmd": "sleep 1; exit 3"}),
+        json!({"restartPolicy": {"policy": "Never"}, "constraint": {"intersectionItem": only_h1}}),
+    );
+    let (code, _, err) = c.deploy("quits", &quits);
+    assert_eq!(code, 0, "{err}");
+    // Restarts 4 times (more than 3), then its node gives up on it.
+    let flappy = spec(
+        "flappy",
+        1,
+        json!({"startCmd": "sleep 0.2; exit 1"}),
+        json!({"restartPolicy": {"policy": "Always", "interval": 1, "backoff": 0, "maxtimes": 4},
+               "constraint": {"intersectionItem": only_h1}}),
+    );
+    let (code, _, err) = c.deploy("flappy", &flappy);
+    assert_eq!(code, 0, "{err}");
+    c.host("h1").daemon.wait(&id("test", "flappy", 0), 60, |s| s.state.kind() == Kind::Failed).await;
+    // Missing: deleted by hand on its node.
+    let (code, out, err) = c.deploy("steady", &app("steady", 1, json!({"restartPolicy": {"policy": "Always"}})));
+    assert_eq!(code, 0, "{err}");
+    let placed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let holder = placed[0]["node"].as_str().unwrap().to_string();
+    let steady = id("test", "steady", 0);
+    c.host(&holder).daemon.wait_state(&steady, Kind::Running, 30).await;
+    c.host(&holder).daemon.client.delete(&steady, Some(30.0)).await.unwrap();
+    run.wait_for(30, "missing", |v| body_type(v) == "instanceMissing");
+
+    // Each occurrence once.
+    let read = || -> Vec<Value> {
+        std::fs::read_to_string(&got).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let count = |all: &[Value], kind: &str, instance: &str| {
+        all.iter().filter(|n| n["kind"] == kind && n["instance"] == instance).count()
+    };
+    loop {
+        let all = read();
+        let want = [
+            ("exited", "test/quits/0"),
+            ("restarts", "test/flappy/0"),
+            ("exited", "test/flappy/0"),
+            ("missing", "test/steady/0"),
+        ];
+        if want.iter().all(|(k, i)| count(&all, k, i) >= 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "notifications so far: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = read();
+    for (kind, instance) in [
+        ("exited", "test/quits/0"),
+        ("restarts", "test/flappy/0"),
+        ("exited", "test/flappy/0"),
+        ("missing", "test/steady/0"),
+    ] {
+        assert_eq!(count(&all, kind, instance), 1, "{kind} {instance}: {all:#?}");
+    }
+    let ids: BTreeSet<&str> = all.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), all.len(), "every notification has its own id");
+    assert!(all.iter().all(|n| n["node"].is_string() && n["atMs"].is_u64()), "{all:#?}");
+    let _ = receiver.child.kill();
+    drop(receiver);
+}

@@ -130,6 +130,19 @@ pub enum SchedCommand {
     },
     /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
     Engine,
+    /// Notification URLs (seed 002's callbacks): the leading run POSTs JSON there when an
+    /// instance exits, goes missing, has no address, or restarts more than 3 times in 5 minutes.
+    Notify {
+        #[command(subcommand)]
+        command: SchedNotifyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedNotifyCommand {
+    Add { url: String },
+    Rm { url: String },
+    Ls,
 }
 
 #[derive(Debug, Subcommand)]
@@ -314,6 +327,17 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.set_stopped(&app, index, Intent::Start).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
+            SchedCommand::Notify { command } => {
+                let urls = match command {
+                    SchedNotifyCommand::Add { url } => sched.set_webhook(&url, true).await,
+                    SchedNotifyCommand::Rm { url } => sched.set_webhook(&url, false).await,
+                    SchedNotifyCommand::Ls => sched.webhooks().await,
+                };
+                urls.map(|urls| match output {
+                    SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&urls).unwrap_or_default()),
+                    SchedOutput::Text => urls.iter().for_each(|u| println!("{u}")),
+                })
+            }
             SchedCommand::Maintenance { command } => {
                 let (on, reason) = match command {
                     SchedMaintenanceCommand::On { reason } => (true, reason),

@@ -7,6 +7,7 @@
 pub mod checks;
 pub mod cluster;
 pub mod etcd;
+pub mod notify;
 pub mod placement;
 pub mod sched;
 pub mod store;

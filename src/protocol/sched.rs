@@ -308,6 +308,13 @@ pub enum DesiredChange {
     Uncordoned {
         node: String,
     },
+    /// A notification URL registered (seed 002's notify callbacks).
+    NotifyAdded {
+        url: String,
+    },
+    NotifyRemoved {
+        url: String,
+    },
     /// An instance moved off a node (drift, drain): removed there, deployed on `to`.
     Drifted {
         app: String,

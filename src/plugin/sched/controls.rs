@@ -143,6 +143,36 @@ impl Scheduler {
         self.engine_status().await
     }
 
+    /// `notify add URL` / `notify rm URL`: the URLs the leader POSTs notifications to.
+    pub async fn set_webhook(&self, url: &str, add: bool) -> Result<Vec<String>, PluginError> {
+        let parsed =
+            reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        if add && parsed.is_none() {
+            return Err(PluginError::Apply { app: url.into(), message: "not an http:// or https:// URL".into() });
+        }
+        let why = match add {
+            true => DesiredChange::NotifyAdded { url: url.into() },
+            false => DesiredChange::NotifyRemoved { url: url.into() },
+        };
+        let current = self.store.settings().await?.webhooks;
+        if !add && !current.iter().any(|u| u == url) {
+            return Err(PluginError::Apply { app: url.into(), message: "not registered (notify ls)".into() });
+        }
+        let settings = self
+            .update_settings(&why, |s| {
+                s.webhooks.retain(|u| u != url);
+                if add {
+                    s.webhooks.push(url.to_string());
+                }
+            })
+            .await?;
+        Ok(settings.webhooks)
+    }
+
+    pub async fn webhooks(&self) -> Result<Vec<String>, PluginError> {
+        Ok(self.store.settings().await?.webhooks)
+    }
+
     /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
     pub async fn engine_status(&self) -> Result<EngineStatus, PluginError> {
         let settings = self.store.settings().await?;

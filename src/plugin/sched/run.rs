@@ -29,7 +29,16 @@ impl Scheduler {
         cluster_file: Option<std::path::PathBuf>,
         emit: impl Fn(&WatchLine) + Send + Sync + 'static,
     ) -> Result<(), PluginError> {
-        let emit: Emit = Arc::new(emit);
+        let who = format!("{}-{}", crate::host::hostname(), std::process::id());
+        // Notifications (seed 002's callbacks) of what the leader sees and does.
+        let notifier = Arc::new(crate::plugin::notify::Notifier::new(&who));
+        let emit: Emit = {
+            let notifier = notifier.clone();
+            Arc::new(move |line: &WatchLine| {
+                notify_of(&notifier, line);
+                emit(line)
+            })
+        };
         let heard_at = HeardAt::default();
         let started = Instant::now();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -48,7 +57,6 @@ impl Scheduler {
         let mut last_sync = Instant::now() - Duration::from_secs(60);
         // Several `run`s may share one store: one leads and acts; the others print what they
         // see and wait to take over (etcd: an election under a lease; embedded: a lock file).
-        let who = format!("{}-{}", crate::host::hostname(), std::process::id());
         let mut campaign = Some(self.campaign(&who, Duration::ZERO));
         let mut leadership: Option<crate::plugin::store::Leadership> = None;
         let mut changes = self.store.changes();
@@ -124,6 +132,7 @@ impl Scheduler {
                                 reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                             }
                             self.note_stop_event(&node, event, &emit).await;
+                            self.notify_event(&node, event, &notifier).await;
                             self.on_event(&node, event, &lost, &emit).await;
                         }
                         NodeItem::Resync { .. } => {
@@ -180,6 +189,7 @@ impl Scheduler {
                     if last_settings.elapsed() >= Duration::from_secs(1) {
                         last_settings = Instant::now();
                         if let Ok(settings) = self.store.settings().await {
+                            notifier.set_urls(&settings.webhooks);
                             let on = settings.maintenance.is_some();
                             if on != maintenance {
                                 maintenance = on;
@@ -246,6 +256,53 @@ impl Scheduler {
                     }
                 }
             }
+        }
+    }
+
+    /// Notifications for what a node's event says of an instance of a known app: it exited, it
+    /// is restarting (counted), it runs without a port it declares.
+    async fn notify_event(&self, node: &str, ev: &Event, notifier: &crate::plugin::notify::Notifier) {
+        use crate::plugin::notify::Kind as Note;
+        let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
+            return;
+        };
+        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
+        let Ok(Some(app)) = self.store.app(&format!("{}/{}", id.namespace, id.name)).await else { return };
+        if app.placements.get(&id.index).is_none_or(|p| p.node != node) {
+            return;
+        }
+        let why = t.reason.clone().or(t.message.clone()).unwrap_or_default();
+        match t.to {
+            Kind::Exited | Kind::Failed => notifier.notify(Note::Exited, instance, node, &format!("{}: {why}", t.to)),
+            Kind::Backoff => notifier.restarted(instance, node),
+            Kind::Running => {
+                let Ok(spec) = check_spec(&app.spec) else { return };
+                // Ports the daemon allocates (hostPort 0) are in its status once it runs; fixed
+                // ones are the spec's own.
+                let declared: Vec<String> = spec
+                    .spec
+                    .template
+                    .spec
+                    .processes
+                    .iter()
+                    .flat_map(|p| &p.ports)
+                    .filter(|p| p.host_port == 0)
+                    .map(|p| p.name.clone())
+                    .collect();
+                if declared.is_empty() {
+                    return;
+                }
+                let Some(client) = self.client(node) else { return };
+                if let Ok(status) = client.status(&id).await {
+                    let lacking: Vec<&String> = declared.iter().filter(|n| !status.ports.contains_key(*n)).collect();
+                    if !lacking.is_empty() {
+                        let names: Vec<&str> = lacking.iter().map(|s| s.as_str()).collect();
+                        let detail = format!("running without port(s) {}", names.join(", "));
+                        notifier.notify(Note::NoAddress, instance, node, &detail);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -605,5 +662,21 @@ impl ClusterWatch {
         let ca_changed = now.as_ref().map(|n| &n.1) != self.seen.as_ref().map(|s| &s.1);
         self.seen = now;
         Some(crate::plugin::Cluster::load(&self.path).map(|c| (c, ca_changed)))
+    }
+}
+
+/// Notifications for what the leader itself saw: an instance missing on its node, or on a node
+/// that was lost.
+fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
+    use crate::plugin::notify::Kind as Note;
+    let WatchLine::Sched(l) = line else { return };
+    match &l.body {
+        SchedEvent::InstanceMissing { instance, node } => {
+            notifier.notify(Note::Missing, instance, node, "placed on its node, which lacks it")
+        }
+        SchedEvent::InstanceLost { instance, node } => {
+            notifier.notify(Note::Missing, instance, node, "its node stopped answering")
+        }
+        _ => {}
     }
 }
