@@ -870,7 +870,7 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::Started { app: app.clone(), instances: vec![0] },
         DesiredChange::MaintenanceOn { reason: "moving racks".into() },
         DesiredChange::MaintenanceOff {},
-        DesiredChange::Cordoned { node: "h2".into(), soft: true, reason: "disk".into() },
+        DesiredChange::Cordoned { node: "h2".into(), preferred: true, reason: "disk".into() },
         DesiredChange::Uncordoned { node: "h2".into() },
         DesiredChange::NotifyAdded { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::NotifyRemoved { url: "http://127.0.0.1:9/hook".into() },

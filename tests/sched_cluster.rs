@@ -1339,7 +1339,7 @@ async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
     drop(etcd);
 }
 
-/// Issue 21, seed 002's controls: cordons (hard: nothing new there; soft: only when nothing else
+/// Issue 21, seed 002's controls: cordons (required: nothing new there; preferred: only when nothing else
 /// fits), drift (removed, then deployed on the target; stateful apps only with --force), drain,
 /// and maintenance mode (the leading run follows and changes nothing; commands that change what
 /// runs refuse), all shown by `engine`.
@@ -1354,26 +1354,26 @@ async fn cordons_drift_drain_and_maintenance() {
     };
     let always = json!({"restartPolicy": {"policy": "Always"}});
 
-    // Hard: nothing new on h3.
+    // Required: nothing new on h3.
     let (code, _, err) = c.sched(&["node", "cordon", "h3", "--reason", "disk swap"]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = c.deploy("spread", &app("spread", 4, always.clone()));
     assert_eq!(code, 0, "{err}");
     assert_eq!(nodes_of(&out), BTreeSet::from(["h1".to_string(), "h2".to_string()]), "{out}");
-    // Soft: h1 only when nothing else fits.
-    c.sched(&["node", "cordon", "h1", "--soft"]);
+    // Preferred: h1 only when nothing else fits.
+    c.sched(&["node", "cordon", "h1", "--preferred"]);
     let (_, out, _) = c.deploy("one", &app("one", 1, always.clone()));
     assert_eq!(nodes_of(&out), BTreeSet::from(["h2".to_string()]), "{out}");
     c.sched(&["node", "cordon", "h2"]);
     let (code, out, err) = c.deploy("two", &app("two", 1, always.clone()));
     assert_eq!(code, 0, "{err}");
-    assert_eq!(nodes_of(&out), BTreeSet::from(["h1".to_string()]), "soft gives way: {out}");
+    assert_eq!(nodes_of(&out), BTreeSet::from(["h1".to_string()]), "preferred gives way: {out}");
     let (code, out, _) = c.sched(&["engine"]);
     assert_eq!(code, 0);
     let engine: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(engine["cordons"]["h3"]["reason"], "disk swap", "{engine}");
     assert_eq!(
-        (engine["cordons"]["h1"]["soft"].as_bool(), engine["cordons"]["h2"]["soft"].as_bool()),
+        (engine["cordons"]["h1"]["preferred"].as_bool(), engine["cordons"]["h2"]["preferred"].as_bool()),
         (Some(true), Some(false))
     );
     assert!(engine["leader"].as_str().is_some_and(|l| !l.is_empty()), "{engine}");
@@ -1418,7 +1418,7 @@ async fn cordons_drift_drain_and_maintenance() {
         assert!(c.spread(name).await["h2"].is_empty(), "{name} left on h2: {out}");
     }
     let (_, out, _) = c.sched(&["engine"]);
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["cordons"]["h2"]["soft"], false, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["cordons"]["h2"]["preferred"], false, "{out}");
 
     // Maintenance: reported, commands refuse, the leader repairs nothing until it is off.
     let (code, _, err) = c.sched(&["maintenance", "on", "--reason", "moving racks"]);

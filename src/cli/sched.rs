@@ -156,19 +156,21 @@ pub enum SchedMaintenanceCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum SchedNodeCommand {
-    /// Nothing new is placed on NODE; what runs there stays.
+    /// Nothing new is placed on NODE (or, --preferred, only when no other node fits); what runs
+    /// there stays.
     Cordon {
         node: String,
-        /// Placed there still when no other node fits.
+        /// Preferred, not required: placed there still when no other node fits (seed 002's
+        /// "soft").
         #[arg(long)]
-        soft: bool,
+        preferred: bool,
         #[arg(long, default_value = "")]
         reason: String,
     },
     Uncordon {
         node: String,
     },
-    /// Cordon NODE (hard) and move every instance off it (drift --from NODE).
+    /// Cordon NODE (required) and move every instance off it (drift --from NODE).
     Drain {
         node: String,
         /// Move stateful apps too.
@@ -345,8 +347,8 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 };
                 sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
             }
-            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, soft, reason } } => {
-                sched.cordon(&node, Some((soft, &reason))).await.map(|e| print_engine(&e, output))
+            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, reason } } => {
+                sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
             }
             SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
                 sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
@@ -650,8 +652,11 @@ fn engine_line(e: &crate::plugin::sched::EngineStatus) -> String {
     };
     let mut line = format!("engine: leader {leader}; store {}; maintenance {maintenance}", e.store);
     if !e.cordons.is_empty() {
-        let cordons: Vec<String> =
-            e.cordons.iter().map(|(n, c)| format!("{n} ({})", if c.soft { "soft" } else { "hard" })).collect();
+        let cordons: Vec<String> = e
+            .cordons
+            .iter()
+            .map(|(n, c)| format!("{n} ({})", if c.preferred { "preferred" } else { "required" }))
+            .collect();
         line.push_str(&format!("; cordoned {}", cordons.join(", ")));
     }
     line

@@ -137,8 +137,8 @@ pub struct Settings {
     /// Maintenance mode: the leader follows and reports, and changes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<Maintenance>,
-    /// Node → its cordon: nothing new is placed there (hard), or only when no other node fits
-    /// (soft).
+    /// Node → its cordon: nothing new is placed there (required), or only when no other node
+    /// fits (preferred; seed 002's constraints call this `soft`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cordons: BTreeMap<String, Cordon>,
     /// Where notifications go (seed 002's notify callbacks).
@@ -160,8 +160,9 @@ pub struct Maintenance {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cordon {
-    /// `hard`: nothing new placed there; `soft`: placed there only when no other node fits.
-    pub soft: bool,
+    /// False (required): nothing new placed there; true: placed there only when no other node
+    /// fits. Steward says required/preferred where seed 002 says hard/soft (DESIGN § 7).
+    pub preferred: bool,
     pub since_ms: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,

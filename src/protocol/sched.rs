@@ -299,10 +299,10 @@ pub enum DesiredChange {
         reason: String,
     },
     MaintenanceOff {},
-    /// Nothing new is placed on `node` (`soft`: only when no other node fits).
+    /// Nothing new is placed on `node` (`preferred`: only when no other node fits).
     Cordoned {
         node: String,
-        soft: bool,
+        preferred: bool,
         reason: String,
     },
     Uncordoned {

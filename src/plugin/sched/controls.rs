@@ -2,8 +2,9 @@
 //!
 //! - Maintenance: the leading `run` keeps following and reporting and changes nothing; the
 //!   commands that change what runs refuse, naming who turned it on and why.
-//! - A cordon closes a node to new instances: `hard`, never; `soft`, only when no other node
-//!   fits. What runs there stays.
+//! - A cordon closes a node to new instances: required, never; preferred, only when no other
+//!   node fits (the hard/soft; Steward says required/preferred, DESIGN § 7). What runs
+//!   there stays.
 //! - Drift moves instances off a node, one at a time as seed 002 does it: the instance is
 //!   removed, then deployed on the target (named, or placed by the app's constraints), and the
 //!   next waits until it runs. Apps labelled `steward/stateful: "true"` move only with --force.
@@ -51,19 +52,20 @@ pub struct Drifted {
     pub reason: String,
 }
 
-/// Places `req` keeping off cordoned nodes: hard ones always, soft ones unless nothing else fits.
+/// Places `req` keeping off cordoned nodes: required cordons always, preferred ones unless
+/// nothing else fits.
 pub(super) fn place_around_cordons(
     req: &Request,
     views: &[NodeView],
     settings: &Settings,
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
-    let closed = |soft_too: bool| -> BTreeMap<String, String> {
+    let closed = |preferred_too: bool| -> BTreeMap<String, String> {
         settings
             .cordons
             .iter()
-            .filter(|(_, c)| soft_too || !c.soft)
+            .filter(|(_, c)| preferred_too || !c.preferred)
             .map(|(n, c)| {
-                let kind = if c.soft { "soft" } else { "hard" };
+                let kind = if c.preferred { "preferred" } else { "required" };
                 let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
                 (n.clone(), format!("cordoned ({kind}){why}"))
             })
@@ -72,7 +74,7 @@ pub(super) fn place_around_cordons(
     let strict = Request { closed: closed(true), ..req.clone() };
     match placement::place(&strict, views) {
         Ok(placed) => Ok(placed),
-        Err(_) if settings.cordons.values().any(|c| c.soft) => {
+        Err(_) if settings.cordons.values().any(|c| c.preferred) => {
             placement::place(&Request { closed: closed(false), ..req.clone() }, views)
         }
         Err(e) => Err(e),
@@ -121,19 +123,21 @@ impl Scheduler {
         self.engine_status().await
     }
 
-    /// `node cordon NODE [--soft]` / `node uncordon NODE`.
+    /// `node cordon NODE [--preferred]` / `node uncordon NODE`.
     pub async fn cordon(&self, node: &str, cordon: Option<(bool, &str)>) -> Result<EngineStatus, PluginError> {
         if self.client(node).is_none() {
             return Err(PluginError::Node { node: node.into(), message: "not in the cluster file".into() });
         }
         let why = match cordon {
-            Some((soft, reason)) => DesiredChange::Cordoned { node: node.into(), soft, reason: reason.into() },
+            Some((preferred, reason)) => {
+                DesiredChange::Cordoned { node: node.into(), preferred, reason: reason.into() }
+            }
             None => DesiredChange::Uncordoned { node: node.into() },
         };
         let now = crate::clock::now_ms();
         self.update_settings(&why, |s| match cordon {
-            Some((soft, reason)) => {
-                s.cordons.insert(node.to_string(), Cordon { soft, since_ms: now, reason: reason.to_string() });
+            Some((preferred, reason)) => {
+                s.cordons.insert(node.to_string(), Cordon { preferred, since_ms: now, reason: reason.to_string() });
             }
             None => {
                 s.cordons.remove(node);
