@@ -1545,3 +1545,26 @@ async fn notifications_reach_a_webhook_once_per_occurrence() {
     let _ = receiver.child.kill();
     drop(receiver);
 }
+
+/// Issue 21's closing figure, end to end: `deploy` of 1,000 instances over 3 hosts (placed,
+/// stored, applied; then until every one runs). A measurement, not a timed test:
+/// `cargo test --test sched_cluster deploy_1000 -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn deploy_1000_over_3_hosts() {
+    let c = Cluster::start("t", ["a", "a", "a"]);
+    let many = spec("many", 1000, json!({"startCmd": "exec sleep 1000"}), json!({}));
+    let started = Instant::now();
+    let (code, out, err) = c.deploy("many", &many);
+    let placed = started.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Vec<Value>>(&out).unwrap().len(), 1000);
+    wait_running(&c, "many").await;
+    let running = started.elapsed();
+    let spread = c.spread("many").await;
+    let per_host: Vec<usize> = spread.values().map(Vec::len).collect();
+    println!(
+        "deploy of 1,000 over 3 hosts {per_host:?}: placed and applied in {placed:?} ({:.0} instances/s), all running after {running:?}",
+        1000.0 / placed.as_secs_f64()
+    );
+}

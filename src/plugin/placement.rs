@@ -620,3 +620,47 @@ mod tests {
         assert_eq!(counts(&p).values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
     }
 }
+
+#[cfg(test)]
+mod throughput {
+    use super::*;
+
+    /// Placement throughput (issue 21's closing figure): 1,000 instances over 3 nodes, with no
+    /// constraint and with MAXPER. A measurement, not a timed test: `cargo test --release --lib
+    /// placement::throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn place_1000_over_3() {
+        let nodes: Vec<NodeView> = (1..=3)
+            .map(|i| NodeView {
+                name: format!("h{i}"),
+                hostname: format!("h{i}"),
+                free_ports: 10_000,
+                ..Default::default()
+            })
+            .collect();
+        let maxper: Constraint = serde_json::from_value(serde_json::json!({"intersectionItem": [{"unionData": [
+            {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "400"}}]}]}))
+        .unwrap();
+        for (what, constraint) in [("no constraint", None), ("MAXPER 400", Some(&maxper))] {
+            let req = Request {
+                app: "ns/many",
+                constraint,
+                total: 1000,
+                keep: BTreeMap::new(),
+                place: (0..1000).collect(),
+                ports_per_instance: 1,
+                avoid: BTreeSet::new(),
+                closed: BTreeMap::new(),
+            };
+            let started = std::time::Instant::now();
+            let rounds = 20;
+            for _ in 0..rounds {
+                assert_eq!(place(&req, &nodes).unwrap().len(), 1000);
+            }
+            let per = started.elapsed() / rounds;
+            let rate = 1000.0 / per.as_secs_f64();
+            println!("placement, {what}: 1,000 instances over 3 nodes in {per:?} ({rate:.0} instances/s)");
+        }
+    }
+}
