@@ -69,6 +69,23 @@ impl Drop for Follower {
 }
 
 impl Follower {
+    /// Spawns `cmd` and reads its stdout, one JSON value a line.
+    fn spawn(mut cmd: Command) -> Follower {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines, seen: Vec::new() }
+    }
+
     /// Reads lines until `pred` holds for one (returned), or panics after `secs`.
     fn wait_for(&mut self, secs: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(v) = self.seen.iter().find(|v| pred(v)) {
@@ -199,19 +216,7 @@ impl Cluster {
     }
 
     fn follow(&self, args: &[&str]) -> Follower {
-        let mut child = self.sched_cmd(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines, seen: Vec::new() }
+        Follower::spawn(self.sched_cmd(args))
     }
 
     fn host(&self, name: &str) -> &Host {
@@ -1109,22 +1114,7 @@ async fn remote_check_restarts_follow_the_policy_and_run_follows_the_cluster_fil
     let h3_entry = "[[node]]\nname = \"h3\"\naddress = \"10.231.0.3:7443\"\n";
     let small = c.dir.path().join("small.toml");
     std::fs::write(&small, full.replace(h3_entry, "")).unwrap();
-    let mut run = {
-        let mut child =
-            c.sched_cmd_with(&small, &["run"]).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let Ok(v) = serde_json::from_str::<Value>(&line) else { return };
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines, seen: Vec::new() }
-    };
+    let mut run = Follower::spawn(c.sched_cmd_with(&small, &["run"]));
     for h in ["h1", "h2"] {
         run.wait_for(30, &format!("{h} up"), |v| body_type(v) == "nodeUp" && v["body"]["node"] == h);
     }
@@ -1251,25 +1241,9 @@ async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
     let text = std::fs::read_to_string(&c.file).unwrap();
     std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
     let follow = |args: &[&str], failpoints: &str| {
-        let mut child = c
-            .sched_cmd_with(&shared, args)
-            .env("STEWARD_FAILPOINTS", failpoints)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let Ok(v) = serde_json::from_str::<Value>(&line) else { return };
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines, seen: Vec::new() }
+        let mut cmd = c.sched_cmd_with(&shared, args);
+        cmd.env("STEWARD_FAILPOINTS", failpoints);
+        Follower::spawn(cmd)
     };
     // The first dies as by kill -9 once its first node has taken the apply, before the
     // placements are marked applied.

@@ -105,6 +105,24 @@ impl EtcdStore {
         }
     }
 
+    /// Writes `value` at `key` with `why` journaled, only over mod revision `read` (None: only
+    /// where there is no key yet). The revision written, or None when another writer came first.
+    async fn swap(
+        &self,
+        key: String,
+        read: Option<i64>,
+        value: Vec<u8>,
+        why: &DesiredChange,
+    ) -> Result<Option<i64>, PluginError> {
+        let guard = match read {
+            Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+        };
+        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
+        Ok(resp.succeeded().then(|| resp.header().map_or(0, |h| h.revision())))
+    }
+
     async fn list<T: serde::de::DeserializeOwned>(&self, under: &str) -> Result<Vec<(T, i64)>, PluginError> {
         let resp = self
             .client
@@ -170,18 +188,9 @@ impl DesiredStore for EtcdStore {
     }
 
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
-        let key = self.app_key(&app.key);
-        let guard = match app.version {
-            Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
-            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-        };
         let value = serde_json::to_vec(&*app).map_err(etcd_err)?;
-        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
-        if !resp.succeeded() {
-            return Err(PluginError::Conflict { app: app.key.clone() });
-        }
-        app.version = resp.header().map(|h| h.revision());
+        let written = self.swap(self.app_key(&app.key), app.version, value, why).await?;
+        app.version = Some(written.ok_or_else(|| PluginError::Conflict { app: app.key.clone() })?);
         self.prune_journal().await;
         Ok(())
     }
@@ -224,18 +233,9 @@ impl DesiredStore for EtcdStore {
     }
 
     async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
-        let key = format!("{}settings", self.prefix);
-        let guard = match settings.version {
-            Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
-            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-        };
         let value = serde_json::to_vec(&*settings).map_err(etcd_err)?;
-        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
-        if !resp.succeeded() {
-            return Err(PluginError::Conflict { app: "the cluster's settings".into() });
-        }
-        settings.version = resp.header().map(|h| h.revision());
+        let written = self.swap(format!("{}settings", self.prefix), settings.version, value, why).await?;
+        settings.version = Some(written.ok_or_else(|| PluginError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }
 

@@ -196,6 +196,31 @@ impl LocalStore {
     fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, PluginError>) -> Result<T, PluginError> {
         f(&Store::open_waiting(&self.dir, BUSY_WAIT).map_err(store_err)?)
     }
+
+    /// Writes `value` (its `storeVersion` bumped) at `key` with `why` journaled, only over the
+    /// version `read` (None: only where there is no record yet); compared and written while this
+    /// process alone holds the store (redb's one handle). The version written, or None when
+    /// another writer came first.
+    fn swap(
+        &self,
+        table: Table,
+        key: &str,
+        read: Option<i64>,
+        mut value: serde_json::Value,
+        why: &DesiredChange,
+    ) -> Result<Option<i64>, PluginError> {
+        let why = serde_json::to_value(why).map_err(store_err)?;
+        self.with(|s| {
+            let current = s.get(table, key).map_err(store_err)?.map(|v| version_of(&v));
+            if current != read {
+                return Ok(None);
+            }
+            let next = current.unwrap_or(0) + 1;
+            value[STORE_VERSION] = serde_json::json!(next);
+            s.commit_blocking(Batch::new().put(table, key, &value).event(why)).map_err(store_err)?;
+            Ok(Some(next))
+        })
+    }
 }
 
 /// The cluster's settings, in the embedded store's meta table.
@@ -236,20 +261,9 @@ impl DesiredStore for LocalStore {
     /// alone holds the store (redb's one handle): the `run` and the commands beside it never
     /// overwrite each other's change unseen.
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
-        let mut value = serde_json::to_value(&*app).map_err(store_err)?;
-        let why = serde_json::to_value(why).map_err(store_err)?;
-        let written = self.with(|s| {
-            let current = s.get(Table::Specs, &app.key).map_err(store_err)?.map(|v| version_of(&v));
-            if current != app.version {
-                return Err(PluginError::Conflict { app: app.key.clone() });
-            }
-            let next = current.unwrap_or(0) + 1;
-            value[STORE_VERSION] = serde_json::json!(next);
-            let batch = Batch::new().put(Table::Specs, &app.key, &value).event(why);
-            s.commit_blocking(batch).map_err(store_err)?;
-            Ok(next)
-        })?;
-        app.version = Some(written);
+        let value = serde_json::to_value(&*app).map_err(store_err)?;
+        let written = self.swap(Table::Specs, &app.key, app.version, value, why)?;
+        app.version = Some(written.ok_or_else(|| PluginError::Conflict { app: app.key.clone() })?);
         Ok(())
     }
 
@@ -298,19 +312,9 @@ impl DesiredStore for LocalStore {
     }
 
     async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
-        let mut value = serde_json::to_value(&*settings).map_err(store_err)?;
-        let why = serde_json::to_value(why).map_err(store_err)?;
-        let written = self.with(|s| {
-            let current = s.get(Table::Meta, SETTINGS_KEY).map_err(store_err)?.map(|v| version_of(&v));
-            if current != settings.version {
-                return Err(PluginError::Conflict { app: "the cluster's settings".into() });
-            }
-            let next = current.unwrap_or(0) + 1;
-            value[STORE_VERSION] = serde_json::json!(next);
-            s.commit_blocking(Batch::new().put(Table::Meta, SETTINGS_KEY, &value).event(why)).map_err(store_err)?;
-            Ok(next)
-        })?;
-        settings.version = Some(written);
+        let value = serde_json::to_value(&*settings).map_err(store_err)?;
+        let written = self.swap(Table::Meta, SETTINGS_KEY, settings.version, value, why)?;
+        settings.version = Some(written.ok_or_else(|| PluginError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }
 

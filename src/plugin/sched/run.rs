@@ -266,6 +266,10 @@ impl Scheduler {
         let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
             return;
         };
+        // Most transitions say nothing to notify: the store is read only for those that may.
+        if !matches!(t.to, Kind::Exited | Kind::Failed | Kind::Backoff | Kind::Running) {
+            return;
+        }
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
         let Ok(Some(app)) = self.store.app(&format!("{}/{}", id.namespace, id.name)).await else { return };
         if app.placements.get(&id.index).is_none_or(|p| p.node != node) {
