@@ -815,6 +815,24 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::PendingApplied { app: app_key.clone() },
         SchedEvent::InstanceMissing { instance: "ns/app/3".into(), node: "h2".into() },
         SchedEvent::MaintenanceChanged { on: true, reason: "moving racks".into() },
+        SchedEvent::DependencyStarted {
+            dependency: "infra/cache".into(),
+            instance: "game/cache/0".into(),
+            node: "h1".into(),
+            error: Some("no answer".into()),
+        },
+        SchedEvent::DependencyIdle {
+            dependency: "infra/cache".into(),
+            instance: "infra/cache/0".into(),
+            node: "h1".into(),
+            grace_secs: 300,
+        },
+        SchedEvent::DependencyRemoved {
+            dependency: "infra/cache".into(),
+            instance: "infra/cache/0".into(),
+            node: "h1".into(),
+            ok: true,
+        },
     ];
     for e in &all {
         match e {
@@ -839,7 +857,10 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::LeadershipLost { .. }
             | SchedEvent::PendingApplied { .. }
             | SchedEvent::InstanceMissing { .. }
-            | SchedEvent::MaintenanceChanged { .. } => {}
+            | SchedEvent::MaintenanceChanged { .. }
+            | SchedEvent::DependencyStarted { .. }
+            | SchedEvent::DependencyIdle { .. }
+            | SchedEvent::DependencyRemoved { .. } => {}
         }
     }
     all
@@ -875,6 +896,13 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::NotifyAdded { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::NotifyRemoved { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::Drifted { app: app.clone(), instance: 1, from: "h2".into(), to: "h3".into() },
+        DesiredChange::DependencyStored { dependency: "infra/cache".into(), revision: 2 },
+        DesiredChange::DependencyCopies {
+            dependency: "infra/cache".into(),
+            copy: "h1/game".into(),
+            what: "idle".into(),
+        },
+        DesiredChange::DependencyDeleted { dependency: "infra/cache".into() },
         DesiredChange::AppDeleted { app },
     ];
     for c in &all {
@@ -905,6 +933,9 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::NotifyAdded { .. }
             | DesiredChange::NotifyRemoved { .. }
             | DesiredChange::Drifted { .. }
+            | DesiredChange::DependencyStored { .. }
+            | DesiredChange::DependencyCopies { .. }
+            | DesiredChange::DependencyDeleted { .. }
             | DesiredChange::AppDeleted { .. } => {}
         }
     }

@@ -1414,6 +1414,155 @@ async fn cordons_drift_drain_and_maintenance() {
     });
 }
 
+/// Issue 21, seed 002's dependency pods: a dependency is stored and started nowhere; the first
+/// dependent instance on a host starts one copy there, shared by the others (started once), kept
+/// while any lives, and removed once idle for its grace period — counted from the moment kept in
+/// the store, across a kill -9 of the leading run. Namespace scope gives one copy per namespace.
+/// A dependent naming no stored dependency is refused by field path; a dependency with
+/// dependents is removed only with --force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_are_shared_per_host_and_go_after_their_grace_period() {
+    let c = Cluster::start("p", ["a", "a", "a"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let on_h1 =
+        json!([{"unionData": [{"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1"]}}]}]);
+    let dependent = |namespace: &str, name: &str, scope: &str| {
+        let mut a = app(name, 1, json!({"dependencies": [{"name": "infra/cache", "scope": scope}]}));
+        a["metadata"]["namespace"] = json!(namespace);
+        a["constraint"] = json!({"intersectionItem": on_h1});
+        a
+    };
+    let copies_on_h1 = || async {
+        let list = c.host("h1").daemon.client.list(&[("name", "cache")]).await.unwrap();
+        list.iter().map(|s| s.id.to_string()).collect::<BTreeSet<String>>()
+    };
+    let ls = || -> Vec<Value> {
+        let (code, out, err) = c.sched(&["depend", "ls"]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+
+    // Stored, started nowhere.
+    let mut cache = app("cache", 3, json!({"restartPolicy": {"policy": "Always"}}));
+    cache["metadata"]["namespace"] = json!("infra");
+    let path = c.dir.path().join("cache.json");
+    std::fs::write(&path, cache.to_string()).unwrap();
+    let (code, out, err) = c.sched(&["depend", "apply", path.to_str().unwrap(), "--grace", "4s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(c.spread("cache").await.values().all(Vec::is_empty));
+    let mut bad = dependent("test", "bad", "node");
+    bad["dependencies"] = json!([{"name": "infra/nope"}]);
+    let (code, _, err) = c.deploy("bad", &bad);
+    assert_eq!(code, 1);
+    assert!(err.contains("dependencies[0].name") && err.contains("no dependency infra/nope"), "{err}");
+
+    // Three dependents on h1: one copy, started once, before them.
+    let (code, _, err) = c.deploy("d1", &dependent("test", "d1", "node"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(copies_on_h1().await, BTreeSet::from(["infra/cache/0".to_string()]));
+    let copy = id("infra", "cache", 0);
+    let h1 = &c.host("h1").daemon;
+    h1.wait_state(&copy, Kind::Running, 30).await;
+    let first_start = h1.client.status(&copy).await.unwrap().last_start_ms;
+    for name in ["d2", "d3"] {
+        let (code, _, err) = c.deploy(name, &dependent("test", name, "node"));
+        assert_eq!(code, 0, "{err}");
+    }
+    wait_running(&c, "d3").await;
+    assert_eq!(
+        c.spread("cache").await,
+        BTreeMap::from([("h1".into(), vec![0]), ("h2".into(), vec![]), ("h3".into(), vec![])])
+    );
+    let status = h1.client.status(&copy).await.unwrap();
+    assert_eq!((status.last_start_ms, status.restarts), (first_start, 0), "started once");
+    assert_eq!(status.id.to_string(), "infra/cache/0");
+    let listed = ls();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["copies"].as_array().unwrap().len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["copies"][0]["refs"], 3, "{listed:?}");
+    assert_eq!(listed[0]["dependents"], json!(["test/d1", "test/d2", "test/d3"]));
+
+    // Refused while it has dependents.
+    let (code, _, err) = c.sched(&["depend", "rm", "infra/cache"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("test/d1, test/d2, test/d3 depend(s) on it") && err.contains("--force"), "{err}");
+
+    // Namespace scope: one copy per namespace, in it.
+    for (ns, name) in [("team-a", "n1"), ("team-a", "n2"), ("team-b", "n3")] {
+        let (code, _, err) = c.deploy(name, &dependent(ns, name, "namespace"));
+        assert_eq!(code, 0, "{err}");
+    }
+    let expected: BTreeSet<String> =
+        ["infra/cache/0", "team-a/cache/0", "team-b/cache/0"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(copies_on_h1().await, expected);
+    let refs: BTreeMap<String, u64> = ls()[0]["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["instance"].as_str().unwrap().to_string(), c["refs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(refs["team-a/cache/0"], 2);
+    assert_eq!(refs["team-b/cache/0"], 1);
+
+    // A dependent back within the grace period finds its copy still there: in use again, not
+    // started anew (a longer grace for this step: stored again, same spec, same revision).
+    let (code, out, err) = c.sched(&["depend", "apply", path.to_str().unwrap(), "--grace", "60s"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["revision"], 1, "{out}");
+    let team_b = id("team-b", "cache", 0);
+    h1.wait_state(&team_b, Kind::Running, 30).await;
+    let team_b_start = h1.client.status(&team_b).await.unwrap().last_start_ms;
+    let (code, _, err) = c.sched(&["delete", "team-b/n3"]);
+    assert_eq!(code, 0, "{err}");
+    run.wait_for(10, "team-b idle", |v| body_type(v) == "dependencyIdle" && v["body"]["instance"] == "team-b/cache/0");
+    let (code, _, err) = c.deploy("n3", &dependent("team-b", "n3", "namespace"));
+    assert_eq!(code, 0, "{err}");
+    let copy_of = |listed: &[Value], instance: &str| -> Value {
+        listed[0]["copies"].as_array().unwrap().iter().find(|c| c["instance"] == instance).cloned().unwrap()
+    };
+    assert!(copy_of(&ls(), "team-b/cache/0").get("idleSinceMs").is_none(), "{:?}", ls());
+    assert_eq!(h1.client.status(&team_b).await.unwrap().last_start_ms, team_b_start, "not started anew");
+    let (code, _, err) = c.sched(&["depend", "apply", path.to_str().unwrap(), "--grace", "4s"]);
+    assert_eq!(code, 0, "{err}");
+
+    // Kept while any dependent lives (well past the grace period).
+    for app in ["test/d1", "test/d2"] {
+        let (code, _, err) = c.sched(&["delete", app]);
+        assert_eq!(code, 0, "{err}");
+    }
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(copies_on_h1().await.contains("infra/cache/0"));
+    assert!(
+        !run.drain().iter().any(|v| body_type(v) == "dependencyIdle" && v["body"]["instance"] == "infra/cache/0"),
+        "idle while test/d3 lives"
+    );
+
+    // The last dependent leaves: idle; the run is killed (-9) and another takes over, which
+    // removes the copy once the grace period counted from the stored moment has passed.
+    let (code, _, err) = c.sched(&["delete", "test/d3"]);
+    assert_eq!(code, 0, "{err}");
+    run.wait_for(10, "idle", |v| body_type(v) == "dependencyIdle" && v["body"]["instance"] == "infra/cache/0");
+    let idle_since = copy_of(&ls(), "infra/cache/0")["idleSinceMs"].as_u64().expect("idle since, stored");
+    drop(run);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading again", |v| body_type(v) == "leading");
+    let removed = run
+        .wait_for(30, "removed", |v| body_type(v) == "dependencyRemoved" && v["body"]["instance"] == "infra/cache/0");
+    assert_eq!(removed["body"]["ok"], true);
+    assert!(removed["at_ms"].as_u64().unwrap() >= idle_since + 4000, "{removed} before the grace from {idle_since}");
+    assert!(!run.drain().iter().any(|v| body_type(v) == "dependencyIdle" && v["body"]["instance"] == "infra/cache/0"));
+    let expected: BTreeSet<String> = ["team-a/cache/0", "team-b/cache/0"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(copies_on_h1().await, expected);
+
+    // Forced: the copies go under their dependents.
+    let (code, out, err) = c.sched(&["depend", "rm", "infra/cache", "--force"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(copies_on_h1().await.is_empty());
+    assert!(ls().is_empty());
+    assert!(c.spread("n1").await["h1"] == vec![0], "the dependents stay");
+}
+
 /// Issue 21, seed 002's notify callbacks: a receiver on the scheduler's host gets one JSON POST
 /// per occurrence — an instance that exits, one restarting more than 3 times within 5 minutes,
 /// one missing on its node — each with an id of its own.

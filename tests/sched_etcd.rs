@@ -8,7 +8,7 @@ use common::Etcd;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use steward::plugin::etcd::EtcdStore;
-use steward::plugin::store::{App, DesiredStore, Placement, PlacementState};
+use steward::plugin::store::{App, Dependency, DependencyCopy, DesiredStore, Placement, PlacementState};
 use steward::plugin::PluginError;
 use steward::protocol::DesiredChange;
 
@@ -71,6 +71,39 @@ async fn records_are_swapped_by_revision_and_watched() {
     assert!(b.app("ns/web").await.unwrap().is_none());
     assert!(a.apps().await.unwrap().is_empty());
 
+    // A dependency (seed 002) likewise: created once, swapped by revision, its copies kept.
+    let mut cache = Dependency {
+        key: "infra/cache".into(),
+        spec: serde_json::json!({"metadata": {"name": "cache", "namespace": "infra"}}),
+        revision: 1,
+        grace_secs: 300,
+        copies: BTreeMap::new(),
+        version: None,
+    };
+    let stored = DesiredChange::DependencyStored { dependency: "infra/cache".into(), revision: 1 };
+    a.put_dependency(&mut cache, &stored).await.unwrap();
+    let mut stale = cache.clone();
+    cache.copies.insert(
+        "h1/infra".into(),
+        DependencyCopy {
+            node: "h1".into(),
+            namespace: "infra".into(),
+            revision: 1,
+            started_ms: 5,
+            idle_since_ms: Some(9),
+        },
+    );
+    let copies = DesiredChange::DependencyCopies {
+        dependency: "infra/cache".into(),
+        copy: "h1/infra".into(),
+        what: "started".into(),
+    };
+    a.put_dependency(&mut cache, &copies).await.unwrap();
+    assert!(matches!(b.put_dependency(&mut stale, &stored).await, Err(PluginError::Conflict { .. })));
+    assert_eq!(b.dependencies().await.unwrap(), vec![cache.clone()]);
+    b.delete_dependency("infra/cache").await.unwrap();
+    assert!(a.dependencies().await.unwrap().is_empty());
+
     // Every change journaled under the prefix with why; nothing outside the prefix.
     let mut kv = etcd_client::Client::connect([format!("http://{}", etcd.endpoint)], None).await.unwrap();
     let journal = kv.get("/t1/journal/", Some(etcd_client::GetOptions::new().with_prefix())).await.unwrap();
@@ -79,7 +112,10 @@ async fn records_are_swapped_by_revision_and_watched() {
         .iter()
         .map(|kv| serde_json::from_slice::<serde_json::Value>(kv.value()).unwrap()["type"].as_str().unwrap().into())
         .collect();
-    assert_eq!(kinds, ["deployed", "lost", "stopped", "appDeleted"]);
+    assert_eq!(
+        kinds,
+        ["deployed", "lost", "stopped", "appDeleted", "dependencyStored", "dependencyCopies", "dependencyDeleted"]
+    );
     let all = kv.get("/", Some(etcd_client::GetOptions::new().with_prefix().with_keys_only())).await.unwrap();
     assert!(all.kvs().iter().all(|kv| kv.key().starts_with(b"/t1/")), "only under the prefix");
 

@@ -328,6 +328,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 strategy,
                 job,
                 cron_job,
+                dependencies: Vec::new(),
             },
         )
 }

@@ -1816,3 +1816,43 @@ fn rollout_steps_read_and_their_mistakes_are_named() {
         ],
     );
 }
+
+#[test]
+fn dependencies_read_with_node_scope_by_default_and_their_mistakes_are_named() {
+    let s = assert_valid(&with(|d| {
+        d["dependencies"] = json!([{"name": "infra/cache"}, {"name": "logship", "scope": "namespace"}])
+    }));
+    use steward::spec::model::DependencyScope;
+    assert_eq!(s.dependencies[0].scope, DependencyScope::Node);
+    assert_eq!(s.dependencies[0].key(&s.metadata.namespace), "infra/cache");
+    assert_eq!(s.dependencies[1].key(&s.metadata.namespace), format!("{}/logship", s.metadata.namespace));
+    let own = {
+        let d = base();
+        format!(
+            "{}/{}",
+            d["metadata"]["namespace"].as_str().unwrap_or("default"),
+            d["metadata"]["name"].as_str().unwrap()
+        )
+    };
+    assert_errors(
+        &with(|d| {
+            d["dependencies"] = json!([
+                {"name": ""},
+                {"name": "a/b/c"},
+                {"name": "Cache"},
+                {"name": own},
+                {"name": "infra/cache"},
+                {"name": "infra/cache", "scope": "namespace"},
+                {"name": "x", "scope": "cluster"}
+            ])
+        }),
+        &[
+            ("dependencies[0].name", "is required"),
+            ("dependencies[1].name", "expected name or namespace/name"),
+            ("dependencies[2].name", "lowercase"),
+            ("dependencies[3].name", "cannot depend on itself"),
+            ("dependencies[5].name", "infra/cache is named twice"),
+            ("dependencies[6].scope", "must be one of node, namespace, found \"cluster\""),
+        ],
+    );
+}

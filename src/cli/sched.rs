@@ -130,12 +130,53 @@ pub enum SchedCommand {
     },
     /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
     Engine,
+    /// Dependencies (seed 002's dependency pods): apps started beside their dependents, one copy
+    /// per host (scope node) or per host and namespace (scope namespace), shared, and removed
+    /// a grace period after their last dependent left.
+    Depend {
+        #[command(subcommand)]
+        command: SchedDependCommand,
+    },
     /// Notification URLs (seed 002's callbacks): the leading run POSTs JSON there when an
     /// instance exits, goes missing, has no address, or restarts more than 3 times in 5 minutes.
     Notify {
         #[command(subcommand)]
         command: SchedNotifyCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedDependCommand {
+    /// Store a dependency (a process or pod spec, JSON or TOML); nothing starts until a
+    /// dependent instance arrives on a host. Stored again: its copies take the new spec.
+    Apply {
+        file: PathBuf,
+        /// How long a copy without dependents stays: `300`, `90s`, `5m`, `1h` (default 5m).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_secs)]
+        grace: Option<u64>,
+    },
+    /// Every dependency with its dependents and copies (REFS: dependent instances beside it).
+    Ls,
+    /// Remove a dependency; refused while an app declares it, unless --force (its copies are
+    /// then removed under their dependents).
+    Rm {
+        /// namespace/name
+        dependency: String,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `300`, `90s`, `5m`, `2h` → seconds.
+fn parse_duration_secs(s: &str) -> Result<u64, String> {
+    let (digits, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a duration (300, 90s, 5m, 1h)"))?;
+    match unit {
+        "" | "s" => Ok(n),
+        "m" => Ok(n * 60),
+        "h" => Ok(n * 3600),
+        _ => Err(format!("{s:?}: the unit must be s, m or h")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -298,6 +339,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 | SchedCommand::Stop { .. }
                 | SchedCommand::Start { .. }
                 | SchedCommand::Node { command: SchedNodeCommand::Drain { .. } }
+                | SchedCommand::Depend { command: SchedDependCommand::Apply { .. } | SchedDependCommand::Rm { .. } }
                 | SchedCommand::Rollout {
                     command: SchedRolloutCommand::Resume { .. } | SchedRolloutCommand::Undo { .. }
                 }
@@ -329,6 +371,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.set_stopped(&app, index, Intent::Start).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
+            SchedCommand::Depend { command } => depend(&sched, command, output).await,
             SchedCommand::Notify { command } => {
                 let urls = match command {
                     SchedNotifyCommand::Add { url } => sched.set_webhook(&url, true).await,
@@ -411,6 +454,66 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
         }
     })
+}
+
+/// `steward-sched depend ...`.
+async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOutput) -> Result<(), PluginError> {
+    let json = output == SchedOutput::Json;
+    match command {
+        SchedDependCommand::Apply { file, grace } => {
+            let spec_err = |errors| PluginError::Spec { path: file.clone(), errors };
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| spec_err(crate::spec::SpecErrors(vec![crate::spec::SpecError::new("", e.to_string())])))?;
+            let doc =
+                crate::spec::parse_document(&text, crate::spec::Format::for_path(&file, &text)).map_err(spec_err)?;
+            let stored = sched.put_dependency(doc, grace).await.map_err(|e| match e {
+                PluginError::Spec { errors, .. } => spec_err(errors),
+                e => e,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
+            } else {
+                println!(
+                    "dependency {} stored (revision {}, grace {} s); {} cop(ies) running",
+                    stored.dependency,
+                    stored.revision,
+                    stored.grace_secs,
+                    stored.copies.len()
+                );
+            }
+        }
+        SchedDependCommand::Ls => {
+            let list = sched.dependency_statuses().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+                return Ok(());
+            }
+            println!("{:<28} {:<4} {:<28} {:<10} {:<5} {:<4} IDLE", "DEPENDENCY", "REV", "COPY", "NODE", "REFS", "REV");
+            let now = crate::clock::now_ms();
+            for d in list {
+                if d.copies.is_empty() {
+                    println!("{:<28} {:<4} {:<28} (dependents: {})", d.dependency, d.revision, "-", d.dependents.len());
+                }
+                for c in &d.copies {
+                    let idle = c
+                        .idle_since_ms
+                        .map_or("-".to_string(), |t| format!("{} s of {}", now.saturating_sub(t) / 1000, d.grace_secs));
+                    println!(
+                        "{:<28} {:<4} {:<28} {:<10} {:<5} {:<4} {idle}",
+                        d.dependency, d.revision, c.instance, c.node, c.refs, c.revision
+                    );
+                }
+            }
+        }
+        SchedDependCommand::Rm { dependency, force } => {
+            let away = sched.delete_dependency(&dependency, force).await?;
+            println!("dependency {dependency} removed");
+            if !away.is_empty() {
+                println!("  its copies on {} stay (unreachable): remove them there", away.join(", "));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `steward-sched hook ...`; false: a run waited for did not succeed.

@@ -4,13 +4,14 @@
 //! - `{prefix}apps/{namespace}/{name}`: an [`App`] (JSON), written by compare-and-swap on the
 //!   key's mod revision, so two schedulers never overwrite each other's change unseen;
 //! - `{prefix}hooktemplates/{namespace}/{name}`: a HookTemplate (JSON);
+//! - `{prefix}depends/{namespace}/{name}`: a [`Dependency`] (JSON), by compare-and-swap too;
 //! - `{prefix}journal/{ms}-{holder}-{n}`: why each change was made (a [`DesiredChange`]), in the
 //!   same transaction as the change; the newest [`JOURNAL_KEPT`] are kept;
 //! - `{prefix}leader`: the election of the `run` that acts (a lease of [`LEASE_TTL_SECS`]).
 //!
 //! `--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (or `store =` in the cluster file) selects it.
 
-use super::store::{App, DesiredStore, Leadership, Settings};
+use super::store::{App, Dependency, DesiredStore, Leadership, Settings};
 use super::PluginError;
 use crate::protocol::DesiredChange;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
@@ -219,6 +220,35 @@ impl DesiredStore for EtcdStore {
     async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
         let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
         let ops = [TxnOp::delete(self.template_key(namespace, name), None), self.journal_put(&why)?];
+        self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError> {
+        Ok(self
+            .list::<Dependency>("depends/")
+            .await?
+            .into_iter()
+            .map(|(mut d, revision)| {
+                d.version = Some(revision);
+                d
+            })
+            .collect())
+    }
+
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError> {
+        let value = serde_json::to_vec(&*dependency).map_err(etcd_err)?;
+        let key = format!("{}depends/{}", self.prefix, dependency.key);
+        let written = self.swap(key, dependency.version, value, why).await?;
+        let conflict = || PluginError::Conflict { app: format!("dependency {}", dependency.key) };
+        dependency.version = Some(written.ok_or_else(conflict)?);
+        self.prune_journal().await;
+        Ok(())
+    }
+
+    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError> {
+        let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
+        let ops = [TxnOp::delete(format!("{}depends/{key}", self.prefix), None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
         Ok(())
     }

@@ -98,6 +98,51 @@ pub enum PlacementState {
     Pending { reason: String },
 }
 
+/// A dependency (seed 002's dependency pod): a spec stored once, started on a host when the
+/// first dependent instance arrives there, one copy per host (node scope) or per host and
+/// namespace (namespace scope), removed `grace_secs` after its last dependent left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependency {
+    /// `namespace/name`.
+    pub key: String,
+    /// The spec document as stored (JSON); each copy runs it with one instance.
+    pub spec: serde_json::Value,
+    /// Bumped at every change of `spec`: copies on an older one are applied again.
+    pub revision: u64,
+    /// Seconds a copy without dependents stays before it is removed (seed 002: 5 min).
+    pub grace_secs: u64,
+    /// Copy key (`node/namespace`) → the copy running there.
+    #[serde(default)]
+    pub copies: BTreeMap<String, DependencyCopy>,
+    /// The store's version of the record as read; not stored in it.
+    #[serde(skip)]
+    pub version: Option<i64>,
+}
+
+/// One running copy of a dependency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyCopy {
+    pub node: String,
+    /// The namespace it runs in: the dependency's own (node scope) or its dependents' (namespace
+    /// scope).
+    pub namespace: String,
+    /// The dependency's revision the copy was applied with.
+    pub revision: u64,
+    pub started_ms: u64,
+    /// Since when no dependent instance is placed on its node (in its namespace); None while one
+    /// is. Stored, so a new leader counts the grace period from the same moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since_ms: Option<u64>,
+}
+
+impl DependencyCopy {
+    pub fn key(node: &str, namespace: &str) -> String {
+        format!("{node}/{namespace}")
+    }
+}
+
 /// Where desired state lives. Every method is one durable step.
 #[async_trait::async_trait]
 pub trait DesiredStore: Send + Sync {
@@ -112,6 +157,11 @@ pub trait DesiredStore: Send + Sync {
     async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
     async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
     async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
+    /// Every dependency (seed 002's dependency pods).
+    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError>;
+    /// Creates or replaces by compare-and-swap, as [`DesiredStore::put_app`].
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError>;
+    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError>;
     /// The cluster's controls (default when never written).
     async fn settings(&self) -> Result<Settings, PluginError>;
     /// Writes them over the version read (else [`PluginError::Conflict`]), journaling `why`.
@@ -296,6 +346,33 @@ impl DesiredStore for LocalStore {
         let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
         let batch =
             Batch::new().delete(Table::HookTemplates, &key).event(serde_json::to_value(why).map_err(store_err)?);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError> {
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
+        snapshot
+            .table(Table::Depends)
+            .map(|(key, v)| {
+                let mut d: Dependency =
+                    serde_json::from_value(v.clone()).map_err(|e| store_err(format!("dependency {key}: {e}")))?;
+                d.version = Some(version_of(v));
+                Ok(d)
+            })
+            .collect()
+    }
+
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError> {
+        let value = serde_json::to_value(&*dependency).map_err(store_err)?;
+        let written = self.swap(Table::Depends, &dependency.key, dependency.version, value, why)?;
+        let conflict = || PluginError::Conflict { app: format!("dependency {}", dependency.key) };
+        dependency.version = Some(written.ok_or_else(conflict)?);
+        Ok(())
+    }
+
+    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError> {
+        let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
+        let batch = Batch::new().delete(Table::Depends, key).event(serde_json::to_value(why).map_err(store_err)?);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 

@@ -227,6 +227,29 @@ pub enum SchedEvent {
         instance: String,
         node: String,
     },
+    /// A copy of a dependency was started (or applied again: missing, or an older revision) on
+    /// `node` for its dependents there; `error` when the apply failed.
+    DependencyStarted {
+        dependency: String,
+        instance: String,
+        node: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A copy's last dependent left its node (namespace): it is removed after `graceSecs`.
+    DependencyIdle {
+        dependency: String,
+        instance: String,
+        node: String,
+        grace_secs: u64,
+    },
+    /// A copy idle for its whole grace period (or deleted with --force) was removed.
+    DependencyRemoved {
+        dependency: String,
+        instance: String,
+        node: String,
+        ok: bool,
+    },
 }
 
 /// Why the scheduler changed an app's desired state, journaled with the change.
@@ -307,6 +330,20 @@ pub enum DesiredChange {
     },
     Uncordoned {
         node: String,
+    },
+    /// `depend apply`: a dependency stored (`revision` bumped when its spec changed).
+    DependencyStored {
+        dependency: String,
+        revision: u64,
+    },
+    /// A copy of the dependency started, gained or lost its last dependent, or was removed.
+    DependencyCopies {
+        dependency: String,
+        copy: String,
+        what: String,
+    },
+    DependencyDeleted {
+        dependency: String,
     },
     /// A notification URL registered (seed 002's notify callbacks).
     NotifyAdded {
@@ -438,6 +475,15 @@ impl SchedEvent {
             }
             MaintenanceChanged { on: false, .. } => "maintenance off: acting again".into(),
             InstanceMissing { node, .. } => format!("placed on {node}, which lacks it: applied there again"),
+            DependencyStarted { dependency, node, error: None, .. } => format!("{dependency} on {node}"),
+            DependencyStarted { dependency, node, error: Some(e), .. } => {
+                format!("{dependency} on {node}: the apply failed: {e} (tried again)")
+            }
+            DependencyIdle { node, grace_secs, .. } => {
+                format!("on {node}: no dependent left; removed in {grace_secs} s unless one comes")
+            }
+            DependencyRemoved { node, ok: true, .. } => format!("on {node}"),
+            DependencyRemoved { node, ok: false, .. } => format!("on {node}: the delete failed"),
         }
     }
 
@@ -452,6 +498,9 @@ impl SchedEvent {
             InstanceStopped { instance, .. }
             | InstanceStarted { instance, .. }
             | InstanceMissing { instance, .. }
+            | DependencyStarted { instance, .. }
+            | DependencyIdle { instance, .. }
+            | DependencyRemoved { instance, .. }
             | InstanceLost { instance, .. }
             | Rescheduled { instance, .. }
             | StrayDeleted { instance, .. }

@@ -23,10 +23,12 @@ pub enum Table {
     HookTemplates,
     /// HookRuns with every measurement (`namespace/name`).
     HookRuns,
+    /// steward-sched's dependencies (seed 002's dependency pods, `namespace/name`).
+    Depends,
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Instances,
         Table::Specs,
         Table::Ports,
@@ -36,6 +38,7 @@ impl Table {
         Table::Revisions,
         Table::HookTemplates,
         Table::HookRuns,
+        Table::Depends,
     ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
@@ -50,6 +53,7 @@ impl Table {
             Table::Revisions => "revisions",
             Table::HookTemplates => "hooktemplates",
             Table::HookRuns => "hookruns",
+            Table::Depends => "depends",
         }
     }
 

@@ -46,6 +46,7 @@ impl Scheduler {
         if !missing.is_empty() {
             return Err(spec_err(SpecErrors(missing)));
         }
+        self.check_dependencies(&spec).await.map_err(spec_err)?;
         let placed = self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await?;
         let key = app_key(&spec);
         if self.hands_off() {
@@ -246,7 +247,12 @@ impl Scheduler {
             }
             let client = self.client(node).expect("placements name cluster nodes");
             let text = app.doc_for(node).to_string();
+            let spec = &spec;
             work.push(async move {
+                // Its dependencies run there before it does (seed 002).
+                if let Err(e) = self.start_dependencies(spec, node).await {
+                    return (node.clone(), Err(e));
+                }
                 let r =
                     client.apply_selected(&text, Format::Json, Some(ids)).await.map(|_| ()).map_err(|e| e.to_string());
                 // Tests: a scheduler killed with one node applied and the placements not yet marked.

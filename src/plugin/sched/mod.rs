@@ -5,6 +5,7 @@
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
 mod controls;
+mod depends;
 mod deploy;
 mod follow;
 mod hooks;
@@ -14,6 +15,7 @@ mod rollout;
 mod run;
 
 pub use controls::{Drifted, EngineStatus};
+pub use depends::{CopyStatus, DependencyStatus, DEFAULT_GRACE_SECS, OWNER_LABEL};
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
 pub use rollout::{NodeRollout, SchedRolloutStatus};

@@ -246,6 +246,8 @@ impl Scheduler {
                                 self.finish_deletes(node, &emit).await;
                             }
                         }
+                        let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
+                        self.sweep_dependencies(&ready, false, &emit).await;
                     }
                     let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
                     if due || last_reconcile.elapsed() >= super::reconcile::RECONCILE_EVERY {
@@ -253,6 +255,7 @@ impl Scheduler {
                         last_reconcile = Instant::now();
                         let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                         self.reconcile(&ready, &emit).await;
+                        self.sweep_dependencies(&ready, true, &emit).await;
                     }
                 }
             }

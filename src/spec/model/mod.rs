@@ -7,6 +7,7 @@
 
 mod constraint;
 mod cron;
+mod depends;
 mod job;
 pub mod pod;
 mod probe;
@@ -14,6 +15,7 @@ mod strategy;
 
 pub use constraint::*;
 pub use cron::*;
+pub use depends::*;
 pub use job::*;
 pub use pod::{Container, NetworkMode, Parameter};
 pub use probe::*;
@@ -50,6 +52,9 @@ pub struct ProcessSpec {
     /// Run as a job at every tick of a cron rule (seed 003 CronJob).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron_job: Option<CronJobSpec>,
+    /// Apps started beside this one on its hosts (seed 002's dependency pods; steward-sched).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<DependencyRef>,
 }
 
 impl ProcessSpec {

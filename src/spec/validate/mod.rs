@@ -48,6 +48,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         errors.add(&root.field("kind"), format!("must be \"{KIND}\" or \"{POD_KIND}\", found {:?}{hint}", spec.kind));
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
+    dependencies(spec, &root.field("dependencies"), errors);
     policies(spec, &root, errors);
     strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
     if spec.runs_to_completion() {
@@ -193,6 +194,31 @@ fn metadata(m: &Metadata, at: &Path, errors: &mut Errors) {
     for key in m.labels.keys() {
         if key.is_empty() {
             errors.add(&at.field("labels"), "label keys must not be empty");
+        }
+    }
+}
+
+/// Each names a dependency (`name` or `namespace/name`) once, never the app itself.
+fn dependencies(spec: &ProcessSpec, at: &Path, errors: &mut Errors) {
+    let own = format!("{}/{}", spec.metadata.namespace, spec.metadata.name);
+    let mut seen = BTreeSet::new();
+    for (i, d) in spec.dependencies.iter().enumerate() {
+        let at = at.index(i).field("name");
+        let parts: Vec<&str> = d.name.split('/').collect();
+        let bad = match parts.as_slice() {
+            [name] => check_name(name).err(),
+            [ns, name] => check_name(ns).err().or_else(|| check_name(name).err()),
+            _ => Some("expected name or namespace/name".to_string()),
+        };
+        let key = d.key(&spec.metadata.namespace);
+        if d.name.is_empty() {
+            errors.add(&at, "is required (a dependency stored with `steward-sched depend apply`)");
+        } else if let Some(e) = bad {
+            errors.add(&at, e);
+        } else if key == own {
+            errors.add(&at, "an app cannot depend on itself");
+        } else if !seen.insert(key.clone()) {
+            errors.add(&at, format!("{key} is named twice"));
         }
     }
 }

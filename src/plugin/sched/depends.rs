@@ -1,0 +1,558 @@
+//! Dependencies (seed 002's dependency pods): a spec stored once (`depend apply`), deployed
+//! nowhere until a dependent instance arrives on a host. Then one copy runs there, shared by
+//! every dependent on the host (scope `node`) or by those of one namespace (scope `namespace`,
+//! one copy per namespace, run in it). The reference count of a copy is what the desired state
+//! says: the dependents' placements on its host (and namespace), so it never drifts from them.
+//! A copy left with none is idle; the leader removes it once it stayed idle for the grace period
+//! (default 5 min, the seed's), counted from a moment kept in the store.
+//!
+//! A copy runs as an ordinary app on its host: `namespace/name` of the dependency (its namespace
+//! replaced by the dependents' in namespace scope), one instance, labelled with its owner
+//! ([`OWNER_LABEL`]).
+
+use super::{check_spec, Emit, Scheduler, UPDATE_TRIES};
+use crate::client::ClientError;
+use crate::plugin::store::{App, Dependency, DependencyCopy};
+use crate::plugin::PluginError;
+use crate::protocol::{DesiredChange, SchedEvent, SchedLine, WatchLine};
+use crate::spec::model::{DependencyRef, DependencyScope};
+use crate::spec::{Format, ProcessSpec, SpecError, SpecErrors};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The label every copy carries: the dependency it is a copy of.
+pub const OWNER_LABEL: &str = "steward/dependency";
+/// Seed 002: a dependency pod nobody verified for 5 minutes is collected.
+pub const DEFAULT_GRACE_SECS: u64 = 300;
+
+/// A dependency as `depend ls` shows it: each copy with its dependents.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyStatus {
+    pub dependency: String,
+    pub revision: u64,
+    pub grace_secs: u64,
+    /// Apps that declare it.
+    pub dependents: Vec<String>,
+    pub copies: Vec<CopyStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyStatus {
+    /// The copy's instance (`namespace/name/0`).
+    pub instance: String,
+    pub node: String,
+    /// Dependent instances placed with it (its reference count).
+    pub refs: usize,
+    pub revision: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_since_ms: Option<u64>,
+}
+
+/// A copy the dependents' placements call for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wanted {
+    node: String,
+    namespace: String,
+    refs: usize,
+}
+
+/// The dependencies an app's spec declares (read from the stored document: cheap enough to do
+/// for every app on every sweep, unlike a whole spec check).
+fn declared(app_spec: &Value) -> Vec<DependencyRef> {
+    serde_json::from_value(app_spec.get("dependencies").cloned().unwrap_or(Value::Null)).unwrap_or_default()
+}
+
+fn namespace_of(key: &str) -> &str {
+    key.split_once('/').map_or("", |(ns, _)| ns)
+}
+
+fn name_of(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(_, n)| n)
+}
+
+/// The namespace a copy runs in for a dependent in `app_namespace`.
+fn copy_namespace<'a>(dependency: &'a str, scope: DependencyScope, app_namespace: &'a str) -> &'a str {
+    match scope {
+        DependencyScope::Node => namespace_of(dependency),
+        DependencyScope::Namespace => app_namespace,
+    }
+}
+
+/// Dependency key → copy key → the copy its dependents' placements call for, with their count.
+/// An app being deleted holds none.
+fn wanted(apps: &[App]) -> BTreeMap<String, BTreeMap<String, Wanted>> {
+    let mut out: BTreeMap<String, BTreeMap<String, Wanted>> = BTreeMap::new();
+    for app in apps.iter().filter(|a| a.deleting.is_none()) {
+        let app_namespace = namespace_of(&app.key);
+        for d in declared(&app.spec) {
+            let key = d.key(app_namespace);
+            let namespace = copy_namespace(&key, d.scope, app_namespace).to_string();
+            for p in app.placements.values() {
+                let copy = DependencyCopy::key(&p.node, &namespace);
+                let w = out.entry(key.clone()).or_default().entry(copy).or_insert_with(|| Wanted {
+                    node: p.node.clone(),
+                    namespace: namespace.clone(),
+                    refs: 0,
+                });
+                w.refs += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The spec document a copy runs: one instance, in its namespace, labelled with its owner.
+fn copy_doc(dependency: &Dependency, namespace: &str) -> Value {
+    let mut doc = dependency.spec.clone();
+    doc["metadata"]["namespace"] = json!(namespace);
+    doc["metadata"]["labels"][OWNER_LABEL] = json!(dependency.key);
+    doc["spec"]["instance"] = json!(1);
+    doc
+}
+
+fn copy_instance(dependency: &str, namespace: &str) -> String {
+    format!("{namespace}/{}/0", name_of(dependency))
+}
+
+fn line(body: SchedEvent) -> WatchLine {
+    WatchLine::Sched(SchedLine::now(body))
+}
+
+impl Scheduler {
+    /// `depend apply FILE`: stores a dependency (a changed spec bumps its revision, and its
+    /// copies take it: here unless a leader applies, else by the leader's sweep). Deploys nothing
+    /// new: copies start with their first dependent.
+    pub async fn put_dependency(&self, doc: Value, grace_secs: Option<u64>) -> Result<DependencyStatus, PluginError> {
+        let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(dependency)".into(), errors })?;
+        let mut refused = Vec::new();
+        if spec.runs_to_completion() {
+            refused.push(SpecError::new("job", "a dependency runs beside its dependents: it cannot be a job"));
+        }
+        if !spec.dependencies.is_empty() {
+            refused.push(SpecError::new("dependencies", "a dependency cannot have dependencies of its own"));
+        }
+        let key = super::app_key(&spec);
+        let name = spec.metadata.name.clone();
+        if let Some(app) = self.store.apps().await?.into_iter().find(|a| name_of(&a.key) == name) {
+            let why = format!("an app is named {name} ({}): a copy in its namespace would replace it", app.key);
+            refused.push(SpecError::new("metadata.name", why));
+        }
+        if !refused.is_empty() {
+            return Err(PluginError::Spec { path: "(dependency)".into(), errors: SpecErrors(refused) });
+        }
+        let mut doc = doc;
+        doc["spec"]["instance"] = json!(1);
+        for _ in 0..UPDATE_TRIES {
+            let stored = self.store.dependencies().await?.into_iter().find(|d| d.key == key);
+            let mut dep = match stored {
+                Some(mut d) => {
+                    if d.spec != doc {
+                        d.spec = doc.clone();
+                        d.revision += 1;
+                    }
+                    d.grace_secs = grace_secs.unwrap_or(d.grace_secs);
+                    d
+                }
+                None => Dependency {
+                    key: key.clone(),
+                    spec: doc.clone(),
+                    revision: 1,
+                    grace_secs: grace_secs.unwrap_or(DEFAULT_GRACE_SECS),
+                    copies: BTreeMap::new(),
+                    version: None,
+                },
+            };
+            let why = DesiredChange::DependencyStored { dependency: key.clone(), revision: dep.revision };
+            match self.store.put_dependency(&mut dep, &why).await {
+                Ok(()) => {
+                    if !self.hands_off() {
+                        self.update_copies(&dep, &|_| {}).await;
+                    }
+                    return self.dependency_status(&key).await;
+                }
+                Err(PluginError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PluginError::Conflict { app: format!("dependency {key}") })
+    }
+
+    /// `depend ls`: every dependency, its dependents and copies.
+    pub async fn dependency_statuses(&self) -> Result<Vec<DependencyStatus>, PluginError> {
+        let apps = self.store.apps().await?;
+        let wanted = wanted(&apps);
+        Ok(self.store.dependencies().await?.iter().map(|d| status_of(d, &apps, &wanted)).collect())
+    }
+
+    async fn dependency_status(&self, key: &str) -> Result<DependencyStatus, PluginError> {
+        let all = self.dependency_statuses().await?;
+        all.into_iter().find(|d| d.dependency == key).ok_or_else(|| PluginError::Apply {
+            app: key.to_string(),
+            message: "no such dependency (`steward-sched depend ls` lists them)".into(),
+        })
+    }
+
+    /// `depend rm KEY [--force]`: refused while an app declares it, unless forced: then its
+    /// copies are deleted on every node that answers. Returns the nodes that did not (their
+    /// copies stay until removed there).
+    pub async fn delete_dependency(&self, key: &str, force: bool) -> Result<Vec<String>, PluginError> {
+        let apps = self.store.apps().await?;
+        let Some(dep) = self.store.dependencies().await?.into_iter().find(|d| d.key == key) else {
+            return Err(PluginError::Apply {
+                app: key.to_string(),
+                message: "no such dependency (`steward-sched depend ls` lists them)".into(),
+            });
+        };
+        let dependents = dependents_of(key, &apps);
+        if !dependents.is_empty() && !force {
+            return Err(PluginError::Apply {
+                app: key.to_string(),
+                message: format!(
+                    "{} depend(s) on it: delete them first, or --force (its copies are removed under them)",
+                    dependents.join(", ")
+                ),
+            });
+        }
+        let mut away = Vec::new();
+        for copy in dep.copies.values() {
+            let removed = match self.client(&copy.node) {
+                Some(client) => self.remove_copy(&client, key, &copy.namespace).await,
+                None => false,
+            };
+            if !removed {
+                away.push(copy.node.clone());
+            }
+        }
+        self.store.delete_dependency(key).await?;
+        Ok(away)
+    }
+
+    /// Checks a dependent's declared dependencies exist, by field path, and that the app does
+    /// not take a dependency's name (its copies are apps of that name).
+    pub(super) async fn check_dependencies(&self, spec: &ProcessSpec) -> Result<(), SpecErrors> {
+        let stored: BTreeSet<String> = match self.store.dependencies().await {
+            Ok(list) => list.into_iter().map(|d| d.key).collect(),
+            Err(e) => return Err(SpecErrors(vec![SpecError::new("dependencies", e.to_string())])),
+        };
+        let mut missing: Vec<SpecError> = stored
+            .iter()
+            .filter(|d| name_of(d) == spec.metadata.name)
+            .map(|d| SpecError::new("metadata.name", format!("{d} is a dependency of that name: its copies use it")))
+            .collect();
+        missing.extend(
+            spec.dependencies
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| !stored.contains(&d.key(&spec.metadata.namespace)))
+                .map(|(i, d)| {
+                    SpecError::new(
+                        format!("dependencies[{i}].name"),
+                        format!("no dependency {} (steward-sched depend apply FILE)", d.key(&spec.metadata.namespace)),
+                    )
+                }),
+        );
+        SpecErrors(missing).into_result(())
+    }
+
+    /// Starts on `node` the copies `spec`'s instances there need (a deploy, before applying
+    /// them): a dependency runs before its dependents.
+    pub(super) async fn start_dependencies(&self, spec: &ProcessSpec, node: &str) -> Result<(), String> {
+        if spec.dependencies.is_empty() {
+            return Ok(());
+        }
+        let deps = self.store.dependencies().await.map_err(|e| e.to_string())?;
+        for d in &spec.dependencies {
+            let key = d.key(&spec.metadata.namespace);
+            let Some(dep) = deps.iter().find(|x| x.key == key) else {
+                return Err(format!("no dependency {key}"));
+            };
+            let namespace = copy_namespace(&key, d.scope, &spec.metadata.namespace);
+            let copy = dep.copies.get(&DependencyCopy::key(node, namespace));
+            if copy.is_some_and(|c| c.revision == dep.revision && c.idle_since_ms.is_none()) {
+                continue;
+            }
+            self.start_copy(dep, node, namespace).await.map_err(|e| format!("dependency {key}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Applies the copy (unless it runs at the dependency's revision already) and records it
+    /// in use.
+    async fn start_copy(&self, dep: &Dependency, node: &str, namespace: &str) -> Result<bool, String> {
+        let copy_key = DependencyCopy::key(node, namespace);
+        let current = dep.copies.get(&copy_key).is_some_and(|c| c.revision == dep.revision);
+        if !current {
+            let client = self.client(node).ok_or_else(|| format!("no node {node}"))?;
+            let text = copy_doc(dep, namespace).to_string();
+            client.apply(&text, Format::Json).await.map_err(|e| e.to_string())?;
+        }
+        let (revision, started) = (dep.revision, crate::clock::now_ms());
+        let what = if current { "in use" } else { "started" };
+        self.update_dependency(&dep.key, &copy_key, what, |d| {
+            let copy = d.copies.entry(copy_key.clone()).or_insert_with(|| DependencyCopy {
+                node: node.to_string(),
+                namespace: namespace.to_string(),
+                revision,
+                started_ms: started,
+                idle_since_ms: None,
+            });
+            copy.revision = copy.revision.max(revision);
+            copy.idle_since_ms = None;
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(!current)
+    }
+
+    /// Deletes a copy on its node (gone already counts as done).
+    async fn remove_copy(&self, client: &crate::client::Client, dependency: &str, namespace: &str) -> bool {
+        match client.delete_app(namespace, name_of(dependency), Some(60.0)).await {
+            Ok(_) | Err(ClientError::Api { status: 404, .. }) => true,
+            Err(e) => {
+                tracing::warn!("removing the copy of {dependency} in {namespace}: {e}");
+                false
+            }
+        }
+    }
+
+    /// Reads dependency `key`, changes it and writes it back by compare-and-swap.
+    async fn update_dependency(
+        &self,
+        key: &str,
+        copy: &str,
+        what: &str,
+        change: impl Fn(&mut Dependency),
+    ) -> Result<(), PluginError> {
+        for _ in 0..UPDATE_TRIES {
+            let Some(mut dep) = self.store.dependencies().await?.into_iter().find(|d| d.key == key) else {
+                return Ok(());
+            };
+            change(&mut dep);
+            let why = DesiredChange::DependencyCopies {
+                dependency: key.to_string(),
+                copy: copy.to_string(),
+                what: what.to_string(),
+            };
+            match self.store.put_dependency(&mut dep, &why).await {
+                Ok(()) => return Ok(()),
+                Err(PluginError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PluginError::Conflict { app: format!("dependency {key}") })
+    }
+
+    /// Copies on an older revision of `dep` take the new one, one node at a time (seed 002's
+    /// UpdateSpec); `emit` says so.
+    async fn update_copies(&self, dep: &Dependency, emit: &(dyn Fn(&WatchLine) + Send + Sync)) {
+        for copy in dep.copies.values().filter(|c| c.revision < dep.revision) {
+            let r = self.start_copy(dep, &copy.node, &copy.namespace).await;
+            emit(&line(SchedEvent::DependencyStarted {
+                dependency: dep.key.clone(),
+                instance: copy_instance(&dep.key, &copy.namespace),
+                node: copy.node.clone(),
+                error: r.err(),
+            }));
+        }
+    }
+
+    /// The leader's sweep over the dependencies (every few seconds): copies the dependents'
+    /// placements call for on `ready` nodes are started (or take a newer revision), copies
+    /// without dependents become idle, and idle ones past their grace period are removed. With
+    /// `verify`, each copy's node is asked whether it still runs it (applied again if not).
+    pub(super) async fn sweep_dependencies(&self, ready: &BTreeSet<String>, verify: bool, emit: &Emit) {
+        let Ok(deps) = self.store.dependencies().await else { return };
+        if deps.is_empty() {
+            return;
+        }
+        let Ok(apps) = self.store.apps().await else { return };
+        let wanted = wanted(&apps);
+        let now = crate::clock::now_ms();
+        for dep in &deps {
+            let none = BTreeMap::new();
+            let want = wanted.get(&dep.key).unwrap_or(&none);
+            for (copy_key, w) in want {
+                if !ready.contains(&w.node) {
+                    continue;
+                }
+                let instance = copy_instance(&dep.key, &w.namespace);
+                let copy = dep.copies.get(copy_key);
+                let mut stale = copy.is_none_or(|c| c.revision < dep.revision);
+                if verify && !stale {
+                    stale = self.copy_missing(&w.node, &dep.key, &w.namespace).await;
+                    if stale {
+                        emit(&line(SchedEvent::InstanceMissing { instance: instance.clone(), node: w.node.clone() }));
+                    }
+                }
+                if stale {
+                    let mut dep = dep.clone();
+                    if let Some(c) = dep.copies.get_mut(copy_key) {
+                        c.revision = 0; // applied again
+                    }
+                    let r = self.start_copy(&dep, &w.node, &w.namespace).await;
+                    emit(&line(SchedEvent::DependencyStarted {
+                        dependency: dep.key.clone(),
+                        instance,
+                        node: w.node.clone(),
+                        error: r.err(),
+                    }));
+                } else if copy.is_some_and(|c| c.idle_since_ms.is_some()) {
+                    let _ = self
+                        .update_dependency(&dep.key, copy_key, "in use", |d| {
+                            if let Some(c) = d.copies.get_mut(copy_key) {
+                                c.idle_since_ms = None;
+                            }
+                        })
+                        .await;
+                }
+            }
+            for (copy_key, copy) in dep.copies.iter().filter(|(k, _)| !want.contains_key(*k)) {
+                let instance = copy_instance(&dep.key, &copy.namespace);
+                match copy.idle_since_ms {
+                    None => {
+                        let marked = self.update_dependency(&dep.key, copy_key, "idle", |d| {
+                            if let Some(c) = d.copies.get_mut(copy_key) {
+                                c.idle_since_ms.get_or_insert(now);
+                            }
+                        });
+                        if marked.await.is_ok() {
+                            emit(&line(SchedEvent::DependencyIdle {
+                                dependency: dep.key.clone(),
+                                instance,
+                                node: copy.node.clone(),
+                                grace_secs: dep.grace_secs,
+                            }));
+                        }
+                    }
+                    Some(since) if now.saturating_sub(since) >= dep.grace_secs * 1000 && ready.contains(&copy.node) => {
+                        let Some(client) = self.client(&copy.node) else { continue };
+                        let ok = self.remove_copy(&client, &dep.key, &copy.namespace).await;
+                        if ok {
+                            let _ = self
+                                .update_dependency(&dep.key, copy_key, "removed", |d| {
+                                    // Removed only if still idle: a dependent may have come meanwhile.
+                                    if d.copies.get(copy_key).is_some_and(|c| c.idle_since_ms.is_some()) {
+                                        d.copies.remove(copy_key);
+                                    }
+                                })
+                                .await;
+                        }
+                        emit(&line(SchedEvent::DependencyRemoved {
+                            dependency: dep.key.clone(),
+                            instance,
+                            node: copy.node.clone(),
+                            ok,
+                        }));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Whether `node` answers that it runs no copy of `dependency` in `namespace`.
+    async fn copy_missing(&self, node: &str, dependency: &str, namespace: &str) -> bool {
+        let Some(client) = self.client(node) else { return false };
+        let filters = [("namespace", namespace), ("name", name_of(dependency))];
+        match tokio::time::timeout(super::NODE_TIMEOUT, client.list(&filters)).await {
+            Ok(Ok(list)) => list.is_empty(),
+            _ => false,
+        }
+    }
+}
+
+/// The apps that declare `dependency`.
+fn dependents_of(dependency: &str, apps: &[App]) -> Vec<String> {
+    apps.iter()
+        .filter(|a| declared(&a.spec).iter().any(|d| d.key(namespace_of(&a.key)) == dependency))
+        .map(|a| a.key.clone())
+        .collect()
+}
+
+fn status_of(dep: &Dependency, apps: &[App], wanted: &BTreeMap<String, BTreeMap<String, Wanted>>) -> DependencyStatus {
+    let want = wanted.get(&dep.key);
+    DependencyStatus {
+        dependency: dep.key.clone(),
+        revision: dep.revision,
+        grace_secs: dep.grace_secs,
+        dependents: dependents_of(&dep.key, apps),
+        copies: dep
+            .copies
+            .iter()
+            .map(|(k, c)| CopyStatus {
+                instance: copy_instance(&dep.key, &c.namespace),
+                node: c.node.clone(),
+                refs: want.and_then(|w| w.get(k)).map_or(0, |w| w.refs),
+                revision: c.revision,
+                idle_since_ms: c.idle_since_ms,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::store::{Placement, PlacementState};
+
+    fn app(key: &str, deps: Value, nodes: &[&str]) -> App {
+        App {
+            key: key.into(),
+            spec: json!({"dependencies": deps}),
+            placements: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    (i as u32, Placement { node: n.to_string(), state: PlacementState::Placed, reschedules: 0 })
+                })
+                .collect(),
+            previous: None,
+            rollout: None,
+            stopped: Default::default(),
+            deleting: None,
+            version: None,
+        }
+    }
+
+    /// Node scope: one copy per host for every dependent there; namespace scope: one per host
+    /// and namespace; the count is the dependents' placements; an app being deleted holds none.
+    #[test]
+    fn copies_follow_the_dependents_placements() {
+        let node = json!([{"name": "infra/cache"}]);
+        let per_ns = json!([{"name": "infra/cache", "scope": "namespace"}]);
+        let mut gone = app("a/gone", node.clone(), &["h1"]);
+        gone.deleting = Some(crate::plugin::store::Deleting { since_ms: 1, nodes: Default::default() });
+        let apps = vec![
+            app("a/one", node.clone(), &["h1", "h1", "h2"]),
+            app("b/two", node.clone(), &["h1"]),
+            app("a/three", per_ns.clone(), &["h1"]),
+            app("b/four", per_ns, &["h1", "h2"]),
+            gone,
+            app("a/none", json!([]), &["h3"]),
+        ];
+        let w = &wanted(&apps)["infra/cache"];
+        let refs: BTreeMap<&str, usize> = w.iter().map(|(k, w)| (k.as_str(), w.refs)).collect();
+        assert_eq!(refs, BTreeMap::from([("h1/infra", 3), ("h2/infra", 1), ("h1/a", 1), ("h1/b", 1), ("h2/b", 1)]));
+        assert_eq!(wanted(&apps).len(), 1);
+        assert_eq!(dependents_of("infra/cache", &apps), ["a/one", "b/two", "a/three", "b/four", "a/gone"]);
+    }
+
+    #[test]
+    fn a_copy_runs_one_instance_in_its_namespace_with_its_owner() {
+        let dep = Dependency {
+            key: "infra/cache".into(),
+            spec: json!({"metadata": {"name": "cache", "namespace": "infra"}, "spec": {"instance": 1}}),
+            revision: 1,
+            grace_secs: 300,
+            copies: BTreeMap::new(),
+            version: None,
+        };
+        let doc = copy_doc(&dep, "game");
+        assert_eq!(doc["metadata"]["namespace"], "game");
+        assert_eq!(doc["metadata"]["labels"][OWNER_LABEL], "infra/cache");
+        assert_eq!(copy_instance(&dep.key, "game"), "game/cache/0");
+    }
+}
