@@ -31,6 +31,8 @@ impl Docker {
                 other => out.write_all(other.as_ref()).await,
             };
         }
+        let _ = out.flush().await;
+        let _ = err.flush().await;
     }
 
     /// Appends the container's output to `<dir>/<name>.stdout.log` and `.stderr.log` (where
@@ -59,6 +61,8 @@ impl Docker {
                 let marker = format!("{} {}", crate::clock::rfc3339_utc(now), crate::logs::run_marker(now));
                 let _ = out_file.write_all(marker.as_bytes()).await;
                 let _ = err_file.write_all(marker.as_bytes()).await;
+                let _ = out_file.flush().await;
+                let _ = err_file.flush().await;
             }
             let options = q::LogsOptions {
                 follow: true,
@@ -79,8 +83,12 @@ impl Docker {
                 // The position first, naming the file's length before this line: a crash
                 // between the two writes is told apart at resume by that length.
                 position.advance(&position_file, stamp, is_err, path);
-                // With Docker's timestamp in front: `steward logs --timestamps` shows it.
+                // With Docker's timestamp in front: `steward logs --timestamps` shows it. Flushed
+                // before the next line's position is taken: a tokio file's write completes in the
+                // background, and the next `advance` must read the length with this line in it
+                // (else a kill -9 right after made the next resume skip a line never written).
                 let _ = file.write_all(chunk.as_ref()).await;
+                let _ = file.flush().await;
             }
         })
     }
