@@ -1563,6 +1563,97 @@ async fn dependencies_are_shared_per_host_and_go_after_their_grace_period() {
     assert!(c.spread("n1").await["h1"] == vec![0], "the dependents stay");
 }
 
+/// Issue 21, seed 003's DaemonSet and StatefulSet as placement modes: a daemon set runs one
+/// instance on every host matching its constraint, follows a host that joins the cluster file
+/// and one that leaves it, and refuses `scale`; a stateful set applies instance k only once
+/// instance k-1 reports Ready (its readiness probe passes 2 s after its start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
+    let c = Cluster::start("f", ["a", "a", "b"]);
+    let write_cluster = |names: &[&str]| {
+        let nodes: String =
+            names.iter().map(|n| format!("[[node]]\nname = \"{n}\"\naddress = \"{}:7443\"\n", c.host(n).ip)).collect();
+        let head = "state_dir = \"sched\"\nca = \"ca.pem\"\ntoken_file = \"sched.token\"\nheartbeat_timeout_secs = 3\n";
+        std::fs::write(&c.file, format!("{head}{nodes}")).unwrap();
+    };
+    write_cluster(&["h1", "h3"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let idc_a = json!({"intersectionItem": [{"unionData": [
+        {"name": "idc", "operate": "CLUSTER", "type": 4, "set": {"item": ["a"]}}]}]});
+    let agent = app("agent", 5, json!({"daemonSet": {}, "restartPolicy": {"policy": "Always"}, "constraint": idc_a}));
+    let (code, out, err) = c.deploy("agent", &agent);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let placed_on = |out: &str| -> BTreeMap<String, String> {
+        let placed: Vec<Value> = serde_json::from_str(out).unwrap();
+        placed
+            .iter()
+            .filter(|p| p["instance"].as_str().unwrap().starts_with("test/agent/"))
+            .map(|p| (p["instance"].as_str().unwrap().to_string(), p["node"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    // h3 is in idc b, h2 not in the cluster yet: h1 alone.
+    assert_eq!(placed_on(&out), BTreeMap::from([("test/agent/0".into(), "h1".into())]), "{out}");
+    let (code, _, err) = c.sched(&["scale", "test/agent", "3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("daemon set runs one instance on every matching host"), "{err}");
+
+    // h2 joins: it gets the next index.
+    write_cluster(&["h1", "h2", "h3"]);
+    run.wait_for(20, "h2 added", |v| body_type(v) == "clusterReloaded" && v["body"]["added"] == json!(["h2"]));
+    let status_of = || placed_on(&c.sched(&["status"]).1);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while status_of().len() < 2 {
+        assert!(Instant::now() < deadline, "no instance on h2: {:?}", status_of());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        status_of(),
+        BTreeMap::from([("test/agent/0".into(), "h1".into()), ("test/agent/1".into(), "h2".into())])
+    );
+    c.host("h2").daemon.wait_state(&id("test", "agent", 1), Kind::Running, 30).await;
+    assert!(c.spread("agent").await["h3"].is_empty());
+
+    // h1 leaves: its placement goes; nothing moves to a host that does not match.
+    write_cluster(&["h2", "h3"]);
+    run.wait_for(20, "h1 removed", |v| body_type(v) == "clusterReloaded" && v["body"]["removed"] == json!(["h1"]));
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while status_of().contains_key("test/agent/0") {
+        assert!(Instant::now() < deadline, "h1's placement stays: {:?}", status_of());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(status_of(), BTreeMap::from([("test/agent/1".into(), "h2".into())]));
+    assert!(c.spread("agent").await["h3"].is_empty());
+
+    // A stateful set of 3: each Ready 2 s after its start, each started after the one before
+    // it was Ready.
+    let ready_file = "${work_base_dir}/${namespace}.${processname}.${instanceid}/ready";
+    let db = spec(
+        "db",
+        3,
+        json!({"startCmd": "sleep 2; touch ready; exec sleep 1000",
+               "probe": {"readiness": {"handler": {"type": "EXEC", "method": {"command": ["test", "-f", ready_file]}},
+                                        "period": 1}}}),
+        json!({"statefulSet": {}, "restartPolicy": {"policy": "Always"}}),
+    );
+    let (code, out, err) = c.deploy("db", &db);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("test/db: the next instance applied"), "{err}");
+    let mut starts = Vec::new();
+    for i in 0..3 {
+        let iid = id("test", "db", i);
+        let mut found = None;
+        for h in &c.hosts {
+            if let Ok(s) = h.daemon.client.status(&iid).await {
+                found = Some(s);
+            }
+        }
+        let s = found.unwrap_or_else(|| panic!("{iid} runs nowhere"));
+        starts.push(s.last_start_ms.unwrap());
+    }
+    assert!(starts[1] >= starts[0] + 2000 && starts[2] >= starts[1] + 2000, "not in order: {starts:?}");
+}
+
 /// Issue 21, seed 002's notify callbacks: a receiver on the scheduler's host gets one JSON POST
 /// per occurrence — an instance that exits, one restarting more than 3 times within 5 minutes,
 /// one missing on its node — each with an id of its own.

@@ -329,6 +329,8 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 job,
                 cron_job,
                 dependencies: Vec::new(),
+                daemon_set: None,
+                stateful_set: None,
             },
         )
 }

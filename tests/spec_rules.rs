@@ -1856,3 +1856,28 @@ fn dependencies_read_with_node_scope_by_default_and_their_mistakes_are_named() {
         ],
     );
 }
+
+#[test]
+fn daemon_and_stateful_sets_are_read_and_exclusive() {
+    use steward::spec::model::CountOrPercent;
+    // A daemon set updates with unavailable 1 and no surge (DESIGN § 7), unless it says so.
+    let s = assert_valid(&with(|d| d["daemonSet"] = json!({})));
+    assert!(s.daemon_set.is_some());
+    assert_eq!(s.strategy.budget(5), (1, 0));
+    let s = assert_valid(&with(|d| {
+        d["daemonSet"] = json!({});
+        d["strategy"] = json!({"maxUnavailable": 2});
+    }));
+    assert_eq!(s.strategy.budget(5), (2, 0));
+    assert_eq!(s.strategy.max_unavailable, Some(CountOrPercent::Count(2)));
+    assert!(assert_valid(&with(|d| d["statefulSet"] = json!({}))).stateful_set.is_some());
+    assert_error(
+        &with(|d| {
+            d["daemonSet"] = json!({});
+            d["statefulSet"] = json!({});
+        }),
+        "daemonSet",
+        "neither a job, a cron job nor a stateful set",
+    );
+    assert_error(&with(|d| d["daemonSet"] = json!({"nodes": 3})), "daemonSet.nodes", "unknown field");
+}

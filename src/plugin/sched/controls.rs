@@ -216,7 +216,9 @@ impl Scheduler {
         let mut out = Vec::new();
         for app in apps {
             let Ok(spec) = check_spec(&app.spec) else { continue };
-            let stateful = spec.metadata.labels.get(STATEFUL_LABEL).is_some_and(|v| v == "true");
+            // A stateful set is stateful by its kind, as the label marks any other app.
+            let stateful =
+                spec.stateful_set.is_some() || spec.metadata.labels.get(STATEFUL_LABEL).is_some_and(|v| v == "true");
             let ids: Vec<u32> = app
                 .placements
                 .iter()
@@ -238,11 +240,15 @@ impl Scheduler {
                     reason: reason.into(),
                 };
                 if stateful && !force {
-                    out.push(skip("stateful (label steward/stateful): moved only with --force"));
+                    out.push(skip("stateful (statefulSet, or label steward/stateful): moved only with --force"));
                     continue;
                 }
                 if spec.runs_to_completion() {
                     out.push(skip("a job or cron job moves with a deploy, not a drift"));
+                    continue;
+                }
+                if spec.daemon_set.is_some() {
+                    out.push(skip("a daemon set's instance belongs to its host (cordon it and change the constraint)"));
                     continue;
                 }
                 match self.move_instance(&app.key, i, from, to).await {

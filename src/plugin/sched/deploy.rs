@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// (total, stopped, kept: index → node, placed: index → node).
+type Placed = (u32, BTreeSet<u32>, BTreeMap<u32, String>, BTreeMap<u32, String>);
+
 /// How long a deploy on a shared store waits for the leading `run` to apply it.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -51,6 +54,10 @@ impl Scheduler {
         let key = app_key(&spec);
         if self.hands_off() {
             return self.wait_applied(&key).await;
+        }
+        if spec.stateful_set.is_some() {
+            // In order: each instance once the one before it is ready.
+            self.start_in_order(&key, &|what: &str| eprintln!("{key}: {what}")).await?;
         }
         // A change of what runs: rolled out node by node before `deploy` returns.
         let note = |what: &str| eprintln!("rollout of {key}: {what}");
@@ -132,6 +139,61 @@ impl Scheduler {
         self.deploy_doc_once(doc, avoid, why).await
     }
 
+    /// Places `spec.instance` instances (a job: one): placements that stay, and new ones for
+    /// lost, failed and new instances on nodes not in `avoid`. (total, stopped, kept, placed).
+    #[allow(clippy::too_many_arguments)]
+    fn place_counted(
+        &self,
+        key: &str,
+        spec: &crate::spec::ProcessSpec,
+        previous: Option<&App>,
+        avoid: &BTreeSet<String>,
+        views: &[crate::plugin::placement::NodeView],
+        down: &BTreeMap<String, String>,
+        settings: &crate::plugin::store::Settings,
+    ) -> Result<Placed, PluginError> {
+        // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
+        // their own): so a cron tick runs on exactly one host.
+        let total = if spec.runs_to_completion() { 1 } else { spec.spec.instance };
+        let stopped: BTreeSet<u32> =
+            previous.map(|a| a.stopped.iter().copied().filter(|i| *i < total).collect()).unwrap_or_default();
+        // Stay: applied (or being applied) placements whose node is reachable, or unreachable
+        // but not (yet) declared lost: never run an instance twice. An instance the operator
+        // stopped stays where it is, lost or not: it is never started elsewhere.
+        let keep: BTreeMap<u32, String> = previous
+            .into_iter()
+            .flat_map(|a| &a.placements)
+            .filter(|(i, _)| **i < total)
+            .filter(|(i, p)| {
+                matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }) || stopped.contains(i)
+            })
+            .map(|(i, p)| (*i, p.node.clone()))
+            .collect();
+        let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
+        let req = Request {
+            app: key,
+            constraint: spec.constraint.as_ref(),
+            total,
+            keep: keep.clone(),
+            place,
+            ports_per_instance: spec.random_ports(),
+            avoid: avoid.clone(),
+            closed: Default::default(),
+        };
+        let placed = super::controls::place_around_cordons(&req, views, settings).map_err(|e| {
+            let mut e = e;
+            for (node, why) in down {
+                e.refusals.push(placement::Refusal {
+                    node: node.clone(),
+                    item: None,
+                    reason: format!("unreachable: {why}"),
+                });
+            }
+            PluginError::Placement(e)
+        })?;
+        Ok((total, stopped, keep, placed))
+    }
+
     async fn deploy_doc_once(
         &self,
         doc: Value,
@@ -146,47 +208,23 @@ impl Scheduler {
         let previous = stored.clone().filter(|a| a.deleting.is_none());
         let (views, down) = self.read_nodes().await;
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
-        // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
-        // their own): so a cron tick runs on exactly one host.
-        let total = if spec.runs_to_completion() { 1 } else { spec.spec.instance };
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
-        let stopped: BTreeSet<u32> =
-            previous.as_ref().map(|a| a.stopped.iter().copied().filter(|i| *i < total).collect()).unwrap_or_default();
-        // Stay: applied (or being applied) placements whose node is reachable, or unreachable
-        // but not (yet) declared lost: never run an instance twice. An instance the operator
-        // stopped stays where it is, lost or not: it is never started elsewhere.
-        let keep: BTreeMap<u32, String> = previous
-            .iter()
-            .flat_map(|a| &a.placements)
-            .filter(|(i, _)| **i < total)
-            .filter(|(i, p)| {
-                matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }) || stopped.contains(i)
-            })
-            .map(|(i, p)| (*i, p.node.clone()))
-            .collect();
-        let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
-        let req = Request {
-            app: &key,
-            constraint: spec.constraint.as_ref(),
-            total,
-            keep: keep.clone(),
-            place,
-            ports_per_instance: spec.random_ports(),
-            avoid: avoid.clone(),
-            closed: Default::default(),
-        };
         let settings = self.store.settings().await?;
-        let placed = super::controls::place_around_cordons(&req, &views, &settings).map_err(|e| {
-            let mut e = e;
-            for (node, why) in &down {
-                e.refusals.push(placement::Refusal {
-                    node: node.clone(),
-                    item: None,
-                    reason: format!("unreachable: {why}"),
-                });
-            }
-            PluginError::Placement(e)
-        })?;
+        let (total, stopped, keep, placed) = if spec.daemon_set.is_some() {
+            // One instance on every matching node: its ids are the nodes' (controllers.rs).
+            let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
+            let live = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
+            let (keep, placed) =
+                super::controllers::daemon_set_placements(&key, &spec, &live, &nodes, &views, &settings);
+            let total = keep.keys().chain(placed.keys()).max().map_or(0, |m| m + 1);
+            let stopped: BTreeSet<u32> = previous
+                .as_ref()
+                .map(|a| a.stopped.iter().copied().filter(|i| keep.contains_key(i)).collect())
+                .unwrap_or_default();
+            (total, stopped, keep, placed)
+        } else {
+            self.place_counted(&key, &spec, previous.as_ref(), avoid, &views, &down, &settings)?
+        };
         let mut placements: BTreeMap<u32, Placement> = BTreeMap::new();
         for i in keep.keys() {
             placements.insert(*i, old[i].clone());
@@ -223,9 +261,15 @@ impl Scheduler {
             return Ok(self.describe(&app, &views).await);
         }
 
+        // A stateful set starts in order: what waits for an earlier instance is not applied yet.
+        let held = if spec.stateful_set.is_some() {
+            super::controllers::held_back(&app.placements, &self.ready_indexes(&app).await)
+        } else {
+            BTreeMap::new()
+        };
         // Apply per node: its selection, or delete what it should no longer run.
         let mut by_node: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for (i, p) in &app.placements {
+        for (i, p) in app.placements.iter().filter(|(i, _)| !held.contains_key(i)) {
             by_node.entry(p.node.clone()).or_default().push(*i);
         }
         let mut stale: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -285,6 +329,10 @@ impl Scheduler {
         }
         let mut applied_now: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for (i, p) in app.placements.iter_mut() {
+            if let Some(earlier) = held.get(i) {
+                p.state = PlacementState::Pending { reason: super::controllers::waits_for(*earlier) };
+                continue;
+            }
             if !placed.contains_key(i) && !matches!(p.state, PlacementState::Pending { .. }) {
                 continue;
             }

@@ -4,6 +4,7 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
+mod controllers;
 mod controls;
 mod depends;
 mod deploy;
@@ -389,10 +390,21 @@ impl Scheduler {
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
     pub async fn scale(&self, key: &str, instances: u32) -> Result<Vec<PlacedInstance>, PluginError> {
         let mut app = self.stored(key).await?;
+        let spec =
+            check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+        if spec.daemon_set.is_some() {
+            let message = "a daemon set runs one instance on every matching host: change its constraint".into();
+            return Err(PluginError::Apply { app: key.to_string(), message });
+        }
         app.spec["spec"]["instance"] = json!(instances);
         let placed = self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await?;
         if self.hands_off() {
             return self.wait_applied(key).await;
+        }
+        if spec.stateful_set.is_some() {
+            self.start_in_order(key, &|what: &str| eprintln!("{key}: {what}")).await?;
+            let (views, _) = self.read_nodes().await;
+            return Ok(self.describe(&self.stored(key).await?, &views).await);
         }
         Ok(placed)
     }

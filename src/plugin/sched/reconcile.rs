@@ -7,6 +7,7 @@
 
 use super::{check_spec, instance_id, Emit, Scheduler, NODE_TIMEOUT};
 use crate::client::ClientError;
+use crate::plugin::placement::NodeView;
 use crate::plugin::store::{App, PlacementState};
 use crate::protocol::{DeployCause, RolloutPhase, SchedEvent, SchedLine, WatchLine};
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,9 +25,11 @@ impl Scheduler {
             return;
         }
         let mut missing: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        let mut views = Vec::new();
         for node in ready {
             let Some(client) = self.client(node) else { continue };
             let Ok(Ok(doc)) = tokio::time::timeout(NODE_TIMEOUT, client.node()).await else { continue };
+            views.push(NodeView::from_node(node, &doc));
             let mut present: BTreeSet<(String, u32)> = BTreeSet::new();
             for on_node in &doc.apps {
                 let key = format!("{}/{}", on_node.namespace, on_node.name);
@@ -57,6 +60,7 @@ impl Scheduler {
                 }
             }
         }
+        self.follow_hosts(&settled, &views, emit).await;
         for (key, lacking) in missing {
             let Some(app) = settled.get(key.as_str()) else { continue };
             for (node, i) in &lacking {
@@ -82,6 +86,32 @@ fn is_settled(app: &App) -> bool {
         && !app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }))
         && !app.rollout.as_ref().is_some_and(|r| r.phase == RolloutPhase::Progressing)
         && !check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion())
+}
+
+impl Scheduler {
+    /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
+    /// no longer matches (or left the cluster) loses it. Only the nodes in `views` (heard, not
+    /// lost, answering) are placed on.
+    async fn follow_hosts(&self, settled: &BTreeMap<&str, &App>, views: &[NodeView], emit: &Emit) {
+        let Ok(settings) = self.store.settings().await else { return };
+        let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
+        for app in settled.values() {
+            let Ok(spec) = check_spec(&app.spec) else { continue };
+            if spec.daemon_set.is_none()
+                || !super::controllers::daemon_set_drifted(app, &spec, &nodes, views, &settings)
+            {
+                continue;
+            }
+            let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
+            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                emit(&line(SchedEvent::RescheduleFailed {
+                    app: app.key.clone(),
+                    from: String::new(),
+                    error: format!("daemon set: {e}"),
+                }));
+            }
+        }
+    }
 }
 
 fn line(body: SchedEvent) -> WatchLine {

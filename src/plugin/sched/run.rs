@@ -115,6 +115,8 @@ impl Scheduler {
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
+                            // A host new to this leader: daemon sets may be owed an instance there.
+                            reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                             // A node new to this `run` may have missed templates stored meanwhile,
                             // and deletes made while it was away.
                             self.sync_hook_templates(&node).await;
@@ -337,6 +339,10 @@ impl Scheduler {
                     .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !lost.contains(&p.node))
         });
         for app in pending {
+            // A stateful set's instances waiting for an earlier one: only once it is ready.
+            if super::controllers::waits_in_order(app) && !self.can_advance(app).await {
+                continue;
+            }
             let why = DeployCause::Rescheduled { reason: "placements not applied yet".into() };
             match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 Ok(_) => emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() })),
@@ -403,6 +409,16 @@ impl Scheduler {
                     reason: "a job or cron job is not moved while its node may still run it (one host per tick); \
                              deploy it again to move it"
                         .into(),
+                }));
+                continue;
+            }
+            if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
+                emit(&sched_line(SchedEvent::NotRescheduled {
+                    app: Some(app.key.clone()),
+                    instance: None,
+                    node: node.to_string(),
+                    policy,
+                    reason: DAEMON_SET_STAYS.into(),
                 }));
                 continue;
             }
@@ -630,9 +646,22 @@ impl Scheduler {
             }));
             return;
         }
+        if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(id.to_string()),
+                node: node.to_string(),
+                policy,
+                reason: DAEMON_SET_STAYS.into(),
+            }));
+            return;
+        }
         self.reschedule(&app, &[id.index], node, lost, "failed", emit).await;
     }
 }
+
+/// Why a daemon set's instance is never placed elsewhere.
+const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
 
 fn sched_line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))

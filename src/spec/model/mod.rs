@@ -6,6 +6,7 @@
 //! and folded into the canonical one by [`ProcessSpec::normalize`]; docs/spec.md lists them.
 
 mod constraint;
+mod controllers;
 mod cron;
 mod depends;
 mod job;
@@ -14,6 +15,7 @@ mod probe;
 mod strategy;
 
 pub use constraint::*;
+pub use controllers::*;
 pub use cron::*;
 pub use depends::*;
 pub use job::*;
@@ -52,6 +54,12 @@ pub struct ProcessSpec {
     /// Run as a job at every tick of a cron rule (seed 003 CronJob).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron_job: Option<CronJobSpec>,
+    /// One instance on every matching host (seed 003 DaemonSet; steward-sched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon_set: Option<DaemonSetSpec>,
+    /// Instance k starts once instance k-1 is ready (seed 003 StatefulSet; steward-sched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stateful_set: Option<StatefulSetSpec>,
     /// Apps started beside this one on its hosts (seed 002's dependency pods; steward-sched).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<DependencyRef>,
@@ -565,6 +573,12 @@ impl ProcessSpec {
     pub fn normalize(&mut self) -> Vec<super::error::SpecError> {
         use super::error::{Path, SpecError};
         let mut conflicts = Vec::new();
+        // A daemon set updates with unavailable 1 and no surge (DESIGN § 7): its hosts have room
+        // for their one instance only.
+        if self.daemon_set.is_some() {
+            self.strategy.max_unavailable.get_or_insert(CountOrPercent::Count(1));
+            self.strategy.max_surge.get_or_insert(CountOrPercent::Count(0));
+        }
         let procs = Path::root().field("spec").field("template").field("spec").field("processes");
         for (pi, p) in self.spec.template.spec.processes.iter_mut().enumerate() {
             let pp = procs.index(pi);

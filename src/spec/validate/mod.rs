@@ -49,6 +49,11 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     }
     metadata(&spec.metadata, &root.field("metadata"), errors);
     dependencies(spec, &root.field("dependencies"), errors);
+    if spec.daemon_set.is_some() && (spec.runs_to_completion() || spec.stateful_set.is_some()) {
+        errors.add(&root.field("daemonSet"), "a daemon set is neither a job, a cron job nor a stateful set");
+    } else if spec.stateful_set.is_some() && spec.runs_to_completion() {
+        errors.add(&root.field("statefulSet"), "a stateful set is neither a job nor a cron job");
+    }
     policies(spec, &root, errors);
     strategy::strategy(&spec.strategy, spec.spec.instance, &root.field("strategy"), errors);
     if spec.runs_to_completion() {
