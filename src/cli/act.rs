@@ -1,7 +1,7 @@
 //! `steward start|stop|restart|reload`: an action on each instance in turn, and with a timeout
 //! (the default) a wait until the instance got where the action leads.
 
-use super::commands::{exit_code, state_word, targets};
+use super::commands::{ends_the_command, exit_code, state_word, targets};
 use super::steward::{exit, Output, Targets};
 use crate::client::{Client, ClientError};
 use crate::supervisor::record::InstanceStatus;
@@ -46,7 +46,7 @@ pub async fn run(client: &Client, action: &str, t: Targets, output: Output) -> R
                 }
                 results.push(s);
             }
-            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
+            Err(e) if ends_the_command(&e) => return Err(e),
             Err(e) => {
                 eprintln!("steward: {id}: {e}");
                 if exit_code(&e) == exit::FAILED {

@@ -3,8 +3,7 @@
 
 use super::steward::{exit, Output};
 use crate::client::{parse_instance_id, Client, ClientError};
-use crate::config::Config;
-use crate::spec::{self, Format, InstanceId};
+use crate::spec::{self, Format, InstanceId, Roots};
 use crate::supervisor::record::InstanceStatus;
 use crate::supervisor::state::Kind;
 use std::path::Path;
@@ -17,9 +16,11 @@ pub(super) struct How {
     pub auto_rollback: bool,
 }
 
+/// Applies `file`. `roots`: this host's, when the daemon is this host's; None for a remote
+/// daemon, which checks the spec's paths against its own roots.
 pub(super) async fn apply(
     client: &Client,
-    config: &Config,
+    roots: Option<&Roots>,
     file: &Path,
     How { wait, timeout, auto_rollback }: How,
     output: Output,
@@ -32,12 +33,24 @@ pub(super) async fn apply(
         }
     };
     let format = Format::for_path(file, &text);
-    // Validate locally first, so mistakes are named with the file.
-    if let Err(e) = spec::parse(&text, format, &config.roots()) {
+    // Validate here first, so mistakes are named with the file.
+    let checked = match roots {
+        Some(roots) => spec::parse(&text, format, roots).map(drop),
+        None => spec::parse_document(&text, format).and_then(|doc| crate::plugin::sched::check_spec(&doc)).map(drop),
+    };
+    if let Err(e) = checked {
         eprintln!("{}: {e}", file.display());
         return Ok(exit::INVALID);
     }
-    let applied = client.apply_with(&text, format, None, auto_rollback).await?;
+    let applied = match client.apply_with(&text, format, None, auto_rollback).await {
+        Ok(a) => a,
+        // What only the daemon could check (a remote daemon's paths), named with the file too.
+        Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
+            eprintln!("{}: {}", file.display(), spec::SpecErrors(errors));
+            return Ok(exit::INVALID);
+        }
+        Err(e) => return Err(e),
+    };
     if output == Output::Text {
         if applied.unchanged {
             println!(

@@ -5,6 +5,7 @@
 
 use super::apply::apply;
 use super::delete::delete;
+use super::endpoint::Endpoint;
 use super::show::{ls, node, status};
 use super::steward::{exit, Command, Output, Targets};
 use super::values::values;
@@ -13,43 +14,44 @@ use crate::config::Config;
 use crate::spec::{self, InstanceId};
 use crate::supervisor::record::now_ms;
 use crate::supervisor::state::State;
-use std::path::Path;
 
-pub async fn run(command: Command, config: &Config, socket: &Path, output: Output) -> anyhow::Result<i32> {
-    let client = Client::new(socket);
+pub async fn run(command: Command, endpoint: &Endpoint, output: Output) -> anyhow::Result<i32> {
+    let client = endpoint.client();
     let result = match command {
         Command::Apply { file, wait, timeout, auto_rollback } => {
             let how = super::apply::How { wait, timeout, auto_rollback };
-            apply(&client, config, &file, how, output).await
+            // A remote daemon checks the paths against its own roots, which this host does not know.
+            let roots = endpoint.local_config().map(Config::roots);
+            apply(client, roots.as_ref(), &file, how, output).await
         }
-        Command::Ls { namespace, name, state } => ls(&client, namespace, name, state, output).await,
-        Command::Status { id } => status(&client, &id, output).await,
-        Command::Start(t) => super::act::run(&client, "start", t, output).await,
-        Command::Stop(t) => super::act::run(&client, "stop", t, output).await,
-        Command::Restart(t) => super::act::run(&client, "restart", t, output).await,
-        Command::Reload(t) => super::act::run(&client, "reload", t, output).await,
-        Command::Delete(t) => delete(&client, t, output).await,
-        Command::Events { follow, since } => super::events::run(&client, since, follow, output).await,
+        Command::Ls { namespace, name, state } => ls(client, namespace, name, state, output).await,
+        Command::Status { id } => status(client, &id, output).await,
+        Command::Start(t) => super::act::run(client, "start", t, output).await,
+        Command::Stop(t) => super::act::run(client, "stop", t, output).await,
+        Command::Restart(t) => super::act::run(client, "restart", t, output).await,
+        Command::Reload(t) => super::act::run(client, "reload", t, output).await,
+        Command::Delete(t) => delete(client, t, output).await,
+        Command::Events { follow, since } => super::events::run(client, since, follow, output).await,
         Command::Logs { id, follow, tail, stream, container, timestamps } => {
             let request = super::logs::LogsRequest { id: &id, follow, tail, stream, process: container, timestamps };
-            return super::logs::run(config, socket, request, output).await;
+            return super::logs::run(endpoint, request, output).await;
         }
-        Command::Node => node(&client, output).await,
-        Command::Rollout(cmd) => super::rollout::run(&client, cmd, output).await,
-        Command::Hook(cmd) => super::hook::run(&client, cmd, output).await,
+        Command::Node => node(client, output).await,
+        Command::Rollout(cmd) => super::rollout::run(client, cmd, output).await,
+        Command::Hook(cmd) => super::hook::run(client, cmd, output).await,
         Command::Job(super::steward::JobCommand::Logs { job, run, tail, stream }) => {
-            let id = match super::job::run_for_logs(&client, &job, run).await {
+            let id = match super::job::run_for_logs(client, &job, run).await {
                 Ok(id) => id,
-                Err(e) => return Ok(report(e, socket)),
+                Err(e) => return Ok(report(e, endpoint)),
             };
             let request =
                 super::logs::LogsRequest { id: &id, follow: false, tail, stream, process: None, timestamps: false };
-            return super::logs::run(config, socket, request, output).await;
+            return super::logs::run(endpoint, request, output).await;
         }
-        Command::Job(cmd) => super::job::run(&client, cmd, output).await,
-        Command::Cron(cmd) => super::job::cron(&client, cmd, output).await,
-        Command::Secret(cmd) => values(&client, "secrets", cmd, output).await,
-        Command::Configmap(cmd) => values(&client, "configmaps", cmd, output).await,
+        Command::Job(cmd) => super::job::run(client, cmd, output).await,
+        Command::Cron(cmd) => super::job::cron(client, cmd, output).await,
+        Command::Secret(cmd) => values(client, "secrets", cmd, output).await,
+        Command::Configmap(cmd) => values(client, "configmaps", cmd, output).await,
         Command::Validate { .. }
         | Command::Render { .. }
         | Command::Completions { .. }
@@ -60,19 +62,16 @@ pub async fn run(command: Command, config: &Config, socket: &Path, output: Outpu
     };
     match result {
         Ok(code) => Ok(code),
-        Err(e) => Ok(report(e, socket)),
+        Err(e) => Ok(report(e, endpoint)),
     }
 }
 
 /// Prints a client error the way a person needs it; returns the exit code.
-fn report(e: ClientError, socket: &Path) -> i32 {
+pub(super) fn report(e: ClientError, endpoint: &Endpoint) -> i32 {
     let code = exit_code(&e);
     match e {
-        ClientError::Unreachable { source, .. } => {
-            eprintln!("steward: cannot reach stewardd at {}: {source}", socket.display());
-            eprintln!("  start it with `systemctl start stewardd`, or in the foreground with `stewardd`");
-            eprintln!("  (another socket: --socket PATH or STEWARD_SOCKET)");
-        }
+        ClientError::Unreachable { source, .. } => endpoint.explain_unreachable(&source),
+        ClientError::Api { status: 401, message, .. } => endpoint.explain_refused_token(&message),
         ClientError::Api { message, errors, .. } => {
             if errors.is_empty() {
                 eprintln!("steward: {message}");
@@ -85,13 +84,19 @@ fn report(e: ClientError, socket: &Path) -> i32 {
     code
 }
 
+/// Whether no other request of the command can fare better: the daemon cannot be reached, or
+/// refuses the token. A verb acting on several instances stops at once and reports it.
+pub(super) fn ends_the_command(e: &ClientError) -> bool {
+    matches!(e, ClientError::Unreachable { .. } | ClientError::Api { status: 401, .. })
+}
+
 /// The one mapping from a failed request to steward(1)'s exit codes, for every verb: a verb
 /// acting on several instances must not turn "no such instance" into "could not carry it out".
 pub(super) fn exit_code(e: &ClientError) -> i32 {
     match e {
         ClientError::Unreachable { .. } => exit::UNREACHABLE,
         ClientError::Api { status: 404 | 410, .. } => exit::NOT_FOUND,
-        ClientError::Api { status: 403, .. } => exit::FORBIDDEN,
+        ClientError::Api { status: 401 | 403, .. } => exit::FORBIDDEN,
         ClientError::Api { status: 400 | 422, .. } => exit::INVALID,
         ClientError::Api { .. } | ClientError::Protocol(_) => exit::FAILED,
     }

@@ -2,7 +2,7 @@
 //! (namespace/name) with their specs, waiting up to the timeout for each.
 
 use super::act::{first_failure, reason};
-use super::commands::{exit_code, state_word, targets};
+use super::commands::{ends_the_command, exit_code, state_word, targets};
 use super::steward::{exit, DeleteTargets, Output};
 use crate::client::{parse_instance_id, Client, ClientError};
 
@@ -42,7 +42,7 @@ pub(super) async fn delete(client: &Client, t: DeleteTargets, output: Output) ->
                 eprintln!("steward: {id}: delete did not finish in {} s{now}", t.timeout);
                 code = first_failure(code, exit::FAILED);
             }
-            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
+            Err(e) if ends_the_command(&e) => return Err(e),
             // Listed a moment ago (--all), gone since (its own delete completed): as asked.
             Err(ClientError::Api { status: 404, .. }) if t.all => {
                 if output == Output::Text {
@@ -92,7 +92,7 @@ async fn delete_apps(
                 eprintln!("steward: {app}: delete did not finish in {} s", timeout.unwrap_or_default());
                 code = first_failure(code, exit::FAILED);
             }
-            Err(e @ ClientError::Unreachable { .. }) => return Err(e),
+            Err(e) if ends_the_command(&e) => return Err(e),
             Err(ClientError::Api { status: 404, .. }) => {
                 eprintln!("steward: no app {app}");
                 code = first_failure(code, exit::NOT_FOUND);

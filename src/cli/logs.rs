@@ -4,13 +4,13 @@
 //! A process's lines carry no time and their order across files is recorded nowhere, so files
 //! come oldest-written first, each line with its file; with `-f`, new lines as the daemon sees
 //! them (every 100 ms). A pod's lines have Docker's time (`--timestamps` shows it). `--stream`
-//! and `--container` pick one stream or one process/container when the order matters. With the
-//! daemon unreachable the files under the configured run directory are read directly, and that
-//! is said.
+//! and `--container` pick one stream or one process/container when the order matters. With this
+//! host's daemon unreachable the files under the configured run directory are read directly, and
+//! that is said; a remote daemon's files are not on this host, so then it is only told.
 
+use super::endpoint::Endpoint;
 use super::steward::{exit, Output, Stream};
-use crate::client::{parse_instance_id, Client, ClientError, LogLine};
-use crate::config::Config;
+use crate::client::{parse_instance_id, ClientError, LogLine};
 use std::io::Write;
 use std::path::Path;
 
@@ -26,7 +26,7 @@ pub struct LogsRequest<'a> {
 }
 
 /// Runs `steward logs`; returns the exit code.
-pub async fn run(config: &Config, socket: &Path, req: LogsRequest<'_>, output: Output) -> anyhow::Result<i32> {
+pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> anyhow::Result<i32> {
     let iid = parse_instance_id(req.id).map_err(anyhow::Error::msg)?;
     let mut query = vec![("tail", req.tail.to_string()), ("follow", req.follow.to_string())];
     if let Some(s) = req.stream {
@@ -37,7 +37,8 @@ pub async fn run(config: &Config, socket: &Path, req: LogsRequest<'_>, output: O
     }
     let mut out = std::io::stdout().lock();
     let mut failed = None;
-    let result = Client::new(socket)
+    let result = endpoint
+        .client()
         .logs(&iid, &query, |l| match print_line(&mut out, &l, req.timestamps, output) {
             Ok(()) => true,
             Err(e) => {
@@ -55,16 +56,16 @@ pub async fn run(config: &Config, socket: &Path, req: LogsRequest<'_>, output: O
             eprintln!("steward: {message}");
             Ok(exit::NOT_FOUND)
         }
-        Err(e @ ClientError::Unreachable { .. }) => {
+        Err(e @ ClientError::Unreachable { .. }) => match endpoint.local_config() {
             // The files are still worth reading: where the configuration says they are.
-            let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
-            eprintln!("steward: {e}; showing the log files in {} as they are", dir.display());
-            read_files(&dir, &req, output, &mut out)
-        }
-        Err(e) => {
-            eprintln!("steward: {e}");
-            Ok(super::commands::exit_code(&e))
-        }
+            Some(config) => {
+                let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
+                eprintln!("steward: {e}; showing the log files in {} as they are", dir.display());
+                read_files(&dir, &req, output, &mut out)
+            }
+            None => Ok(super::commands::report(e, endpoint)),
+        },
+        Err(e) => Ok(super::commands::report(e, endpoint)),
     }
 }
 

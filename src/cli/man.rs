@@ -122,13 +122,15 @@ Bad command\-line usage: an unknown command or option, a malformed instance id, 
 \fB\-o json\fR where it cannot apply (\fBcompletions\fR).
 .TP
 \fB3\fR
-stewardd could not be reached (\fBlogs\fR then still shows the log files, and says so).
+stewardd could not be reached (\fBlogs\fR then still shows the log files, and says so), or with
+\fB\-\-remote\fR its certificate did not verify against \fB\-\-ca\fR.
 .TP
 \fB4\fR
 No such instance, secret or configmap.
 .TP
 \fB5\fR
-The caller may not do this (only root and the socket group may change things).
+The caller may not do this (only root and the socket group may change things; over
+\fB\-\-remote\fR, only a write token), or a remote daemon refused the token.
 .TP
 \fB6\fR
 stewardd could not carry the request out. With a wait (\fBapply \-\-wait\fR; \fBstart\fR,
@@ -141,6 +143,12 @@ stewardd's configuration file, as \fB\-\-config\fR.
 .TP
 \fBSTEWARD_SOCKET\fR
 stewardd's API socket, as \fB\-\-socket\fR.
+.TP
+\fBSTEWARD_REMOTE\fR, \fBSTEWARD_TOKEN_FILE\fR, \fBSTEWARD_CA\fR
+A remote stewardd's listener, the file holding its bearer token and the CA that signed its
+certificate, as \fB\-\-remote\fR, \fB\-\-token\-file\fR and \fB\-\-ca\fR. Every command that
+talks to stewardd then talks to that one; \fBvalidate\fR and \fBrender\fR still use this
+host's configuration.
 .SH FILES
 .TP
 \fI/etc/steward/stewardd.toml\fR
@@ -156,6 +164,7 @@ Example specs.
 steward apply \-f /usr/share/doc/steward/examples/ticker.toml \-\-wait
 steward ls
 steward logs demo/ticker/0 \-f
+steward \-\-remote https://10.0.0.5:7443 \-\-ca ca.pem \-\-token\-file op.token ls
 steward completions bash > /etc/bash_completion.d/steward
 .EE
 .SH "SEE ALSO"

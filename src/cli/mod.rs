@@ -6,6 +6,7 @@ mod apply;
 pub mod commands;
 pub mod daemon;
 mod delete;
+pub mod endpoint;
 pub mod events;
 mod hook;
 mod job;

@@ -1,5 +1,6 @@
 //! `steward`: the operator's command line.
 
+use super::endpoint::{parse_remote_url, Endpoint, RemoteOptions, RemoteUrl};
 use crate::config::Config;
 use crate::spec::{self, RenderContext, SpecErrors};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -38,6 +39,28 @@ pub struct Cli {
     /// stewardd's API socket (default: the config's `socket`).
     #[arg(long, global = true, value_name = "PATH", env = "STEWARD_SOCKET")]
     pub socket: Option<PathBuf>,
+    /// Drive a remote stewardd instead, through its remote listener (remote.listen):
+    /// https://HOST:PORT or HOST:PORT. Needs --token-file and --ca.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "STEWARD_REMOTE",
+        value_parser = parse_remote_url,
+        conflicts_with = "socket",
+        requires_all = ["token_file", "ca"]
+    )]
+    pub remote: Option<RemoteUrl>,
+    /// With --remote: the file holding the bearer token (its first line that is neither blank
+    /// nor a # comment), one of the daemon's remote.tokens_file.
+    #[arg(long, global = true, value_name = "FILE", env = "STEWARD_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// With --remote: the CA certificate (PEM) that signed the daemon's certificate.
+    #[arg(long, global = true, value_name = "FILE", env = "STEWARD_CA")]
+    pub ca: Option<PathBuf>,
+    /// With --remote: the name the daemon's certificate must carry (default: the URL's host).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub server_name: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -510,11 +533,11 @@ fn parse_port_assignment(s: &str) -> Result<(String, u16), String> {
 
 /// Runs the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
-    let config = Config::load(cli.config.as_deref())?;
-    let socket = cli.socket.clone().unwrap_or_else(|| config.socket.clone());
+    // This host's configuration, for the commands that need it: a remote daemon's is its own.
+    let config = || Config::load(cli.config.as_deref());
     match cli.command {
-        Command::Validate { files } => Ok(validate(&files, &config, cli.output)),
-        Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config),
+        Command::Validate { files } => Ok(validate(&files, &config()?, cli.output)),
+        Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config()?),
         Command::Cert { dir, name, dns, ips } => {
             let dns = if dns.is_empty() { vec![name.clone()] } else { dns };
             match crate::tls::generate(&dir, &name, &dns, &ips) {
@@ -556,8 +579,29 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(exit::OK)
         }
         other => {
+            let endpoint = match &cli.remote {
+                Some(url) => {
+                    // clap refuses --remote without them already; this keeps the same word.
+                    let (Some(token_file), Some(ca)) = (&cli.token_file, &cli.ca) else {
+                        eprintln!("steward: --remote needs --token-file FILE and --ca FILE");
+                        return Ok(exit::USAGE);
+                    };
+                    let options = RemoteOptions { url, token_file, ca, server_name: cli.server_name.as_deref() };
+                    match Endpoint::remote(options) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            eprintln!("steward: {e}");
+                            return Ok(exit::USAGE);
+                        }
+                    }
+                }
+                None => {
+                    let config = config()?;
+                    Endpoint::local(cli.socket.clone().unwrap_or_else(|| config.socket.clone()), config)
+                }
+            };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(super::commands::run(other, &config, &socket, cli.output))
+            runtime.block_on(super::commands::run(other, &endpoint, cli.output))
         }
     }
 }

@@ -13,6 +13,9 @@ use hyper_util::rt::TokioIo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod token;
+pub use token::{read_token_file, TokenFileError};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot reach stewardd at {}: {source}", socket.display())]

@@ -105,13 +105,7 @@ impl Cluster {
 }
 
 fn read_token(path: &Path) -> Result<String, PluginError> {
-    let err = |message: String| PluginError::Cluster { path: path.to_path_buf(), message };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let token = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default();
-    if token.is_empty() {
-        return Err(err("holds no token".into()));
-    }
-    Ok(token.split_whitespace().next().unwrap_or_default().to_string())
+    crate::client::read_token_file(path).map_err(|e| PluginError::Cluster { path: e.path, message: e.message })
 }
 
 #[cfg(test)]

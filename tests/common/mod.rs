@@ -3,6 +3,7 @@
 
 pub mod docker;
 pub mod http;
+pub mod remote;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
