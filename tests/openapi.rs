@@ -815,6 +815,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::PendingApplied { app: app_key.clone() },
         SchedEvent::InstanceMissing { instance: "ns/app/3".into(), node: "h2".into() },
         SchedEvent::MaintenanceChanged { on: true, reason: "moving racks".into() },
+        SchedEvent::RevisionBehind { app: app_key.clone(), node: "h2".into(), revision: Some(3), error: None },
         SchedEvent::DependencyStarted {
             dependency: "infra/cache".into(),
             instance: "game/cache/0".into(),
@@ -858,6 +859,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::PendingApplied { .. }
             | SchedEvent::InstanceMissing { .. }
             | SchedEvent::MaintenanceChanged { .. }
+            | SchedEvent::RevisionBehind { .. }
             | SchedEvent::DependencyStarted { .. }
             | SchedEvent::DependencyIdle { .. }
             | SchedEvent::DependencyRemoved { .. } => {}
@@ -1019,6 +1021,7 @@ fn every_protocol_type_matches_its_schema() {
                 name: "app".into(),
                 labels: BTreeMap::new(),
                 instances: vec![InstanceOnNode { index: 0, state: Kind::Running, ready: true }],
+                hash: "0123456789abcdef".into(),
             }],
             events: JournalBounds {
                 first_seq: 1,

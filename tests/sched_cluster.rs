@@ -1654,6 +1654,74 @@ async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
     assert!(starts[1] >= starts[0] + 2000 && starts[2] >= starts[1] + 2000, "not in order: {starts:?}");
 }
 
+/// Issue 21's reconcile, beyond missing and stray instances: a node that runs another spec of an
+/// app than the one meant for it (an operator's apply there, as a node that missed a rollout)
+/// gets the meant one again (and a node running the meant one is left alone); an instance that
+/// went Failed while no leader listened (the run was down) is placed elsewhere by its policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_updates_a_node_behind_and_acts_on_a_failure_it_missed() {
+    let c = Cluster::start("r", ["a", "a", "a"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let on_h1 = json!({"intersectionItem": [{"unionData": [
+        {"name": "hostname", "operate": "CLUSTER", "type": 4, "set": {"item": ["h1"]}}]}]});
+    let web = app("web", 1, json!({"restartPolicy": {"policy": "Always"}, "constraint": on_h1}));
+    let (code, out, err) = c.deploy("web", &web);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let h1 = &c.host("h1").daemon;
+    let web0 = id("test", "web", 0);
+    h1.wait_state(&web0, Kind::Running, 30).await;
+    let hash_on_h1 = || async {
+        let node = h1.client.node().await.unwrap();
+        node.apps.iter().find(|a| a.name == "web").map(|a| a.hash.clone()).unwrap()
+    };
+    let meant = hash_on_h1().await;
+    assert_eq!(meant.len(), 16, "{meant}");
+    // A reconcile passes (10 s) without touching what runs as meant.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(!run.drain().iter().any(|v| body_type(v) == "revisionBehind"), "nothing is behind");
+
+    // An operator's apply on h1 itself: another spec runs there; the reconcile applies the meant
+    // one again.
+    let mut changed = web.clone();
+    changed["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("exec sleep 999");
+    h1.apply_json(&changed).await;
+    assert_ne!(hash_on_h1().await, meant);
+    let behind = run.wait_for(30, "behind", |v| body_type(v) == "revisionBehind" && v["body"]["node"] == "h1");
+    assert_eq!(behind["body"]["app"], "test/web");
+    assert!(behind["body"]["revision"].as_u64().is_some(), "{behind}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hash_on_h1().await != meant {
+        assert!(Instant::now() < deadline, "h1 still runs another spec");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    h1.wait_state(&web0, Kind::Running, 30).await;
+
+    // Failed while no leader listened: the next leader's reconcile places it elsewhere.
+    let flaky = app("flaky", 1, json!({"restartPolicy": {"policy": "OnFailure", "maxtimes": 1}}));
+    let (code, out, err) = c.deploy("flaky", &flaky);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let placed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let first = placed[0]["node"].as_str().unwrap().to_string();
+    let holder = &c.host(&first).daemon;
+    let flaky0 = id("test", "flaky", 0);
+    holder.wait_state(&flaky0, Kind::Running, 30).await;
+    drop(run);
+    holder.client.fail(&flaky0, "test: first").await.unwrap();
+    holder.wait(&flaky0, 30, |s| s.restarts == 1 && s.state.kind() == Kind::Running).await;
+    holder.client.fail(&flaky0, "test: second").await.unwrap();
+    holder.wait_state(&flaky0, Kind::Failed, 30).await;
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading again", |v| body_type(v) == "leading");
+    let moved = run.wait_for(40, "rescheduled by the reconcile", |v| {
+        body_type(v) == "rescheduled" && v["body"]["instance"] == "test/flaky/0"
+    });
+    assert_eq!(moved["body"]["reason"], "reconcile: failed", "{moved}");
+    let to = moved["body"]["to"].as_str().expect("placed elsewhere").to_string();
+    assert_ne!(to, first);
+    c.host(&to).daemon.wait_state(&flaky0, Kind::Running, 30).await;
+}
+
 /// Issue 21, seed 002's notify callbacks: a receiver on the scheduler's host gets one JSON POST
 /// per occurrence — an instance that exits, one restarting more than 3 times within 5 minutes,
 /// one missing on its node — each with an id of its own.

@@ -33,6 +33,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
                 name: meta.name.clone(),
                 labels: meta.labels.clone(),
                 instances: mine,
+                hash: crate::supervisor::revisions::template_hash(spec),
             }
         })
         .collect();

@@ -69,6 +69,10 @@ pub struct AppOnNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub instances: Vec<InstanceOnNode>,
+    /// The template hash of the spec it runs (its current revision's; count and strategy left
+    /// out): a scheduler tells a node that missed (or undid) a rollout by it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hash: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -227,6 +227,17 @@ pub enum SchedEvent {
         instance: String,
         node: String,
     },
+    /// The reconcile found `node` running another spec of the app than the one meant for it (it
+    /// missed a rollout, or one was undone there): the spec was applied again (`revision`: the
+    /// app's revision there now; `error` when the apply failed, tried at the next reconcile).
+    RevisionBehind {
+        app: String,
+        node: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revision: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// A copy of a dependency was started (or applied again: missing, or an older revision) on
     /// `node` for its dependents there; `error` when the apply failed.
     DependencyStarted {
@@ -475,6 +486,13 @@ impl SchedEvent {
             }
             MaintenanceChanged { on: false, .. } => "maintenance off: acting again".into(),
             InstanceMissing { node, .. } => format!("placed on {node}, which lacks it: applied there again"),
+            RevisionBehind { node, error: None, revision, .. } => format!(
+                "{node} ran another spec than the one meant for it: applied again (revision {} there)",
+                revision.unwrap_or_default()
+            ),
+            RevisionBehind { node, error: Some(e), .. } => {
+                format!("{node} runs another spec than the one meant for it; applying it: {e} (tried again)")
+            }
             DependencyStarted { dependency, node, error: None, .. } => format!("{dependency} on {node}"),
             DependencyStarted { dependency, node, error: Some(e), .. } => {
                 format!("{dependency} on {node}: the apply failed: {e} (tried again)")
@@ -492,7 +510,7 @@ impl SchedEvent {
         use SchedEvent::*;
         match self {
             NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
-            DeleteDone { app, .. } | PendingApplied { app } => app,
+            DeleteDone { app, .. } | PendingApplied { app } | RevisionBehind { app, .. } => app,
             Leading { who } | LeadershipLost { who, .. } => who,
             ClusterReloaded { .. } | ClusterReloadFailed { .. } | MaintenanceChanged { .. } => "cluster",
             InstanceStopped { instance, .. }

@@ -25,6 +25,8 @@ impl Scheduler {
             return;
         }
         let mut missing: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        let mut failed: Vec<(String, crate::spec::InstanceId)> = Vec::new();
+        let mut behind: Vec<(String, &App)> = Vec::new();
         let mut views = Vec::new();
         for node in ready {
             let Some(client) = self.client(node) else { continue };
@@ -34,9 +36,23 @@ impl Scheduler {
             for on_node in &doc.apps {
                 let key = format!("{}/{}", on_node.namespace, on_node.name);
                 let Some(app) = settled.get(key.as_str()) else { continue };
+                // It runs another spec than the one meant for it here (it missed a rollout, or
+                // one was undone there): applied again, rolled out there by the spec's strategy.
+                if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == *node) {
+                    let meant = check_spec(&app.doc_for(node)).map(|s| crate::supervisor::revisions::template_hash(&s));
+                    if meant.is_ok_and(|h| h != on_node.hash) {
+                        behind.push((node.clone(), app));
+                    }
+                }
                 for inst in &on_node.instances {
                     if app.placements.get(&inst.index).is_some_and(|p| p.node == *node) {
                         present.insert((key.clone(), inst.index));
+                        // Failed there with no word of it reaching the leader (an event missed
+                        // across a failover): its policy decides now.
+                        let placed = app.placements.get(&inst.index).is_some_and(|p| p.state == PlacementState::Placed);
+                        if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
+                            failed.push((node.clone(), instance_id(&key, inst.index)));
+                        }
                         continue;
                     }
                     // Placed elsewhere, or beyond the app's count: it must not run here.
@@ -59,6 +75,12 @@ impl Scheduler {
                     }
                 }
             }
+        }
+        for (node, app) in behind {
+            self.update_behind(&node, app, emit).await;
+        }
+        for (node, id) in failed {
+            self.instance_failed(&node, &id, false, &BTreeSet::new(), "reconcile: failed", emit).await;
         }
         self.follow_hosts(&settled, &views, emit).await;
         for (key, lacking) in missing {
@@ -89,6 +111,20 @@ fn is_settled(app: &App) -> bool {
 }
 
 impl Scheduler {
+    /// Applies to `node` the spec meant for it (its instances there), which its daemon rolls
+    /// out by the spec's strategy.
+    async fn update_behind(&self, node: &str, app: &App, emit: &Emit) {
+        let Some(client) = self.client(node) else { return };
+        let text = app.doc_for(node).to_string();
+        let r = client.apply_outcome(&text, crate::spec::Format::Json, Some(&app.ids_on(node))).await;
+        emit(&line(SchedEvent::RevisionBehind {
+            app: app.key.clone(),
+            node: node.to_string(),
+            revision: r.as_ref().ok().map(|a| a.revision),
+            error: r.err().map(|e| e.to_string()),
+        }));
+    }
+
     /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
     /// no longer matches (or left the cluster) loses it. Only the nodes in `views` (heard, not
     /// lost, answering) are placed on.

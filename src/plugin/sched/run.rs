@@ -596,6 +596,20 @@ impl Scheduler {
             return;
         }
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
+        self.instance_failed(node, &id, failed_exit, lost, "failed", emit).await;
+    }
+
+    /// The instance's node gave up on it (Failed; `failed_exit`: it exited non-zero under
+    /// Never): marked Failed, and placed elsewhere unless its policy (or kind) keeps it.
+    pub(super) async fn instance_failed(
+        &self,
+        node: &str,
+        id: &crate::spec::InstanceId,
+        failed_exit: bool,
+        lost: &BTreeSet<String>,
+        why: &str,
+        emit: &Emit,
+    ) {
         let key = format!("{}/{}", id.namespace, id.name);
         let Ok(Some(mut app)) = self.store.app(&key).await else { return };
         // A job's runs end by design; its daemon retries them by its backoff. Nothing of an
@@ -656,7 +670,7 @@ impl Scheduler {
             }));
             return;
         }
-        self.reschedule(&app, &[id.index], node, lost, "failed", emit).await;
+        self.reschedule(&app, &[id.index], node, lost, why, emit).await;
     }
 }
 
