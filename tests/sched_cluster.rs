@@ -767,6 +767,27 @@ async fn a_rollout_across_hosts_keeps_the_budget_app_wide() {
         let took = history.revisions.iter().filter(|r| r.revision > revisions_before[&h.name]).count();
         assert_eq!(took, 1, "{} took the spec once: {history:?}", h.name);
     }
+
+    // With a run leading, a deploy hands its rollout to it (two drivers would apply each step
+    // twice) and follows it to the end: each host takes the next spec once.
+    let newest = |h: &Host| {
+        let client = h.daemon.client.clone();
+        async move { client.revisions("test", "wide").await.unwrap().revisions.last().unwrap().revision }
+    };
+    let mut before = BTreeMap::new();
+    for h in &c.hosts {
+        before.insert(h.name.clone(), newest(h).await);
+    }
+    let (code, out, err) = c.deploy("wide", &wide("4", "exec sleep 1000", budget.clone()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("the leading run (") && err.contains("drives it"), "{err}");
+    let (_, out, _) = c.sched(&["rollout", "status", "test/wide"]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["rollout"]["phase"], "complete", "{out}");
+    for h in &c.hosts {
+        let history = h.daemon.client.revisions("test", "wide").await.unwrap();
+        let took = history.revisions.iter().filter(|r| r.revision > before[&h.name]).count();
+        assert_eq!(took, 1, "{} took the spec once: {history:?}", h.name);
+    }
 }
 
 /// Hooks across hosts (issue 19): a template stored by steward-sched reaches every host; a

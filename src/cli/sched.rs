@@ -670,7 +670,7 @@ async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedO
         }
     };
     if drive {
-        if let crate::protocol::RolloutPhase::Failed { reason } = sched.drive_rollout(&app, &note).await? {
+        if let crate::protocol::RolloutPhase::Failed { reason } = sched.finish_rollout(&app, &note).await? {
             return Err(PluginError::Apply { app, message: format!("the rollout failed: {reason}") });
         }
     }

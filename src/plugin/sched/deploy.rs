@@ -61,7 +61,7 @@ impl Scheduler {
         }
         // A change of what runs: rolled out node by node before `deploy` returns.
         let note = |what: &str| eprintln!("rollout of {key}: {what}");
-        match self.drive_rollout(&key, &note).await? {
+        match self.finish_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
                 Err(PluginError::Apply { app: key.clone(), message: format!("the rollout failed: {reason}") })
             }

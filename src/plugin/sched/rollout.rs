@@ -225,6 +225,56 @@ impl Scheduler {
         }
     }
 
+    /// Sees `key`'s rollout to its end: drives it here, unless a `run` leads the cluster (it
+    /// drives rollouts: two drivers would apply each step twice), in which case this follows
+    /// what the leader does, telling `note` each node's step. Returns the phase it ended in (a
+    /// rollout that failed and went back: Failed).
+    pub async fn finish_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, PluginError> {
+        let first = self.stored(key).await?.rollout;
+        match &first {
+            None => return Ok(RolloutPhase::Complete),
+            Some(r) if r.phase != RolloutPhase::Progressing => return Ok(r.phase.clone()),
+            Some(_) => {}
+        }
+        let Some(leader) = self.store.leader().await else { return self.drive_rollout(key, note).await };
+        note(&format!("the leading run ({leader}) drives it"));
+        let mut told: BTreeSet<String> = BTreeSet::new();
+        let mut failed: Option<String> = None;
+        loop {
+            let app = self.stored(key).await?;
+            let Some(rollout) = app.rollout.clone() else { return Ok(RolloutPhase::Complete) };
+            for node in rollout.applied.keys() {
+                if told.insert(format!("applied {node}")) {
+                    note(&format!("{node}: takes the new spec"));
+                }
+            }
+            for node in &rollout.done {
+                if told.insert(format!("done {node}")) {
+                    note(&format!("{node}: rolled out"));
+                }
+            }
+            let went_back = rollout.rollback && first.as_ref().is_none_or(|f| f.started_ms != rollout.started_ms);
+            match &rollout.phase {
+                RolloutPhase::Progressing => {}
+                RolloutPhase::Failed { reason } => {
+                    let auto = check_spec(&app.spec).is_ok_and(|s| s.strategy.auto_rollback);
+                    if !auto || rollout.rollback || app.previous.is_none() {
+                        return Ok(rollout.phase);
+                    }
+                    // The leader goes back next (autoRollback): followed to its end.
+                    failed.get_or_insert_with(|| reason.clone());
+                }
+                RolloutPhase::Complete if went_back => {
+                    let reason = failed.unwrap_or_else(|| "the rollout failed".into());
+                    let reason = format!("{reason}; autoRollback went back to the previous spec");
+                    return Ok(RolloutPhase::Failed { reason });
+                }
+                phase => return Ok(phase.clone()),
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
+        }
+    }
+
     /// The first node (by name) not done decides: it needs the spec, it rolls, it failed.
     async fn next_step(&self, app: &App, rollout: &SchedRollout) -> Next {
         let (namespace, name) = app.key.split_once('/').unwrap_or(("", &app.key));
