@@ -177,13 +177,18 @@ start_daemon() {
     done
     fail "the installed stewardd did not answer on /run/steward/stewardd.sock"
 }
-# "ns/name/id pid state restarts" per instance, sorted.
+# "ns/name/id pid state restarts" per instance, sorted. A cron job's runs are left out: they
+# come and go on their own ticks (the example's every 10 s), upgrade or not.
 instances() {
+    /usr/bin/steward -o json cron ls >"$work/crons.json"
     /usr/bin/steward -o json ls | python3 -c '
 import json, sys
+crons = {c["app"] for c in json.load(open(sys.argv[1]))}
 for s in json.load(sys.stdin):
     i = s["id"]
-    print("%s/%s/%s" % (i["namespace"], i["name"], i["index"]), s["pid"], s["state"]["state"], s["restarts"])' | sort
+    if "%s/%s" % (i["namespace"], i["name"]) in crons:
+        continue
+    print("%s/%s/%s" % (i["namespace"], i["name"], i["index"]), s["pid"], s["state"]["state"], s["restarts"])' "$work/crons.json" | sort
 }
 start_daemon
 for unit in ticker.toml gamesvc.json; do

@@ -898,6 +898,7 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::NotifyAdded { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::NotifyRemoved { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::Drifted { app: app.clone(), instance: 1, from: "h2".into(), to: "h3".into() },
+        DesiredChange::NodeState { node: "h2".into(), state: steward::protocol::NodeState::Lost },
         DesiredChange::DependencyStored { dependency: "infra/cache".into(), revision: 2 },
         DesiredChange::DependencyCopies {
             dependency: "infra/cache".into(),
@@ -935,6 +936,7 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::NotifyAdded { .. }
             | DesiredChange::NotifyRemoved { .. }
             | DesiredChange::Drifted { .. }
+            | DesiredChange::NodeState { .. }
             | DesiredChange::DependencyStored { .. }
             | DesiredChange::DependencyCopies { .. }
             | DesiredChange::DependencyDeleted { .. }

@@ -1645,6 +1645,22 @@ async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
     }
     assert_eq!(status_of(), BTreeMap::from([("test/agent/1".into(), "h2".into())]));
     assert!(c.spread("agent").await["h3"].is_empty());
+    // The leader's node records: h1 removed, the others up, with what their daemons said.
+    let (code, out, err) = c.sched(&["node", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    let nodes: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let state_of = |name: &str| {
+        let n = nodes.iter().find(|n| n["name"] == name).unwrap_or_else(|| panic!("{name} not listed: {out}"));
+        (n["inClusterFile"].as_bool().unwrap(), n["record"]["state"].as_str().unwrap_or("none").to_string())
+    };
+    assert_eq!(state_of("h1"), (false, "removed".to_string()), "{out}");
+    assert_eq!(state_of("h2"), (true, "up".to_string()), "{out}");
+    assert_eq!(state_of("h3"), (true, "up".to_string()), "{out}");
+    let h2 = nodes.iter().find(|n| n["name"] == "h2").unwrap();
+    assert_eq!(
+        (h2["record"]["hostname"].as_str(), h2["record"]["attributes"]["idc"].as_str()),
+        (Some("h2"), Some("a"))
+    );
 
     // A stateful set of 3: each Ready 2 s after its start, each started after the one before
     // it was Ready.

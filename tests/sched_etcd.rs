@@ -8,7 +8,9 @@ use common::Etcd;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use steward::plugin::etcd::EtcdStore;
-use steward::plugin::store::{App, Dependency, DependencyCopy, DesiredStore, Placement, PlacementState};
+use steward::plugin::store::{
+    App, Dependency, DependencyCopy, DesiredStore, NodeRecord, NodeState, Placement, PlacementState,
+};
 use steward::plugin::PluginError;
 use steward::protocol::DesiredChange;
 
@@ -104,6 +106,19 @@ async fn records_are_swapped_by_revision_and_watched() {
     b.delete_dependency("infra/cache").await.unwrap();
     assert!(a.dependencies().await.unwrap().is_empty());
 
+    // Node records: written by the leader, read by any.
+    let record = NodeRecord {
+        name: "h1".into(),
+        state: NodeState::Lost,
+        since_ms: 7,
+        address: "10.0.0.1:7443".into(),
+        hostname: "h1".into(),
+        attributes: BTreeMap::from([("idc".into(), "a".into())]),
+        labels: BTreeMap::new(),
+    };
+    a.put_node_record(&record).await.unwrap();
+    assert_eq!(b.node_records().await.unwrap(), vec![record]);
+
     // Every change journaled under the prefix with why; nothing outside the prefix.
     let mut kv = etcd_client::Client::connect([format!("http://{}", etcd.endpoint)], None).await.unwrap();
     let journal = kv.get("/t1/journal/", Some(etcd_client::GetOptions::new().with_prefix())).await.unwrap();
@@ -114,7 +129,16 @@ async fn records_are_swapped_by_revision_and_watched() {
         .collect();
     assert_eq!(
         kinds,
-        ["deployed", "lost", "stopped", "appDeleted", "dependencyStored", "dependencyCopies", "dependencyDeleted"]
+        [
+            "deployed",
+            "lost",
+            "stopped",
+            "appDeleted",
+            "dependencyStored",
+            "dependencyCopies",
+            "dependencyDeleted",
+            "nodeState"
+        ]
     );
     let all = kv.get("/", Some(etcd_client::GetOptions::new().with_prefix().with_keys_only())).await.unwrap();
     assert!(all.kvs().iter().all(|kv| kv.key().starts_with(b"/t1/")), "only under the prefix");

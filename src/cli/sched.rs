@@ -197,6 +197,9 @@ pub enum SchedMaintenanceCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum SchedNodeCommand {
+    /// Every node: in the cluster file or not, its state as the leading run last recorded it
+    /// (up, lost, removed), what its daemon said of itself, its cordon.
+    Ls,
     /// Nothing new is placed on NODE (or, --preferred, only when no other node fits); what runs
     /// there stays.
     Cordon {
@@ -393,6 +396,9 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, reason } } => {
                 sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
             }
+            SchedCommand::Node { command: SchedNodeCommand::Ls } => {
+                sched.node_listing().await.map(|nodes| print_nodes(&nodes, output))
+            }
             SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
                 sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
             }
@@ -454,6 +460,31 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
         }
     })
+}
+
+fn print_nodes(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(nodes).unwrap_or_default());
+        return;
+    }
+    println!("{:<12} {:<8} {:<25} {:<22} {:<16} CORDON", "NODE", "STATE", "SINCE", "ADDRESS", "HOSTNAME");
+    for n in nodes {
+        let (state, since, address, hostname) = match &n.record {
+            Some(r) => {
+                let state = serde_json::to_value(r.state).ok().and_then(|v| v.as_str().map(String::from));
+                (
+                    state.unwrap_or_default(),
+                    crate::clock::rfc3339_utc(r.since_ms),
+                    r.address.clone(),
+                    r.hostname.clone(),
+                )
+            }
+            None => ("unknown".into(), "-".into(), String::new(), String::new()),
+        };
+        let state = if n.in_cluster_file || state == "removed" { state } else { format!("{state}*") };
+        let cordon = n.cordon.as_ref().map_or("-", |c| if c.preferred { "preferred" } else { "required" });
+        println!("{:<12} {state:<8} {since:<25} {address:<22} {hostname:<16} {cordon}", n.name);
+    }
 }
 
 /// `steward-sched depend ...`.

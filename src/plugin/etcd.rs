@@ -5,13 +5,14 @@
 //!   key's mod revision, so two schedulers never overwrite each other's change unseen;
 //! - `{prefix}hooktemplates/{namespace}/{name}`: a HookTemplate (JSON);
 //! - `{prefix}depends/{namespace}/{name}`: a [`Dependency`] (JSON), by compare-and-swap too;
+//! - `{prefix}nodes/{name}`: a [`NodeRecord`] (JSON), written by the leader at each change;
 //! - `{prefix}journal/{ms}-{holder}-{n}`: why each change was made (a [`DesiredChange`]), in the
 //!   same transaction as the change; the newest [`JOURNAL_KEPT`] are kept;
 //! - `{prefix}leader`: the election of the `run` that acts (a lease of [`LEASE_TTL_SECS`]).
 //!
 //! `--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (or `store =` in the cluster file) selects it.
 
-use super::store::{App, Dependency, DesiredStore, Leadership, Settings};
+use super::store::{App, Dependency, DesiredStore, Leadership, NodeRecord, Settings};
 use super::PluginError;
 use crate::protocol::DesiredChange;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
@@ -250,6 +251,19 @@ impl DesiredStore for EtcdStore {
         let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
         let ops = [TxnOp::delete(format!("{}depends/{key}", self.prefix), None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError> {
+        Ok(self.list::<NodeRecord>("nodes/").await?.into_iter().map(|(r, _)| r).collect())
+    }
+
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError> {
+        let why = DesiredChange::NodeState { node: record.name.clone(), state: record.state };
+        let value = serde_json::to_vec(record).map_err(etcd_err)?;
+        let ops = [TxnOp::put(format!("{}nodes/{}", self.prefix, record.name), value, None), self.journal_put(&why)?];
+        self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
+        self.prune_journal().await;
         Ok(())
     }
 

@@ -143,6 +143,29 @@ impl DependencyCopy {
     }
 }
 
+/// What the leading `run` knows of a node, written at each change of its state, so every
+/// scheduler sharing the store (and `node ls`) sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    /// The node's name in the cluster file.
+    pub name: String,
+    pub state: NodeState,
+    pub since_ms: u64,
+    /// Its daemon's address (from the cluster file).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub address: String,
+    /// What its daemon said of itself when last heard up.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+pub use crate::protocol::NodeState;
+
 /// Where desired state lives. Every method is one durable step.
 #[async_trait::async_trait]
 pub trait DesiredStore: Send + Sync {
@@ -162,6 +185,10 @@ pub trait DesiredStore: Send + Sync {
     /// Creates or replaces by compare-and-swap, as [`DesiredStore::put_app`].
     async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError>;
     async fn delete_dependency(&self, key: &str) -> Result<(), PluginError>;
+    /// Every node record the leading `run` wrote.
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError>;
+    /// Writes a node's record (the leader alone writes them: no compare-and-swap).
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError>;
     /// The cluster's controls (default when never written).
     async fn settings(&self) -> Result<Settings, PluginError>;
     /// Writes them over the version read (else [`PluginError::Conflict`]), journaling `why`.
@@ -373,6 +400,23 @@ impl DesiredStore for LocalStore {
     async fn delete_dependency(&self, key: &str) -> Result<(), PluginError> {
         let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
         let batch = Batch::new().delete(Table::Depends, key).event(serde_json::to_value(why).map_err(store_err)?);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError> {
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
+        snapshot
+            .table(Table::SchedNodes)
+            .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("node record {key}: {e}"))))
+            .collect()
+    }
+
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError> {
+        let value = serde_json::to_value(record).map_err(store_err)?;
+        let why = DesiredChange::NodeState { node: record.name.clone(), state: record.state };
+        let batch = Batch::new()
+            .put(Table::SchedNodes, &record.name, &value)
+            .event(serde_json::to_value(why).map_err(store_err)?);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 

@@ -30,6 +30,6 @@ pub use event::{
 pub use job::{CronBody, CronExecution, CronList, CronStatus, JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};
 pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument};
 pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
-pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, SchedEvent, SchedLine, WatchLine};
+pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, SchedEvent, SchedLine, WatchLine};
 pub use state::{ExitStatus, Kind, State, StopGoal};
 pub use status::{InstanceList, InstanceStatus, Usage};

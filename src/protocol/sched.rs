@@ -263,6 +263,18 @@ pub enum SchedEvent {
     },
 }
 
+/// A node's state as the leading `run` sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeState {
+    /// Its daemon's stream carries events and heartbeats.
+    Up,
+    /// Silent past the heartbeat timeout.
+    Lost,
+    /// Gone from the cluster file.
+    Removed,
+}
+
 /// Why the scheduler changed an app's desired state, journaled with the change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -341,6 +353,11 @@ pub enum DesiredChange {
     },
     Uncordoned {
         node: String,
+    },
+    /// The leading run saw the node's state change (up, lost, removed from the cluster file).
+    NodeState {
+        node: String,
+        state: NodeState,
     },
     /// `depend apply`: a dependency stored (`revision` bumped when its spec changed).
     DependencyStored {

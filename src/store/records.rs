@@ -25,10 +25,12 @@ pub enum Table {
     HookRuns,
     /// steward-sched's dependencies (seed 002's dependency pods, `namespace/name`).
     Depends,
+    /// steward-sched's node records (what the leading run knows of each node, by name).
+    SchedNodes,
 }
 
 impl Table {
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Instances,
         Table::Specs,
         Table::Ports,
@@ -39,6 +41,7 @@ impl Table {
         Table::HookTemplates,
         Table::HookRuns,
         Table::Depends,
+        Table::SchedNodes,
     ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
@@ -54,6 +57,7 @@ impl Table {
             Table::HookTemplates => "hooktemplates",
             Table::HookRuns => "hookruns",
             Table::Depends => "depends",
+            Table::SchedNodes => "schednodes",
         }
     }
 

@@ -11,6 +11,7 @@ mod deploy;
 mod follow;
 mod hooks;
 mod intents;
+mod nodes;
 mod reconcile;
 mod rollout;
 mod run;
@@ -19,6 +20,7 @@ pub use controls::{Drifted, EngineStatus};
 pub use depends::{CopyStatus, DependencyStatus, DEFAULT_GRACE_SECS, OWNER_LABEL};
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
+pub use nodes::NodeListing;
 pub use rollout::{NodeRollout, SchedRolloutStatus};
 
 use super::cluster::Cluster;

@@ -6,7 +6,7 @@ use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::plugin::store::{App, PlacementState};
 use crate::plugin::PluginError;
 use crate::protocol::{
-    DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem,
+    DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem, NodeState,
     SchedEvent, SchedLine, State, WatchLine,
 };
 use crate::spec::model::RestartPolicyKind;
@@ -115,6 +115,7 @@ impl Scheduler {
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
+                            self.record_node(&node, NodeState::Up).await;
                             // A host new to this leader: daemon sets may be owed an instance there.
                             reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                             // A node new to this `run` may have missed templates stored meanwhile,
@@ -124,6 +125,7 @@ impl Scheduler {
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
+                            self.record_node(&node, NodeState::Up).await;
                             self.node_back(&node, &emit).await;
                         }
                     }
@@ -175,6 +177,11 @@ impl Scheduler {
                                     removed: nodes.removed.clone(),
                                     changed: nodes.changed.clone(),
                                 }));
+                                if leadership.is_some() {
+                                    for node in &nodes.removed {
+                                        self.record_node(node, NodeState::Removed).await;
+                                    }
+                                }
                                 // What ran on a node gone from the file is as good as lost.
                                 for node in &nodes.removed {
                                     if lost.insert(node.clone()) {
@@ -229,6 +236,7 @@ impl Scheduler {
                         lost.insert(node.clone());
                         let silent = silent_for[&node].as_secs_f64();
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
+                        self.record_node(&node, NodeState::Lost).await;
                         self.node_lost(&node, &lost, &emit).await;
                     }
                     if last_sync.elapsed() > Duration::from_secs(2) {

@@ -1,0 +1,77 @@
+//! Node records: what the leading `run` knows of each node (up, lost, removed from the cluster
+//! file, and what its daemon said of itself), written to the desired store at each change, so
+//! every scheduler sharing it and `node ls` see the same.
+
+use super::{Scheduler, NODE_TIMEOUT};
+use crate::plugin::store::{NodeRecord, NodeState};
+use crate::plugin::PluginError;
+use serde::Serialize;
+
+/// A node as `node ls` shows it: the cluster file's, with the leader's record and its cordon.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeListing {
+    pub name: String,
+    /// In the cluster file this process read.
+    pub in_cluster_file: bool,
+    /// The leader's record, if one was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<NodeRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cordon: Option<crate::plugin::store::Cordon>,
+}
+
+impl Scheduler {
+    /// Records `node`'s new state; going up, with what its daemon says of itself.
+    pub(super) async fn record_node(&self, node: &str, state: NodeState) {
+        let previous = self.store.node_records().await.ok().and_then(|all| all.into_iter().find(|r| r.name == node));
+        let client = self.client(node);
+        let mut record = NodeRecord {
+            name: node.to_string(),
+            state,
+            since_ms: crate::clock::now_ms(),
+            address: client.as_ref().map(|c| c.socket().display().to_string()).unwrap_or_default(),
+            hostname: String::new(),
+            attributes: Default::default(),
+            labels: Default::default(),
+        };
+        if let Some(p) = previous {
+            if record.address.is_empty() {
+                record.address = p.address;
+            }
+            (record.hostname, record.attributes, record.labels) = (p.hostname, p.attributes, p.labels);
+        }
+        if state == NodeState::Up {
+            if let Some(Ok(Ok(doc))) = match &client {
+                Some(c) => Some(tokio::time::timeout(NODE_TIMEOUT, c.node()).await),
+                None => None,
+            } {
+                (record.hostname, record.attributes, record.labels) = (doc.hostname, doc.attributes, doc.labels);
+            }
+        }
+        if let Err(e) = self.store.put_node_record(&record).await {
+            tracing::warn!(node, "recording the node as {state:?}: {e}");
+        }
+    }
+
+    /// `node ls`: the cluster file's nodes and every node the leader recorded.
+    pub async fn node_listing(&self) -> Result<Vec<NodeListing>, PluginError> {
+        let records = self.store.node_records().await?;
+        let settings = self.store.settings().await?;
+        let mut names: Vec<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
+        for r in &records {
+            if !names.contains(&r.name) {
+                names.push(r.name.clone());
+            }
+        }
+        Ok(names
+            .into_iter()
+            .map(|name| NodeListing {
+                in_cluster_file: self.client(&name).is_some(),
+                record: records.iter().find(|r| r.name == name).cloned(),
+                cordon: settings.cordons.get(&name).cloned(),
+                name,
+            })
+            .collect())
+    }
+}
