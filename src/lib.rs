@@ -6,6 +6,7 @@ pub mod cgroups;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod cni;
 pub mod config;
 pub mod cron;
 pub mod daemon;
