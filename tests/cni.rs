@@ -169,3 +169,42 @@ async fn plugin_errors_name_the_plugin_and_a_failed_add_is_undone() {
     let e = missing.add(&net, &second).await.unwrap_err().to_string();
     assert!(e.contains("CNI plugin \"bridge\" is in none of") && e.contains("nothing"), "{e}");
 }
+
+/// What a runtime lost track of (its network container killed by hand, or itself killed between
+/// ADD and its record) is found in host-local's leases and given back; what it knows stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_nobody_knows_are_given_back() {
+    let tag = format!("cnil{}", std::process::id() % 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut ns = Netns(Vec::new());
+    let host = format!("{tag}h");
+    ns.add(&host);
+    let cni = wrapped_plugins(dir.path(), &host);
+    let net = network(dir.path(), "10.197.0.0/24");
+    let lease_dir = steward::cni::leases::host_local_dir(&net).unwrap();
+    assert_eq!(lease_dir, dir.path().join("leases").join("pods"));
+    let mut given = Vec::new();
+    for i in 0..3 {
+        let name = format!("{tag}p{i}");
+        let at = Attachment {
+            container_id: format!("pod-{i}"),
+            netns: ns.add(&name),
+            ifname: "eth0".into(),
+            args: Vec::new(),
+        };
+        given.push(cni.add(&net, &at).await.unwrap().address().unwrap());
+    }
+    let leases = steward::cni::leases::leases_in(&lease_dir);
+    let by_container: Vec<(&str, &str)> = leases.iter().map(|l| (l.container_id.as_str(), l.ifname.as_str())).collect();
+    assert_eq!(by_container, [("pod-0", "eth0"), ("pod-1", "eth0"), ("pod-2", "eth0")]);
+    // pod-1's namespace is gone (its network container killed) and nobody knows it any more.
+    ip(&["netns", "del", &format!("{tag}p1")]);
+    let known: std::collections::BTreeSet<String> = ["pod-0".to_string(), "pod-2".to_string()].into();
+    let released = cni.release_unknown(&net, &known).await;
+    assert_eq!(released.len(), 1);
+    assert_eq!((released[0].0.container_id.as_str(), released[0].0.address), ("pod-1", given[1]));
+    assert!(released[0].1.is_ok(), "{:?}", released[0].1);
+    let left: Vec<String> = steward::cni::leases::leases_in(&lease_dir).into_iter().map(|l| l.container_id).collect();
+    assert_eq!(left, ["pod-0", "pod-2"]);
+    assert!(cni.release_unknown(&net, &known).await.is_empty(), "nothing more to give back");
+}

@@ -10,6 +10,7 @@
 
 mod conf;
 mod exec;
+pub mod leases;
 
 pub use conf::NetworkList;
 pub use exec::{Attachment, Cni};
