@@ -1661,6 +1661,12 @@ async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
         (h2["record"]["hostname"].as_str(), h2["record"]["attributes"]["idc"].as_str()),
         (Some("h2"), Some("a"))
     );
+    // Durable: the same records after the leader's kill -9, and a new leader takes over.
+    drop(run);
+    let (_, again, _) = c.sched(&["node", "ls"]);
+    assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), serde_json::from_str::<Value>(&out).unwrap());
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading again", |v| body_type(v) == "leading");
 
     // A stateful set of 3: each Ready 2 s after its start, each started after the one before
     // it was Ready.
