@@ -119,6 +119,9 @@ impl Follower {
 impl Cluster {
     /// `test` (one letter) keeps two clusters of one test run apart.
     fn start(test: &str, idcs: [&str; 3]) -> Cluster {
+        // Tests run at once: two with one letter would make the same namespaces.
+        static TAKEN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+        assert!(TAKEN.lock().unwrap().insert(test.to_string()), "two tests start clusters with letter {test:?}");
         let tag = format!("s{test}{}", std::process::id() % 100_000);
         let hub = format!("{tag}hub");
         let ctl = format!("{tag}ctl");
@@ -1129,7 +1132,7 @@ async fn deletes_and_stops_hold_while_a_node_is_away() {
 /// stop; `run` follows the cluster file: a node added is followed, one removed is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_check_restarts_follow_the_policy_and_run_follows_the_cluster_file() {
-    let c = Cluster::start("r", ["a", "a", "a"]);
+    let c = Cluster::start("m", ["a", "a", "a"]);
     // run starts with h1 and h2 only.
     let full = std::fs::read_to_string(&c.file).unwrap();
     let h3_entry = "[[node]]\nname = \"h3\"\naddress = \"10.231.0.3:7443\"\n";
@@ -1443,7 +1446,7 @@ async fn cordons_drift_drain_and_maintenance() {
 /// dependents is removed only with --force.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_are_shared_per_host_and_go_after_their_grace_period() {
-    let c = Cluster::start("p", ["a", "a", "a"]);
+    let c = Cluster::start("q", ["a", "a", "a"]);
     let mut run = c.follow(&["run"]);
     run.wait_for(30, "leading", |v| body_type(v) == "leading");
     let on_h1 =
@@ -1590,7 +1593,7 @@ async fn dependencies_are_shared_per_host_and_go_after_their_grace_period() {
 /// instance k-1 reports Ready (its readiness probe passes 2 s after its start).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
-    let c = Cluster::start("f", ["a", "a", "b"]);
+    let c = Cluster::start("s", ["a", "a", "b"]);
     let write_cluster = |names: &[&str]| {
         let nodes: String =
             names.iter().map(|n| format!("[[node]]\nname = \"{n}\"\naddress = \"{}:7443\"\n", c.host(n).ip)).collect();
@@ -1703,7 +1706,7 @@ async fn daemon_sets_follow_the_hosts_and_stateful_sets_start_in_order() {
 /// went Failed while no leader listened (the run was down) is placed elsewhere by its policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_updates_a_node_behind_and_acts_on_a_failure_it_missed() {
-    let c = Cluster::start("r", ["a", "a", "a"]);
+    let c = Cluster::start("v", ["a", "a", "a"]);
     let mut run = c.follow(&["run"]);
     run.wait_for(30, "leading", |v| body_type(v) == "leading");
     let on_h1 = json!({"intersectionItem": [{"unionData": [
