@@ -1198,7 +1198,7 @@ fn unknown_fields_in_list_elements_and_nested_objects() {
 #[test]
 fn an_unknown_field_without_a_near_name_lists_the_known_ones() {
     let d = with(|d| d["zzzzzz"] = json!(1));
-    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob)");
+    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies)");
 }
 
 #[test]
