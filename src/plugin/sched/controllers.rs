@@ -103,17 +103,7 @@ pub(super) fn daemon_set_placements(
 ) -> (BTreeMap<u32, String>, BTreeMap<u32, String>) {
     let fits = |view: &NodeView| {
         let closed = settings.cordons.get(&view.name).is_some_and(|c| !c.preferred);
-        let req = Request {
-            app: key,
-            constraint: spec.constraint.as_ref(),
-            total: 1,
-            keep: BTreeMap::new(),
-            place: vec![0],
-            ports_per_instance: spec.random_ports(),
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
-        };
-        !closed && placement::place(&req, std::slice::from_ref(view)).is_ok()
+        !closed && fits_one(key, spec, view, spec.random_ports())
     };
     let answering: BTreeMap<&str, &NodeView> = views.iter().map(|v| (v.name.as_str(), v)).collect();
     let mut keep = BTreeMap::new();
@@ -144,20 +134,25 @@ pub(super) fn daemon_set_placements(
 
 /// Whether the node's attributes meet the constraint (its free ports left aside).
 fn constraint_holds(key: &str, spec: &ProcessSpec, view: &NodeView) -> bool {
+    // Its own instance is not counted against it (MAXPER and the like).
+    let mut view = view.clone();
+    view.apps.remove(key);
+    fits_one(key, spec, &view, 0)
+}
+
+/// Whether one instance of the app, needing `ports` random ports, can be placed on `view`.
+fn fits_one(key: &str, spec: &ProcessSpec, view: &NodeView, ports: usize) -> bool {
     let req = Request {
         app: key,
         constraint: spec.constraint.as_ref(),
         total: 1,
         keep: BTreeMap::new(),
         place: vec![0],
-        ports_per_instance: 0,
+        ports_per_instance: ports,
         avoid: BTreeSet::new(),
         closed: BTreeMap::new(),
     };
-    // Its own instance is not counted against it (MAXPER and the like).
-    let mut view = view.clone();
-    view.apps.remove(key);
-    placement::place(&req, std::slice::from_ref(&view)).is_ok()
+    placement::place(&req, std::slice::from_ref(view)).is_ok()
 }
 
 /// Whether the daemon set's placements differ from what the answering nodes call for: a node

@@ -363,13 +363,13 @@ impl Scheduler {
     /// placements call for on `ready` nodes are started (or take a newer revision), copies
     /// without dependents become idle, and idle ones past their grace period are removed. With
     /// `verify`, each copy's node is asked whether it still runs it (applied again if not).
-    pub(super) async fn sweep_dependencies(&self, ready: &BTreeSet<String>, verify: bool, emit: &Emit) {
+    /// `apps`: the desired state as the caller just read it.
+    pub(super) async fn sweep_dependencies(&self, apps: &[App], ready: &BTreeSet<String>, verify: bool, emit: &Emit) {
         let Ok(deps) = self.store.dependencies().await else { return };
         if deps.is_empty() {
             return;
         }
-        let Ok(apps) = self.store.apps().await else { return };
-        let wanted = wanted(&apps);
+        let wanted = wanted(apps);
         let now = crate::clock::now_ms();
         for dep in &deps {
             let none = BTreeMap::new();

@@ -255,9 +255,9 @@ impl Scheduler {
                             for node in owed {
                                 self.finish_deletes(node, &emit).await;
                             }
+                            let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
+                            self.sweep_dependencies(&apps, &ready, false, &emit).await;
                         }
-                        let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
-                        self.sweep_dependencies(&ready, false, &emit).await;
                     }
                     let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
                     if due || last_reconcile.elapsed() >= super::reconcile::RECONCILE_EVERY {
@@ -265,7 +265,9 @@ impl Scheduler {
                         last_reconcile = Instant::now();
                         let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                         self.reconcile(&ready, &emit).await;
-                        self.sweep_dependencies(&ready, true, &emit).await;
+                        if let Ok(apps) = self.store.apps().await {
+                            self.sweep_dependencies(&apps, &ready, true, &emit).await;
+                        }
                     }
                 }
             }
