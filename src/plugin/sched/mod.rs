@@ -54,6 +54,10 @@ pub struct Scheduler {
     hand_off: std::sync::atomic::AtomicBool,
     /// Where the desired state is, for `status`.
     store_name: String,
+    /// Failed instances reconcile found still placed (no event about them handled yet), with
+    /// when it first found each: acted on once one is older than [`reconcile::EVENT_LATE`]
+    /// (the event is normally only late, not lost).
+    failures_unheard: std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>,
 }
 
 /// The cluster's nodes: name and client, in the cluster file's order.
@@ -171,6 +175,7 @@ impl Scheduler {
             unreachable: Default::default(),
             hand_off: Default::default(),
             store_name,
+            failures_unheard: Default::default(),
         })
     }
 

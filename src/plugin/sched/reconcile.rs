@@ -15,6 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How often the leader reconciles without being asked.
 pub const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a Failed instance reconcile finds stays unheard (no event about it handled)
+/// before reconcile acts on it itself.
+pub const EVENT_LATE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Scheduler {
     /// One pass over the nodes in `ready` (heard, not lost).
     pub(super) async fn reconcile(&self, ready: &BTreeSet<String>, emit: &Emit) {
@@ -79,8 +83,26 @@ impl Scheduler {
         for (node, app) in behind {
             self.update_behind(&node, app, emit).await;
         }
+        // A failure just seen may have its event on the way (the node's event stream and this
+        // pass race): acted on only once it has stayed unheard for a while.
+        let overdue: BTreeSet<(String, String)> = {
+            let mut unheard = self.failures_unheard.lock().expect("failures lock");
+            let now = std::time::Instant::now();
+            let found: BTreeMap<(String, String), std::time::Instant> = failed
+                .iter()
+                .map(|(n, id)| {
+                    let k = (n.clone(), id.to_string());
+                    let since = unheard.get(&k).copied().unwrap_or(now);
+                    (k, since)
+                })
+                .collect();
+            *unheard = found;
+            unheard.iter().filter(|(_, since)| now - **since >= EVENT_LATE).map(|(k, _)| k.clone()).collect()
+        };
         for (node, id) in failed {
-            self.instance_failed(&node, &id, false, &BTreeSet::new(), "reconcile: failed", emit).await;
+            if overdue.contains(&(node.clone(), id.to_string())) {
+                self.instance_failed(&node, &id, false, &BTreeSet::new(), "reconcile: failed", emit).await;
+            }
         }
         self.follow_hosts(&settled, &views, emit).await;
         for (key, lacking) in missing {
