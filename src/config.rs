@@ -61,6 +61,16 @@ pub struct Config {
     pub docker_socket: PathBuf,
     /// Where the NUMA topology is read for pods' cpuset placement.
     pub numa_root: PathBuf,
+    /// How BRIDGE and USER pods are networked (seed 001's `--network-mode`): `cnm`, Docker's
+    /// own networks; `cni`, a network container given its address by the CNI plugins.
+    pub network_mode: NetworkModeConfig,
+    /// Where the CNI plugins are (seed 001: /data/bcs/bcs-cni/bin).
+    pub cni_bin_dir: PathBuf,
+    /// Where the CNI network configurations are (`*.conflist`, `*.conf`, `*.json`).
+    pub cni_conf_dir: PathBuf,
+    /// The CNI network of a BRIDGE pod (a USER pod names its own with its `net` parameter);
+    /// unset: the first configuration in `cni_conf_dir` by file name.
+    pub cni_network: Option<String>,
     /// What the scheduler may place by: labels (free-form) and attributes (e.g. idc, district).
     pub node: NodeConfig,
     /// The remote listener for the scheduler: TCP with TLS and bearer tokens (off by default).
@@ -69,6 +79,17 @@ pub struct Config {
     pub events: EventsConfig,
     /// Limits of the API's connections, on the local socket and the remote listener alike.
     pub connections: ConnectionsConfig,
+}
+
+/// Seed 001's network modes of the pod executor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkModeConfig {
+    /// Docker's own networks (bridge, a user network).
+    #[default]
+    Cnm,
+    /// CNI: a network container, its address from the plugins.
+    Cni,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,6 +231,10 @@ impl Default for Config {
             fetch_max_extraction_ratio: crate::fetch::DEFAULT_MAX_EXTRACTION_RATIO,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
             numa_root: PathBuf::from("/sys/devices/system/node"),
+            network_mode: NetworkModeConfig::Cnm,
+            cni_bin_dir: PathBuf::from("/data/bcs/bcs-cni/bin"),
+            cni_conf_dir: PathBuf::from("/data/bcs/bcs-cni/conf"),
+            cni_network: None,
             node: NodeConfig::default(),
             remote: RemoteConfig::default(),
             events: EventsConfig::default(),
@@ -251,6 +276,8 @@ impl Config {
             ("fetch_cache_dir", &config.fetch_cache_dir),
             ("docker_socket", &config.docker_socket),
             ("numa_root", &config.numa_root),
+            ("cni_bin_dir", &config.cni_bin_dir),
+            ("cni_conf_dir", &config.cni_conf_dir),
         ] {
             if !dir.is_absolute() {
                 return Err(format!("{key}: {} must be an absolute path", dir.display()));
@@ -326,6 +353,17 @@ mod tests {
     #[test]
     fn empty_file_is_the_default() {
         assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn network_mode_and_cni_dirs_are_read_and_checked() {
+        let c =
+            Config::parse("network_mode = \"cni\"\ncni_conf_dir = \"/etc/cni/net.d\"\ncni_network = \"pods\"").unwrap();
+        assert_eq!(c.network_mode, NetworkModeConfig::Cni);
+        assert_eq!((c.cni_bin_dir.to_str(), c.cni_network.as_deref()), (Some("/data/bcs/bcs-cni/bin"), Some("pods")));
+        let e = Config::parse("network_mode = \"calico\"").unwrap_err();
+        assert!(e.contains("network_mode") && e.contains("cnm") && e.contains("cni"), "{e}");
+        assert!(Config::parse("cni_bin_dir = \"bin\"").unwrap_err().contains("cni_bin_dir"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         numa_root: dir.path().join("numa"),
         own_paths: vec![("state_dir".into(), dir.path().join("state"))],
         revision_history: 10,
+        cni: Default::default(),
     })
     .await
     .unwrap();

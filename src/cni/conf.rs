@@ -34,6 +34,31 @@ impl NetworkList {
         })
     }
 
+    /// Every network of `dir` (the first file of each name), in file-name order.
+    pub fn all(dir: &Path) -> Result<Vec<NetworkList>, CniError> {
+        let mut out: Vec<NetworkList> = Vec::new();
+        for path in config_files(dir)? {
+            let list = NetworkList::read(&path)?;
+            if !out.iter().any(|n| n.name == list.name) {
+                out.push(list);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Network `name` in `dir`, or with no name the first configuration there (libcni's
+    /// default network).
+    pub fn find_or_first(dir: &Path, name: Option<&str>) -> Result<NetworkList, CniError> {
+        match name {
+            Some(name) => NetworkList::find(dir, name),
+            None => NetworkList::all(dir)?.into_iter().next().ok_or_else(|| CniError::NoNetwork {
+                name: "(the first)".into(),
+                dir: dir.to_path_buf(),
+                found: "none".into(),
+            }),
+        }
+    }
+
     /// Reads one configuration file.
     pub fn read(path: &Path) -> Result<NetworkList, CniError> {
         let err = |message: String| CniError::Config { path: path.to_path_buf(), message };

@@ -50,16 +50,19 @@ pub fn leases_in(dir: &Path) -> Vec<Lease> {
 }
 
 impl Cni {
-    /// Gives back (DEL, without a namespace: it may be gone) every lease of `net` whose
-    /// container is not in `known`. Returns each lease released or why it could not be.
+    /// Gives back (DEL, without a namespace: it may be gone) every lease of `net` that is
+    /// `ours` (by its container id: another runtime's are left alone) and whose container is
+    /// not in `known`. Returns each lease released or why it could not be.
     pub async fn release_unknown(
         &self,
         net: &NetworkList,
         known: &BTreeSet<String>,
+        ours: &(dyn Fn(&str) -> bool + Sync),
     ) -> Vec<(Lease, Result<(), CniError>)> {
         let Some(dir) = host_local_dir(net) else { return Vec::new() };
         let mut out = Vec::new();
-        for lease in leases_in(&dir).into_iter().filter(|l| !known.contains(&l.container_id)) {
+        let unknown = |l: &Lease| ours(&l.container_id) && !known.contains(&l.container_id);
+        for lease in leases_in(&dir).into_iter().filter(unknown) {
             let at = Attachment {
                 container_id: lease.container_id.clone(),
                 netns: String::new(),

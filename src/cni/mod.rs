@@ -11,6 +11,7 @@
 mod conf;
 mod exec;
 pub mod leases;
+pub mod pods;
 
 pub use conf::NetworkList;
 pub use exec::{Attachment, Cni};

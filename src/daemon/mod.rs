@@ -139,6 +139,11 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if (&new.docker_socket, &new.numa_root) != (&running.docker_socket, &running.numa_root) {
                 needs_restart.push("docker_socket/numa_root");
             }
+            let cni =
+                |c: &Config| (c.network_mode, c.cni_bin_dir.clone(), c.cni_conf_dir.clone(), c.cni_network.clone());
+            if cni(&new) != cni(running) {
+                needs_restart.push("network_mode/cni_bin_dir/cni_conf_dir/cni_network");
+            }
             if new.max_instances_per_app != running.max_instances_per_app {
                 needs_restart.push("max_instances_per_app");
             }
@@ -211,6 +216,12 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         },
         port_range: (config.port_range_start, config.port_range_end),
         revision_history: config.revision_history,
+        cni: crate::supervisor::CniSettings {
+            enabled: config.network_mode == crate::config::NetworkModeConfig::Cni,
+            bin_dir: config.cni_bin_dir.clone(),
+            conf_dir: config.cni_conf_dir.clone(),
+            network: config.cni_network.clone(),
+        },
         fetch: crate::fetch::FetchOptions {
             repository: config.package_repository.clone(),
             max_extracted_bytes: config.fetch_max_extracted_bytes,

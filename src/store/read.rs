@@ -43,6 +43,22 @@ impl Store {
             .map_err(|e| StoreError::corrupt(path, Snapshot::record_key(table, key), e))
     }
 
+    /// Every record of one table, in key order.
+    pub fn records(&self, table: Table) -> Result<Vec<(String, Value)>, StoreError> {
+        let path = self.path();
+        let txn = self.read_txn()?;
+        let t = txn.open_table(table.def()).map_err(db_err(path, "open table"))?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(db_err(path, "read table"))? {
+            let (k, v) = entry.map_err(db_err(path, "read table"))?;
+            let key = k.value().to_string();
+            let value = serde_json::from_slice(v.value())
+                .map_err(|e| StoreError::corrupt(path, Snapshot::record_key(table, &key), e))?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
     /// Events with `seq > after_seq`, ascending, at most `limit` of them. Events older than
     /// [`Store::first_seq`] have been pruned: a caller whose `after_seq + 1 < first_seq()`
     /// has missed some.

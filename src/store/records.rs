@@ -27,10 +27,12 @@ pub enum Table {
     Depends,
     /// steward-sched's node records (what the leading run knows of each node, by name).
     SchedNodes,
+    /// Pods' CNI attachments whose DEL is owed (by CNI container id), until it succeeds.
+    CniReleases,
 }
 
 impl Table {
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Instances,
         Table::Specs,
         Table::Ports,
@@ -42,6 +44,7 @@ impl Table {
         Table::HookRuns,
         Table::Depends,
         Table::SchedNodes,
+        Table::CniReleases,
     ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
@@ -58,6 +61,7 @@ impl Table {
             Table::HookRuns => "hookruns",
             Table::Depends => "depends",
             Table::SchedNodes => "schednodes",
+            Table::CniReleases => "cnireleases",
         }
     }
 

@@ -264,3 +264,28 @@ pub(super) fn ensure_reachable(roots: &[&PathBuf]) -> Result<(), SupervisorError
     }
     Ok(())
 }
+
+impl Supervisor {
+    /// CNI attachments at start-up, before any actor may ADD: one a record keeps for an
+    /// instance that no longer runs (a kill -9 between the pod's end and its DEL) is given back
+    /// and leaves the record; then every lease of this daemon's that no record names is given
+    /// back (a kill -9 between an ADD and its record, a network container killed by hand).
+    pub(super) async fn settle_pod_networks(&self) -> Result<(), SupervisorError> {
+        let networks = self.shared.networks.clone();
+        let mut known = std::collections::BTreeSet::new();
+        for (key, value) in self.shared.store.records(Table::Instances)? {
+            let Ok(mut rec) = serde_json::from_value::<InstanceRecord>(value) else { continue };
+            let Some(at) = rec.network.take() else { continue };
+            if rec.state.has_processes() {
+                known.insert(at.container_id);
+                continue;
+            }
+            // Owed, given back once its network container is known gone.
+            networks.release(&at, crate::cni::pods::Holder::Unknown).await.map_err(SupervisorError::Failed)?;
+            let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+            self.commit(Batch::new().put(Table::Instances, &key, &value)).await?;
+        }
+        networks.release_unknown(&known).await;
+        Ok(())
+    }
+}

@@ -56,6 +56,19 @@ pub struct SupervisorConfig {
     pub own_paths: Vec<(String, PathBuf)>,
     /// Revisions kept per app (`revision_history`).
     pub revision_history: usize,
+    /// Pods' CNI networking (seed 001's CNI mode).
+    pub cni: CniSettings,
+}
+
+/// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
+#[derive(Debug, Clone, Default)]
+pub struct CniSettings {
+    /// `network_mode = "cni"`.
+    pub enabled: bool,
+    pub bin_dir: PathBuf,
+    pub conf_dir: PathBuf,
+    /// A BRIDGE pod's network (None: the first configuration).
+    pub network: Option<String>,
 }
 
 /// Size-based rotation of the instances' log files.
@@ -88,6 +101,11 @@ pub struct Shared {
     pub docker: crate::runtime::docker::Docker,
     /// See [`SupervisorConfig::own_paths`].
     pub own_paths: Vec<(String, PathBuf)>,
+    /// The CNI side of pods: owed DELs are given back even in CNM mode (a daemon that ran in
+    /// CNI mode before may owe some).
+    pub networks: Arc<crate::cni::pods::PodNetworks>,
+    /// BRIDGE and USER pods get CNI networking.
+    pub cni_mode: bool,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -182,7 +200,25 @@ impl Supervisor {
             &config.state_dir.display().to_string(),
         )
         .with_pod_defaults(&config.host_ip, config.logs.max_bytes);
+        let networks = Arc::new(crate::cni::pods::PodNetworks::new(
+            crate::cni::Cni { bin_dirs: vec![config.cni.bin_dir.clone()], reaper: Some(reaper.clone()) },
+            docker.clone(),
+            config.cni.conf_dir.clone(),
+            config.cni.network.clone(),
+            store.clone(),
+            &config.state_dir.display().to_string(),
+        ));
+        if config.cni.enabled {
+            match networks.network(None) {
+                Ok(net) => tracing::info!("pods on CNI: network {} ({})", net.name, net.path.display()),
+                Err(e) => {
+                    tracing::error!("network_mode = \"cni\": {e}; BRIDGE and USER pods fail to start until it is there")
+                }
+            }
+        }
         let shared = Arc::new(Shared {
+            networks,
+            cni_mode: config.cni.enabled,
             docker,
             store,
             reaper,
@@ -207,7 +243,10 @@ impl Supervisor {
             drivers: Default::default(),
             hooks,
         };
+        // Before any actor may ADD: leases nothing names are given back.
+        sup.settle_pod_networks().await?;
         sup.load(config.port_range).await?;
+        sup.shared.networks.spawn_retries();
         sup.hooks.resume();
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)

@@ -66,6 +66,10 @@ pub struct InstanceRecord {
     /// Since when it has been ready (ms): a rollout counts it available after minReadySeconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_since_ms: Option<u64>,
+    /// A CNI pod's attachment (seed 001's CNI mode): recorded before its ADD, moved to the
+    /// owed DELs before it is given back (see `cni::pods`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::cni::pods::PodAttachment>,
 }
 
 impl InstanceRecord {
@@ -91,6 +95,7 @@ impl InstanceRecord {
             containers: Vec::new(),
             ready: false,
             ready_since_ms: None,
+            network: None,
         }
     }
 

@@ -12,7 +12,7 @@ mod logs;
 pub mod numa;
 mod pod;
 
-pub use pod::PodStart;
+pub use pod::{Holder, PodStart};
 
 use bollard::query_parameters as q;
 use futures_util::StreamExt;

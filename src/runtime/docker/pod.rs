@@ -32,6 +32,29 @@ pub struct PodStart<'a> {
     pub labels: &'a std::collections::BTreeMap<String, String>,
     /// The instance's run directory: a failed start's output is kept there.
     pub log_dir: &'a Path,
+    /// Networked by CNI: the holder is made with no network, and nothing is published.
+    pub cni: bool,
+    /// Values of seed-001 `$` variables known only now (a CNI pod's `HOST`, `BCS_CNI_NAME`):
+    /// the env entries that copy them take them (see `RenderedContainer::copies`).
+    pub dollar: &'a [(String, String)],
+}
+
+/// A pod's network holder as started.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub id: String,
+    /// Its pause process: the pod's network namespace is `/proc/PID/ns/net`.
+    pub pid: i64,
+}
+
+/// The Docker network a pod's own network mode names.
+fn own_network(start: &PodStart<'_>) -> String {
+    match start.pod.network {
+        NetworkMode::Host => "host".to_string(),
+        NetworkMode::Bridge => "bridge".into(),
+        NetworkMode::None => "none".into(),
+        NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
+    }
 }
 
 impl Docker {
@@ -50,34 +73,60 @@ impl Docker {
         start: &PodStart<'_>,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<String>, DockerError> {
+        let holder = self.start_pod_holder(start, cancelled).await?;
+        self.start_pod_containers(start, holder.as_ref(), cancelled).await
+    }
+
+    /// A pod's first step: its instance's leftovers removed, then its network holder made when
+    /// it needs one (always for a CNI pod: made with no network, its namespace given an address
+    /// by the CNI plugins before the containers join it).
+    pub async fn start_pod_holder(
+        &self,
+        start: &PodStart<'_>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Option<Holder>, DockerError> {
         // Leftovers of an earlier run of this instance (kept for inspection until now).
         self.remove_instance(start.instance).await?;
-        let topology = numa::Topology::read(&self.numa_root);
-        let own_network = match start.pod.network {
-            NetworkMode::Host => "host".to_string(),
-            NetworkMode::Bridge => "bridge".into(),
-            NetworkMode::None => "none".into(),
-            NetworkMode::User => start.pod.user_network.clone().unwrap_or_default(),
-        };
         let shared_network = start.pod.containers.len() > 1 || !start.pod.init_containers.is_empty();
-        let holder = if shared_network && start.pod.network != NetworkMode::Host {
-            let holder = match self.start_holder(start, &own_network).await {
-                Ok(id) if cancelled() => {
-                    let _ = self.remove(&id).await;
-                    Err(DockerError::Cancelled)
-                }
-                other => other,
-            };
-            match holder {
-                Ok(id) => Some(id),
-                Err(e) => {
-                    let _ = self.remove_instance(start.instance).await;
-                    return Err(e);
-                }
+        if !(start.cni || shared_network && start.pod.network != NetworkMode::Host) {
+            return Ok(None);
+        }
+        let network = if start.cni { "none".to_string() } else { own_network(start) };
+        let holder = match self.start_holder(start, &network).await {
+            Ok(id) if cancelled() => {
+                let _ = self.remove(&id).await;
+                Err(DockerError::Cancelled)
             }
-        } else {
-            None
+            Ok(id) => match self.inspect(&id).await {
+                Ok(info) if info.pid > 0 => Ok(Holder { id, pid: info.pid }),
+                Ok(_) => {
+                    Err(DockerError::Api { container: "(network holder)".into(), message: "it is not running".into() })
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
         };
+        match holder {
+            Ok(h) => Ok(Some(h)),
+            Err(e) => {
+                let _ = self.remove_instance(start.instance).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// A pod's second step: its init containers run to completion, then its containers
+    /// created and started in order, in `holder`'s network namespace when there is one. Any
+    /// failure removes everything of the instance (the holder too).
+    pub async fn start_pod_containers(
+        &self,
+        start: &PodStart<'_>,
+        holder: Option<&Holder>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<String>, DockerError> {
+        let topology = numa::Topology::read(&self.numa_root);
+        let own_network = own_network(start);
+        let holder = holder.map(|h| h.id.clone());
         let holder_network = || holder.as_ref().map_or(own_network.clone(), |h| format!("container:{h}"));
         for (n, c) in start.pod.init_containers.iter().enumerate() {
             let ran = self.run_init_container(start, (n, c), holder_network(), &topology, cancelled).await;
@@ -127,8 +176,9 @@ impl Docker {
         Ok(ids)
     }
 
-    /// Creates and starts the pod's network holder: the pod's network, its published ports,
-    /// the pause program. Returns its id.
+    /// Creates and starts the pod's network holder: the pod's network, its published ports
+    /// (none on CNI: the pod's own address is where it listens), the pause program. Returns its
+    /// id.
     async fn start_holder(&self, start: &PodStart<'_>, network: &str) -> Result<String, DockerError> {
         const NAME: &str = "(network holder)";
         self.ensure_pause_image().await?;
@@ -138,7 +188,7 @@ impl Docker {
         labels.insert(LABEL_CONTAINER.into(), HOLDER_INDEX.into());
         labels.insert(LABEL_INDEX.into(), HOLDER_INDEX.into());
         let ports: Vec<&RenderedContainerPort> = start.pod.containers.iter().flat_map(|c| &c.ports).collect();
-        let (exposed, bindings) = self.publishing(&ports);
+        let (exposed, bindings) = if start.cni { Default::default() } else { self.publishing(&ports) };
         let body = ContainerCreateBody {
             image: Some(PAUSE_IMAGE.into()),
             entrypoint: Some(vec!["/pause".into()]),
@@ -247,14 +297,19 @@ impl Docker {
         labels.insert(LABEL_INSTANCE.into(), start.instance.into());
         labels.insert(LABEL_CONTAINER.into(), c.name.clone());
         labels.insert(LABEL_INDEX.into(), index.to_string());
+        // An entry that copies a `$` variable known only now takes its value.
+        let late = |name: &str| {
+            let var = c.copies.iter().find(|(entry, _)| entry == name).map(|(_, var)| var)?;
+            start.dollar.iter().find(|(v, _)| v == var).map(|(_, value)| value.as_str())
+        };
         let env: Vec<String> = c
             .env
             .iter()
-            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .map(|e| (e.name.as_str(), late(&e.name).unwrap_or(e.value.as_str())))
             .chain(injected_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        let (exposed, bindings) = if publish && start.pod.network != NetworkMode::Host {
+        let (exposed, bindings) = if publish && !start.cni && start.pod.network != NetworkMode::Host {
             self.publishing(&c.ports.iter().collect::<Vec<_>>())
         } else {
             Default::default()

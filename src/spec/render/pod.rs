@@ -20,6 +20,11 @@ pub struct RenderedContainer {
     pub arguments: Vec<String>,
     /// `PORT_<name>` first, then the spec's env with `$VAR` resolved.
     pub env: Vec<EnvVar>,
+    /// Which env entries copy a seed-001 `$` variable, (entry, variable): those whose value is
+    /// known only when the container is created (a CNI pod's `HOST` and `BCS_CNI_NAME`, after
+    /// its ADD) are filled in then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<(String, String)>,
     pub ports: Vec<RenderedContainerPort>,
     pub resources: RenderedResources,
     pub health_checks: Vec<RenderedCheck>,
@@ -133,7 +138,7 @@ pub fn render_pod(
         host: ctx.host_ip.clone(),
         node_addr: ctx.host_ip.clone(),
         pod_id: pod_id(id),
-        // No CNI here: containers use docker's own networking (docs/design.md).
+        // A CNI pod learns it at its ADD: the containers get it when created (`copies`).
         cni_name: String::new(),
     };
     let mut port_numbers = std::collections::BTreeMap::new();
@@ -203,10 +208,16 @@ fn render_container(
     let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
     let mut env: Vec<EnvVar> =
         dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
+    let mut copies: Vec<(String, String)> =
+        dollar.pairs().iter().map(|(n, _)| (n.to_string(), n.to_string())).collect();
     env.extend(port_env.iter().cloned());
     for e in &c.env {
-        let value = match e.value.strip_prefix('$').and_then(|v| dollar.get(v)) {
-            Some(v) => v.to_string(),
+        let copied = e.value.strip_prefix('$').and_then(|v| Some((v, dollar.get(v)?)));
+        let value = match copied {
+            Some((var, v)) => {
+                copies.push((e.name.clone(), var.to_string()));
+                v.to_string()
+            }
             None => e.value.clone(),
         };
         env.push(EnvVar { name: e.name.clone(), value });
@@ -279,6 +290,7 @@ fn render_container(
         entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
         arguments: c.command.arguments.clone(),
         env,
+        copies,
         ports,
         resources: RenderedResources {
             cpu_cores: limit(&r.limits.cpu),

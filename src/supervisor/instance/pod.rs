@@ -8,7 +8,7 @@ use super::workload::{
 };
 use crate::health::Outcome;
 use crate::protocol::{ContainerExited, InstanceChange};
-use crate::runtime::docker::{ContainerInfo, DockerError, PodStart};
+use crate::runtime::docker::{ContainerInfo, DockerError, Holder, PodStart};
 use crate::runtime::process::ResolvedUser;
 use crate::runtime::procinfo::ProcessIdentity;
 use crate::spec::pod::NetworkMode;
@@ -81,30 +81,72 @@ impl Workload for Pod {
             t.abort();
         }
         let (instance, pod_id) = (cx.rec.key(), crate::spec::pod::pod_id(&cx.rec.id));
-        let docker = cx.shared.docker.clone();
-        let start = PodStart {
+        // An earlier run's attachment (a start cut short, an end whose DEL did not run) is
+        // given back before a new one is made, once that run's containers are gone.
+        if cx.rec.network.is_some() {
+            if let Err(e) = cx.shared.docker.remove_instance(&instance).await {
+                return Launched::Failed(format!("pod start failed: {e}"));
+            }
+        }
+        if let Err(e) = release_network(cx).await {
+            return Launched::Failed(format!("pod start failed: {e}"));
+        }
+        let cni = cx.shared.cni_mode && matches!(pod.network, NetworkMode::Bridge | NetworkMode::User);
+        let network = match cni.then(|| cx.shared.networks.network(pod.user_network.as_deref())).transpose() {
+            Ok(network) => network,
+            Err(e) => return Launched::Failed(format!("pod start failed: CNI: {e}")),
+        };
+        let (docker, spec) = (cx.shared.docker.clone(), cx.spec);
+        let mut start = PodStart {
             instance: &instance,
             pod_id: &pod_id,
             pod,
             injected_env: &self.injected_env,
             init_injected_env: &self.init_injected_env,
-            labels: &cx.spec.spec.metadata.labels,
+            labels: &spec.spec.metadata.labels,
             log_dir: &rendered.run_dir,
+            cni,
+            dollar: &[],
         };
         // Cancelled, the start removes what it made (see `Docker::start_pod`).
-        let ids = match docker.start_pod(&start, &|| cancel.is_set()).await {
+        let holder = match docker.start_pod_holder(&start, &|| cancel.is_set()).await {
+            Ok(holder) => holder,
+            Err(_) if cancel.is_set() => return Launched::Cancelled,
+            Err(e) => return Launched::Failed(format!("pod start failed: {e}")),
+        };
+        let mut dollar = Vec::new();
+        if let (Some(network), Some(holder)) = (&network, &holder) {
+            match attach(cx, network, holder, &instance).await {
+                Ok(values) => dollar = values,
+                Err(e) => {
+                    let _ = docker.remove_instance(&instance).await;
+                    return Launched::Failed(format!("pod start failed: {e}"));
+                }
+            }
+        }
+        start.dollar = &dollar;
+        let ids = match docker.start_pod_containers(&start, holder.as_ref(), &|| cancel.is_set()).await {
             Ok(ids) if cancel.is_set() => {
                 // Done before it saw the cancel.
                 for id in &ids {
                     let _ = docker.remove(id).await;
                 }
+                let _ = docker.remove_holder(&instance).await;
+                let _ = release_network(cx).await;
                 return Launched::Cancelled;
             }
             Ok(ids) => ids,
-            Err(_) if cancel.is_set() => return Launched::Cancelled,
-            Err(e) => return Launched::Failed(format!("pod start failed: {e}")),
+            Err(e) => {
+                // The start removed the holder; its attachment goes too.
+                let _ = release_network(cx).await;
+                if cancel.is_set() {
+                    return Launched::Cancelled;
+                }
+                return Launched::Failed(format!("pod start failed: {e}"));
+            }
         };
         cx.rec.containers = inspect_all(cx.shared, &ids).await;
+        show_address(cx.rec);
         cx.rec.mains = cx.rec.containers.iter().map(container_identity).collect();
         self.exited = vec![None; ids.len()];
         Launched::Running
@@ -136,6 +178,22 @@ impl Workload for Pod {
                 self.log_tasks.push(cx.shared.docker.follow_logs(&info.id, &r.run_dir, &c.name));
             }
         }
+        // A CNI pod's network container is part of it: killed by hand, it ends the pod (whose
+        // end gives the address back), reported as the index after the containers'.
+        if let Some(holder) = cx.rec.network.as_ref().map(|n| n.holder.clone()) {
+            let (tx, generation, docker, index) =
+                (cx.tx.clone(), cx.generation, cx.shared.docker.clone(), cx.rec.containers.len());
+            tokio::spawn(async move {
+                let msg = match docker.wait(&holder).await {
+                    Ok(code) => Msg::MainExited { generation, index, status: ExitStatus::Code(code as i32) },
+                    Err(DockerError::NoContainer(_)) => {
+                        Msg::MainExited { generation, index, status: ExitStatus::Unknown }
+                    }
+                    Err(e) => Msg::RuntimeLost { generation, reason: e.to_string() },
+                };
+                let _ = tx.send(msg);
+            });
+        }
     }
 
     /// After a daemon restart: the recorded containers are re-adopted if they still run (never
@@ -144,6 +202,7 @@ impl Workload for Pod {
         let found = self.look_again(cx, false).await;
         if matches!(found, Readopted::Running) {
             tracing::info!(instance = %cx.rec.id, "re-adopted {} container(s)", cx.rec.containers.len());
+            check_network(cx).await;
             cx.journal.show(cx.rec);
         }
         found
@@ -163,6 +222,13 @@ impl Workload for Pod {
     /// A container ended. Seed 001: a failure kills the whole pod; a clean exit (0) leaves the
     /// others running, and the pod ends when all have exited.
     async fn on_end(&mut self, cx: &mut Cx<'_>, index: usize, status: ExitStatus) -> Option<RunEnd> {
+        if index >= cx.rec.containers.len() {
+            tracing::warn!(instance = %cx.rec.id, "the pod's network container {status}: the pod ends");
+            let detail = ContainerExited { container: "(network container)".into(), status };
+            cx.note(InstanceChange::ContainerExited { detail }).await;
+            self.kill_pod(cx).await;
+            return Some(RunEnd { oom: None, which: Some("the network container".into()) });
+        }
         if let Some(id) = cx.rec.containers.get(index).map(|c| c.id.clone()) {
             if let Ok(info) = cx.shared.docker.inspect(&id).await {
                 cx.rec.containers[index] = info;
@@ -208,6 +274,9 @@ impl Workload for Pod {
     async fn finish_stop(&mut self, cx: &mut Cx<'_>, waited: Result<(), String>) -> Result<(), String> {
         refresh_containers(cx).await;
         if waited.is_ok() {
+            if let Err(e) = release_network(cx).await {
+                tracing::error!(instance = %cx.rec.id, "{e}");
+            }
             remove_holder(cx).await;
         }
         waited
@@ -281,8 +350,9 @@ impl Workload for Pod {
         hooks::pre_stop(&cx.rec.id, hooks, deadline)
     }
 
-    async fn before_delete(&mut self, _cx: &mut Cx<'_>) -> Result<(), String> {
-        Ok(())
+    /// A CNI pod's address is given back (owed until a DEL succeeds) before its record goes.
+    async fn before_delete(&mut self, cx: &mut Cx<'_>) -> Result<(), String> {
+        release_network(cx).await
     }
 
     async fn remove(&mut self, cx: &mut Cx<'_>) {
@@ -326,6 +396,9 @@ impl Pod {
             tracing::warn!(instance = %cx.rec.id, "kill: {e}");
         }
         refresh_containers(cx).await;
+        if let Err(e) = release_network(cx).await {
+            tracing::error!(instance = %cx.rec.id, "{e}");
+        }
         remove_holder(cx).await;
         ok
     }
@@ -342,6 +415,7 @@ impl Pod {
                     tracing::info!(instance = %cx.rec.id, "container {} ended while nobody watched", info.name);
                     let status = ExitStatus::Code(info.exit_code as i32);
                     cx.rec.containers[index] = info;
+                    show_address(cx.rec);
                     // Others may have exited cleanly too: count them before deciding.
                     self.exited = cx
                         .rec
@@ -360,8 +434,19 @@ impl Pod {
             }
         }
         cx.rec.containers = infos;
+        show_address(cx.rec);
         if !lost {
             self.exited = vec![None; cx.rec.containers.len()];
+        }
+        // A CNI pod's network container killed while nobody watched ends the pod.
+        if let Some(holder) = cx.rec.network.as_ref().map(|n| n.holder.clone()) {
+            let index = cx.rec.containers.len();
+            match cx.shared.docker.inspect(&holder).await {
+                Ok(info) if info.is_running() => {}
+                Ok(info) => return Readopted::Ended { index, status: ExitStatus::Code(info.exit_code as i32) },
+                Err(DockerError::NoContainer(_)) => return Readopted::Ended { index, status: ExitStatus::Unknown },
+                Err(e) => return Readopted::Lost(e.to_string()),
+            }
         }
         Readopted::Running
     }
@@ -446,6 +531,82 @@ async fn refresh_containers(cx: &mut Cx<'_>) {
     let ids = container_ids(cx.rec);
     if !ids.is_empty() {
         cx.rec.containers = inspect_all(cx.shared, &ids).await;
+        show_address(cx.rec);
+    }
+}
+
+/// A CNI pod's attachment: recorded durably, then ADD into the holder's namespace, its result
+/// recorded. Returns the `$` values known now (`HOST`: the pod's address; `BCS_CNI_NAME`).
+/// A failed ADD has undone itself; the attachment is given back all the same (owed DEL).
+async fn attach(
+    cx: &mut Cx<'_>,
+    network: &crate::cni::NetworkList,
+    holder: &Holder,
+    instance: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let networks = cx.shared.networks.clone();
+    let at = networks.attachment(network, &holder.id, instance);
+    cx.rec.network = Some(at.clone());
+    cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+    let netns = format!("/proc/{}/ns/net", holder.pid);
+    let added = networks.add(&at, &netns).await;
+    // A kill -9 here leaves a lease whose result no record holds: the next start gives it back.
+    crate::failpoint::hit("cni-added");
+    match added {
+        Ok(result) => {
+            let address = result.address().map(|a| a.to_string());
+            let address = address.ok_or_else(|| format!("CNI network {}: the ADD gave no address", at.network));
+            if let Some(recorded) = cx.rec.network.as_mut() {
+                recorded.result = Some(result);
+            }
+            cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+            let address = match address {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = release_network(cx).await;
+                    return Err(e);
+                }
+            };
+            tracing::info!(instance = %cx.rec.id, "CNI network {}: {address} on {}", at.network, at.ifname);
+            Ok(vec![("HOST".into(), address), ("BCS_CNI_NAME".into(), at.ifname.clone())])
+        }
+        Err(e) => {
+            let _ = release_network(cx).await;
+            Err(format!("CNI ADD: {e}"))
+        }
+    }
+}
+
+/// A re-adopted CNI pod's attachment, checked (CNI CHECK): a failure is reported, not acted
+/// on — the pod keeps its address and runs on, as it did while the daemon was away.
+async fn check_network(cx: &Cx<'_>) {
+    let Some(at) = &cx.rec.network else { return };
+    let Ok(info) = cx.shared.docker.inspect(&at.holder).await else { return };
+    match cx.shared.networks.check(at, &format!("/proc/{}/ns/net", info.pid)).await {
+        Ok(()) => tracing::info!(instance = %cx.rec.id, "CNI network {}: CHECK passed", at.network),
+        Err(e) => tracing::warn!(instance = %cx.rec.id, "CNI network {}: CHECK failed: {e}", at.network),
+    }
+}
+
+/// Gives a CNI pod's attachment back (DEL in the holder's namespace while it runs: every
+/// caller removes it right after), owed durably until a DEL succeeds, and takes it off the
+/// record. Err: the DEL could not even be
+/// recorded as owed; the record keeps the attachment.
+async fn release_network(cx: &mut Cx<'_>) -> Result<(), String> {
+    let Some(at) = cx.rec.network.clone() else { return Ok(()) };
+    let holder = cx.shared.networks.holder(&at).await;
+    cx.shared.networks.release(&at, holder).await?;
+    cx.rec.network = None;
+    cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+    Ok(())
+}
+
+/// A CNI pod's address in its containers' info (seed 001's `IPAddress`): Docker knows none
+/// for containers on another's network namespace.
+fn show_address(rec: &mut InstanceRecord) {
+    let Some(address) = rec.network.as_ref().and_then(|n| n.address()) else { return };
+    for c in &mut rec.containers {
+        c.ip_address = address.to_string();
     }
 }
 
