@@ -358,6 +358,10 @@ async fn the_example_unit_runs_on_cni() {
     assert!(ip.starts_with("10.232.5."), "{:?}", st.containers);
     let page = host.netns.get(&format!("http://{ip}:8080/"));
     assert_eq!(page.as_deref(), Some(format!("HOST is {ip}, CNI interface eth0").as_str()));
+    // Nothing is published: PORT_http is the port at the pod's address.
+    let env = docker::inspect(&host.daemon.docker_socket, &st.containers[0].id, "{{json .Config.Env}}");
+    let env: Vec<String> = serde_json::from_str(&env).unwrap();
+    assert_eq!(env.iter().filter(|e| e.starts_with("PORT_http=")).collect::<Vec<_>>(), ["PORT_http=8080"]);
     host.daemon.client.delete(&pod0, Some(30.0)).await.unwrap();
     host.wait_leases(20, "given back", |l| l.is_empty());
 }

@@ -302,11 +302,22 @@ impl Docker {
             let var = c.copies.iter().find(|(entry, _)| entry == name).map(|(_, var)| var)?;
             start.dollar.iter().find(|(v, _)| v == var).map(|(_, value)| value.as_str())
         };
+        // On CNI nothing is published (seed 001: random ports are CNM's): `PORT_<name>` (the
+        // first entry of each, the spec's own may follow) is the port at the pod's address.
+        let mut pod_ports: HashMap<String, String> = HashMap::new();
+        if start.cni {
+            for p in start.pod.containers.iter().flat_map(|c| &c.ports) {
+                pod_ports.insert(format!("PORT_{}", p.name.replace('-', "_")), p.container_port.to_string());
+            }
+        }
         let env: Vec<String> = c
             .env
             .iter()
-            .map(|e| (e.name.as_str(), late(&e.name).unwrap_or(e.value.as_str())))
-            .chain(injected_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|e| match pod_ports.remove(&e.name) {
+                Some(port) => (e.name.as_str(), port),
+                None => (e.name.as_str(), late(&e.name).unwrap_or(e.value.as_str()).to_string()),
+            })
+            .chain(injected_env.iter().map(|(k, v)| (k.as_str(), v.clone())))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let (exposed, bindings) = if publish && !start.cni && start.pod.network != NetworkMode::Host {
