@@ -2,6 +2,7 @@
 //! containers on the Docker Engine.
 
 pub mod command;
+pub mod dirwatch;
 pub mod docker;
 pub mod exit;
 pub mod process;

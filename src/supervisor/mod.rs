@@ -106,6 +106,8 @@ pub struct Shared {
     pub networks: Arc<crate::cni::pods::PodNetworks>,
     /// BRIDGE and USER pods get CNI networking.
     pub cni_mode: bool,
+    /// Pidfile directories watched by starts waiting for their pidfile.
+    pub dirs: crate::runtime::dirwatch::DirWatch,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -217,6 +219,7 @@ impl Supervisor {
             }
         }
         let shared = Arc::new(Shared {
+            dirs: crate::runtime::dirwatch::DirWatch::start(),
             networks,
             cni_mode: config.cni.enabled,
             docker,

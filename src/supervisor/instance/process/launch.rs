@@ -17,8 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How often a start looks for the pidfile.
+/// How often a start looks for the pidfile when its directory cannot be watched.
 pub(super) const PIDFILE_POLL: Duration = Duration::from_millis(20);
+
+/// How often it looks all the same when the directory is watched (a change inotify does not
+/// report: another mount namespace's write, a network filesystem).
+const PIDFILE_RECHECK: Duration = Duration::from_millis(250);
 
 pub(super) enum Outcome {
     Ready(Main, Option<ExitWatch>),
@@ -79,7 +83,17 @@ impl Processes {
         let mut launcher_status = None;
         let mut why = format!("pidfile {} did not appear", pid_file.display());
         let uid = user.uid;
+        // Woken by a change in the pidfile's directory (see `DirWatch`), else polled.
+        let watched = pid_file.parent().and_then(|d| cx.shared.dirs.watch(d));
+        let poll = if watched.is_some() { PIDFILE_RECHECK } else { PIDFILE_POLL };
+        // The launcher's status when it ended while this waited (taken from its watch then).
+        let mut launcher_ended: Option<ExitStatus> = None;
         loop {
+            let changed = watched.as_ref().map(|w| w.notify().notified());
+            let mut changed = std::pin::pin!(changed);
+            if let Some(n) = changed.as_mut().as_pin_mut() {
+                n.enable();
+            }
             match process::read_pidfile(pid_file, uid) {
                 Err(e) if e.contains("No such file") => {}
                 Err(e) => why = e,
@@ -93,8 +107,9 @@ impl Processes {
                     Err(e) => why = e,
                 },
             }
-            if let Some(w) = launcher_exit.as_mut() {
-                if let Ok(status) = w.try_recv() {
+            let ended = launcher_ended.take().or_else(|| launcher_exit.as_mut().and_then(|w| w.try_recv().ok()));
+            if launcher_exit.is_some() {
+                if let Some(status) = ended {
                     launcher_exit = None;
                     launcher_status = Some(status);
                     if !status.is_success() {
@@ -118,9 +133,23 @@ impl Processes {
                 reason.push_str(&start_output(rendered, i));
                 return Outcome::Failed(reason);
             }
+            let launcher_ends = async {
+                match launcher_exit.as_mut() {
+                    Some(w) => (&mut *w).await.unwrap_or(ExitStatus::Unknown),
+                    None => std::future::pending().await,
+                }
+            };
+            let dir_changed = async {
+                match changed.as_mut().as_pin_mut() {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = cancel.wait() => return Outcome::Cancelled,
-                _ = tokio::time::sleep(PIDFILE_POLL) => {}
+                _ = dir_changed => {}
+                status = launcher_ends => launcher_ended = Some(status),
+                _ = tokio::time::sleep(poll.min(deadline.saturating_duration_since(Instant::now()))) => {}
             }
         }
     }
