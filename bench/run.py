@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""One command, side by side: Steward (foreground and pidfile instances), supervisord and the
-fork/exec floor supervising N `sleep`s, N in {100, 500, 1000, 2000}, and Steward alone at N=5000
-(RSS and re-adoption only: the peers' scripts take minutes there).
+"""One command, side by side: Steward (foreground and pidfile instances), supervisord, s6, runit
+and the fork/exec floor supervising N `sleep`s, N in {100, 500, 1000, 2000}, and Steward and the
+floor at N=5000 (the other peers' scripts take minutes there).
 
 usage: python3 bench/run.py [--quick] [--ns 100,500] [--idle-at N] [--idle-secs S] [--big N]
   --quick      N=100 only, 10 kills, 10 s idle CPU window, no N=5000 (smoke run)
 Writes bench/results/results.md and bench/results/chart.png.
 
-Peers are measured by /work/shared/bench/{peer_supervisord,limit_spawn}.py (run as is, their
+Peers are measured by /work/shared/bench/{peer_supervisord,peer_s6,limit_spawn}.py (run as is, their
 one-line output parsed). Steward uses bench/steward_bench.py's functions (same method).
 Idle CPU (utime+stime from /proc/PID/stat over the window, % of one core) is measured for the
 Steward daemon (foreground instances) and for supervisord, at --idle-at N only (default 500)."""
@@ -63,8 +63,8 @@ def num(pat, line):
     return float(m.group(1)) if m else None
 
 
-def run_peer(script, n, k):
-    out = subprocess.run([sys.executable, os.path.join(SHARED, script), str(n), str(k)],
+def run_peer(script, n, k, *extra):
+    out = subprocess.run([sys.executable, os.path.join(SHARED, script), str(n), str(k), *extra],
                          capture_output=True, text=True, timeout=900)
     line = (out.stdout.strip().splitlines() or [""])[-1]
     log("  ", line or out.stderr[-500:])
@@ -115,7 +115,11 @@ def run_steward(n, k, pidfile, idle):
     daemon, sock, parent = start_daemon(f"steward-{mode[:2]}{n}-")
     r = {}
     try:
+        # Per instance: the daemon's CPU for the whole start, and its memory beyond an empty one.
+        time.sleep(0.5)
+        rss_empty, cpu_before = rss_mib(daemon.pid), cpu_ticks(daemon.pid)
         r["all_ms"] = deploy(daemon, sock, n, pidfile) * 1000
+        r["cpu_us_per_start"] = (cpu_ticks(daemon.pid) - cpu_before) / TICK / n * 1e6
         if k:
             lat = respawn_latencies(daemon.pid, n, k)
             r["p50"], r["p99"] = statistics.median(lat) * 1000, p99(lat) * 1000
@@ -123,6 +127,7 @@ def run_steward(n, k, pidfile, idle):
         # Steady state: Steward hands memory freed by a burst back after a quiet tick.
         time.sleep(SETTLE_SECS)
         r["rss"] = rss_mib(daemon.pid)
+        r["rss_bytes_per_instance"] = (r["rss"] - rss_empty) * 1024 * 1024 / n
         if idle:
             time.sleep(1)
             r["idle_cpu"] = idle_cpu(daemon.pid, IDLE_SECS)
@@ -161,7 +166,7 @@ def write_md(rows, m, elapsed):
     cols = ["system", "N", "K kills", "all-running ms", "respawn p50 ms", "respawn p99 ms", "RSS just after kills MiB",
             f"daemon RSS MiB (settled {SETTLE_SECS:.0f} s)",
             f"idle CPU % of 1 core ({IDLE_SECS:.0f}s)", "ls p50 ms (API)", "ls p99 ms (API)", "`steward ls` p50 ms (CLI)",
-            "daemon restart ms", "workloads restarted"]
+            "daemon restart ms", "workloads restarted", "daemon CPU µs per start", "RSS bytes per instance"]
     out = [f"# Steward vs supervisord vs fork/exec floor{' (quick smoke run)' if QUICK else ''}", "",
            f"Machine: nproc={m['nproc']}, memory {m['mem']}, kernel {m['kernel']}, CPU {m['cpu']}; run {m['date']} "
            f"(took {elapsed / 60:.1f} min).", "",
@@ -173,11 +178,16 @@ def write_md(rows, m, elapsed):
                                       fmt(r.get("rss") if r["system"].startswith("steward") else None),
                                       fmt(r.get("idle_cpu"), 3), fmt(r.get("ls_p50"), 2), fmt(r.get("ls_p99"), 2),
                                       fmt(r.get("cli_ls_p50"), 1), fmt(r.get("restart_ms"), 0),
-                                      fmt(r.get("restarted"))]) + " |")
+                                      fmt(r.get("restarted")), fmt(r.get("cpu_us_per_start"), 0),
+                                      fmt(r.get("rss_bytes_per_instance"), 0)]) + " |")
     out += ["", "Notes:",
             "- all-running / respawn: time until N (resp. the killed one's replacement, back to N) are children of the "
             "daemon (`/proc/PID/task/*/children`), kill -9 of one child at a time, restartPolicy Always interval 0 "
             "(supervisord: autorestart=true, startsecs=0). Peers as printed by /work/shared/bench scripts.",
+            "- s6 / runit = peer_s6.py (s6-svscan with one s6-supervise per service; runsvdir with one runsv per "
+            "service, at most 1000); their RSS is the PSS sum of the whole supervision tree.",
+            "- per start / per instance (Steward): the daemon's utime+stime while the N started, divided by N; "
+            "its settled RSS minus its RSS before the apply, divided by N.",
             "- floor = limit_spawn.py (posix_spawn + pidfd + epoll in one Python process); it prints no p99; its RSS is "
             "that Python process's. supervisord/floor have no API, no restart-with-adoption: n/a.",
             f"- idle CPU: daemon utime+stime over {IDLE_SECS:.0f} s with N running, only at N={IDLE_AT} "
@@ -223,7 +233,7 @@ def chart(rows):
 
 
 def targets(rows):
-    """Issue 6's targets, checked against this run's figures."""
+    """Issue 6's and issue 23's targets, checked against this run's figures."""
     get = {(r["system"], r["n"]): r for r in rows}
     fg = lambda n: get.get(("steward (foreground)", n)) or {}
     floor = lambda n: get.get(("floor (posix_spawn+pidfd)", n)) or {}
@@ -233,13 +243,22 @@ def targets(rows):
         if value is not None and limit is not None:
             out.append(f"- {what}: {value:.2f} vs {limit:.2f} — {'met' if ok(value, limit) else 'MISSED'}")
 
-    f500 = floor(500).get("all_ms")
-    check("all-Running at N=500 (ms) within 1.5x the floor", fg(500).get("all_ms"), f500 and f500 * 1.5,
+    pid = lambda n: get.get(("steward (pidfile)", n)) or {}
+    s6 = lambda n: get.get(("s6", n)) or {}
+    for n in (500, 2000):
+        f = floor(n).get("all_ms")
+        check(f"all-Running at N={n} (ms) within 1.3x the floor", fg(n).get("all_ms"), f and f * 1.3,
+              lambda v, l: v <= l)
+    f = fg(1000).get("all_ms")
+    check("pidfile all-Running at N=1000 (ms) within 1.2x foreground", pid(1000).get("all_ms"), f and f * 1.2,
           lambda v, l: v <= l)
-    for n in sorted({r["n"] for r in rows if r["system"].startswith("steward") and r.get("p50") is not None}):
-        for mode in ("foreground", "pidfile"):
-            check(f"respawn p50 ({mode}, N={n}) ms <= 2", (get.get((f"steward ({mode})", n)) or {}).get("p50"), 2.0,
-                  lambda v, l: v <= l)
+    for n in (500, 2000):
+        f = floor(n).get("p50")
+        check(f"respawn p50 (foreground, N={n}) ms within 1.5x the floor", fg(n).get("p50"), f and f * 1.5,
+              lambda v, l: v <= l)
+    for n in sorted({r["n"] for r in rows if r["system"] == "s6" and r.get("p50") is not None}):
+        check(f"respawn p50 (foreground, N={n}) ms no slower than s6's", fg(n).get("p50"), s6(n).get("p50"),
+              lambda v, l: v <= l)
     check("RSS at N=500 MiB <= 15", fg(500).get("rss"), 15.0, lambda v, l: v <= l)
     check(f"RSS at N={BIG} MiB <= 60", fg(BIG).get("rss"), 60.0, lambda v, l: v <= l)
     check("idle CPU at N=1000, % of a core <= 1", fg(1000).get("idle_cpu"), 1.0, lambda v, l: v <= l)
@@ -269,6 +288,11 @@ def main():
             r["idle_cpu"] = supervisord_idle(n, IDLE_SECS)
             log(f"   supervisord idle CPU {r['idle_cpu']:.3f}%")
         rows.append(dict(r, system="supervisord", n=n, k=k))
+        for peer, flag in (("s6", None), ("runit", "--runit")):
+            if shutil.which("s6-svscan" if peer == "s6" else "runsvdir"):
+                r = run_peer("peer_s6.py", n, k, *([flag] if flag else []))
+                if r["all_ms"] is not None:
+                    rows.append(dict(r, system=peer, n=n, k=k))
         r = run_peer("limit_spawn.py", n, k)
         rows.append(dict(r, system="floor (posix_spawn+pidfd)", n=n, k=k))
         write_md(rows, machine(), time.monotonic() - t0)  # partial results survive an abort
@@ -277,6 +301,8 @@ def main():
         log(f"== N={BIG}: Steward only (RSS, re-adoption)")
         r = run_steward(BIG, 0, False, False)
         rows.append(dict(r, system="steward (foreground)", n=BIG, k=0))
+        r = run_peer("limit_spawn.py", BIG, 0)
+        rows.append(dict(r, system="floor (posix_spawn+pidfd)", n=BIG, k=0))
     write_md(rows, machine(), time.monotonic() - t0)
     chart(rows)
     print(open(os.path.join(RESULTS, "results.md")).read())

@@ -276,13 +276,6 @@ impl Supervisor {
                 return Err(SupervisorError::Invalid(why));
             }
         }
-        for (i, x) in mine.iter().enumerate() {
-            for y in &mine[i + 1..] {
-                if let Some(why) = paths::clash(x, y) {
-                    return Err(SupervisorError::Conflict(why));
-                }
-            }
-        }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let others: Vec<(Arc<SpecEntry>, InstanceId, BTreeMap<String, u16>)> = {
             let specs = self.specs.lock().expect("specs lock");
@@ -296,13 +289,12 @@ impl Supervisor {
                 })
                 .collect()
         };
-        for (entry, id, ports) in others {
-            let Some(y) = paths::of(&entry.spec, id.index, roots, Some(ports)) else { continue };
-            for x in &mine {
-                if let Some(why) = paths::clash(x, &y) {
-                    return Err(SupervisorError::Conflict(why));
-                }
-            }
+        let others: Vec<paths::InstancePaths> = others
+            .into_iter()
+            .filter_map(|(entry, id, ports)| paths::of(&entry.spec, id.index, roots, Some(ports)))
+            .collect();
+        if let Some(why) = paths::first_clash(&mine, &others) {
+            return Err(SupervisorError::Conflict(why));
         }
         Ok(())
     }

@@ -97,6 +97,39 @@ pub fn clash(x: &InstancePaths, y: &InstancePaths) -> Option<String> {
     None
 }
 
+/// The first clash between two of `mine` or between one of `mine` and one of `others` (clashes
+/// among `others` are not this apply's), as [`clash`] words it. Every directory sorted once, a
+/// path's ancestors come right before it: n log n where checking every pair was n² (2,000
+/// instances spent a fifth of their start comparing paths).
+pub fn first_clash(mine: &[InstancePaths], others: &[InstancePaths]) -> Option<String> {
+    let instance = |n: usize| if n < mine.len() { &mine[n] } else { &others[n - mine.len()] };
+    let mut all: Vec<(&Path, usize)> = Vec::new();
+    for (n, x) in mine.iter().chain(others).enumerate() {
+        all.push((&x.run_dir, n));
+        all.extend(x.claimed.iter().map(|(_, p)| (p.as_path(), n)));
+    }
+    all.sort_by(|a, b| a.0.cmp(b.0));
+    // The paths holding the current one, outermost first.
+    let mut open: Vec<(&Path, usize)> = Vec::new();
+    for &(p, n) in &all {
+        while open.last().is_some_and(|(top, _)| !p.starts_with(top)) {
+            open.pop();
+        }
+        for &(_, m) in &open {
+            if m == n || (m >= mine.len() && n >= mine.len()) {
+                continue;
+            }
+            // As the pairwise check had them: one of mine first, the earlier of two of mine.
+            let (x, y) = if m < n { (m, n) } else { (n, m) };
+            if let Some(why) = clash(instance(x), instance(y)) {
+                return Some(why);
+            }
+        }
+        open.push((p, n));
+    }
+    None
+}
+
 /// Why instance `x` cannot be, if a directory of its is, holds or lies in one of Steward's own.
 pub fn own_clash(x: &InstancePaths, own: &[(String, PathBuf)]) -> Option<String> {
     let run = ("its run directory".to_string(), x.run_dir.clone());
@@ -113,4 +146,50 @@ pub fn own_clash(x: &InstancePaths, own: &[(String, PathBuf)]) -> Option<String>
         }
     }
     None
+}
+
+#[cfg(test)]
+mod first_clash_tests {
+    use super::*;
+
+    fn inst(index: u32, run: &str, claimed: &[&str]) -> InstancePaths {
+        InstancePaths {
+            id: InstanceId { namespace: "t".into(), name: "a".into(), index },
+            run_dir: PathBuf::from(run),
+            claimed: claimed
+                .iter()
+                .map(|p| ("spec.template.spec.processes[0].workPath".to_string(), PathBuf::from(p)))
+                .collect(),
+        }
+    }
+
+    /// The pairwise rule it replaces, for comparison.
+    fn pairwise(mine: &[InstancePaths], others: &[InstancePaths]) -> bool {
+        let among = mine.iter().enumerate().any(|(i, x)| mine[i + 1..].iter().any(|y| clash(x, y).is_some()));
+        among || mine.iter().any(|x| others.iter().any(|y| clash(x, y).is_some()))
+    }
+
+    #[test]
+    fn finds_what_checking_every_pair_finds() {
+        let own =
+            |i: u32| inst(i, &format!("/run/t.a.{i}"), &[&format!("/work/t.a.{i}"), &format!("/work/t.a.{i}/pid")]);
+        let mine: Vec<_> = (0..50).map(own).collect();
+        assert!(first_clash(&mine, &[]).is_none(), "each in its own directories");
+        // A name that merely begins like another's is not inside it.
+        let prefix = vec![inst(0, "/run/x", &["/work/ab"]), inst(1, "/run/y", &["/work/abc"])];
+        assert!(first_clash(&prefix, &[]).is_none() && !pairwise(&prefix, &[]));
+        let cases: Vec<(Vec<InstancePaths>, Vec<InstancePaths>)> = vec![
+            (vec![own(0), inst(1, "/run/t.a.1", &["/work/t.a.0/deeper"])], vec![]),
+            (vec![own(0), inst(1, "/run/t.a.1", &["/work"])], vec![]),
+            (vec![own(0)], vec![inst(7, "/run/o", &["/run/t.a.0/x"])]),
+            (vec![own(0)], vec![inst(7, "/run/o", &["/elsewhere"]), inst(8, "/run/p", &["/elsewhere/in"])]),
+            (vec![inst(3, "/run/t.a.3", &["/run/o/inside"])], vec![inst(7, "/run/o", &[])]),
+        ];
+        for (mine, others) in &cases {
+            assert_eq!(first_clash(mine, others).is_some(), pairwise(mine, others), "{:?}", first_clash(mine, others));
+        }
+        let why = first_clash(&cases[0].0, &[]).unwrap();
+        assert!(why.contains("/work/t.a.0/deeper") && why.contains("holds"), "{why}");
+        assert!(first_clash(&cases[3].0, &cases[3].1).is_none(), "a clash among the others is not this apply's");
+    }
 }
