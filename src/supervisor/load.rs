@@ -274,6 +274,10 @@ impl Supervisor {
         let networks = self.shared.networks.clone();
         let mut known = std::collections::BTreeSet::new();
         for (key, value) in self.shared.store.records(Table::Instances)? {
+            // Most records are processes' or CNM pods': not worth decoding whole.
+            if value.get("network").is_none() {
+                continue;
+            }
             let Ok(mut rec) = serde_json::from_value::<InstanceRecord>(value) else { continue };
             let Some(at) = rec.network.take() else { continue };
             if rec.state.has_processes() {
