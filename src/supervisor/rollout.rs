@@ -499,7 +499,35 @@ impl Supervisor {
             }
             Step::AddSpare(i) => self.add_spare(entry, id(i)).await,
             Step::RemoveSpare(i) => {
-                self.delete_instance(&id(i)).await?;
+                // Only a spare of the current rollout goes: a newer apply may have taken this one
+                // in (its count grew over the spare's id) while this step was planned on the
+                // older entry. Checked and the delete handed over under the apply lock.
+                let deleted = {
+                    let _applying = self.applying.lock().await;
+                    let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+                    let current = self.specs.lock().expect("specs lock").get(&key).cloned();
+                    let still_spare = current.is_some_and(|c| {
+                        c.revision == entry.revision
+                            && i >= c.spec.spec.instance
+                            && c.rollout.as_ref().is_some_and(|r| r.spares.contains(&i))
+                    });
+                    if !still_spare {
+                        return Err(SupervisorError::Conflict(format!("{key}: a newer apply took over the rollout")));
+                    }
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    match self.send(&id(i), Command::Delete, Some(tx)) {
+                        Ok(()) => Some(rx),
+                        Err(SupervisorError::NotFound(_)) => None,
+                        Err(e) => return Err(e),
+                    }
+                };
+                if let Some(rx) = deleted {
+                    match rx.await {
+                        Ok(Ok(())) | Err(_) => {}
+                        Ok(Err(reason)) => return Err(SupervisorError::Failed(reason)),
+                    }
+                }
+                self.instances.lock().expect("instances lock").remove(&id(i));
                 self.update_rollout(entry, |r| r.spares.retain(|s| *s != i), None).await
             }
         }
