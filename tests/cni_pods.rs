@@ -85,6 +85,15 @@ impl CniHost {
         CniHost { daemon, netns, leases }
     }
 
+    /// A one-container sleeper pod `test/NAME`, Running: its id and its attachment's CNI id.
+    async fn run_sleeper(&self, name: &str) -> (steward::spec::InstanceId, String) {
+        let spec = docker::pod("test", name, json!([sh("main", "exec sleep 1000")]), json!({}));
+        self.daemon.apply_json(&spec).await;
+        let pod0 = id("test", name, 0);
+        self.daemon.wait_state(&pod0, Kind::Running, 60).await;
+        (pod0, self.attachment_of(&format!("test/{name}/0")).await)
+    }
+
     /// host-local's leases: (address, container id).
     fn leases(&self) -> Vec<(String, String)> {
         steward::cni::leases::leases_in(&self.leases.join("pods"))
@@ -224,11 +233,7 @@ async fn twenty_pods_started_and_stopped_leave_no_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_network_containers_and_daemons_leave_no_lease() {
     let mut host = CniHost::start("c", "10.232.3.0/24");
-    let spec = docker::pod("test", "leaky", json!([sh("main", "exec sleep 1000")]), json!({}));
-    host.daemon.apply_json(&spec).await;
-    let pod0 = id("test", "leaky", 0);
-    host.daemon.wait_state(&pod0, Kind::Running, 60).await;
-    let first = host.attachment_of("test/leaky/0").await;
+    let (pod0, first) = host.run_sleeper("leaky").await;
 
     // The network container killed by hand (seed 001's leak): the pod ends, its address goes
     // back, and OnFailure starts it again with a new one.
@@ -291,11 +296,7 @@ async fn a_del_owed_is_retried_across_dockerd_down_and_a_daemon_kill9() {
     let mut engine = docker::PrivateEngine::start(dir.path());
     let extra = format!("docker_socket = \"{}\"\n", engine.socket);
     let mut host = CniHost::start_on("d", "10.232.4.0/24", &extra);
-    let spec = docker::pod("test", "owed", json!([sh("main", "exec sleep 1000")]), json!({}));
-    host.daemon.apply_json(&spec).await;
-    let pod0 = id("test", "owed", 0);
-    host.daemon.wait_state(&pod0, Kind::Running, 60).await;
-    let first = host.attachment_of("test/owed/0").await;
+    let (pod0, first) = host.run_sleeper("owed").await;
 
     // dockerd down (live-restore: the pod runs on) and its network container killed meanwhile:
     // once dockerd is back the pod's end is seen, its address given back, and it starts again.

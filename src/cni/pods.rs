@@ -62,7 +62,7 @@ impl PodAttachment {
 
 /// Where an attachment's network container is, as its release finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holder {
+pub enum HolderState {
     /// Running, in this namespace (`/proc/PID/ns/net`); the caller removes it right after.
     Running(String),
     /// Gone or stopped: nothing is in its namespace any more.
@@ -101,12 +101,12 @@ impl PodNetworks {
     }
 
     /// Where `at`'s network container is now.
-    pub async fn holder(&self, at: &PodAttachment) -> Holder {
+    pub async fn holder(&self, at: &PodAttachment) -> HolderState {
         use crate::runtime::docker::DockerError;
         match self.docker.inspect(&at.holder).await {
-            Ok(info) if info.is_running() && info.pid > 0 => Holder::Running(format!("/proc/{}/ns/net", info.pid)),
-            Ok(_) | Err(DockerError::NoContainer(_)) => Holder::Gone,
-            Err(_) => Holder::Unknown,
+            Ok(info) if info.is_running() && info.pid > 0 => HolderState::Running(format!("/proc/{}/ns/net", info.pid)),
+            Ok(_) | Err(DockerError::NoContainer(_)) => HolderState::Gone,
+            Err(_) => HolderState::Unknown,
         }
     }
 
@@ -147,14 +147,14 @@ impl PodNetworks {
     /// namespace while it runs, else without one; not yet while dockerd cannot say where it
     /// is); owed until a DEL succeeds, retried in the background.
     /// Err: it could not even be recorded as owed (the store failed); the caller keeps it.
-    pub async fn release(&self, at: &PodAttachment, holder: Holder) -> Result<(), String> {
+    pub async fn release(&self, at: &PodAttachment, holder: HolderState) -> Result<(), String> {
         let value = serde_json::to_value(at).expect("attachment serializes");
         let owed = Batch::new().put(Table::CniReleases, &at.container_id, &value);
         self.store.commit(owed).await.map_err(|e| format!("cannot record the DEL owed: {e}"))?;
         let netns = match holder {
-            Holder::Running(netns) => netns,
-            Holder::Gone => String::new(),
-            Holder::Unknown => {
+            HolderState::Running(netns) => netns,
+            HolderState::Gone => String::new(),
+            HolderState::Unknown => {
                 tracing::info!(pod = %at.pod, "CNI DEL of {} waits until dockerd answers", at.container_id);
                 self.wake.notify_one();
                 return Ok(());
@@ -199,15 +199,15 @@ impl PodNetworks {
         let mut left = 0;
         for at in self.owed() {
             match self.holder(&at).await {
-                Holder::Gone => {}
-                Holder::Running(_) => {
+                HolderState::Gone => {}
+                HolderState::Running(_) => {
                     if let Err(e) = self.docker.remove(&at.holder).await {
                         tracing::warn!(pod = %at.pod, "cannot remove the network container {}: {e}", at.holder);
                         left += 1;
                         continue;
                     }
                 }
-                Holder::Unknown => {
+                HolderState::Unknown => {
                     left += 1;
                     continue;
                 }

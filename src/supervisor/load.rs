@@ -285,7 +285,7 @@ impl Supervisor {
                 continue;
             }
             // Owed, given back once its network container is known gone.
-            networks.release(&at, crate::cni::pods::Holder::Unknown).await.map_err(SupervisorError::Failed)?;
+            networks.release(&at, crate::cni::pods::HolderState::Unknown).await.map_err(SupervisorError::Failed)?;
             let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
             self.commit(Batch::new().put(Table::Instances, &key, &value)).await?;
         }

@@ -67,9 +67,10 @@ pub struct InstanceRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_since_ms: Option<u64>,
     /// A CNI pod's attachment (seed 001's CNI mode): recorded before its ADD, moved to the
-    /// owed DELs before it is given back (see `cni::pods`).
+    /// owed DELs before it is given back (see `cni::pods`). Boxed: every record carries the
+    /// field, few have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<crate::cni::pods::PodAttachment>,
+    pub network: Option<Box<crate::cni::pods::PodAttachment>>,
 }
 
 impl InstanceRecord {

@@ -6,6 +6,7 @@ use super::hooks::{self, Hook};
 use super::workload::{
     BoxFuture, Cancel, Cx, InPlace, Launched, Probe, ProbeRole, Readopted, RunEnd, Runner, Workload,
 };
+use crate::cni::pods::HolderState;
 use crate::health::Outcome;
 use crate::protocol::{ContainerExited, InstanceChange};
 use crate::runtime::docker::{ContainerInfo, DockerError, Holder, PodStart};
@@ -161,18 +162,7 @@ impl Workload for Pod {
             t.abort();
         }
         for (index, info) in cx.rec.containers.iter().enumerate() {
-            let (tx, generation, docker, id) =
-                (cx.tx.clone(), cx.generation, cx.shared.docker.clone(), info.id.clone());
-            tokio::spawn(async move {
-                let msg = match docker.wait(&id).await {
-                    Ok(code) => Msg::MainExited { generation, index, status: ExitStatus::Code(code as i32) },
-                    Err(DockerError::NoContainer(_)) => {
-                        Msg::MainExited { generation, index, status: ExitStatus::Unknown }
-                    }
-                    Err(e) => Msg::RuntimeLost { generation, reason: e.to_string() },
-                };
-                let _ = tx.send(msg);
-            });
+            watch_exit(cx, info.id.clone(), index);
             let rendered = cx.rendered.and_then(|r| Some((r, r.pod.as_ref()?.containers.get(index)?)));
             if let Some((r, c)) = rendered {
                 self.log_tasks.push(cx.shared.docker.follow_logs(&info.id, &r.run_dir, &c.name));
@@ -181,18 +171,7 @@ impl Workload for Pod {
         // A CNI pod's network container is part of it: killed by hand, it ends the pod (whose
         // end gives the address back), reported as the index after the containers'.
         if let Some(holder) = cx.rec.network.as_ref().map(|n| n.holder.clone()) {
-            let (tx, generation, docker, index) =
-                (cx.tx.clone(), cx.generation, cx.shared.docker.clone(), cx.rec.containers.len());
-            tokio::spawn(async move {
-                let msg = match docker.wait(&holder).await {
-                    Ok(code) => Msg::MainExited { generation, index, status: ExitStatus::Code(code as i32) },
-                    Err(DockerError::NoContainer(_)) => {
-                        Msg::MainExited { generation, index, status: ExitStatus::Unknown }
-                    }
-                    Err(e) => Msg::RuntimeLost { generation, reason: e.to_string() },
-                };
-                let _ = tx.send(msg);
-            });
+            watch_exit(cx, holder, cx.rec.containers.len());
         }
     }
 
@@ -546,7 +525,7 @@ async fn attach(
 ) -> Result<Vec<(String, String)>, String> {
     let networks = cx.shared.networks.clone();
     let at = networks.attachment(network, &holder.id, instance);
-    cx.rec.network = Some(at.clone());
+    cx.rec.network = Some(Box::new(at.clone()));
     cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
     let netns = format!("/proc/{}/ns/net", holder.pid);
     let added = networks.add(&at, &netns).await;
@@ -577,12 +556,25 @@ async fn attach(
     }
 }
 
+/// Reports container `id`'s end (or dockerd's loss) to the actor as the end of main `index`.
+fn watch_exit(cx: &Cx<'_>, id: String, index: usize) {
+    let (tx, generation, docker) = (cx.tx.clone(), cx.generation, cx.shared.docker.clone());
+    tokio::spawn(async move {
+        let msg = match docker.wait(&id).await {
+            Ok(code) => Msg::MainExited { generation, index, status: ExitStatus::Code(code as i32) },
+            Err(DockerError::NoContainer(_)) => Msg::MainExited { generation, index, status: ExitStatus::Unknown },
+            Err(e) => Msg::RuntimeLost { generation, reason: e.to_string() },
+        };
+        let _ = tx.send(msg);
+    });
+}
+
 /// A re-adopted CNI pod's attachment, checked (CNI CHECK): a failure is reported, not acted
 /// on — the pod keeps its address and runs on, as it did while the daemon was away.
 async fn check_network(cx: &Cx<'_>) {
     let Some(at) = &cx.rec.network else { return };
-    let Ok(info) = cx.shared.docker.inspect(&at.holder).await else { return };
-    match cx.shared.networks.check(at, &format!("/proc/{}/ns/net", info.pid)).await {
+    let HolderState::Running(netns) = cx.shared.networks.holder(at).await else { return };
+    match cx.shared.networks.check(at, &netns).await {
         Ok(()) => tracing::info!(instance = %cx.rec.id, "CNI network {}: CHECK passed", at.network),
         Err(e) => tracing::warn!(instance = %cx.rec.id, "CNI network {}: CHECK failed: {e}", at.network),
     }
