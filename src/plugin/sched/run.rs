@@ -103,6 +103,11 @@ impl Scheduler {
                 }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
+                    // A follower aborted at a reload may have left items queued: a node gone from
+                    // the cluster file is not heard again (it would be recorded up once more).
+                    if !self.nodes().iter().any(|(n, _)| *n == item.node) {
+                        continue;
+                    }
                     if leadership.is_none() || maintenance {
                         // Following: say what the nodes do, act on nothing.
                         if !matches!(item.item, NodeItem::Heartbeat { .. }) {
