@@ -245,7 +245,10 @@ fn rendering_resolves_ports_and_quotes_exec_arguments() {
     let ports = BTreeMap::from([("http".to_string(), 31007)]);
     let ctx = RenderContext { roots: &roots, host_ip: "127.0.0.1".into(), allocated_ports: &ports };
     let r = spec::render(&spec, 0, &ctx).unwrap();
+    // Kept by each instance for its life: no room for more (a pushed Vec held four, 3 KB).
+    assert_eq!(r.processes.capacity(), r.processes.len());
     let p = &r.processes[0];
+    assert_eq!(p.ports.capacity(), p.ports.len());
     let live = p.lifecycle.liveness.as_ref().unwrap();
     assert_eq!(live.handler, Probe::Tcp { port: 31007 });
     assert_eq!((live.period_secs, live.timeout_secs, live.failure_threshold), (1, 1, 3));

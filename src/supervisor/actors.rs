@@ -5,7 +5,9 @@ use super::instance::{Actor, Pod, Processes, Workload};
 use super::record::InstanceRecord;
 use super::{app_key, Handle, Shared, SpecEntry};
 use crate::spec::InstanceId;
+use futures_util::FutureExt;
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -56,16 +58,20 @@ impl ActorWatch {
         self.instances.lock().expect("instances lock").insert(id.clone(), Handle { tx, status });
         let panics = panicked.as_ref().map_or(0, |(_, n)| *n);
         let started = std::time::Instant::now();
-        let task = tokio::spawn(async move {
-            let mut actor = Box::new(actor);
-            if let Some((what, _)) = panicked {
-                actor.fail_after_panic(&what).await;
-            }
-            actor.run().await
-        });
+        // One task an instance, its actor boxed outside it (thousands of instances each hold
+        // one): the panic is caught in the task, not by a second task watching the first.
+        let actor = Box::new(actor);
         tokio::spawn(async move {
-            let Err(e) = task.await else { return };
-            let Ok(payload) = e.try_into_panic() else { return }; // cancelled: the runtime ends
+            let run = async move {
+                let mut actor = actor;
+                if let Some((what, _)) = panicked {
+                    // Boxed: its future would otherwise size every instance's task.
+                    Box::pin(actor.fail_after_panic(&what)).await;
+                }
+                actor.run().await
+            };
+            // The actor is dropped when its panic is caught: before a new one takes its place.
+            let Err(payload) = AssertUnwindSafe(run).catch_unwind().await else { return };
             let what = panic_message(&*payload);
             let rec = last.borrow().clone();
             tracing::error!(instance = %id, "the instance's actor panicked (a bug in stewardd): {what}");
