@@ -31,6 +31,8 @@ pub struct Config {
     pub cgroup_parent: String,
     /// cgroupfs mount point.
     pub cgroup_root: PathBuf,
+    /// Set the kernel's `favordynmods` on the cgroup v2 mount at start (see `cgroups::dynmods`).
+    pub cgroup_favor_dynmods: bool,
     /// An instance's log file is rotated when it grows past this many bytes.
     pub log_max_bytes: u64,
     /// Rotated copies kept per log file (`.1` newest).
@@ -217,6 +219,7 @@ impl Default for Config {
             allow_read_for_all: false,
             cgroup_parent: "steward".into(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            cgroup_favor_dynmods: true,
             log_max_bytes: 10 * 1024 * 1024,
             log_keep: 3,
             log_check_secs: 10,

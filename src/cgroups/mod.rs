@@ -10,6 +10,7 @@
 //!   `<own service cgroup>/instances/<key>` with the daemon itself in `<own>/daemon`.
 
 mod common;
+mod dynmods;
 mod error;
 mod v1;
 mod v2;
@@ -17,6 +18,7 @@ mod v2;
 #[cfg(test)]
 mod tests;
 
+pub use dynmods::{favor_dynamic_moves, DynMods};
 pub use error::CgroupError;
 
 use std::fmt;

@@ -112,7 +112,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.roots() != running.roots() {
                 needs_restart.push("work_base_dir/run_base_dir");
             }
-            if new.cgroup_parent != running.cgroup_parent || new.cgroup_root != running.cgroup_root {
+            if (&new.cgroup_parent, &new.cgroup_root, new.cgroup_favor_dynmods)
+                != (&running.cgroup_parent, &running.cgroup_root, running.cgroup_favor_dynmods)
+            {
                 needs_restart.push("cgroups");
             }
             if new.remote != running.remote {
@@ -204,6 +206,9 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     let mut hup = signal(SignalKind::hangup())?;
     let mut usr2 = signal(SignalKind::user_defined2())?;
     let host_ip = config.host_ip().to_string();
+    if config.cgroup_favor_dynmods {
+        favor_dynamic_moves(&config.cgroup_root);
+    }
     let supervisor = Supervisor::open(SupervisorConfig {
         state_dir: config.state_dir.clone(),
         roots: config.roots(),
@@ -408,4 +413,23 @@ pub fn init_logging() {
     }
     let ansi = std::io::stderr().is_terminal();
     let _ = registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi)).try_init();
+}
+
+/// `cgroup_favor_dynmods`: a start's move into its cgroup need not wait for an RCU grace period.
+fn favor_dynamic_moves(root: &Path) {
+    use crate::cgroups::DynMods;
+    match crate::cgroups::favor_dynamic_moves(root) {
+        DynMods::AlreadyOn(at) => tracing::debug!("cgroup: favordynmods already set on {}", at.display()),
+        DynMods::TurnedOn(at) => tracing::info!(
+            "cgroup: favordynmods set on {} (a process's move into its cgroup no longer waits for an RCU grace \
+             period; cgroup_favor_dynmods = false leaves the host as it is)",
+            at.display()
+        ),
+        DynMods::NoUnifiedMount => {
+            tracing::debug!("cgroup: no cgroup2 mount below {} to set favordynmods on", root.display())
+        }
+        DynMods::Refused(at, why) => {
+            tracing::warn!("cgroup: favordynmods could not be set on {}: {why} (starts still work)", at.display())
+        }
+    }
 }
