@@ -148,6 +148,9 @@ gamesvc_port=$($steward -o json status demo/gamesvc/0 | sed -n 's/.*"http_port":
 $steward hook run create demo/gamesvc-check --name demo-check --arg "port=${gamesvc_port:-0}" -w --timeout 30 || true
 demo_values+=("hook run demo/demo-check")
 echo
+echo "== steward node   (requests: what the apps here ask of the host; units/gamesvc.json asks 100m and 32Mi an instance)"
+$steward node || true
+echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
 sleep 3
 $steward job status demo/backup || true

@@ -33,6 +33,11 @@ pub struct Config {
     pub cgroup_root: PathBuf,
     /// Set the kernel's `favordynmods` on the cgroup v2 mount at start (see `cgroups::dynmods`).
     pub cgroup_favor_dynmods: bool,
+    /// cpu kept back from instances' requests (cores or "500m"): allocatable is what the host
+    /// has less this.
+    pub reserved_cpu: crate::spec::model::NumberText,
+    /// Memory kept back from instances' requests (MiB, or "512Mi", "1Gi").
+    pub reserved_memory: crate::spec::model::NumberText,
     /// An instance's log file is rotated when it grows past this many bytes.
     pub log_max_bytes: u64,
     /// Rotated copies kept per log file (`.1` newest).
@@ -220,6 +225,8 @@ impl Default for Config {
             cgroup_parent: "steward".into(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             cgroup_favor_dynmods: true,
+            reserved_cpu: crate::spec::model::NumberText("0".into()),
+            reserved_memory: crate::spec::model::NumberText("0".into()),
             log_max_bytes: 10 * 1024 * 1024,
             log_keep: 3,
             log_check_secs: 10,
@@ -255,6 +262,19 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// `reserved_cpu` and `reserved_memory` as requests kept back from instances.
+    pub fn reserved(&self) -> Result<crate::resources::Requests, String> {
+        use crate::resources::{parse_cpu, parse_memory, Quantity};
+        let amount = |key: &str, parsed: Result<Quantity, String>| match parsed {
+            Ok(Quantity::Amount(n)) => Ok(n),
+            Ok(Quantity::Unlimited) => Err(format!("{key}: -1 cannot be reserved (keep back an amount)")),
+            Err(why) => Err(format!("{key}: {why}")),
+        };
+        let cpu = amount("reserved_cpu", parse_cpu(&self.reserved_cpu.0))?;
+        let memory = amount("reserved_memory", parse_memory(&self.reserved_memory.0))?;
+        Ok(crate::resources::Requests::of(cpu, memory))
+    }
+
     /// Reads `path`; a missing file at the default location means the embedded defaults.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let (path, explicit) = match path {
@@ -292,6 +312,7 @@ impl Config {
                 config.port_range_start, config.port_range_end
             ));
         }
+        config.reserved()?;
         let max = crate::spec::validate::MAX_INSTANCES;
         if !(1..=1000).contains(&config.revision_history) {
             return Err(format!("revision_history {} must be 1-1000", config.revision_history));
@@ -367,6 +388,18 @@ mod tests {
         let e = Config::parse("network_mode = \"calico\"").unwrap_err();
         assert!(e.contains("network_mode") && e.contains("cnm") && e.contains("cni"), "{e}");
         assert!(Config::parse("cni_bin_dir = \"bin\"").unwrap_err().contains("cni_bin_dir"));
+    }
+
+    #[test]
+    fn reserves_are_quantities() {
+        let c = Config::parse("reserved_cpu = \"500m\"\nreserved_memory = \"1Gi\"\n").unwrap();
+        assert_eq!(c.reserved().unwrap(), crate::resources::Requests::of(0.5, 1024.0));
+        let c = Config::parse("reserved_cpu = 1\nreserved_memory = 512\n").unwrap();
+        assert_eq!(c.reserved().unwrap(), crate::resources::Requests::of(1.0, 512.0));
+        let e = Config::parse("reserved_cpu = \"lots\"\n").unwrap_err();
+        assert!(e.starts_with("reserved_cpu: \"lots\" must be a positive number of cores"), "{e}");
+        let e = Config::parse("reserved_memory = \"-1\"\n").unwrap_err();
+        assert!(e.contains("reserved_memory: -1 cannot be reserved"), "{e}");
     }
 
     #[test]

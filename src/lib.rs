@@ -20,6 +20,7 @@ pub mod logs;
 pub mod plugin;
 pub mod ports;
 pub mod protocol;
+pub mod resources;
 pub mod rollout;
 pub mod runtime;
 pub mod safefs;

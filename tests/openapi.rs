@@ -26,8 +26,8 @@ use steward::protocol::{
     AppOnNode, Applied, ContainerExited, DaemonEvent, Deleted, DeployCause, DesiredChange, ErrorBody, ErrorResponse,
     Event, EventBody, ExitStatus, HealthBody, HealthChanged, Heartbeat, InstanceChange, InstanceList, InstanceOnNode,
     InstanceStatus, JournalBounds, Kind, LogLine, NoDetail, NodeDocument, NodeItem, NodeLine, OomKilled, PortsDocument,
-    ReadyChanged, RestartedBy, SchedEvent, SchedLine, SpecUpdated, State, StopGoal, StreamLine, Transition, Usage,
-    ValuesBody, ValuesList, ValuesSummary,
+    ReadyChanged, ResourcesDocument, RestartedBy, SchedEvent, SchedLine, SpecUpdated, State, StopGoal, StreamLine,
+    Transition, Usage, ValuesBody, ValuesList, ValuesSummary,
 };
 use steward::spec::model::RestartPolicyKind;
 
@@ -1017,6 +1017,13 @@ fn every_protocol_type_matches_its_schema() {
             labels: BTreeMap::from([("rack".into(), "a1".into())]),
             attributes: BTreeMap::new(),
             ports: PortsDocument::new((31000, 31999), 998, configured),
+            resources: ResourcesDocument::new(
+                steward::resources::HostResources {
+                    capacity: steward::resources::Requests { milli_cpu: 8000, memory_bytes: 16 << 30 },
+                    reserved: steward::resources::Requests { milli_cpu: 500, memory_bytes: 1 << 30 },
+                },
+                steward::resources::Requests { milli_cpu: 250, memory_bytes: 128 << 20 },
+            ),
             instances: 1,
             apps: vec![AppOnNode {
                 namespace: "ns".into(),

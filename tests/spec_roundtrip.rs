@@ -190,7 +190,10 @@ fn process() -> impl Strategy<Value = Process> {
                 probe,
                 lifecycle,
                 initializers,
-                resources: Resources { limits: Limits { cpu, memory } },
+                resources: Resources {
+                    requests: Limits { cpu: memory.clone(), memory: cpu.clone() },
+                    limits: Limits { cpu, memory },
+                },
                 env,
                 secrets,
                 configmaps,

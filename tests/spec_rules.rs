@@ -631,7 +631,7 @@ fn cpu_and_memory_reject_zero_negative_and_text() {
         json!("-2"),
         json!(-0.5),
         json!("two"),
-        json!("500M"),
+        json!("500Q"),
         json!("inf"),
         json!("NaN"),
         json!(""),
@@ -639,11 +639,44 @@ fn cpu_and_memory_reject_zero_negative_and_text() {
         assert_errors(
             &limits(bad.clone(), bad.clone()),
             &[
-                (&p0(".resources.limits.cpu"), "must be a positive number of cores, or -1 for unlimited"),
-                (&p0(".resources.limits.memory"), "must be a positive number of MiB, or -1 for unlimited"),
+                (&p0(".resources.limits.cpu"), "must be a positive number of cores"),
+                (&p0(".resources.limits.memory"), "must be a positive number of MiB"),
             ],
         );
     }
+}
+
+#[test]
+fn cpu_and_memory_take_kubernetes_quantities_and_requests_within_limits() {
+    for (cpu, memory) in [("100m", "128Mi"), ("1.5", "1Gi"), ("250m", "500M"), ("2", "512Ki")] {
+        assert_valid(&limits(json!(cpu), json!(memory)));
+    }
+    let resources = |limits: Value, requests: Value| {
+        with(|d| proc0(d)["resources"] = json!({"limits": limits, "requests": requests}))
+    };
+    let s = assert_valid(&resources(json!({"cpu": 1, "memory": 512}), json!({"cpu": "100m", "memory": "64Mi"})));
+    assert_eq!(s.instance_requests(), steward::resources::Requests::of(0.1, 64.0));
+    // A limit alone requests the limit; neither requests nothing.
+    let s = assert_valid(&limits(json!("500m"), json!("1Gi")));
+    assert_eq!(s.instance_requests(), steward::resources::Requests::of(0.5, 1024.0));
+    assert!(assert_valid(&base()).instance_requests().is_zero());
+    assert_valid(&resources(json!({}), json!({"cpu": 0, "memory": "0"})));
+    assert_errors(
+        &resources(json!({"cpu": "500m", "memory": "512"}), json!({"cpu": "2", "memory": "1Gi"})),
+        &[
+            (&p0(".resources.requests.cpu"), "is more than limits.cpu (0.5 cores)"),
+            (&p0(".resources.requests.memory"), "is more than limits.memory (512 MiB)"),
+        ],
+    );
+    assert_errors(
+        &resources(json!({}), json!({"cpu": "-1", "memory": "lots"})),
+        &[
+            (&p0(".resources.requests.cpu"), "a request cannot be unlimited"),
+            (&p0(".resources.requests.memory"), "must be a positive number of MiB"),
+        ],
+    );
+    // "128m" would be thousandths of a byte: refused, naming the unit meant.
+    assert_error(&limits(json!("1"), json!("128m")), &p0(".resources.limits.memory"), "\"Mi\"");
 }
 
 #[test]

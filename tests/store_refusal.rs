@@ -28,6 +28,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         own_paths: vec![("state_dir".into(), dir.path().join("state"))],
         revision_history: 10,
         cni: Default::default(),
+        resources: steward::resources::HostResources::detect(Default::default()),
     })
     .await
     .unwrap();

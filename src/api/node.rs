@@ -4,7 +4,9 @@
 use super::auth::Caller;
 use super::error::ApiError;
 use super::AppState;
-use crate::protocol::{AppOnNode, HealthBody, InstanceOnNode, JournalBounds, NodeDocument, PortsDocument};
+use crate::protocol::{
+    AppOnNode, HealthBody, InstanceOnNode, JournalBounds, NodeDocument, PortsDocument, ResourcesDocument,
+};
 use crate::supervisor::ListFilter;
 use axum::extract::State;
 use axum::Json;
@@ -50,6 +52,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
         labels: live.node.labels,
         attributes: live.node.attributes,
         ports: PortsDocument::new(app.supervisor.port_range(), app.supervisor.free_ports(), live.port_range),
+        resources: ResourcesDocument::new(app.supervisor.host_resources(), app.supervisor.allocated()),
         instances: instances.len(),
         apps,
         events: JournalBounds {

@@ -105,6 +105,17 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
             if let Some(p) = &ports.pending {
                 println!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
             }
+            let r = &n.resources;
+            let (cpu, memory) = (crate::resources::cpu_text, crate::resources::memory_text);
+            println!(
+                "requests:  cpu {} of {} allocatable ({} reserved), memory {} of {} ({} reserved)",
+                cpu(r.allocated.milli_cpu),
+                cpu(r.allocatable.milli_cpu),
+                cpu(r.reserved.milli_cpu),
+                memory(r.allocated.memory_bytes),
+                memory(r.allocatable.memory_bytes),
+                memory(r.reserved.memory_bytes)
+            );
             println!("instances: {}", n.instances);
             for (kind, map) in [("label", &n.labels), ("attribute", &n.attributes)] {
                 for (k, v) in map {

@@ -146,6 +146,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if cni(&new) != cni(running) {
                 needs_restart.push("network_mode/cni_bin_dir/cni_conf_dir/cni_network");
             }
+            if (&new.reserved_cpu, &new.reserved_memory) != (&running.reserved_cpu, &running.reserved_memory) {
+                needs_restart.push("reserved_cpu/reserved_memory");
+            }
             if new.max_instances_per_app != running.max_instances_per_app {
                 needs_restart.push("max_instances_per_app");
             }
@@ -221,6 +224,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         },
         port_range: (config.port_range_start, config.port_range_end),
         revision_history: config.revision_history,
+        // The reserve was checked when the config was read.
+        resources: crate::resources::HostResources::detect(config.reserved().unwrap_or_default()),
         cni: crate::supervisor::CniSettings {
             enabled: config.network_mode == crate::config::NetworkModeConfig::Cni,
             bin_dir: config.cni_bin_dir.clone(),

@@ -24,12 +24,42 @@ pub struct NodeDocument {
     pub labels: BTreeMap<String, String>,
     pub attributes: BTreeMap<String, String>,
     pub ports: PortsDocument,
+    /// What instances may request here and what they request (issue 25): a scheduler places
+    /// only where an instance's requests fit in `allocatable - allocated`.
+    pub resources: ResourcesDocument,
     /// How many instances this daemon supervises.
     pub instances: usize,
     /// Every app with a spec here, with its labels (EXCLUDE places by them).
     pub apps: Vec<AppOnNode>,
     pub events: JournalBounds,
     pub version: String,
+}
+
+/// cpu (thousandths of a core) and memory (bytes) of this host: what it has, what the config
+/// keeps back, what is left for instances' requests, and what the apps here request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ResourcesDocument {
+    pub capacity: crate::resources::Requests,
+    pub reserved: crate::resources::Requests,
+    pub allocatable: crate::resources::Requests,
+    pub allocated: crate::resources::Requests,
+}
+
+impl ResourcesDocument {
+    pub fn new(host: crate::resources::HostResources, allocated: crate::resources::Requests) -> ResourcesDocument {
+        ResourcesDocument {
+            capacity: host.capacity,
+            reserved: host.reserved,
+            allocatable: host.allocatable(),
+            allocated,
+        }
+    }
+
+    /// What is left for new requests.
+    pub fn free(&self) -> crate::resources::Requests {
+        self.allocatable.minus(self.allocated)
+    }
 }
 
 /// The range hostPort 0 ports come from (the one in effect), and one configured since.

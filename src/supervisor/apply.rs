@@ -63,6 +63,7 @@ impl Supervisor {
             )));
         }
         self.check_paths(&spec, selection.as_deref())?;
+        self.admit(&spec, selection.as_deref())?;
         if let Some(entry) = previous.as_ref().filter(|p| p.spec == spec && p.selection == selection) {
             // Unchanged: nothing restarts; instances deleted one by one come back.
             let ids = ids_of(&spec, selection.as_deref());

@@ -3,6 +3,7 @@
 //! and listings are here; its start in `load`, an apply in `apply`, log rotation in `rotation`.
 
 mod actors;
+mod admission;
 pub mod instance;
 pub mod policy;
 pub mod record;
@@ -58,6 +59,8 @@ pub struct SupervisorConfig {
     pub revision_history: usize,
     /// Pods' CNI networking (seed 001's CNI mode).
     pub cni: CniSettings,
+    /// What instances may request here (admission.rs).
+    pub resources: crate::resources::HostResources,
 }
 
 /// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
@@ -167,6 +170,8 @@ pub struct Supervisor {
     /// Every app's revisions (their specs stay in the store).
     history: Arc<Mutex<revisions::History>>,
     revision_history: usize,
+    /// What instances may request here (admission.rs).
+    resources: crate::resources::HostResources,
     /// Per app, held by the task driving its rollout: one at a time (see rollout.rs).
     drivers: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     /// HookTemplates and HookRuns (seed 004), in the same store.
@@ -243,6 +248,7 @@ impl Supervisor {
             applying: Default::default(),
             history: Default::default(),
             revision_history: config.revision_history.max(1),
+            resources: config.resources,
             drivers: Default::default(),
             hooks,
         };

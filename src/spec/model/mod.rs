@@ -400,17 +400,45 @@ pub struct TcpCheck {
 #[serde(default, rename_all = "camelCase")]
 pub struct Resources {
     pub limits: Limits,
+    /// What the instance is counted as using when placed and admitted (see [`Limits::request`]).
+    #[serde(skip_serializing_if = "is_default")]
+    pub requests: Requests,
 }
 
+/// cpu and memory as quantities (`crate::resources`): seed-000 numbers (cores, MiB) or
+/// Kubernetes quantities ("100m", "128Mi", "1Gi").
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Limits {
-    /// Cores, fractional allowed; "-1" = unlimited.
+    /// Cores, fractional allowed, or thousandths ("100m"); "-1" = unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<NumberText>,
-    /// MiB (1048576 bytes); "-1" = unlimited.
+    /// MiB (1048576 bytes) as a bare number, or bytes with a unit ("128Mi"); "-1" = unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<NumberText>,
+}
+
+/// The same two quantities, as requests: never unlimited (-1 is refused).
+pub type Requests = Limits;
+
+impl Limits {
+    /// Cores of a positive cpu quantity (none, unlimited or unreadable: None).
+    pub fn cpu_cores(&self) -> Option<f64> {
+        self.cpu.as_ref().and_then(|t| crate::resources::parse_cpu(&t.0).ok()).and_then(|q| q.positive())
+    }
+
+    /// MiB of a positive memory quantity (none, unlimited or unreadable: None).
+    pub fn memory_mib(&self) -> Option<f64> {
+        self.memory.as_ref().and_then(|t| crate::resources::parse_memory(&t.0).ok()).and_then(|q| q.positive())
+    }
+
+    /// What one process or container requests: its request where given, else its limit where
+    /// one is set (Kubernetes' rule), else nothing (docs/spec.md).
+    pub fn request(limits: &Limits, requests: &Requests) -> crate::resources::Requests {
+        let cpu = if requests.cpu.is_some() { requests.cpu_cores() } else { limits.cpu_cores() };
+        let memory = if requests.memory.is_some() { requests.memory_mib() } else { limits.memory_mib() };
+        crate::resources::Requests::of(cpu.unwrap_or(0.0), memory.unwrap_or(0.0))
+    }
 }
 
 /// A number the seed writes as a string (`"cpu": "2"`); a bare JSON number is accepted too.
@@ -531,10 +559,20 @@ impl ProcessSpec {
         } else {
             t.processes.iter().map(|p| &p.resources.limits).collect()
         };
-        let sum = |f: fn(&Limits) -> &Option<NumberText>| {
-            each.iter().map(|l| f(l).as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0)).sum::<Option<f64>>()
+        let sum = |f: fn(&Limits) -> Option<f64>| each.iter().map(|l| f(l)).sum::<Option<f64>>();
+        InstanceLimits { cpu_cores: sum(Limits::cpu_cores), memory_mib: sum(Limits::memory_mib) }
+    }
+
+    /// What one instance of this spec requests of its host: the sum over its processes (or
+    /// containers) of each one's request, or its limit where it names no request.
+    pub fn instance_requests(&self) -> crate::resources::Requests {
+        let t = &self.spec.template.spec;
+        let each: Vec<(&Limits, &Requests)> = if self.is_pod() {
+            t.containers.iter().map(|c| (&c.resources.limits, &c.resources.requests)).collect()
+        } else {
+            t.processes.iter().map(|p| (&p.resources.limits, &p.resources.requests)).collect()
         };
-        InstanceLimits { cpu_cores: sum(|l| &l.cpu), memory_mib: sum(|l| &l.memory) }
+        each.into_iter().fold(Default::default(), |sum, (l, r)| sum.plus(Limits::request(l, r)))
     }
 
     /// A pod of containers (seed 001) rather than processes.

@@ -85,6 +85,9 @@ pub struct ContainerPort {
 pub struct ContainerResources {
     /// `cpu` in cores, `memory` in MiB, as for processes.
     pub limits: Limits,
+    /// As for processes: what the container is counted as using when placed and admitted.
+    #[serde(skip_serializing_if = "is_default")]
+    pub requests: super::Requests,
     /// Pin to `ceil(cpu)` cpus of one NUMA node (seed 001's rules).
     pub cpu_set: bool,
     /// Also cap cpu time at `cpu` cores (cfs quota), not only weight it (shares).

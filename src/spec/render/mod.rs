@@ -423,7 +423,6 @@ fn render_process(
         }
     }
 
-    let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
     if !work_path_ok {
         return None;
     }
@@ -446,8 +445,8 @@ fn render_process(
         lifecycle,
         init_steps,
         limits: RenderedLimits {
-            cpu_cores: limit(&p.resources.limits.cpu),
-            memory_mb: limit(&p.resources.limits.memory),
+            cpu_cores: p.resources.limits.cpu_cores(),
+            memory_mb: p.resources.limits.memory_mib(),
         },
         injections,
         work_path,

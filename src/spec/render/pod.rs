@@ -280,7 +280,6 @@ fn render_container(
         }
     }
     let r = &c.resources;
-    let limit = |v: &Option<NumberText>| v.as_ref().and_then(NumberText::as_f64).filter(|n| *n > 0.0);
     let rates = |list: &[DeviceRate], bytes: bool| {
         list.iter().filter_map(|d| parse_rate(&d.rate, bytes).ok().map(|n| (d.path.clone(), n))).collect()
     };
@@ -293,8 +292,8 @@ fn render_container(
         copies,
         ports,
         resources: RenderedResources {
-            cpu_cores: limit(&r.limits.cpu),
-            memory_mb: limit(&r.limits.memory),
+            cpu_cores: r.limits.cpu_cores(),
+            memory_mb: r.limits.memory_mib(),
             cpu_set: r.cpu_set,
             cpu_quota: r.cpu_quota,
             memory_swap_mb: r.memory_swap,

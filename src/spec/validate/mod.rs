@@ -362,7 +362,7 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
     probe::probes(&p.probe, &at.field("probe"), port_names, errors);
     probe::lifecycle(&p.lifecycle, &at.field("lifecycle"), port_names, errors);
     probe::init_steps(&p.initializers, &at.field("initializers"), errors);
-    limits(&p.resources.limits, &at.field("resources").field("limits"), errors);
+    resources(&p.resources.limits, &p.resources.requests, &at.field("resources"), errors);
     for (i, s) in p.secrets.iter().enumerate() {
         let sp = at.field("secrets").index(i);
         if s.secret_name.is_empty() {
@@ -500,16 +500,46 @@ pub(super) fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTr
     }
 }
 
-pub(super) fn limits(l: &Limits, at: &Path, errors: &mut Errors) {
-    for (name, value, unit, max) in
-        [("cpu", &l.cpu, "cores", MAX_CPU_CORES), ("memory", &l.memory, "MiB", MAX_MEMORY_MIB)]
-    {
-        let Some(v) = value else { continue };
-        match v.as_f64() {
-            Some(n) if n == -1.0 || (n > 0.0 && n <= max) => {}
-            Some(n) if n > max => errors.add(&at.field(name), format!("{:?} is more than {max} {unit}", v.0)),
-            _ => errors
-                .add(&at.field(name), format!("{:?} must be a positive number of {unit}, or -1 for unlimited", v.0)),
+/// `resources.limits` and `resources.requests` (`at` is `resources`): quantities
+/// (`crate::resources`), limits positive or -1, requests zero or more and within the limit.
+pub(super) fn resources(l: &Limits, r: &Requests, at: &Path, errors: &mut Errors) {
+    use crate::resources::{parse_cpu, parse_memory, Quantity};
+    type Parse = fn(&str) -> Result<Quantity, String>;
+    let fields: [(&str, Parse, &str, f64); 2] =
+        [("cpu", parse_cpu, "cores", MAX_CPU_CORES), ("memory", parse_memory, "MiB", MAX_MEMORY_MIB)];
+    let pick = |l: &Limits, name: &str| if name == "cpu" { l.cpu.clone() } else { l.memory.clone() };
+    for (name, parse, unit, max) in fields {
+        let limit_at = at.field("limits").field(name);
+        let limit = match pick(l, name).map(|v| (parse(&v.0), v)) {
+            None => None,
+            Some((Err(why), _)) => {
+                errors.add(&limit_at, format!("{why}, or -1 for unlimited"));
+                None
+            }
+            Some((Ok(Quantity::Amount(n)), v)) if n > max => {
+                errors.add(&limit_at, format!("{:?} is more than {max} {unit}", v.0));
+                None
+            }
+            Some((Ok(Quantity::Amount(n)), v)) if n <= 0.0 => {
+                errors.add(&limit_at, format!("{:?} must be a positive number of {unit}, or -1 for unlimited", v.0));
+                None
+            }
+            Some((Ok(q), _)) => q.positive(),
+        };
+        let request_at = at.field("requests").field(name);
+        match pick(r, name).map(|v| (parse(&v.0), v)) {
+            None => {}
+            Some((Err(why), _)) => errors.add(&request_at, why),
+            Some((Ok(Quantity::Unlimited), _)) => {
+                errors.add(&request_at, "-1: a request cannot be unlimited (it is what the host sets aside)")
+            }
+            Some((Ok(Quantity::Amount(n)), v)) => {
+                if let Some(limit) = limit.filter(|limit| n > *limit) {
+                    errors.add(&request_at, format!("{:?} is more than limits.{name} ({limit} {unit})", v.0));
+                } else if n > max {
+                    errors.add(&request_at, format!("{:?} is more than {max} {unit}", v.0));
+                }
+            }
         }
     }
 }
@@ -546,17 +576,23 @@ pub fn within_host(spec: &ProcessSpec, host: &HostCapacity, errors: &mut Errors)
         );
     }
     let t = &spec.spec.template.spec;
-    let (list, each): (&str, Vec<&Limits>) = if spec.is_pod() {
-        ("containers", t.containers.iter().map(|c| &c.resources.limits).collect())
+    let (list, each): (&str, Vec<(&Limits, &Requests)>) = if spec.is_pod() {
+        ("containers", t.containers.iter().map(|c| (&c.resources.limits, &c.resources.requests)).collect())
     } else {
-        ("processes", t.processes.iter().map(|p| &p.resources.limits).collect())
+        ("processes", t.processes.iter().map(|p| (&p.resources.limits, &p.resources.requests)).collect())
     };
-    for (i, l) in each.iter().enumerate() {
-        let at = body.field("template").field("spec").field(list).index(i).field("resources").field("limits");
-        let checks = [("cpu", &l.cpu, host.cpu_cores, "cores"), ("memory", &l.memory, host.memory_mib, "MiB")];
-        for (name, value, have, unit) in checks {
-            if let Some(n) = value.as_ref().and_then(NumberText::as_f64).filter(|n| *n > have) {
-                errors.add(&at.field(name), format!("{n} is more than this host has ({have:.0} {unit})"));
+    for (i, (l, r)) in each.iter().enumerate() {
+        let at = body.field("template").field("spec").field(list).index(i).field("resources");
+        for (kind, amounts) in [("limits", l), ("requests", r)] {
+            let checks = [
+                ("cpu", amounts.cpu_cores(), host.cpu_cores, "cores"),
+                ("memory", amounts.memory_mib(), host.memory_mib, "MiB"),
+            ];
+            for (name, value, have, unit) in checks {
+                if let Some(n) = value.filter(|n| *n > have) {
+                    errors
+                        .add(&at.field(kind).field(name), format!("{n} is more than this host has ({have:.0} {unit})"));
+                }
             }
         }
     }

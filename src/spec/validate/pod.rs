@@ -157,18 +157,18 @@ fn port_names_of(t: &TemplateSpec) -> BTreeSet<String> {
 }
 
 fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
-    super::limits(&r.limits, &at.field("limits"), errors);
-    let memory = r.limits.memory.as_ref().and_then(NumberText::as_f64).filter(|m| *m > 0.0);
+    super::resources(&r.limits, &r.requests, at, errors);
+    let memory = r.limits.memory_mib();
     if memory.is_some_and(|m| m < MIN_MEMORY_MB) {
         errors.add(
             &at.field("limits").field("memory"),
             format!("must be at least {MIN_MEMORY_MB} (MiB) for a container"),
         );
     }
-    if r.cpu_set && r.limits.cpu.as_ref().and_then(NumberText::as_f64).is_none_or(|c| c <= 0.0) {
+    if r.cpu_set && r.limits.cpu_cores().is_none() {
         errors.add(&at.field("cpuSet"), "needs limits.cpu (how many cpus to pin)");
     }
-    if r.cpu_quota && r.limits.cpu.as_ref().and_then(NumberText::as_f64).is_none_or(|c| c <= 0.0) {
+    if r.cpu_quota && r.limits.cpu_cores().is_none() {
         errors.add(&at.field("cpuQuota"), "needs limits.cpu (the quota in cores)");
     }
     if let Some(s) = r.memory_swap {
