@@ -23,6 +23,7 @@
 //! operator, kept next to the rules they pin down.
 
 use crate::protocol::NodeDocument;
+use crate::resources::Requests;
 use crate::spec::model::{Constraint, IntersectionItem, Operator, UnionData};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +39,9 @@ pub struct NodeView {
     /// Apps with instances on the node: `namespace/name` → (labels, instance count).
     pub apps: BTreeMap<String, (BTreeMap<String, String>, usize)>,
     pub free_ports: usize,
+    /// cpu and memory left for new requests (allocatable less allocated); None: the daemon
+    /// does not say (an older one), and admits by its own rule.
+    pub free: Option<Requests>,
 }
 
 impl NodeView {
@@ -65,6 +69,7 @@ impl NodeView {
             labels: doc.labels.clone(),
             apps,
             free_ports: doc.ports.free,
+            free: (doc.resources.capacity != Requests::default()).then(|| doc.resources.free()),
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct Request<'a> {
     pub place: Vec<u32>,
     /// Random (hostPort 0) ports one instance needs.
     pub ports_per_instance: usize,
+    /// What one instance requests (cpu, memory): placed only where it fits in the node's free.
+    pub requests: Requests,
     /// Nodes that take no new instance (the app failed there); their instances still count.
     pub avoid: BTreeSet<String>,
     /// Nodes closed to new instances by the operator (a cordon), with why.
@@ -118,6 +125,10 @@ impl PlacementError {
             ),
             None if self.refusals.iter().all(|r| r.reason.starts_with("unreachable")) => {
                 format!("cannot place {}/{}: no node is reachable", self.app, self.index)
+            }
+            // Seed 002's "NotAllowed: not enough resources".
+            None if self.refusals.iter().all(|r| r.reason.starts_with("not enough")) => {
+                format!("cannot place {}/{}: not enough resources on any node", self.app, self.index)
             }
             None => format!("cannot place {}/{}: no node meets every constraint", self.app, self.index),
         };
@@ -161,6 +172,7 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
         *tally.by_node.entry(node.clone()).or_default() += 1;
     }
     let mut ports_left: BTreeMap<&str, usize> = nodes.iter().map(|n| (n.name.as_str(), n.free_ports)).collect();
+    let mut room_left: BTreeMap<&str, Option<Requests>> = nodes.iter().map(|n| (n.name.as_str(), n.free)).collect();
     let items: &[IntersectionItem] = req.constraint.map_or(&[], |c| c.intersection_item.as_slice());
     let mut placed = BTreeMap::new();
     for &index in &req.place {
@@ -185,6 +197,10 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
                 refusals.push(Refusal { node: node.name.clone(), item: None, reason });
                 continue;
             }
+            if let Some(short) = room_left[node.name.as_str()].and_then(|room| req.requests.exceeds(&room)) {
+                refusals.push(Refusal { node: node.name.clone(), item: None, reason: short.to_string() });
+                continue;
+            }
             let failed = items
                 .iter()
                 .enumerate()
@@ -207,6 +223,9 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
         *tally.by_node.entry(node.name.clone()).or_default() += 1;
         *tally.added.entry(node.name.clone()).or_default() += 1;
         *ports_left.get_mut(node.name.as_str()).expect("every node has a port count") -= req.ports_per_instance;
+        if let Some(room) = room_left.get_mut(node.name.as_str()).and_then(Option::as_mut) {
+            *room = room.minus(req.requests);
+        }
         placed.insert(index, node.name.clone());
     }
     Ok(placed)
@@ -367,6 +386,7 @@ mod tests {
             keep: BTreeMap::new(),
             place: (0..n).collect(),
             ports_per_instance: 0,
+            requests: Requests::default(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
         };
@@ -592,6 +612,41 @@ mod tests {
     }
 
     #[test]
+    fn instances_go_only_where_their_requests_fit() {
+        let mut nodes = slaves(3);
+        for n in &mut nodes {
+            n.free = Some(Requests::of(1.0, 1024.0));
+        }
+        // 300m each: three fit on a node with one core free, so nine over three nodes.
+        let mut req = Request {
+            app: "ns/app",
+            constraint: None,
+            total: 9,
+            keep: BTreeMap::new(),
+            place: (0..9).collect(),
+            ports_per_instance: 0,
+            requests: Requests::of(0.3, 100.0),
+            avoid: BTreeSet::new(),
+            closed: BTreeMap::new(),
+        };
+        let p = place(&req, &nodes).unwrap();
+        assert_eq!(counts(&p).values().copied().collect::<Vec<_>>(), vec![3, 3, 3]);
+        // A tenth fits nowhere: refused whole, each node's reason given (nothing half-placed).
+        req.total = 10;
+        req.place = (0..10).collect();
+        let e = place(&req, &nodes).unwrap_err().to_string();
+        assert!(e.starts_with("cannot place ns/app/9: not enough resources on any node"), "{e}");
+        assert!(e.contains("slave1: not enough cpu: 300m cores requested, 100m cores free"), "{e}");
+        // Memory as well; and a node that does not say what it has free is not refused for it.
+        req.requests = Requests::of(0.1, 2048.0);
+        req.place = vec![0];
+        let e = place(&req, &nodes).unwrap_err().to_string();
+        assert!(e.contains("slave2: not enough memory: 2048 MiB requested, 1024 MiB free"), "{e}");
+        nodes[2].free = None;
+        assert_eq!(place(&req, &nodes).unwrap()[&0], "slave3");
+    }
+
+    #[test]
     fn kept_instances_count_and_ports_limit() {
         let c = all_of(&[json!({"name": "hostname", "operate": "UNIQUE"})]);
         let req = Request {
@@ -601,6 +656,7 @@ mod tests {
             keep: BTreeMap::from([(0, "slave1".to_string()), (1, "slave2".to_string())]),
             place: vec![2],
             ports_per_instance: 1,
+            requests: Requests::default(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
         };
@@ -650,6 +706,7 @@ mod throughput {
                 keep: BTreeMap::new(),
                 place: (0..1000).collect(),
                 ports_per_instance: 1,
+                requests: Requests::default(),
                 avoid: BTreeSet::new(),
                 closed: BTreeMap::new(),
             };

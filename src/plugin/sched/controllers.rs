@@ -149,6 +149,7 @@ fn fits_one(key: &str, spec: &ProcessSpec, view: &NodeView, ports: usize) -> boo
         keep: BTreeMap::new(),
         place: vec![0],
         ports_per_instance: ports,
+        requests: spec.instance_requests(),
         avoid: BTreeSet::new(),
         closed: BTreeMap::new(),
     };

@@ -296,6 +296,7 @@ impl Scheduler {
                     keep,
                     place: vec![i],
                     ports_per_instance: spec.random_ports(),
+                    requests: spec.instance_requests(),
                     avoid: BTreeSet::from([from.to_string()]),
                     closed: Default::default(),
                 };

@@ -177,6 +177,7 @@ impl Scheduler {
             keep: keep.clone(),
             place,
             ports_per_instance: spec.random_ports(),
+            requests: spec.instance_requests(),
             avoid: avoid.clone(),
             closed: Default::default(),
         };
@@ -414,6 +415,7 @@ mod tests {
             keep: Default::default(),
             place: vec![0],
             ports_per_instance: pod.random_ports(),
+            requests: Default::default(),
             avoid: Default::default(),
             closed: Default::default(),
         };
