@@ -575,7 +575,14 @@ async fn failures_by_policy_remote_checks_and_a_stopped_daemon() {
         body_type(v) == "remoteCheckRestart" && v["body"]["instance"] == "test/webbad/0"
     });
     assert_eq!(restart["body"]["ok"], true, "{restart}");
-    let after = c.host("h3").daemon.wait_state(&id("test", "webbad", 0), Kind::Running, 30).await;
+    // The restart's answer can come before the instance leaves its old run: wait for a new one.
+    let after = c
+        .host("h3")
+        .daemon
+        .wait(&id("test", "webbad", 0), 30, |s| {
+            s.state.kind() == Kind::Running && s.pid.is_some() && s.pid != before.pid
+        })
+        .await;
     assert!(after.pid.is_some() && after.pid != before.pid, "restarted: {before:?} -> {after:?}");
     assert!(
         !run.drain().iter().any(|v| body_type(v) == "remoteHealth"
