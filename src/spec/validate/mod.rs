@@ -557,12 +557,12 @@ pub struct HostCapacity {
 impl HostCapacity {
     /// This host's online cpus and physical memory.
     pub fn of_this_host(max_instances: u32) -> HostCapacity {
-        let cpu_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        // SAFETY: sysconf only reads system values.
-        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-        let memory_mib =
-            if pages > 0 && page > 0 { (pages as f64) * (page as f64) / 1048576.0 } else { MAX_MEMORY_MIB };
-        HostCapacity { cpu_cores: cpu_cores.max(1.0), memory_mib, max_instances }
+        let has = crate::resources::HostResources::detect(Default::default()).capacity;
+        let memory_mib = match has.memory_bytes {
+            0 => MAX_MEMORY_MIB,
+            bytes => bytes as f64 / 1048576.0,
+        };
+        HostCapacity { cpu_cores: (has.milli_cpu as f64 / 1000.0).max(1.0), memory_mib, max_instances }
     }
 }
 
