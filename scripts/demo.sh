@@ -151,6 +151,10 @@ echo
 echo "== steward node   (requests: what the apps here ask of the host; units/gamesvc.json asks 100m and 32Mi an instance)"
 $steward node || true
 echo
+echo "== units/gamesvc.json schedule   (seed 003: steward-sched spreads it over hosts, prefers hosts without a gpu,"
+echo "   and may use a host under a preferred cordon; a daemon on its own reads only its labels)"
+sed -n '/"schedule"/,$p' units/gamesvc.json
+echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
 sleep 3
 $steward job status demo/backup || true

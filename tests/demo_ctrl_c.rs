@@ -98,7 +98,16 @@ async fn ctrl_c_in_a_terminal_deletes_the_demos_instances_and_stops_the_daemon()
     let steward = stewardd.with_file_name("steward");
     let applied = Command::new(&steward).arg("apply").arg("-f").arg(&earlier).arg("--wait").output().unwrap();
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
-    let earlier_pid = Client::new(DEFAULT_SOCKET).list(&[]).await.unwrap()[0].pid.unwrap();
+    // Its pid, once listed (the answer to --wait may come a moment before the list has it).
+    let mut earlier_pid = None;
+    for _ in 0..100 {
+        earlier_pid = Client::new(DEFAULT_SOCKET).list(&[]).await.unwrap().first().and_then(|i| i.pid);
+        if earlier_pid.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let earlier_pid = earlier_pid.expect("the earlier app's instance runs");
     daemon.stop();
 
     let (mut demo, screen, reader) = start_demo(&stewardd);

@@ -307,7 +307,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
         update_strategy(),
         // Boxed: the strategy's nested types grow the stack frames of every case past the
         // test thread's stack.
-        (option::of(job_spec()), option::of(cron_spec())).boxed(),
+        (option::of(job_spec()), option::of(cron_spec()), schedule()).boxed(),
     )
         .prop_map(
             |(
@@ -316,7 +316,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 processes,
                 constraint,
                 strategy,
-                (job, cron_job),
+                (job, cron_job, schedule),
             )| ProcessSpec {
                 api_version,
                 kind,
@@ -334,8 +334,68 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 dependencies: Vec::new(),
                 daemon_set: None,
                 stateful_set: None,
+                schedule,
             },
         )
+}
+
+fn expression() -> impl Strategy<Value = Expression> {
+    let op = prop_oneof![
+        Just(ExpressionOperator::In),
+        Just(ExpressionOperator::NotIn),
+        Just(ExpressionOperator::Exists),
+        Just(ExpressionOperator::DoesNotExist),
+        Just(ExpressionOperator::Gt),
+        Just(ExpressionOperator::Lt)
+    ];
+    (text(), option::of(op), vec(text(), 0..3)).prop_map(|(key, operator, value)| Expression { key, operator, value })
+}
+
+fn affinity_type() -> impl Strategy<Value = AffinityType> {
+    prop_oneof![Just(AffinityType::Required), Just(AffinityType::Prefered)]
+}
+
+fn pod_affinity() -> impl Strategy<Value = Option<PodAffinity>> {
+    let term = (0u32..200, text(), vec(text(), 0..2), btree_map(text(), text(), 0..2), vec(expression(), 0..2))
+        .prop_map(|(weight, topology_key, namespaces, labels, expressions)| PodAffinityTerm {
+            weight,
+            topology_key,
+            namespaces,
+            selector: LabelSelector { labels, expressions },
+        });
+    option::of((affinity_type(), vec(term, 0..3)).prop_map(|(kind, terms)| PodAffinity { kind, terms }))
+}
+
+/// Seed 003's `schedule`: node and pod affinity terms, tolerations, labels.
+fn schedule() -> impl Strategy<Value = Schedule> {
+    let node_term =
+        (0u32..200, vec(expression(), 0..3)).prop_map(|(weight, expressions)| NodeAffinityTerm { weight, expressions });
+    let node =
+        option::of((affinity_type(), vec(node_term, 0..3)).prop_map(|(kind, terms)| NodeAffinity { kind, terms }));
+    let effect = option::of(prop_oneof![
+        Just(TaintEffect::NoScheduler),
+        Just(TaintEffect::PreferNoScheduler),
+        Just(TaintEffect::NoExecute)
+    ]);
+    let toleration_op = prop_oneof![Just(TolerationOperator::Exists), Just(TolerationOperator::Equal)];
+    let toleration = (text(), toleration_op, text(), effect, option::of(0u64..1000)).prop_map(
+        |(key, operator, value, effect, toleration_seconds)| Toleration {
+            key,
+            operator,
+            value,
+            effect,
+            toleration_seconds,
+        },
+    );
+    (btree_map(text(), text(), 0..2), node, pod_affinity(), pod_affinity(), vec(toleration, 0..3)).prop_map(
+        |(labels, node, pod, anti, tolerations)| Schedule {
+            scheduler: String::new(),
+            labels,
+            affinity: Affinity { pod, node },
+            antiaffinity: AntiAffinity { pod: anti },
+            tolerations,
+        },
+    )
 }
 
 fn cron_spec() -> impl Strategy<Value = CronJobSpec> {

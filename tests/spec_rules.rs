@@ -1231,7 +1231,7 @@ fn unknown_fields_in_list_elements_and_nested_objects() {
 #[test]
 fn an_unknown_field_without_a_near_name_lists_the_known_ones() {
     let d = with(|d| d["zzzzzz"] = json!(1));
-    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies)");
+    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies, schedule)");
 }
 
 #[test]
@@ -1913,4 +1913,60 @@ fn daemon_and_stateful_sets_are_read_and_exclusive() {
         "neither a job, a cron job nor a stateful set",
     );
     assert_error(&with(|d| d["daemonSet"] = json!({"nodes": 3})), "daemonSet.nodes", "unknown field");
+}
+
+#[test]
+fn schedule_affinity_and_tolerations_are_checked_with_their_paths() {
+    // Seed 003's spellings and Kubernetes' both read; a valid block passes.
+    let d = with(|d| {
+        d["schedule"] = json!({
+            "labels": {"tier": "game"},
+            "affinity": {
+                "node": {"type": "Prefered", "terms": [
+                    {"weight": 80, "expressions": [{"key": "zone", "operator": "In", "value": ["a"]}]},
+                    {"weight": 20, "expressions": [{"key": "gen", "operator": "Lt", "value": ["3"]},
+                                                   {"key": "gpu", "operator": "DoesNotExist"}]}]},
+                "pod": {"type": "Required", "terms": [{"topologyKey": "kubernetes.io/hostname",
+                    "selector": {"labels": {"role": "db"}}}]}
+            },
+            "antiaffinity": {"pod": {"type": "Preferred", "terms": [{"weight": 10, "topologyKey": "zone",
+                "selector": {"expressions": [{"key": "tier", "operator": "Exists"}]}}]}},
+            "tolerations": [{"key": "steward/cordon", "operator": "Exists", "effect": "NoScheduler"},
+                            {"operator": "Exists", "effect": "PreferNoSchedule"}]
+        });
+    });
+    assert_valid(&d);
+    let d = with(|d| {
+        d["schedule"] = json!({
+            "scheduler": "other",
+            "affinity": {
+                "node": {"type": "Prefered", "terms": [
+                    {"weight": 0, "expressions": [{"key": "zone", "operator": "In"}]},
+                    {"weight": 101, "expressions": [{"key": "gen", "operator": "Gt", "value": ["x"]}]}]},
+                "pod": {"terms": [{"weight": 5, "selector": {"expressions": [{"key": "a", "operator": "Lt", "value": ["1"]}]}}]}
+            },
+            "antiaffinity": {"pod": {"type": "Prefered", "terms": []}},
+            "tolerations": [{"operator": "Equal", "value": "x"}, {"key": "k", "operator": "Exists", "value": "v"},
+                            {"key": "k", "tolerationSeconds": 5}]
+        });
+    });
+    assert_errors(
+        &d,
+        &[
+            ("schedule.scheduler", "only \"\" (the default scheduler)"),
+            ("schedule.affinity.node.terms[0].weight", "0 is out of range 1-100"),
+            ("schedule.affinity.node.terms[0].expressions[0].value", "In needs at least one value"),
+            ("schedule.affinity.node.terms[1].weight", "101 is out of range 1-100"),
+            ("schedule.affinity.node.terms[1].expressions[0].value[0]", "\"x\" is not an integer"),
+            ("schedule.affinity.pod.terms[0].weight", "is for type Prefered only"),
+            ("schedule.affinity.pod.terms[0].selector.expressions[0].operator", "Lt is for node affinity only"),
+            ("schedule.antiaffinity.pod.terms", "needs at least one term"),
+            ("schedule.tolerations[0].key", "is required unless operator is Exists"),
+            ("schedule.tolerations[1].value", "must be empty with operator Exists"),
+            ("schedule.tolerations[2].tolerationSeconds", "is for effect NoExecute only"),
+        ],
+    );
+    let d = with(|d| d["schedule"] = json!({"affinity": {"node": {"type": "Soft", "terms": []}}}));
+    let got = errors(&d);
+    assert!(got.iter().any(|e| e.path == "schedule.affinity.node.type"), "{got:?}");
 }

@@ -33,7 +33,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             AppOnNode {
                 namespace: meta.namespace.clone(),
                 name: meta.name.clone(),
-                labels: meta.labels.clone(),
+                labels: spec.instance_labels(),
                 instances: mine,
                 hash: crate::supervisor::revisions::template_hash(spec),
             }

@@ -4,11 +4,14 @@
 //! It keeps only the desired state (apps, specs, placements); the daemons stay the source of
 //! truth for what runs.
 
+pub mod affinity;
 pub mod checks;
 pub mod cluster;
 pub mod etcd;
 pub mod notify;
 pub mod placement;
+#[cfg(test)]
+mod placement_bench;
 pub mod sched;
 pub mod store;
 

@@ -22,9 +22,10 @@
 //! Over 600 lines: its second half (`mod tests`) is the unit tests, rule by rule and operator by
 //! operator, kept next to the rules they pin down.
 
+use super::affinity::Affinities;
 use crate::protocol::NodeDocument;
 use crate::resources::Requests;
-use crate::spec::model::{Constraint, IntersectionItem, Operator, UnionData};
+use crate::spec::model::{Constraint, IntersectionItem, Operator, ProcessSpec, Schedule, UnionData};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A node as the scheduler sees it (from the daemon's GET /v1/node).
@@ -48,7 +49,7 @@ impl NodeView {
     /// The value a constraint's `name` reads on this node.
     pub fn value(&self, name: &str) -> Option<&str> {
         match name {
-            "hostname" => Some(&self.hostname),
+            "hostname" | crate::spec::model::HOSTNAME_TOPOLOGY => Some(&self.hostname),
             "ip" | "hostip" => Some(&self.ip),
             _ => self.attributes.get(name).or_else(|| self.labels.get(name)).map(String::as_str),
         }
@@ -94,6 +95,29 @@ pub struct Request<'a> {
     pub avoid: BTreeSet<String>,
     /// Nodes closed to new instances by the operator (a cordon), with why.
     pub closed: BTreeMap<String, String>,
+    /// Seed 003's affinities and tolerations.
+    pub schedule: Option<&'a Schedule>,
+    /// The labels the app's instances carry (its pod affinity may pick itself).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl<'a> Request<'a> {
+    /// All of `spec`'s instances, none kept, none yet to place.
+    pub fn new(app: &'a str, spec: &'a ProcessSpec) -> Request<'a> {
+        Request {
+            app,
+            constraint: spec.constraint.as_ref(),
+            total: spec.spec.instance,
+            keep: BTreeMap::new(),
+            place: Vec::new(),
+            ports_per_instance: spec.random_ports(),
+            requests: spec.instance_requests(),
+            avoid: BTreeSet::new(),
+            closed: BTreeMap::new(),
+            schedule: Some(&spec.schedule).filter(|s| !s.is_empty()),
+            labels: spec.instance_labels(),
+        }
+    }
 }
 
 /// Why one node could not take an instance.
@@ -146,7 +170,10 @@ impl PlacementError {
 struct Tally<'a> {
     nodes: &'a [NodeView],
     by_node: BTreeMap<String, usize>,
-    added: BTreeMap<String, usize>,
+    /// Every instance on each node (by index), of any app, this round's placements counted.
+    load: Vec<usize>,
+    /// The app's instances on each node (by index), as `by_node`.
+    own: Vec<usize>,
 }
 
 impl Tally<'_> {
@@ -158,75 +185,120 @@ impl Tally<'_> {
     fn on(&self, node: &str) -> usize {
         self.by_node.get(node).copied().unwrap_or(0)
     }
+}
 
-    /// Every instance on the node, of any app, counting this round's placements.
-    fn load(&self, node: &NodeView) -> usize {
-        node.apps.values().map(|(_, n)| n).sum::<usize>() + self.added.get(&node.name).copied().unwrap_or(0)
+/// One placement round: the request, the nodes and what the round has taken from them.
+struct Round<'r, 'a> {
+    req: &'r Request<'a>,
+    nodes: &'r [NodeView],
+    items: &'r [IntersectionItem],
+    tally: Tally<'r>,
+    affinities: Affinities<'r>,
+    ports_left: Vec<usize>,
+    room_left: Vec<Option<Requests>>,
+}
+
+impl Round<'_, '_> {
+    /// The node the next instance goes to: among those that pass every rule, the highest
+    /// preference, then the spread. Each refused node's reason goes into `refusals` if asked
+    /// for (only once nothing fits: reasons are text, and most rounds need none).
+    fn best(&self, mut refusals: Option<&mut Vec<Refusal>>) -> Option<usize> {
+        let req = self.req;
+        let mut refuse = |node: &NodeView, item: Option<usize>, reason: &dyn Fn() -> String| {
+            if let Some(list) = refusals.as_deref_mut() {
+                list.push(Refusal { node: node.name.clone(), item, reason: reason() });
+            }
+        };
+        let mut best: Option<((i64, usize, usize, usize), usize)> = None;
+        for (ni, node) in self.nodes.iter().enumerate() {
+            if req.avoid.contains(&node.name) {
+                refuse(node, None, &|| "avoided: the app's instance was lost or failed there".to_string());
+                continue;
+            }
+            if let Some(why) = req.closed.get(&node.name) {
+                refuse(node, None, &|| why.clone());
+                continue;
+            }
+            let ports = self.ports_left[ni];
+            if ports < req.ports_per_instance {
+                refuse(node, None, &|| format!("{ports} free port(s), an instance needs {}", req.ports_per_instance));
+                continue;
+            }
+            if let Some(short) = self.room_left[ni].and_then(|room| req.requests.exceeds(&room)) {
+                refuse(node, None, &|| short.to_string());
+                continue;
+            }
+            let failed = self
+                .items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| item_holds(item, node, req, &self.tally).err().map(|reason| (i, reason)));
+            if let Some((i, reason)) = failed {
+                refuse(node, Some(i), &|| reason.clone());
+                continue;
+            }
+            if let Err(reason) = self.affinities.filter(ni) {
+                refuse(node, None, &|| reason.clone());
+                continue;
+            }
+            let score = (
+                -self.affinities.score(ni),
+                groupby_count(self.items, node, &self.tally),
+                self.tally.own[ni],
+                self.tally.load[ni],
+            );
+            if best.as_ref().is_none_or(|(s, _)| score < *s) {
+                best = Some((score, ni));
+            }
+        }
+        best.map(|(_, ni)| ni)
+    }
+
+    /// An instance goes to node `ni`.
+    fn take(&mut self, ni: usize) {
+        let node = &self.nodes[ni];
+        self.affinities.placed(ni);
+        *self.tally.by_node.entry(node.name.clone()).or_default() += 1;
+        self.tally.load[ni] += 1;
+        self.tally.own[ni] += 1;
+        self.ports_left[ni] -= self.req.ports_per_instance;
+        if let Some(room) = self.room_left[ni].as_mut() {
+            *room = room.minus(self.req.requests);
+        }
     }
 }
 
 /// Places `req.place` on `nodes`; returns index → node name for each. All or nothing.
 pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>, PlacementError> {
-    let mut tally = Tally { nodes, by_node: BTreeMap::new(), added: BTreeMap::new() };
+    let mut by_node: BTreeMap<String, usize> = BTreeMap::new();
     for node in req.keep.values() {
-        *tally.by_node.entry(node.clone()).or_default() += 1;
+        *by_node.entry(node.clone()).or_default() += 1;
     }
-    let mut ports_left: BTreeMap<&str, usize> = nodes.iter().map(|n| (n.name.as_str(), n.free_ports)).collect();
-    let mut room_left: BTreeMap<&str, Option<Requests>> = nodes.iter().map(|n| (n.name.as_str(), n.free)).collect();
-    let items: &[IntersectionItem] = req.constraint.map_or(&[], |c| c.intersection_item.as_slice());
+    let load = nodes.iter().map(|n| n.apps.values().map(|(_, count)| count).sum()).collect();
+    let own: Vec<usize> = nodes.iter().map(|n| by_node.get(&n.name).copied().unwrap_or(0)).collect();
+    let tally = Tally { nodes, by_node, load, own: own.clone() };
+    let mut round = Round {
+        req,
+        nodes,
+        items: req.constraint.map_or(&[], |c| c.intersection_item.as_slice()),
+        tally,
+        affinities: Affinities::new(req.schedule, req.app, &req.labels, nodes, &own),
+        ports_left: nodes.iter().map(|n| n.free_ports).collect(),
+        room_left: nodes.iter().map(|n| n.free).collect(),
+    };
     let mut placed = BTreeMap::new();
     for &index in &req.place {
-        let mut refusals = Vec::new();
-        let mut best: Option<((usize, usize, usize), &NodeView)> = None;
-        for node in nodes {
-            if req.avoid.contains(&node.name) {
-                let reason = "avoided: the app's instance was lost or failed there".to_string();
-                refusals.push(Refusal { node: node.name.clone(), item: None, reason });
-                continue;
-            }
-            if let Some(why) = req.closed.get(&node.name) {
-                refusals.push(Refusal { node: node.name.clone(), item: None, reason: why.clone() });
-                continue;
-            }
-            if ports_left[node.name.as_str()] < req.ports_per_instance {
-                let reason = format!(
-                    "{} free port(s), an instance needs {}",
-                    ports_left[node.name.as_str()],
-                    req.ports_per_instance
-                );
-                refusals.push(Refusal { node: node.name.clone(), item: None, reason });
-                continue;
-            }
-            if let Some(short) = room_left[node.name.as_str()].and_then(|room| req.requests.exceeds(&room)) {
-                refusals.push(Refusal { node: node.name.clone(), item: None, reason: short.to_string() });
-                continue;
-            }
-            let failed = items
-                .iter()
-                .enumerate()
-                .find_map(|(i, item)| item_holds(item, node, req, &tally).err().map(|reason| (i, reason)));
-            if let Some((i, reason)) = failed {
-                refusals.push(Refusal { node: node.name.clone(), item: Some(i), reason });
-                continue;
-            }
-            let score = (groupby_count(items, node, &tally), tally.on(&node.name), tally.load(node));
-            if best.as_ref().is_none_or(|(s, _)| score < *s) {
-                best = Some((score, node));
-            }
-        }
-        let Some((_, node)) = best else {
+        let Some(ni) = round.best(None) else {
+            let mut refusals = Vec::new();
+            round.best(Some(&mut refusals));
+            let items = round.items;
             let first = refusals.first().and_then(|r| r.item);
             let common =
                 first.filter(|i| refusals.iter().all(|r| r.item == Some(*i))).map(|i| (i, describe_item(&items[i])));
             return Err(PlacementError { app: req.app.to_string(), index, refusals, common });
         };
-        *tally.by_node.entry(node.name.clone()).or_default() += 1;
-        *tally.added.entry(node.name.clone()).or_default() += 1;
-        *ports_left.get_mut(node.name.as_str()).expect("every node has a port count") -= req.ports_per_instance;
-        if let Some(room) = room_left.get_mut(node.name.as_str()).and_then(Option::as_mut) {
-            *room = room.minus(req.requests);
-        }
-        placed.insert(index, node.name.clone());
+        round.take(ni);
+        placed.insert(index, nodes[ni].name.clone());
     }
     Ok(placed)
 }
@@ -389,6 +461,8 @@ mod tests {
             requests: Requests::default(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
+            schedule: None,
+            labels: BTreeMap::new(),
         };
         place(&req, nodes)
     }
@@ -628,6 +702,8 @@ mod tests {
             requests: Requests::of(0.3, 100.0),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
+            schedule: None,
+            labels: BTreeMap::new(),
         };
         let p = place(&req, &nodes).unwrap();
         assert_eq!(counts(&p).values().copied().collect::<Vec<_>>(), vec![3, 3, 3]);
@@ -659,6 +735,8 @@ mod tests {
             requests: Requests::default(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
+            schedule: None,
+            labels: BTreeMap::new(),
         };
         let p = place(&req, &slaves(3)).unwrap();
         assert_eq!(p, BTreeMap::from([(2, "slave3".to_string())]));
@@ -674,50 +752,5 @@ mod tests {
         let req = Request { constraint: None, keep: BTreeMap::new(), place: (0..6).collect(), total: 6, ..req };
         let p = place(&req, &slaves(3)).unwrap();
         assert_eq!(counts(&p).values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
-    }
-}
-
-#[cfg(test)]
-mod throughput {
-    use super::*;
-
-    /// Placement throughput (issue 21's closing figure): 1,000 instances over 3 nodes, with no
-    /// constraint and with MAXPER. A measurement, not a timed test: `cargo test --release --lib
-    /// placement::throughput -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn place_1000_over_3() {
-        let nodes: Vec<NodeView> = (1..=3)
-            .map(|i| NodeView {
-                name: format!("h{i}"),
-                hostname: format!("h{i}"),
-                free_ports: 10_000,
-                ..Default::default()
-            })
-            .collect();
-        let maxper: Constraint = serde_json::from_value(serde_json::json!({"intersectionItem": [{"unionData": [
-            {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "400"}}]}]}))
-        .unwrap();
-        for (what, constraint) in [("no constraint", None), ("MAXPER 400", Some(&maxper))] {
-            let req = Request {
-                app: "ns/many",
-                constraint,
-                total: 1000,
-                keep: BTreeMap::new(),
-                place: (0..1000).collect(),
-                ports_per_instance: 1,
-                requests: Requests::default(),
-                avoid: BTreeSet::new(),
-                closed: BTreeMap::new(),
-            };
-            let started = std::time::Instant::now();
-            let rounds = 20;
-            for _ in 0..rounds {
-                assert_eq!(place(&req, &nodes).unwrap().len(), 1000);
-            }
-            let per = started.elapsed() / rounds;
-            let rate = 1000.0 / per.as_secs_f64();
-            println!("placement, {what}: 1,000 instances over 3 nodes in {per:?} ({rate:.0} instances/s)");
-        }
     }
 }

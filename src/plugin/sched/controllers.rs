@@ -102,7 +102,9 @@ pub(super) fn daemon_set_placements(
     settings: &Settings,
 ) -> (BTreeMap<u32, String>, BTreeMap<u32, String>) {
     let fits = |view: &NodeView| {
-        let closed = settings.cordons.get(&view.name).is_some_and(|c| !c.preferred);
+        // A required cordon keeps it off unless tolerated (seed 003 tolerations).
+        let closed =
+            settings.cordons.get(&view.name).is_some_and(|c| !c.preferred && !spec.schedule.tolerates_cordon(true));
         !closed && fits_one(key, spec, view, spec.random_ports())
     };
     let answering: BTreeMap<&str, &NodeView> = views.iter().map(|v| (v.name.as_str(), v)).collect();
@@ -142,17 +144,7 @@ fn constraint_holds(key: &str, spec: &ProcessSpec, view: &NodeView) -> bool {
 
 /// Whether one instance of the app, needing `ports` random ports, can be placed on `view`.
 fn fits_one(key: &str, spec: &ProcessSpec, view: &NodeView, ports: usize) -> bool {
-    let req = Request {
-        app: key,
-        constraint: spec.constraint.as_ref(),
-        total: 1,
-        keep: BTreeMap::new(),
-        place: vec![0],
-        ports_per_instance: ports,
-        requests: spec.instance_requests(),
-        avoid: BTreeSet::new(),
-        closed: BTreeMap::new(),
-    };
+    let req = Request { total: 1, place: vec![0], ports_per_instance: ports, ..Request::new(key, spec) };
     placement::place(&req, std::slice::from_ref(view)).is_ok()
 }
 

@@ -53,16 +53,19 @@ pub struct Drifted {
 }
 
 /// Places `req` keeping off cordoned nodes: required cordons always, preferred ones unless
-/// nothing else fits.
+/// nothing else fits; a cordon the app tolerates (seed 003 `schedule.tolerations`: a required
+/// cordon is a NoScheduler taint, a preferred one PreferNoScheduler) does not keep it off.
 pub(super) fn place_around_cordons(
     req: &Request,
     views: &[NodeView],
     settings: &Settings,
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
+    let tolerated = |c: &crate::plugin::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
     let closed = |preferred_too: bool| -> BTreeMap<String, String> {
         settings
             .cordons
             .iter()
+            .filter(|(_, c)| !tolerated(c))
             .filter(|(_, c)| preferred_too || !c.preferred)
             .map(|(n, c)| {
                 let kind = if c.preferred { "preferred" } else { "required" };
@@ -74,7 +77,7 @@ pub(super) fn place_around_cordons(
     let strict = Request { closed: closed(true), ..req.clone() };
     match placement::place(&strict, views) {
         Ok(placed) => Ok(placed),
-        Err(_) if settings.cordons.values().any(|c| c.preferred) => {
+        Err(_) if settings.cordons.values().any(|c| c.preferred && !tolerated(c)) => {
             placement::place(&Request { closed: closed(false), ..req.clone() }, views)
         }
         Err(e) => Err(e),
@@ -290,15 +293,10 @@ impl Scheduler {
                 let keep: BTreeMap<u32, String> =
                     app.placements.iter().filter(|(n, _)| **n != i).map(|(n, p)| (*n, p.node.clone())).collect();
                 let req = Request {
-                    app: key,
-                    constraint: spec.constraint.as_ref(),
-                    total: spec.spec.instance,
                     keep,
                     place: vec![i],
-                    ports_per_instance: spec.random_ports(),
-                    requests: spec.instance_requests(),
                     avoid: BTreeSet::from([from.to_string()]),
-                    closed: Default::default(),
+                    ..Request::new(key, &spec)
                 };
                 let settings = self.store.settings().await?;
                 let placed = place_around_cordons(&req, &views, &settings)?;
@@ -361,5 +359,57 @@ impl Scheduler {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::store::Cordon;
+    use crate::spec::model::Schedule;
+
+    fn view(name: &str) -> NodeView {
+        NodeView { name: name.into(), hostname: name.into(), free_ports: 10, ..Default::default() }
+    }
+
+    #[test]
+    fn tolerations_let_an_app_onto_cordoned_hosts() {
+        let cordon = |preferred| Cordon { preferred, since_ms: 1, reason: String::new() };
+        let settings = Settings {
+            cordons: BTreeMap::from([("h1".to_string(), cordon(false)), ("h2".to_string(), cordon(true))]),
+            ..Default::default()
+        };
+        let views = [view("h1"), view("h2"), view("h3")];
+        let schedule = |v: serde_json::Value| -> Schedule { serde_json::from_value(v).unwrap() };
+        let none = Schedule::default();
+        let required = schedule(serde_json::json!({"tolerations": [
+            {"key": "steward/cordon", "operator": "Exists", "effect": "NoScheduler"}]}));
+        let any = schedule(serde_json::json!({"tolerations": [{"operator": "Exists"}]}));
+        let req = |s: &Schedule, views: &[NodeView]| -> Result<Vec<String>, PlacementError> {
+            let r = Request {
+                app: "ns/a",
+                constraint: None,
+                total: 1,
+                keep: BTreeMap::new(),
+                place: vec![0],
+                ports_per_instance: 0,
+                requests: Default::default(),
+                avoid: Default::default(),
+                closed: BTreeMap::new(),
+                schedule: Some(s),
+                labels: BTreeMap::new(),
+            };
+            place_around_cordons(&r, views, &settings).map(|p| p.into_values().collect())
+        };
+        // Without a toleration: h3; with only the cordoned hosts, the preferred one (h2).
+        assert_eq!(req(&none, &views).unwrap(), ["h3"]);
+        assert_eq!(req(&none, &views[..2]).unwrap(), ["h2"]);
+        let e = req(&none, &views[..1]).unwrap_err().to_string();
+        assert!(e.contains("h1: cordoned (required)"), "{e}");
+        // Tolerating the required cordon: h1 is open (and emptier than nothing else).
+        assert_eq!(req(&required, &views[..1]).unwrap(), ["h1"]);
+        // Tolerating every taint: the preferred cordon no longer pushes it off h2 either.
+        assert_eq!(req(&any, &[view("h2")]).unwrap(), ["h2"]);
+        assert_eq!(req(&any, &views).unwrap(), ["h1"]);
     }
 }

@@ -170,17 +170,7 @@ impl Scheduler {
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
         let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
-        let req = Request {
-            app: key,
-            constraint: spec.constraint.as_ref(),
-            total,
-            keep: keep.clone(),
-            place,
-            ports_per_instance: spec.random_ports(),
-            requests: spec.instance_requests(),
-            avoid: avoid.clone(),
-            closed: Default::default(),
-        };
+        let req = Request { total, keep: keep.clone(), place, avoid: avoid.clone(), ..Request::new(key, spec) };
         let placed = super::controls::place_around_cordons(&req, views, settings).map_err(|e| {
             let mut e = e;
             for (node, why) in down {
@@ -418,6 +408,8 @@ mod tests {
             requests: Default::default(),
             avoid: Default::default(),
             closed: Default::default(),
+            schedule: None,
+            labels: Default::default(),
         };
         let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
         assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");

@@ -12,6 +12,7 @@ mod depends;
 mod job;
 pub mod pod;
 mod probe;
+mod schedule;
 mod strategy;
 
 pub use constraint::*;
@@ -21,6 +22,7 @@ pub use depends::*;
 pub use job::*;
 pub use pod::{Container, NetworkMode, Parameter};
 pub use probe::*;
+pub use schedule::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use strategy::*;
@@ -63,6 +65,9 @@ pub struct ProcessSpec {
     /// Apps started beside this one on its hosts (seed 002's dependency pods; steward-sched).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<DependencyRef>,
+    /// Affinity, anti-affinity and tolerations (seed 003 `schedule`; steward-sched).
+    #[serde(skip_serializing_if = "Schedule::is_empty")]
+    pub schedule: Schedule,
 }
 
 impl ProcessSpec {
@@ -565,6 +570,14 @@ impl ProcessSpec {
 
     /// What one instance of this spec requests of its host: the sum over its processes (or
     /// containers) of each one's request, or its limit where it names no request.
+    /// The labels its instances carry where other apps' affinity looks: `metadata.labels`
+    /// with `schedule.labels` (seed 003's pod labels) over them.
+    pub fn instance_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.metadata.labels.clone();
+        labels.extend(self.schedule.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels
+    }
+
     pub fn instance_requests(&self) -> crate::resources::Requests {
         let t = &self.spec.template.spec;
         let each: Vec<(&Limits, &Requests)> = if self.is_pod() {

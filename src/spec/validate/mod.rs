@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashSet};
 mod constraint;
 pub mod pod;
 pub(super) mod probe;
+mod schedule;
 mod strategy;
 
 pub use constraint::anchored_regex;
@@ -82,6 +83,9 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     // port names with nothing running.
     if spec.spec.instance > MAX_INSTANCES {
         errors.add(&body.field("instance"), format!("must be at most {MAX_INSTANCES}"));
+    }
+    if !spec.schedule.is_empty() {
+        schedule::schedule(&spec.schedule, &root.field("schedule"), errors);
     }
     if spec.is_pod() {
         pod::validate(&spec.spec.template.spec, &body.field("template").field("spec"), errors);
