@@ -99,12 +99,18 @@ pub struct Requests {
 }
 
 impl Requests {
-    /// From cores and MiB, each rounded up to the next whole unit.
+    /// From cores and MiB, each rounded up to the next whole unit ("700m" read as 0.7 cores is
+    /// 700.0000000000001 thousandths in floating point: that is 700, not 701).
     pub fn of(cpu_cores: f64, memory_mib: f64) -> Requests {
-        Requests {
-            milli_cpu: (cpu_cores * 1000.0).ceil().max(0.0) as u64,
-            memory_bytes: (memory_mib * 1048576.0).ceil().max(0.0) as u64,
-        }
+        let whole = |x: f64| {
+            let near = x.round();
+            if (x - near).abs() < 1e-6 {
+                near.max(0.0) as u64
+            } else {
+                x.ceil().max(0.0) as u64
+            }
+        };
+        Requests { milli_cpu: whole(cpu_cores * 1000.0), memory_bytes: whole(memory_mib * 1048576.0) }
     }
 
     pub fn is_zero(&self) -> bool {
@@ -217,6 +223,17 @@ pub fn memory_text(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_become_exact_whole_units() {
+        for (text, milli) in [("700m", 700), ("0.7", 700), ("100m", 100), ("0.1", 100), ("1.5", 1500), ("0.0005", 1)] {
+            let cores = match parse_cpu(text).unwrap() {
+                Quantity::Amount(c) => c,
+                Quantity::Unlimited => unreachable!(),
+            };
+            assert_eq!(Requests::of(cores, 0.0).milli_cpu, milli, "{text}");
+        }
+    }
 
     #[test]
     fn cpu_takes_seed_numbers_and_millicores() {

@@ -874,7 +874,10 @@ fn all_desired_changes() -> Vec<DesiredChange> {
     let all = vec![
         DeployCause::Deployed.change(&app, placements.clone()),
         DeployCause::Scaled { instances: 1 }.change(&app, placements.clone()),
-        DeployCause::Rescheduled { reason: "lost".into() }.change(&app, placements),
+        DeployCause::Rescheduled { reason: "lost".into() }.change(&app, placements.clone()),
+        DeployCause::Restarted.change(&app, placements),
+        DesiredChange::Restarted { app: app.clone(), instance: Some(2) },
+        DesiredChange::ConfigChanged { key: "reconcileSecs".into(), value: 3 },
         DesiredChange::Applied { app: app.clone() },
         DesiredChange::Lost { app: app.clone(), node: node.clone(), instances: vec![0] },
         DesiredChange::NodeBack { app: app.clone(), node: node.clone() },
@@ -913,6 +916,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             DesiredChange::Deployed { .. }
             | DesiredChange::Scaled { .. }
             | DesiredChange::Rescheduled { .. }
+            | DesiredChange::Restarted { .. }
+            | DesiredChange::ConfigChanged { .. }
             | DesiredChange::Applied { .. }
             | DesiredChange::Lost { .. }
             | DesiredChange::NodeBack { .. }

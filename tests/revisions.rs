@@ -161,3 +161,37 @@ fn write(d: &Daemon, spec: &serde_json::Value) -> String {
     std::fs::write(&path, serde_json::to_string(spec).unwrap()).unwrap();
     path.display().to_string()
 }
+
+/// Seed 002 changes a restart policy in place: nothing restarts, no new revision, and the new
+/// policy governs the next exit.
+#[tokio::test]
+async fn a_restart_policy_change_restarts_nothing_and_applies_at_the_next_exit() {
+    let mut d = Daemon::start("revisions-policy");
+    let mut doc = versioned("v1", 2);
+    doc["restartPolicy"] = json!({"policy": "Never"});
+    d.apply_json(&doc).await;
+    let mut pids = Vec::new();
+    for i in 0..2 {
+        pids.push(d.wait_state(&id("test", "web", i), Kind::Running, 20).await.pid.unwrap());
+    }
+    doc["restartPolicy"] = json!({"policy": "Always", "interval": 0});
+    d.apply_json(&doc).await;
+    for (i, pid) in pids.iter().enumerate() {
+        let s = d.status(&id("test", "web", i as u32)).await;
+        assert_eq!((s.state.kind(), s.pid), (Kind::Running, Some(*pid)), "instance {i} kept running: {s:?}");
+    }
+    let h = history(&d).await;
+    assert_eq!(h.revisions.len(), 1, "{h:#?}");
+    // The process ends: Always brings it back (Never would have left it Exited).
+    unsafe { libc::kill(pids[0], libc::SIGKILL) };
+    let back = d
+        .wait(&id("test", "web", 0), 20, |s| s.state.kind() == Kind::Running && s.pid.is_some_and(|p| p != pids[0]))
+        .await;
+    assert!(back.restarts >= 1, "{back:?}");
+    // The change survives a kill -9 of the daemon: the other instance, killed after, comes back.
+    d.restart(true);
+    let other = d.wait_state(&id("test", "web", 1), Kind::Running, 20).await;
+    assert_eq!(other.pid, Some(pids[1]), "re-adopted, not restarted");
+    unsafe { libc::kill(pids[1], libc::SIGKILL) };
+    d.wait(&id("test", "web", 1), 20, |s| s.state.kind() == Kind::Running && s.pid.is_some_and(|p| p != pids[1])).await;
+}

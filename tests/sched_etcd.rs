@@ -26,6 +26,8 @@ fn app(key: &str) -> App {
         rollout: None,
         stopped: Default::default(),
         deleting: None,
+        wait_for_room: false,
+        waiting: None,
         version: None,
     }
 }

@@ -45,6 +45,11 @@ pub enum SchedCommand {
     Deploy {
         /// Process spec (JSON or TOML).
         file: PathBuf,
+        /// Instances that fit on no node (cpu, memory, ports, constraints) are held Pending
+        /// with each node's reason, and placed by the leading `run` once they fit, instead of
+        /// the deploy being refused whole.
+        #[arg(long)]
+        wait_for_room: bool,
     },
     /// Show every application's instances across the cluster.
     Status,
@@ -60,7 +65,11 @@ pub enum SchedCommand {
     Scale {
         /// namespace/name
         app: String,
+        /// 0 keeps the app (its spec, revision and port names) with nothing running.
         instances: u32,
+        /// As for deploy (default: what the app was deployed with).
+        #[arg(long)]
+        wait_for_room: bool,
     },
     /// Remove an application from every node. A node that does not answer gets the delete when
     /// it answers again (`run`); meanwhile nothing places or revives the app.
@@ -75,6 +84,9 @@ pub enum SchedCommand {
         app: String,
         /// One instance only.
         index: Option<u32>,
+        /// One instance only (as INDEX).
+        #[arg(long, value_name = "N", conflicts_with = "index")]
+        instance: Option<u32>,
     },
     /// Start stopped instances again.
     Start {
@@ -82,6 +94,26 @@ pub enum SchedCommand {
         app: String,
         /// One instance only.
         index: Option<u32>,
+        /// One instance only (as INDEX).
+        #[arg(long, value_name = "N", conflicts_with = "index")]
+        instance: Option<u32>,
+    },
+    /// Restart an application on every host by the rollout rules (its strategy's budget, node
+    /// by node; seed 002's restart operation), or one instance in place.
+    Restart {
+        /// namespace/name
+        app: String,
+        /// One instance only, restarted on its node.
+        #[arg(long, value_name = "N")]
+        instance: Option<u32>,
+    },
+    /// Every node: its state, cpu and memory (admitted of allocatable), instances, cordon and
+    /// labels, as its daemon reports them now (seed 002's GET /api/nodes; `node ls` too).
+    Nodes,
+    /// The scheduler's own settings (seed 002's engine config), read and changed at run time.
+    Config {
+        #[command(subcommand)]
+        command: SchedConfigCommand,
     },
     /// Follow every daemon and act: lost nodes, rescheduling by restart policy, strays on
     /// returning nodes, deletes and stops nodes missed, REMOTE_HTTP / REMOTE_TCP checks,
@@ -177,6 +209,14 @@ fn parse_duration_secs(s: &str) -> Result<u64, String> {
         "h" => Ok(n * 3600),
         _ => Err(format!("{s:?}: the unit must be s, m or h")),
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedConfigCommand {
+    /// Every setting (or KEY's): its value, default, range and meaning.
+    Get { key: Option<String> },
+    /// Change a setting; `default` puts it back. The leading `run` takes it within a second.
+    Set { key: String, value: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -341,6 +381,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 | SchedCommand::Delete { .. }
                 | SchedCommand::Stop { .. }
                 | SchedCommand::Start { .. }
+                | SchedCommand::Restart { .. }
                 | SchedCommand::Node { command: SchedNodeCommand::Drain { .. } }
                 | SchedCommand::Depend { command: SchedDependCommand::Apply { .. } | SchedDependCommand::Rm { .. } }
                 | SchedCommand::Rollout {
@@ -350,9 +391,12 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
         let allowed = if changes_what_runs { sched.refuse_in_maintenance().await } else { Ok(()) };
         let result = match args.command {
             _ if allowed.is_err() => allowed,
-            SchedCommand::Deploy { file } => sched.deploy_file(&file).await.map(|p| print_placed(&p, output)),
-            SchedCommand::Scale { app, instances } => {
-                sched.scale(&app, instances).await.map(|p| print_placed(&p, output))
+            SchedCommand::Deploy { file, wait_for_room } => {
+                sched.deploy_file(&file, wait_for_room).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Scale { app, instances, wait_for_room } => {
+                let wait = wait_for_room.then_some(true);
+                sched.scale(&app, instances, wait).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Status => match sched.status().await {
                 Ok(p) => {
@@ -367,11 +411,22 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 Err(e) => Err(e),
             },
             SchedCommand::Delete { app } => sched.delete(&app).await.map(|d| print_deleted(&d, output)),
-            SchedCommand::Stop { app, index } => {
-                sched.set_stopped(&app, index, Intent::Stop).await.map(|p| print_placed(&p, output))
+            SchedCommand::Stop { app, index, instance } => {
+                sched.set_stopped(&app, index.or(instance), Intent::Stop).await.map(|p| print_placed(&p, output))
             }
-            SchedCommand::Start { app, index } => {
-                sched.set_stopped(&app, index, Intent::Start).await.map(|p| print_placed(&p, output))
+            SchedCommand::Start { app, index, instance } => {
+                sched.set_stopped(&app, index.or(instance), Intent::Start).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Restart { app, instance } => {
+                sched.restart(&app, instance).await.map(|p| print_placed(&p, output))
+            }
+            SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
+            SchedCommand::Config { command } => {
+                let entries = match command {
+                    SchedConfigCommand::Get { key } => sched.config(key.as_deref()).await,
+                    SchedConfigCommand::Set { key, value } => sched.set_config(&key, &value).await,
+                };
+                entries.map(|entries| print_config(&entries, output))
             }
             SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
             SchedCommand::Depend { command } => depend(&sched, command, output).await,
@@ -397,7 +452,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
             }
             SchedCommand::Node { command: SchedNodeCommand::Ls } => {
-                sched.node_listing().await.map(|nodes| print_nodes(&nodes, output))
+                sched.node_listing().await.map(|nodes| print_node_records(&nodes, output))
             }
             SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
                 sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
@@ -462,7 +517,71 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     })
 }
 
+fn print_config(entries: &[crate::plugin::sched::ConfigEntry], output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(entries).unwrap_or_default());
+        return;
+    }
+    println!("{:<24} {:>7} {:>8} {:<10} ABOUT", "KEY", "VALUE", "DEFAULT", "RANGE");
+    for e in entries {
+        println!("{:<24} {:>7} {:>8} {:<10} {}", e.key, e.value, e.default, e.range, e.about);
+    }
+}
+
 fn print_nodes(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput) {
+    if output == SchedOutput::Json {
+        println!("{}", serde_json::to_string_pretty(nodes).unwrap_or_default());
+        return;
+    }
+    // Kubernetes quantities, short: admitted/allocatable/capacity.
+    let cpu = |m: u64| if m % 1000 == 0 { (m / 1000).to_string() } else { format!("{m}m") };
+    let memory = |b: u64| match b >> 20 {
+        mib if mib >= 1024 => format!("{:.1}Gi", b as f64 / (1u64 << 30) as f64),
+        mib => format!("{mib}Mi"),
+    };
+    println!(
+        "{:<12} {:<8} {:<14} {:<22} {:<24} {:>9} {:<10} LABELS",
+        "NODE", "STATE", "HOSTNAME", "CPU ADMIT/ALLOC/CAP", "MEMORY ADMIT/ALLOC/CAP", "INSTANCES", "CORDON"
+    );
+    for n in nodes {
+        let state = n.record.as_ref().and_then(|r| serde_json::to_value(r.state).ok());
+        let state = state.as_ref().and_then(|v| v.as_str()).unwrap_or("unknown").to_string();
+        let state = if n.in_cluster_file || state == "removed" { state } else { format!("{state}*") };
+        let cordon = n.cordon.as_ref().map_or("-", |c| if c.preferred { "preferred" } else { "required" });
+        match &n.live {
+            Some(l) => {
+                let r = &l.resources;
+                let labels: Vec<String> = l.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!(
+                    "{:<12} {state:<8} {:<14} {:<22} {:<24} {:>9} {cordon:<10} {}",
+                    n.name,
+                    l.hostname,
+                    format!(
+                        "{}/{}/{}",
+                        cpu(r.allocated.milli_cpu),
+                        cpu(r.allocatable.milli_cpu),
+                        cpu(r.capacity.milli_cpu)
+                    ),
+                    format!(
+                        "{}/{}/{}",
+                        memory(r.allocated.memory_bytes),
+                        memory(r.allocatable.memory_bytes),
+                        memory(r.capacity.memory_bytes)
+                    ),
+                    l.instances,
+                    if labels.is_empty() { "-".to_string() } else { labels.join(",") }
+                );
+            }
+            None => {
+                let why = n.unreachable.as_deref().unwrap_or("not in this cluster file");
+                println!("{:<12} {state:<8} {:<14} unreachable: {why}   cordon {cordon}", n.name, "-");
+            }
+        }
+    }
+}
+
+/// `node ls`: the leader's records (since when each node is up, lost or removed).
+fn print_node_records(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(nodes).unwrap_or_default());
         return;

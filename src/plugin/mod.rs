@@ -42,6 +42,9 @@ pub enum PluginError {
     /// Maintenance mode is on: nothing may change what runs.
     #[error("maintenance mode is on (since {since_ms} ms{}): nothing changes what runs until `steward-sched maintenance off`", if reason.is_empty() { String::new() } else { format!(": {reason}") })]
     Maintenance { since_ms: u64, reason: String },
+    /// A scheduler setting the operator gave is unknown or out of range.
+    #[error("config: {0}")]
+    Config(String),
     /// The app changed in the store since it was read (another scheduler wrote it).
     #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
     Conflict { app: String },

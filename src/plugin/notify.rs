@@ -29,6 +29,8 @@ pub enum Kind {
     NoAddress,
     /// Restarted more than [`RESTART_LIMIT`] times within [`RESTART_WINDOW`].
     Restarts,
+    /// Rescheduled seed 000's `maxtimes` times: it stays Failed (DESIGN § 7).
+    MaxtimesReached,
 }
 
 /// One POSTed document.
@@ -54,6 +56,8 @@ pub struct Notifier {
     dropped: Arc<std::sync::atomic::AtomicU64>,
     /// Instance → when it restarted, within the window.
     restarts: Mutex<BTreeMap<String, VecDeque<Instant>>>,
+    /// How many restarts within how long make a `restarts` notification (`config set`).
+    restart_rule: Mutex<(usize, Duration)>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -78,6 +82,7 @@ impl Notifier {
             sent: Default::default(),
             dropped,
             restarts: Default::default(),
+            restart_rule: Mutex::new((RESTART_LIMIT, RESTART_WINDOW)),
             task,
         }
     }
@@ -111,25 +116,31 @@ impl Notifier {
         self.wake.notify_one();
     }
 
+    /// More than `limit` restarts within `window` make a `restarts` notification.
+    pub fn set_restart_rule(&self, limit: usize, window: Duration) {
+        *self.restart_rule.lock().expect("rule lock") = (limit, window);
+    }
+
     /// Counts a restart of `instance`; sends `restarts` when there were more than the limit within
     /// the window (and starts counting anew).
     pub fn restarted(&self, instance: &str, node: &str) {
         let now = Instant::now();
+        let (limit, window) = *self.restart_rule.lock().expect("rule lock");
         let over = {
             let mut all = self.restarts.lock().expect("restarts lock");
             let times = all.entry(instance.to_string()).or_default();
             times.push_back(now);
-            while times.front().is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW) {
+            while times.front().is_some_and(|t| now.duration_since(*t) > window) {
                 times.pop_front();
             }
-            let over = times.len() > RESTART_LIMIT;
+            let over = times.len() > limit;
             if over {
                 times.clear();
             }
             over
         };
         if over {
-            let detail = format!("restarted more than {RESTART_LIMIT} times within {} s", RESTART_WINDOW.as_secs());
+            let detail = format!("restarted more than {limit} times within {} s", window.as_secs());
             self.notify(Kind::Restarts, instance, node, &detail);
         }
     }

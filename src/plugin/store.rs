@@ -34,9 +34,26 @@ pub struct App {
     /// each of these gets the delete when it answers again. Never placed or revived meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleting: Option<Deleting>,
+    /// The operator asked to wait for room (`--wait-for-room`): instances that fit nowhere are
+    /// held (`waiting`) instead of the deploy, scale or reschedule being refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_room: bool,
+    /// Instances held for room, and why: placed by the leading `run` once they fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<RoomWait>,
     /// The store's version of the record as read (etcd: its mod revision); not stored in it.
     #[serde(skip)]
     pub version: Option<i64>,
+}
+
+/// Instances with no node yet: none had room for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoomWait {
+    pub since_ms: u64,
+    pub instances: BTreeSet<u32>,
+    /// The placement's refusal: each node's reason.
+    pub reason: String,
 }
 
 /// A delete that some nodes have yet to get.
@@ -221,6 +238,9 @@ pub struct Settings {
     /// Where notifications go (seed 002's notify callbacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<String>,
+    /// The scheduler's own settings (seed 002's engine config; `config get|set`).
+    #[serde(default, skip_serializing_if = "crate::plugin::sched::EngineConfig::is_default")]
+    pub config: crate::plugin::sched::EngineConfig,
     /// The store's version of the record as read; not stored in it.
     #[serde(skip)]
     pub version: Option<i64>,
@@ -498,6 +518,8 @@ mod tests {
             }),
             stopped: BTreeSet::from([1]),
             deleting: Some(Deleting { since_ms: 5, nodes: BTreeSet::from(["h2".to_string()]) }),
+            wait_for_room: true,
+            waiting: Some(RoomWait { since_ms: 6, instances: BTreeSet::from([2]), reason: "not enough cpu".into() }),
             version: None,
         };
         {

@@ -290,6 +290,17 @@ pub enum DesiredChange {
         app: String,
         placements: BTreeMap<String, String>,
     },
+    /// `restart APP [--instance N]`: every instance restarted by the rollout rules, or one.
+    Restarted {
+        app: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance: Option<u32>,
+    },
+    /// `config set KEY VALUE`: one of the scheduler's settings changed.
+    ConfigChanged {
+        key: String,
+        value: u64,
+    },
     /// Lost or failed instances placed again.
     Rescheduled {
         reason: String,
@@ -430,6 +441,7 @@ pub enum DeployCause {
     Deployed,
     Scaled { instances: u32 },
     Rescheduled { reason: String },
+    Restarted,
 }
 
 impl DeployCause {
@@ -442,6 +454,7 @@ impl DeployCause {
             DeployCause::Rescheduled { reason } => {
                 DesiredChange::Rescheduled { reason: reason.clone(), app, placements }
             }
+            DeployCause::Restarted => DesiredChange::Restarted { app, instance: None },
         }
     }
 }

@@ -85,8 +85,8 @@ impl Supervisor {
                 rollout: false,
             });
         }
-        // Only the count (or the strategy) changed: running instances keep running (their
-        // rendering depends on neither).
+        // Only the count, the strategy or the restart policy changed: running instances keep
+        // running (their rendering depends on none; the policy applies at their next exit).
         let count_only = previous.as_ref().is_some_and(|p| same_template(&p.spec, &spec));
         let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
         let restart_from = match &previous {
@@ -398,12 +398,8 @@ pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<Insta
     }
 }
 
-/// Whether two specs run the same: they differ at most in `spec.instance` and in `strategy`
-/// (how a change rolls out is no change to what runs, as a Deployment's strategy is not part of
-/// its pod template).
+/// Whether two specs run the same: they differ at most in `spec.instance`, `strategy` and
+/// `restartPolicy` (see [`super::revisions::what_runs`]).
 pub(super) fn same_template(a: &ProcessSpec, b: &ProcessSpec) -> bool {
-    let mut b = b.clone();
-    b.spec.instance = a.spec.instance;
-    b.strategy = a.strategy.clone();
-    *a == b
+    super::revisions::what_runs(a) == super::revisions::what_runs(b)
 }

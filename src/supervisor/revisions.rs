@@ -40,13 +40,22 @@ pub(super) fn key(app: &str, n: u64) -> String {
     format!("{app}/{n:010}")
 }
 
-/// What runs, as a short hash: the spec without its instance count and strategy.
+/// What runs, as a short hash: the spec without its instance count, strategy and restart
+/// policy (see [`what_runs`]).
 pub fn template_hash(spec: &ProcessSpec) -> String {
+    let json = serde_json::to_vec(&what_runs(spec)).unwrap_or_default();
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The spec without what changes nothing that runs: the instance count, the strategy (how a
+/// change rolls out, as a Deployment's strategy is not part of its pod template) and the
+/// restart policy (applied to the next exit, in place: seed 002 changes it without a restart).
+pub fn what_runs(spec: &ProcessSpec) -> ProcessSpec {
     let mut template = spec.clone();
     template.spec.instance = 0;
     template.strategy = Default::default();
-    let json = serde_json::to_vec(&template).unwrap_or_default();
-    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    template.restart_policy = Default::default();
+    template
 }
 
 /// Every app's revisions, oldest first (without their specs, which stay in the store).

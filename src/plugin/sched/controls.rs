@@ -94,7 +94,7 @@ impl Scheduler {
     }
 
     /// Changes the settings from a fresh read (again on a conflict).
-    async fn update_settings(
+    pub(super) async fn update_settings(
         &self,
         why: &DesiredChange,
         change: impl Fn(&mut Settings),

@@ -145,6 +145,8 @@ impl Scheduler {
         }
         let mut doc = doc;
         doc["spec"]["instance"] = json!(1);
+        let default_grace =
+            self.store.settings().await?.config.get("dependencyGraceSecs").unwrap_or(DEFAULT_GRACE_SECS);
         for _ in 0..UPDATE_TRIES {
             let stored = self.store.dependencies().await?.into_iter().find(|d| d.key == key);
             let mut dep = match stored {
@@ -160,7 +162,7 @@ impl Scheduler {
                     key: key.clone(),
                     spec: doc.clone(),
                     revision: 1,
-                    grace_secs: grace_secs.unwrap_or(DEFAULT_GRACE_SECS),
+                    grace_secs: grace_secs.unwrap_or(default_grace),
                     copies: BTreeMap::new(),
                     version: None,
                 },
@@ -513,6 +515,8 @@ mod tests {
             rollout: None,
             stopped: Default::default(),
             deleting: None,
+            wait_for_room: false,
+            waiting: None,
             version: None,
         }
     }

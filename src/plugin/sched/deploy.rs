@@ -4,7 +4,7 @@
 use super::{app_key, check_spec, instance_id, PlacedInstance, Scheduler};
 use crate::client::ClientError;
 use crate::plugin::placement::{self, Request};
-use crate::plugin::store::{App, Placement, PlacementState};
+use crate::plugin::store::{App, Placement, PlacementState, RoomWait};
 use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, DesiredChange};
 use crate::spec::{Format, SpecErrors};
@@ -20,7 +20,9 @@ const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Scheduler {
     /// `deploy FILE`: places every instance of the spec and applies the placements.
-    pub async fn deploy_file(&self, path: &Path) -> Result<Vec<PlacedInstance>, PluginError> {
+    /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
+    /// `run` once they fit) instead of the deploy being refused.
+    pub async fn deploy_file(&self, path: &Path, wait_for_room: bool) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec_err = |errors: SpecErrors| PluginError::Spec { path: path.to_path_buf(), errors };
         let text = std::fs::read_to_string(path).map_err(|e| PluginError::Spec {
             path: path.to_path_buf(),
@@ -50,8 +52,20 @@ impl Scheduler {
             return Err(spec_err(SpecErrors(missing)));
         }
         self.check_dependencies(&spec).await.map_err(spec_err)?;
-        let placed = self.deploy_doc(doc, &BTreeSet::new(), DeployCause::Deployed).await?;
-        let key = app_key(&spec);
+        self.deploy_and_roll_out(doc, &spec, DeployCause::Deployed, Some(wait_for_room)).await
+    }
+
+    /// Places and applies `doc` (checked as `spec`), then rolls a change of what runs out
+    /// node by node before it returns (a stateful set: started in order).
+    pub(super) async fn deploy_and_roll_out(
+        &self,
+        doc: Value,
+        spec: &crate::spec::ProcessSpec,
+        cause: DeployCause,
+        wait_for_room: Option<bool>,
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
+        let placed = self.deploy_doc_with(doc, &BTreeSet::new(), cause, wait_for_room).await?;
+        let key = app_key(spec);
         if self.hands_off() {
             return self.wait_applied(&key).await;
         }
@@ -128,21 +142,33 @@ impl Scheduler {
         avoid: &BTreeSet<String>,
         why: DeployCause,
     ) -> Result<Vec<PlacedInstance>, PluginError> {
+        self.deploy_doc_with(doc, avoid, why, None).await
+    }
+
+    /// [`Scheduler::deploy_doc`]; `wait_for_room`: Some(true) holds what fits nowhere (see
+    /// [`App::waiting`]), Some(false) refuses it, None keeps the app's own choice.
+    pub async fn deploy_doc_with(
+        &self,
+        doc: Value,
+        avoid: &BTreeSet<String>,
+        why: DeployCause,
+        wait_for_room: Option<bool>,
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
         // Another writer between this deploy's read and its first write: placed again from
         // what it wrote (a mark of Lost, a stop), never over it.
         for _ in 1..super::UPDATE_TRIES {
-            match self.deploy_doc_once(doc.clone(), avoid, why.clone()).await {
+            match self.deploy_doc_once(doc.clone(), avoid, why.clone(), wait_for_room).await {
                 Err(PluginError::Conflict { .. }) => continue,
                 done => return done,
             }
         }
-        self.deploy_doc_once(doc, avoid, why).await
+        self.deploy_doc_once(doc, avoid, why, wait_for_room).await
     }
 
     /// Places `spec.instance` instances (a job: one): placements that stay, and new ones for
     /// lost, failed and new instances on nodes not in `avoid`. (total, stopped, kept, placed).
     #[allow(clippy::too_many_arguments)]
-    fn place_counted(
+    pub(super) fn place_counted(
         &self,
         key: &str,
         spec: &crate::spec::ProcessSpec,
@@ -151,6 +177,7 @@ impl Scheduler {
         views: &[crate::plugin::placement::NodeView],
         down: &BTreeMap<String, String>,
         settings: &crate::plugin::store::Settings,
+        hold: &BTreeSet<u32>,
     ) -> Result<Placed, PluginError> {
         // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
         // their own): so a cron tick runs on exactly one host.
@@ -169,7 +196,7 @@ impl Scheduler {
             })
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
-        let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i)).collect();
+        let place: Vec<u32> = (0..total).filter(|i| !keep.contains_key(i) && !hold.contains(i)).collect();
         let req = Request { total, keep: keep.clone(), place, avoid: avoid.clone(), ..Request::new(key, spec) };
         let placed = super::controls::place_around_cordons(&req, views, settings).map_err(|e| {
             let mut e = e;
@@ -190,6 +217,7 @@ impl Scheduler {
         doc: Value,
         avoid: &BTreeSet<String>,
         why: DeployCause,
+        wait_for_room: Option<bool>,
     ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
@@ -201,6 +229,8 @@ impl Scheduler {
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
         let settings = self.store.settings().await?;
+        let wait_for_room = wait_for_room.unwrap_or_else(|| previous.as_ref().is_some_and(|a| a.wait_for_room));
+        let mut waiting: Option<RoomWait> = None;
         let (total, stopped, keep, placed) = if spec.daemon_set.is_some() {
             // One instance on every matching node: its ids are the nodes' (controllers.rs).
             let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
@@ -214,7 +244,29 @@ impl Scheduler {
                 .unwrap_or_default();
             (total, stopped, keep, placed)
         } else {
-            self.place_counted(&key, &spec, previous.as_ref(), avoid, &views, &down, &settings)?
+            // Waiting for room: what fits is placed, the instances from the first that fits
+            // nowhere on are held (placed in id order, so those before it fit).
+            let mut hold = BTreeSet::new();
+            let mut reason = String::new();
+            let placed = loop {
+                match self.place_counted(&key, &spec, previous.as_ref(), avoid, &views, &down, &settings, &hold) {
+                    Ok(placed) => break placed,
+                    Err(PluginError::Placement(e)) if wait_for_room && !hold.contains(&e.index) => {
+                        hold.extend(e.index..spec.spec.instance);
+                        reason = e.to_string();
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            let held: BTreeSet<u32> = hold.into_iter().filter(|i| !placed.2.contains_key(i)).collect();
+            if !held.is_empty() {
+                let since_ms = previous
+                    .as_ref()
+                    .and_then(|a| a.waiting.as_ref())
+                    .map_or_else(crate::clock::now_ms, |w| w.since_ms);
+                waiting = Some(RoomWait { since_ms, instances: held, reason });
+            }
+            placed
         };
         let mut placements: BTreeMap<u32, Placement> = BTreeMap::new();
         for i in keep.keys() {
@@ -240,6 +292,8 @@ impl Scheduler {
             rollout,
             stopped,
             deleting: None,
+            wait_for_room,
+            waiting,
             version: stored.as_ref().and_then(|a| a.version),
         };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
@@ -360,8 +414,20 @@ impl Scheduler {
                 app = now;
             }
         }
-        if spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never && !spec.runs_to_completion() {
-            self.start_failed(&key, &applied_now).await;
+        // Only the operator's own deploy, scale or restart revives what its node gave up on,
+        // and only instances that were already there: one placed now may have failed already
+        // on its own (its node's restarts spent), which is the restart policy's to judge, and a
+        // reschedule never revives (seed 000's maxtimes, DESIGN § 7).
+        let operator = matches!(why, DeployCause::Deployed | DeployCause::Scaled { .. } | DeployCause::Restarted);
+        if operator
+            && spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never
+            && !spec.runs_to_completion()
+        {
+            let mut kept_there = applied_now.clone();
+            for ids in kept_there.values_mut() {
+                ids.retain(|i| !placed.contains_key(i));
+            }
+            self.start_failed(&key, &kept_there).await;
         }
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();

@@ -4,6 +4,7 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
+mod config;
 mod controllers;
 mod controls;
 mod depends;
@@ -13,14 +14,17 @@ mod hooks;
 mod intents;
 mod nodes;
 mod reconcile;
+mod restart;
 mod rollout;
+mod room;
 mod run;
 
+pub use config::{ConfigEntry, EngineConfig};
 pub use controls::{Drifted, EngineStatus};
 pub use depends::{CopyStatus, DependencyStatus, DEFAULT_GRACE_SECS, OWNER_LABEL};
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
-pub use nodes::NodeListing;
+pub use nodes::{NodeListing, NodeLive};
 pub use rollout::{NodeRollout, SchedRolloutStatus};
 
 use super::cluster::Cluster;
@@ -302,6 +306,20 @@ impl Scheduler {
                 message: seen.message,
             });
         }
+        // Held for room (`--wait-for-room`): no node yet.
+        for i in app.waiting.iter().flat_map(|w| &w.instances) {
+            let reason = app.waiting.as_ref().map(|w| w.reason.as_str()).unwrap_or_default();
+            let lines: Vec<&str> = reason.lines().map(str::trim).collect();
+            out.push(PlacedInstance {
+                instance: format!("{}/{i}", app.key),
+                node: "-".into(),
+                placement: PlacementState::Pending { reason: "waiting for room".into() },
+                state: "Pending".into(),
+                ready: false,
+                restarts: 0,
+                message: lines.join("; "),
+            });
+        }
         // Instances running where the scheduler did not place them (a node back from the dead).
         for ((node, i), seen) in actual {
             let placement = match &app.deleting {
@@ -395,7 +413,13 @@ impl Scheduler {
     }
 
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
-    pub async fn scale(&self, key: &str, instances: u32) -> Result<Vec<PlacedInstance>, PluginError> {
+    /// `wait_for_room`: as for `deploy` (None: the app's own choice at its deploy).
+    pub async fn scale(
+        &self,
+        key: &str,
+        instances: u32,
+        wait_for_room: Option<bool>,
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
         let mut app = self.stored(key).await?;
         let spec =
             check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
@@ -404,7 +428,8 @@ impl Scheduler {
             return Err(PluginError::Apply { app: key.to_string(), message });
         }
         app.spec["spec"]["instance"] = json!(instances);
-        let placed = self.deploy_doc(app.spec, &BTreeSet::new(), DeployCause::Scaled { instances }).await?;
+        let cause = DeployCause::Scaled { instances };
+        let placed = self.deploy_doc_with(app.spec, &BTreeSet::new(), cause, wait_for_room).await?;
         if self.hands_off() {
             return self.wait_applied(key).await;
         }

@@ -19,6 +19,26 @@ pub struct NodeListing {
     pub record: Option<NodeRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cordon: Option<crate::plugin::store::Cordon>,
+    /// What its daemon says now (seed 002's GET /api/nodes); None: it did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<NodeLive>,
+    /// Why it did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
+}
+
+/// A node as its daemon describes itself now: its labels and attributes (what constraints and
+/// affinities read), its cpu and memory (capacity, allocatable, what is admitted) and load.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLive {
+    pub hostname: String,
+    pub host_ip: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub attributes: std::collections::BTreeMap<String, String>,
+    pub resources: crate::protocol::ResourcesDocument,
+    pub instances: usize,
+    pub free_ports: usize,
 }
 
 impl Scheduler {
@@ -54,10 +74,30 @@ impl Scheduler {
         }
     }
 
-    /// `node ls`: the cluster file's nodes and every node the leader recorded.
+    /// `nodes` / `node ls`: the cluster file's nodes, each as its daemon describes itself now,
+    /// and every node the leader recorded.
     pub async fn node_listing(&self) -> Result<Vec<NodeListing>, PluginError> {
         let records = self.store.node_records().await?;
         let settings = self.store.settings().await?;
+        let nodes = self.nodes();
+        let reads = nodes.iter().map(|(name, client)| async move {
+            let r = match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
+                Ok(Ok(doc)) => Ok(NodeLive {
+                    hostname: doc.hostname,
+                    host_ip: doc.host_ip,
+                    labels: doc.labels,
+                    attributes: doc.attributes,
+                    resources: doc.resources,
+                    instances: doc.instances,
+                    free_ports: doc.ports.free,
+                }),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} s", NODE_TIMEOUT.as_secs())),
+            };
+            (name.clone(), r)
+        });
+        let mut live: std::collections::BTreeMap<String, Result<NodeLive, String>> =
+            futures_util::future::join_all(reads).await.into_iter().collect();
         let mut names: Vec<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         for r in &records {
             if !names.contains(&r.name) {
@@ -70,6 +110,8 @@ impl Scheduler {
                 in_cluster_file: self.client(&name).is_some(),
                 record: records.iter().find(|r| r.name == name).cloned(),
                 cordon: settings.cordons.get(&name).cloned(),
+                live: live.get(&name).and_then(|r| r.as_ref().ok()).cloned(),
+                unreachable: live.remove(&name).and_then(Result::err),
                 name,
             })
             .collect())

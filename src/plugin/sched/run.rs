@@ -62,6 +62,7 @@ impl Scheduler {
         let mut changes = self.store.changes();
         // The reconcile: on a period, and soon after an instance is deleted on a node.
         let mut last_reconcile = Instant::now();
+        let mut reconcile_every = super::reconcile::RECONCILE_EVERY;
         let mut reconcile_soon: Option<Instant> = None;
         // Maintenance mode (seed 002): follow and report, change nothing.
         let mut maintenance = false;
@@ -204,6 +205,10 @@ impl Scheduler {
                         last_settings = Instant::now();
                         if let Ok(settings) = self.store.settings().await {
                             notifier.set_urls(&settings.webhooks);
+                            let limit = settings.config.get("notifyRestartLimit").unwrap_or(3) as usize;
+                            let window = settings.config.get("notifyRestartWindowSecs").unwrap_or(300);
+                            notifier.set_restart_rule(limit, Duration::from_secs(window));
+                            reconcile_every = settings.config.reconcile_every();
                             let on = settings.maintenance.is_some();
                             if on != maintenance {
                                 maintenance = on;
@@ -265,11 +270,12 @@ impl Scheduler {
                         }
                     }
                     let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
-                    if due || last_reconcile.elapsed() >= super::reconcile::RECONCILE_EVERY {
+                    if due || last_reconcile.elapsed() >= reconcile_every {
                         reconcile_soon = None;
                         last_reconcile = Instant::now();
                         let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                         self.reconcile(&ready, &emit).await;
+                        self.place_waiting(&emit).await;
                         if let Ok(apps) = self.store.apps().await {
                             self.sweep_dependencies(&apps, &ready, true, &emit).await;
                         }
@@ -468,7 +474,7 @@ impl Scheduler {
                     instance: Some(format!("{}/{i}", app.key)),
                     node: node.to_string(),
                     policy,
-                    reason: format!("maxtimes reached: rescheduled {maxtimes} times already"),
+                    reason: format!("{MAXTIMES_REACHED}: rescheduled {maxtimes} times already"),
                 }));
             }
             if !moving.is_empty() {
@@ -671,7 +677,7 @@ impl Scheduler {
                 instance: Some(id.to_string()),
                 node: node.to_string(),
                 policy,
-                reason: format!("maxtimes reached: rescheduled {done} times already"),
+                reason: format!("{MAXTIMES_REACHED}: rescheduled {done} times already"),
             }));
             return;
         }
@@ -692,7 +698,7 @@ impl Scheduler {
 /// Why a daemon set's instance is never placed elsewhere.
 const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
 
-fn sched_line(body: SchedEvent) -> WatchLine {
+pub(super) fn sched_line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))
 }
 
@@ -730,6 +736,9 @@ impl ClusterWatch {
     }
 }
 
+/// How a reschedule refused at seed 000's maxtimes begins (its notification keys on it).
+const MAXTIMES_REACHED: &str = "maxtimes reached";
+
 /// Notifications for what the leader itself saw: an instance missing on its node, or on a node
 /// that was lost.
 fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
@@ -741,6 +750,11 @@ fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
         }
         SchedEvent::InstanceLost { instance, node } => {
             notifier.notify(Note::Missing, instance, node, "its node stopped answering")
+        }
+        SchedEvent::NotRescheduled { instance: Some(instance), node, reason, .. }
+            if reason.starts_with(MAXTIMES_REACHED) =>
+        {
+            notifier.notify(Note::MaxtimesReached, instance, node, reason)
         }
         _ => {}
     }

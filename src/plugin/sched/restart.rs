@@ -1,0 +1,55 @@
+//! `restart APP [--instance N]` (seed 002's PATCH operation restart): the whole app by the
+//! rollout rules, node by node within its strategy's budget, as `kubectl rollout restart`
+//! does — the app's spec gets the `steward/restartedAt` label `steward rollout restart` sets on
+//! one host, a change of what runs, which each node rolls out by its strategy (surge 1 by
+//! default: a new instance ready before an old one goes). One instance: restarted in place on
+//! its node.
+
+use super::{check_spec, instance_id, PlacedInstance, Scheduler};
+use crate::client::ClientError;
+use crate::plugin::PluginError;
+use crate::protocol::{DeployCause, DesiredChange};
+
+use crate::supervisor::rollout::RESTARTED_AT_LABEL;
+
+/// How long one instance's restart may take on its node.
+const RESTART_TIMEOUT_SECS: f64 = 120.0;
+
+impl Scheduler {
+    /// `restart APP [--instance N]`.
+    pub async fn restart(&self, key: &str, index: Option<u32>) -> Result<Vec<PlacedInstance>, PluginError> {
+        let app = self.stored(key).await?;
+        let refuse = |message: String| PluginError::Apply { app: key.to_string(), message };
+        let Some(i) = index else {
+            let mut doc = app.spec.clone();
+            doc["metadata"]["labels"][RESTARTED_AT_LABEL] =
+                serde_json::json!(crate::clock::rfc3339_utc(crate::clock::now_ms()));
+            let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+            return self.deploy_and_roll_out(doc, &spec, DeployCause::Restarted, None).await;
+        };
+        let placement = app
+            .placements
+            .get(&i)
+            .ok_or_else(|| refuse(format!("no instance {i} (it has {})", app.placements.len())))?;
+        if app.stopped.contains(&i) {
+            return Err(refuse(format!("instance {i} is stopped by the operator: `start` it")));
+        }
+        let node = placement.node.clone();
+        let client =
+            self.client(&node).ok_or_else(|| refuse(format!("instance {i} is on {node}, no longer in the cluster")))?;
+        let why = DesiredChange::Restarted { app: key.to_string(), instance: Some(i) };
+        self.update_app(key, &why, |_| true).await?;
+        match client.action(&instance_id(key, i), "restart", Some(RESTART_TIMEOUT_SECS)).await {
+            Ok(_) => {}
+            Err(e @ ClientError::Api { .. }) => {
+                return Err(PluginError::Node { node, message: format!("restart {key}/{i}: {e}") })
+            }
+            Err(e) => {
+                self.note_unreachable(&node, &e.to_string());
+                return Err(PluginError::Node { node, message: format!("restart {key}/{i}: {e}") });
+            }
+        }
+        let (views, _) = self.read_nodes().await;
+        Ok(self.describe(&self.stored(key).await?, &views).await)
+    }
+}

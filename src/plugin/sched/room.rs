@@ -1,0 +1,60 @@
+//! Instances held for room (`deploy|scale --wait-for-room`): the leading `run` places them as
+//! soon as some fit — at each reconcile pass, and soon after an instance is deleted anywhere
+//! (room freed). Until then `status` shows them Pending with each node's reason.
+
+use super::run::sched_line;
+use super::{check_spec, Emit, Scheduler};
+use crate::plugin::store::App;
+use crate::plugin::PluginError;
+use crate::protocol::{DeployCause, SchedEvent};
+use std::collections::BTreeSet;
+
+impl Scheduler {
+    /// Places what fits now of every app's held instances.
+    pub(super) async fn place_waiting(&self, emit: &Emit) {
+        let Ok(apps) = self.store.apps().await else { return };
+        for app in apps.into_iter().filter(|a| a.waiting.is_some() && a.deleting.is_none()) {
+            if !self.more_fits(&app).await {
+                continue;
+            }
+            let held = app.waiting.as_ref().map(|w| w.instances.clone()).unwrap_or_default();
+            let cause = DeployCause::Rescheduled { reason: "room found".into() };
+            match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), cause).await {
+                Ok(placed) => {
+                    for p in placed.iter().filter(|p| p.node != "-") {
+                        let index = p.instance.rsplit('/').next().and_then(|i| i.parse::<u32>().ok());
+                        if index.is_some_and(|i| held.contains(&i)) {
+                            emit(&sched_line(SchedEvent::Rescheduled {
+                                instance: p.instance.clone(),
+                                from: "(waiting for room)".into(),
+                                to: Some(p.node.clone()),
+                                reason: "room found".into(),
+                            }));
+                        }
+                    }
+                }
+                Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
+                    app: app.key.clone(),
+                    from: "(waiting for room)".into(),
+                    error: e.to_string(),
+                })),
+            }
+        }
+    }
+
+    /// Whether at least the first held instance of `app` fits now (a placement only, nothing
+    /// stored).
+    async fn more_fits(&self, app: &App) -> bool {
+        let Some(first) = app.waiting.as_ref().and_then(|w| w.instances.first().copied()) else { return false };
+        let Ok(spec) = check_spec(&app.spec) else { return false };
+        let Ok(settings) = self.store.settings().await else { return false };
+        let (views, down) = self.read_nodes().await;
+        let key = app.key.as_str();
+        let (avoid, hold) = (BTreeSet::new(), BTreeSet::new());
+        match self.place_counted(key, &spec, Some(app), &avoid, &views, &down, &settings, &hold) {
+            Ok(_) => true,
+            Err(PluginError::Placement(e)) => e.index > first,
+            Err(_) => false,
+        }
+    }
+}

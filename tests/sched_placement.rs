@@ -1,0 +1,327 @@
+//! steward-sched places by requests and preferences and acts on whole apps (issue 25), over
+//! three network-namespace hosts each with its own stewardd (tests/cluster): requests that fit
+//! one host only, a deploy that fits nowhere refused with each host's reason, two schedulers
+//! deploying at once against the daemons' admission, preferred weights, pod affinity and
+//! anti-affinity by a node attribute, tolerations of a cordon, `--wait-for-room`, `nodes`,
+//! `config`; maxtimes across hosts, scale to 0 and back, a restart-policy change in place and
+//! `restart APP`.
+
+mod cluster;
+mod common;
+
+use cluster::*;
+use common::{id, spec};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use steward::supervisor::state::Kind;
+
+/// The cpu every host offers, in thousandths (what the daemons detect here).
+fn host_milli_cpu() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) as u64 * 1000
+}
+
+/// A sleeper requesting `cpu` (a quantity), with `top` over the spec's top level.
+fn asking(name: &str, instances: u32, cpu: &str, top: Value) -> Value {
+    spec(
+        name,
+        instances,
+        json!({"startCmd": "exec sleep 1000", "resources": {"requests": {"cpu": cpu, "memory": "8Mi"}}}),
+        top,
+    )
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Instance index → host, from the hosts themselves.
+async fn hosts_of(c: &Cluster, app: &str) -> BTreeMap<u32, String> {
+    let mut out = BTreeMap::new();
+    for (host, indexes) in c.spread(app).await {
+        for i in indexes {
+            out.insert(i, host.clone());
+        }
+    }
+    out
+}
+
+/// The cpu each host has admitted and offers, (allocated, allocatable) in thousandths.
+async fn cpu_books(c: &Cluster) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for h in &c.hosts {
+        let r = h.daemon.client.node().await.unwrap().resources;
+        out.insert(h.name.clone(), (r.allocated.milli_cpu, r.allocatable.milli_cpu));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_fit_preferences_steer_and_nothing_overcommits() {
+    // h1 offers 1 cpu, h2 and h3 400m each; idc a, b, b.
+    let cap = host_milli_cpu();
+    let reserve = |left: u64| format!("reserved_cpu = \"{}m\"", cap.saturating_sub(left));
+    let (r1, r2) = (reserve(1000), reserve(400));
+    let c = Cluster::start_with("p", ["a", "b", "b"], [&r1, &r2, &r2]);
+
+    // Fits only on h1.
+    let big = asking("big", 1, "700m", json!({"schedule": {"labels": {"app": "big"}}}));
+    let (code, out, err) = c.deploy("big", &big);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "big").await, BTreeMap::from([(0, "h1".to_string())]));
+
+    // Fits nowhere: refused with each host's reason, nothing placed or stored.
+    let (code, out, err) = c.deploy("huge", &asking("huge", 2, "1500m", json!({})));
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("cannot place test/huge/0: not enough resources on any node"), "{err}");
+    for h in ["h1", "h2", "h3"] {
+        assert!(err.contains(&format!("{h}: not enough cpu: 1.5 cores requested")), "{h}: {err}");
+    }
+    assert!(hosts_of(&c, "huge").await.is_empty());
+    let (_, out, _) = c.sched(&["status"]);
+    assert!(!out.contains("test/huge"), "{out}");
+
+    // `nodes`: what each daemon offers and has admitted, its labels and cordon.
+    let (code, out, err) = c.sched(&["node", "cordon", "h3", "--reason", "disk"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = c.sched(&["nodes"]);
+    assert_eq!(code, 0, "{err}");
+    let nodes = json_of(&out);
+    let h1 = nodes.as_array().unwrap().iter().find(|n| n["name"] == "h1").unwrap();
+    assert_eq!(h1["live"]["resources"]["allocatable"]["milliCpu"], 1000, "{h1:#}");
+    assert_eq!(h1["live"]["resources"]["allocated"]["milliCpu"], 700, "{h1:#}");
+    assert_eq!(h1["live"]["resources"]["capacity"]["milliCpu"], cap, "{h1:#}");
+    assert_eq!(h1["live"]["attributes"]["idc"], "a", "{h1:#}");
+    let h3 = nodes.as_array().unwrap().iter().find(|n| n["name"] == "h3").unwrap();
+    assert_eq!(h3["cordon"]["preferred"], false, "{h3:#}");
+    let text = c.sched_cmd(&["nodes"]).args(["-o", "text"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("700m/1/") && text.contains("required"), "{text}");
+
+    // A cordoned host takes only an app that tolerates its cordon.
+    let only_h3 = |tolerate: bool| {
+        let mut schedule = json!({"affinity": {"node": {"terms": [{"expressions": [
+            {"key": "hostname", "operator": "In", "value": ["h3"]}]}]}}});
+        if tolerate {
+            schedule["tolerations"] = json!([{"key": "steward/cordon", "operator": "Exists", "effect": "NoScheduler"}]);
+        }
+        json!({"schedule": schedule})
+    };
+    let (code, _, err) = c.deploy("intolerant", &asking("intolerant", 1, "10m", only_h3(false)));
+    assert_ne!(code, 0);
+    assert!(err.contains("h3: cordoned (required): disk"), "{err}");
+    let (code, out, err) = c.deploy("tolerant", &asking("tolerant", 1, "10m", only_h3(true)));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "tolerant").await, BTreeMap::from([(0, "h3".to_string())]));
+    let (code, _, err) = c.sched(&["node", "uncordon", "h3"]);
+    assert_eq!(code, 0, "{err}");
+
+    // Preferred weights steer: h3 (50 + 20) over h2 (20) over h1 (0), though spreading would
+    // put the second instance elsewhere.
+    let pref = asking(
+        "pref",
+        2,
+        "0",
+        json!({"schedule": {"affinity": {"node": {"type": "Prefered", "terms": [
+            {"weight": 20, "expressions": [{"key": "idc", "operator": "In", "value": ["b"]}]},
+            {"weight": 50, "expressions": [{"key": "hostname", "operator": "NotIn", "value": ["h1", "h2"]}]}]}}}}),
+    );
+    let (code, out, err) = c.deploy("pref", &pref);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "pref").await, BTreeMap::from([(0, "h3".to_string()), (1, "h3".to_string())]));
+
+    // Pod affinity: beside the app labelled app=big, wherever that runs.
+    let side = asking(
+        "side",
+        2,
+        "0",
+        json!({"schedule": {"affinity": {"pod": {"terms": [{"selector": {"labels": {"app": "big"}}}]}}}}),
+    );
+    let (code, out, err) = c.deploy("side", &side);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "side").await, BTreeMap::from([(0, "h1".to_string()), (1, "h1".to_string())]));
+
+    // Anti-affinity by a node attribute: one per idc; a third has no idc left.
+    let spread_over_idcs = asking(
+        "spread",
+        2,
+        "0",
+        json!({"schedule": {"labels": {"app": "spread"}, "antiaffinity": {"pod": {"terms": [
+            {"topologyKey": "idc", "selector": {"labels": {"app": "spread"}}}]}}}}),
+    );
+    let (code, out, err) = c.deploy("spread", &spread_over_idcs);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let placed = hosts_of(&c, "spread").await;
+    let mut idcs: Vec<&str> = placed.values().map(|h| if h == "h1" { "a" } else { "b" }).collect();
+    idcs.sort();
+    assert_eq!(idcs, ["a", "b"], "{placed:?}");
+    let (code, _, err) = c.sched(&["scale", "test/spread", "3"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("schedule.antiaffinity.pod.terms[0]: idc b runs 1 instance(s)"), "{err}");
+    assert_eq!(hosts_of(&c, "spread").await.len(), 2, "nothing half-placed");
+
+    // Waiting for room: held Pending with the reason, placed by the leading run once room is
+    // freed (reconcile every second, set at run time).
+    let (code, out, err) = c.sched(&["config", "set", "reconcileSecs", "1"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(json_of(&out)[0]["value"], 1, "{out}");
+    let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("config: reconcileSecs: 0 is out of range 1-3600"), "{err}");
+    let later = asking("later", 1, "500m", json!({}));
+    let path = c.dir.path().join("later.json");
+    std::fs::write(&path, later.to_string()).unwrap();
+    let (code, out, err) = c.sched(&["deploy", path.to_str().unwrap(), "--wait-for-room"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let held = json_of(&out);
+    assert_eq!(held[0]["node"], "-", "{held:#}");
+    assert_eq!(held[0]["placement"], json!({"state": "Pending", "reason": "waiting for room"}), "{held:#}");
+    assert!(held[0]["message"].as_str().unwrap().contains("h1: not enough cpu"), "{held:#}");
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let (code, _, err) = c.sched(&["delete", "test/big"]);
+    assert_eq!(code, 0, "{err}");
+    let moved =
+        run.wait_for(30, "room found", |v| body_type(v) == "rescheduled" && v["body"]["reason"] == "room found");
+    assert_eq!(moved["body"]["to"], "h1", "{moved}");
+    c.host("h1").daemon.wait_state(&id("test", "later", 0), Kind::Running, 30).await;
+    drop(run);
+
+    // Two schedulers (each its own store) deploying at once: the daemons' admission keeps
+    // every host within what it offers, whatever each scheduler believed was free.
+    let second = c.dir.path().join("cluster2.toml");
+    let text = std::fs::read_to_string(&c.file).unwrap().replace("state_dir = \"sched\"", "state_dir = \"sched2\"");
+    std::fs::write(&second, text).unwrap();
+    let (one, two) = (asking("c1", 4, "150m", json!({})), asking("c2", 4, "150m", json!({})));
+    let (p1, p2) = (c.dir.path().join("c1.json"), c.dir.path().join("c2.json"));
+    std::fs::write(&p1, one.to_string()).unwrap();
+    std::fs::write(&p2, two.to_string()).unwrap();
+    let mut first = c.sched_cmd(&["deploy", p1.to_str().unwrap()]).spawn().unwrap();
+    let mut other = c.sched_cmd_with(&second, &["deploy", p2.to_str().unwrap()]).spawn().unwrap();
+    let (s1, s2) = (first.wait().unwrap(), other.wait().unwrap());
+    let books = cpu_books(&c).await;
+    for (host, (allocated, allocatable)) in &books {
+        assert!(allocated <= allocatable, "{host} overcommitted: {books:?}");
+    }
+    // Room for at most 1 + 2 + 2 of 150m beside what runs: not all eight.
+    let running = hosts_of(&c, "c1").await.len() + hosts_of(&c, "c2").await.len();
+    assert!(running < 8, "{running} placed: {books:?}");
+    assert!(!s1.success() || !s2.success(), "one of them was refused: {books:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maxtimes_scale_to_zero_policy_in_place_and_whole_app_restart() {
+    let c = Cluster::start("q", ["a", "a", "a"]);
+    let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let (got, _receiver) = c.webhook_receiver(18098);
+    let (code, _, err) = c.sched(&["notify", "add", "http://127.0.0.1:18098/hook"]);
+    assert_eq!(code, 0, "{err}");
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+
+    // Exits at once; maxtimes 3: each host gives up after 3 restarts, the scheduler moves it
+    // 3 times, then it stays Failed, notified, and no reconcile revives it.
+    let crash = spec(
+        "crash",
+        1,
+        json!({"startCmd": "exit 1"}),
+        json!({"restartPolicy": {"policy": "OnFailure", "interval": 0, "backoff": 0, "maxtimes": 3}}),
+    );
+    let (code, out, err) = c.deploy("crash", &crash);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let spent = run.wait_for(90, "maxtimes reached", |v| {
+        body_type(v) == "notRescheduled"
+            && v["body"]["reason"].as_str().is_some_and(|r| r.starts_with("maxtimes reached"))
+    });
+    let moves =
+        run.drain().iter().filter(|v| body_type(v) == "rescheduled" && v["body"]["instance"] == "test/crash/0").count();
+    assert_eq!(moves, 3, "{spent}");
+    tokio::time::sleep(Duration::from_secs(6)).await; // three reconcile passes
+    let moves =
+        run.drain().iter().filter(|v| body_type(v) == "rescheduled" && v["body"]["instance"] == "test/crash/0").count();
+    assert_eq!(moves, 3, "nothing revived it");
+    let last = spent["body"]["node"].as_str().unwrap().to_string();
+    let s = c.host(&last).daemon.status(&id("test", "crash", 0)).await;
+    assert_eq!(s.state.kind(), Kind::Failed, "{s:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let notes = std::fs::read_to_string(&got).unwrap_or_default();
+        let spent: Vec<Value> = notes
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|n| n["kind"] == "maxtimesReached")
+            .collect();
+        if !spent.is_empty() {
+            assert_eq!(spent.len(), 1, "{notes}");
+            assert_eq!(spent[0]["instance"], "test/crash/0");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no maxtimesReached notification: {notes}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Scale to 0 and back: the stored spec, its port names, its revision kept.
+    let web = |policy: &str| {
+        spec(
+            "web",
+            3,
+            json!({"ports": [{"name": "http", "hostPort": 0}], "startCmd": "exec sleep 1000"}),
+            json!({"restartPolicy": {"policy": policy, "interval": 0}}),
+        )
+    };
+    let (code, out, err) = c.deploy("web", &web("Always"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "web").await;
+    let (code, out, err) = c.sched(&["scale", "test/web", "0"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(hosts_of(&c, "web").await.is_empty());
+    let (code, out, err) = c.sched(&["scale", "test/web", "2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_running(&c, "web").await;
+    let mut pids = BTreeMap::new();
+    for h in &c.hosts {
+        for s in h.daemon.client.list(&[("name", "web")]).await.unwrap() {
+            assert!(s.ports.contains_key("http"), "{s:?}");
+            pids.insert(s.id.index, (h.name.clone(), s.pid.unwrap()));
+        }
+    }
+    assert_eq!(pids.len(), 2);
+
+    // A restart-policy change reaches every host and restarts nothing.
+    let (code, out, err) = c.deploy("web", &{
+        let mut w = web("OnFailure");
+        w["spec"]["instance"] = json!(2);
+        w
+    });
+    assert_eq!(code, 0, "{out}\n{err}");
+    for (i, (host, pid)) in &pids {
+        let s = c.host(host).daemon.status(&id("test", "web", *i)).await;
+        assert_eq!(s.pid, Some(*pid), "{s:?}");
+        let revisions = c.host(host).daemon.client.revisions("test", "web").await.unwrap();
+        assert_eq!(revisions.revisions.len(), 1, "{revisions:?}");
+    }
+
+    // `restart --instance 1`: that one only; `restart`: every instance on every host.
+    let (code, out, err) = c.sched(&["restart", "test/web", "--instance", "1"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (h0, pid0) = pids[&0].clone();
+    let (h1, pid1) = pids[&1].clone();
+    let s1 = c.host(&h1).daemon.wait(&id("test", "web", 1), 30, |s| s.pid.is_some_and(|p| p != pid1)).await;
+    assert_eq!(s1.state.kind(), Kind::Running, "{s1:?}");
+    assert_eq!(c.host(&h0).daemon.status(&id("test", "web", 0)).await.pid, Some(pid0));
+    let before = BTreeMap::from([(0, (h0.clone(), pid0)), (1, (h1.clone(), s1.pid.unwrap()))]);
+    let (code, out, err) = c.sched(&["restart", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Rolled out on each host by its strategy (a surge instance first): the app keeps its ids.
+    assert_eq!(hosts_of(&c, "web").await.keys().copied().collect::<Vec<_>>(), [0, 1]);
+    for (i, (host, was)) in &before {
+        let d = &c.host(host).daemon;
+        let s = d
+            .wait(&id("test", "web", *i), 30, |s| s.state.kind() == Kind::Running && s.pid.is_some_and(|p| p != *was))
+            .await;
+        assert_eq!((s.revision, s.run_revision), (2, 2), "a new revision on {host}: {s:?}");
+    }
+    let (_, out, _) = c.sched(&["rollout", "status", "test/web"]);
+    assert_eq!(json_of(&out)["rollout"]["phase"], "complete", "{out}");
+}
