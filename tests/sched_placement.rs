@@ -187,6 +187,17 @@ async fn requests_fit_preferences_steer_and_nothing_overcommits() {
     c.host("h1").daemon.wait_state(&id("test", "later", 0), Kind::Running, 30).await;
     drop(run);
 
+    // A new spec asking for more than its host has free beside what it runs: refused up front,
+    // naming the host, before any host takes it.
+    let (code, _, err) = c.deploy("later", &asking("later", 1, "1200m", json!({})));
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("the new spec requests more than its nodes have free") && err.contains("h1: not enough cpu"),
+        "{err}"
+    );
+    let s = c.host("h1").daemon.status(&id("test", "later", 0)).await;
+    assert_eq!((s.state.kind(), s.revision), (Kind::Running, 1), "{s:?}");
+
     // Two schedulers (each its own store) deploying at once: the daemons' admission keeps
     // every host within what it offers, whatever each scheduler believed was free.
     let second = c.dir.path().join("cluster2.toml");

@@ -268,6 +268,9 @@ impl Scheduler {
             }
             placed
         };
+        if let Some(before) = previous.as_ref().and_then(|a| check_spec(&a.spec).ok()) {
+            grows_within_room(&key, &before, &spec, &keep, &placed, &views)?;
+        }
         let mut placements: BTreeMap<u32, Placement> = BTreeMap::new();
         for i in keep.keys() {
             placements.insert(*i, old[i].clone());
@@ -435,6 +438,45 @@ impl Scheduler {
             return Err(PluginError::Apply { app: key, message: failed.join("; ") });
         }
         Ok(self.describe(&app, &views).await)
+    }
+}
+
+/// A new spec that requests more than the old must fit where its instances stay: each node's
+/// kept instances grow by the difference, which must fit in what the node has free beside this
+/// deploy's new placements there. Refused up front, naming each node short of room, rather than
+/// by the node's admission halfway through the rollout.
+fn grows_within_room(
+    key: &str,
+    before: &crate::spec::ProcessSpec,
+    after: &crate::spec::ProcessSpec,
+    keep: &BTreeMap<u32, String>,
+    placed: &BTreeMap<u32, String>,
+    views: &[placement::NodeView],
+) -> Result<(), PluginError> {
+    let (old, new) = (before.instance_requests(), after.instance_requests());
+    let growth = new.minus(old);
+    if growth.is_zero() {
+        return Ok(());
+    }
+    let mut short = Vec::new();
+    for view in views {
+        let Some(free) = view.free else { continue };
+        let kept = keep.values().filter(|n| **n == view.name).count() as u64;
+        let added = placed.values().filter(|n| **n == view.name).count() as u64;
+        if kept == 0 {
+            continue;
+        }
+        let room = free.minus(new.times(added));
+        if let Some(shortfall) = growth.times(kept).exceeds(&room) {
+            short.push(format!("{}: {shortfall} (its {kept} instance(s) there each ask for more)", view.name));
+        }
+    }
+    match short.is_empty() {
+        true => Ok(()),
+        false => Err(PluginError::Apply {
+            app: key.to_string(),
+            message: format!("the new spec requests more than its nodes have free:\n  {}", short.join("\n  ")),
+        }),
     }
 }
 
