@@ -31,7 +31,8 @@ async fn listings(d: &Daemon) -> Value {
     }
     let mut node = get(&["node"]);
     let node = node.as_object_mut().unwrap();
-    let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"]});
+    // The admitted requests (issue 25) are counted again from the specs at each start.
+    let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"], "resources": node["resources"]});
     // Every app's revisions and rollout (issue 18).
     let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
@@ -76,9 +77,11 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
             "startCmd": "exec sleep 1000",
             "ports": [{"name": "http", "hostPort": 0}],
             "secrets": [{"secretName": "creds", "items": [{"type": "env", "dataKey": "k", "keyOrPath": "K"}]}],
-            "configmaps": [{"name": "conf", "items": [{"type": "env", "dataKey": "k", "keyOrPath": "C"}]}]
+            "configmaps": [{"name": "conf", "items": [{"type": "env", "dataKey": "k", "keyOrPath": "C"}]}],
+            "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}, "limits": {"cpu": "0.5"}}
         }),
-        json!({"restartPolicy": {"policy": "Always"}}),
+        json!({"restartPolicy": {"policy": "Always"},
+               "schedule": {"labels": {"tier": "keep"}, "tolerations": [{"operator": "Exists"}]}}),
     )))
     .await;
     d.apply_json(&ns(spec(
@@ -192,6 +195,10 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     let pod_network = holder();
     assert!(!pod_network.is_empty(), "the pod has a network holder");
     let before = listings(&d).await;
+    let admitted = &before["node"]["resources"]["allocated"];
+    assert!(admitted["milliCpu"].as_u64().unwrap() >= 200, "keep/fg's requests are admitted: {admitted}");
+    let fg = before["node"]["apps"].as_array().unwrap().iter().find(|a| a["name"] == "fg").unwrap();
+    assert_eq!(fg["labels"]["tier"], "keep", "schedule.labels reported: {fg}");
     for kill9 in [false, true] {
         d.restart(kill9);
         let after = listings(&d).await;

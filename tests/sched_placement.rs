@@ -177,6 +177,18 @@ async fn requests_fit_preferences_steer_and_nothing_overcommits() {
     assert_eq!(held[0]["node"], "-", "{held:#}");
     assert_eq!(held[0]["placement"], json!({"state": "Pending", "reason": "waiting for room"}), "{held:#}");
     assert!(held[0]["message"].as_str().unwrap().contains("h1: not enough cpu"), "{held:#}");
+    // The held instance and the setting are durable: the leader killed (-9) and started
+    // again finds both.
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    drop(run);
+    let (_, out, _) = c.sched(&["config", "get", "reconcileSecs"]);
+    assert_eq!(json_of(&out)[0]["value"], 1, "{out}");
+    let (_, out, _) = c.sched(&["status"]);
+    assert!(
+        json_of(&out).as_array().unwrap().iter().any(|p| p["instance"] == "test/later/0" && p["node"] == "-"),
+        "{out}"
+    );
     let mut run = c.follow(&["run"]);
     run.wait_for(30, "leading", |v| body_type(v) == "leading");
     let (code, _, err) = c.sched(&["delete", "test/big"]);

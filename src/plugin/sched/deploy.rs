@@ -178,6 +178,7 @@ impl Scheduler {
         down: &BTreeMap<String, String>,
         settings: &crate::plugin::store::Settings,
         hold: &BTreeSet<u32>,
+        why: &DeployCause,
     ) -> Result<Placed, PluginError> {
         // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
         // their own): so a cron tick runs on exactly one host.
@@ -192,7 +193,9 @@ impl Scheduler {
             .flat_map(|a| &a.placements)
             .filter(|(i, _)| **i < total)
             .filter(|(i, p)| {
-                matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. }) || stopped.contains(i)
+                matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. })
+                    || stopped.contains(i)
+                    || (p.state == PlacementState::Failed && !revives_failed(why) && policy_keeps(spec, p))
             })
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
@@ -249,7 +252,8 @@ impl Scheduler {
             let mut hold = BTreeSet::new();
             let mut reason = String::new();
             let placed = loop {
-                match self.place_counted(&key, &spec, previous.as_ref(), avoid, &views, &down, &settings, &hold) {
+                let prev = previous.as_ref();
+                match self.place_counted(&key, &spec, prev, avoid, &views, &down, &settings, &hold, &why) {
                     Ok(placed) => break placed,
                     Err(PluginError::Placement(e)) if wait_for_room && !hold.contains(&e.index) => {
                         hold.extend(e.index..spec.spec.instance);
@@ -417,20 +421,14 @@ impl Scheduler {
                 app = now;
             }
         }
-        // Only the operator's own deploy, scale or restart revives what its node gave up on,
-        // and only instances that were already there: one placed now may have failed already
-        // on its own (its node's restarts spent), which is the restart policy's to judge, and a
-        // reschedule never revives (seed 000's maxtimes, DESIGN § 7).
-        let operator = matches!(why, DeployCause::Deployed | DeployCause::Scaled { .. } | DeployCause::Restarted);
-        if operator
+        // Only the operator's own deploy, scale or restart (or the leader carrying one out)
+        // revives what its node gave up on; a reschedule never does: an instance that fails at
+        // once on its new node is the restart policy's to judge (seed 000's maxtimes, DESIGN § 7).
+        if revives_failed(&why)
             && spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never
             && !spec.runs_to_completion()
         {
-            let mut kept_there = applied_now.clone();
-            for ids in kept_there.values_mut() {
-                ids.retain(|i| !placed.contains_key(i));
-            }
-            self.start_failed(&key, &kept_there).await;
+            self.start_failed(&key, &applied_now).await;
         }
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
@@ -438,6 +436,28 @@ impl Scheduler {
             return Err(PluginError::Apply { app: key, message: failed.join("; ") });
         }
         Ok(self.describe(&app, &views).await)
+    }
+}
+
+/// Whether the restart policy keeps a Failed instance where it is: under Never, or once it has
+/// been rescheduled `maxtimes` times (seed 000; DESIGN § 7).
+fn policy_keeps(spec: &crate::spec::ProcessSpec, p: &Placement) -> bool {
+    let policy = &spec.restart_policy;
+    policy.policy == crate::spec::model::RestartPolicyKind::Never
+        || (policy.maxtimes > 0 && p.reschedules >= policy.maxtimes)
+}
+
+/// Why the leader applies placements a deploy stored (it carries out the operator's deploy).
+pub(super) const PENDING_REASON: &str = "placements not applied yet";
+
+/// Whether a deploy for `why` is the operator's asking for the app to run: it then starts again
+/// instances their nodes gave up on, and re-places them; anything else (a reschedule, the
+/// reconcile, room found) leaves a Failed instance whose policy keeps it (Never, or maxtimes
+/// spent) where it is.
+fn revives_failed(why: &DeployCause) -> bool {
+    match why {
+        DeployCause::Deployed | DeployCause::Scaled { .. } | DeployCause::Restarted => true,
+        DeployCause::Rescheduled { reason } => reason == PENDING_REASON,
     }
 }
 

@@ -51,7 +51,8 @@ impl Scheduler {
         let (views, down) = self.read_nodes().await;
         let key = app.key.as_str();
         let (avoid, hold) = (BTreeSet::new(), BTreeSet::new());
-        match self.place_counted(key, &spec, Some(app), &avoid, &views, &down, &settings, &hold) {
+        let why = DeployCause::Rescheduled { reason: "room found".into() };
+        match self.place_counted(key, &spec, Some(app), &avoid, &views, &down, &settings, &hold, &why) {
             Ok(_) => true,
             Err(PluginError::Placement(e)) => e.index > first,
             Err(_) => false,
