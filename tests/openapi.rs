@@ -636,6 +636,17 @@ fn all_instance_changes() -> Vec<InstanceChange> {
         all.push(InstanceChange::ReadyChanged { detail: ReadyChanged { ready, process: 0, reason } });
     }
     all.push(InstanceChange::OomKilled { detail: OomKilled { reason: "the OOM killer ended it".into() } });
+    for (outcome, secs, message) in
+        [("pulled", Some(1.5), ""), ("joined", Some(1.4), ""), ("presentAfterFailedPull", None, "denied")]
+    {
+        let detail = steward::protocol::ImagePulled {
+            image: "127.0.0.1:5000/tiny:v1".into(),
+            outcome: outcome.into(),
+            secs,
+            message: message.into(),
+        };
+        all.push(InstanceChange::ImagePulled { detail });
+    }
     for status in all_exit_statuses() {
         let detail = ContainerExited { container: "steward-ns.app.0-main".into(), status };
         all.push(InstanceChange::ContainerExited { detail });
@@ -652,6 +663,7 @@ fn all_instance_changes() -> Vec<InstanceChange> {
             | InstanceChange::HealthChanged { .. }
             | InstanceChange::ReadyChanged { .. }
             | InstanceChange::OomKilled { .. }
+            | InstanceChange::ImagePulled { .. }
             | InstanceChange::ContainerExited { .. }
             | InstanceChange::Deleted => {}
         }
@@ -2038,8 +2050,8 @@ async fn real_responses_match_the_document() {
     assert!(types.is_subset(&documented), "undocumented event types: {:?}", types.difference(&documented));
     // oomKilled needs the OOM killer: every other type but a pod's was seen here.
     let unseen: Vec<&String> = documented.difference(&types).collect();
-    // containerExited needs Docker (tests/pods.rs sees it).
-    assert_eq!(unseen, ["containerExited", "oomKilled"], "documented event types this test did not see");
+    // containerExited and imagePulled need Docker (tests/pods.rs, tests/image_pulls.rs see them).
+    assert_eq!(unseen, ["containerExited", "imagePulled", "oomKilled"], "documented event types this test did not see");
 
     // Unknown routes and methods answer in the error shape too (described in info.description).
     let r = call(&d, "GET", "/v1/nope", None).await;

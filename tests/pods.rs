@@ -258,8 +258,9 @@ async fn dockerd_down_makes_pods_lost_until_it_is_back() {
     drop(engine);
 }
 
-/// Start errors are clear and name what is wrong: a missing image (nothing is pulled), and an
-/// image without entrypoint given no command.value (seed 001).
+/// Start errors are clear and name what is wrong: a missing image (its pull fails: no registry
+/// has it; with Never, it is said to be missing), and an image without entrypoint given no
+/// command.value (seed 001).
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_image_and_missing_command_are_clear_errors() {
     docker::shared_engine();
@@ -268,7 +269,15 @@ async fn missing_image_and_missing_command_are_clear_errors() {
     let missing = json!([{"name": "main", "image": "steward-no-such-image:1", "command": {"value": "sleep"}}]);
     d.apply_json(&pod("noimage", missing, never.clone())).await;
     let s = d.wait_state(&id("pods", "noimage", 0), Kind::Failed, 30).await;
-    assert!(s.message.contains("image \"steward-no-such-image:1\" is not on this host"), "{}", s.message);
+    assert!(s.message.contains("pulling image \"steward-no-such-image:1\": "), "{}", s.message);
+    let never_pulled = json!([{"name": "main", "image": "steward-no-such-image:1", "imagePullPolicy": "Never", "command": {"value": "sleep"}}]);
+    d.apply_json(&pod("neverimage", never_pulled, never.clone())).await;
+    let s = d.wait_state(&id("pods", "neverimage", 0), Kind::Failed, 30).await;
+    assert!(
+        s.message.contains("image \"steward-no-such-image:1\" is not on this host (imagePullPolicy Never"),
+        "{}",
+        s.message
+    );
     let nocmd = json!([{"name": "bare", "image": IMAGE, "command": {"arguments": ["x"]}}]);
     d.apply_json(&pod("nocmd", nocmd, never)).await;
     let s = d.wait_state(&id("pods", "nocmd", 0), Kind::Failed, 30).await;
@@ -424,4 +433,22 @@ async fn without_dockerd_processes_run_and_pods_fail_clearly() {
     .await;
     let s = d.wait_state(&id("pods", "nodocker", 0), Kind::Failed, 20).await;
     assert!(s.message.contains("dockerd at /nonexistent/docker.sock is unreachable"), "{}", s.message);
+}
+
+/// Seed 003 `envFrom` in a container: every key of a configmap with its prefix, a missing
+/// optional secret no error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_containers_env_from() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-envfrom");
+    let (code, _, err) =
+        d.cli(&["configmap", "create", "pods/game", "--from-literal", "LEVEL=7", "--from-literal", "MODE=pvp"]);
+    assert_eq!(code, 0, "{err}");
+    let mut c = docker::sh("main", "exec sleep 1000");
+    c["envFrom"] = json!([{"type": "Config", "name": "game", "prefix": "CFG_"}, {"type": "Secret", "name": "absent", "optional": true}]);
+    d.apply_json(&pod("envfrom", json!([c]), json!({}))).await;
+    let s = d.wait_state(&id("pods", "envfrom", 0), Kind::Running, 30).await;
+    let env = docker::inspect(docker::SHARED_SOCKET, &s.containers[0].id, "{{json .Config.Env}}");
+    assert!(env.contains("\"CFG_LEVEL=7\"") && env.contains("\"CFG_MODE=pvp\""), "{env}");
+    d.client.delete(&id("pods", "envfrom", 0), None).await.unwrap();
 }

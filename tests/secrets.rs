@@ -110,3 +110,75 @@ async fn secrets_and_configmaps_are_injected_and_never_shown() {
     assert_eq!(code, 0);
     assert!(out.contains("removed"));
 }
+
+/// Seed 003 `envFrom` (every key of a configmap or secret, with a prefix) and `optional`
+/// sources: a missing optional one is no error (its env vars left out, its files empty), a
+/// missing required one fails the start naming it.
+#[tokio::test]
+async fn env_from_and_optional_sources() {
+    let d = Daemon::start("secrets-envfrom");
+    let (code, _, err) = d.cli(&[
+        "configmap",
+        "create",
+        "test/game",
+        "--from-literal",
+        "LEVEL=7",
+        "--from-literal",
+        "MODE=pvp",
+        "--from-literal",
+        "not.an.env-name=x",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["secret", "create", "test/keys", "--from-literal", "API_KEY=k-1"]);
+    assert_eq!(code, 0, "{err}");
+    let s = spec(
+        "envfrom",
+        1,
+        json!({
+            "procName": "sh",
+            "startCmd": "env | sort > env.txt; exec sleep 1000",
+            "envFrom": [
+                {"type": "Config", "name": "game", "prefix": "GAME_"},
+                {"type": "Secret", "name": "keys"},
+                {"type": "Secret", "name": "absent", "optional": true}
+            ],
+            "env": [{"name": "MODE_SEEN", "value": "yes"}],
+            "secrets": [{"secretName": "absent-too", "optional": true, "items": [
+                {"type": "env", "dataKey": "x", "keyOrPath": "ABSENT"},
+                {"type": "file", "dataKey": "x", "keyOrPath": "absent.txt"}
+            ]}],
+            "configmaps": [{"name": "game", "optional": true, "items": [
+                {"type": "env", "dataKey": "no-such-key", "keyOrPath": "NO_KEY"}
+            ]}]
+        }),
+        json!({}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "envfrom", 0), Kind::Running, 10).await;
+    let work = d.work_dir().join("test.envfrom.0");
+    let mut env = String::new();
+    for _ in 0..100 {
+        env = std::fs::read_to_string(work.join("env.txt")).unwrap_or_default();
+        if !env.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for line in ["GAME_LEVEL=7", "GAME_MODE=pvp", "API_KEY=k-1", "MODE_SEEN=yes"] {
+        assert!(env.lines().any(|l| l == line), "{line} in:\n{env}");
+    }
+    assert!(!env.contains("not.an.env-name") && !env.contains("ABSENT") && !env.contains("NO_KEY"), "{env}");
+    assert_eq!(std::fs::read_to_string(work.join("absent.txt")).unwrap(), "", "an optional file is empty");
+    assert!(st.pid.is_some());
+
+    // Required and missing: the start fails, naming the store.
+    let s = spec(
+        "required",
+        1,
+        json!({"startCmd": "exec sleep 1000", "envFrom": [{"type": "Config", "name": "nowhere"}]}),
+        json!({"restartPolicy": {"policy": "Never"}}),
+    );
+    d.apply_json(&s).await;
+    let st = d.wait_state(&id("test", "required", 0), Kind::Failed, 10).await;
+    assert!(format!("{st:?}").contains("envFrom: configmap test/nowhere does not exist"), "{st:?}");
+}

@@ -161,12 +161,24 @@ fn process() -> impl Strategy<Value = Process> {
             option::of(number_text()),
             vec((text(), text()).prop_map(|(name, value)| EnvVar { name, value }), 0..3),
             vec(
-                (text(), vec(key_item(), 0..2)).prop_map(|(secret_name, items)| SecretRef { secret_name, items }),
+                (text(), vec(key_item(), 0..2), any::<bool>()).prop_map(|(secret_name, items, optional)| SecretRef {
+                    secret_name,
+                    items,
+                    optional,
+                }),
                 0..2,
             ),
-            vec((text(), vec(key_item(), 0..2)).prop_map(|(name, items)| ConfigMapRef { name, items }), 0..2),
+            vec(
+                (text(), vec(key_item(), 0..2), any::<bool>()).prop_map(|(name, items, optional)| ConfigMapRef {
+                    name,
+                    items,
+                    optional,
+                }),
+                0..2,
+            ),
         ),
         lifecycle_parts(),
+        vec(env_from(), 0..3),
     )
         .prop_map(
             |(
@@ -174,6 +186,7 @@ fn process() -> impl Strategy<Value = Process> {
                 (start_cmd, start_grace_period, stop_cmd, restart_cmd, reload_cmd),
                 (health_checks, cpu, memory, env, secrets, configmaps),
                 (probe, lifecycle, initializers),
+                env_from,
             )| Process {
                 proc_name,
                 user,
@@ -195,10 +208,22 @@ fn process() -> impl Strategy<Value = Process> {
                     limits: Limits { cpu, memory },
                 },
                 env,
+                env_from,
                 secrets,
                 configmaps,
             },
         )
+}
+
+/// Seed 003 `envFrom`.
+fn env_from() -> impl Strategy<Value = EnvFrom> {
+    let kind = prop_oneof![Just(EnvFromType::Config), Just(EnvFromType::Secret)];
+    (kind, text(), text(), any::<bool>()).prop_map(|(kind, name, prefix, optional)| EnvFrom {
+        kind,
+        name,
+        prefix,
+        optional,
+    })
 }
 
 fn union_data() -> impl Strategy<Value = UnionData> {

@@ -1970,3 +1970,17 @@ fn schedule_affinity_and_tolerations_are_checked_with_their_paths() {
     let got = errors(&d);
     assert!(got.iter().any(|e| e.path == "schedule.affinity.node.type"), "{got:?}");
 }
+
+#[test]
+fn env_from_is_checked_with_its_paths() {
+    let d = with(|d| {
+        d["spec"]["template"]["spec"]["processes"][0]["envFrom"] = json!([{"type": "Secret", "name": "keys", "prefix": "K_", "optional": true}, {"type": "Config", "name": "", "prefix": "1X"}]);
+    });
+    assert_errors(
+        &d,
+        &[(&p0(".envFrom[1].name"), "is required"), (&p0(".envFrom[1].prefix"), "\"1X\" must start an env var name")],
+    );
+    let d = with(|d| d["spec"]["template"]["spec"]["processes"][0]["envFrom"] = json!([{"type": "Map", "name": "x"}]));
+    let got = errors(&d);
+    assert!(got.iter().any(|e| e.path == p0(".envFrom[0].type")), "{got:?}");
+}

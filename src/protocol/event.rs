@@ -62,6 +62,9 @@ pub enum InstanceChange {
     OomKilled { detail: OomKilled },
     /// One of a pod's containers ended (a failing one ends the pod).
     ContainerExited { detail: ContainerExited },
+    /// A pod's start pulled an image (seed 003 `imagePullPolicy`), or used the one on the host
+    /// when the pull failed under the default policy.
+    ImagePulled { detail: ImagePulled },
     /// Deleted, record and all.
     Deleted,
 }
@@ -147,6 +150,21 @@ pub struct ReadyChanged {
     /// Why not ready: the probe's last failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePulled {
+    pub image: String,
+    /// `pulled`, `joined` (another start's pull of the same image, waited for) or
+    /// `presentAfterFailedPull`.
+    pub outcome: String,
+    /// How long the pull took (pulled, joined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secs: Option<f64>,
+    /// The registry's message (presentAfterFailedPull).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

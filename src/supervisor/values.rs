@@ -95,13 +95,35 @@ pub fn inject(
     let mut env = Vec::new();
     for inj in injections {
         let kind = ValueKind::of(inj.source);
-        let store = lookup(kind, &Values::key(namespace, &inj.store))
-            .ok_or_else(|| format!("{} {namespace}/{} does not exist", kind.word(), inj.store))?;
-        let value = store
-            .data
-            .get(&inj.data_key)
-            .ok_or_else(|| format!("{} {namespace}/{} has no key {:?}", kind.word(), inj.store, inj.data_key))?;
+        let store = lookup(kind, &Values::key(namespace, &inj.store));
+        if let InjectionTarget::AllEnv { prefix } = &inj.target {
+            match store {
+                // Keys that are no env var name are left out (as Kubernetes does).
+                Some(s) => env.extend(
+                    s.data.iter().filter(|(k, _)| is_env_name(k)).map(|(k, v)| (format!("{prefix}{k}"), v.clone())),
+                ),
+                None if inj.optional => {}
+                None => return Err(format!("envFrom: {} {namespace}/{} does not exist", kind.word(), inj.store)),
+            }
+            continue;
+        }
+        let value = match store.as_ref().map(|s| s.data.get(&inj.data_key)) {
+            Some(Some(v)) => Some(v),
+            _ if inj.optional => None,
+            None => return Err(format!("{} {namespace}/{} does not exist", kind.word(), inj.store)),
+            Some(None) => {
+                return Err(format!("{} {namespace}/{} has no key {:?}", kind.word(), inj.store, inj.data_key))
+            }
+        };
+        // Optional and missing: no env var; an empty file (a mount must find one).
+        let value = match (value, &inj.target) {
+            (Some(v), _) => v.clone(),
+            (None, InjectionTarget::Env { .. }) => continue,
+            (None, _) => String::new(),
+        };
+        let value = &value;
         match &inj.target {
+            InjectionTarget::AllEnv { .. } => unreachable!("handled above"),
             InjectionTarget::Env { name } => env.push((name.clone(), value.clone())),
             InjectionTarget::File { path, mode, owner } => {
                 // Directories inside workPath belong to the process's user, like workPath itself.
@@ -125,6 +147,13 @@ pub fn inject(
         }
     }
     Ok(env)
+}
+
+/// Whether `key` may be an env var's name: a letter or `_` first, then letters, digits, `_`.
+fn is_env_name(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Creates `dir` and its parent as root's, mode 0700 (an existing one is made so): a pod's

@@ -11,8 +11,10 @@ mod init;
 mod logs;
 pub mod numa;
 mod pod;
+mod pull;
 
 pub use pod::{Holder, PodStart};
+pub use pull::{parse_docker_config, PullOutcome, RegistryAuth};
 
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
@@ -48,8 +50,11 @@ pub enum DockerError {
     /// dockerd does not answer (not running, socket gone, connection cut).
     #[error("dockerd at {socket} is unreachable: {why}")]
     Unreachable { socket: String, why: String },
-    #[error("image {image:?} is not on this host (images are not pulled by Steward; docker load or import it)")]
+    #[error("image {image:?} is not on this host (imagePullPolicy Never: docker load or import it)")]
     NoImage { image: String },
+    /// The pull failed: the engine's message, which is the registry's.
+    #[error("pulling image {image:?}: {message}")]
+    Pull { image: String, message: String },
     #[error("container {container:?}: image {image:?} has no entrypoint and command.value is empty, so there is nothing to run")]
     NoCommand { container: String, image: String },
     #[error("no such container {0}")]
@@ -121,6 +126,8 @@ pub struct Docker {
     /// Made at the first request that finds the socket: dockerd may be installed or started
     /// after stewardd, and the daemon must start without it.
     client: std::sync::Arc<std::sync::Mutex<Option<bollard::Docker>>>,
+    /// Image pulls under way (pull.rs): one per image at a time.
+    pulls: pull::Pulls,
     socket: String,
     numa_root: PathBuf,
     owner: String,
@@ -137,6 +144,7 @@ impl Docker {
     pub fn new(socket: &Path, numa_root: &Path, owner: &str) -> Docker {
         Docker {
             client: Default::default(),
+            pulls: Default::default(),
             socket: socket.display().to_string(),
             numa_root: numa_root.to_path_buf(),
             owner: owner.to_string(),

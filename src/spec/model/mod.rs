@@ -20,7 +20,7 @@ pub use controllers::*;
 pub use cron::*;
 pub use depends::*;
 pub use job::*;
-pub use pod::{Container, NetworkMode, Parameter};
+pub use pod::{Container, ImagePullPolicy, NetworkMode, Parameter};
 pub use probe::*;
 pub use schedule::*;
 use serde::{Deserialize, Serialize};
@@ -170,6 +170,10 @@ pub struct TemplateSpec {
     /// containers start; each must exit 0.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub initializers: Vec<Container>,
+    /// `kind: pod` only: secrets (in the pod's namespace) holding a docker config JSON under
+    /// `.dockerconfigjson`: the credentials its image pulls use, by registry.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,10 +211,36 @@ pub struct Process {
     pub resources: Resources,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Seed 003: every key of a configmap or secret as an env var (before `env` and the items).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFrom>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub configmaps: Vec<ConfigMapRef>,
+}
+
+/// Seed 003 `envFrom`: every key of the store `name` becomes an env var `prefix` + key (keys
+/// that are no env var name are left out). `optional`: a missing store is no error.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EnvFrom {
+    #[serde(rename = "type")]
+    pub kind: EnvFromType,
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// Seed 003 spells a configmap `Config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum EnvFromType {
+    #[default]
+    #[serde(rename = "Config", alias = "ConfigMap")]
+    Config,
+    Secret,
 }
 
 pub const DEFAULT_USER: &str = "root";
@@ -235,6 +265,7 @@ impl Default for Process {
             initializers: Vec::new(),
             resources: Resources::default(),
             env: Vec::new(),
+            env_from: Vec::new(),
             secrets: Vec::new(),
             configmaps: Vec::new(),
         }
@@ -537,6 +568,10 @@ pub struct KeyItem {
 pub struct SecretRef {
     pub secret_name: String,
     pub items: Vec<KeyItem>,
+    /// Seed 003: a missing secret (or key) is no error: its env vars are left out and its files
+    /// are empty.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -544,6 +579,9 @@ pub struct SecretRef {
 pub struct ConfigMapRef {
     pub name: String,
     pub items: Vec<KeyItem>,
+    /// As `SecretRef::optional`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// An instance's resource limits as its cgroup gets them: the sum over its processes (or a pod's

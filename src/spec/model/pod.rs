@@ -37,10 +37,16 @@ pub struct Container {
     /// Unique in the pod; part of the docker container's name.
     pub name: String,
     pub image: String,
+    /// Seed 003: Always (its default), IfNotPresent or Never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
     #[serde(skip_serializing_if = "is_default")]
     pub command: ContainerCommand,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Seed 003: every key of a configmap or secret as an env var.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<super::EnvFrom>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
     #[serde(skip_serializing_if = "is_default")]
@@ -58,6 +64,19 @@ pub struct Container {
     pub configmaps: Vec<ConfigMapRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+}
+
+/// When a start pulls its container's image (seed 003 `imagePullPolicy`, default Always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ImagePullPolicy {
+    /// Every start: a changed tag is picked up. Not written, an image made on the host (no
+    /// registry digest) is left alone, and a failed pull falls back to the image on the host.
+    #[default]
+    Always,
+    /// Only when the host lacks it.
+    IfNotPresent,
+    /// Never: the image must be on the host.
+    Never,
 }
 
 /// Seed 001: `value` replaces the image's entrypoint; `arguments` follow it (or, without a

@@ -184,13 +184,44 @@ pub struct Injection {
     pub store: String,
     pub data_key: String,
     pub target: InjectionTarget,
+    /// A missing store or key is no error (seed 003 `optional`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+impl Injection {
+    /// The injections of `envFrom` entries: every key of each store, with its prefix.
+    pub fn from_env_from(list: &[crate::spec::model::EnvFrom]) -> Vec<Injection> {
+        list.iter()
+            .map(|e| Injection {
+                source: match e.kind {
+                    crate::spec::model::EnvFromType::Config => InjectionSource::ConfigMap,
+                    crate::spec::model::EnvFromType::Secret => InjectionSource::Secret,
+                },
+                store: e.name.clone(),
+                data_key: String::new(),
+                target: InjectionTarget::AllEnv { prefix: e.prefix.clone() },
+                optional: e.optional,
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum InjectionTarget {
-    Env { name: String },
-    File { path: PathBuf, mode: u32, owner: String },
+    Env {
+        name: String,
+    },
+    File {
+        path: PathBuf,
+        mode: u32,
+        owner: String,
+    },
+    /// Every key of the store, as `prefix` + key (`envFrom`).
+    AllEnv {
+        prefix: String,
+    },
 }
 
 /// Renders instance `index` of `spec` (which must have passed validation).
@@ -371,19 +402,16 @@ fn render_process(
     // Secret and configmap files go into the instance's own directories only.
     let own_dirs = [&work_path, &run_dir.to_path_buf()];
     let own_text = format!("below the instance's {} or {}", work_path.display(), run_dir.display());
-    let mut injections = Vec::new();
+    let mut injections = Injection::from_env_from(&p.env_from);
     let sources = p
         .secrets
         .iter()
         .enumerate()
-        .map(|(i, s)| (InjectionSource::Secret, &s.secret_name, &s.items, at.field("secrets").index(i)))
-        .chain(
-            p.configmaps
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (InjectionSource::ConfigMap, &c.name, &c.items, at.field("configmaps").index(i))),
-        );
-    for (source, store, items, sp) in sources {
+        .map(|(i, s)| (InjectionSource::Secret, &s.secret_name, &s.items, s.optional, at.field("secrets").index(i)))
+        .chain(p.configmaps.iter().enumerate().map(|(i, c)| {
+            (InjectionSource::ConfigMap, &c.name, &c.items, c.optional, at.field("configmaps").index(i))
+        }));
+    for (source, store, items, optional, sp) in sources {
         for (ii, item) in items.iter().enumerate() {
             let target = match item.kind {
                 Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
@@ -419,7 +447,13 @@ fn render_process(
                 }
                 None => continue,
             };
-            injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
+            injections.push(Injection {
+                source,
+                store: store.clone(),
+                data_key: item.data_key.clone(),
+                target,
+                optional,
+            });
         }
     }
 

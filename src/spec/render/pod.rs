@@ -15,6 +15,12 @@ use std::path::PathBuf;
 pub struct RenderedContainer {
     pub name: String,
     pub image: String,
+    /// Seed 003's `imagePullPolicy`, its default (Always) when not written.
+    #[serde(default)]
+    pub pull_policy: crate::spec::model::ImagePullPolicy,
+    /// Whether the spec wrote it (the default leaves images made on the host alone).
+    #[serde(default)]
+    pub pull_policy_given: bool,
     /// Replaces the image's entrypoint when set.
     pub entrypoint: Option<String>,
     pub arguments: Vec<String>,
@@ -89,6 +95,9 @@ pub struct RenderedPod {
     /// Seed 003 `initializers`: run to completion, in order, before `containers` start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<RenderedContainer>,
+    /// Secrets whose docker config JSON gives the image pulls their credentials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// What `$` copies, per instance.
@@ -183,7 +192,8 @@ pub fn render_pod(
         .map(|(i, c)| render_container(c, Vec::new(), &is.index(i), &shared, errors))
         .collect();
     let user_network = t.parameters.iter().find(|p| p.key == "net").map(|p| p.value.clone());
-    RenderedPod { network: t.network, user_network, containers, init_containers }
+    let image_pull_secrets = t.image_pull_secrets.clone();
+    RenderedPod { network: t.network, user_network, containers, init_containers, image_pull_secrets }
 }
 
 /// What every container of a pod renders with.
@@ -233,14 +243,14 @@ fn render_container(
     let lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
     // Secret and configmap files: written below the run dir, mounted read-only where asked.
     let files_dir = run_dir.join("values").join(&c.name);
-    let mut injections = Vec::new();
+    let mut injections = super::Injection::from_env_from(&c.env_from);
     let mut mounts = Vec::new();
     let sources = c
         .secrets
         .iter()
-        .map(|s| (InjectionSource::Secret, &s.secret_name, &s.items))
-        .chain(c.configmaps.iter().map(|m| (InjectionSource::ConfigMap, &m.name, &m.items)));
-    for (source, store, items) in sources {
+        .map(|s| (InjectionSource::Secret, &s.secret_name, &s.items, s.optional))
+        .chain(c.configmaps.iter().map(|m| (InjectionSource::ConfigMap, &m.name, &m.items, m.optional)));
+    for (source, store, items, optional) in sources {
         for item in items {
             let target = match item.kind {
                 Some(ItemType::Env) => InjectionTarget::Env { name: item.key_or_path.clone() },
@@ -260,7 +270,13 @@ fn render_container(
                 }
                 None => continue,
             };
-            injections.push(Injection { source, store: store.clone(), data_key: item.data_key.clone(), target });
+            injections.push(Injection {
+                source,
+                store: store.clone(),
+                data_key: item.data_key.clone(),
+                target,
+                optional,
+            });
         }
     }
     for (i, v) in c.volumes.iter().enumerate() {
@@ -286,6 +302,8 @@ fn render_container(
     RenderedContainer {
         name: c.name.clone(),
         image: c.image.clone(),
+        pull_policy: c.image_pull_policy.unwrap_or_default(),
+        pull_policy_given: c.image_pull_policy.is_some(),
         entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
         arguments: c.command.arguments.clone(),
         env,

@@ -99,6 +99,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         ("containers", !spec.spec.template.spec.containers.is_empty()),
         ("network", spec.spec.template.spec.network != Default::default()),
         ("parameters", !spec.spec.template.spec.parameters.is_empty()),
+        ("imagePullSecrets", !spec.spec.template.spec.image_pull_secrets.is_empty()),
     ] {
         if used {
             errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));
@@ -367,6 +368,7 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
     probe::lifecycle(&p.lifecycle, &at.field("lifecycle"), port_names, errors);
     probe::init_steps(&p.initializers, &at.field("initializers"), errors);
     resources(&p.resources.limits, &p.resources.requests, &at.field("resources"), errors);
+    env_from(&p.env_from, &at.field("envFrom"), errors);
     for (i, s) in p.secrets.iter().enumerate() {
         let sp = at.field("secrets").index(i);
         if s.secret_name.is_empty() {
@@ -604,6 +606,24 @@ pub fn within_host(spec: &ProcessSpec, host: &HostCapacity, errors: &mut Errors)
 
 /// `container_owner`: a pod's file item may also name its owner as a numeric `uid[:gid]` (an
 /// image's user, which need not exist on the host).
+/// Seed 003 `envFrom`: a store's name, and a prefix that keeps env var names valid.
+pub(super) fn env_from(list: &[EnvFrom], at: &Path, errors: &mut Errors) {
+    for (i, e) in list.iter().enumerate() {
+        let ep = at.index(i);
+        if e.name.is_empty() {
+            errors.add(&ep.field("name"), "is required (a configmap's or secret's name in the namespace)");
+        }
+        let ok = e.prefix.chars().next().is_none_or(|c| c.is_ascii_alphabetic() || c == '_')
+            && e.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            errors.add(
+                &ep.field("prefix"),
+                format!("{:?} must start an env var name: letters, digits, '_', not a digit first", e.prefix),
+            );
+        }
+    }
+}
+
 pub(super) fn key_items(items: &[KeyItem], at: &Path, container_owner: bool, errors: &mut Errors) {
     if items.is_empty() {
         errors.add(at, "needs at least one item");

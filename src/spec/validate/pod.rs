@@ -17,6 +17,16 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
     if t.containers.is_empty() {
         errors.add(&cs, "needs at least one container");
     }
+    for (i, name) in t.image_pull_secrets.iter().enumerate() {
+        // A secret's name, as `steward secret create` takes it.
+        if name.is_empty() || name.len() > 253 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            let why = format!(
+                "{name:?} must be a secret's name in the pod's namespace: 1-253 letters, digits, '-', '_' or '.'"
+            );
+            errors.add(&at.field("imagePullSecrets").index(i), why);
+        }
+    }
     let net_param = t.parameters.iter().find(|p| p.key == "net");
     for (i, p) in t.parameters.iter().enumerate() {
         if p.key != "net" {
@@ -87,6 +97,7 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
         super::health_checks(&c.health_checks, &at.field("healthChecks"), &port_names_of(t), errors);
         super::probe::probes(&c.probe, &at.field("probe"), &port_names_of(t), errors);
         super::probe::lifecycle(&c.lifecycle, &at.field("lifecycle"), &port_names_of(t), errors);
+        super::env_from(&c.env_from, &at.field("envFrom"), errors);
         for (i, s) in c.secrets.iter().enumerate() {
             let sp = at.field("secrets").index(i);
             if s.secret_name.is_empty() {

@@ -9,7 +9,7 @@ use super::workload::{
 use crate::cni::pods::HolderState;
 use crate::health::Outcome;
 use crate::protocol::{ContainerExited, InstanceChange};
-use crate::runtime::docker::{ContainerInfo, DockerError, Holder, PodStart};
+use crate::runtime::docker::{ContainerInfo, DockerError, Holder, PodStart, PullOutcome, RegistryAuth};
 use crate::runtime::process::ResolvedUser;
 use crate::runtime::procinfo::ProcessIdentity;
 use crate::spec::pod::NetworkMode;
@@ -38,6 +38,8 @@ pub(crate) struct Pod {
     /// Containers that exited cleanly while others run on (seed 001: the pod ends when all
     /// have exited).
     exited: Vec<Option<i64>>,
+    /// Registry credentials from the pod's `imagePullSecrets`, resolved at the last staging.
+    pull_auths: Vec<RegistryAuth>,
 }
 
 impl Workload for Pod {
@@ -58,6 +60,7 @@ impl Workload for Pod {
         self.injected_env = pod.containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
         self.init_injected_env =
             pod.init_containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
+        self.pull_auths = pull_auths(cx, pod)?;
         Ok(())
     }
 
@@ -98,6 +101,12 @@ impl Workload for Pod {
             Err(e) => return Launched::Failed(format!("pod start failed: CNI: {e}")),
         };
         let (docker, spec) = (cx.shared.docker.clone(), cx.spec);
+        // Its images, by their pull policies, before anything of the pod is made.
+        match pull_images(cx, pod, &self.pull_auths, cancel).await {
+            Ok(()) => {}
+            Err(_) if cancel.is_set() => return Launched::Cancelled,
+            Err(e) => return Launched::Failed(format!("pod start failed: {e}")),
+        }
         let mut start = PodStart {
             instance: &instance,
             pod_id: &pod_id,
@@ -433,6 +442,87 @@ impl Pod {
 
 /// Container `c`'s secrets and configmaps: its files written (below the run dir, mounted
 /// read-only), its env vars returned.
+/// The registry credentials of the pod's `imagePullSecrets`: each secret's docker config JSON
+/// (key `.dockerconfigjson`). Err names the secret and what is wrong.
+fn pull_auths(cx: &Cx<'_>, pod: &RenderedPod) -> Result<Vec<RegistryAuth>, String> {
+    let namespace = &cx.rec.id.namespace;
+    let mut auths = Vec::new();
+    for name in &pod.image_pull_secrets {
+        let key = values::Values::key(namespace, name);
+        let secret = cx.shared.values.lock().expect("values lock").get(&(values::ValueKind::Secret, key)).cloned();
+        let secret = secret.ok_or_else(|| format!("imagePullSecrets: secret {namespace}/{name} does not exist"))?;
+        let config = secret.data.get(DOCKER_CONFIG_KEY).ok_or_else(|| {
+            format!("imagePullSecrets: secret {namespace}/{name} has no key {DOCKER_CONFIG_KEY} (a docker config JSON)")
+        })?;
+        let found = crate::runtime::docker::parse_docker_config(config)
+            .map_err(|e| format!("imagePullSecrets: secret {namespace}/{name}: {DOCKER_CONFIG_KEY}: {e}"))?;
+        auths.extend(found);
+    }
+    Ok(auths)
+}
+
+/// The key of an image pull secret's docker config JSON (Kubernetes' name for it).
+pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+
+/// Makes every image of the pod (init containers first) present by its pull policy, one image
+/// at a time: what the engine reports goes into the instance's status message (at most once a
+/// second), each pull into the journal (`imagePulled`). A failed pull fails the start with the
+/// registry's message; the restart policy then retries it with its backoff.
+async fn pull_images(
+    cx: &mut Cx<'_>,
+    pod: &RenderedPod,
+    auths: &[RegistryAuth],
+    cancel: &Cancel,
+) -> Result<(), DockerError> {
+    let docker = cx.shared.docker.clone();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in pod.init_containers.iter().chain(&pod.containers) {
+        if !seen.insert(c.image.clone()) {
+            continue;
+        }
+        let latest: Arc<std::sync::Mutex<Option<String>>> = Default::default();
+        let report = {
+            let latest = latest.clone();
+            move |line: &str| *latest.lock().expect("progress lock") = Some(line.to_string())
+        };
+        let pull = docker.ensure_image(&c.image, c.pull_policy, c.pull_policy_given, auths, &report);
+        tokio::pin!(pull);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut pull => break outcome,
+                _ = cancel.wait() => return Err(DockerError::Cancelled),
+                _ = tick.tick() => {
+                    let line = latest.lock().expect("progress lock").take();
+                    if let Some(line) = line {
+                        cx.rec.message = line;
+                        cx.rec.updated_ms = crate::supervisor::record::now_ms();
+                        cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+                    }
+                }
+            }
+        }?;
+        let detail = |outcome: &str, secs: Option<f64>, message: String| crate::protocol::ImagePulled {
+            image: c.image.clone(),
+            outcome: outcome.into(),
+            secs,
+            message,
+        };
+        let detail = match outcome {
+            PullOutcome::Present => continue,
+            PullOutcome::Pulled { secs, joined: false } => detail("pulled", Some(secs), String::new()),
+            PullOutcome::Pulled { secs, joined: true } => detail("joined", Some(secs), String::new()),
+            PullOutcome::PresentAfterFailedPull { message } => {
+                tracing::warn!(instance = %cx.rec.id, "pulling {} failed, the image on the host is used: {message}", c.image);
+                detail("presentAfterFailedPull", None, message)
+            }
+        };
+        cx.rec.message.clear();
+        cx.note(InstanceChange::ImagePulled { detail }).await;
+    }
+    Ok(())
+}
+
 fn inject(cx: &Cx<'_>, rendered: &RenderedInstance, c: &RenderedContainer) -> Result<Vec<(String, String)>, String> {
     if c.injections.iter().any(|i| matches!(i.target, InjectionTarget::File { .. })) {
         let dir = rendered.run_dir.join("values").join(&c.name);
