@@ -452,3 +452,49 @@ async fn a_containers_env_from() {
     assert!(env.contains("\"CFG_LEVEL=7\"") && env.contains("\"CFG_MODE=pvp\""), "{env}");
     d.client.delete(&id("pods", "envfrom", 0), None).await.unwrap();
 }
+
+/// Seed 003 pod fields: `hostname` and `subdomain` seen by every container of the pod, its
+/// resolver (`dnsConfig`), the host's pid namespace (`host.pid`), a container's `tty` and
+/// `workingDir`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_name_resolver_host_pid_tty_and_working_dir() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-identity");
+    let mut main = docker::sh(
+        "main",
+        "if [ -t 1 ]; then T=tty; else T=notty; fi; echo \"H=$(hostname) W=$(pwd) T=$T P=$(cat /proc/1/comm)\"; cat /etc/resolv.conf; exec sleep 1000",
+    );
+    main["tty"] = json!(true);
+    main["workingDir"] = json!("/tmp");
+    let side = docker::sh("side", "echo \"H2=$(hostname) W2=$(pwd)\"; cat /etc/resolv.conf; exec sleep 1000");
+    let mut p = pod("ident", json!([main, side]), json!({}));
+    let t = &mut p["spec"]["template"]["spec"];
+    t["hostname"] = json!("game");
+    t["subdomain"] = json!("zone1.example");
+    t["dnsConfig"] = json!({"servers": ["10.1.2.3"], "searches": ["svc.example"], "options": ["ndots:2"]});
+    t["host"] = json!({"pid": true});
+    d.apply_json(&p).await;
+    let s = d.wait_state(&id("pods", "ident", 0), Kind::Running, 30).await;
+    assert_eq!(docker::inspect(docker::SHARED_SOCKET, &s.containers[0].id, "{{.Config.Tty}}"), "true");
+    let logs = |container: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (_, out, _) = d.cli(&["logs", "pods/ident/0", "--container", container]);
+            if out.contains("options") || std::time::Instant::now() > deadline {
+                return out.replace('\r', "");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let host_init = std::fs::read_to_string("/proc/1/comm").unwrap().trim().to_string();
+    let main_out = logs("main");
+    assert!(main_out.contains(&format!("H=game W=/tmp T=tty P={host_init}")), "{main_out}");
+    let side_out = logs("side");
+    assert!(side_out.contains("H2=game W2=/"), "{side_out}");
+    for out in [&main_out, &side_out] {
+        for line in ["nameserver 10.1.2.3", "search svc.example", "options ndots:2"] {
+            assert!(out.lines().any(|l| l.trim_end().ends_with(&format!("] {line}"))), "{line} in:\n{out}");
+        }
+    }
+    d.client.delete(&id("pods", "ident", 0), None).await.unwrap();
+}

@@ -1984,3 +1984,50 @@ fn env_from_is_checked_with_its_paths() {
     let got = errors(&d);
     assert!(got.iter().any(|e| e.path == p0(".envFrom[0].type")), "{got:?}");
 }
+
+/// A pod's seed-003 fields: names as DNS has them, servers as addresses, a working dir that is
+/// absolute, an image pull secret's name; a HOST pod keeps the host's name.
+#[test]
+fn a_pods_name_resolver_and_pulls_are_checked_with_their_paths() {
+    let pod = |network: &str, extra: Value| {
+        let mut d = json!({"apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": network, "containers": [
+                {"name": "main", "image": "busybox", "command": {"value": "sleep"}}]}}}});
+        for (k, v) in extra.as_object().unwrap() {
+            d["spec"]["template"]["spec"][k] = v.clone();
+        }
+        d
+    };
+    let good = json!({"hostname": "game", "subdomain": "zone1.example", "imagePullSecrets": ["regcred"],
+        "dnsConfig": {"servers": ["10.0.0.2", "::1"], "searches": ["svc.example"], "options": ["ndots:2"]},
+        "host": {"pid": true, "ipc": true}});
+    assert_valid(&pod("BRIDGE", good));
+    let mut bad = pod(
+        "BRIDGE",
+        json!({"hostname": "Game_1", "subdomain": "-x.example", "imagePullSecrets": ["a b"],
+            "dnsConfig": {"servers": ["dns.example"], "searches": ["bad..name"], "options": ["a b"]}}),
+    );
+    bad["spec"]["template"]["spec"]["containers"][0]["workingDir"] = json!("tmp");
+    let got = errors(&bad);
+    let paths: Vec<&str> = got.iter().map(|e| e.path.as_str()).collect();
+    for path in [
+        "spec.template.spec.hostname",
+        "spec.template.spec.subdomain",
+        "spec.template.spec.imagePullSecrets[0]",
+        "spec.template.spec.dnsConfig.servers[0]",
+        "spec.template.spec.dnsConfig.searches[0]",
+        "spec.template.spec.dnsConfig.options[0]",
+        "spec.template.spec.containers[0].workingDir",
+    ] {
+        assert!(paths.contains(&path), "{path} in {got:?}");
+    }
+    let mut sometimes = pod("BRIDGE", json!({}));
+    sometimes["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("Sometimes");
+    let got = errors(&sometimes);
+    assert!(got.iter().any(|e| e.path == "spec.template.spec.containers[0].imagePullPolicy"), "{got:?}");
+    let got = errors(&pod("HOST", json!({"hostname": "game"})));
+    assert!(got.iter().any(|e| e.path == "spec.template.spec.hostname" && e.message.contains("HOST pod")), "{got:?}");
+    // A process spec has none of them.
+    let d = with(|d| d["spec"]["template"]["spec"]["hostname"] = json!("game"));
+    assert_error(&d, "spec.template.spec.hostname", "is for kind \"pod\" only");
+}

@@ -57,6 +57,23 @@ fn own_network(start: &PodStart<'_>) -> String {
     }
 }
 
+/// The pod's host name, domain and resolver (seed 003 `hostname`, `subdomain`, `dnsConfig`)
+/// on the container that owns its network: its holder, or its only container.
+fn pod_identity(pod: &crate::spec::pod::RenderedPod, body: &mut ContainerCreateBody) {
+    if !pod.hostname.is_empty() {
+        body.hostname = Some(pod.hostname.clone());
+    }
+    if !pod.subdomain.is_empty() {
+        body.domainname = Some(pod.subdomain.clone());
+    }
+    if let (Some(dns), Some(host)) = (&pod.dns, body.host_config.as_mut()) {
+        let list = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+        host.dns = list(&dns.servers);
+        host.dns_search = list(&dns.searches);
+        host.dns_options = list(&dns.options);
+    }
+}
+
 impl Docker {
     /// Runs the pod's init containers to completion, one after another, then creates and
     /// starts its containers in order, all in one network namespace: the network holder's when
@@ -189,7 +206,7 @@ impl Docker {
         labels.insert(LABEL_INDEX.into(), HOLDER_INDEX.into());
         let ports: Vec<&RenderedContainerPort> = start.pod.containers.iter().flat_map(|c| &c.ports).collect();
         let (exposed, bindings) = if start.cni { Default::default() } else { self.publishing(&ports) };
-        let body = ContainerCreateBody {
+        let mut body = ContainerCreateBody {
             image: Some(PAUSE_IMAGE.into()),
             entrypoint: Some(vec!["/pause".into()]),
             labels: Some(labels),
@@ -201,6 +218,9 @@ impl Docker {
             }),
             ..Default::default()
         };
+        // The containers that join its network take its name and resolver (Docker gives a
+        // `container:` network's joiner the owner's hostname and resolv.conf).
+        pod_identity(start.pod, &mut body);
         let name = format!("steward-{}-network", start.pod_id);
         let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
         let created = self.client()?.create_container(Some(options), body).await.map_err(|e| self.error(NAME, e))?;
@@ -371,7 +391,13 @@ impl Docker {
             blkio_device_write_iops: throttle(&r.write_iops),
             ..Default::default()
         };
-        Ok(ContainerCreateBody {
+        let owns_network = !host_config.network_mode.as_deref().unwrap_or_default().starts_with("container:");
+        let host_config = HostConfig {
+            pid_mode: start.pod.host.pid.then(|| "host".to_string()),
+            ipc_mode: start.pod.host.ipc.then(|| "host".to_string()),
+            ..host_config
+        };
+        let mut body = ContainerCreateBody {
             image: Some(c.image.clone()),
             entrypoint,
             cmd,
@@ -379,7 +405,13 @@ impl Docker {
             labels: Some(labels),
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
             host_config: Some(host_config),
+            tty: c.tty.then_some(true),
+            working_dir: (!c.working_dir.is_empty()).then(|| c.working_dir.clone()),
             ..Default::default()
-        })
+        };
+        if owns_network {
+            pod_identity(start.pod, &mut body);
+        }
+        Ok(body)
     }
 }

@@ -174,6 +174,18 @@ pub struct TemplateSpec {
     /// `.dockerconfigjson`: the credentials its image pulls use, by registry.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<String>,
+    /// `kind: pod` only (seed 003 pod): the pod's host name, and its domain (`subdomain`),
+    /// seen by every container.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subdomain: String,
+    /// `kind: pod` only: the pod's resolver (its containers' /etc/resolv.conf).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_config: Option<pod::DnsConfig>,
+    /// `kind: pod` only (seed 003 `host`): share the host's pid and ipc namespaces.
+    #[serde(skip_serializing_if = "is_default")]
+    pub host: pod::HostNamespaces,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

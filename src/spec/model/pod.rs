@@ -40,6 +40,12 @@ pub struct Container {
     /// Seed 003: Always (its default), IfNotPresent or Never.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<ImagePullPolicy>,
+    /// Seed 003: a terminal for the container.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    /// Seed 003: the working directory (absolute), instead of the image's.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub working_dir: String,
     #[serde(skip_serializing_if = "is_default")]
     pub command: ContainerCommand,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -64,6 +70,28 @@ pub struct Container {
     pub configmaps: Vec<ConfigMapRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+}
+
+/// A pod's resolver: name servers (IP addresses), search domains, resolver options.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DnsConfig {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+/// Seed 003 `host`: the host's namespaces a pod shares (`network` is seed 001's HOST mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HostNamespaces {
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pid: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ipc: bool,
 }
 
 /// When a start pulls its container's image (seed 003 `imagePullPolicy`, default Always).

@@ -21,6 +21,10 @@ pub struct RenderedContainer {
     /// Whether the spec wrote it (the default leaves images made on the host alone).
     #[serde(default)]
     pub pull_policy_given: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub working_dir: String,
     /// Replaces the image's entrypoint when set.
     pub entrypoint: Option<String>,
     pub arguments: Vec<String>,
@@ -98,6 +102,15 @@ pub struct RenderedPod {
     /// Secrets whose docker config JSON gives the image pulls their credentials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<String>,
+    /// The pod's host name and domain (seed 003 `hostname`, `subdomain`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subdomain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<crate::spec::pod::DnsConfig>,
+    #[serde(default)]
+    pub host: crate::spec::pod::HostNamespaces,
 }
 
 /// What `$` copies, per instance.
@@ -192,8 +205,17 @@ pub fn render_pod(
         .map(|(i, c)| render_container(c, Vec::new(), &is.index(i), &shared, errors))
         .collect();
     let user_network = t.parameters.iter().find(|p| p.key == "net").map(|p| p.value.clone());
-    let image_pull_secrets = t.image_pull_secrets.clone();
-    RenderedPod { network: t.network, user_network, containers, init_containers, image_pull_secrets }
+    RenderedPod {
+        network: t.network,
+        user_network,
+        containers,
+        init_containers,
+        image_pull_secrets: t.image_pull_secrets.clone(),
+        hostname: t.hostname.clone(),
+        subdomain: t.subdomain.clone(),
+        dns: t.dns_config.clone(),
+        host: t.host,
+    }
 }
 
 /// What every container of a pod renders with.
@@ -304,6 +326,8 @@ fn render_container(
         image: c.image.clone(),
         pull_policy: c.image_pull_policy.unwrap_or_default(),
         pull_policy_given: c.image_pull_policy.is_some(),
+        tty: c.tty,
+        working_dir: c.working_dir.clone(),
         entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),
         arguments: c.command.arguments.clone(),
         env,

@@ -100,6 +100,10 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         ("network", spec.spec.template.spec.network != Default::default()),
         ("parameters", !spec.spec.template.spec.parameters.is_empty()),
         ("imagePullSecrets", !spec.spec.template.spec.image_pull_secrets.is_empty()),
+        ("hostname", !spec.spec.template.spec.hostname.is_empty()),
+        ("subdomain", !spec.spec.template.spec.subdomain.is_empty()),
+        ("dnsConfig", spec.spec.template.spec.dns_config.is_some()),
+        ("host", spec.spec.template.spec.host != Default::default()),
     ] {
         if used {
             errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));

@@ -17,6 +17,7 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
     if t.containers.is_empty() {
         errors.add(&cs, "needs at least one container");
     }
+    identity(t, at, errors);
     for (i, name) in t.image_pull_secrets.iter().enumerate() {
         // A secret's name, as `steward secret create` takes it.
         if name.is_empty() || name.len() > 253 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -98,6 +99,9 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
         super::probe::probes(&c.probe, &at.field("probe"), &port_names_of(t), errors);
         super::probe::lifecycle(&c.lifecycle, &at.field("lifecycle"), &port_names_of(t), errors);
         super::env_from(&c.env_from, &at.field("envFrom"), errors);
+        if !c.working_dir.is_empty() && !c.working_dir.starts_with('/') {
+            errors.add(&at.field("workingDir"), format!("{:?} must be an absolute path", c.working_dir));
+        }
         for (i, s) in c.secrets.iter().enumerate() {
             let sp = at.field("secrets").index(i);
             if s.secret_name.is_empty() {
@@ -210,6 +214,69 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
             if let Err(e) = parse_rate(&d.rate, bytes) {
                 errors.add(&dp.field("rate"), e);
             }
+        }
+    }
+}
+
+/// A DNS label: 1-63 lowercase letters, digits and '-', not at either end.
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A domain name: DNS labels joined by '.', at most 253 characters.
+fn dns_name(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(dns_label)
+}
+
+/// The pod's `hostname`, `subdomain` and `dnsConfig` (seed 003): names as DNS has them, servers
+/// as IP addresses; a HOST pod has the host's name (Docker refuses another).
+fn identity(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+    let host = t.network == NetworkMode::Host;
+    if !t.hostname.is_empty() {
+        if !dns_label(&t.hostname) {
+            errors.add(
+                &at.field("hostname"),
+                format!("{:?} must be a DNS label: 1-63 lowercase letters, digits and '-'", t.hostname),
+            );
+        } else if host {
+            errors.add(&at.field("hostname"), "a HOST pod has the host's name");
+        }
+    }
+    if !t.subdomain.is_empty() {
+        if !dns_name(&t.subdomain) {
+            errors.add(
+                &at.field("subdomain"),
+                format!("{:?} must be a domain name (DNS labels joined by '.')", t.subdomain),
+            );
+        } else if host {
+            errors.add(&at.field("subdomain"), "a HOST pod has the host's domain");
+        }
+    }
+    let Some(dns) = &t.dns_config else { return };
+    let dp = at.field("dnsConfig");
+    if dns.servers.len() > 3 {
+        errors.add(&dp.field("servers"), format!("{} servers: a resolver reads at most 3", dns.servers.len()));
+    }
+    for (i, s) in dns.servers.iter().enumerate() {
+        if s.parse::<std::net::IpAddr>().is_err() {
+            errors.add(&dp.field("servers").index(i), format!("{s:?} is not an IP address"));
+        }
+    }
+    if dns.searches.len() > 6 {
+        errors.add(&dp.field("searches"), format!("{} search domains: a resolver reads at most 6", dns.searches.len()));
+    }
+    for (i, s) in dns.searches.iter().enumerate() {
+        if !dns_name(s) {
+            errors.add(&dp.field("searches").index(i), format!("{s:?} is not a domain name"));
+        }
+    }
+    for (i, o) in dns.options.iter().enumerate() {
+        if o.is_empty() || o.contains(char::is_whitespace) {
+            errors.add(&dp.field("options").index(i), format!("{o:?} must be one resolver option (ndots:2, rotate)"));
         }
     }
 }
