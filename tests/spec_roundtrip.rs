@@ -176,9 +176,10 @@ fn process() -> impl Strategy<Value = Process> {
                 }),
                 0..2,
             ),
-        ),
-        lifecycle_parts(),
-        vec(env_from(), 0..3),
+        )
+            .boxed(),
+        lifecycle_parts().boxed(),
+        vec(env_from(), 0..3).boxed(),
     )
         .prop_map(
             |(
