@@ -887,6 +887,7 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DeployCause::Deployed.change(&app, placements.clone()),
         DeployCause::Scaled { instances: 1 }.change(&app, placements.clone()),
         DeployCause::Rescheduled { reason: "lost".into() }.change(&app, placements.clone()),
+        DeployCause::PendingApplied.change(&app, placements.clone()),
         DeployCause::Restarted.change(&app, placements),
         DesiredChange::Restarted { app: app.clone(), instance: Some(2) },
         DesiredChange::ConfigChanged { key: "reconcileSecs".into(), value: 3 },

@@ -128,11 +128,6 @@ impl<'a> Affinities<'a> {
         out
     }
 
-    /// Whether nothing is to check.
-    pub fn is_empty(&self) -> bool {
-        self.node_required.is_empty() && self.node_score.iter().all(|s| *s == 0) && self.pod.is_empty()
-    }
-
     /// The required rules on node `ni`: Err names the first that fails and why.
     pub fn filter(&self, ni: usize) -> Result<(), String> {
         if !self.node_allowed[ni] {
@@ -230,19 +225,8 @@ mod tests {
     }
 
     fn request<'a>(app: &'a str, n: u32, s: &'a Schedule, labels: &[(&str, &str)]) -> Request<'a> {
-        Request {
-            app,
-            constraint: None,
-            total: n,
-            keep: BTreeMap::new(),
-            place: (0..n).collect(),
-            ports_per_instance: 0,
-            requests: Default::default(),
-            avoid: Default::default(),
-            closed: BTreeMap::new(),
-            schedule: Some(s),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
+        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Request { schedule: Some(s), labels, ..Request::bare(app, n) }
     }
 
     fn on(p: &BTreeMap<u32, String>) -> Vec<&str> {

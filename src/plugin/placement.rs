@@ -120,6 +120,26 @@ impl<'a> Request<'a> {
     }
 }
 
+#[cfg(test)]
+impl<'a> Request<'a> {
+    /// Instances 0..n of `app` to place, nothing else asked (tests).
+    pub fn bare(app: &'a str, n: u32) -> Request<'a> {
+        Request {
+            app,
+            constraint: None,
+            total: n,
+            keep: BTreeMap::new(),
+            place: (0..n).collect(),
+            ports_per_instance: 0,
+            requests: Requests::default(),
+            avoid: BTreeSet::new(),
+            closed: BTreeMap::new(),
+            schedule: None,
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
 /// Why one node could not take an instance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal {
@@ -451,20 +471,7 @@ mod tests {
     }
 
     fn place_n(c: &Constraint, n: u32, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>, PlacementError> {
-        let req = Request {
-            app: "ns/app",
-            constraint: Some(c),
-            total: n,
-            keep: BTreeMap::new(),
-            place: (0..n).collect(),
-            ports_per_instance: 0,
-            requests: Requests::default(),
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
-            schedule: None,
-            labels: BTreeMap::new(),
-        };
-        place(&req, nodes)
+        place(&Request { constraint: Some(c), ..Request::bare("ns/app", n) }, nodes)
     }
 
     fn counts(p: &BTreeMap<u32, String>) -> BTreeMap<String, usize> {
@@ -692,19 +699,7 @@ mod tests {
             n.free = Some(Requests::of(1.0, 1024.0));
         }
         // 300m each: three fit on a node with one core free, so nine over three nodes.
-        let mut req = Request {
-            app: "ns/app",
-            constraint: None,
-            total: 9,
-            keep: BTreeMap::new(),
-            place: (0..9).collect(),
-            ports_per_instance: 0,
-            requests: Requests::of(0.3, 100.0),
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
-            schedule: None,
-            labels: BTreeMap::new(),
-        };
+        let mut req = Request { requests: Requests::of(0.3, 100.0), ..Request::bare("ns/app", 9) };
         let p = place(&req, &nodes).unwrap();
         assert_eq!(counts(&p).values().copied().collect::<Vec<_>>(), vec![3, 3, 3]);
         // A tenth fits nowhere: refused whole, each node's reason given (nothing half-placed).
@@ -726,17 +721,11 @@ mod tests {
     fn kept_instances_count_and_ports_limit() {
         let c = all_of(&[json!({"name": "hostname", "operate": "UNIQUE"})]);
         let req = Request {
-            app: "ns/app",
             constraint: Some(&c),
-            total: 3,
             keep: BTreeMap::from([(0, "slave1".to_string()), (1, "slave2".to_string())]),
             place: vec![2],
             ports_per_instance: 1,
-            requests: Requests::default(),
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
-            schedule: None,
-            labels: BTreeMap::new(),
+            ..Request::bare("ns/app", 3)
         };
         let p = place(&req, &slaves(3)).unwrap();
         assert_eq!(p, BTreeMap::from([(2, "slave3".to_string())]));

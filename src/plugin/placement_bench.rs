@@ -6,7 +6,7 @@
 use super::placement::*;
 use crate::resources::Requests;
 use crate::spec::model::{Constraint, Schedule};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Placement throughput (issue 21's closing figure): 1,000 instances over 3 nodes, with no
@@ -27,19 +27,7 @@ fn place_1000_over_3() {
         {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "400"}}]}]}))
     .unwrap();
     for (what, constraint) in [("no constraint", None), ("MAXPER 400", Some(&maxper))] {
-        let req = Request {
-            app: "ns/many",
-            constraint,
-            total: 1000,
-            keep: BTreeMap::new(),
-            place: (0..1000).collect(),
-            ports_per_instance: 1,
-            requests: Requests::default(),
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
-            schedule: None,
-            labels: BTreeMap::new(),
-        };
+        let req = Request { constraint, ports_per_instance: 1, ..Request::bare("ns/many", 1000) };
         let started = std::time::Instant::now();
         let rounds = 20;
         for _ in 0..rounds {
@@ -113,17 +101,11 @@ fn place_apps(hosts: usize, apps: usize, per_app: u32) -> Placed {
         let requests =
             Requests { milli_cpu: 100 + 100 * (a as u64 % 5), memory_bytes: (128u64 << 20) * (1 + a as u64 % 4) };
         let req = Request {
-            app: &key,
-            constraint: None,
-            total: per_app,
-            keep: BTreeMap::new(),
-            place: (0..per_app).collect(),
             ports_per_instance: 1,
             requests,
-            avoid: BTreeSet::new(),
-            closed: BTreeMap::new(),
             schedule: Some(&schedule),
             labels: labels.clone(),
+            ..Request::bare(&key, per_app)
         };
         let started = Instant::now();
         let placed = place(&req, &nodes).unwrap_or_else(|e| panic!("{e}"));

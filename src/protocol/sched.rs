@@ -439,12 +439,25 @@ pub enum DesiredChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeployCause {
     Deployed,
-    Scaled { instances: u32 },
-    Rescheduled { reason: String },
+    Scaled {
+        instances: u32,
+    },
+    Rescheduled {
+        reason: String,
+    },
     Restarted,
+    /// The leader applies placements a deploy stored (it carries out the operator's deploy).
+    PendingApplied,
 }
 
 impl DeployCause {
+    /// Whether the operator asked for the app to run (a deploy, scale or restart, or the leader
+    /// carrying one out): instances their nodes gave up on are started again. A reschedule,
+    /// the reconcile or room found never revive (seed 000's maxtimes, DESIGN § 7).
+    pub fn by_operator(&self) -> bool {
+        !matches!(self, DeployCause::Rescheduled { .. })
+    }
+
     /// The journal's body for placing `app` at `placements` (instance index → node).
     pub fn change(&self, app: &str, placements: BTreeMap<String, String>) -> DesiredChange {
         let app = app.to_string();
@@ -455,6 +468,9 @@ impl DeployCause {
                 DesiredChange::Rescheduled { reason: reason.clone(), app, placements }
             }
             DeployCause::Restarted => DesiredChange::Restarted { app, instance: None },
+            DeployCause::PendingApplied => {
+                DesiredChange::Rescheduled { reason: "placements not applied yet".into(), app, placements }
+            }
         }
     }
 }

@@ -96,6 +96,7 @@ pub fn inject(
     for inj in injections {
         let kind = ValueKind::of(inj.source);
         let store = lookup(kind, &Values::key(namespace, &inj.store));
+        let missing = || format!("{} {namespace}/{} does not exist", kind.word(), inj.store);
         if let InjectionTarget::AllEnv { prefix } = &inj.target {
             match store {
                 // Keys that are no env var name are left out (as Kubernetes does).
@@ -103,29 +104,25 @@ pub fn inject(
                     s.data.iter().filter(|(k, _)| is_env_name(k)).map(|(k, v)| (format!("{prefix}{k}"), v.clone())),
                 ),
                 None if inj.optional => {}
-                None => return Err(format!("envFrom: {} {namespace}/{} does not exist", kind.word(), inj.store)),
+                None => return Err(format!("envFrom: {}", missing())),
             }
             continue;
         }
-        let value = match store.as_ref().map(|s| s.data.get(&inj.data_key)) {
-            Some(Some(v)) => Some(v),
+        // Optional and missing (the store or its key): no env var, an empty file (a mount must
+        // find one).
+        let found = match store.as_ref().map(|s| s.data.get(&inj.data_key)) {
+            Some(Some(v)) => Some(v.as_str()),
             _ if inj.optional => None,
-            None => return Err(format!("{} {namespace}/{} does not exist", kind.word(), inj.store)),
+            None => return Err(missing()),
             Some(None) => {
                 return Err(format!("{} {namespace}/{} has no key {:?}", kind.word(), inj.store, inj.data_key))
             }
         };
-        // Optional and missing: no env var; an empty file (a mount must find one).
-        let value = match (value, &inj.target) {
-            (Some(v), _) => v.clone(),
-            (None, InjectionTarget::Env { .. }) => continue,
-            (None, _) => String::new(),
-        };
-        let value = &value;
         match &inj.target {
-            InjectionTarget::AllEnv { .. } => unreachable!("handled above"),
-            InjectionTarget::Env { name } => env.push((name.clone(), value.clone())),
+            InjectionTarget::AllEnv { .. } => {}
+            InjectionTarget::Env { name } => env.extend(found.map(|v| (name.clone(), v.to_string()))),
             InjectionTarget::File { path, mode, owner } => {
+                let value = found.unwrap_or_default();
                 // Directories inside workPath belong to the process's user, like workPath itself.
                 if let Some(dir) = path.parent().filter(|d| d.starts_with(work_path)) {
                     crate::runtime::process::create_owned_dirs(work_path, dir, process_user)

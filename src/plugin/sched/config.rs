@@ -28,39 +28,28 @@ pub const KEYS: &[(&str, u64, u64, u64, &str)] = &[
     ),
 ];
 
-/// The values in force; a key left out of the stored record has its default.
+/// The values set; a key left out has its default (an unchanged record stays empty).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct EngineConfig {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reconcile_secs: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notify_restart_limit: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notify_restart_window_secs: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dependency_grace_secs: Option<u64>,
+#[serde(transparent)]
+pub struct EngineConfig(std::collections::BTreeMap<String, u64>);
+
+/// The key's default, range and meaning; Err: no such key (the known ones named).
+fn key_of(key: &str) -> Result<&'static (&'static str, u64, u64, u64, &'static str), String> {
+    KEYS.iter().find(|k| k.0 == key).ok_or_else(|| {
+        let known: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
+        format!("no setting {key:?} (known: {})", known.join(", "))
+    })
 }
 
 impl EngineConfig {
     pub fn is_default(&self) -> bool {
-        *self == EngineConfig::default()
-    }
-
-    fn slot(&mut self, key: &str) -> Option<&mut Option<u64>> {
-        match key {
-            "reconcileSecs" => Some(&mut self.reconcile_secs),
-            "notifyRestartLimit" => Some(&mut self.notify_restart_limit),
-            "notifyRestartWindowSecs" => Some(&mut self.notify_restart_window_secs),
-            "dependencyGraceSecs" => Some(&mut self.dependency_grace_secs),
-            _ => None,
-        }
+        self.0.is_empty()
     }
 
     /// The value of `key` in force (its default when not set).
     pub fn get(&self, key: &str) -> Option<u64> {
-        let (_, default, ..) = KEYS.iter().find(|k| k.0 == key)?;
-        self.clone().slot(key).map(|v| v.unwrap_or(*default))
+        let (_, default, ..) = key_of(key).ok()?;
+        Some(self.0.get(key).copied().unwrap_or(*default))
     }
 
     pub fn reconcile_every(&self) -> std::time::Duration {
@@ -69,18 +58,18 @@ impl EngineConfig {
 
     /// Sets `key` from the operator's text: Err names the key and what it takes.
     pub fn set(&mut self, key: &str, text: &str) -> Result<u64, String> {
-        let Some((_, default, min, max, _)) = KEYS.iter().find(|k| k.0 == key) else {
-            let known: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
-            return Err(format!("no setting {key:?} (known: {})", known.join(", ")));
-        };
+        let (key, default, min, max, _) = *key_of(key)?;
         let value = match text.trim() {
-            "default" => *default,
+            "default" => default,
             t => t.parse::<u64>().map_err(|_| format!("{key}: {text:?} is not a whole number"))?,
         };
-        if !(*min..=*max).contains(&value) {
+        if !(min..=max).contains(&value) {
             return Err(format!("{key}: {value} is out of range {min}-{max}"));
         }
-        *self.slot(key).expect("every key has a slot") = (value != *default).then_some(value);
+        match value == default {
+            true => self.0.remove(key),
+            false => self.0.insert(key.to_string(), value),
+        };
         Ok(value)
     }
 
@@ -112,14 +101,11 @@ pub struct ConfigEntry {
 impl Scheduler {
     /// `config get [KEY]`.
     pub async fn config(&self, key: Option<&str>) -> Result<Vec<ConfigEntry>, PluginError> {
-        let all = self.store.settings().await?.config.listing();
-        match key {
-            None => Ok(all),
-            Some(k) => match all.into_iter().find(|e| e.key == k) {
-                Some(e) => Ok(vec![e]),
-                None => Err(PluginError::Config(EngineConfig::default().set(k, "").unwrap_err())),
-            },
+        if let Some(k) = key {
+            key_of(k).map_err(PluginError::Config)?;
         }
+        let all = self.store.settings().await?.config.listing();
+        Ok(all.into_iter().filter(|e| key.is_none_or(|k| e.key == k)).collect())
     }
 
     /// `config set KEY VALUE` (`default` puts a key back to its default).

@@ -386,19 +386,7 @@ mod tests {
             {"key": "steward/cordon", "operator": "Exists", "effect": "NoScheduler"}]}));
         let any = schedule(serde_json::json!({"tolerations": [{"operator": "Exists"}]}));
         let req = |s: &Schedule, views: &[NodeView]| -> Result<Vec<String>, PlacementError> {
-            let r = Request {
-                app: "ns/a",
-                constraint: None,
-                total: 1,
-                keep: BTreeMap::new(),
-                place: vec![0],
-                ports_per_instance: 0,
-                requests: Default::default(),
-                avoid: Default::default(),
-                closed: BTreeMap::new(),
-                schedule: Some(s),
-                labels: BTreeMap::new(),
-            };
+            let r = Request { schedule: Some(s), ..Request::bare("ns/a", 1) };
             place_around_cordons(&r, views, &settings).map(|p| p.into_values().collect())
         };
         // Without a toleration: h3; with only the cordoned hosts, the preferred one (h2).

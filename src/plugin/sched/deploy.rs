@@ -195,7 +195,7 @@ impl Scheduler {
             .filter(|(i, p)| {
                 matches!(p.state, PlacementState::Placed | PlacementState::Pending { .. })
                     || stopped.contains(i)
-                    || (p.state == PlacementState::Failed && !revives_failed(why) && policy_keeps(spec, p))
+                    || (p.state == PlacementState::Failed && !why.by_operator() && policy_keeps(spec, p))
             })
             .map(|(i, p)| (*i, p.node.clone()))
             .collect();
@@ -424,7 +424,7 @@ impl Scheduler {
         // Only the operator's own deploy, scale or restart (or the leader carrying one out)
         // revives what its node gave up on; a reschedule never does: an instance that fails at
         // once on its new node is the restart policy's to judge (seed 000's maxtimes, DESIGN § 7).
-        if revives_failed(&why)
+        if why.by_operator()
             && spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never
             && !spec.runs_to_completion()
         {
@@ -445,20 +445,6 @@ fn policy_keeps(spec: &crate::spec::ProcessSpec, p: &Placement) -> bool {
     let policy = &spec.restart_policy;
     policy.policy == crate::spec::model::RestartPolicyKind::Never
         || (policy.maxtimes > 0 && p.reschedules >= policy.maxtimes)
-}
-
-/// Why the leader applies placements a deploy stored (it carries out the operator's deploy).
-pub(super) const PENDING_REASON: &str = "placements not applied yet";
-
-/// Whether a deploy for `why` is the operator's asking for the app to run: it then starts again
-/// instances their nodes gave up on, and re-places them; anything else (a reschedule, the
-/// reconcile, room found) leaves a Failed instance whose policy keeps it (Never, or maxtimes
-/// spent) where it is.
-fn revives_failed(why: &DeployCause) -> bool {
-    match why {
-        DeployCause::Deployed | DeployCause::Scaled { .. } | DeployCause::Restarted => true,
-        DeployCause::Rescheduled { reason } => reason == PENDING_REASON,
-    }
 }
 
 /// A new spec that requests more than the old must fit where its instances stay: each node's
@@ -527,17 +513,8 @@ mod tests {
             ..Default::default()
         };
         let req = crate::plugin::placement::Request {
-            app: "ns/web",
-            constraint: None,
-            total: 1,
-            keep: Default::default(),
-            place: vec![0],
             ports_per_instance: pod.random_ports(),
-            requests: Default::default(),
-            avoid: Default::default(),
-            closed: Default::default(),
-            schedule: None,
-            labels: Default::default(),
+            ..crate::plugin::placement::Request::bare("ns/web", 1)
         };
         let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
         assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");

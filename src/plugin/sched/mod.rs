@@ -233,26 +233,32 @@ impl Scheduler {
 
     /// Every node that answers, and why the others do not.
     pub async fn read_nodes(&self) -> (Vec<NodeView>, BTreeMap<String, String>) {
-        let nodes = self.nodes();
-        let reads = nodes.iter().map(|(name, client)| async move {
-            let r = tokio::time::timeout(NODE_TIMEOUT, client.node()).await;
-            (name.clone(), r)
-        });
         let mut views = Vec::new();
         let mut down = BTreeMap::new();
-        for (name, r) in futures_util::future::join_all(reads).await {
-            let why = match r {
-                Ok(Ok(v)) => {
-                    views.push(NodeView::from_node(&name, &v));
-                    continue;
+        for (name, doc) in self.node_documents().await {
+            match doc {
+                Ok(doc) => views.push(NodeView::from_node(&name, &doc)),
+                Err(why) => {
+                    self.note_unreachable(&name, &why);
+                    down.insert(name, why);
                 }
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no answer within {} s", NODE_TIMEOUT.as_secs()),
-            };
-            self.note_unreachable(&name, &why);
-            down.insert(name, why);
+            }
         }
         (views, down)
+    }
+
+    /// Every node's GET /v1/node, asked at once: its document, or why it did not answer.
+    pub(super) async fn node_documents(&self) -> Vec<(String, Result<crate::protocol::NodeDocument, String>)> {
+        let nodes = self.nodes();
+        let reads = nodes.iter().map(|(name, client)| async move {
+            let doc = match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
+                Ok(Ok(doc)) => Ok(doc),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} s", NODE_TIMEOUT.as_secs())),
+            };
+            (name.clone(), doc)
+        });
+        futures_util::future::join_all(reads).await
     }
 
     /// Each placement with what its node reports.

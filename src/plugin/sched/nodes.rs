@@ -79,10 +79,12 @@ impl Scheduler {
     pub async fn node_listing(&self) -> Result<Vec<NodeListing>, PluginError> {
         let records = self.store.node_records().await?;
         let settings = self.store.settings().await?;
-        let nodes = self.nodes();
-        let reads = nodes.iter().map(|(name, client)| async move {
-            let r = match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
-                Ok(Ok(doc)) => Ok(NodeLive {
+        let mut live: std::collections::BTreeMap<String, Result<NodeLive, String>> = self
+            .node_documents()
+            .await
+            .into_iter()
+            .map(|(name, doc)| {
+                let live = doc.map(|doc| NodeLive {
                     hostname: doc.hostname,
                     host_ip: doc.host_ip,
                     labels: doc.labels,
@@ -90,14 +92,10 @@ impl Scheduler {
                     resources: doc.resources,
                     instances: doc.instances,
                     free_ports: doc.ports.free,
-                }),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {} s", NODE_TIMEOUT.as_secs())),
-            };
-            (name.clone(), r)
-        });
-        let mut live: std::collections::BTreeMap<String, Result<NodeLive, String>> =
-            futures_util::future::join_all(reads).await.into_iter().collect();
+                });
+                (name, live)
+            })
+            .collect();
         let mut names: Vec<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         for r in &records {
             if !names.contains(&r.name) {

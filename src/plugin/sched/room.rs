@@ -4,17 +4,26 @@
 
 use super::run::sched_line;
 use super::{check_spec, Emit, Scheduler};
-use crate::plugin::store::App;
+use crate::plugin::placement::NodeView;
+use crate::plugin::store::{App, Settings};
 use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, SchedEvent};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
     /// Places what fits now of every app's held instances.
     pub(super) async fn place_waiting(&self, emit: &Emit) {
         let Ok(apps) = self.store.apps().await else { return };
-        for app in apps.into_iter().filter(|a| a.waiting.is_some() && a.deleting.is_none()) {
-            if !self.more_fits(&app).await {
+        let waiting: Vec<App> = apps.into_iter().filter(|a| a.waiting.is_some() && a.deleting.is_none()).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        // The nodes once for the pass: an app that gets room is placed by a deploy, which
+        // reads them afresh.
+        let Ok(settings) = self.store.settings().await else { return };
+        let (views, down) = self.read_nodes().await;
+        for app in waiting {
+            if !self.more_fits(&app, &views, &down, &settings) {
                 continue;
             }
             let held = app.waiting.as_ref().map(|w| w.instances.clone()).unwrap_or_default();
@@ -42,17 +51,15 @@ impl Scheduler {
         }
     }
 
-    /// Whether at least the first held instance of `app` fits now (a placement only, nothing
-    /// stored).
-    async fn more_fits(&self, app: &App) -> bool {
+    /// Whether at least the first held instance of `app` fits on `views` (a placement only,
+    /// nothing stored).
+    fn more_fits(&self, app: &App, views: &[NodeView], down: &BTreeMap<String, String>, settings: &Settings) -> bool {
         let Some(first) = app.waiting.as_ref().and_then(|w| w.instances.first().copied()) else { return false };
         let Ok(spec) = check_spec(&app.spec) else { return false };
-        let Ok(settings) = self.store.settings().await else { return false };
-        let (views, down) = self.read_nodes().await;
         let key = app.key.as_str();
         let (avoid, hold) = (BTreeSet::new(), BTreeSet::new());
         let why = DeployCause::Rescheduled { reason: "room found".into() };
-        match self.place_counted(key, &spec, Some(app), &avoid, &views, &down, &settings, &hold, &why) {
+        match self.place_counted(key, &spec, Some(app), &avoid, views, down, settings, &hold, &why) {
             Ok(_) => true,
             Err(PluginError::Placement(e)) => e.index > first,
             Err(_) => false,

@@ -364,7 +364,7 @@ impl Scheduler {
             if super::controllers::waits_in_order(app) && !self.can_advance(app).await {
                 continue;
             }
-            let why = DeployCause::Rescheduled { reason: super::deploy::PENDING_REASON.into() };
+            let why = DeployCause::PendingApplied;
             match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 Ok(_) => emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() })),
                 // Changed meanwhile (a deploy): looked at again with the change.

@@ -112,20 +112,19 @@ fn auth_for<'a>(image: &str, auths: &'a [RegistryAuth]) -> Option<&'a RegistryAu
 
 impl Docker {
     /// Makes `image` present by `policy` (seed 003: Always pulls every start, IfNotPresent only
-    /// when missing, Never never). `explicit`: the spec wrote the policy. The default (Always,
-    /// not written) leaves alone an image made on this host (no registry has it: seed-001 pods
+    /// when missing, Never never). None, the default (Always, not written), leaves alone an image made on this host (no registry has it: seed-001 pods
     /// run images loaded by hand), and falls back to the image on the host when a pull fails.
     /// `progress` hears what the engine reports while the pull runs.
     pub async fn ensure_image(
         &self,
         image: &str,
-        policy: ImagePullPolicy,
-        explicit: bool,
+        written: Option<ImagePullPolicy>,
         auths: &[RegistryAuth],
         progress: &(dyn Fn(&str) + Sync),
     ) -> Result<PullOutcome, DockerError> {
         // An image made on this host (imported, loaded, built) has no registry digest: no
         // registry has it to pull.
+        let (policy, explicit) = (written.unwrap_or_default(), written.is_some());
         let (present, made_here) = match self.client()?.inspect_image(image).await {
             Ok(info) => (true, info.repo_digests.unwrap_or_default().is_empty()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => (false, false),

@@ -15,12 +15,10 @@ use std::path::PathBuf;
 pub struct RenderedContainer {
     pub name: String,
     pub image: String,
-    /// Seed 003's `imagePullPolicy`, its default (Always) when not written.
-    #[serde(default)]
-    pub pull_policy: crate::spec::model::ImagePullPolicy,
-    /// Whether the spec wrote it (the default leaves images made on the host alone).
-    #[serde(default)]
-    pub pull_policy_given: bool,
+    /// Seed 003's `imagePullPolicy` as written; None: its default (Always), which leaves
+    /// images made on the host alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_policy: Option<crate::spec::model::ImagePullPolicy>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -324,8 +322,7 @@ fn render_container(
     RenderedContainer {
         name: c.name.clone(),
         image: c.image.clone(),
-        pull_policy: c.image_pull_policy.unwrap_or_default(),
-        pull_policy_given: c.image_pull_policy.is_some(),
+        pull_policy: c.image_pull_policy,
         tty: c.tty,
         working_dir: c.working_dir.clone(),
         entrypoint: (!c.command.value.is_empty()).then(|| c.command.value.clone()),

@@ -485,7 +485,7 @@ async fn pull_images(
             let latest = latest.clone();
             move |line: &str| *latest.lock().expect("progress lock") = Some(line.to_string())
         };
-        let pull = docker.ensure_image(&c.image, c.pull_policy, c.pull_policy_given, auths, &report);
+        let pull = docker.ensure_image(&c.image, c.pull_policy, auths, &report);
         tokio::pin!(pull);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let outcome = loop {
