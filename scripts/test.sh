@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+# A clean clone builds once: incremental caches would only take disk.
+if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo build --bin stewardd
