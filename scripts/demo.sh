@@ -167,6 +167,10 @@ $steward status demo/ticker/0
 echo
 echo "== steward logs demo/ticker/0 --tail 2   (its init step, units/ticker.toml, ran first)"
 $steward logs demo/ticker/0 --tail 2 || true
+echo
+echo "== steward cp units/ticker.toml demo/ticker/0:incoming/ticker.toml --mode r"
+echo "   (seed 001's local file: into a running instance's own workPath, owned by its user)"
+$steward cp units/ticker.toml demo/ticker/0:incoming/ticker.toml --mode r || true
 if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward status demo/webpod/0"
@@ -177,6 +181,11 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward logs demo/webpod/0 --container prepare   (its init container, run before the others)"
     $steward logs demo/webpod/0 --container prepare || true
+    echo
+    echo "== steward logs demo/webpod/0 --container poller --tail 2"
+    echo "   (seed 003 volumes: the page the init container wrote into the Temp volume \"www\", served by"
+    echo "   the server, kept by the poller in its 8 MiB Memory volume)"
+    $steward logs demo/webpod/0 --container poller --tail 2 || true
     echo
     echo "== steward logs demo/cnipod/0 --container client --tail 1"
     echo "   (units/cnipod.json: with network_mode = \"cni\" in stewardd.toml its HOST is the address the"

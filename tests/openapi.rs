@@ -647,6 +647,16 @@ fn all_instance_changes() -> Vec<InstanceChange> {
         };
         all.push(InstanceChange::ImagePulled { detail });
     }
+    for container in [None, Some("side".to_string())] {
+        let detail = steward::protocol::FileCopied {
+            path: "/tmp/settings.ini".into(),
+            bytes: 7,
+            container,
+            owner: "65534:65534".into(),
+            mode: "0600".into(),
+        };
+        all.push(InstanceChange::FileCopied { detail });
+    }
     for status in all_exit_statuses() {
         let detail = ContainerExited { container: "steward-ns.app.0-main".into(), status };
         all.push(InstanceChange::ContainerExited { detail });
@@ -664,6 +674,7 @@ fn all_instance_changes() -> Vec<InstanceChange> {
             | InstanceChange::ReadyChanged { .. }
             | InstanceChange::OomKilled { .. }
             | InstanceChange::ImagePulled { .. }
+            | InstanceChange::FileCopied { .. }
             | InstanceChange::ContainerExited { .. }
             | InstanceChange::Deleted => {}
         }
@@ -1636,6 +1647,23 @@ async fn real_responses_match_the_document() {
     assert_eq!(check!("GET", LOGS, "/v1/instances/test/web/0/logs?stream=x").status, 400);
     assert_eq!(check!("GET", LOGS, "/v1/instances/test/nope/0/logs").status, 404);
 
+    // Files (`steward cp`): written (200), outside the workPath (400), not Running (409),
+    // unknown (404), refused (403).
+    const FILES: &str = "/v1/instances/{namespace}/{name}/{index}/files";
+    let bytes = |b: &[u8]| Some(("application/octet-stream", b.to_vec()));
+    let r = check!("PUT", FILES, "/v1/instances/test/web/0/files?path=copied.txt&mode=rw", bytes(b"hello"));
+    assert_eq!((r.status, r.json()["mode"].as_str(), r.json()["bytes"].as_u64()), (200, Some("0600"), Some(5)));
+    let r = check!("PUT", FILES, "/v1/instances/test/web/0/files?path=/etc/steward-openapi", bytes(b"x"));
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("path")), "{}", r.json());
+    let r = check!("PUT", FILES, "/v1/instances/test/web/0/files?path=x&mode=x", bytes(b"x"));
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("mode")));
+    let r = check!("PUT", FILES, "/v1/instances/test/ex/0/files?path=x", bytes(b"x"));
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (409, Some("failed")));
+    assert_eq!(check!("PUT", FILES, "/v1/instances/test/nope/0/files?path=x", bytes(b"x")).status, 404);
+    let r = call_as(&d, true, "PUT", "/v1/instances/test/web/0/files?path=y", bytes(b"y")).await;
+    conforms(&c, "PUT", FILES, &r);
+    assert_eq!(r.status, 403);
+
     // Actions: waited for (200), not waited for (202), failing (409), unknown (404), refused (403).
     let r = check!("POST", ACTION, "/v1/instances/test/web/0/reload?timeout=10");
     assert_eq!(r.status, 200);
@@ -2079,6 +2107,9 @@ async fn real_responses_match_the_document() {
         ("POST", "/v1/apps/{namespace}/{name}/rollout/restart", 503),
         ("GET", INSTANCE, 403),
         ("GET", "/v1/instances/{namespace}/{name}/{index}/logs", 403),
+        // A 64 MiB body, and a failing store.
+        ("PUT", "/v1/instances/{namespace}/{name}/{index}/files", 413),
+        ("PUT", "/v1/instances/{namespace}/{name}/{index}/files", 503),
         ("GET", "/v1/instances", 403),
         ("GET", "/v1/events", 403),
         // Needs a pruned journal: tests/remote.rs provokes it.
@@ -2112,6 +2143,7 @@ async fn real_responses_match_the_document() {
     statuses.insert(("DELETE".into(), INSTANCE.into(), 403));
     statuses.insert(("DELETE".into(), "/v1/apps/{namespace}/{name}".into(), 403));
     statuses.insert(("POST".into(), ACTION.into(), 403));
+    statuses.insert(("PUT".into(), "/v1/instances/{namespace}/{name}/{index}/files".into(), 403));
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             if !METHODS.contains(&method.as_str()) {

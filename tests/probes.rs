@@ -192,3 +192,40 @@ async fn success_threshold_delay_and_timeout_are_respected() {
     let why = s.last_exit_reason.clone().unwrap_or_default();
     assert!(why.contains("no answer within 1s"), "{why}");
 }
+
+/// A port declared `HTTPS` (seed 003's port protocol) is probed over TLS without the probe
+/// saying so: a real TLS server (python3, with a certificate `steward cert` made) in the
+/// instance turns Ready, which a plain-HTTP probe of it never would.
+#[tokio::test]
+async fn a_port_declared_https_is_probed_over_tls() {
+    let d = Daemon::start("ready-https");
+    let certs = d.path().join("certs");
+    let (code, _, err) = d.cli(&["cert", "--dir", certs.to_str().unwrap(), "--name", "web", "--ip", "127.0.0.1"]);
+    assert_eq!(code, 0, "{err}");
+    let server = format!(
+        "import http.server, ssl, os\n\
+         s = http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT_web'])), http.server.SimpleHTTPRequestHandler)\n\
+         c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+         c.load_cert_chain('{dir}/web.pem', '{dir}/web-key.pem')\n\
+         s.socket = c.wrap_socket(s.socket, server_side=True)\n\
+         s.serve_forever()\n",
+        dir = certs.display()
+    );
+    std::fs::write(d.path().join("tls.py"), server).unwrap();
+    let probe = json!({"handler": {"type": "HTTP", "method": {"portName": "web", "path": "/"}}, "period": 1});
+    let process = json!({
+        "ports": [{"name": "web", "hostPort": 0, "protocol": "HTTPS"}],
+        "startCmd": format!("exec python3 {}", d.path().join("tls.py").display()),
+        "probe": {"readiness": probe}
+    });
+    d.apply_json(&spec("tls", 1, process, json!({}))).await;
+    let s = d.wait(&id("test", "tls", 0), 20, |s| s.ready).await;
+    assert!(s.ready, "the HTTPS port's probe never passed: {s:?}\n{}", d.log());
+    let port = s.ports["web"];
+    let plain = std::process::Command::new("curl")
+        .args(["-s", "-m", "2"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .output()
+        .unwrap();
+    assert!(!plain.status.success() || plain.stdout.is_empty(), "the server speaks plain HTTP too");
+}

@@ -205,8 +205,8 @@ fn process() -> impl Strategy<Value = Process> {
                 lifecycle,
                 initializers,
                 resources: Resources {
-                    requests: Limits { cpu: memory.clone(), memory: cpu.clone() },
-                    limits: Limits { cpu, memory },
+                    requests: Limits { cpu: memory.clone(), memory: cpu.clone(), gpu: None },
+                    limits: Limits { cpu, memory, gpu: None },
                 },
                 env,
                 env_from,

@@ -299,13 +299,13 @@ fn a_fixed_port_is_declared_once_per_protocol_space() {
 }
 
 #[test]
-fn protocol_is_tcp_udp_or_http_in_any_case() {
+fn protocol_is_tcp_udp_http_or_https_in_any_case() {
     assert_error(
         &with(|d| proc0(d)["ports"][0]["protocol"] = json!("SCTP")),
         &p0(".ports[0].protocol"),
-        "must be one of TCP, UDP, HTTP, found \"SCTP\"",
+        "must be one of TCP, UDP, HTTP, HTTPS, found \"SCTP\"",
     );
-    for ok in ["TCP", "udp", "Http"] {
+    for ok in ["TCP", "udp", "Http", "HTTPS"] {
         assert_valid(&with(|d| proc0(d)["ports"][0]["protocol"] = json!(ok)));
     }
     let s = assert_valid(&with(|d| remove(&mut proc0(d)["ports"][0], "protocol")));

@@ -12,6 +12,7 @@ pub mod serve;
 // below (tests/openapi.rs reads them from this file).
 mod apply;
 mod events;
+mod files;
 mod hooks;
 mod instances;
 mod jobs;
@@ -83,6 +84,11 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/instances/{namespace}/{name}/{index}", get(instances::status).delete(instances::delete))
         .route("/v1/instances/{namespace}/{name}/{index}/{action}", post(instances::action))
         .route("/v1/instances/{namespace}/{name}/{index}/logs", get(logs::logs))
+        .route(
+            "/v1/instances/{namespace}/{name}/{index}/files",
+            axum::routing::put(files::copy_in)
+                .layer(axum::extract::DefaultBodyLimit::max(crate::supervisor::instance::MAX_COPY_BYTES)),
+        )
         .route("/v1/apps/{namespace}/{name}", axum::routing::delete(instances::delete_app))
         .route("/v1/apps/{namespace}/{name}/revisions", get(rollout::revisions))
         .route("/v1/apps/{namespace}/{name}/rollout", get(rollout::rollout))

@@ -37,6 +37,13 @@ pub async fn run(command: Command, endpoint: &Endpoint, output: Output) -> anyho
             return super::logs::run(endpoint, request, output).await;
         }
         Command::Node => node(client, output).await,
+        Command::Cp { file, target, mode, user, container } => {
+            let request = super::cp::CopyRequest { file: &file, target: &target, mode, user, container };
+            match super::cp::run(client, request, output).await {
+                Ok(code) => return Ok(code),
+                Err(e) => return Ok(report(e, endpoint)),
+            }
+        }
         Command::Rollout(cmd) => super::rollout::run(client, cmd, output).await,
         Command::Hook(cmd) => super::hook::run(client, cmd, output).await,
         Command::Job(super::steward::JobCommand::Logs { job, run, tail, stream }) => {

@@ -4,6 +4,7 @@
 pub mod act;
 mod apply;
 pub mod commands;
+pub mod cp;
 pub mod daemon;
 mod delete;
 pub mod endpoint;

@@ -107,6 +107,24 @@ pub enum SchedCommand {
         #[arg(long, value_name = "N")]
         instance: Option<u32>,
     },
+    /// Copy a file into a running instance on whichever node runs it (as `steward cp` there).
+    Cp {
+        /// The file on this host.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// namespace/name/index:PATH
+        #[arg(value_name = "INSTANCE:PATH")]
+        target: String,
+        /// r: the owner may read it (0400); rw: read and write it (0600).
+        #[arg(long, value_enum, default_value_t = super::steward::CopyMode::R)]
+        mode: super::steward::CopyMode,
+        /// The file's owner: a user name, uid or uid:gid.
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// The process (procName) or container (its name in the spec); default the first.
+        #[arg(long, visible_alias = "process", value_name = "NAME")]
+        container: Option<String>,
+    },
     /// Every node: its state, cpu and memory (admitted of allocatable), instances, cordon and
     /// labels, as its daemon reports them now (seed 002's GET /api/nodes; `node ls` too).
     Nodes,
@@ -421,6 +439,9 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.restart(&app, instance).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
+            SchedCommand::Cp { file, target, mode, user, container } => {
+                copy_in(&sched, (&file, &target), mode, user, container, output).await
+            }
             SchedCommand::Config { command } => {
                 let entries = match command {
                     SchedConfigCommand::Get { key } => sched.config(key.as_deref()).await,
@@ -1034,6 +1055,35 @@ fn parse_cursors(s: &str) -> Result<Cursors, String> {
         map.insert(node.to_string(), n);
     }
     Ok(Cursors::PerNode(map))
+}
+
+/// `steward-sched cp FILE INSTANCE:PATH`.
+async fn copy_in(
+    sched: &Scheduler,
+    (file, target): (&std::path::Path, &str),
+    mode: super::steward::CopyMode,
+    user: Option<String>,
+    container: Option<String>,
+    output: SchedOutput,
+) -> Result<(), PluginError> {
+    let refuse = |message: String| PluginError::Apply { app: target.to_string(), message };
+    let (id, path) = super::steward::split_copy_target(target).map_err(refuse)?;
+    let data = super::cp::read(file).map_err(refuse)?;
+    let key = format!("{}/{}", id.namespace, id.name);
+    let writable = mode == super::steward::CopyMode::Rw;
+    let (node, copied) =
+        sched.copy_in(&key, id.index, &path, data, (writable, user.as_deref(), container.as_deref())).await?;
+    match output {
+        SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&copied).unwrap_or_default()),
+        SchedOutput::Text => {
+            let into = copied.container.as_deref().map(|c| format!(" in container {c}")).unwrap_or_default();
+            println!(
+                "{id} on {node}: copied {} bytes to {}{into} (owner {}, mode {})",
+                copied.bytes, copied.path, copied.owner, copied.mode
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

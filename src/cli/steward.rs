@@ -193,6 +193,27 @@ pub enum Command {
         #[arg(long)]
         date: String,
     },
+    /// Copy a file into a running instance (seed 001's local file): below a process's workPath
+    /// (a relative PATH is relative to it), owned by its user; or into a pod's container
+    /// (absolute PATH), owned by root. Written whole or not at all.
+    Cp {
+        /// The file on this host.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// namespace/name/index:PATH
+        #[arg(value_name = "INSTANCE:PATH", value_parser = copy_target_arg)]
+        target: String,
+        /// r: the owner may read it (0400); rw: read and write it (0600).
+        #[arg(long, value_enum, default_value_t = CopyMode::R)]
+        mode: CopyMode,
+        /// The file's owner: a user name, uid or uid:gid (a pod's: uid:gid, or a name in the
+        /// container's /etc/passwd).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// The process (procName) or container (its name in the spec); default the first.
+        #[arg(long, visible_alias = "process", value_name = "NAME")]
+        container: Option<String>,
+    },
     /// Show an instance's output: its stdout and stderr log files, oldest-written file first,
     /// each line with its file; with -f, new lines in the order they are seen.
     Logs {
@@ -214,6 +235,13 @@ pub enum Command {
         #[arg(long)]
         timestamps: bool,
     },
+}
+
+/// The owner's right to a copied file (seed 001's Right).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CopyMode {
+    R,
+    Rw,
 }
 
 /// Which of a process's outputs `steward logs` shows.
@@ -518,6 +546,21 @@ fn delete_arg(s: &str) -> Result<String, String> {
 
 /// An instance id argument (namespace/name/index): a malformed one is a usage error (exit 2),
 /// found before anything is asked of the daemon.
+/// `namespace/name/index:PATH`, checked here; split by [`split_copy_target`].
+fn copy_target_arg(s: &str) -> Result<String, String> {
+    split_copy_target(s).map(|_| s.to_string())
+}
+
+/// The instance and the path of `INSTANCE:PATH`.
+pub fn split_copy_target(s: &str) -> Result<(crate::spec::InstanceId, String), String> {
+    let (id, path) =
+        s.split_once(':').ok_or_else(|| format!("{s:?} is not INSTANCE:PATH (namespace/name/index:PATH)"))?;
+    if path.is_empty() {
+        return Err(format!("{s:?} has no PATH after the ':'"));
+    }
+    Ok((crate::client::parse_instance_id(id)?, path.to_string()))
+}
+
 fn instance_arg(s: &str) -> Result<String, String> {
     crate::client::parse_instance_id(s).map(|_| s.to_string())
 }

@@ -402,6 +402,30 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
+    /// Writes `data` into the running instance (`steward cp`): `path` (a process's, below its
+    /// workPath; a container's, absolute), `writable` (mode rw, else r), its owner, and the
+    /// process or container by name (default the first).
+    pub async fn copy_in(
+        &self,
+        id: &InstanceId,
+        path: &str,
+        data: Vec<u8>,
+        writable: bool,
+        user: Option<&str>,
+        container: Option<&str>,
+    ) -> Result<crate::protocol::FileCopied, ClientError> {
+        let mut query = format!("path={}&mode={}", encode(path), if writable { "rw" } else { "r" });
+        if let Some(u) = user {
+            query.push_str(&format!("&user={}", encode(u)));
+        }
+        if let Some(c) = container {
+            query.push_str(&format!("&container={}", encode(c)));
+        }
+        let url = format!("{}/files?{query}", instance_path(id));
+        let (_, bytes) = self.call(Method::PUT, &url, Some(("application/octet-stream", data))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
     /// Fails what the instance runs for `reason` (POST .../fail): its restart policy follows.
     /// Returns at once; the restart (or the giving up) follows on the daemon.
     pub async fn fail(&self, id: &InstanceId, reason: &str) -> Result<(), ClientError> {

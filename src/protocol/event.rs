@@ -65,6 +65,8 @@ pub enum InstanceChange {
     /// A pod's start pulled an image (seed 003 `imagePullPolicy`), or used the one on the host
     /// when the pull failed under the default policy.
     ImagePulled { detail: ImagePulled },
+    /// A file was copied into the running instance (`steward cp`, seed 001's local file).
+    FileCopied { detail: FileCopied },
     /// Deleted, record and all.
     Deleted,
 }
@@ -165,6 +167,22 @@ pub struct ImagePulled {
     /// The registry's message (presentAfterFailedPull).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+/// Where `steward cp` put a file (PUT /v1/instances/{namespace}/{name}/{index}/files, and its
+/// event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileCopied {
+    /// The file's path: on the host for a process, inside the container for a pod.
+    pub path: String,
+    pub bytes: u64,
+    /// The pod's container it went into; None for a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Its owner as `uid:gid`, and its mode in octal ("0400": `r`, "0600": `rw`).
+    pub owner: String,
+    pub mode: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

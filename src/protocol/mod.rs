@@ -24,7 +24,7 @@ pub use bodies::{
     Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, LogLine, ValuesBody, ValuesList, ValuesSummary,
 };
 pub use event::{
-    ContainerExited, DaemonEvent, Event, EventBody, HealthChanged, Heartbeat, ImagePulled, InstanceChange,
+    ContainerExited, DaemonEvent, Event, EventBody, FileCopied, HealthChanged, Heartbeat, ImagePulled, InstanceChange,
     InstanceEvent, NoDetail, OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,
 };
 pub use job::{CronBody, CronExecution, CronList, CronStatus, JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};

@@ -9,3 +9,4 @@ pub mod process;
 pub mod procinfo;
 pub mod reaper;
 pub mod spawn;
+pub mod volumes;

@@ -314,6 +314,21 @@ impl Supervisor {
         self.request(id, Command::Fail(reason)).await
     }
 
+    /// Writes a file into what instance `id` runs (`steward cp`): where it went.
+    pub async fn copy_in(
+        &self,
+        id: &InstanceId,
+        file: instance::FileCopy,
+    ) -> Result<crate::protocol::FileCopied, SupervisorError> {
+        let (done_tx, done_rx) = oneshot::channel();
+        self.request(id, Command::CopyIn(Box::new(file), done_tx)).await?;
+        match done_rx.await {
+            Ok(Ok(copied)) => Ok(copied),
+            Ok(Err(reason)) => Err(SupervisorError::Failed(reason)),
+            Err(_) => Err(SupervisorError::NotFound(id.to_string())),
+        }
+    }
+
     pub async fn reload(&self, id: &InstanceId) -> Result<(), SupervisorError> {
         self.request(id, Command::Reload).await
     }

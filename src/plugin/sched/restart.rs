@@ -53,3 +53,37 @@ impl Scheduler {
         Ok(self.describe(&self.stored(key).await?, &views).await)
     }
 }
+
+impl Scheduler {
+    /// `cp FILE APP/INDEX:PATH`: the file into the instance on whichever node runs it (the
+    /// daemon's PUT .../files), with the same rules as `steward cp` there.
+    pub async fn copy_in(
+        &self,
+        key: &str,
+        index: u32,
+        path: &str,
+        data: Vec<u8>,
+        how: (bool, Option<&str>, Option<&str>),
+    ) -> Result<(String, crate::protocol::FileCopied), PluginError> {
+        let app = self.stored(key).await?;
+        let refuse = |message: String| PluginError::Apply { app: key.to_string(), message };
+        let placement = app
+            .placements
+            .get(&index)
+            .ok_or_else(|| refuse(format!("no instance {index} (it has {})", app.placements.len())))?;
+        let node = placement.node.clone();
+        let client = self
+            .client(&node)
+            .ok_or_else(|| refuse(format!("instance {index} is on {node}, no longer in the cluster")))?;
+        let (writable, user, container) = how;
+        match client.copy_in(&instance_id(key, index), path, data, writable, user, container).await {
+            Ok(copied) => Ok((node, copied)),
+            Err(e) => {
+                if !matches!(e, ClientError::Api { .. }) {
+                    self.note_unreachable(&node, &e.to_string());
+                }
+                Err(PluginError::Node { node, message: format!("cp to {key}/{index}: {e}") })
+            }
+        }
+    }
+}

@@ -4,8 +4,10 @@
 //! COMMAND checks in them, and find the containers carrying our labels.
 //!
 //! This file holds the client, the labels and the calls on one container; starting a pod is
-//! in pod.rs, its output in logs.rs, COMMAND checks in exec.rs, cpuset placement in numa.rs.
+//! in pod.rs, its output in logs.rs, COMMAND checks in exec.rs, cpuset placement in numa.rs,
+//! files copied in (`steward cp`) in archive.rs.
 
+mod archive;
 mod exec;
 mod init;
 mod logs;
@@ -13,7 +15,7 @@ pub mod numa;
 mod pod;
 mod pull;
 
-pub use pod::{Holder, PodStart};
+pub use pod::{gpu_request, Holder, PodStart};
 pub use pull::{parse_docker_config, PullOutcome, RegistryAuth};
 
 use bollard::query_parameters as q;

@@ -57,6 +57,19 @@ fn own_network(start: &PodStart<'_>) -> String {
     }
 }
 
+/// The engine's request for `count` GPUs (-1: all), as `docker run --gpus N` makes it: any
+/// driver that has the `gpu` capability (the NVIDIA runtime's). An engine without one refuses
+/// the start with "could not select device driver", which fails the pod with that reason.
+pub fn gpu_request(count: i64) -> bollard::models::DeviceRequest {
+    bollard::models::DeviceRequest {
+        driver: Some(String::new()),
+        count: Some(count),
+        device_ids: None,
+        capabilities: Some(vec![vec!["gpu".to_string()]]),
+        options: Some(HashMap::new()),
+    }
+}
+
 /// The pod's host name, domain and resolver (seed 003 `hostname`, `subdomain`, `dnsConfig`)
 /// on the container that owns its network: its holder, or its only container.
 fn pod_identity(pod: &crate::spec::pod::RenderedPod, body: &mut ContainerCreateBody) {
@@ -389,6 +402,7 @@ impl Docker {
             blkio_device_write_bps: throttle(&r.write_bps),
             blkio_device_read_iops: throttle(&r.read_iops),
             blkio_device_write_iops: throttle(&r.write_iops),
+            device_requests: r.gpus.map(|count| vec![gpu_request(count)]),
             ..Default::default()
         };
         let owns_network = !host_config.network_mode.as_deref().unwrap_or_default().starts_with("container:");

@@ -186,6 +186,9 @@ pub struct TemplateSpec {
     /// `kind: pod` only (seed 003 `host`): share the host's pid and ipc namespaces.
     #[serde(skip_serializing_if = "is_default")]
     pub host: pod::HostNamespaces,
+    /// `kind: pod` only (seed 003 `volumes`): storage the containers share by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<pod::PodVolume>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,6 +296,9 @@ pub enum Protocol {
     Udp,
     #[serde(rename = "HTTP")]
     Http,
+    /// TCP carrying TLS: HTTP checks and probes on the port go over HTTPS.
+    #[serde(rename = "HTTPS")]
+    Https,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -464,12 +470,27 @@ pub struct Limits {
     /// MiB (1048576 bytes) as a bare number, or bytes with a unit ("128Mi"); "-1" = unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<NumberText>,
+    /// Containers only (seed 001 `gpus`, seed 003 `gpu`): how many GPUs, or "all".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<NumberText>,
 }
 
 /// The same two quantities, as requests: never unlimited (-1 is refused).
 pub type Requests = Limits;
 
+/// At most this many GPUs per container (more is surely a typo).
+pub const MAX_GPUS: i64 = 64;
+
 impl Limits {
+    /// GPUs asked for: a count, or -1 for "all" (the engine's own spelling); None: none.
+    pub fn gpus(&self) -> Option<i64> {
+        let text = self.gpu.as_ref()?.0.trim();
+        if text.eq_ignore_ascii_case("all") {
+            return Some(-1);
+        }
+        text.parse::<i64>().ok().filter(|n| (1..=MAX_GPUS).contains(n))
+    }
+
     /// Cores of a positive cpu quantity (none, unlimited or unreadable: None).
     pub fn cpu_cores(&self) -> Option<f64> {
         self.cpu.as_ref().and_then(|t| crate::resources::parse_cpu(&t.0).ok()).and_then(|q| q.positive())

@@ -70,6 +70,9 @@ pub struct Container {
     pub configmaps: Vec<ConfigMapRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// Seed 003: where the pod's `volumes` appear in this container.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<VolumeMount>,
 }
 
 /// A pod's resolver: name servers (IP addresses), search domains, resolver options.
@@ -177,6 +180,112 @@ pub struct Volume {
     pub host_path: String,
     pub mount_path: String,
     pub read_only: bool,
+}
+
+/// Seed 003 `volumes`: storage a pod's containers share by name (`mounts`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodVolume {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: VolumeType,
+    #[serde(skip_serializing_if = "is_default")]
+    pub source: VolumeSource,
+    #[serde(skip_serializing_if = "is_default")]
+    pub storage: VolumeStorage,
+}
+
+/// Seed 003's volume types. Steward has no storage provider: `Static`, `Dynamic` and
+/// `Isolated` are read so that validation can say so by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum VolumeType {
+    /// An empty directory per pod (tmpfs with `medium: Memory`), removed with the instance.
+    #[default]
+    Temp,
+    /// A configmap's keys as files.
+    #[serde(alias = "ConfigMap")]
+    Config,
+    /// A secret's keys as files.
+    Secret,
+    Static,
+    Dynamic,
+    Isolated,
+}
+
+/// `source` of every type, as one block: each type reads its own fields (seed 003).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeSource {
+    /// Temp: "" (the disk below the instance's run directory) or `Memory` (tmpfs).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub medium: String,
+    /// Config, Secret: the store's name in the pod's namespace (Static: a volume's name).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target: String,
+    /// Config, Secret: the keys to write, each at its path; none: every key, named by it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<VolumeItem>,
+    /// Config, Secret: the files' mode where an item gives none, octal text ("0644").
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub default: String,
+    /// Config, Secret: a missing store (or key) is no error; the volume is empty (or lacks it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// Dynamic, Isolated (not supported): the storage class and access mode.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub class: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    /// Static (not supported).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub readonly: bool,
+}
+
+/// The seed's default mode of a configmap's or secret's files.
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeItem {
+    pub key: String,
+    /// Relative to the volume's root; no `..`.
+    pub path: String,
+    /// Octal text ("0400"); empty: the volume's `default`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+}
+
+/// Seed 003 `storage`: `limit` caps a Temp volume (a Memory one's tmpfs size); `request` is
+/// read and not placed by (Steward places by cpu and memory).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeStorage {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub request: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub limit: String,
+}
+
+/// Seed 003 `mounts`: volume `name` at `path` in the container; `subpath` mounts a part of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeMount {
+    pub name: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub readonly: bool,
+    pub path: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subpath: String,
+}
+
+/// An octal file mode as the seed writes it ("0644", "644", "0o600"): 0-0777.
+pub fn parse_file_mode(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix("0o").unwrap_or(t);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o777 && !digits.is_empty() => Ok(m),
+        _ => Err(format!("{text:?} is not a file mode (octal, 0000-0777, e.g. \"0644\")")),
+    }
 }
 
 /// `10mb`, `512kb`, `1gb`, `4096` (bytes) for bps; a plain number for iops.

@@ -395,8 +395,11 @@ fn render_process(
             scope.ports.get(name).copied().unwrap_or_default()
         }
     };
-    let health_checks = render_checks(&p.health_checks, &port_of, &|t: &str| scope.render(t));
-    let lifecycle = probe::render_lifecycle(&p.probe, &p.lifecycle, &port_of, &|t: &str| scope.render(t));
+    let mut health_checks = render_checks(&p.health_checks, &port_of, &|t: &str| scope.render(t));
+    let mut lifecycle = probe::render_lifecycle(&p.probe, &p.lifecycle, &port_of, &|t: &str| scope.render(t));
+    let https: Vec<u16> =
+        p.ports.iter().filter(|q| q.protocol == Protocol::Https).map(|q| port_of(q.host_port, &q.name)).collect();
+    probe::tls_on_https_ports(&mut health_checks, &mut lifecycle, &https);
     let init_steps = probe::render_init_steps(&p.initializers, &|t: &str| scope.render(t));
 
     // Secret and configmap files go into the instance's own directories only.

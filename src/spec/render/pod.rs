@@ -61,6 +61,41 @@ pub struct Mount {
     pub host_path: PathBuf,
     pub container_path: String,
     pub read_only: bool,
+    /// A pod volume's mount (seed 003 `mounts`): the volume's name and the `subpath` of it that
+    /// `host_path` is; checked (no symlink on the way) and made before every start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subpath: String,
+}
+
+/// A pod volume (seed 003) as the host holds it: `<run dir>/volumes/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedVolume {
+    pub name: String,
+    pub host_path: PathBuf,
+    pub content: VolumeContent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum VolumeContent {
+    /// An empty directory, kept across the pod's restarts and removed with the instance; on a
+    /// tmpfs of `limit_bytes` when `memory`.
+    Temp { memory: bool, limit_bytes: Option<u64> },
+    /// A configmap's or secret's keys as files, written afresh at every start.
+    Files { source: InjectionSource, store: String, items: Vec<RenderedVolumeItem>, optional: bool },
+}
+
+/// One key's file; `items` empty in [`VolumeContent::Files`] is every key at its own name, with
+/// the volume's default mode (an item with an empty key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedVolumeItem {
+    pub key: String,
+    pub path: String,
+    pub mode: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -77,6 +112,9 @@ pub struct RenderedResources {
     pub write_bps: Vec<(String, i64)>,
     pub read_iops: Vec<(String, i64)>,
     pub write_iops: Vec<(String, i64)>,
+    /// GPUs the engine gives the container (seed 001 `gpus`): a count, -1 for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<i64>,
 }
 
 impl RenderedResources {
@@ -109,6 +147,9 @@ pub struct RenderedPod {
     pub dns: Option<crate::spec::pod::DnsConfig>,
     #[serde(default)]
     pub host: crate::spec::pod::HostNamespaces,
+    /// Seed 003 `volumes`, mounted by the containers' `mounts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<RenderedVolume>,
 }
 
 /// What `$` copies, per instance.
@@ -190,7 +231,23 @@ pub fn render_pod(
     // container's (random) ports.
     let port_env: Vec<EnvVar> =
         rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
-    let shared = Shared { ctx, run_dir, dollar: &dollar, port_env: &port_env, port_numbers: &port_numbers };
+    let volumes = render_volumes(&t.volumes, run_dir);
+    let https_ports: Vec<u16> = t
+        .containers
+        .iter()
+        .flat_map(|c| &c.ports)
+        .filter(|p| p.protocol == Protocol::Https)
+        .filter_map(|p| port_numbers.get(&p.name).copied())
+        .collect();
+    let shared = Shared {
+        ctx,
+        run_dir,
+        dollar: &dollar,
+        port_env: &port_env,
+        port_numbers: &port_numbers,
+        volumes: &volumes,
+        https_ports: &https_ports,
+    };
     let mut containers = Vec::new();
     for ((ci, c), ports) in t.containers.iter().enumerate().zip(rendered_ports) {
         containers.push(render_container(c, ports, &cs.index(ci), &shared, errors));
@@ -213,7 +270,56 @@ pub fn render_pod(
         subdomain: t.subdomain.clone(),
         dns: t.dns_config.clone(),
         host: t.host,
+        volumes,
     }
+}
+
+/// The pod's volumes, each in its own directory below `<run_dir>/volumes` (validated before).
+fn render_volumes(volumes: &[crate::spec::pod::PodVolume], run_dir: &std::path::Path) -> Vec<RenderedVolume> {
+    use crate::spec::pod::{parse_file_mode, VolumeType, DEFAULT_FILE_MODE};
+    let mut rendered = Vec::new();
+    for v in volumes {
+        let source = &v.source;
+        let content = match v.kind {
+            VolumeType::Temp => VolumeContent::Temp {
+                memory: source.medium == "Memory",
+                limit_bytes: crate::resources::parse_memory(&v.storage.limit)
+                    .ok()
+                    .and_then(|q| q.positive())
+                    .map(|mib| (mib * 1048576.0) as u64),
+            },
+            VolumeType::Config | VolumeType::Secret => {
+                let default = parse_file_mode(&source.default).unwrap_or(DEFAULT_FILE_MODE);
+                let mode = |m: &str| if m.is_empty() { default } else { parse_file_mode(m).unwrap_or(default) };
+                let mut items: Vec<RenderedVolumeItem> = source
+                    .items
+                    .iter()
+                    .map(|i| RenderedVolumeItem { key: i.key.clone(), path: i.path.clone(), mode: mode(&i.mode) })
+                    .collect();
+                if items.is_empty() {
+                    items.push(RenderedVolumeItem { key: String::new(), path: String::new(), mode: default });
+                }
+                VolumeContent::Files {
+                    source: if v.kind == VolumeType::Secret {
+                        InjectionSource::Secret
+                    } else {
+                        InjectionSource::ConfigMap
+                    },
+                    store: source.target.clone(),
+                    items,
+                    optional: source.optional,
+                }
+            }
+            // Refused by validation: Steward provides no storage.
+            VolumeType::Static | VolumeType::Dynamic | VolumeType::Isolated => continue,
+        };
+        rendered.push(RenderedVolume {
+            name: v.name.clone(),
+            host_path: run_dir.join("volumes").join(&v.name),
+            content,
+        });
+    }
+    rendered
 }
 
 /// What every container of a pod renders with.
@@ -224,6 +330,9 @@ struct Shared<'a> {
     port_env: &'a [EnvVar],
     /// Each port name's number as probes and hooks reach it.
     port_numbers: &'a std::collections::BTreeMap<String, u16>,
+    volumes: &'a [RenderedVolume],
+    /// The probed numbers of the ports declared HTTPS.
+    https_ports: &'a [u16],
 }
 
 /// One container (or init container, `ports` empty) of the pod, at field path `at`.
@@ -234,7 +343,7 @@ fn render_container(
     shared: &Shared<'_>,
     errors: &mut Errors,
 ) -> RenderedContainer {
-    let Shared { ctx, run_dir, dollar, port_env, port_numbers } = *shared;
+    let Shared { ctx, run_dir, dollar, port_env, port_numbers, volumes, https_ports } = *shared;
     let roots = [&ctx.roots.work_base_dir, &ctx.roots.run_base_dir];
     let mut env: Vec<EnvVar> =
         dollar.pairs().iter().map(|(n, v)| EnvVar { name: n.to_string(), value: v.to_string() }).collect();
@@ -259,8 +368,9 @@ fn render_container(
             port_numbers.get(name).copied().unwrap_or_default()
         }
     };
-    let health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
-    let lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
+    let mut health_checks = super::render_checks(&c.health_checks, &port_of, &|s: &str| s.to_string());
+    let mut lifecycle = super::probe::render_lifecycle(&c.probe, &c.lifecycle, &port_of, &|s: &str| s.to_string());
+    super::probe::tls_on_https_ports(&mut health_checks, &mut lifecycle, https_ports);
     // Secret and configmap files: written below the run dir, mounted read-only where asked.
     let files_dir = run_dir.join("values").join(&c.name);
     let mut injections = super::Injection::from_env_from(&c.env_from);
@@ -281,7 +391,13 @@ fn render_container(
                     } else {
                         item.key_or_path.clone()
                     };
-                    mounts.push(Mount { host_path: host_path.clone(), container_path: path_in, read_only: true });
+                    mounts.push(Mount {
+                        host_path: host_path.clone(),
+                        container_path: path_in,
+                        read_only: true,
+                        volume: None,
+                        subpath: String::new(),
+                    });
                     // Readable by its owner only: root (a container's default user), or the
                     // item's `user` (a host user name or a numeric uid[:gid], for an image
                     // that runs as another user). The directories above are root's, 0700.
@@ -301,9 +417,13 @@ fn render_container(
     }
     for (i, v) in c.volumes.iter().enumerate() {
         match super::confine(&v.host_path, None, &roots) {
-            Ok(host_path) => {
-                mounts.push(Mount { host_path, container_path: v.mount_path.clone(), read_only: v.read_only })
-            }
+            Ok(host_path) => mounts.push(Mount {
+                host_path,
+                container_path: v.mount_path.clone(),
+                read_only: v.read_only,
+                volume: None,
+                subpath: String::new(),
+            }),
             Err(why) => errors.add(
                 &at.field("volumes").index(i).field("hostPath"),
                 format!(
@@ -314,6 +434,20 @@ fn render_container(
                 ),
             ),
         }
+    }
+    for m in &c.mounts {
+        // A name validation did not find is left out (validation said so).
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else { continue };
+        let subpath = m.subpath.trim_matches('/').to_string();
+        let host_path = if subpath.is_empty() { v.host_path.clone() } else { v.host_path.join(&subpath) };
+        mounts.push(Mount {
+            host_path,
+            container_path: m.path.clone(),
+            // A configmap's or secret's files are the store's, not the container's.
+            read_only: m.readonly || matches!(v.content, VolumeContent::Files { .. }),
+            volume: Some(v.name.clone()),
+            subpath,
+        });
     }
     let r = &c.resources;
     let rates = |list: &[DeviceRate], bytes: bool| {
@@ -341,6 +475,7 @@ fn render_container(
             write_bps: rates(&r.blkio.write_bps, true),
             read_iops: rates(&r.blkio.read_iops, false),
             write_iops: rates(&r.blkio.write_iops, false),
+            gpus: r.limits.gpus().or(r.requests.gpus()),
         },
         health_checks,
         lifecycle,

@@ -38,6 +38,30 @@ impl RenderedLifecycle {
     }
 }
 
+/// HTTP checks, probes and hooks on a port the spec declares `HTTPS` (seed 003's port
+/// protocol) go over TLS whatever scheme they say; the certificate is not verified, as
+/// Kubernetes' probes do not.
+pub(crate) fn tls_on_https_ports(
+    checks: &mut [super::RenderedCheck],
+    lifecycle: &mut RenderedLifecycle,
+    https: &[u16],
+) {
+    if https.is_empty() {
+        return;
+    }
+    let upgrade = |probe: &mut Probe| {
+        if let Probe::Http { scheme, port, .. } = probe {
+            if https.contains(port) {
+                *scheme = Scheme::Https;
+            }
+        }
+    };
+    checks.iter_mut().for_each(|c| upgrade(&mut c.probe));
+    let l = lifecycle;
+    l.liveness.iter_mut().chain(l.readiness.iter_mut()).for_each(|p| upgrade(&mut p.handler));
+    l.post_start.iter_mut().chain(l.pre_stop.iter_mut()).for_each(upgrade);
+}
+
 /// One init step of a process as it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

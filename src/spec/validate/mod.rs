@@ -104,6 +104,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         ("subdomain", !spec.spec.template.spec.subdomain.is_empty()),
         ("dnsConfig", spec.spec.template.spec.dns_config.is_some()),
         ("host", spec.spec.template.spec.host != Default::default()),
+        ("volumes", !spec.spec.template.spec.volumes.is_empty()),
     ] {
         if used {
             errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));
@@ -372,6 +373,12 @@ fn process(p: &Process, at: &Path, port_names: &BTreeSet<String>, errors: &mut E
     probe::lifecycle(&p.lifecycle, &at.field("lifecycle"), port_names, errors);
     probe::init_steps(&p.initializers, &at.field("initializers"), errors);
     resources(&p.resources.limits, &p.resources.requests, &at.field("resources"), errors);
+    for (kind, amounts) in [("limits", &p.resources.limits), ("requests", &p.resources.requests)] {
+        if amounts.gpu.is_some() {
+            let why = format!("GPUs are given to containers only (kind \"{POD_KIND}\"), through the engine");
+            errors.add(&at.field("resources").field(kind).field("gpu"), why);
+        }
+    }
     env_from(&p.env_from, &at.field("envFrom"), errors);
     for (i, s) in p.secrets.iter().enumerate() {
         let sp = at.field("secrets").index(i);
@@ -514,6 +521,19 @@ pub(super) fn check_port(port: i64, port_name: &str, at: &Path, port_names: &BTr
 /// (`crate::resources`), limits positive or -1, requests zero or more and within the limit.
 pub(super) fn resources(l: &Limits, r: &Requests, at: &Path, errors: &mut Errors) {
     use crate::resources::{parse_cpu, parse_memory, Quantity};
+    for (kind, amounts) in [("limits", l), ("requests", r)] {
+        if let Some(text) = &amounts.gpu {
+            if amounts.gpus().is_none() {
+                let why = format!("{:?} must be a number of GPUs (1-{MAX_GPUS}) or \"all\"", text.0);
+                errors.add(&at.field(kind).field("gpu"), why);
+            }
+        }
+    }
+    if let (Some(limit), Some(request)) = (l.gpus(), r.gpus()) {
+        if limit != request {
+            errors.add(&at.field("requests").field("gpu"), "must equal limits.gpu: GPUs are not shared");
+        }
+    }
     type Parse = fn(&str) -> Result<Quantity, String>;
     let fields: [(&str, Parse, &str, f64); 2] =
         [("cpu", parse_cpu, "cores", MAX_CPU_CORES), ("memory", parse_memory, "MiB", MAX_MEMORY_MIB)];

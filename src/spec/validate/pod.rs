@@ -116,6 +116,7 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
             }
             super::key_items(&s.items, &sp.field("items"), true, errors);
         }
+        mounts(c, t, &at, errors);
         for (i, v) in c.volumes.iter().enumerate() {
             if !v.mount_path.starts_with('/') {
                 errors.add(
@@ -126,6 +127,131 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
         }
     }
     init_containers(t, at, &mut names, errors);
+    volumes(t, at, errors);
+}
+
+/// A relative path inside a volume: no `..`, not absolute, not empty.
+fn inside_volume(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("is required".into());
+    }
+    if path.starts_with('/') {
+        return Err(format!("{path:?} must be relative to the volume"));
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Err(format!("{path:?} must stay inside the volume (no '..')"));
+    }
+    Ok(())
+}
+
+/// Seed 003 `volumes`: named uniquely, of a type Steward provides (Temp, Config, Secret), with
+/// the source fields of their type.
+fn volumes(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+    use crate::spec::pod::{parse_file_mode, VolumeType};
+    let mut names = BTreeSet::new();
+    for (i, v) in t.volumes.iter().enumerate() {
+        let vp = at.field("volumes").index(i);
+        match super::check_name(&v.name) {
+            Err(e) => errors.add(&vp.field("name"), e),
+            Ok(()) if !names.insert(v.name.as_str()) => {
+                errors.add(&vp.field("name"), format!("duplicate volume name {:?}", v.name))
+            }
+            Ok(()) => {}
+        }
+        let sp = vp.field("source");
+        let s = &v.source;
+        let not_for = |field: &str, used: bool, errors: &mut Errors| {
+            if used {
+                errors.add(&sp.field(field), format!("is not read by a {:?} volume", v.kind));
+            }
+        };
+        match v.kind {
+            VolumeType::Static | VolumeType::Dynamic | VolumeType::Isolated => errors.add(
+                &vp.field("type"),
+                format!(
+                    "{:?} is not supported: Steward has no storage provider (Temp, Config and Secret are; \
+                     a host directory is a container's `volumes` hostPath)",
+                    v.kind
+                ),
+            ),
+            VolumeType::Temp => {
+                if !["", "Memory"].contains(&s.medium.as_str()) {
+                    errors.add(&sp.field("medium"), format!("{:?} must be \"\" (disk) or \"Memory\"", s.medium));
+                }
+                not_for("target", !s.target.is_empty(), errors);
+                not_for("items", !s.items.is_empty(), errors);
+                not_for("default", !s.default.is_empty(), errors);
+                not_for("optional", s.optional, errors);
+            }
+            VolumeType::Config | VolumeType::Secret => {
+                not_for("medium", !s.medium.is_empty(), errors);
+                if s.target.is_empty() {
+                    errors.add(&sp.field("target"), "is required (a configmap's or secret's name in the namespace)");
+                }
+                if !s.default.is_empty() {
+                    if let Err(e) = parse_file_mode(&s.default) {
+                        errors.add(&sp.field("default"), e);
+                    }
+                }
+                let mut paths = BTreeSet::new();
+                for (k, item) in s.items.iter().enumerate() {
+                    let ip = sp.field("items").index(k);
+                    if item.key.is_empty() {
+                        errors.add(&ip.field("key"), "is required");
+                    }
+                    match inside_volume(&item.path) {
+                        Err(e) => errors.add(&ip.field("path"), e),
+                        Ok(()) if !paths.insert(item.path.trim_matches('/')) => {
+                            errors.add(&ip.field("path"), format!("{:?} is written twice", item.path))
+                        }
+                        Ok(()) => {}
+                    }
+                    if !item.mode.is_empty() {
+                        if let Err(e) = parse_file_mode(&item.mode) {
+                            errors.add(&ip.field("mode"), e);
+                        }
+                    }
+                }
+            }
+        }
+        for (field, text) in [("request", &v.storage.request), ("limit", &v.storage.limit)] {
+            if text.is_empty() {
+                continue;
+            }
+            match crate::resources::parse_memory(text) {
+                Ok(q) if q.positive().is_some() => {}
+                _ => errors.add(
+                    &vp.field("storage").field(field),
+                    format!("{text:?} must be a positive size (\"64Mi\", \"1Gi\", or MiB as a number)"),
+                ),
+            }
+        }
+    }
+}
+
+/// A container's `mounts`: each names one of the pod's volumes, at an absolute path of its own;
+/// `subpath` stays inside the volume.
+fn mounts(c: &Container, t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+    let mut paths = BTreeSet::new();
+    for (i, m) in c.mounts.iter().enumerate() {
+        let mp = at.field("mounts").index(i);
+        if m.name.is_empty() {
+            errors.add(&mp.field("name"), "is required (a volume of the pod's `volumes`)");
+        } else if !t.volumes.iter().any(|v| v.name == m.name) {
+            errors.add(&mp.field("name"), format!("no volume {:?} in the pod's `volumes`", m.name));
+        }
+        let path = m.path.trim_end_matches('/');
+        if !m.path.starts_with('/') || path.is_empty() {
+            errors.add(&mp.field("path"), format!("{:?} must be an absolute path, not /", m.path));
+        } else if !paths.insert(path) {
+            errors.add(&mp.field("path"), format!("{:?} is mounted twice", m.path));
+        }
+        if !m.subpath.is_empty() {
+            if let Err(e) = inside_volume(&m.subpath) {
+                errors.add(&mp.field("subpath"), e);
+            }
+        }
+    }
 }
 
 /// Init containers (seed 003 `initializers`): run to completion before the pod's containers, so
@@ -139,6 +265,7 @@ fn init_containers(t: &TemplateSpec, at: &Path, names: &mut BTreeSet<String>, er
     for (i, c) in t.initializers.iter().enumerate() {
         let at = is.index(i);
         name_and_image(c, &at, names, errors);
+        mounts(c, t, &at, errors);
         for (field, used) in [
             ("ports", !c.ports.is_empty()),
             ("healthChecks", !c.health_checks.is_empty()),

@@ -299,6 +299,19 @@ impl<W: Workload> Actor<W> {
         Ok(())
     }
 
+    /// A file into what runs, as the workload does it; journaled as an event (its path, size,
+    /// owner and mode: never its content).
+    pub(super) async fn copy_in(
+        &mut self,
+        file: &super::messages::FileCopy,
+    ) -> Result<crate::protocol::FileCopied, String> {
+        self.ensure_rendered();
+        let copied = self.workload.copy_in(&mut cx!(self), file).await?;
+        tracing::info!(instance = %self.rec.id, "copied {} bytes to {}", copied.bytes, copied.path);
+        self.commit_event(InstanceChange::FileCopied { detail: copied.clone() }).await;
+        Ok(copied)
+    }
+
     /// A restart in place (a forking daemon's restartCmd): false when its command could not
     /// run (the caller stops and starts instead).
     pub(super) async fn restart_in_place(&mut self) -> bool {
@@ -351,6 +364,8 @@ impl<W: Workload> Actor<W> {
         crate::failpoint::hit("delete-committed");
         self.workload.remove(&mut cx!(self)).await;
         if let Ok(r) = self.rendered() {
+            // A pod's Memory volumes are tmpfs mounts below it.
+            crate::runtime::volumes::release(&r.run_dir);
             let _ = std::fs::remove_dir_all(&r.run_dir);
         }
         self.deleted = true;

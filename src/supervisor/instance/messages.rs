@@ -44,6 +44,8 @@ pub enum Command {
     Fail(String),
     Reload,
     Delete,
+    /// A file into what runs (`steward cp`); answered on its own channel with where it went.
+    CopyIn(Box<FileCopy>, oneshot::Sender<Result<crate::protocol::FileCopied, String>>),
     /// A newer spec: restart with it if running (unless only the instance count changed, the
     /// `bool`), else keep it for the next start.
     Replace(Arc<SpecEntry>, bool),
@@ -59,12 +61,53 @@ impl Command {
             Command::Fail(_) => "fail",
             Command::Reload => "reload",
             Command::Delete => "delete",
+            Command::CopyIn(..) => "copy",
             Command::Replace(..) => "replace",
         }
     }
 }
 
 pub type Reply = oneshot::Sender<Result<(), String>>;
+
+/// Largest file `steward cp` takes (the API refuses more with 413).
+pub const MAX_COPY_BYTES: usize = 64 << 20;
+
+/// A file for a running instance (seed 001's local file message).
+pub struct FileCopy {
+    /// A process's: absolute, or relative to the process's workPath, inside the instance's
+    /// workPaths. A pod's: absolute in the container.
+    pub path: String,
+    pub data: Vec<u8>,
+    /// `rw`: the owner may write it (0600); else read only (0400).
+    pub writable: bool,
+    /// Its owner: a user name, uid or uid:gid; None: the process's user (a container's root).
+    pub user: Option<String>,
+    /// The process (procName) or container (its name in the spec); None: the first.
+    pub target: Option<String>,
+}
+
+impl FileCopy {
+    pub fn mode(&self) -> u32 {
+        if self.writable {
+            0o600
+        } else {
+            0o400
+        }
+    }
+}
+
+impl std::fmt::Debug for FileCopy {
+    // Not the data: it may be a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCopy")
+            .field("path", &self.path)
+            .field("bytes", &self.data.len())
+            .field("writable", &self.writable)
+            .field("user", &self.user)
+            .field("target", &self.target)
+            .finish()
+    }
+}
 
 /// The sending side of an actor's queue. A linked-list queue (futures-channel) rather than
 /// tokio's: an idle one costs about 100 bytes where tokio's, with its cache-padded counters

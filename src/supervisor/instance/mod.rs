@@ -28,7 +28,7 @@ mod staging;
 mod transition;
 mod workload;
 
-pub use messages::{Command, Mailbox, Msg, Reply, SpecEntry};
+pub use messages::{Command, FileCopy, Mailbox, Msg, Reply, SpecEntry, MAX_COPY_BYTES};
 pub(crate) use pod::Pod;
 pub(crate) use process::Processes;
 
@@ -255,6 +255,14 @@ impl<W: Workload> Actor<W> {
                     kind => Err(format!("cannot reload: instance is {kind}")),
                 };
                 return answer(reply, result);
+            }
+            Command::CopyIn(file, done) => {
+                let result = match self.rec.state.kind() {
+                    state::Kind::Running => self.copy_in(&file).await,
+                    kind => Err(format!("cannot copy a file in: instance is {kind} (a file goes into what runs)")),
+                };
+                let _ = done.send(result);
+                return answer(reply, Ok(()));
             }
             Command::Replace(entry, count_only) => {
                 // Without a restart the run goes on under the new entry: the same template (a

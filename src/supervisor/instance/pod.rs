@@ -61,7 +61,11 @@ impl Workload for Pod {
         self.init_injected_env =
             pod.init_containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
         self.pull_auths = pull_auths(cx, pod)?;
-        Ok(())
+        let lookup = |source, store: &str| {
+            let key = (values::ValueKind::of(source), values::Values::key(&cx.rec.id.namespace, store));
+            cx.shared.values.lock().expect("values lock").get(&key).map(|v| v.data.clone())
+        };
+        crate::runtime::volumes::prepare(pod, &rendered.run_dir, &cx.rec.id.namespace, &lookup)
     }
 
     async fn clear(&mut self, _cx: &mut Cx<'_>) -> bool {
@@ -280,6 +284,43 @@ impl Workload for Pod {
             cx.shared.docker.signal(&id, "SIGHUP").await.map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// Into a running container (the first, or the one named) through the engine's archive
+    /// API; the owner is root unless asked (a name is looked up in the container's passwd).
+    async fn copy_in(
+        &mut self,
+        cx: &mut Cx<'_>,
+        file: &crate::supervisor::instance::FileCopy,
+    ) -> Result<crate::protocol::FileCopied, String> {
+        let Some(pod) = cx.rendered.and_then(|r| r.pod.as_ref()) else { return Err("the spec renders no pod".into()) };
+        let index = match &file.target {
+            Some(name) => pod.containers.iter().position(|c| &c.name == name).ok_or_else(|| {
+                let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+                format!("no container {name:?} in the pod (it has {})", names.join(", "))
+            })?,
+            None => 0,
+        };
+        let name = pod.containers.get(index).map(|c| c.name.clone()).unwrap_or_default();
+        let running = cx.rec.containers.get(index).filter(|_| self.exited.get(index).is_none_or(Option::is_none));
+        let id = running.map(|c| c.id.clone()).ok_or_else(|| format!("container {name} is not running"))?;
+        if !file.path.starts_with('/') || file.path.ends_with('/') {
+            return Err(format!("path {:?} must be an absolute file path in the container", file.path));
+        }
+        let docker = &cx.shared.docker;
+        let owner = match file.user.as_deref() {
+            None | Some("root") => (0, 0),
+            Some(u) if u.chars().all(|c| c.is_ascii_digit() || c == ':') => values::resolve_owner(u)?,
+            Some(u) => docker.container_user(&id, u).await.map_err(|e| e.to_string())?,
+        };
+        docker.copy_into(&id, &file.path, &file.data, file.mode(), owner).await.map_err(|e| e.to_string())?;
+        Ok(crate::protocol::FileCopied {
+            path: file.path.clone(),
+            bytes: file.data.len() as u64,
+            container: Some(name),
+            owner: format!("{}:{}", owner.0, owner.1),
+            mode: format!("{:04o}", file.mode()),
+        })
     }
 
     fn restarts_in_place(&self, _cx: &Cx<'_>) -> bool {

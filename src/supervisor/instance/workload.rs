@@ -203,6 +203,13 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     /// reloadCmd or SIGHUP.
     fn reload(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), String>> + Send;
 
+    /// Writes a file into what runs (`steward cp`): a process's workPath, or a container.
+    fn copy_in(
+        &mut self,
+        cx: &mut Cx<'_>,
+        file: &super::messages::FileCopy,
+    ) -> impl Future<Output = Result<crate::protocol::FileCopied, String>> + Send;
+
     /// Whether a restart can be done in place (a forking daemon's restartCmd) rather than by a
     /// stop and a start.
     fn restarts_in_place(&self, cx: &Cx<'_>) -> bool;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod copy;
 mod launch;
 mod probe;
 mod setup;
@@ -220,6 +221,15 @@ impl Workload for Processes {
             }
         }
         Ok(())
+    }
+
+    async fn copy_in(
+        &mut self,
+        cx: &mut Cx<'_>,
+        file: &crate::supervisor::instance::FileCopy,
+    ) -> Result<crate::protocol::FileCopied, String> {
+        let rendered = cx.rendered.ok_or("the spec does not render")?;
+        copy::copy_in(rendered, file)
     }
 
     fn restarts_in_place(&self, cx: &Cx<'_>) -> bool {

@@ -1,0 +1,285 @@
+//! Seed 003 pod volumes, GPUs and `steward cp` against a real Docker Engine and the real
+//! stewardd and steward binaries: Temp and Memory volumes shared by name between containers,
+//! subpaths (a symlink planted by a container refused), configmap and secret files with their
+//! modes, the tmpfs's size enforced by the kernel and unmounted with the instance; a GPU request
+//! shaped as `docker run --gpus` makes it; files copied into a process and a pod.
+
+mod common;
+
+use common::docker::{self, IMAGE, SHARED_SOCKET};
+use common::{id, Daemon};
+use serde_json::{json, Value};
+use steward::supervisor::state::Kind;
+
+fn pod(name: &str, containers: Value) -> Value {
+    docker::pod("vols", name, containers, json!({}))
+}
+
+/// `sh -c SCRIPT` in container `id` on the shared engine: (exit code, stdout, stderr).
+fn exec(id: &str, script: &str) -> (i32, String, String) {
+    docker::docker(SHARED_SOCKET, &["exec", id, "sh", "-c", script])
+}
+
+/// Mount points below `dir` in the host's mount table.
+fn mounts_below(dir: &std::path::Path) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let prefix = dir.display().to_string();
+    table.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&prefix)).map(String::from).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
+    docker::shared_engine();
+    let d = Daemon::start("pod-volumes");
+    let (code, _, err) =
+        d.cli(&["configmap", "create", "vols/conf", "--from-literal", "app.ini=level=7", "--from-literal", "other=x"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["secret", "create", "vols/creds", "--from-literal", "token=s3cret"]);
+    assert_eq!(code, 0, "{err}");
+    let mut writer = docker::sh("writer", "echo hello > /data/hello; echo deep > /data/sub/x; exec sleep 1000");
+    writer["mounts"] = json!([
+        {"name": "scratch", "path": "/data"},
+        {"name": "ram", "path": "/ram"}
+    ]);
+    let mut reader = docker::sh("reader", "exec sleep 1000");
+    reader["mounts"] = json!([
+        {"name": "scratch", "path": "/shared"},
+        {"name": "scratch", "path": "/sub", "subpath": "sub"},
+        {"name": "scratch", "path": "/ro", "readonly": true},
+        {"name": "ram", "path": "/ram"},
+        {"name": "conf", "path": "/etc/app"},
+        {"name": "all-conf", "path": "/etc/all"},
+        {"name": "creds", "path": "/run/creds"},
+        {"name": "maybe", "path": "/etc/maybe"}
+    ]);
+    let mut p = pod("shared", json!([writer, reader]));
+    p["spec"]["template"]["spec"]["volumes"] = json!([
+        {"name": "scratch", "type": "Temp"},
+        {"name": "ram", "type": "Temp", "source": {"medium": "Memory"}, "storage": {"limit": "1Mi"}},
+        {"name": "conf", "type": "Config", "source": {"target": "conf", "items": [{"key": "app.ini", "path": "cfg/app.ini", "mode": "0600"}]}},
+        {"name": "all-conf", "type": "Config", "source": {"target": "conf", "default": "0640"}},
+        {"name": "creds", "type": "Secret", "source": {"target": "creds", "default": "0400"}},
+        {"name": "maybe", "type": "Config", "source": {"target": "absent", "optional": true}}
+    ]);
+    d.apply_json(&p).await;
+    let iid = id("vols", "shared", 0);
+    let s = d.wait_state(&iid, Kind::Running, 30).await;
+    let (w, r) = (s.containers[0].id.clone(), s.containers[1].id.clone());
+    // What the writer wrote, the reader reads (through the whole volume and through a subpath).
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = exec(&r, "cat /shared/hello /sub/x").1;
+        if seen.contains("deep") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(seen, "hello\ndeep");
+    let (code, _, err) = exec(&r, "echo no > /ro/nope");
+    assert_ne!(code, 0, "a readonly mount took a write");
+    assert!(err.contains("Read-only file system"), "{err}");
+    // Config and secret files: the items with their modes, every key at the default mode.
+    assert_eq!(exec(&r, "stat -c '%a %s' /etc/app/cfg/app.ini; cat /etc/app/cfg/app.ini").1, "600 7\nlevel=7");
+    assert_eq!(exec(&r, "ls /etc/app").1, "cfg", "only the item's key");
+    assert_eq!(
+        exec(&r, "stat -c '%a %n' /etc/all/app.ini /etc/all/other").1,
+        "640 /etc/all/app.ini\n640 /etc/all/other"
+    );
+    assert_eq!(exec(&r, "stat -c %a /run/creds/token; cat /run/creds/token").1, "400\ns3cret");
+    assert_eq!(exec(&r, "ls -A /etc/maybe | wc -l").1, "0", "a missing optional store is an empty volume");
+    let (code, _, err) = exec(&r, "echo x > /etc/app/new");
+    assert_ne!(code, 0, "a configmap volume is read-only");
+    assert!(err.contains("Read-only file system"), "{err}");
+    // The Memory volume: a tmpfs on the host of the limit, shared, and full at 1 MiB.
+    let run_dir = d.run_dir().join("vols.shared.0");
+    let ram = run_dir.join("volumes/ram");
+    assert_eq!(mounts_below(&run_dir), vec![ram.display().to_string()]);
+    let df = std::process::Command::new("df").args(["-B1", "--output=size,fstype"]).arg(&ram).output().unwrap();
+    let df = String::from_utf8_lossy(&df.stdout).to_string();
+    assert!(df.contains("1048576") && df.contains("tmpfs"), "{df}");
+    let (code, _, err) = exec(&w, "dd if=/dev/zero of=/ram/big bs=1024 count=2048");
+    assert_ne!(code, 0, "2 MiB fit a 1 MiB tmpfs");
+    assert!(err.contains("No space left on device"), "{err}");
+    exec(&w, "rm /ram/big; echo kept > /ram/note");
+    assert_eq!(exec(&r, "cat /ram/note").1, "kept");
+    // The host side: the volumes' directory is root's alone; the secret's file is not readable
+    // by anyone else there either.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(run_dir.join("volumes")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+
+    // A restart keeps the Temp volumes (disk and memory) and writes the files afresh.
+    let (code, _, err) = d.cli(&["configmap", "create", "vols/conf", "--from-literal", "app.ini=level=8"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["restart", "vols/shared/0", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let s = d.wait_state(&iid, Kind::Running, 30).await;
+    let r = s.containers[1].id.clone();
+    assert_eq!(exec(&r, "cat /shared/hello /ram/note /etc/app/cfg/app.ini").1, "hello\nkept\nlevel=8");
+
+    // A container turns the subpath into a symlink to the host's /etc: the next start refuses it.
+    let w = s.containers[0].id.clone();
+    let (code, _, err) = exec(&w, "rm -r /data/sub && ln -s /etc /data/sub");
+    assert_eq!(code, 0, "{err}");
+    d.cli(&["restart", "vols/shared/0", "--timeout", "30"]);
+    let s = d.wait(&iid, 30, |s| s.message.contains("symlink") || s.state.kind() == Kind::Failed).await;
+    assert!(s.message.contains("volume \"scratch\" subpath \"sub\"") && s.message.contains("is a symlink"), "{s:?}");
+    assert!(!std::path::Path::new("/etc/x").exists(), "nothing was written through the symlink");
+
+    // Deleting the instance unmounts its tmpfs and removes its directories.
+    d.client.delete(&iid, Some(30.0)).await.unwrap();
+    assert!(mounts_below(&run_dir).is_empty(), "{:?}", mounts_below(&run_dir));
+    assert!(!run_dir.exists());
+}
+
+/// A required configmap that does not exist fails the start naming it; Static, Dynamic and
+/// Isolated volumes and a mount of no volume are refused with their field paths.
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_stores_and_unsupported_volume_types_are_clear_errors() {
+    docker::shared_engine();
+    let d = Daemon::start("pod-volumes-errors");
+    let mut c = docker::sh("main", "exec sleep 1000");
+    c["mounts"] = json!([{"name": "conf", "path": "/etc/app"}]);
+    let mut p = pod("needs", json!([c]));
+    p["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "conf", "type": "Config", "source": {"target": "nowhere"}}]);
+    d.apply_json(&p).await;
+    let s = d.wait(&id("vols", "needs", 0), 30, |s| s.message.contains("nowhere")).await;
+    assert!(s.message.contains("volume \"conf\": configmap vols/nowhere does not exist"), "{s:?}");
+
+    let mut c = docker::sh("main", "exec sleep 1000");
+    c["mounts"] = json!([{"name": "nope", "path": "/x"}, {"name": "disk", "path": "rel", "subpath": "../up"}]);
+    let mut p = pod("bad", json!([c]));
+    p["spec"]["template"]["spec"]["volumes"] = json!([
+        {"name": "disk", "type": "Static", "source": {"target": "pv1"}},
+        {"name": "tmp", "type": "Temp", "source": {"medium": "SSD"}, "storage": {"limit": "lots"}},
+        {"name": "cfg", "type": "Secret", "source": {"items": [{"key": "k", "path": "/abs", "mode": "999"}]}}
+    ]);
+    let file = d.path().join("bad.json");
+    std::fs::write(&file, p.to_string()).unwrap();
+    let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    for expected in [
+        "spec.template.spec.volumes[0].type: Static is not supported",
+        "spec.template.spec.volumes[1].source.medium: \"SSD\"",
+        "spec.template.spec.volumes[1].storage.limit: \"lots\"",
+        "spec.template.spec.volumes[2].source.target: is required",
+        "spec.template.spec.volumes[2].source.items[0].path: \"/abs\" must be relative",
+        "spec.template.spec.volumes[2].source.items[0].mode: \"999\" is not a file mode",
+        "spec.template.spec.containers[0].mounts[0].name: no volume \"nope\"",
+        "spec.template.spec.containers[0].mounts[1].path: \"rel\" must be an absolute path",
+        "spec.template.spec.containers[0].mounts[1].subpath: \"../up\" must stay inside the volume",
+    ] {
+        assert!(err.contains(expected), "{expected} in:\n{err}");
+    }
+}
+
+/// `gpus`: the engine is asked exactly as `docker run --gpus` asks it (the request compared
+/// with the one the docker CLI stores), and an engine without a GPU driver fails the pod with
+/// the engine's own reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gpu_request_is_the_engines_own_and_a_host_without_gpus_fails_the_pod() {
+    docker::shared_engine();
+    let (code, created, err) = docker::docker(SHARED_SOCKET, &["create", "--gpus", "2", IMAGE, "true"]);
+    assert_eq!(code, 0, "{err}");
+    let cli_request: Value =
+        serde_json::from_str(&docker::inspect(SHARED_SOCKET, &created, "{{json .HostConfig.DeviceRequests}}")).unwrap();
+    docker::docker(SHARED_SOCKET, &["rm", "-f", &created]);
+    let ours = serde_json::to_value(vec![steward::runtime::docker::gpu_request(2)]).unwrap();
+    // The CLI's null fields are ones the API leaves out.
+    let without_nulls = |v: &Value| -> Value {
+        let items = v.as_array().unwrap().iter();
+        let objects = items.map(|o| o.as_object().unwrap().iter().filter(|(_, v)| !v.is_null()));
+        Value::Array(objects.map(|o| Value::Object(o.map(|(k, v)| (k.clone(), v.clone())).collect())).collect())
+    };
+    assert_eq!(without_nulls(&ours), without_nulls(&cli_request));
+
+    let (_, _, cli_err) = docker::docker(SHARED_SOCKET, &["run", "--rm", "--gpus", "1", IMAGE, "true"]);
+    assert!(cli_err.contains("could not select device driver"), "this host has a GPU driver? {cli_err}");
+    let d = Daemon::start("pod-gpus");
+    let mut c = docker::sh("main", "exec sleep 1000");
+    c["resources"] = json!({"limits": {"gpu": "1"}});
+    d.apply_json(&pod("gpu", json!([c]))).await;
+    let s = d.wait(&id("vols", "gpu", 0), 30, |s| s.message.contains("device driver")).await;
+    assert!(s.message.contains("could not select device driver \"\" with capabilities: [[gpu]]"), "{s:?}");
+    assert_ne!(s.state.kind(), Kind::Running);
+}
+
+/// `steward cp` into a process (below its workPath, owned by its user, r or rw) and into a pod's
+/// container (archive API, root's unless asked); refused outside the instance's directories.
+#[tokio::test(flavor = "multi_thread")]
+async fn cp_puts_a_file_into_a_process_and_a_pod_and_nowhere_else() {
+    docker::shared_engine();
+    let d = Daemon::start("pod-cp");
+    d.apply_json(&common::spec("proc", 1, json!({"user": "nobody"}), json!({}))).await;
+    let pid = id("test", "proc", 0);
+    d.wait_state(&pid, Kind::Running, 30).await;
+    let local = d.path().join("settings.ini");
+    std::fs::write(&local, "rate=3\n").unwrap();
+    let (code, out, err) = d.cli(&["cp", local.to_str().unwrap(), "test/proc/0:conf/settings.ini"]);
+    assert_eq!(code, 0, "{err}");
+    let work = d.work_dir().join("test.proc.0");
+    let target = work.join("conf/settings.ini");
+    assert!(out.contains(&target.display().to_string()) && out.contains("mode 0400"), "{out}");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(&target).unwrap();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (nobody.uid.as_raw(), 0o400));
+    assert_eq!(std::fs::metadata(work.join("conf")).unwrap().uid(), nobody.uid.as_raw());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "rate=3\n");
+    let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), "test/proc/0:rw.ini", "--mode", "rw", "--user", "0:0"]);
+    assert_eq!(code, 0, "{err}");
+    let meta = std::fs::metadata(work.join("rw.ini")).unwrap();
+    assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (0, 0o600));
+    // Outside the instance's own directories: refused, naming the path; nothing written.
+    for outside in ["/etc/steward-cp-test", "../escape.ini", "/tmp/x"] {
+        let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), &format!("test/proc/0:{outside}")]);
+        assert_ne!(code, 0, "{outside} was taken");
+        assert!(err.contains("workPath"), "{err}");
+    }
+    assert!(!std::path::Path::new("/etc/steward-cp-test").exists());
+    assert!(!d.work_dir().join("escape.ini").exists());
+    // A symlink the workload planted is not followed.
+    std::os::unix::fs::symlink("/etc", work.join("link")).unwrap();
+    let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), "test/proc/0:link/planted"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("link"), "{err}");
+    assert!(!std::path::Path::new("/etc/planted").exists());
+
+    // Into a pod's second container, as a user named in the container's /etc/passwd.
+    let main = docker::sh("main", "exec sleep 1000");
+    let side = docker::sh("side", "exec sleep 1000");
+    d.apply_json(&pod("cp", json!([main, side]))).await;
+    let s = d.wait_state(&id("vols", "cp", 0), Kind::Running, 30).await;
+    // The image knows root only: the side container gets a user of its own.
+    let (code, _, err) = exec(&s.containers[1].id, "echo 'game:x:4242:4243::/:/bin/sh' >> /etc/passwd");
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = d.cli(&[
+        "cp",
+        local.to_str().unwrap(),
+        "vols/cp/0:/tmp/settings.ini",
+        "--container",
+        "side",
+        "--user",
+        "game",
+        "--mode",
+        "rw",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("in container side") && out.contains("owner 4242:4243"), "{out}");
+    let (_, seen, _) = exec(&s.containers[1].id, "stat -c '%u %a' /tmp/settings.ini; cat /tmp/settings.ini");
+    assert_eq!(seen, "4242 600\nrate=3");
+    let (_, absent, _) = exec(&s.containers[0].id, "ls /tmp/settings.ini 2>&1");
+    assert!(absent.contains("No such file"), "{absent}");
+    let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), "vols/cp/0:relative.ini"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("absolute"), "{err}");
+    let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), "vols/cp/0:/nowhere/dir/x"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("nowhere"), "{err}");
+    // The copies are in the journal (path and size, never the content).
+    let (_, events, _) = d.cli(&["events", "-o", "json"]);
+    assert!(events.contains("fileCopied") && events.contains("/tmp/settings.ini"), "{events}");
+    assert!(!events.contains("rate=3"));
+    d.client.delete(&id("vols", "cp", 0), None).await.unwrap();
+}
