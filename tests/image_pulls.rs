@@ -278,3 +278,89 @@ async fn pull_policies_credentials_and_one_pull_for_many_pods() {
         let _ = dk(SHARED_SOCKET, &["rmi", "-f", image]);
     }
 }
+
+/// A TCP proxy to `upstream` on 127.0.0.1 that sends what comes back at about 2 MiB/s: a pull
+/// through it lasts long enough to be watched.
+fn slow_proxy(upstream: u16) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+            let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut s_write);
+                let _ = s_write.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut s_read, mut c_write) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 32 * 1024];
+                while let Ok(n) = s_read.read(&mut buf) {
+                    if n == 0 || c_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(15));
+                }
+                let _ = c_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+/// A pull's progress shows in the instance's status (and `steward status`) while it runs: an
+/// 8 MiB layer pulled through a slow proxy to the registry.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pulls_progress_shows_in_status() {
+    docker::shared_engine();
+    let r = Registry::start();
+    let direct = r.image("big", "v1");
+    let name = format!("steward-make-big-{}", r.port);
+    let _ = dk(SHARED_SOCKET, &["rm", "-f", &name]);
+    let (code, _, err) = dk(
+        SHARED_SOCKET,
+        &["run", "--name", &name, IMAGE, "/bin/sh", "-c", "dd if=/dev/urandom of=/blob bs=1048576 count=8"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = dk(SHARED_SOCKET, &["commit", &name, &direct]);
+    assert_eq!(code, 0, "{err}");
+    let _ = dk(SHARED_SOCKET, &["rm", "-f", &name]);
+    r.push(&direct);
+    let _ = dk(SHARED_SOCKET, &["rmi", &direct]);
+    let proxy = slow_proxy(r.port);
+    let image = format!("127.0.0.1:{proxy}/steward/big:v1");
+    let _ = dk(SHARED_SOCKET, &["rmi", &image]);
+
+    let d = Daemon::start("pulls-progress");
+    use base64::Engine;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    secret(&d, "slow", &json!({"auths": {format!("127.0.0.1:{proxy}"): {"auth": auth}}}).to_string());
+    d.apply_json(&puller("big", &image, Some("IfNotPresent"), &["slow"], 1)).await;
+    let iid = id("pulls", "big", 0);
+    let mut seen: Vec<String> = Vec::new();
+    let mut cli_seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = d.status(&iid).await;
+        if s.message.contains("pulling") && !seen.contains(&s.message) {
+            if cli_seen.is_empty() {
+                cli_seen = d.cli(&["status", "pulls/big/0"]).1;
+            }
+            seen.push(s.message.clone());
+        }
+        if s.state.kind() == Kind::Running || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = dk(SHARED_SOCKET, &["rmi", "-f", &image]);
+    let downloading: Vec<&String> = seen.iter().filter(|m| m.contains("Downloading")).collect();
+    assert!(downloading.len() >= 2, "the pull's progress, as status showed it: {seen:#?}");
+    assert!(downloading[0].starts_with(&format!("pulling {image}: ")), "{seen:#?}");
+    assert!(cli_seen.contains(&format!("pulling {image}")), "steward status:\n{cli_seen}");
+    let pulled = pulled_events(&d, "pulls/big/").await;
+    assert_eq!(pulled.len(), 1, "{pulled:?}");
+    assert!(pulled[0]["detail"]["secs"].as_f64().unwrap() > 1.0, "{pulled:?}");
+}

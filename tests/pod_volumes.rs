@@ -30,7 +30,7 @@ fn mounts_below(dir: &std::path::Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     docker::shared_engine();
-    let d = Daemon::start("pod-volumes");
+    let mut d = Daemon::start("pod-volumes");
     let (code, _, err) =
         d.cli(&["configmap", "create", "vols/conf", "--from-literal", "app.ini=level=7", "--from-literal", "other=x"]);
     assert_eq!(code, 0, "{err}");
@@ -107,6 +107,13 @@ async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(run_dir.join("volumes")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
+
+    // The daemon's kill -9 and restart: the pod is re-adopted, its volumes as they were.
+    d.restart(true);
+    let s = d.wait_state(&iid, Kind::Running, 30).await;
+    assert_eq!(s.containers[1].id, r, "re-adopted, not restarted");
+    assert_eq!(exec(&r, "cat /shared/hello /ram/note").1, "hello\nkept");
+    assert_eq!(mounts_below(&run_dir), vec![ram.display().to_string()]);
 
     // A restart keeps the Temp volumes (disk and memory) and writes the files afresh.
     let (code, _, err) = d.cli(&["configmap", "create", "vols/conf", "--from-literal", "app.ini=level=8"]);

@@ -347,4 +347,19 @@ async fn maxtimes_scale_to_zero_policy_in_place_and_whole_app_restart() {
     }
     let (_, out, _) = c.sched(&["rollout", "status", "test/web"]);
     assert_eq!(json_of(&out)["rollout"]["phase"], "complete", "{out}");
+
+    // `cp`: a file into instance 1 on whichever host runs it (through that daemon's API).
+    let local = c.dir.path().join("motd.txt");
+    std::fs::write(&local, "welcome\n").unwrap();
+    let (code, out, err) = c.sched(&["cp", local.to_str().unwrap(), "test/web/1:motd.txt", "--mode", "rw"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let host1 = &hosts_of(&c, "web").await[&1];
+    let copied = c.host(host1).daemon.work_dir().join("test.web.1/motd.txt");
+    assert_eq!(std::fs::read_to_string(&copied).unwrap(), "welcome\n");
+    let (code, _, err) = c.sched(&["cp", local.to_str().unwrap(), "test/web/1:/etc/motd-steward"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("workPath"), "{err}");
+    let (code, _, err) = c.sched(&["cp", local.to_str().unwrap(), "test/web/7:x"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no instance 7"), "{err}");
 }
