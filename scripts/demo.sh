@@ -153,7 +153,11 @@ $steward node || true
 echo
 echo "== units/gamesvc.json schedule   (seed 003: steward-sched spreads it over hosts, prefers hosts without a gpu,"
 echo "   and may use a host under a preferred cordon; a daemon on its own reads only its labels)"
-sed -n '/"schedule"/,$p' units/gamesvc.json
+sed -n '/"schedule"/,/^  },$/p' units/gamesvc.json
+echo
+echo "== units/gamesvc.json services   (seed 003: steward-sched keeps the Ready instances as endpoints and"
+echo "   hands them to every daemon; a NodePort answers on every host, in nftables or in userspace)"
+sed -n '/"services"/,$p' units/gamesvc.json
 echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
 sleep 3

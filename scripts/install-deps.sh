@@ -46,6 +46,7 @@ if ! $demo; then
     need script bsdutils            # tests/demo_ctrl_c.rs: the demo in a pseudo-terminal
     need prometheus prometheus      # tests/hook_providers.rs: a real Prometheus on 127.0.0.1
     need etcd etcd-server           # tests/sched_etcd.rs: steward-sched's shared store
+    [ -x /usr/sbin/nft ] || missing+=(nftables) # tests/sched_endpoints.rs: node ports in the kernel
     [ -x /usr/bin/docker-registry ] || missing+=(docker-registry) # tests/image_pulls.rs: a registry on 127.0.0.1
     [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins) # tests/cni.rs: bridge + host-local
     # tests/sched_cluster.rs runs `python3 -m http.server` as a workload, on the daemon's PATH.

@@ -86,6 +86,30 @@ pub struct Config {
     pub events: EventsConfig,
     /// Limits of the API's connections, on the local socket and the remote listener alike.
     pub connections: ConnectionsConfig,
+    /// Services steward-sched hands this daemon (issue 27): how node ports are forwarded.
+    pub services: ServicesConfig,
+}
+
+/// `[services]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServicesConfig {
+    pub node_ports: NodePortMode,
+}
+
+/// How node ports are forwarded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodePortMode {
+    /// nftables when `nft` works here, else the userspace proxy.
+    #[default]
+    Auto,
+    /// In the kernel: Steward's own nftables table (`ip steward`).
+    Nftables,
+    /// A socket of the daemon per node port, relaying to the endpoints.
+    Userspace,
+    /// Not at all (the endpoints are still kept and served).
+    Off,
 }
 
 /// Seed 001's network modes of the pod executor.
@@ -248,6 +272,7 @@ impl Default for Config {
             node: NodeConfig::default(),
             remote: RemoteConfig::default(),
             events: EventsConfig::default(),
+            services: ServicesConfig::default(),
             connections: ConnectionsConfig::default(),
         }
     }

@@ -24,6 +24,7 @@ pub mod resources;
 pub mod rollout;
 pub mod runtime;
 pub mod safefs;
+pub mod services;
 pub mod spec;
 pub mod store;
 pub mod supervisor;

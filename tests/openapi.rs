@@ -839,6 +839,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::InstanceMissing { instance: "ns/app/3".into(), node: "h2".into() },
         SchedEvent::MaintenanceChanged { on: true, reason: "moving racks".into() },
         SchedEvent::RevisionBehind { app: app_key.clone(), node: "h2".into(), revision: Some(3), error: None },
+        SchedEvent::EndpointsUpdated { app: app_key.clone(), revision: 4, ready: 2, nodes: 3, of: 3 },
         SchedEvent::DependencyStarted {
             dependency: "infra/cache".into(),
             instance: "game/cache/0".into(),
@@ -883,6 +884,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::InstanceMissing { .. }
             | SchedEvent::MaintenanceChanged { .. }
             | SchedEvent::RevisionBehind { .. }
+            | SchedEvent::EndpointsUpdated { .. }
             | SchedEvent::DependencyStarted { .. }
             | SchedEvent::DependencyIdle { .. }
             | SchedEvent::DependencyRemoved { .. } => {}
@@ -1664,6 +1666,38 @@ async fn real_responses_match_the_document() {
     conforms(&c, "PUT", FILES, &r);
     assert_eq!(r.status, 403);
 
+    // Endpoints (issue 27): kept (204), listed and read (200), a long poll answered at its
+    // timeout (200), stale (409), not these endpoints (422), none (404), removed (204), refused (403).
+    const EPS: &str = "/v1/endpoints/{namespace}/{name}";
+    let mut e = json!({"namespace": "test", "name": "web", "revision": 2, "updatedMs": 1,
+                       "ports": {"http": [{"ip": "127.0.0.1", "port": 31000, "node": "h1", "instance": 0}]}});
+    assert_eq!(check!("PUT", EPS, "/v1/endpoints/test/web", json_body(&e)).status, 204);
+    assert_eq!(check!("GET", "/v1/endpoints", "/v1/endpoints?namespace=test").json()["items"][0], e);
+    let r = check!("GET", "/v1/endpoints", "/v1/endpoints?namespace=a&namespace=b");
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("query")));
+    assert_eq!(check!("GET", EPS, "/v1/endpoints/test/web").json(), e);
+    let r = check!("GET", EPS, "/v1/endpoints/test/web?after=2&timeout=0.2");
+    assert_eq!((r.status, &r.json()["revision"]), (200, &json!(2)), "the kept revision at the timeout");
+    let r = check!("GET", EPS, "/v1/endpoints/test/web?after=1&timeout=999");
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("timeout")));
+    e["revision"] = json!(1);
+    assert_eq!(check!("PUT", EPS, "/v1/endpoints/test/web", json_body(&e)).status, 409);
+    e["name"] = json!("other");
+    assert_eq!(check!("PUT", EPS, "/v1/endpoints/test/web", json_body(&e)).status, 422);
+    assert_eq!(check!("GET", EPS, "/v1/endpoints/test/nope").status, 404);
+    for method in ["PUT", "DELETE"] {
+        let r = call_as(&d, true, method, "/v1/endpoints/test/web", json_body(&e)).await;
+        conforms(&c, method, EPS, &r);
+        assert_eq!(r.status, 403);
+        statuses.insert((method.to_string(), EPS.to_string(), 403));
+    }
+    assert_eq!(check!("DELETE", EPS, "/v1/endpoints/test/web").status, 204);
+    assert_eq!(check!("DELETE", EPS, "/v1/endpoints/test/web").status, 404);
+    let r = too_large(&d, "PUT", "/v1/endpoints/test/big").await;
+    conforms(&c, "PUT", EPS, &r);
+    assert_eq!(r.status, 413);
+    statuses.insert(("PUT".into(), EPS.into(), 413));
+
     // Actions: waited for (200), not waited for (202), failing (409), unknown (404), refused (403).
     let r = check!("POST", ACTION, "/v1/instances/test/web/0/reload?timeout=10");
     assert_eq!(r.status, 200);
@@ -2107,6 +2141,10 @@ async fn real_responses_match_the_document() {
         ("POST", "/v1/apps/{namespace}/{name}/rollout/restart", 503),
         ("GET", INSTANCE, 403),
         ("GET", "/v1/instances/{namespace}/{name}/{index}/logs", 403),
+        ("GET", "/v1/endpoints", 403),
+        ("GET", "/v1/endpoints/{namespace}/{name}", 403),
+        ("PUT", "/v1/endpoints/{namespace}/{name}", 503),
+        ("DELETE", "/v1/endpoints/{namespace}/{name}", 503),
         // A 64 MiB body, and a failing store.
         ("PUT", "/v1/instances/{namespace}/{name}/{index}/files", 413),
         ("PUT", "/v1/instances/{namespace}/{name}/{index}/files", 503),

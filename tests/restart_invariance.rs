@@ -55,6 +55,7 @@ async fn listings(d: &Daemon) -> Value {
         "jobs": jobs,
         "cron": crons,
         "job": job,
+        "endpoints": get(&["endpoints"]),
     })
 }
 
@@ -190,11 +191,36 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 
+    // Endpoints steward-sched handed this daemon (issue 27).
+    let endpoints = steward::protocol::AppEndpoints {
+        namespace: "keep".into(),
+        name: "fg".into(),
+        revision: 7,
+        updated_ms: 1_700_000_000_000,
+        ports: [(
+            "http".to_string(),
+            vec![steward::protocol::Endpoint { ip: "127.0.0.1".into(), port: 31000, node: "h1".into(), instance: 0 }],
+        )]
+        .into(),
+        services: vec![steward::protocol::ServiceEntry {
+            service: "fg".into(),
+            // ClusterIP: a node port would put rules into this host's own nftables.
+            kind: steward::spec::model::ServiceType::ClusterIP,
+            export: true,
+            protocol: steward::spec::model::Protocol::Tcp,
+            port: 80,
+            node_port: None,
+            target: "http".into(),
+        }],
+    };
+    d.client.put_endpoints(&endpoints).await.unwrap();
+
     let holder =
         || docker::docker(docker::SHARED_SOCKET, &["inspect", "-f", "{{.Id}}", "steward-keep.pod.0-network"]).1;
     let pod_network = holder();
     assert!(!pod_network.is_empty(), "the pod has a network holder");
     let before = listings(&d).await;
+    assert_eq!(before["endpoints"].as_array().unwrap().len(), 1, "{}", before["endpoints"]);
     let admitted = &before["node"]["resources"]["allocated"];
     assert!(admitted["milliCpu"].as_u64().unwrap() >= 200, "keep/fg's requests are admitted: {admitted}");
     let fg = before["node"]["apps"].as_array().unwrap().iter().find(|a| a["name"] == "fg").unwrap();

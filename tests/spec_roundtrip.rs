@@ -361,6 +361,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 daemon_set: None,
                 stateful_set: None,
                 schedule,
+                services: Vec::new(),
             },
         )
 }

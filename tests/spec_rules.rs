@@ -1231,7 +1231,7 @@ fn unknown_fields_in_list_elements_and_nested_objects() {
 #[test]
 fn an_unknown_field_without_a_near_name_lists_the_known_ones() {
     let d = with(|d| d["zzzzzz"] = json!(1));
-    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies, schedule)");
+    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies, schedule, services)");
 }
 
 #[test]
@@ -2030,4 +2030,40 @@ fn a_pods_name_resolver_and_pulls_are_checked_with_their_paths() {
     // A process spec has none of them.
     let d = with(|d| d["spec"]["template"]["spec"]["hostname"] = json!("game"));
     assert_error(&d, "spec.template.spec.hostname", "is for kind \"pod\" only");
+}
+
+// ---------------------------------------------------------------------------------------------
+// services (seed 003, issue 27)
+
+#[test]
+fn services_target_real_ports_and_node_ports_stay_in_range() {
+    let ok = with(|d| {
+        d["services"] = json!([
+            {"name": "web", "type": "NodePort", "ports": [{"targetPort": "http_port", "port": 80, "nodePort": 30080}]},
+            {"name": "raw", "ports": [{"protocol": "UDP", "targetPort": 8899, "port": 80}]}
+        ])
+    });
+    let spec = assert_valid(&ok);
+    assert_eq!(spec.services[0].ports[0].protocol, Protocol::Http, "seed 003's default protocol");
+    assert!(spec.services[1].export, "export defaults to true");
+    assert_eq!(spec.service_target(&spec.services[1].ports[0]).as_deref(), Some("http_port"), "by its fixed hostPort");
+    let bad = with(|d| {
+        d["services"] = json!([
+            {"name": "web", "ports": [{"targetPort": "nope", "port": 80, "nodePort": 30080}]},
+            {"name": "web", "type": "NodePort", "ports": [{"targetPort": 1234, "port": 0, "nodePort": 80}]},
+            {"name": "empty", "ports": []}
+        ])
+    });
+    assert_errors(
+        &bad,
+        &[
+            ("services[0].ports[0].targetPort", "\"nope\" names no port of the spec"),
+            ("services[0].ports[0].nodePort", "is for type NodePort only"),
+            ("services[1].name", "duplicate service name \"web\""),
+            ("services[1].ports[0].targetPort", "\"1234\" names no port of the spec"),
+            ("services[1].ports[0].port", "0 must be 1-65535"),
+            ("services[1].ports[0].nodePort", "80 must be 30000-32767"),
+            ("services[2].ports", "needs at least one port"),
+        ],
+    );
 }

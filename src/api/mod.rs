@@ -11,6 +11,7 @@ pub mod serve;
 // The handlers, one room per family of routes; the routes themselves stay in `router_with_limit`
 // below (tests/openapi.rs reads them from this file).
 mod apply;
+mod endpoints;
 mod events;
 mod files;
 mod hooks;
@@ -118,6 +119,8 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/hookruns", get(hooks::list_runs).post(hooks::create_run))
         .route("/v1/hookruns/{namespace}/{name}", get(hooks::get_run).delete(hooks::delete_run))
         .route("/v1/hookruns/{namespace}/{name}/terminate", post(hooks::terminate_run))
+        .route("/v1/endpoints", get(endpoints::list))
+        .route("/v1/endpoints/{namespace}/{name}", get(endpoints::get).put(endpoints::put).delete(endpoints::delete))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
         .fallback(extract::not_found)

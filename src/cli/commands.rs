@@ -37,6 +37,9 @@ pub async fn run(command: Command, endpoint: &Endpoint, output: Output) -> anyho
             return super::logs::run(endpoint, request, output).await;
         }
         Command::Node => node(client, output).await,
+        Command::Endpoints { app, after, timeout } => {
+            super::services::run(client, app.as_deref(), after, timeout, output).await
+        }
         Command::Cp { file, target, mode, user, container } => {
             let request = super::cp::CopyRequest { file: &file, target: &target, mode, user, container };
             match super::cp::run(client, request, output).await {

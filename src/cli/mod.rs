@@ -15,6 +15,7 @@ pub mod logs;
 pub mod man;
 mod rollout;
 pub mod sched;
+mod services;
 mod show;
 pub mod steward;
 mod values;

@@ -107,6 +107,15 @@ pub enum SchedCommand {
         #[arg(long, value_name = "N")]
         instance: Option<u32>,
     },
+    /// An application's endpoints (issue 27): per port name, its Ready instances (node address,
+    /// port) at a revision that grows at every change; with --watch, every new revision.
+    Endpoints {
+        /// namespace/name
+        app: String,
+        /// Print every new revision as it is stored (one JSON document per line with -o json).
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
     /// Copy a file into a running instance on whichever node runs it (as `steward cp` there).
     Cp {
         /// The file on this host.
@@ -439,6 +448,12 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched.restart(&app, instance).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
+            SchedCommand::Endpoints { app, watch: false } => sched.stored_endpoints(&app).await.map(|e| {
+                print_endpoints(&app, e.as_ref(), output, false);
+            }),
+            SchedCommand::Endpoints { app, watch: true } => {
+                sched.watch_endpoints(&app, |e| print_endpoints(&app, e, output, true)).await
+            }
             SchedCommand::Cp { file, target, mode, user, container } => {
                 copy_in(&sched, (&file, &target), mode, user, container, output).await
             }
@@ -1055,6 +1070,30 @@ fn parse_cursors(s: &str) -> Result<Cursors, String> {
         map.insert(node.to_string(), n);
     }
     Ok(Cursors::PerNode(map))
+}
+
+/// An app's endpoints: a line per port name (or the JSON document); true to go on watching.
+fn print_endpoints(app: &str, e: Option<&crate::protocol::AppEndpoints>, output: SchedOutput, watching: bool) -> bool {
+    use std::io::Write;
+    match (output, e) {
+        (SchedOutput::Json, Some(e)) if watching => println!("{}", serde_json::to_string(e).unwrap_or_default()),
+        (SchedOutput::Json, Some(e)) => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
+        (SchedOutput::Json, None) => println!("null"),
+        (SchedOutput::Text, None) => println!("{app}: no endpoints yet (no instance has been ready)"),
+        (SchedOutput::Text, Some(e)) => {
+            println!("{app} revision {} ({})", e.revision, crate::clock::rfc3339_utc(e.updated_ms));
+            if e.ports.is_empty() {
+                println!("  (no ready instance)");
+            }
+            for (port, list) in &e.ports {
+                let at: Vec<String> =
+                    list.iter().map(|p| format!("{}:{} ({}/{})", p.ip, p.port, p.node, p.instance)).collect();
+                println!("  {port}: {}", at.join(", "));
+            }
+        }
+    }
+    let _ = std::io::stdout().flush();
+    true
 }
 
 /// `steward-sched cp FILE INSTANCE:PATH`.

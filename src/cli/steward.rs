@@ -193,6 +193,19 @@ pub enum Command {
         #[arg(long)]
         date: String,
     },
+    /// The endpoints steward-sched handed this daemon (issue 27): per app and port name, the
+    /// Ready instances over the cluster; with --after, wait for the next revision (long poll).
+    Endpoints {
+        /// namespace/name; without it, every app's.
+        #[arg(value_name = "APP", value_parser = app_arg)]
+        app: Option<String>,
+        /// Answer once the revision is above this one.
+        #[arg(long, value_name = "REVISION", requires = "app")]
+        after: Option<u64>,
+        /// Seconds to wait with --after (then the kept revision is printed).
+        #[arg(long, default_value_t = 30.0)]
+        timeout: f64,
+    },
     /// Copy a file into a running instance (seed 001's local file): below a process's workPath
     /// (a relative PATH is relative to it), owned by its user; or into a pod's container
     /// (absolute PATH), owned by root. Written whole or not at all.

@@ -426,6 +426,50 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
+    /// Keeps an app's endpoints on the daemon (steward-sched's revision of them).
+    pub async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), ClientError> {
+        let path = format!("/v1/endpoints/{}/{}", encode(&endpoints.namespace), encode(&endpoints.name));
+        let body = serde_json::to_vec(endpoints).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        self.call(Method::PUT, &path, Some(("application/json", body))).await.map(|_| ())
+    }
+
+    /// Forgets an app's endpoints on the daemon (Ok when it had none).
+    pub async fn delete_endpoints(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/endpoints/{}/{}", encode(namespace), encode(name));
+        match self.call(Method::DELETE, &path, None).await {
+            Ok(_) | Err(ClientError::Api { status: 404, .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every app's endpoints the daemon keeps.
+    pub async fn endpoints(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::AppEndpoints>, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/endpoints?namespace={}", encode(n)),
+            None => "/v1/endpoints".to_string(),
+        };
+        Ok(self.json::<crate::protocol::EndpointsList>(Method::GET, &path).await?.items)
+    }
+
+    /// One app's endpoints (None: none kept); with `after`, once their revision is above it
+    /// or `timeout_secs` passed (a long poll).
+    pub async fn app_endpoints(
+        &self,
+        namespace: &str,
+        name: &str,
+        after: Option<(u64, f64)>,
+    ) -> Result<Option<crate::protocol::AppEndpoints>, ClientError> {
+        let mut path = format!("/v1/endpoints/{}/{}", encode(namespace), encode(name));
+        if let Some((revision, timeout)) = after {
+            path.push_str(&format!("?after={revision}&timeout={timeout}"));
+        }
+        match self.json(Method::GET, &path).await {
+            Ok(e) => Ok(Some(e)),
+            Err(ClientError::Api { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Fails what the instance runs for `reason` (POST .../fail): its restart policy follows.
     /// Returns at once; the restart (or the giving up) follows on the daemon.
     pub async fn fail(&self, id: &InstanceId, reason: &str) -> Result<(), ClientError> {

@@ -6,7 +6,6 @@ use super::{CniError, CniResult, NetworkList};
 use crate::runtime::exit::ExitStatus;
 use crate::runtime::reaper::Reaper;
 use serde_json::Value;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -19,13 +18,6 @@ const PLUGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 pub struct Cni {
     pub bin_dirs: Vec<PathBuf>,
     pub reaper: Option<Reaper>,
-}
-
-/// What a plugin run gave back.
-struct Output {
-    status: ExitStatus,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
 }
 
 /// One container's attachment to a network.
@@ -131,8 +123,7 @@ impl Cni {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let out = self
-            .run_program(cmd, stdin.into_bytes())
+        let out = crate::runtime::program::run(self.reaper.as_ref(), cmd, stdin.into_bytes(), PLUGIN_TIMEOUT)
             .await
             .map_err(|e| io(format!("{} {command}: {e}", program.display())))?;
         let doc: Option<Value> = serde_json::from_slice(&out.stdout).ok();
@@ -155,80 +146,6 @@ impl Cni {
         };
         let code = doc.as_ref().and_then(|d| d.get("code")).and_then(Value::as_u64).unwrap_or(0) as u32;
         Err(CniError::Plugin { plugin, command: command.into(), code, msg, details: field("details") })
-    }
-}
-
-impl Cni {
-    /// Runs `cmd` with `input` on its stdin, reading its stdout and stderr whole, within
-    /// [`PLUGIN_TIMEOUT`] (then killed). In the daemon its exit comes from the reaper.
-    async fn run_program(&self, mut cmd: std::process::Command, input: Vec<u8>) -> std::io::Result<Output> {
-        let mut spawned = None;
-        let watch = match &self.reaper {
-            Some(reaper) => {
-                let (_, watch) = reaper.spawn(|| {
-                    cmd.spawn().map(|child| {
-                        let pid = child.id() as i32;
-                        spawned = Some(child);
-                        pid
-                    })
-                })?;
-                Some(watch)
-            }
-            None => {
-                spawned = Some(cmd.spawn()?);
-                None
-            }
-        };
-        let mut child = spawned.expect("spawned");
-        let pid = child.id() as i32;
-        let (mut stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let reaped = watch.is_some();
-        let io = tokio::task::spawn_blocking(move || {
-            use std::io::{Read, Write};
-            if let Some(pipe) = stdin.as_mut() {
-                let _ = pipe.write_all(&input);
-            }
-            drop(stdin);
-            let err_reader = std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut e) = stderr {
-                    let _ = e.read_to_end(&mut buf);
-                }
-                buf
-            });
-            let mut out = Vec::new();
-            if let Some(mut o) = stdout {
-                let _ = o.read_to_end(&mut out);
-            }
-            // Without the daemon's reaper, this process waits for its own child.
-            let status = (!reaped).then(|| {
-                child.wait().map(|s| match (s.code(), s.signal()) {
-                    (Some(c), _) => ExitStatus::Code(c),
-                    (None, Some(sig)) => ExitStatus::Signal(sig),
-                    _ => ExitStatus::Unknown,
-                })
-            });
-            (out, err_reader.join().unwrap_or_default(), status)
-        });
-        let done = async move {
-            let (stdout, stderr, status) = io.await.map_err(std::io::Error::other)?;
-            let status = match (status, watch) {
-                (Some(s), _) => s?,
-                (None, Some(w)) => w.await.unwrap_or(ExitStatus::Unknown),
-                (None, None) => ExitStatus::Unknown,
-            };
-            Ok(Output { status, stdout, stderr })
-        };
-        match tokio::time::timeout(PLUGIN_TIMEOUT, done).await {
-            Ok(r) => r,
-            Err(_) => {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("took longer than {} s", PLUGIN_TIMEOUT.as_secs()),
-                ))
-            }
-        }
     }
 }
 

@@ -248,6 +248,10 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         ],
     })
     .await?;
+    let reaper = supervisor.reaper().clone();
+    let node_ports = crate::services::nodeports::resolve(config.services.node_ports, Some(&reaper)).await;
+    tracing::info!("node ports: {node_ports:?}");
+    tokio::spawn(crate::services::nodeports::run(supervisor.endpoints().clone(), node_ports, reaper));
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {

@@ -6,6 +6,7 @@
 //! - `{prefix}hooktemplates/{namespace}/{name}`: a HookTemplate (JSON);
 //! - `{prefix}depends/{namespace}/{name}`: a [`Dependency`] (JSON), by compare-and-swap too;
 //! - `{prefix}nodes/{name}`: a [`NodeRecord`] (JSON), written by the leader at each change;
+//! - `{prefix}endpoints/{namespace}/{name}`: an app's endpoints (JSON), written by the leader;
 //! - `{prefix}journal/{ms}-{holder}-{n}`: why each change was made (a [`DesiredChange`]), in the
 //!   same transaction as the change; the newest [`JOURNAL_KEPT`] are kept;
 //! - `{prefix}leader`: the election of the `run` that acts (a lease of [`LEASE_TTL_SECS`]).
@@ -264,6 +265,22 @@ impl DesiredStore for EtcdStore {
         let ops = [TxnOp::put(format!("{}nodes/{}", self.prefix, record.name), value, None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
         self.prune_journal().await;
+        Ok(())
+    }
+
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError> {
+        Ok(self.list::<crate::protocol::AppEndpoints>("endpoints/").await?.into_iter().map(|(e, _)| e).collect())
+    }
+
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError> {
+        let value = serde_json::to_vec(endpoints).map_err(etcd_err)?;
+        let key = format!("{}endpoints/{}", self.prefix, endpoints.key());
+        self.client.kv_client().put(key, value, None).await.map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError> {
+        self.client.kv_client().delete(format!("{}endpoints/{key}", self.prefix), None).await.map_err(etcd_err)?;
         Ok(())
     }
 

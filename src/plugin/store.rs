@@ -206,6 +206,12 @@ pub trait DesiredStore: Send + Sync {
     async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError>;
     /// Writes a node's record (the leader alone writes them: no compare-and-swap).
     async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError>;
+    /// Every app's endpoints the leading `run` wrote (issue 27).
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError>;
+    /// Writes an app's endpoints (the leader alone writes them: no compare-and-swap).
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError>;
+    /// Removes an app's endpoints (`namespace/name`; nothing to remove is no error).
+    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError>;
     /// The cluster's controls (default when never written).
     async fn settings(&self) -> Result<Settings, PluginError>;
     /// Writes them over the version read (else [`PluginError::Conflict`]), journaling `why`.
@@ -437,6 +443,25 @@ impl DesiredStore for LocalStore {
         let batch = Batch::new()
             .put(Table::SchedNodes, &record.name, &value)
             .event(serde_json::to_value(why).map_err(store_err)?);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError> {
+        let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
+        snapshot
+            .table(Table::Endpoints)
+            .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("endpoints {key}: {e}"))))
+            .collect()
+    }
+
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError> {
+        let value = serde_json::to_value(endpoints).map_err(store_err)?;
+        let batch = Batch::new().put(Table::Endpoints, &endpoints.key(), &value);
+        self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
+    }
+
+    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError> {
+        let batch = Batch::new().delete(Table::Endpoints, key);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 

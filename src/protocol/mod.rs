@@ -10,6 +10,7 @@
 //! status and container info, health results), never on the supervisor or the API.
 
 pub mod bodies;
+pub mod endpoints;
 pub mod event;
 pub mod job;
 pub mod node;
@@ -23,6 +24,7 @@ pub use crate::runtime::docker::ContainerInfo;
 pub use bodies::{
     Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, LogLine, ValuesBody, ValuesList, ValuesSummary,
 };
+pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, ServiceEntry};
 pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, FileCopied, HealthChanged, Heartbeat, ImagePulled, InstanceChange,
     InstanceEvent, NoDetail, OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,

@@ -261,6 +261,15 @@ pub enum SchedEvent {
         node: String,
         ok: bool,
     },
+    /// An app's endpoints changed (issue 27): `revision` is the new one, `ready` how many
+    /// instance ports it lists, `nodes` how many daemons took it (of `of`).
+    EndpointsUpdated {
+        app: String,
+        revision: u64,
+        ready: usize,
+        nodes: usize,
+        of: usize,
+    },
 }
 
 /// A node's state as the leading `run` sees it.
@@ -546,6 +555,9 @@ impl SchedEvent {
             DependencyIdle { node, grace_secs, .. } => {
                 format!("on {node}: no dependent left; removed in {grace_secs} s unless one comes")
             }
+            EndpointsUpdated { revision, ready, nodes, of, .. } => {
+                format!("revision {revision}: {ready} ready endpoint(s), handed to {nodes} of {of} node(s)")
+            }
             DependencyRemoved { node, ok: true, .. } => format!("on {node}"),
             DependencyRemoved { node, ok: false, .. } => format!("on {node}: the delete failed"),
         }
@@ -556,7 +568,10 @@ impl SchedEvent {
         use SchedEvent::*;
         match self {
             NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
-            DeleteDone { app, .. } | PendingApplied { app } | RevisionBehind { app, .. } => app,
+            DeleteDone { app, .. }
+            | PendingApplied { app }
+            | RevisionBehind { app, .. }
+            | EndpointsUpdated { app, .. } => app,
             Leading { who } | LeadershipLost { who, .. } => who,
             ClusterReloaded { .. } | ClusterReloadFailed { .. } | MaintenanceChanged { .. } => "cluster",
             InstanceStopped { instance, .. }

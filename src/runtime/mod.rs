@@ -7,6 +7,7 @@ pub mod docker;
 pub mod exit;
 pub mod process;
 pub mod procinfo;
+pub mod program;
 pub mod reaper;
 pub mod spawn;
 pub mod volumes;

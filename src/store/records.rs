@@ -29,10 +29,13 @@ pub enum Table {
     SchedNodes,
     /// Pods' CNI attachments whose DEL is owed (by CNI container id), until it succeeds.
     CniReleases,
+    /// Apps' endpoints as steward-sched handed them (`namespace/name`); also steward-sched's
+    /// own copy in its embedded store.
+    Endpoints,
 }
 
 impl Table {
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 13] = [
         Table::Instances,
         Table::Specs,
         Table::Ports,
@@ -45,6 +48,7 @@ impl Table {
         Table::Depends,
         Table::SchedNodes,
         Table::CniReleases,
+        Table::Endpoints,
     ];
 
     /// The table's name on disk and in [`Snapshot::records`] keys (`"instances"`, ...).
@@ -62,6 +66,7 @@ impl Table {
             Table::Depends => "depends",
             Table::SchedNodes => "schednodes",
             Table::CniReleases => "cnireleases",
+            Table::Endpoints => "endpoints",
         }
     }
 

@@ -176,6 +176,8 @@ pub struct Supervisor {
     drivers: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     /// HookTemplates and HookRuns (seed 004), in the same store.
     hooks: crate::hooks::Hooks,
+    /// The endpoints steward-sched handed this daemon (issue 27).
+    endpoints: crate::services::EndpointsKeeper,
 }
 
 /// Filters for [`Supervisor::list`].
@@ -196,6 +198,7 @@ impl Supervisor {
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
         let store = open_store(&config.state_dir).await?;
         let hooks = crate::hooks::Hooks::open(store.clone())?;
+        let endpoints = crate::services::EndpointsKeeper::open(store.clone())?;
         ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
@@ -251,6 +254,7 @@ impl Supervisor {
             resources: config.resources,
             drivers: Default::default(),
             hooks,
+            endpoints,
         };
         // Before any actor may ADD: leases nothing names are given back.
         sup.settle_pod_networks().await?;
@@ -264,6 +268,15 @@ impl Supervisor {
     /// HookTemplates and HookRuns.
     pub fn hooks(&self) -> &crate::hooks::Hooks {
         &self.hooks
+    }
+
+    pub fn endpoints(&self) -> &crate::services::EndpointsKeeper {
+        &self.endpoints
+    }
+
+    /// The daemon's reaper (the one waitpid caller): programs the daemon runs go through it.
+    pub fn reaper(&self) -> &crate::runtime::reaper::Reaper {
+        &self.shared.reaper
     }
 
     fn spawn_actor(&self, rec: InstanceRecord, spec: Arc<SpecEntry>) -> oneshot::Receiver<()> {

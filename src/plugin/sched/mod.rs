@@ -9,6 +9,7 @@ mod controllers;
 mod controls;
 mod depends;
 mod deploy;
+mod endpoints;
 mod follow;
 mod hooks;
 mod intents;

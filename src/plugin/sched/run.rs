@@ -69,6 +69,8 @@ impl Scheduler {
         let mut last_settings = Instant::now() - Duration::from_secs(60);
         // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
         let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
+        // Apps' endpoints as the leader knows them (issue 27).
+        let mut book = super::endpoints::EndpointBook::default();
         loop {
             tokio::select! {
                 led = async { campaign.as_mut().expect("campaigning").await }, if campaign.is_some() => {
@@ -78,6 +80,7 @@ impl Scheduler {
                             leadership = Some(won);
                             self.hand_off.store(false, std::sync::atomic::Ordering::SeqCst);
                             emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
+                            self.endpoints_lead(&mut book).await;
                             // Everything is looked at afresh: every node is new to this leader.
                             heard.clear();
                             lost.clear();
@@ -128,11 +131,13 @@ impl Scheduler {
                             // and deletes made while it was away.
                             self.sync_hook_templates(&node).await;
                             self.finish_deletes(&node, &emit).await;
+                            self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
                             self.record_node(&node, NodeState::Up).await;
                             self.node_back(&node, &emit).await;
+                            self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                     }
                     match &item.item {
@@ -144,10 +149,12 @@ impl Scheduler {
                             self.note_stop_event(&node, event, &emit).await;
                             self.notify_event(&node, event, &notifier).await;
                             self.on_event(&node, event, &lost, &emit).await;
+                            self.endpoints_on_event(&mut book, &node, event, &emit).await;
                         }
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
                             self.resync(&node, &emit).await;
+                            self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
                         NodeItem::Heartbeat { .. } => {}
@@ -192,6 +199,9 @@ impl Scheduler {
                                 for node in &nodes.removed {
                                     if lost.insert(node.clone()) {
                                         self.node_lost(node, &lost, &emit).await;
+                                    }
+                                    if leadership.is_some() {
+                                        self.endpoints_node_lost(&mut book, node, &emit).await;
                                     }
                                 }
                             }
@@ -248,6 +258,7 @@ impl Scheduler {
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
                         self.record_node(&node, NodeState::Lost).await;
                         self.node_lost(&node, &lost, &emit).await;
+                        self.endpoints_node_lost(&mut book, &node, &emit).await;
                     }
                     if last_sync.elapsed() > Duration::from_secs(2) {
                         last_sync = Instant::now();
@@ -276,6 +287,10 @@ impl Scheduler {
                         let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                         self.reconcile(&ready, &emit).await;
                         self.place_waiting(&emit).await;
+                        for node in &ready {
+                            self.endpoints_refresh(&mut book, node, None, &emit).await;
+                        }
+                        self.endpoints_republish(&mut book, &emit).await;
                         if let Ok(apps) = self.store.apps().await {
                             self.sweep_dependencies(&apps, &ready, true, &emit).await;
                         }

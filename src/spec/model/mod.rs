@@ -13,6 +13,7 @@ mod job;
 pub mod pod;
 mod probe;
 mod schedule;
+pub mod service;
 mod strategy;
 
 pub use constraint::*;
@@ -24,6 +25,7 @@ pub use pod::{Container, ImagePullPolicy, NetworkMode, Parameter};
 pub use probe::*;
 pub use schedule::*;
 use serde::{Deserialize, Serialize};
+pub use service::{Service, ServicePort, ServiceType, NODE_PORTS};
 use std::collections::BTreeMap;
 pub use strategy::*;
 
@@ -68,6 +70,9 @@ pub struct ProcessSpec {
     /// Affinity, anti-affinity and tolerations (seed 003 `schedule`; steward-sched).
     #[serde(skip_serializing_if = "Schedule::is_empty")]
     pub schedule: Schedule,
+    /// A stable address for the app across hosts (seed 003 `services`; steward-sched).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Service>,
 }
 
 impl ProcessSpec {

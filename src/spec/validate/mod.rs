@@ -10,6 +10,7 @@ mod constraint;
 pub mod pod;
 pub(super) mod probe;
 mod schedule;
+mod service;
 mod strategy;
 
 pub use constraint::anchored_regex;
@@ -87,6 +88,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     if !spec.schedule.is_empty() {
         schedule::schedule(&spec.schedule, &root.field("schedule"), errors);
     }
+    service::services(spec, &root.field("services"), errors);
     if spec.is_pod() {
         pod::validate(&spec.spec.template.spec, &body.field("template").field("spec"), errors);
         if let Some(c) = &spec.constraint {

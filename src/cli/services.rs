@@ -1,0 +1,49 @@
+//! `steward endpoints [NAMESPACE/NAME]`: the endpoints steward-sched handed this daemon
+//! (issue 27); with `--after REV`, a long poll for the next revision.
+
+use super::steward::Output;
+use crate::client::{Client, ClientError};
+use crate::protocol::AppEndpoints;
+
+pub async fn run(
+    client: &Client,
+    app: Option<&str>,
+    after: Option<u64>,
+    timeout: f64,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let Some(app) = app else {
+        let all = client.endpoints(None).await?;
+        match output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default()),
+            Output::Text => all.iter().for_each(print_text),
+        }
+        return Ok(0);
+    };
+    let Some((namespace, name)) = app.split_once('/') else {
+        eprintln!("steward: {app:?} is not NAMESPACE/NAME");
+        return Ok(super::steward::exit::USAGE);
+    };
+    match client.app_endpoints(namespace, name, after.map(|a| (a, timeout))).await? {
+        Some(e) => match output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(&e).unwrap_or_default()),
+            Output::Text => print_text(&e),
+        },
+        None => {
+            eprintln!("steward: no endpoints for {app} on this daemon (steward-sched hands them over)");
+            return Ok(super::steward::exit::NOT_FOUND);
+        }
+    }
+    Ok(0)
+}
+
+fn print_text(e: &AppEndpoints) {
+    println!("{} revision {} ({})", e.key(), e.revision, crate::clock::rfc3339_utc(e.updated_ms));
+    if e.ports.is_empty() {
+        println!("  (no ready instance)");
+    }
+    for (port, list) in &e.ports {
+        let at: Vec<String> = list.iter().map(|p| format!("{}:{} ({}/{})", p.ip, p.port, p.node, p.instance)).collect();
+        println!("  {port}: {}", at.join(", "));
+    }
+}

@@ -1,0 +1,343 @@
+//! Endpoints (issue 27): per app and port name, the Ready instances and where they answer,
+//! kept by the leading `run` from what the nodes report. Each change is a new revision, written
+//! to the desired store first (a new leader continues from it) and then handed to every daemon
+//! (PUT /v1/endpoints/...), where forwarding and names follow it and clients watch it.
+//!
+//! What triggers a look: an instance event on a node (a readiness change arrives as one) makes
+//! the leader list that app's instances there; a node heard (new, back, resynced) or each
+//! reconcile pass lists everything there; a lost node's endpoints are dropped at once.
+
+use super::{Emit, Scheduler};
+use crate::protocol::{AppEndpoints, Endpoint, Event, EventBody, InstanceEvent, SchedEvent};
+use crate::supervisor::state::Kind;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Port name → its ready endpoints.
+type Ports = BTreeMap<String, Vec<Endpoint>>;
+
+/// The leader's picture: what each node last said of each app's Ready instances, and the
+/// revisions as stored.
+#[derive(Default)]
+pub(super) struct EndpointBook {
+    seen: BTreeMap<String, BTreeMap<String, Ports>>,
+    stored: BTreeMap<String, AppEndpoints>,
+    /// Each node's address (its daemon's `host_ip`).
+    ips: BTreeMap<String, String>,
+}
+
+impl Scheduler {
+    /// A new leadership: the stored revisions are where it goes on from; the nodes are looked
+    /// at afresh as each is heard.
+    pub(super) async fn endpoints_lead(&self, book: &mut EndpointBook) {
+        *book = EndpointBook::default();
+        match self.store.endpoints().await {
+            Ok(all) => book.stored = all.into_iter().map(|e| (e.key(), e)).collect(),
+            Err(e) => tracing::warn!("reading the stored endpoints: {e}"),
+        }
+        // What was stored stands for each node until that node says otherwise (or is lost):
+        // learning the nodes one by one must not publish the lists they make on the way.
+        for (key, e) in &book.stored {
+            let nodes = book.seen.entry(key.clone()).or_default();
+            for (port, list) in &e.ports {
+                for endpoint in list {
+                    let ports = nodes.entry(endpoint.node.clone()).or_default();
+                    ports.entry(port.clone()).or_default().push(endpoint.clone());
+                }
+            }
+        }
+    }
+
+    /// A node heard (new to this leader, back, or resynced): it gets every app's endpoints
+    /// (it may have missed some) and what it runs is looked at.
+    pub(super) async fn endpoints_node_up(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
+        if let Some(client) = self.client(node) {
+            for e in book.stored.values() {
+                if let Err(err) = client.put_endpoints(e).await {
+                    tracing::warn!("handing {} revision {} to {node}: {err}", e.key(), e.revision);
+                }
+            }
+        }
+        self.endpoints_refresh(book, node, None, emit).await;
+    }
+
+    /// A node lost (or removed from the cluster file): its instances answer no more.
+    pub(super) async fn endpoints_node_lost(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
+        let mut touched = BTreeSet::new();
+        for (app, nodes) in book.seen.iter_mut() {
+            if nodes.remove(node).is_some() {
+                touched.insert(app.clone());
+            }
+        }
+        book.ips.remove(node);
+        for app in touched {
+            self.endpoints_publish(book, &app, emit).await;
+        }
+    }
+
+    /// An instance event on `node`: that app's instances there are looked at again.
+    pub(super) async fn endpoints_on_event(&self, book: &mut EndpointBook, node: &str, event: &Event, emit: &Emit) {
+        let EventBody::Instance(InstanceEvent { instance, .. }) = &event.body else { return };
+        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
+        let app = format!("{}/{}", id.namespace, id.name);
+        self.endpoints_refresh(book, node, Some(&app), emit).await;
+    }
+
+    /// Lists what `node` runs (of `app`, or everything) and publishes each app whose ready
+    /// endpoints there changed.
+    pub(super) async fn endpoints_refresh(&self, book: &mut EndpointBook, node: &str, app: Option<&str>, emit: &Emit) {
+        let Some(client) = self.client(node) else { return };
+        let ip = match book.ips.get(node) {
+            Some(ip) => ip.clone(),
+            None => match client.node().await {
+                Ok(doc) => {
+                    book.ips.insert(node.to_string(), doc.host_ip.clone());
+                    doc.host_ip
+                }
+                Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
+            },
+        };
+        let filters: Vec<(&str, &str)> = match app.and_then(|a| a.split_once('/')) {
+            Some((namespace, name)) => vec![("namespace", namespace), ("name", name)],
+            None => Vec::new(),
+        };
+        let listed = match client.list(&filters).await {
+            Ok(listed) => listed,
+            Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
+        };
+        let mut now: BTreeMap<String, Ports> = BTreeMap::new();
+        for s in listed {
+            let key = format!("{}/{}", s.id.namespace, s.id.name);
+            let ports = now.entry(key).or_default();
+            if !(s.ready && s.state.kind() == Kind::Running) {
+                continue;
+            }
+            for (name, port) in &s.ports {
+                let endpoint = Endpoint { ip: ip.clone(), port: *port, node: node.to_string(), instance: s.id.index };
+                ports.entry(name.clone()).or_default().push(endpoint);
+            }
+        }
+        // Apps the node ran before and runs no more (all looked at when listing everything).
+        let gone: Vec<String> = match app {
+            Some(a) => vec![a.to_string()],
+            None => book.seen.iter().filter(|(_, nodes)| nodes.contains_key(node)).map(|(a, _)| a.clone()).collect(),
+        };
+        let mut touched = BTreeSet::new();
+        for key in gone.into_iter().chain(now.keys().cloned()).collect::<BTreeSet<_>>() {
+            let ports = now.remove(&key).unwrap_or_default();
+            let nodes = book.seen.entry(key.clone()).or_default();
+            let before = nodes.get(node).cloned().unwrap_or_default();
+            if ports.is_empty() {
+                nodes.remove(node);
+            } else {
+                nodes.insert(node.to_string(), ports.clone());
+            }
+            if before != ports || !book.stored.contains_key(&key) {
+                touched.insert(key);
+            }
+        }
+        for key in touched {
+            self.endpoints_publish(book, &key, emit).await;
+        }
+    }
+
+    /// The app's endpoints over every node: a new revision when they changed, stored, then
+    /// handed to every daemon. An app gone from the desired store (or being deleted) loses
+    /// them, in the store and on every daemon that answers.
+    async fn endpoints_publish(&self, book: &mut EndpointBook, key: &str, emit: &Emit) {
+        let mut ports: Ports = BTreeMap::new();
+        for node_ports in book.seen.get(key).into_iter().flat_map(|nodes| nodes.values()) {
+            for (name, list) in node_ports {
+                ports.entry(name.clone()).or_default().extend(list.iter().cloned());
+            }
+        }
+        for list in ports.values_mut() {
+            list.sort();
+        }
+        let stored_app = match self.store.app(key).await {
+            Ok(app) => app,
+            Err(e) => return tracing::warn!("endpoints of {key}: {e}"),
+        };
+        let services = stored_app.as_ref().map(|a| service_entries(&a.spec)).unwrap_or_default();
+        let kept = book.stored.get(key);
+        if kept.is_some_and(|k| k.ports == ports && k.services == services) {
+            return;
+        }
+        // An app being deleted is gone as far as its clients go.
+        let exists = stored_app.as_ref().is_some_and(|a| a.deleting.is_none());
+        let Some((namespace, name)) = key.split_once('/') else { return };
+        // A deleted app's endpoints go at once, whatever still stops on its nodes.
+        if !exists {
+            if kept.is_some() {
+                if let Err(e) = self.store.delete_endpoints(key).await {
+                    return tracing::warn!("removing the endpoints of {key}: {e}");
+                }
+                book.stored.remove(key);
+                for (_, client) in self.nodes().iter() {
+                    let _ = client.delete_endpoints(namespace, name).await;
+                }
+                book.seen.remove(key);
+            }
+            return;
+        }
+        let endpoints = AppEndpoints {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            revision: kept.map_or(1, |k| k.revision + 1),
+            updated_ms: crate::clock::now_ms(),
+            ports,
+            services,
+        };
+        if let Err(e) = self.store.put_endpoints(&endpoints).await {
+            return tracing::warn!("storing the endpoints of {key}: {e}");
+        }
+        book.stored.insert(key.to_string(), endpoints.clone());
+        let nodes = self.nodes();
+        let handed = futures_util::future::join_all(nodes.iter().map(|(_, c)| c.put_endpoints(&endpoints))).await;
+        let ok = handed.iter().filter(|r| r.is_ok()).count();
+        let ready = endpoints.ports.values().map(Vec::len).sum();
+        emit(&super::run::sched_line(SchedEvent::EndpointsUpdated {
+            app: key.to_string(),
+            revision: endpoints.revision,
+            ready,
+            nodes: ok,
+            of: handed.len(),
+        }));
+    }
+}
+
+/// The services of a stored spec document, each port's target resolved to a port name (a port
+/// that resolves to none was refused at deploy; one left out here forwards nowhere).
+fn service_entries(doc: &serde_json::Value) -> Vec<crate::protocol::ServiceEntry> {
+    let Ok(spec) = super::check_spec(doc) else { return Vec::new() };
+    let mut entries = Vec::new();
+    for s in &spec.services {
+        for p in &s.ports {
+            let Some(target) = spec.service_target(p) else { continue };
+            entries.push(crate::protocol::ServiceEntry {
+                service: s.name.clone(),
+                kind: s.kind,
+                export: s.export,
+                protocol: p.protocol,
+                port: u16::try_from(p.port).unwrap_or_default(),
+                node_port: u16::try_from(p.node_port).ok().filter(|n| *n > 0),
+                target,
+            });
+        }
+    }
+    entries
+}
+
+impl Scheduler {
+    /// Every app the leader knows endpoints of, published again if its services changed (a
+    /// deploy that changed only them): at each reconcile pass.
+    pub(super) async fn endpoints_republish(&self, book: &mut EndpointBook, emit: &Emit) {
+        let keys: BTreeSet<String> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
+        for key in keys {
+            self.endpoints_publish(book, &key, emit).await;
+        }
+    }
+
+    /// `endpoints APP`: the app's endpoints as stored (None: none yet: nothing was ever ready).
+    pub async fn stored_endpoints(&self, key: &str) -> Result<Option<AppEndpoints>, super::PluginError> {
+        self.stored_any(key).await?;
+        Ok(self.store.endpoints().await?.into_iter().find(|e| e.key() == key))
+    }
+
+    /// `endpoints APP --watch`: calls `each` with every new revision (the first with what is
+    /// stored now) until it returns false. Woken by the store's watch where it has one, else
+    /// every 200 ms.
+    pub async fn watch_endpoints(
+        &self,
+        key: &str,
+        mut each: impl FnMut(Option<&AppEndpoints>) -> bool,
+    ) -> Result<(), super::PluginError> {
+        let mut changes = self.store.changes();
+        let mut last: Option<u64> = None;
+        loop {
+            let now = self.stored_endpoints(key).await?;
+            let revision = now.as_ref().map_or(0, |e| e.revision);
+            if last != Some(revision) {
+                last = Some(revision);
+                if !each(now.as_ref()) {
+                    return Ok(());
+                }
+            }
+            match changes.as_mut() {
+                Some(rx) => {
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), rx.changed()).await;
+                }
+                None => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+            }
+        }
+    }
+}
+
+impl Scheduler {
+    /// Node ports for a deploy (seed 003 `nodePort`): one another app holds is refused naming
+    /// it; 0 keeps the port this app's stored spec had for the same service port, else takes
+    /// the lowest free one of 30000-32767, written into the document that is stored.
+    pub(super) async fn assign_node_ports(
+        &self,
+        mut doc: serde_json::Value,
+        spec: &crate::spec::ProcessSpec,
+    ) -> Result<serde_json::Value, crate::spec::SpecErrors> {
+        use crate::spec::model::{Protocol, ServiceType, NODE_PORTS};
+        let key = format!("{}/{}", spec.metadata.namespace, spec.metadata.name);
+        let apps = self.store.apps().await.map_err(|e| one_error("services", e.to_string()))?;
+        let mut taken: BTreeMap<(bool, i64), String> = BTreeMap::new();
+        let mut before: BTreeMap<(String, i64, bool), i64> = BTreeMap::new();
+        for app in &apps {
+            let Ok(other) = super::check_spec(&app.spec) else { continue };
+            for s in &other.services {
+                for p in s.ports.iter().filter(|p| p.node_port > 0) {
+                    let udp = p.protocol == Protocol::Udp;
+                    if app.key == key {
+                        before.insert((s.name.clone(), p.port, udp), p.node_port);
+                    } else {
+                        taken.insert((udp, p.node_port), app.key.clone());
+                    }
+                }
+            }
+        }
+        let mut errors = Vec::new();
+        for (i, s) in spec.services.iter().enumerate().filter(|(_, s)| s.kind == ServiceType::NodePort) {
+            for (k, p) in s.ports.iter().enumerate() {
+                let udp = p.protocol == Protocol::Udp;
+                let at = format!("services[{i}].ports[{k}].nodePort");
+                let port = match p.node_port {
+                    0 => {
+                        match before.get(&(s.name.clone(), p.port, udp)).filter(|n| !taken.contains_key(&(udp, **n))) {
+                            Some(n) => *n,
+                            None => match NODE_PORTS.clone().find(|n| !taken.contains_key(&(udp, *n))) {
+                                Some(n) => n,
+                                None => {
+                                    errors
+                                        .push(crate::spec::SpecError::new(at, "every node port 30000-32767 is taken"));
+                                    continue;
+                                }
+                            },
+                        }
+                    }
+                    n => match taken.get(&(udp, n)) {
+                        Some(owner) => {
+                            errors.push(crate::spec::SpecError::new(at, format!("{n} is {owner}'s node port")));
+                            continue;
+                        }
+                        None => n,
+                    },
+                };
+                taken.insert((udp, port), key.clone());
+                doc["services"][i]["ports"][k]["nodePort"] = serde_json::json!(port);
+            }
+        }
+        if errors.is_empty() {
+            Ok(doc)
+        } else {
+            Err(crate::spec::SpecErrors(errors))
+        }
+    }
+}
+
+fn one_error(at: &str, message: String) -> crate::spec::SpecErrors {
+    crate::spec::SpecErrors(vec![crate::spec::SpecError::new(at, message)])
+}

@@ -1,0 +1,73 @@
+//! Endpoints (issue 27): per app and port name, the Ready instances and where they answer. The
+//! leading `steward-sched run` keeps them in its desired store and hands them to every daemon
+//! (PUT /v1/endpoints/{namespace}/{name}); a daemon serves them back, watched by long poll.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One app's endpoints at one revision.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppEndpoints {
+    pub namespace: String,
+    pub name: String,
+    /// Grows by one at every change of the app's endpoints (never reused, across leaders).
+    pub revision: u64,
+    /// When the scheduler made this revision (ms since the epoch).
+    pub updated_ms: u64,
+    /// Port name → its Ready instances, by node and instance id.
+    pub ports: BTreeMap<String, Vec<Endpoint>>,
+    /// The app's services (seed 003), each port's target resolved to a port name: what every
+    /// daemon forwards and names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceEntry>,
+}
+
+impl AppEndpoints {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The same endpoints, whatever the revision and time: what decides whether a change is one.
+    pub fn same_endpoints(&self, other: &AppEndpoints) -> bool {
+        self.ports == other.ports && self.services == other.services
+    }
+}
+
+/// One port of a service, as a daemon forwards it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceEntry {
+    /// The service's name (seed 003 `services[].name`).
+    pub service: String,
+    #[serde(rename = "type")]
+    pub kind: crate::spec::model::ServiceType,
+    pub export: bool,
+    pub protocol: crate::spec::model::Protocol,
+    /// The service's port.
+    pub port: u16,
+    /// NodePort: the port every host answers on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<u16>,
+    /// The app's port name whose endpoints it forwards to.
+    pub target: String,
+}
+
+/// A Ready instance's port: where it answers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The node's address (its daemon's `host_ip`).
+    pub ip: String,
+    pub port: u16,
+    /// The node's name in the cluster file.
+    pub node: String,
+    pub instance: u32,
+}
+
+/// GET /v1/endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EndpointsList {
+    pub items: Vec<AppEndpoints>,
+}

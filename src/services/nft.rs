@@ -1,0 +1,130 @@
+//! Node ports in the kernel (issue 27): one nftables table of Steward's own (`ip steward`),
+//! written whole by `nft -f -` at every change, so the kernel swaps it atomically and nothing
+//! stale is left behind. A packet to a node port on one of the host's addresses is DNATed to a
+//! Ready endpoint picked in turn (`numgen inc`), marked, and masqueraded on its way out so the
+//! answer comes back through this host. A node port without a Ready endpoint refuses (TCP reset,
+//! ICMP for UDP). The rules outlive the daemon (a kill -9 leaves forwarding working); the next
+//! daemon writes the table again from its stored endpoints.
+
+use crate::runtime::exit::ExitStatus;
+use crate::runtime::reaper::Reaper;
+use std::net::SocketAddrV4;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The table's name (family `ip`).
+pub const TABLE: &str = "steward";
+/// The mark of DNATed node-port packets (masqueraded in postrouting): "ST".
+const MARK: u32 = 0x5354;
+
+/// One node port and where it forwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub udp: bool,
+    pub node_port: u16,
+    pub endpoints: Vec<SocketAddrV4>,
+}
+
+/// How long one `nft` run may take.
+const NFT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `nft ARGS` with `input` on stdin (through the daemon's reaper): Err is why it failed.
+async fn nft(reaper: Option<&Reaper>, args: &[&str], input: &str) -> Result<(), String> {
+    let mut cmd = std::process::Command::new("nft");
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let out = crate::runtime::program::run(reaper, cmd, input.as_bytes().to_vec(), NFT_TIMEOUT)
+        .await
+        .map_err(|e| format!("cannot run nft: {e}"))?;
+    match out.status {
+        ExitStatus::Code(0) => Ok(()),
+        status => Err(format!("nft {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())),
+    }
+}
+
+/// Whether `nft` can be run and can list rulesets here (root, a kernel with nf_tables).
+pub async fn available(reaper: Option<&Reaper>) -> bool {
+    nft(reaper, &["list", "tables"], "").await.is_ok()
+}
+
+/// Whether Steward's table is in the kernel now.
+pub async fn table_exists(reaper: Option<&Reaper>) -> bool {
+    nft(reaper, &["list", "table", "ip", TABLE], "").await.is_ok()
+}
+
+/// The ruleset text: the table made (so that deleting it cannot fail), deleted, and made again
+/// with `rules`; with no rules, only removed.
+pub fn ruleset(rules: &[Rule]) -> String {
+    let mut text = format!("table ip {TABLE} {{}}\ndelete table ip {TABLE}\n");
+    if rules.is_empty() {
+        return text;
+    }
+    let mut matches = String::new();
+    for r in rules {
+        let proto = if r.udp { "udp" } else { "tcp" };
+        if r.endpoints.is_empty() {
+            let reject = if r.udp { "reject" } else { "reject with tcp reset" };
+            matches.push_str(&format!("    {proto} dport {} {reject}\n", r.node_port));
+            continue;
+        }
+        let map: Vec<String> =
+            r.endpoints.iter().enumerate().map(|(i, e)| format!("{i} : {} . {}", e.ip(), e.port())).collect();
+        matches.push_str(&format!(
+            "    {proto} dport {} meta mark set {MARK:#x} dnat ip addr . port to numgen inc mod {} map {{ {} }}\n",
+            r.node_port,
+            r.endpoints.len(),
+            map.join(", ")
+        ));
+    }
+    text.push_str(&format!(
+        "table ip {TABLE} {{\n\
+         \x20 chain nodeports {{\n{matches}  }}\n\
+         \x20 chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n    fib daddr type local jump nodeports\n  }}\n\
+         \x20 chain output {{\n    type nat hook output priority -100; policy accept;\n    ip daddr != 127.0.0.0/8 fib daddr type local jump nodeports\n  }}\n\
+         \x20 chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    meta mark {MARK:#x} masquerade\n  }}\n\
+         }}\n"
+    ));
+    text
+}
+
+/// Writes the table (`nft -f -`): Err carries nft's own message.
+pub async fn apply(reaper: Option<&Reaper>, rules: &[Rule]) -> Result<(), String> {
+    nft(reaper, &["-f", "-"], &ruleset(rules)).await
+}
+
+/// Forwarded packets need IPv4 forwarding on: set when it is off (as kube-proxy does).
+pub fn ensure_forwarding() {
+    const PATH: &str = "/proc/sys/net/ipv4/ip_forward";
+    if std::fs::read_to_string(PATH).is_ok_and(|v| v.trim() == "0") {
+        match std::fs::write(PATH, "1") {
+            Ok(()) => tracing::info!("node ports: turned on IPv4 forwarding ({PATH})"),
+            Err(e) => tracing::warn!("node ports: cannot turn on IPv4 forwarding ({PATH}): {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ruleset_replaces_the_table_whole() {
+        let empty = ruleset(&[]);
+        assert_eq!(empty, "table ip steward {}\ndelete table ip steward\n");
+        let rules = [
+            Rule {
+                udp: false,
+                node_port: 30080,
+                endpoints: vec!["10.0.0.1:31000".parse().unwrap(), "10.0.0.2:31005".parse().unwrap()],
+            },
+            Rule { udp: true, node_port: 30053, endpoints: vec![] },
+        ];
+        let text = ruleset(&rules);
+        assert!(text.starts_with("table ip steward {}\ndelete table ip steward\ntable ip steward {\n"), "{text}");
+        assert!(
+            text.contains("tcp dport 30080 meta mark set 0x5354 dnat ip addr . port to numgen inc mod 2 map { 0 : 10.0.0.1 . 31000, 1 : 10.0.0.2 . 31005 }"),
+            "{text}"
+        );
+        assert!(text.contains("udp dport 30053 reject\n"), "{text}");
+        assert!(text.contains("meta mark 0x5354 masquerade"), "{text}");
+    }
+}

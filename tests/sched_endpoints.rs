@@ -1,0 +1,267 @@
+//! Endpoints (issue 27) over three network-namespace hosts, each with its own stewardd
+//! (tests/cluster): the leading `steward-sched run` lists per app and port name the Ready
+//! instances, stores each revision and hands it to every daemon; a readiness change reaches the
+//! daemons within a second (a long poll on a daemon sees it); revisions survive the leader's
+//! kill -9 and a daemon's, and a lost node's instances leave the list.
+
+mod cluster;
+mod common;
+
+use cluster::*;
+use common::{id, spec};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use steward::protocol::AppEndpoints;
+use steward::supervisor::state::Kind;
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// A sleeper with a random port `http`, Ready while its workPath has no file `notready`.
+fn web(instances: u32) -> Value {
+    let probe = json!({
+        "handler": {"type": "EXEC", "method": {"command": ["sh", "-c", "test ! -e ${workPath}/notready"]}},
+        "period": 1,
+        "threshold": {"success": 1, "failure": 1}
+    });
+    spec(
+        "web",
+        instances,
+        json!({"ports": [{"name": "http", "hostPort": 0}], "startCmd": "exec sleep 1000", "probe": {"readiness": probe}}),
+        json!({"constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}]}}),
+    )
+}
+
+/// The stored endpoints of test/web, as `steward-sched endpoints` prints them.
+fn sched_endpoints(c: &Cluster) -> AppEndpoints {
+    let (code, out, err) = c.sched(&["endpoints", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    serde_json::from_value(json_of(&out)).unwrap()
+}
+
+fn count(e: &AppEndpoints) -> usize {
+    e.ports.get("http").map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_follow_readiness_on_every_host_and_survive_restarts() {
+    let mut c = Cluster::start("e", ["a", "a", "a"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let (code, out, err) = c.deploy("web", &web(3));
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(30, "3 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+
+    // One endpoint per instance, at its host's address and its own port; every daemon has it.
+    let e = sched_endpoints(&c);
+    assert_eq!(count(&e), 3, "{e:?}");
+    for h in &c.hosts {
+        let s = h.daemon.client.list(&[("name", "web")]).await.unwrap();
+        let mine: Vec<_> = e.ports["http"].iter().filter(|p| p.node == h.name).collect();
+        assert_eq!(mine.len(), 1, "{e:?}");
+        assert_eq!(
+            (mine[0].ip.as_str(), mine[0].port, mine[0].instance),
+            (h.ip.as_str(), s[0].ports["http"], s[0].id.index)
+        );
+        let (code, out, err) = h.daemon.cli(&["-o", "json", "endpoints", "test/web"]);
+        assert_eq!(code, 0, "{err}");
+        let held: AppEndpoints = serde_json::from_str(&out).unwrap();
+        assert_eq!(held, e, "{} holds the stored revision", h.name);
+    }
+
+    // Readiness off on one instance: a long poll on another daemon returns the next revision,
+    // made within a second of the instance's readyChanged.
+    let (victim_host, victim) = {
+        let p = &e.ports["http"][1];
+        (c.host(&p.node).name.clone(), p.instance)
+    };
+    let watcher = c.hosts.iter().find(|h| h.name != victim_host).unwrap().daemon.client.clone();
+    let rev = e.revision;
+    let poll = tokio::spawn(async move { watcher.app_endpoints("test", "web", Some((rev, 20.0))).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let vd = &c.host(&victim_host).daemon;
+    let since = vd.client.node().await.unwrap().events.last_seq;
+    std::fs::write(vd.work_dir().join(format!("test.web.{victim}/notready")), "").unwrap();
+    let after = poll.await.unwrap().unwrap().unwrap();
+    assert_eq!((after.revision, count(&after)), (rev + 1, 2), "{after:?}");
+    assert!(!after.ports["http"].iter().any(|p| p.instance == victim), "{after:?}");
+    let mut ready_changed_ms = None;
+    vd.client
+        .events(since, false, |ev| {
+            let v = ev.body.to_value();
+            if v["type"] == "readyChanged" && v["instance"] == format!("test/web/{victim}") {
+                ready_changed_ms = Some(ev.at_ms);
+            }
+            true
+        })
+        .await
+        .unwrap();
+    let lag = after.updated_ms as i64 - ready_changed_ms.expect("readyChanged journaled") as i64;
+    assert!((0..1000).contains(&lag), "endpoints followed readiness after {lag} ms");
+
+    // The leader's kill -9: a new one goes on from the stored revision.
+    drop(run);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading again", |v| body_type(v) == "leading");
+    std::fs::remove_file(c.host(&victim_host).daemon.work_dir().join(format!("test.web.{victim}/notready"))).unwrap();
+    run.wait_for(30, "ready again", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+    let e = sched_endpoints(&c);
+    assert_eq!((e.revision, count(&e)), (rev + 2, 3), "{e:?}");
+
+    // A daemon's kill -9: it serves the same revision when back (durable in its store).
+    let h1 = c.hosts.iter().position(|h| h.name == "h1").unwrap();
+    c.hosts[h1].daemon.restart(true);
+    wait_remote(&c.hosts[h1].daemon, 2);
+    let kept = c.hosts[h1].daemon.client.app_endpoints("test", "web", None).await.unwrap().unwrap();
+    assert_eq!(kept, e);
+
+    // A lost node: its instance leaves the list (the others stay).
+    let h3 = c.hosts.iter().position(|h| h.name == "h3").unwrap();
+    let started = Instant::now();
+    c.hosts[h3].daemon.kill9();
+    let newer = |v: &Value| v["body"]["revision"].as_u64() > Some(e.revision);
+    run.wait_for(30, "h3's instance gone", |v| {
+        body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 2 && newer(v)
+    });
+    let e = sched_endpoints(&c);
+    assert!(e.ports["http"].iter().all(|p| p.node != "h3"), "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    let still = c.host("h2").daemon.client.app_endpoints("test", "web", None).await.unwrap().unwrap();
+    assert_eq!(still.revision, e.revision);
+
+    // Deleting the app removes its endpoints everywhere it can.
+    let (code, out, err) = c.sched(&["delete", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let gone = c.host("h2").daemon.client.app_endpoints("test", "web", None).await.unwrap().is_none();
+        if gone {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the endpoints of a deleted app stayed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = id("test", "web", 0);
+    let _ = Kind::Running;
+}
+
+/// A web server answering its instance id, Ready while its workPath has no file `notready`,
+/// behind a NodePort service whose node port steward-sched chooses.
+fn served(instances: u32) -> Value {
+    let mut doc = web(instances);
+    let p = &mut doc["spec"]["template"]["spec"]["processes"][0];
+    p["startCmd"] = json!("echo ${instanceid} > index.html; exec python3 -m http.server $PORT_http");
+    doc["services"] =
+        json!([{"name": "web", "type": "NodePort", "ports": [{"protocol": "TCP", "targetPort": "http", "port": 80}]}]);
+    doc
+}
+
+/// GET http://ADDR:PORT/ from the control namespace: the body, or None.
+fn get_from_ctl(c: &Cluster, addr: &str, port: u16) -> Option<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &c.ctl, "curl", "-s", "-f", "-m", "3"])
+        .arg(format!("http://{addr}:{port}/"))
+        .output()
+        .unwrap();
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `nft list table ip steward` in host `name`'s namespace (None: no such table).
+fn nft_table(c: &Cluster, name: &str) -> Option<String> {
+    let ns = format!("{}{name}", c.ctl.trim_end_matches("ctl"));
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns, "nft", "list", "table", "ip", "steward"])
+        .output()
+        .unwrap();
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+async fn node_ports_forward(letter: &str, mode: &str) {
+    let config = format!("[services]\nnode_ports = \"{mode}\"\n");
+    let mut c = Cluster::start_with(letter, ["a", "a", "a"], [config.as_str(), config.as_str(), config.as_str()]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let (code, out, err) = c.deploy("web", &served(3));
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(30, "3 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+    let e = sched_endpoints(&c);
+    let np = e.services[0].node_port.expect("a node port was chosen");
+    assert_eq!(np, 30000, "the lowest free node port: {e:?}");
+    // Another app asking for the same node port is refused at deploy, naming the holder.
+    let mut other = served(1);
+    other["metadata"]["name"] = json!("other");
+    other["services"][0]["ports"][0]["nodePort"] = json!(np);
+    let (code, out, err) = c.deploy("other", &other);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("services[0].ports[0].nodePort") && err.contains("is test/web's node port"), "{err}");
+
+    // Every host answers on the node port, and the three instances take turns.
+    let mut seen = std::collections::BTreeSet::new();
+    for round in 0..4 {
+        for h in &c.hosts {
+            let body = get_from_ctl(&c, &h.ip, np).unwrap_or_else(|| panic!("{mode}: {}:{np} round {round}", h.ip));
+            seen.insert(body);
+        }
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["0", "1", "2"], "{mode}");
+    if mode == "nftables" {
+        for h in ["h1", "h2", "h3"] {
+            let table = nft_table(&c, h).unwrap_or_else(|| panic!("no table on {h}"));
+            assert!(table.contains(&format!("tcp dport {np}")) && table.matches("10.231.0.").count() == 3, "{table}");
+        }
+    }
+
+    // Readiness off on one instance: once the revision is out, no request reaches it and none fails.
+    let victim = e.ports["http"][0].clone();
+    let vd = &c.host(&victim.node).daemon;
+    std::fs::write(vd.work_dir().join(format!("test.web.{}/notready", victim.instance)), "").unwrap();
+    let newer = |v: &Value| v["body"]["revision"].as_u64() > Some(e.revision);
+    run.wait_for(30, "2 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 2 && newer(v));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..30 {
+        let h = &c.hosts[i % 3];
+        let body = get_from_ctl(&c, &h.ip, np).unwrap_or_else(|| panic!("{mode}: request {i} to {} failed", h.ip));
+        if body == victim.instance.to_string() {
+            let held = h.daemon.client.app_endpoints("test", "web", None).await.unwrap();
+            let s = c.host(&victim.node).daemon.status(&id("test", "web", victim.instance)).await;
+            panic!("{mode}: a not-ready instance took request {i} via {}: {held:?}\nvictim {victim:?}: ready {} {:?}\n{:#?}", h.name, s.ready, s.state, run.drain().iter().rev().take(15).collect::<Vec<_>>());
+        }
+    }
+
+    // The daemon's kill -9 and restart: the node port works again, from the stored endpoints,
+    // with nothing stale (the same rules, once).
+    let h1 = c.hosts.iter().position(|h| h.name == "h1").unwrap();
+    let before = nft_table(&c, "h1");
+    c.hosts[h1].daemon.kill9();
+    if mode == "nftables" {
+        assert!(get_from_ctl(&c, "10.231.0.1", np).is_some(), "the kernel forwards while the daemon is down");
+    }
+    c.hosts[h1].daemon.spawn();
+    wait_remote(&c.hosts[h1].daemon, 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get_from_ctl(&c, "10.231.0.1", np).is_none() {
+        assert!(Instant::now() < deadline, "{mode}: h1's node port after its daemon's restart");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(nft_table(&c, "h1"), before, "{mode}: the table is the same after the restart");
+
+    // The app deleted: its node port closes everywhere, and Steward's table goes.
+    let (code, out, err) = c.sched(&["delete", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.hosts.iter().any(|h| get_from_ctl(&c, &h.ip, np).is_some() || nft_table(&c, &h.name).is_some()) {
+        assert!(Instant::now() < deadline, "{mode}: the node port outlived its app");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_port_forwards_in_the_kernel_to_ready_endpoints_on_any_host() {
+    node_ports_forward("n", "nftables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_port_forwards_in_userspace_to_ready_endpoints_on_any_host() {
+    node_ports_forward("u", "userspace").await;
+}
