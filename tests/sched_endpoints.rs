@@ -265,3 +265,72 @@ async fn a_node_port_forwards_in_the_kernel_to_ready_endpoints_on_any_host() {
 async fn a_node_port_forwards_in_userspace_to_ready_endpoints_on_any_host() {
     node_ports_forward("u", "userspace").await;
 }
+
+/// A rollout (`steward-sched restart`) under a steady loop of requests to the node ports loses
+/// none: each instance leaves the endpoints as it starts stopping, drains on its preStop while
+/// the revision reaches every host, and its replacement joins once Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_under_load_loses_no_request_when_instances_drain_on_pre_stop() {
+    let config = "[services]\nnode_ports = \"nftables\"\n";
+    let c = Cluster::start_with("r", ["a", "a", "a"], [config, config, config]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let mut doc = served(3);
+    let p = &mut doc["spec"]["template"]["spec"]["processes"][0];
+    p["lifecycle"] = json!({"preStop": {"type": "EXEC", "method": {"command": ["sleep", "2"]}}});
+    doc["killPolicy"] = json!({"gracePeriod": 5});
+    let (code, out, err) = c.deploy("web", &doc);
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(30, "3 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+    let np = sched_endpoints(&c).services[0].node_port.unwrap();
+
+    // The loop: a request every 20 ms, to each host in turn, from the control namespace.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ctl, ips) = (c.ctl.clone(), c.hosts.iter().map(|h| h.ip.clone()).collect::<Vec<_>>());
+    let looping = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut ok, mut failed) = (0usize, Vec::new());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let ip = &ips[i % ips.len()];
+                let out = std::process::Command::new("ip")
+                    .args(["netns", "exec", &ctl, "curl", "-s", "-f", "-m", "3"])
+                    .arg(format!("http://{ip}:{np}/"))
+                    .output()
+                    .unwrap();
+                if out.status.success() {
+                    ok += 1;
+                } else {
+                    failed.push(format!("request {i} to {ip}: exit {:?}", out.status.code()));
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (ok, failed)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (code, out, err) = c.sched(&["restart", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Every instance was replaced (each stopped once, through its preStop) and all are back.
+    for h in &c.hosts {
+        let s = h
+            .daemon
+            .wait(&id("test", "web", h.daemon.client.list(&[("name", "web")]).await.unwrap()[0].id.index), 60, |s| {
+                s.ready && s.run_revision == 2
+            })
+            .await;
+        assert!(s.ready, "{s:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = looping.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed during the rollout: {failed:#?}",
+        failed.len(),
+        ok + failed.len()
+    );
+    assert!(ok > 100, "the loop ran: {ok}");
+}
