@@ -28,15 +28,15 @@ pub async fn run(client: &Client, request: CopyRequest<'_>, output: Output) -> R
         client.copy_in(&id, &path, data, writable, request.user.as_deref(), request.container.as_deref()).await?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&copied).unwrap_or_default()),
-        Output::Text => {
-            let into = copied.container.as_deref().map(|c| format!(" in container {c}")).unwrap_or_default();
-            println!(
-                "{id}: copied {} bytes to {}{into} (owner {}, mode {})",
-                copied.bytes, copied.path, copied.owner, copied.mode
-            );
-        }
+        Output::Text => println!("{id}: {}", describe(&copied)),
     }
     Ok(0)
+}
+
+/// What a copy did, for people: "copied N bytes to PATH [in container C] (owner, mode)".
+pub fn describe(copied: &crate::protocol::FileCopied) -> String {
+    let into = copied.container.as_deref().map(|c| format!(" in container {c}")).unwrap_or_default();
+    format!("copied {} bytes to {}{into} (owner {}, mode {})", copied.bytes, copied.path, copied.owner, copied.mode)
 }
 
 /// The file's bytes, up to what the daemon takes.

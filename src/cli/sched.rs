@@ -1080,17 +1080,7 @@ fn print_endpoints(app: &str, e: Option<&crate::protocol::AppEndpoints>, output:
         (SchedOutput::Json, Some(e)) => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
         (SchedOutput::Json, None) => println!("null"),
         (SchedOutput::Text, None) => println!("{app}: no endpoints yet (no instance has been ready)"),
-        (SchedOutput::Text, Some(e)) => {
-            println!("{app} revision {} ({})", e.revision, crate::clock::rfc3339_utc(e.updated_ms));
-            if e.ports.is_empty() {
-                println!("  (no ready instance)");
-            }
-            for (port, list) in &e.ports {
-                let at: Vec<String> =
-                    list.iter().map(|p| format!("{}:{} ({}/{})", p.ip, p.port, p.node, p.instance)).collect();
-                println!("  {port}: {}", at.join(", "));
-            }
-        }
+        (SchedOutput::Text, Some(e)) => super::services::print_text(e),
     }
     let _ = std::io::stdout().flush();
     true
@@ -1114,13 +1104,7 @@ async fn copy_in(
         sched.copy_in(&key, id.index, &path, data, (writable, user.as_deref(), container.as_deref())).await?;
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&copied).unwrap_or_default()),
-        SchedOutput::Text => {
-            let into = copied.container.as_deref().map(|c| format!(" in container {c}")).unwrap_or_default();
-            println!(
-                "{id} on {node}: copied {} bytes to {}{into} (owner {}, mode {})",
-                copied.bytes, copied.path, copied.owner, copied.mode
-            );
-        }
+        SchedOutput::Text => println!("{id} on {node}: {}", super::cp::describe(&copied)),
     }
     Ok(())
 }

@@ -37,8 +37,13 @@ pub async fn run(
     Ok(0)
 }
 
-fn print_text(e: &AppEndpoints) {
+/// An app's endpoints for people: its revision and time, then a line per port name.
+pub(super) fn print_text(e: &AppEndpoints) {
     println!("{} revision {} ({})", e.key(), e.revision, crate::clock::rfc3339_utc(e.updated_ms));
+    for s in &e.services {
+        let node = s.node_port.map(|n| format!(", node port {n}")).unwrap_or_default();
+        println!("  service {} {:?} port {}{node} -> {}", s.service, s.kind, s.port, s.target);
+    }
     if e.ports.is_empty() {
         println!("  (no ready instance)");
     }

@@ -51,11 +51,17 @@ impl Scheduler {
     /// (it may have missed some) and what it runs is looked at.
     pub(super) async fn endpoints_node_up(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
         if let Some(client) = self.client(node) {
-            for e in book.stored.values() {
-                if let Err(err) = client.put_endpoints(e).await {
-                    tracing::warn!("handing {} revision {} to {node}: {err}", e.key(), e.revision);
+            let all: Vec<AppEndpoints> = book.stored.values().cloned().collect();
+            let node = node.to_string();
+            // In the background, as every hand-over: a node that stops answering must not
+            // hold up the leader (it would not see the node lost).
+            tokio::spawn(async move {
+                for e in all {
+                    if let Err(err) = within(PUSH_TIMEOUT, client.put_endpoints(&e)).await {
+                        tracing::warn!("handing {} revision {} to {node}: {err}", e.key(), e.revision);
+                    }
                 }
-            }
+            });
         }
         self.endpoints_refresh(book, node, None, emit).await;
     }
@@ -88,7 +94,7 @@ impl Scheduler {
         let Some(client) = self.client(node) else { return };
         let ip = match book.ips.get(node) {
             Some(ip) => ip.clone(),
-            None => match client.node().await {
+            None => match within(PUSH_TIMEOUT, client.node()).await {
                 Ok(doc) => {
                     book.ips.insert(node.to_string(), doc.host_ip.clone());
                     doc.host_ip
@@ -100,7 +106,7 @@ impl Scheduler {
             Some((namespace, name)) => vec![("namespace", namespace), ("name", name)],
             None => Vec::new(),
         };
-        let listed = match client.list(&filters).await {
+        let listed = match within(PUSH_TIMEOUT, client.list(&filters)).await {
             Ok(listed) => listed,
             Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
         };
@@ -172,8 +178,10 @@ impl Scheduler {
                     return tracing::warn!("removing the endpoints of {key}: {e}");
                 }
                 book.stored.remove(key);
+                let (namespace, name) = (namespace.to_string(), name.to_string());
                 for (_, client) in self.nodes().iter() {
-                    let _ = client.delete_endpoints(namespace, name).await;
+                    let (client, namespace, name) = (client.clone(), namespace.clone(), name.clone());
+                    tokio::spawn(async move { within(PUSH_TIMEOUT, client.delete_endpoints(&namespace, &name)).await });
                 }
                 book.seen.remove(key);
             }
@@ -191,17 +199,38 @@ impl Scheduler {
             return tracing::warn!("storing the endpoints of {key}: {e}");
         }
         book.stored.insert(key.to_string(), endpoints.clone());
-        let nodes = self.nodes();
-        let handed = futures_util::future::join_all(nodes.iter().map(|(_, c)| c.put_endpoints(&endpoints))).await;
-        let ok = handed.iter().filter(|r| r.is_ok()).count();
-        let ready = endpoints.ports.values().map(Vec::len).sum();
-        emit(&super::run::sched_line(SchedEvent::EndpointsUpdated {
-            app: key.to_string(),
-            revision: endpoints.revision,
-            ready,
-            nodes: ok,
-            of: handed.len(),
-        }));
+        // Handed over in the background (the leader goes on at once; a daemon refuses a
+        // revision older than its own, so hand-overs that cross cannot roll one back), and
+        // reported once every node answered or timed out.
+        let clients: Vec<crate::client::Client> = self.nodes().iter().map(|(_, c)| c.clone()).collect();
+        let (emit, key) = (emit.clone(), key.to_string());
+        tokio::spawn(async move {
+            let pushes = clients.iter().map(|c| within(PUSH_TIMEOUT, c.put_endpoints(&endpoints)));
+            let handed = futures_util::future::join_all(pushes).await;
+            let ok = handed.iter().filter(|r| r.is_ok()).count();
+            let ready = endpoints.ports.values().map(Vec::len).sum();
+            emit(&super::run::sched_line(SchedEvent::EndpointsUpdated {
+                app: key,
+                revision: endpoints.revision,
+                ready,
+                nodes: ok,
+                of: handed.len(),
+            }));
+        });
+    }
+}
+
+/// How long handing endpoints to one daemon may take.
+const PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `call` within `limit`: Err says which way it failed.
+async fn within<T>(
+    limit: std::time::Duration,
+    call: impl std::future::Future<Output = Result<T, crate::client::ClientError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
     }
 }
 

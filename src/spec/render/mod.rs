@@ -190,6 +190,17 @@ pub struct Injection {
 }
 
 impl Injection {
+    /// Key `item.dataKey` of store `store` into `target`.
+    pub fn of_item(
+        source: InjectionSource,
+        store: &str,
+        item: &KeyItem,
+        target: InjectionTarget,
+        optional: bool,
+    ) -> Injection {
+        Injection { source, store: store.to_string(), data_key: item.data_key.clone(), target, optional }
+    }
+
     /// The injections of `envFrom` entries: every key of each store, with its prefix.
     pub fn from_env_from(list: &[crate::spec::model::EnvFrom]) -> Vec<Injection> {
         list.iter()
@@ -450,13 +461,7 @@ fn render_process(
                 }
                 None => continue,
             };
-            injections.push(Injection {
-                source,
-                store: store.clone(),
-                data_key: item.data_key.clone(),
-                target,
-                optional,
-            });
+            injections.push(Injection::of_item(source, store, item, target, optional));
         }
     }
 

@@ -406,13 +406,7 @@ fn render_container(
                 }
                 None => continue,
             };
-            injections.push(Injection {
-                source,
-                store: store.clone(),
-                data_key: item.data_key.clone(),
-                target,
-                optional,
-            });
+            injections.push(Injection::of_item(source, store, item, target, optional));
         }
     }
     for (i, v) in c.volumes.iter().enumerate() {
