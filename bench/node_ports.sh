@@ -17,7 +17,7 @@ cleanup() {
     [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null
     ip netns exec $host nft delete table ip steward 2>/dev/null || true
     ip netns del $cli 2>/dev/null; ip netns del $host 2>/dev/null
-    rm -rf "$dir"
+    [ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
 ip netns add $cli
@@ -63,7 +63,8 @@ host_ip = "10.232.0.2"
 [services]
 node_ports = "$mode"
 TOML
-    ip netns exec $host "$bin/stewardd" --config "$dir/stewardd.toml" > "$dir/stewardd-$mode.log" 2>&1 &
+    # nsenter keeps the host's mounts (ip netns exec remounts /sys, hiding the cgroups).
+    nsenter --net=/run/netns/$host "$bin/stewardd" --config "$dir/stewardd.toml" > "$dir/stewardd-$mode.log" 2>&1 &
     echo $! > "$dir/stewardd.pid"
     for _ in $(seq 100); do [ -S "$dir/stewardd.sock" ] && break; sleep 0.05; done
     curl -sf --unix-socket "$dir/stewardd.sock" -X PUT -H 'content-type: application/json' \
