@@ -13,6 +13,7 @@ dir=$(mktemp -d /tmp/npbench.XXXX)
 chmod 755 "$dir"
 cli=npb-client$$ host=npb-host$$
 cleanup() {
+    set +e # every step, whatever the one before did
     [ -f "$dir/stewardd.pid" ] && kill -9 "$(cat "$dir/stewardd.pid")" 2>/dev/null
     [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null
     ip netns exec $host nft delete table ip steward 2>/dev/null || true
