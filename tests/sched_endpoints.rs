@@ -12,7 +12,6 @@ use common::{id, spec};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use steward::protocol::AppEndpoints;
-use steward::supervisor::state::Kind;
 
 fn json_of(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
@@ -142,8 +141,6 @@ async fn endpoints_follow_readiness_on_every_host_and_survive_restarts() {
         assert!(Instant::now() < deadline, "the endpoints of a deleted app stayed");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let _ = id("test", "web", 0);
-    let _ = Kind::Running;
 }
 
 /// A web server answering its instance id, Ready while its workPath has no file `notready`,

@@ -28,11 +28,6 @@ impl AppEndpoints {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
-
-    /// The same endpoints, whatever the revision and time: what decides whether a change is one.
-    pub fn same_endpoints(&self, other: &AppEndpoints) -> bool {
-        self.ports == other.ports && self.services == other.services
-    }
 }
 
 /// One port of a service, as a daemon forwards it.
