@@ -230,6 +230,12 @@ impl Scheduler {
         // An app being deleted is deployed anew: none of its placements stays, and those on
         // nodes that answer now are removed below like any stale one.
         let previous = stored.clone().filter(|a| a.deleting.is_none());
+        // The leader's pass read its apps earlier: a deploy that finished meanwhile left nothing
+        // pending, and applying again would revive what was removed by hand since.
+        let still_pending = |a: &App| a.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
+        if matches!(why, DeployCause::PendingApplied) && !previous.as_ref().is_some_and(still_pending) {
+            return Ok(Vec::new());
+        }
         let (views, down) = self.read_nodes().await;
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();

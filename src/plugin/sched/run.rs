@@ -381,7 +381,10 @@ impl Scheduler {
             }
             let why = DeployCause::PendingApplied;
             match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
-                Ok(_) => emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() })),
+                Ok(placed) if !placed.is_empty() => {
+                    emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() }))
+                }
+                Ok(_) => {}
                 // Changed meanwhile (a deploy): looked at again with the change.
                 Err(PluginError::Conflict { .. }) => {}
                 Err(e) => tracing::warn!("applying the pending placements of {}: {e}", app.key),
