@@ -156,7 +156,8 @@ echo "   and may use a host under a preferred cordon; a daemon on its own reads 
 sed -n '/"schedule"/,/^  },$/p' units/gamesvc.json
 echo
 echo "== units/gamesvc.json services   (seed 003: steward-sched keeps the Ready instances as endpoints and"
-echo "   hands them to every daemon; a NodePort answers on every host, in nftables or in userspace)"
+echo "   hands them to every daemon; a NodePort answers on every host, in nftables or in userspace; each"
+echo "   service gets a cluster IP on every host, and [services] dns answers gamesvc.demo.steward: A, SRV)"
 sed -n '/"services"/,$p' units/gamesvc.json
 echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"

@@ -91,10 +91,20 @@ pub struct Config {
 }
 
 /// `[services]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServicesConfig {
     pub node_ports: NodePortMode,
+    /// Where the DNS responder answers (UDP and TCP); off when unset.
+    pub dns: Option<std::net::SocketAddr>,
+    /// The zone it answers for: `APP.NAMESPACE.<dns_domain>`.
+    pub dns_domain: String,
+}
+
+impl Default for ServicesConfig {
+    fn default() -> Self {
+        ServicesConfig { node_ports: NodePortMode::default(), dns: None, dns_domain: "steward".into() }
+    }
 }
 
 /// How node ports are forwarded.
@@ -382,6 +392,9 @@ impl Config {
         }
         if config.node.hostname.as_deref().is_some_and(|h| h.trim().is_empty()) {
             return Err("node.hostname must not be empty".into());
+        }
+        if let Err(e) = crate::services::dns::Names::new(&config.services.dns_domain) {
+            return Err(format!("services.dns_domain {e}"));
         }
         Ok(config)
     }

@@ -211,7 +211,11 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
             port: 80,
             node_port: None,
             target: "http".into(),
+            // None: a cluster IP would put an address on this host's own link.
+            cluster_ip: None,
         }],
+        port_protocols: [("http".to_string(), steward::spec::model::Protocol::Udp)].into(),
+        ordinals: Some(steward::protocol::OrdinalNames { name: "fg".into(), domain: "box".into() }),
     };
     d.client.put_endpoints(&endpoints).await.unwrap();
 

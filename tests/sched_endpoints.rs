@@ -164,14 +164,53 @@ fn get_from_ctl(c: &Cluster, addr: &str, port: u16) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Host `name`'s network namespace.
+fn host_ns(c: &Cluster, name: &str) -> String {
+    format!("{}{name}", c.ctl.trim_end_matches("ctl"))
+}
+
 /// `nft list table ip steward` in host `name`'s namespace (None: no such table).
 fn nft_table(c: &Cluster, name: &str) -> Option<String> {
-    let ns = format!("{}{name}", c.ctl.trim_end_matches("ctl"));
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns, "nft", "list", "table", "ip", "steward"])
+        .args(["netns", "exec", &host_ns(c, name), "nft", "list", "table", "ip", "steward"])
         .output()
         .unwrap();
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// GET http://ADDR:PORT/ from host `name` itself (a cluster IP is local to each host).
+fn get_on_host(c: &Cluster, name: &str, addr: &str, port: u16) -> Option<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &host_ns(c, name), "curl", "-s", "-f", "-m", "3"])
+        .arg(format!("http://{addr}:{port}/"))
+        .output()
+        .unwrap();
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Steward's cluster IPs on host `name` (its `lo:steward-svc` addresses; None: none).
+fn vip_link(c: &Cluster, name: &str) -> Option<String> {
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &host_ns(c, name),
+            "ip",
+            "-4",
+            "-o",
+            "addr",
+            "show",
+            "dev",
+            "lo",
+            "label",
+            "lo:steward-svc",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut addrs: Vec<&str> = text.split_whitespace().filter(|w| w.ends_with("/32")).collect();
+    addrs.sort();
+    (!addrs.is_empty()).then(|| addrs.join(" "))
 }
 
 async fn node_ports_forward(letter: &str, mode: &str) {
@@ -185,6 +224,8 @@ async fn node_ports_forward(letter: &str, mode: &str) {
     let e = sched_endpoints(&c);
     let np = e.services[0].node_port.expect("a node port was chosen");
     assert_eq!(np, 30000, "the lowest free node port: {e:?}");
+    let vip = e.services[0].cluster_ip.clone().expect("a cluster IP was chosen");
+    assert_eq!(vip, "10.254.0.1", "the lowest free address of the default service_range: {e:?}");
     // Another app asking for the same node port is refused at deploy, naming the holder.
     let mut other = served(1);
     other["metadata"]["name"] = json!("other");
@@ -202,10 +243,22 @@ async fn node_ports_forward(letter: &str, mode: &str) {
         }
     }
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["0", "1", "2"], "{mode}");
-    if mode == "nftables" {
-        for h in ["h1", "h2", "h3"] {
+    // The cluster IP answers on every host, on the service's own port, from every instance.
+    let mut seen = std::collections::BTreeSet::new();
+    for round in 0..4 {
+        for h in &c.hosts {
+            let body = get_on_host(&c, &h.name, &vip, 80)
+                .unwrap_or_else(|| panic!("{mode}: {vip}:80 on {} round {round}", h.name));
+            seen.insert(body);
+        }
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["0", "1", "2"], "{mode}: through the cluster IP");
+    for h in ["h1", "h2", "h3"] {
+        assert_eq!(vip_link(&c, h).as_deref(), Some("10.254.0.1/32"), "{mode}: {h}'s cluster IPs");
+        if mode == "nftables" {
             let table = nft_table(&c, h).unwrap_or_else(|| panic!("no table on {h}"));
-            assert!(table.contains(&format!("tcp dport {np}")) && table.matches("10.231.0.").count() == 3, "{table}");
+            assert!(table.contains(&format!("tcp dport {np}")) && table.matches("10.231.0.").count() == 6, "{table}");
+            assert!(table.contains("ip daddr 10.254.0.1 tcp dport 80"), "{table}");
         }
     }
 
@@ -219,6 +272,9 @@ async fn node_ports_forward(letter: &str, mode: &str) {
     for i in 0..30 {
         let h = &c.hosts[i % 3];
         let body = get_from_ctl(&c, &h.ip, np).unwrap_or_else(|| panic!("{mode}: request {i} to {} failed", h.ip));
+        let through_vip = get_on_host(&c, &h.name, &vip, 80)
+            .unwrap_or_else(|| panic!("{mode}: request {i} to {vip} on {} failed", h.name));
+        assert_ne!(through_vip, victim.instance.to_string(), "{mode}: a not-ready instance took request {i} via {vip}");
         if body == victim.instance.to_string() {
             let held = h.daemon.client.app_endpoints("test", "web", None).await.unwrap();
             let s = c.host(&victim.node).daemon.status(&id("test", "web", victim.instance)).await;
@@ -229,26 +285,31 @@ async fn node_ports_forward(letter: &str, mode: &str) {
     // The daemon's kill -9 and restart: the node port works again, from the stored endpoints,
     // with nothing stale (the same rules, once).
     let h1 = c.hosts.iter().position(|h| h.name == "h1").unwrap();
-    let before = nft_table(&c, "h1");
+    let before = (nft_table(&c, "h1"), vip_link(&c, "h1"));
     c.hosts[h1].daemon.kill9();
     if mode == "nftables" {
         assert!(get_from_ctl(&c, "10.231.0.1", np).is_some(), "the kernel forwards while the daemon is down");
+        assert!(get_on_host(&c, "h1", &vip, 80).is_some(), "the cluster IP forwards while the daemon is down");
     }
     c.hosts[h1].daemon.spawn();
     wait_remote(&c.hosts[h1].daemon, 2);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while get_from_ctl(&c, "10.231.0.1", np).is_none() {
-        assert!(Instant::now() < deadline, "{mode}: h1's node port after its daemon's restart");
+    while get_from_ctl(&c, "10.231.0.1", np).is_none() || get_on_host(&c, "h1", &vip, 80).is_none() {
+        assert!(Instant::now() < deadline, "{mode}: h1's node port and cluster IP after its daemon's restart");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(nft_table(&c, "h1"), before, "{mode}: the table is the same after the restart");
+    let after = (nft_table(&c, "h1"), vip_link(&c, "h1"));
+    assert_eq!(after, before, "{mode}: the table and the link are the same after the restart");
 
     // The app deleted: its node port closes everywhere, and Steward's table goes.
     let (code, out, err) = c.sched(&["delete", "test/web"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while c.hosts.iter().any(|h| get_from_ctl(&c, &h.ip, np).is_some() || nft_table(&c, &h.name).is_some()) {
-        assert!(Instant::now() < deadline, "{mode}: the node port outlived its app");
+    let left = |h: &Host| {
+        get_from_ctl(&c, &h.ip, np).is_some() || nft_table(&c, &h.name).is_some() || vip_link(&c, &h.name).is_some()
+    };
+    while c.hosts.iter().any(left) {
+        assert!(Instant::now() < deadline, "{mode}: the node port or cluster IP outlived its app");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -330,4 +391,134 @@ async fn a_rollout_under_load_loses_no_request_when_instances_drain_on_pre_stop(
         ok + failed.len()
     );
     assert!(ok > 100, "the loop ran: {ok}");
+}
+
+/// Asks `server` (from the control namespace, over UDP) for `name`'s `kind` records: the answer
+/// code and each record as `NAME DATA`, sorted, answers then additionals.
+fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> (String, Vec<String>, Vec<String>) {
+    use hickory_server::proto::op::{Message, Query};
+    use hickory_server::proto::rr::{Name, RecordType};
+    let ns = std::fs::File::open(format!("/run/netns/{}", c.ctl)).unwrap();
+    let (server, name) = (format!("{server}:5353"), name.to_string());
+    let qtype: RecordType = kind.parse().unwrap();
+    std::thread::spawn(move || {
+        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut query = Message::query();
+        query.add_query(Query::query(Name::from_ascii(&name).unwrap(), qtype));
+        query.metadata.id = 4242;
+        socket.send_to(&query.to_vec().unwrap(), &server).unwrap();
+        let mut buf = [0u8; 4096];
+        let (n, _) = socket.recv_from(&mut buf).unwrap_or_else(|e| panic!("no answer from {server} for {name}: {e}"));
+        let answer = Message::from_vec(&buf[..n]).unwrap();
+        assert_eq!(answer.metadata.id, 4242);
+        let show = |rs: &[hickory_server::proto::rr::Record]| {
+            let mut v: Vec<String> = rs.iter().map(|r| format!("{} {}", r.name, r.data)).collect();
+            v.sort();
+            v
+        };
+        (answer.metadata.response_code.to_string(), show(&answer.answers), show(&answer.additionals))
+    })
+    .join()
+    .unwrap()
+}
+
+/// Every host's DNS responder answers the app's name (A: its hosts; SRV: each Ready instance's
+/// port), each instance's name, a stateful set's ordinal names and a service's cluster IP —
+/// the same as `steward-sched endpoints` on every host, following readiness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_answers_the_endpoints_steward_sched_lists() {
+    let config = "[services]\nnode_ports = \"nftables\"\ndns = \"0.0.0.0:5353\"\n";
+    let c = Cluster::start_with("d", ["a", "a", "a"], [config, config, config]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let mut doc = served(3);
+    doc["services"][0]["name"] = json!("front");
+    doc["services"][0]["type"] = json!("ClusterIP");
+    let (code, out, err) = c.deploy("web", &doc);
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(30, "3 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+    let e = sched_endpoints(&c);
+    let vip = e.services[0].cluster_ip.clone().unwrap();
+    let hosts: Vec<String> = {
+        let mut v: Vec<String> = e.ports["http"].iter().map(|p| format!("web.test.steward. {}", p.ip)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let srv: Vec<String> = {
+        let mut v: Vec<String> = e.ports["http"]
+            .iter()
+            .map(|p| format!("_http._tcp.web.test.steward. 0 1 {} {}.web.test.steward.", p.port, p.instance))
+            .collect();
+        v.sort();
+        v
+    };
+    for h in &c.hosts {
+        let (code, a, _) = ask_dns(&c, &h.ip, "web.test.steward.", "A");
+        assert_eq!((code.as_str(), &a), ("No Error", &hosts), "{}'s answer", h.name);
+        let (_, got, glue) = ask_dns(&c, &h.ip, "_http._tcp.web.test.steward.", "SRV");
+        assert_eq!(got, srv, "{}'s answer", h.name);
+        assert_eq!(glue.len(), 3, "each SRV target's address: {glue:?}");
+        let one = &e.ports["http"][1];
+        let (_, a, _) = ask_dns(&c, &h.ip, &format!("{}.web.test.steward.", one.instance), "A");
+        assert_eq!(a, [format!("{}.web.test.steward. {}", one.instance, one.ip)]);
+        let (_, a, _) = ask_dns(&c, &h.ip, "front.test.steward.", "A");
+        assert_eq!(a, [format!("front.test.steward. {vip}")]);
+        let (code, a, _) = ask_dns(&c, &h.ip, "nothing.test.steward.", "A");
+        assert_eq!((code.as_str(), a.len()), ("Non-Existent Domain", 0));
+        let (code, _, _) = ask_dns(&c, &h.ip, "example.org.", "A");
+        assert_eq!(code, "Query Refused");
+    }
+    // An instance no longer ready leaves every answer within a second of its revision.
+    let victim = e.ports["http"][0].clone();
+    let vd = &c.host(&victim.node).daemon;
+    std::fs::write(vd.work_dir().join(format!("test.web.{}/notready", victim.instance)), "").unwrap();
+    let newer = |v: &Value| v["body"]["revision"].as_u64() > Some(e.revision);
+    run.wait_for(30, "2 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 2 && newer(v));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let now = sched_endpoints(&c);
+    for h in &c.hosts {
+        let (_, got, _) = ask_dns(&c, &h.ip, "_http._tcp.web.test.steward.", "SRV");
+        assert_eq!(got.len(), 2, "{}: {got:?}", h.name);
+        assert!(!got.iter().any(|r| r.ends_with(&format!(" {}.web.test.steward.", victim.instance))), "{got:?}");
+        let (code, _, _) = ask_dns(&c, &h.ip, &format!("{}.web.test.steward.", victim.instance), "A");
+        assert_eq!(code, "Non-Existent Domain", "{}", h.name);
+        assert_eq!(now.ports["http"].len(), 2);
+    }
+
+    // A stateful set: NAME-K.DOMAIN per ordinal, DOMAIN for any of them.
+    let mut db = web(2);
+    db["metadata"]["name"] = json!("mysql");
+    db["statefulSet"] = json!({"name": "db", "domain": "box"});
+    let (code, out, err) = c.deploy("mysql", &db);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = loop {
+        let (code, out, _) = c.sched(&["endpoints", "test/mysql"]);
+        if code == 0 {
+            let e: AppEndpoints = serde_json::from_value(json_of(&out)).unwrap();
+            if e.ports.get("http").map_or(0, Vec::len) == 2 {
+                break e;
+            }
+        }
+        assert!(Instant::now() < deadline, "the stateful set's 2 instances were never ready");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    for p in &ready.ports["http"] {
+        let name = format!("db-{}.box.test.steward.", p.instance);
+        let (_, a, _) = ask_dns(&c, &c.hosts[0].ip, &name, "A");
+        assert_eq!(a, [format!("{name} {}", p.ip)]);
+    }
+    let (_, a, _) = ask_dns(&c, &c.hosts[1].ip, "box.test.steward.", "A");
+    assert_eq!(a.len(), 2, "{a:?}");
+    // Another app may not take the domain: one name, one meaning in a namespace (seed 003).
+    let mut clash = web(1);
+    clash["metadata"]["name"] = json!("other");
+    clash["statefulSet"] = json!({"domain": "box"});
+    let (code, out, err) = c.deploy("other", &clash);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("statefulSet.domain") && err.contains("test/mysql"), "{err}");
 }

@@ -2067,3 +2067,28 @@ fn services_target_real_ports_and_node_ports_stay_in_range() {
         ],
     );
 }
+
+#[test]
+fn cluster_ips_are_addresses_and_stateful_set_names_are_dns_labels() {
+    let ok = with(|d| {
+        d["services"] =
+            json!([{"name": "front", "clusterIP": "10.254.0.9", "ports": [{"targetPort": "http_port", "port": 80}]}]);
+        d["statefulSet"] = json!({"name": "db", "domain": "box"});
+    });
+    let spec = assert_valid(&ok);
+    assert_eq!(spec.services[0].cluster_ip, "10.254.0.9");
+    assert_eq!(spec.stateful_set.as_ref().map(|s| (s.name.as_str(), s.domain.as_str())), Some(("db", "box")));
+    let bad = with(|d| {
+        d["services"] =
+            json!([{"name": "box", "clusterIP": "10.254.0", "ports": [{"targetPort": "http_port", "port": 80}]}]);
+        d["statefulSet"] = json!({"name": "no spaces", "domain": "box"});
+    });
+    assert_errors(
+        &bad,
+        &[
+            ("services[0].clusterIP", "\"10.254.0\" is no IPv4 address"),
+            ("statefulSet.name", ""),
+            ("statefulSet.domain", "\"box\" is also the name of services[0]"),
+        ],
+    );
+}

@@ -249,9 +249,17 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     })
     .await?;
     let reaper = supervisor.reaper().clone();
-    let node_ports = crate::services::nodeports::resolve(config.services.node_ports, Some(&reaper)).await;
+    let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
     tracing::info!("node ports: {node_ports:?}");
-    tokio::spawn(crate::services::nodeports::run(supervisor.endpoints().clone(), node_ports, reaper));
+    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper));
+    if let Some(address) = config.services.dns {
+        let zone = &config.services.dns_domain;
+        // The daemon supervises on without it: its instances matter more than their names.
+        match crate::services::dns::serve(address, zone, supervisor.endpoints().clone()).await {
+            Ok(()) => tracing::info!("dns: answering for {zone} on {address}"),
+            Err(e) => tracing::error!("dns: not answering: {e}"),
+        }
+    }
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {

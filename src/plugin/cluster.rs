@@ -24,8 +24,16 @@ pub struct Cluster {
     /// `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`. Default: the embedded store in `state_dir`.
     #[serde(default)]
     pub store: Option<String>,
+    /// Where services' cluster IPs are chosen from (issue 27): a private IPv4 range routed
+    /// nowhere else, the same for every scheduler sharing the store.
+    #[serde(default = "default_service_range")]
+    pub service_range: ipnet::Ipv4Net,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
+}
+
+fn default_service_range() -> ipnet::Ipv4Net {
+    "10.254.0.0/16".parse().expect("a range")
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +76,9 @@ impl Cluster {
         }
         if let Some(url) = &cluster.store {
             crate::plugin::etcd::parse_url(url).map_err(|e| err(format!("store: {e}")))?;
+        }
+        if cluster.service_range.prefix_len() > 30 {
+            return Err(err(format!("service_range {} holds no address to give (at most /30)", cluster.service_range)));
         }
         if cluster.heartbeat_timeout_secs == 0 {
             return Err(err("heartbeat_timeout_secs must be above 0".into()));

@@ -21,6 +21,20 @@ pub struct AppEndpoints {
     /// daemon forwards and names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<ServiceEntry>,
+    /// Port name → its protocol, where it is not TCP (what DNS SRV names say: `_udp`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_protocols: BTreeMap<String, crate::spec::model::Protocol>,
+    /// A stateful set's instance names (seed 003): `NAME-K.DOMAIN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinals: Option<OrdinalNames>,
+}
+
+/// Seed 003 `statefulSet.name` and `domain`, as the app's endpoints carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrdinalNames {
+    pub name: String,
+    pub domain: String,
 }
 
 impl AppEndpoints {
@@ -47,6 +61,10 @@ pub struct ServiceEntry {
     pub node_port: Option<u16>,
     /// The app's port name whose endpoints it forwards to.
     pub target: String,
+    /// The service's virtual address, answered on every host (steward-sched's choice from the
+    /// cluster's `serviceRange`).
+    #[serde(default, rename = "clusterIP", skip_serializing_if = "Option::is_none")]
+    pub cluster_ip: Option<String>,
 }
 
 /// A Ready instance's port: where it answers.

@@ -24,7 +24,7 @@ pub use crate::runtime::docker::ContainerInfo;
 pub use bodies::{
     Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, LogLine, ValuesBody, ValuesList, ValuesSummary,
 };
-pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, ServiceEntry};
+pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, OrdinalNames, ServiceEntry};
 pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, FileCopied, HealthChanged, Heartbeat, ImagePulled, InstanceChange,
     InstanceEvent, NoDetail, OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,

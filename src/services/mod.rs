@@ -2,12 +2,15 @@
 //!
 //! - keeper.rs: the endpoints steward-sched hands this daemon, durable in its store, watched by
 //!   long poll;
-//! - nodeports.rs: node ports forwarded to the endpoints, in the kernel (nft.rs) or by the
-//!   userspace proxy (proxy.rs).
+//! - forwarding.rs: node ports and cluster IPs (addresses of the host's loopback, vips.rs) forwarded to the
+//!   endpoints, in the kernel (nft.rs) or by the userspace proxy (proxy.rs);
+//! - dns.rs: the names of apps, instances and services, answered from the endpoints.
 
+pub mod dns;
+pub mod forwarding;
 pub mod keeper;
 pub mod nft;
-pub mod nodeports;
 pub mod proxy;
+pub mod vips;
 
 pub use keeper::{EndpointsError, EndpointsKeeper};

@@ -1,14 +1,15 @@
-//! Node ports in the kernel (issue 27): one nftables table of Steward's own (`ip steward`),
+//! Services in the kernel (issue 27): one nftables table of Steward's own (`ip steward`),
 //! written whole by `nft -f -` at every change, so the kernel swaps it atomically and nothing
-//! stale is left behind. A packet to a node port on one of the host's addresses is DNATed to a
-//! Ready endpoint picked in turn (`numgen inc`), marked, and masqueraded on its way out so the
-//! answer comes back through this host. A node port without a Ready endpoint refuses (TCP reset,
-//! ICMP for UDP). The rules outlive the daemon (a kill -9 leaves forwarding working); the next
+//! stale is left behind. A packet to a node port on one of the host's addresses, or to a
+//! service's cluster IP and port (an address of the host's loopback, vips.rs), is
+//! DNATed to a Ready endpoint picked in turn (`numgen inc`), marked, and masqueraded on its way
+//! out so the answer comes back through this host. A port without a Ready endpoint refuses (TCP
+//! reset, ICMP for UDP). The rules outlive the daemon (a kill -9 leaves forwarding working); the next
 //! daemon writes the table again from its stored endpoints.
 
 use crate::runtime::exit::ExitStatus;
 use crate::runtime::reaper::Reaper;
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,12 +18,25 @@ pub const TABLE: &str = "steward";
 /// The mark of DNATed node-port packets (masqueraded in postrouting): "ST".
 const MARK: u32 = 0x5354;
 
-/// One node port and where it forwards.
+/// One forwarded port and where it forwards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub udp: bool,
-    pub node_port: u16,
+    /// A cluster IP; None: a node port, on every address of the host.
+    pub address: Option<Ipv4Addr>,
+    pub port: u16,
     pub endpoints: Vec<SocketAddrV4>,
+}
+
+impl Rule {
+    /// `10.254.0.1:80/tcp`, or `node port 30000/tcp`.
+    pub fn describe(&self) -> String {
+        let proto = if self.udp { "udp" } else { "tcp" };
+        match self.address {
+            Some(ip) => format!("cluster IP {ip}:{}/{proto}", self.port),
+            None => format!("node port {}/{proto}", self.port),
+        }
+    }
 }
 
 /// How long one `nft` run may take.
@@ -59,27 +73,30 @@ pub fn ruleset(rules: &[Rule]) -> String {
         return text;
     }
     let mut matches = String::new();
-    for r in rules {
+    // Cluster IPs first: their port may also be some node port's number.
+    let (vips, node_ports): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| r.address.is_some());
+    for r in vips.into_iter().chain(node_ports) {
         let proto = if r.udp { "udp" } else { "tcp" };
+        let daddr = r.address.map(|ip| format!("ip daddr {ip} ")).unwrap_or_default();
         if r.endpoints.is_empty() {
             let reject = if r.udp { "reject" } else { "reject with tcp reset" };
-            matches.push_str(&format!("    {proto} dport {} {reject}\n", r.node_port));
+            matches.push_str(&format!("    {daddr}{proto} dport {} {reject}\n", r.port));
             continue;
         }
         let map: Vec<String> =
             r.endpoints.iter().enumerate().map(|(i, e)| format!("{i} : {} . {}", e.ip(), e.port())).collect();
         matches.push_str(&format!(
-            "    {proto} dport {} meta mark set {MARK:#x} dnat ip addr . port to numgen inc mod {} map {{ {} }}\n",
-            r.node_port,
+            "    {daddr}{proto} dport {} meta mark set {MARK:#x} dnat ip addr . port to numgen inc mod {} map {{ {} }}\n",
+            r.port,
             r.endpoints.len(),
             map.join(", ")
         ));
     }
     text.push_str(&format!(
         "table ip {TABLE} {{\n\
-         \x20 chain nodeports {{\n{matches}  }}\n\
-         \x20 chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n    fib daddr type local jump nodeports\n  }}\n\
-         \x20 chain output {{\n    type nat hook output priority -100; policy accept;\n    ip daddr != 127.0.0.0/8 fib daddr type local jump nodeports\n  }}\n\
+         \x20 chain services {{\n{matches}  }}\n\
+         \x20 chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n    fib daddr type local jump services\n  }}\n\
+         \x20 chain output {{\n    type nat hook output priority -100; policy accept;\n    ip daddr != 127.0.0.0/8 fib daddr type local jump services\n  }}\n\
          \x20 chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    meta mark {MARK:#x} masquerade\n  }}\n\
          }}\n"
     ));
@@ -113,10 +130,17 @@ mod tests {
         let rules = [
             Rule {
                 udp: false,
-                node_port: 30080,
+                address: None,
+                port: 30080,
                 endpoints: vec!["10.0.0.1:31000".parse().unwrap(), "10.0.0.2:31005".parse().unwrap()],
             },
-            Rule { udp: true, node_port: 30053, endpoints: vec![] },
+            Rule { udp: true, address: None, port: 30053, endpoints: vec![] },
+            Rule {
+                udp: false,
+                address: Some("10.254.0.1".parse().unwrap()),
+                port: 80,
+                endpoints: vec!["10.0.0.2:31005".parse().unwrap()],
+            },
         ];
         let text = ruleset(&rules);
         assert!(text.starts_with("table ip steward {}\ndelete table ip steward\ntable ip steward {\n"), "{text}");
@@ -125,6 +149,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("udp dport 30053 reject\n"), "{text}");
+        let vip = text.find("ip daddr 10.254.0.1 tcp dport 80 meta mark set 0x5354 dnat ip addr . port to numgen inc mod 1 map { 0 : 10.0.0.2 . 31005 }");
+        assert!(vip.is_some_and(|at| at < text.find("dport 30080").unwrap()), "cluster IPs come first: {text}");
         assert!(text.contains("meta mark 0x5354 masquerade"), "{text}");
     }
 }

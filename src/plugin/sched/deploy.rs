@@ -52,7 +52,7 @@ impl Scheduler {
             return Err(spec_err(SpecErrors(missing)));
         }
         self.check_dependencies(&spec).await.map_err(spec_err)?;
-        let doc = self.assign_node_ports(doc, &spec).await.map_err(spec_err)?;
+        let doc = self.assign_service_addresses(doc, &spec).await.map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
         self.deploy_and_roll_out(doc, &spec, DeployCause::Deployed, Some(wait_for_room)).await
     }

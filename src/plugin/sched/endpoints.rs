@@ -163,9 +163,9 @@ impl Scheduler {
             Ok(app) => app,
             Err(e) => return tracing::warn!("endpoints of {key}: {e}"),
         };
-        let services = stored_app.as_ref().map(|a| service_entries(&a.spec)).unwrap_or_default();
+        let named = stored_app.as_ref().map(|a| Described::of(&a.spec)).unwrap_or_default();
         let kept = book.stored.get(key);
-        if kept.is_some_and(|k| k.ports == ports && k.services == services) {
+        if kept.is_some_and(|k| k.ports == ports && named.is_in(k)) {
             return;
         }
         // An app being deleted is gone as far as its clients go.
@@ -193,7 +193,9 @@ impl Scheduler {
             revision: kept.map_or(1, |k| k.revision + 1),
             updated_ms: crate::clock::now_ms(),
             ports,
-            services,
+            services: named.services,
+            port_protocols: named.port_protocols,
+            ordinals: named.ordinals,
         };
         if let Err(e) = self.store.put_endpoints(&endpoints).await {
             return tracing::warn!("storing the endpoints of {key}: {e}");
@@ -234,26 +236,51 @@ async fn within<T>(
     }
 }
 
-/// The services of a stored spec document, each port's target resolved to a port name (a port
-/// that resolves to none was refused at deploy; one left out here forwards nowhere).
-fn service_entries(doc: &serde_json::Value) -> Vec<crate::protocol::ServiceEntry> {
-    let Ok(spec) = super::check_spec(doc) else { return Vec::new() };
-    let mut entries = Vec::new();
-    for s in &spec.services {
-        for p in &s.ports {
-            let Some(target) = spec.service_target(p) else { continue };
-            entries.push(crate::protocol::ServiceEntry {
-                service: s.name.clone(),
-                kind: s.kind,
-                export: s.export,
-                protocol: p.protocol,
-                port: u16::try_from(p.port).unwrap_or_default(),
-                node_port: u16::try_from(p.node_port).ok().filter(|n| *n > 0),
-                target,
-            });
+/// What an app's endpoints carry from its stored spec besides the endpoints: its services
+/// (each port's target resolved to a port name: one that resolves to none was refused at
+/// deploy, one left out here forwards nowhere) and what its DNS names need.
+#[derive(Default)]
+struct Described {
+    services: Vec<crate::protocol::ServiceEntry>,
+    port_protocols: BTreeMap<String, crate::spec::model::Protocol>,
+    ordinals: Option<crate::protocol::OrdinalNames>,
+}
+
+impl Described {
+    fn of(doc: &serde_json::Value) -> Described {
+        use crate::spec::model::Protocol;
+        let Ok(spec) = super::check_spec(doc) else { return Described::default() };
+        let mut services = Vec::new();
+        for s in &spec.services {
+            for p in &s.ports {
+                let Some(target) = spec.service_target(p) else { continue };
+                services.push(crate::protocol::ServiceEntry {
+                    service: s.name.clone(),
+                    kind: s.kind,
+                    export: s.export,
+                    protocol: p.protocol,
+                    port: u16::try_from(p.port).unwrap_or_default(),
+                    node_port: u16::try_from(p.node_port).ok().filter(|n| *n > 0),
+                    target,
+                    cluster_ip: Some(s.cluster_ip.clone()).filter(|ip| !ip.is_empty()),
+                });
+            }
         }
+        let t = &spec.spec.template.spec;
+        let ports = t.processes.iter().flat_map(|p| &p.ports).map(|p| (&p.name, p.protocol));
+        let ports = ports.chain(t.containers.iter().flat_map(|c| &c.ports).map(|p| (&p.name, p.protocol)));
+        let port_protocols = ports.filter(|(_, p)| *p == Protocol::Udp).map(|(n, p)| (n.clone(), p)).collect();
+        let ordinals = spec.stateful_set.as_ref().map(|set| {
+            let or_app = |s: &str| if s.is_empty() { spec.metadata.name.clone() } else { s.to_string() };
+            crate::protocol::OrdinalNames { name: or_app(&set.name), domain: or_app(&set.domain) }
+        });
+        Described { services, port_protocols, ordinals }
     }
-    entries
+
+    /// Whether `kept` carries this already.
+    fn is_in(&self, kept: &AppEndpoints) -> bool {
+        kept.services == self.services && kept.port_protocols == self.port_protocols && kept.ordinals == self.ordinals
+    }
 }
 
 impl Scheduler {
@@ -305,7 +332,7 @@ impl Scheduler {
     /// Node ports for a deploy (seed 003 `nodePort`): one another app holds is refused naming
     /// it; 0 keeps the port this app's stored spec had for the same service port, else takes
     /// the lowest free one of 30000-32767, written into the document that is stored.
-    pub(super) async fn assign_node_ports(
+    pub(super) async fn assign_service_addresses(
         &self,
         mut doc: serde_json::Value,
         spec: &crate::spec::ProcessSpec,
@@ -313,6 +340,8 @@ impl Scheduler {
         use crate::spec::model::{Protocol, ServiceType, NODE_PORTS};
         let key = format!("{}/{}", spec.metadata.namespace, spec.metadata.name);
         let apps = self.store.apps().await.map_err(|e| one_error("services", e.to_string()))?;
+        let mut errors = name_clashes(spec, &key, &apps);
+        errors.extend(self.assign_cluster_ips(&mut doc, spec, &key, &apps));
         let mut taken: BTreeMap<(bool, i64), String> = BTreeMap::new();
         let mut before: BTreeMap<(String, i64, bool), i64> = BTreeMap::new();
         for app in &apps {
@@ -328,7 +357,7 @@ impl Scheduler {
                 }
             }
         }
-        let mut errors = Vec::new();
+
         for (i, s) in spec.services.iter().enumerate().filter(|(_, s)| s.kind == ServiceType::NodePort) {
             for (k, p) in s.ports.iter().enumerate() {
                 let udp = p.protocol == Protocol::Udp;
@@ -365,6 +394,103 @@ impl Scheduler {
             Err(crate::spec::SpecErrors(errors))
         }
     }
+}
+
+impl Scheduler {
+    /// Every service's cluster IP: the one it had (same app, same service name), the one the
+    /// spec asks for (within the cluster's `service_range`, held by no other service), or the
+    /// lowest free one.
+    fn assign_cluster_ips(
+        &self,
+        doc: &mut serde_json::Value,
+        spec: &crate::spec::ProcessSpec,
+        key: &str,
+        apps: &[crate::plugin::store::App],
+    ) -> Vec<crate::spec::SpecError> {
+        let range = self.cluster.service_range;
+        let mut taken: BTreeMap<std::net::Ipv4Addr, String> = BTreeMap::new();
+        let mut before: BTreeMap<String, std::net::Ipv4Addr> = BTreeMap::new();
+        for app in apps {
+            let Ok(other) = super::check_spec(&app.spec) else { continue };
+            for s in &other.services {
+                let Ok(ip) = s.cluster_ip.parse::<std::net::Ipv4Addr>() else { continue };
+                if app.key == key {
+                    before.insert(s.name.clone(), ip);
+                } else {
+                    taken.insert(ip, format!("{}'s service {}", app.key, s.name));
+                }
+            }
+        }
+        let mut errors = Vec::new();
+        for (i, s) in spec.services.iter().enumerate() {
+            let at = format!("services[{i}].clusterIP");
+            let ip = if s.cluster_ip.is_empty() {
+                let free = |ip: &std::net::Ipv4Addr| !taken.contains_key(ip);
+                match before.get(&s.name).filter(|ip| range.contains(*ip) && free(ip)) {
+                    Some(ip) => *ip,
+                    None => match range.hosts().find(free) {
+                        Some(ip) => ip,
+                        None => {
+                            errors.push(crate::spec::SpecError::new(at, format!("every address of {range} is taken")));
+                            continue;
+                        }
+                    },
+                }
+            } else {
+                let asked: std::net::Ipv4Addr = s.cluster_ip.parse().expect("checked by validation");
+                if !range.hosts().any(|h| h == asked) {
+                    let why = format!("{asked} is outside the cluster's service_range {range}");
+                    errors.push(crate::spec::SpecError::new(at, why));
+                    continue;
+                }
+                if let Some(owner) = taken.get(&asked) {
+                    errors.push(crate::spec::SpecError::new(at, format!("{asked} is {owner}'s")));
+                    continue;
+                }
+                asked
+            };
+            taken.insert(ip, format!("{key}'s service {}", s.name));
+            doc["services"][i]["clusterIP"] = serde_json::json!(ip.to_string());
+        }
+        errors
+    }
+}
+
+/// The names an app takes in its namespace's DNS (src/services/dns.rs), each with the field
+/// that gives it: its own name, its stateful set's domain, its services' names.
+fn dns_names(spec: &crate::spec::ProcessSpec) -> Vec<(String, String)> {
+    let mut names = vec![(spec.metadata.name.clone(), "metadata.name".to_string())];
+    if let Some(domain) = spec.stateful_set.as_ref().map(|s| &s.domain).filter(|d| !d.is_empty()) {
+        names.push((domain.clone(), "statefulSet.domain".into()));
+    }
+    names.extend(spec.services.iter().enumerate().map(|(i, s)| (s.name.clone(), format!("services[{i}].name"))));
+    names
+}
+
+/// Seed 003: in one namespace a name means one thing — no two apps' stateful set domains, and
+/// no domain or service named like another app's (its name, domain or service).
+fn name_clashes(
+    spec: &crate::spec::ProcessSpec,
+    key: &str,
+    apps: &[crate::plugin::store::App],
+) -> Vec<crate::spec::SpecError> {
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
+    for app in apps.iter().filter(|a| a.key != key && a.deleting.is_none()) {
+        let Ok(other) = super::check_spec(&app.spec) else { continue };
+        if other.metadata.namespace != spec.metadata.namespace {
+            continue;
+        }
+        for (name, field) in dns_names(&other) {
+            held.entry(name).or_insert(format!("{}'s {field}", app.key));
+        }
+    }
+    dns_names(spec)
+        .into_iter()
+        .filter_map(|(name, field)| {
+            let owner = held.get(&name)?;
+            Some(crate::spec::SpecError::new(field, format!("{name:?} is already {owner} in the namespace's DNS")))
+        })
+        .collect()
 }
 
 fn one_error(at: &str, message: String) -> crate::spec::SpecErrors {

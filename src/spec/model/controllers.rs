@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 pub struct DaemonSetSpec {}
 
 /// Ordered instances: instance k is applied to its host only once instance k-1 reports Ready.
+/// Named (seed 003) `NAME-K.DOMAIN` in the app's namespace, `DOMAIN` being any of them (the
+/// DNS names of src/services/dns.rs); both default to the app's name.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub struct StatefulSetSpec {}
+pub struct StatefulSetSpec {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub domain: String,
+}

@@ -17,11 +17,21 @@ pub struct Service {
     /// Seed 003: whether the service is exported (outside its namespace); default true.
     pub export: bool,
     pub ports: Vec<ServicePort>,
+    /// The service's virtual address (not in seed 003; Kubernetes' `clusterIP`): chosen by
+    /// steward-sched from the cluster's `serviceRange` when empty, or asked for within it.
+    #[serde(rename = "clusterIP", skip_serializing_if = "String::is_empty")]
+    pub cluster_ip: String,
 }
 
 impl Default for Service {
     fn default() -> Self {
-        Service { name: String::new(), kind: ServiceType::default(), export: true, ports: Vec::new() }
+        Service {
+            name: String::new(),
+            kind: ServiceType::default(),
+            export: true,
+            ports: Vec::new(),
+            cluster_ip: String::new(),
+        }
     }
 }
 

@@ -89,6 +89,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         schedule::schedule(&spec.schedule, &root.field("schedule"), errors);
     }
     service::services(spec, &root.field("services"), errors);
+    service::stateful_set_names(spec, &root.field("statefulSet"), errors);
     if spec.is_pod() {
         pod::validate(&spec.spec.template.spec, &body.field("template").field("spec"), errors);
         if let Some(c) = &spec.constraint {

@@ -18,6 +18,9 @@ pub fn services(spec: &ProcessSpec, at: &Path, errors: &mut Errors) {
             }
             Ok(()) => {}
         }
+        if !s.cluster_ip.is_empty() && s.cluster_ip.parse::<std::net::Ipv4Addr>().is_err() {
+            errors.add(&sp.field("clusterIP"), format!("{:?} is no IPv4 address", s.cluster_ip));
+        }
         if s.ports.is_empty() {
             errors.add(&sp.field("ports"), "needs at least one port");
         }
@@ -54,6 +57,26 @@ pub fn services(spec: &ProcessSpec, at: &Path, errors: &mut Errors) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Seed 003 `statefulSet.name` and `domain`: DNS labels (the instances' names).
+pub fn stateful_set_names(spec: &ProcessSpec, at: &Path, errors: &mut Errors) {
+    let Some(set) = &spec.stateful_set else { return };
+    for (field, value) in [("name", &set.name), ("domain", &set.domain)] {
+        if !value.is_empty() {
+            if let Err(e) = super::check_name(value) {
+                errors.add(&at.field(field), e);
+            }
+        }
+    }
+    if !set.domain.is_empty() && set.domain != spec.metadata.name {
+        if let Some(i) = spec.services.iter().position(|s| s.name == set.domain) {
+            errors.add(
+                &at.field("domain"),
+                format!("{:?} is also the name of services[{i}]: one name, two meanings (seed 003)", set.domain),
+            );
         }
     }
 }

@@ -1,0 +1,58 @@
+//! Cluster IPs on the host (issue 27 part 4): each service's virtual address is an address of
+//! the host's loopback link, labelled `lo:steward-svc` (what tells Steward's from others'), so
+//! it is local on every host whatever its routes: the kernel's rules (nft.rs) DNAT what is sent
+//! to it, and the userspace proxy can listen on it. (Loopback rather than a dummy link: kernels
+//! without the dummy module are common in VMs and containers, this one included.) Like the
+//! nftables table, the addresses outlive the daemon (a kill -9 leaves them answering) and are
+//! made to match the wanted ones at every change.
+
+use crate::runtime::exit::ExitStatus;
+use crate::runtime::reaper::Reaper;
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The label of Steward's addresses on `lo`.
+pub const LABEL: &str = "lo:steward-svc";
+
+const IP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `ip ARGS` (through the daemon's reaper) with `input` on stdin: its stdout, or why not.
+async fn ip(reaper: Option<&Reaper>, args: &[&str], input: &str) -> Result<String, String> {
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = crate::runtime::program::run(reaper, cmd, input.as_bytes().to_vec(), IP_TIMEOUT)
+        .await
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    match out.status {
+        ExitStatus::Code(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        status => Err(format!("ip {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())),
+    }
+}
+
+/// The addresses labelled [`LABEL`] now.
+async fn held(reaper: Option<&Reaper>) -> Result<BTreeSet<Ipv4Addr>, String> {
+    let json = ip(reaper, &["-j", "-4", "addr", "show", "dev", "lo", "label", LABEL], "").await?;
+    let links: serde_json::Value =
+        serde_json::from_str(&json).map_err(|e| format!("ip -j addr show dev lo: not JSON ({e})"))?;
+    let links = links.as_array().map(Vec::as_slice).unwrap_or_default();
+    let infos = links.iter().flat_map(|l| l["addr_info"].as_array().into_iter().flatten());
+    Ok(infos.filter_map(|a| a["local"].as_str()?.parse().ok()).collect())
+}
+
+/// Makes `lo` hold exactly `wanted` under [`LABEL`].
+pub async fn hold(reaper: Option<&Reaper>, wanted: &BTreeSet<Ipv4Addr>) -> Result<(), String> {
+    let now = held(reaper).await?;
+    let mut batch = String::new();
+    for gone in now.difference(wanted) {
+        batch.push_str(&format!("addr del {gone}/32 dev lo\n"));
+    }
+    for new in wanted.difference(&now) {
+        batch.push_str(&format!("addr add {new}/32 dev lo label {LABEL}\n"));
+    }
+    if batch.is_empty() {
+        return Ok(());
+    }
+    ip(reaper, &["-batch", "-"], &batch).await.map(drop)
+}
