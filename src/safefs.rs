@@ -20,6 +20,23 @@ pub fn at(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// A directory of the daemon's at `dir` with `mode`: made with it, or one already there (a
+/// symlink or a file in its place refused) set to it. Errors name the path.
+pub fn dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            if !std::fs::symlink_metadata(dir).map_err(|e| at(dir, e))?.is_dir() {
+                return Err(io::Error::other(format!("{} is not a directory", dir.display())));
+            }
+        }
+        Err(e) => return Err(at(dir, e)),
+    }
+    // Set even when just made: the umask may have taken bits off.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(|e| at(dir, e))
+}
+
 fn other(path: &Path, message: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: {message}", path.display()))
 }

@@ -87,3 +87,27 @@ pub async fn run(
         }
     }
 }
+
+/// Runs the tool `program ARGS` (`nft`, `ip`) with `input` on its stdin, within `timeout`: its
+/// stdout when it exits 0, else why not (the command line, its exit and its stderr).
+pub async fn tool(
+    reaper: Option<&Reaper>,
+    program: &str,
+    args: &[&str],
+    input: &str,
+    timeout: std::time::Duration,
+) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out =
+        run(reaper, cmd, input.as_bytes().to_vec(), timeout).await.map_err(|e| format!("cannot run {program}: {e}"))?;
+    match out.status {
+        ExitStatus::Code(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        status => {
+            Err(format!("{program} {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+}

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// A Memory volume's tmpfs size when its `storage.limit` is not written: seed 003's default
@@ -41,7 +41,7 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
         return Ok(());
     }
     let base = volumes_dir(run_dir);
-    private_dir(&base).map_err(|e| format!("volumes: {e}"))?;
+    crate::safefs::dir_with_mode(&base, 0o700).map_err(|e| format!("volumes: {e}"))?;
     for v in &pod.volumes {
         let made = match &v.content {
             VolumeContent::Temp { memory, limit_bytes } => temp(v, *memory, *limit_bytes, &base),
@@ -90,42 +90,12 @@ fn is_mount_point(path: &Path, parent: &Path) -> bool {
     }
 }
 
-/// `dir` as a directory of root's, mode 0700 (a symlink in its place is refused).
-fn private_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let meta = std::fs::symlink_metadata(dir).map_err(|e| crate::safefs::at(dir, e))?;
-            if !meta.is_dir() {
-                return Err(io::Error::other(format!("{} is not a directory", dir.display())));
-            }
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| crate::safefs::at(dir, e))
-        }
-        Err(e) => Err(crate::safefs::at(dir, e)),
-    }
-}
-
-/// A directory at `dir` with `mode` (a symlink or file in its place is refused).
-fn own_dir(dir: &Path, mode: u32) -> io::Result<()> {
-    match std::fs::DirBuilder::new().create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let meta = std::fs::symlink_metadata(dir).map_err(|e| crate::safefs::at(dir, e))?;
-            if !meta.is_dir() {
-                return Err(io::Error::other(format!("{} is not a directory", dir.display())));
-            }
-        }
-        Err(e) => return Err(crate::safefs::at(dir, e)),
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(|e| crate::safefs::at(dir, e))
-}
-
 /// A Temp volume: its directory, kept as it is; on Memory, a tmpfs of the limit on it.
 fn temp(v: &RenderedVolume, memory: bool, limit: Option<u64>, base: &Path) -> Result<(), String> {
     use nix::mount::{mount, MsFlags};
     let dir = &v.host_path;
     if !memory {
-        return own_dir(dir, 0o777).map_err(|e| e.to_string());
+        return crate::safefs::dir_with_mode(dir, 0o777).map_err(|e| e.to_string());
     }
     let size = limit.unwrap_or(DEFAULT_MEMORY_LIMIT_BYTES);
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -133,7 +103,7 @@ fn temp(v: &RenderedVolume, memory: bool, limit: Option<u64>, base: &Path) -> Re
         // Already there (an earlier run): its contents stay, its size follows the spec.
         (flags | MsFlags::MS_REMOUNT, format!("size={size}"))
     } else {
-        own_dir(dir, 0o755).map_err(|e| e.to_string())?;
+        crate::safefs::dir_with_mode(dir, 0o755).map_err(|e| e.to_string())?;
         (flags, format!("size={size},mode=0777"))
     };
     mount(Some("tmpfs"), dir, Some("tmpfs"), flags, Some(options.as_str()))
@@ -168,7 +138,7 @@ fn files(
         Err(e) => Err(e),
     }
     .map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
-    own_dir(dir, 0o755).map_err(|e| e.to_string())?;
+    crate::safefs::dir_with_mode(dir, 0o755).map_err(|e| e.to_string())?;
     let data = match lookup(source, store) {
         Some(data) => data,
         None if optional => return Ok(()),
@@ -246,6 +216,7 @@ fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_subpath_through_a_symlink_is_refused_and_missing_ones_made() {

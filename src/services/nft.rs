@@ -7,10 +7,8 @@
 //! reset, ICMP for UDP). The rules outlive the daemon (a kill -9 leaves forwarding working); the next
 //! daemon writes the table again from its stored endpoints.
 
-use crate::runtime::exit::ExitStatus;
 use crate::runtime::reaper::Reaper;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// The table's name (family `ip`).
@@ -44,15 +42,7 @@ const NFT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs `nft ARGS` with `input` on stdin (through the daemon's reaper): Err is why it failed.
 async fn nft(reaper: Option<&Reaper>, args: &[&str], input: &str) -> Result<(), String> {
-    let mut cmd = std::process::Command::new("nft");
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let out = crate::runtime::program::run(reaper, cmd, input.as_bytes().to_vec(), NFT_TIMEOUT)
-        .await
-        .map_err(|e| format!("cannot run nft: {e}"))?;
-    match out.status {
-        ExitStatus::Code(0) => Ok(()),
-        status => Err(format!("nft {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())),
-    }
+    crate::runtime::program::tool(reaper, "nft", args, input, NFT_TIMEOUT).await.map(drop)
 }
 
 /// Whether `nft` can be run and can list rulesets here (root, a kernel with nf_tables).

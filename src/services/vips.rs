@@ -6,11 +6,9 @@
 //! nftables table, the addresses outlive the daemon (a kill -9 leaves them answering) and are
 //! made to match the wanted ones at every change.
 
-use crate::runtime::exit::ExitStatus;
 use crate::runtime::reaper::Reaper;
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::process::Stdio;
 use std::time::Duration;
 
 /// The label of Steward's addresses on `lo`.
@@ -20,15 +18,7 @@ const IP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs `ip ARGS` (through the daemon's reaper) with `input` on stdin: its stdout, or why not.
 async fn ip(reaper: Option<&Reaper>, args: &[&str], input: &str) -> Result<String, String> {
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = crate::runtime::program::run(reaper, cmd, input.as_bytes().to_vec(), IP_TIMEOUT)
-        .await
-        .map_err(|e| format!("cannot run ip: {e}"))?;
-    match out.status {
-        ExitStatus::Code(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        status => Err(format!("ip {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())),
-    }
+    crate::runtime::program::tool(reaper, "ip", args, input, IP_TIMEOUT).await
 }
 
 /// The addresses labelled [`LABEL`] now.

@@ -157,20 +157,9 @@ fn is_env_name(key: &str) -> bool {
 /// secret files are mounted into containers file by file, so nobody on the host needs to get
 /// through these directories.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     for d in [dir.parent(), Some(dir)].into_iter().flatten() {
-        match std::fs::DirBuilder::new().mode(0o700).create(d) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let meta = std::fs::symlink_metadata(d)?;
-                if !meta.is_dir() {
-                    return Err(std::io::Error::other(format!("{} is not a directory", d.display())));
-                }
-                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
-                std::os::unix::fs::lchown(d, Some(0), Some(0))?;
-            }
-            Err(e) => return Err(e),
-        }
+        crate::safefs::dir_with_mode(d, 0o700)?;
+        std::os::unix::fs::lchown(d, Some(0), Some(0)).map_err(|e| crate::safefs::at(d, e))?;
     }
     Ok(())
 }

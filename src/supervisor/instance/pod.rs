@@ -567,7 +567,7 @@ async fn pull_images(
 fn inject(cx: &Cx<'_>, rendered: &RenderedInstance, c: &RenderedContainer) -> Result<Vec<(String, String)>, String> {
     if c.injections.iter().any(|i| matches!(i.target, InjectionTarget::File { .. })) {
         let dir = rendered.run_dir.join("values").join(&c.name);
-        values::private_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        values::private_dir(&dir).map_err(|e| format!("cannot create {e}"))?;
     }
     let lookup = |kind, key: &str| cx.shared.values.lock().expect("values lock").get(&(kind, key.to_string())).cloned();
     values::inject(&c.injections, &cx.rec.id.namespace, lookup, &rendered.run_dir, &ResolvedUser::root())
