@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Issue 27: what a node port costs. Two network namespaces on a veth pair: a client (wrk) and a
-# host running nginx (the endpoint) and stewardd, handed endpoints with a NodePort service as
-# steward-sched would hand them. Requests per second and latency of the same small page:
-# direct to nginx, through the node port in nftables mode, and in userspace mode.
+# Issue 27: what a node port and a cluster IP cost. Two network namespaces on a veth pair: a
+# client (wrk) and a host running nginx (the endpoint) and stewardd, handed endpoints with a
+# NodePort service (and its cluster IP) as steward-sched would hand them. Requests per second and
+# latency of the same small page: direct to nginx, through the node port in nftables mode and in
+# userspace mode; and from the host itself (where cluster IPs answer), direct and through the
+# cluster IP in both modes.
 # Usage: bench/node_ports.sh (after cargo build --release; as root). DURATION=10 CONNECTIONS=32.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,7 +42,7 @@ CONF
 ip netns exec $host nginx -c "$dir/nginx.conf"
 
 wrk_run() { # URL -> "req/s p50 p99"
-    ip netns exec $cli wrk -t2 -c"${CONNECTIONS:-32}" -d"${DURATION:-10}s" --latency "$1" |
+    ip netns exec "${2:-$cli}" wrk -t2 -c"${CONNECTIONS:-32}" -d"${DURATION:-10}s" --latency "$1" |
         awk '/Requests\/sec/ {r=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} END {print r, p50, p99}'
 }
 
@@ -48,10 +50,13 @@ echo "| path | requests/s | p50 | p99 |"
 echo "|---|---|---|---|"
 read -r r p50 p99 <<<"$(wrk_run http://10.232.0.2:18080/)"
 echo "| direct to the endpoint | $r | $p50 | $p99 |"
+read -r r p50 p99 <<<"$(wrk_run http://10.232.0.2:18080/ $host)"
+on_host="| on the host: direct to the endpoint | $r | $p50 | $p99 |"
 
 endpoints='{"namespace":"bench","name":"web","revision":1,"updatedMs":1,
   "ports":{"http":[{"ip":"10.232.0.2","port":18080,"node":"h","instance":0}]},
-  "services":[{"service":"web","type":"NodePort","export":true,"protocol":"TCP","port":80,"nodePort":30080,"target":"http"}]}'
+  "services":[{"service":"web","type":"NodePort","export":true,"protocol":"TCP","port":80,"nodePort":30080,"target":"http",
+    "clusterIP":"10.254.0.1"}]}'
 for mode in nftables userspace; do
     rm -rf "$dir/state" "$dir/work" "$dir/run"
     cat > "$dir/stewardd.toml" <<TOML
@@ -76,6 +81,10 @@ TOML
     done
     read -r r p50 p99 <<<"$(wrk_run http://10.232.0.2:30080/)"
     echo "| node port, $mode | $r | $p50 | $p99 |"
+    read -r r p50 p99 <<<"$(wrk_run http://10.254.0.1:80/ $host)"
+    on_host="$on_host
+| on the host: cluster IP, $mode | $r | $p50 | $p99 |"
     kill -9 "$(cat "$dir/stewardd.pid")"; rm -f "$dir/stewardd.pid" "$dir/stewardd.sock"
     ip netns exec $host nft delete table ip steward 2>/dev/null || true
 done
+echo "$on_host"

@@ -393,9 +393,12 @@ async fn a_rollout_under_load_loses_no_request_when_instances_drain_on_pre_stop(
     assert!(ok > 100, "the loop ran: {ok}");
 }
 
-/// Asks `server` (from the control namespace, over UDP) for `name`'s `kind` records: the answer
-/// code and each record as `NAME DATA`, sorted, answers then additionals.
-fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> (String, Vec<String>, Vec<String>) {
+/// A DNS answer: its code, and each record as `NAME DATA`, sorted, answers then additionals.
+type DnsAnswer = (String, Vec<String>, Vec<String>);
+
+/// Asks `server` (from the control namespace, over UDP) for `name`'s `kind` records; Err: no
+/// answer within 3 s.
+fn try_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> Result<DnsAnswer, String> {
     use hickory_server::proto::op::{Message, Query};
     use hickory_server::proto::rr::{Name, RecordType};
     let ns = std::fs::File::open(format!("/run/netns/{}", c.ctl)).unwrap();
@@ -410,7 +413,7 @@ fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> (String, Vec<St
         query.metadata.id = 4242;
         socket.send_to(&query.to_vec().unwrap(), &server).unwrap();
         let mut buf = [0u8; 4096];
-        let (n, _) = socket.recv_from(&mut buf).unwrap_or_else(|e| panic!("no answer from {server} for {name}: {e}"));
+        let (n, _) = socket.recv_from(&mut buf).map_err(|e| format!("no answer from {server} for {name}: {e}"))?;
         let answer = Message::from_vec(&buf[..n]).unwrap();
         assert_eq!(answer.metadata.id, 4242);
         let show = |rs: &[hickory_server::proto::rr::Record]| {
@@ -418,10 +421,14 @@ fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> (String, Vec<St
             v.sort();
             v
         };
-        (answer.metadata.response_code.to_string(), show(&answer.answers), show(&answer.additionals))
+        Ok((answer.metadata.response_code.to_string(), show(&answer.answers), show(&answer.additionals)))
     })
     .join()
     .unwrap()
+}
+
+fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> DnsAnswer {
+    try_dns(c, server, name, kind).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every host's DNS responder answers the app's name (A: its hosts; SRV: each Ready instance's
@@ -430,7 +437,7 @@ fn ask_dns(c: &Cluster, server: &str, name: &str, kind: &str) -> (String, Vec<St
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_answers_the_endpoints_steward_sched_lists() {
     let config = "[services]\nnode_ports = \"nftables\"\ndns = \"0.0.0.0:5353\"\n";
-    let c = Cluster::start_with("d", ["a", "a", "a"], [config, config, config]);
+    let mut c = Cluster::start_with("d", ["a", "a", "a"], [config, config, config]);
     let mut run = c.follow(&["run"]);
     run.wait_for(30, "leading", |v| body_type(v) == "leading");
     let mut doc = served(3);
@@ -514,6 +521,21 @@ async fn dns_answers_the_endpoints_steward_sched_lists() {
     }
     let (_, a, _) = ask_dns(&c, &c.hosts[1].ip, "box.test.steward.", "A");
     assert_eq!(a.len(), 2, "{a:?}");
+    // A daemon's kill -9 and restart: it answers the same, from its stored endpoints.
+    let before = ask_dns(&c, &c.hosts[0].ip, "_http._tcp.web.test.steward.", "SRV");
+    c.hosts[0].daemon.kill9();
+    c.hosts[0].daemon.spawn();
+    wait_remote(&c.hosts[0].daemon, 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(after) = try_dns(&c, &c.hosts[0].ip, "_http._tcp.web.test.steward.", "SRV") {
+            assert_eq!(after, before, "the restarted daemon's answer");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no answer from the restarted daemon");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // Another app may not take the domain: one name, one meaning in a namespace (seed 003).
     let mut clash = web(1);
     clash["metadata"]["name"] = json!("other");
