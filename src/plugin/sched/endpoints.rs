@@ -329,9 +329,11 @@ impl Scheduler {
 }
 
 impl Scheduler {
-    /// Node ports for a deploy (seed 003 `nodePort`): one another app holds is refused naming
-    /// it; 0 keeps the port this app's stored spec had for the same service port, else takes
-    /// the lowest free one of 30000-32767, written into the document that is stored.
+    /// A deploy's service addresses, written into the document that is stored, and its DNS
+    /// names checked against the namespace's (seed 003). Node ports (`nodePort`): one another
+    /// app holds is refused naming it; 0 keeps the port this app's stored spec had for the same
+    /// service port, else takes the lowest free one of 30000-32767. Cluster IPs: see
+    /// [`Scheduler::assign_cluster_ips`].
     pub(super) async fn assign_service_addresses(
         &self,
         mut doc: serde_json::Value,
@@ -339,25 +341,30 @@ impl Scheduler {
     ) -> Result<serde_json::Value, crate::spec::SpecErrors> {
         use crate::spec::model::{Protocol, ServiceType, NODE_PORTS};
         let key = format!("{}/{}", spec.metadata.namespace, spec.metadata.name);
-        let apps = self.store.apps().await.map_err(|e| one_error("services", e.to_string()))?;
+        let stored = self.store.apps().await.map_err(|e| one_error("services", e.to_string()))?;
+        // Every stored spec parsed once, for the three checks below.
+        let apps: Vec<Stored> = stored
+            .iter()
+            .filter_map(|a| {
+                Some(Stored { key: &a.key, deleting: a.deleting.is_some(), spec: super::check_spec(&a.spec).ok()? })
+            })
+            .collect();
         let mut errors = name_clashes(spec, &key, &apps);
         errors.extend(self.assign_cluster_ips(&mut doc, spec, &key, &apps));
         let mut taken: BTreeMap<(bool, i64), String> = BTreeMap::new();
         let mut before: BTreeMap<(String, i64, bool), i64> = BTreeMap::new();
         for app in &apps {
-            let Ok(other) = super::check_spec(&app.spec) else { continue };
-            for s in &other.services {
+            for s in &app.spec.services {
                 for p in s.ports.iter().filter(|p| p.node_port > 0) {
                     let udp = p.protocol == Protocol::Udp;
                     if app.key == key {
                         before.insert((s.name.clone(), p.port, udp), p.node_port);
                     } else {
-                        taken.insert((udp, p.node_port), app.key.clone());
+                        taken.insert((udp, p.node_port), app.key.to_string());
                     }
                 }
             }
         }
-
         for (i, s) in spec.services.iter().enumerate().filter(|(_, s)| s.kind == ServiceType::NodePort) {
             for (k, p) in s.ports.iter().enumerate() {
                 let udp = p.protocol == Protocol::Udp;
@@ -405,14 +412,13 @@ impl Scheduler {
         doc: &mut serde_json::Value,
         spec: &crate::spec::ProcessSpec,
         key: &str,
-        apps: &[crate::plugin::store::App],
+        apps: &[Stored],
     ) -> Vec<crate::spec::SpecError> {
         let range = self.cluster.service_range;
         let mut taken: BTreeMap<std::net::Ipv4Addr, String> = BTreeMap::new();
         let mut before: BTreeMap<String, std::net::Ipv4Addr> = BTreeMap::new();
         for app in apps {
-            let Ok(other) = super::check_spec(&app.spec) else { continue };
-            for s in &other.services {
+            for s in &app.spec.services {
                 let Ok(ip) = s.cluster_ip.parse::<std::net::Ipv4Addr>() else { continue };
                 if app.key == key {
                     before.insert(s.name.clone(), ip);
@@ -438,7 +444,8 @@ impl Scheduler {
                 }
             } else {
                 let asked: std::net::Ipv4Addr = s.cluster_ip.parse().expect("checked by validation");
-                if !range.hosts().any(|h| h == asked) {
+                // The range's own network and broadcast addresses are no host's (`hosts()`).
+                if !range.contains(&asked) || asked == range.network() || asked == range.broadcast() {
                     let why = format!("{asked} is outside the cluster's service_range {range}");
                     errors.push(crate::spec::SpecError::new(at, why));
                     continue;
@@ -456,6 +463,13 @@ impl Scheduler {
     }
 }
 
+/// A stored app as a deploy's service checks read it: its spec parsed once.
+struct Stored<'a> {
+    key: &'a str,
+    deleting: bool,
+    spec: crate::spec::ProcessSpec,
+}
+
 /// The names an app takes in its namespace's DNS (src/services/dns.rs), each with the field
 /// that gives it: its own name, its stateful set's domain, its services' names.
 fn dns_names(spec: &crate::spec::ProcessSpec) -> Vec<(String, String)> {
@@ -469,18 +483,13 @@ fn dns_names(spec: &crate::spec::ProcessSpec) -> Vec<(String, String)> {
 
 /// Seed 003: in one namespace a name means one thing — no two apps' stateful set domains, and
 /// no domain or service named like another app's (its name, domain or service).
-fn name_clashes(
-    spec: &crate::spec::ProcessSpec,
-    key: &str,
-    apps: &[crate::plugin::store::App],
-) -> Vec<crate::spec::SpecError> {
+fn name_clashes(spec: &crate::spec::ProcessSpec, key: &str, apps: &[Stored]) -> Vec<crate::spec::SpecError> {
     let mut held: BTreeMap<String, String> = BTreeMap::new();
-    for app in apps.iter().filter(|a| a.key != key && a.deleting.is_none()) {
-        let Ok(other) = super::check_spec(&app.spec) else { continue };
-        if other.metadata.namespace != spec.metadata.namespace {
+    for app in apps.iter().filter(|a| a.key != key && !a.deleting) {
+        if app.spec.metadata.namespace != spec.metadata.namespace {
             continue;
         }
-        for (name, field) in dns_names(&other) {
+        for (name, field) in dns_names(&app.spec) {
             held.entry(name).or_insert(format!("{}'s {field}", app.key));
         }
     }
