@@ -5,6 +5,9 @@
 //!   the daemon SIGKILLs itself (no destructor, no flush: exactly a kill -9 at that point).
 //! - `STEWARD_FAILPOINTS=actor-panic=ns/name/0`: the actor of that instance panics when it
 //!   starts it; `reload-panic=ns/name/0` when it is asked to reload (see [`panic_for`]).
+//! - `STEWARD_FAILPOINTS=subpath-checked~3000`: the thread passing `subpath-checked` sleeps
+//!   3000 ms there each time, so that a test can act inside a window a race would need (see
+//!   [`pause`]).
 //!
 //! Compiled into debug builds only (the ones the tests run); in a release build every point is
 //! an empty inline function.
@@ -21,19 +24,27 @@ mod enabled {
         crash_at: HashMap<String, u64>,
         /// Point name → the argument it panics for.
         panic_for: HashMap<String, String>,
+        /// Point name → how long the thread passing it sleeps there.
+        pause: HashMap<String, std::time::Duration>,
         hits: Mutex<HashMap<String, u64>>,
     }
 
     fn points() -> &'static Points {
         static POINTS: OnceLock<Points> = OnceLock::new();
         POINTS.get_or_init(|| {
-            let mut p =
-                Points { crash_at: HashMap::new(), panic_for: HashMap::new(), hits: Mutex::new(HashMap::new()) };
+            let mut p = Points {
+                crash_at: HashMap::new(),
+                panic_for: HashMap::new(),
+                pause: HashMap::new(),
+                hits: Mutex::new(HashMap::new()),
+            };
             for item in std::env::var(VAR).unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 if let Some((name, n)) = item.split_once('@') {
                     p.crash_at.insert(name.to_string(), n.parse().unwrap_or(1));
                 } else if let Some((name, arg)) = item.split_once('=') {
                     p.panic_for.insert(name.to_string(), arg.to_string());
+                } else if let Some((name, ms)) = item.split_once('~') {
+                    p.pause.insert(name.to_string(), std::time::Duration::from_millis(ms.parse().unwrap_or(1000)));
                 }
             }
             p
@@ -49,6 +60,13 @@ mod enabled {
         if *n == *at {
             eprintln!("failpoint {name}: hit {n}, the daemon dies as by kill -9");
             let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    pub fn pause(name: &str) {
+        if let Some(d) = points().pause.get(name) {
+            eprintln!("failpoint {name}: pausing {} ms", d.as_millis());
+            std::thread::sleep(*d);
         }
     }
 
@@ -71,4 +89,12 @@ pub fn hit(_name: &str) {
 pub fn panic_for(_name: &str, _arg: &str) {
     #[cfg(debug_assertions)]
     enabled::panic_for(_name, _arg);
+}
+
+/// Sleeps at point `name` if a test asked for it: a race's window held open (blocking the
+/// thread, which only a test's daemon ever does).
+#[inline]
+pub fn pause(_name: &str) {
+    #[cfg(debug_assertions)]
+    enabled::pause(_name);
 }

@@ -226,18 +226,42 @@ pub fn replace_file(path: &Path, data: &[u8], mode: u32, uid: u32, gid: u32) -> 
     result.map_err(|e| at(path, e))
 }
 
-/// Creates `dir` and any missing parents below `root` (a configured root), giving the new ones
-/// to `uid:gid` (mode 0755); existing ones are left as they are. Walked by descriptor: a
-/// symlink on the way is refused, and a directory swapped for a symlink after its creation
-/// cannot turn the chown into one of something else.
+/// Creates `dir` and any missing parents below `root` (a configured root, a workPath, a
+/// volume's directory; made root's if missing), giving the new ones to `uid:gid` (mode 0755);
+/// existing ones are left as they are. The root is opened as [`open_workload_dir`] does (a
+/// symlink a workload planted on the way to it, or as it, is refused), and the rest walked by descriptor: every existing
+/// component is verified before the first is created, a symlink among them is refused, and a
+/// directory swapped for a symlink after its creation cannot turn the chown into one of
+/// something else. So a refusal creates nothing, anywhere.
 pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
     let rel = dir.strip_prefix(root).map_err(|_| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not below {}", dir.display(), root.display()))
     })?;
-    std::fs::create_dir_all(root).map_err(|e| at(root, e))?;
-    let mut cur: OwnedFd = File::open(root).map_err(|e| at(root, e))?.into();
+    let refused = |shown: &Path| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is a symlink or not a directory; refusing to follow it", shown.display()),
+        )
+    };
+    let mut cur = open_workload_dir(root, Some((0, 0)))?;
     let mut shown = root.to_path_buf();
-    for part in rel.components() {
+    let mut parts = rel.components().peekable();
+    // What exists is only walked.
+    while let Some(part) = parts.peek() {
+        let name = sys::name(part.as_os_str().as_bytes()).map_err(|e| at(&shown.join(part), e))?;
+        match sys::open_dir(cur.as_fd(), &name) {
+            Ok(next) => cur = next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+                return Err(refused(&shown.join(part)))
+            }
+            Err(e) => return Err(at(&shown.join(part), e)),
+        }
+        shown.push(part);
+        parts.next();
+    }
+    // The rest is made, each inside the descriptor of the one before.
+    for part in parts {
         shown.push(part);
         let name = sys::name(part.as_os_str().as_bytes()).map_err(|e| at(&shown, e))?;
         let created = match sys::mkdir(cur.as_fd(), &name, 0o700) {
@@ -246,10 +270,7 @@ pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()
             Err(e) => return Err(at(&shown, e)),
         };
         let next = sys::open_dir(cur.as_fd(), &name).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) | Some(libc::ENOTDIR) => io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is a symlink or not a directory; refusing to follow it", shown.display()),
-            ),
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => refused(&shown),
             _ => at(&shown, e),
         })?;
         if created {

@@ -9,6 +9,7 @@ mod common;
 use common::docker::{self, IMAGE, SHARED_SOCKET};
 use common::{id, Daemon};
 use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
 use steward::supervisor::state::Kind;
 
 fn pod(name: &str, containers: Value) -> Value {
@@ -93,7 +94,13 @@ async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     // The Memory volume: a tmpfs on the host of the limit, shared, and full at 1 MiB.
     let run_dir = d.run_dir().join("vols.shared.0");
     let ram = run_dir.join("volumes/ram");
-    assert_eq!(mounts_below(&run_dir), vec![ram.display().to_string()]);
+    // The subpath is handed to the engine as a bind mount of what was checked, staged in a
+    // root-only directory: never as the path a container could swap.
+    let staged = run_dir.join("mounts/reader/1");
+    let expected = vec![ram.display().to_string(), staged.display().to_string()];
+    assert_eq!(mounts_below(&run_dir), expected);
+    let mode = std::fs::metadata(run_dir.join("mounts")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
     let df = std::process::Command::new("df").args(["-B1", "--output=size,fstype"]).arg(&ram).output().unwrap();
     let df = String::from_utf8_lossy(&df.stdout).to_string();
     assert!(df.contains("1048576") && df.contains("tmpfs"), "{df}");
@@ -104,7 +111,6 @@ async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     assert_eq!(exec(&r, "cat /ram/note").1, "kept");
     // The host side: the volumes' directory is root's alone; the secret's file is not readable
     // by anyone else there either.
-    use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(run_dir.join("volumes")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
 
@@ -113,7 +119,7 @@ async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     let s = d.wait_state(&iid, Kind::Running, 30).await;
     assert_eq!(s.containers[1].id, r, "re-adopted, not restarted");
     assert_eq!(exec(&r, "cat /shared/hello /ram/note").1, "hello\nkept");
-    assert_eq!(mounts_below(&run_dir), vec![ram.display().to_string()]);
+    assert_eq!(mounts_below(&run_dir), expected);
 
     // A restart keeps the Temp volumes (disk and memory) and writes the files afresh.
     let (code, _, err) = d.cli(&["configmap", "create", "vols/conf", "--from-literal", "app.ini=level=8"]);
@@ -228,7 +234,7 @@ async fn cp_puts_a_file_into_a_process_and_a_pod_and_nowhere_else() {
     let work = d.work_dir().join("test.proc.0");
     let target = work.join("conf/settings.ini");
     assert!(out.contains(&target.display().to_string()) && out.contains("mode 0400"), "{out}");
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(&target).unwrap();
     let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
     assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (nobody.uid.as_raw(), 0o400));

@@ -52,6 +52,15 @@ pub fn open_dir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Opens `name` in `dir` as a bare reference (`O_PATH`) without following a symlink: a symlink
+/// there is opened as itself, for the caller to see and refuse.
+pub fn open_path(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    let fd = retry(|| unsafe {
+        libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Opens the real parent of a directory (`..` of the descriptor, whatever its path now is).
 pub fn open_dir_dotdot(dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let fd = retry(|| unsafe {

@@ -9,7 +9,11 @@
 //!
 //! Containers can write into a Temp volume, so everything below a volume's directory is walked
 //! by descriptor without following a symlink: a `subpath` a container turned into a symlink to
-//! the host's /etc is refused, not bind-mounted.
+//! the host's /etc is refused, not bind-mounted. And since a container can still swap it after
+//! the check, the engine is never handed the subpath's path: the opened descriptor is
+//! bind-mounted on a point in `<run dir>/mounts` (root's, 0700), and that point is what the
+//! container's mount names (as kubelet does since CVE-2017-1002101). Host paths are staged
+//! the same way: a workload may own a directory on the way to one.
 
 use crate::fetch::sys;
 use crate::spec::render::pod::{RenderedPod, RenderedVolume, VolumeContent};
@@ -17,7 +21,7 @@ use crate::spec::render::InjectionSource;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -34,51 +38,156 @@ pub fn volumes_dir(run_dir: &Path) -> PathBuf {
 }
 
 /// Makes every volume of `pod` ready for a start: Temp directories (a tmpfs mounted, or
-/// resized, for Memory), configmap and secret files written, and every mount's subpath made
-/// (Temp) or found (files), with no symlink on the way. Errors name the volume and the store.
+/// resized, for Memory), configmap and secret files written, and every staged mount (a
+/// volume's subpath, a host path) opened with no symlink on the way and bind-mounted, by its
+/// descriptor, on its point in the root-only staging directory, which is what the engine is
+/// handed. Errors name the volume and the store.
 pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Lookup<'_>) -> Result<(), String> {
-    if pod.volumes.is_empty() {
-        return Ok(());
-    }
-    let base = volumes_dir(run_dir);
-    crate::safefs::dir_with_mode(&base, 0o700).map_err(|e| format!("volumes: {e}"))?;
-    for v in &pod.volumes {
-        let made = match &v.content {
-            VolumeContent::Temp { memory, limit_bytes } => temp(v, *memory, *limit_bytes, &base),
-            VolumeContent::Files { source, store, items, optional } => {
-                files(v, *source, store, items, *optional, namespace, lookup)
-            }
-        };
-        made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
-    }
-    for c in pod.init_containers.iter().chain(&pod.containers) {
-        for m in &c.mounts {
-            let Some(name) = &m.volume else { continue };
-            let Some(v) = pod.volumes.iter().find(|v| &v.name == name) else { continue };
-            if m.subpath.is_empty() {
-                continue;
-            }
-            let create = matches!(v.content, VolumeContent::Temp { .. });
-            subpath(&v.host_path, &m.subpath, create)
-                .map_err(|e| format!("container {}: volume {name:?} subpath {:?}: {e}", c.name, m.subpath))?;
+    if !pod.volumes.is_empty() {
+        let base = volumes_dir(run_dir);
+        crate::safefs::dir_with_mode(&base, 0o700).map_err(|e| format!("volumes: {e}"))?;
+        for v in &pod.volumes {
+            let made = match &v.content {
+                VolumeContent::Temp { memory, limit_bytes } => temp(v, *memory, *limit_bytes, &base),
+                VolumeContent::Files { source, store, items, optional } => {
+                    files(v, *source, store, items, *optional, namespace, lookup)
+                }
+            };
+            made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
         }
     }
+    for c in pod.init_containers.iter().chain(&pod.containers) {
+        for m in c.mounts.iter().filter(|m| m.source.is_some()) {
+            let (opened, what) = match (&m.volume, &m.source) {
+                (Some(name), _) => {
+                    let Some(v) = pod.volumes.iter().find(|v| &v.name == name) else { continue };
+                    let create = matches!(v.content, VolumeContent::Temp { .. });
+                    (subpath(&v.host_path, &m.subpath, create), format!("volume {name:?} subpath {:?}", m.subpath))
+                }
+                (None, Some(source)) => (host_source(source), format!("host path {}", source.display())),
+                (None, None) => continue,
+            };
+            opened.and_then(|fd| stage(&fd, &m.host_path)).map_err(|e| format!("container {}: {what}: {e}", c.name))?;
+        }
+    }
+    crate::failpoint::pause("subpath-checked");
     Ok(())
 }
 
-/// Unmounts the instance's Memory volumes (before its run dir is removed): every mount point
-/// directly below its volumes directory.
-pub fn release(run_dir: &Path) {
-    let base = volumes_dir(run_dir);
-    let Ok(entries) = std::fs::read_dir(&base) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if is_mount_point(&path, &base) {
-            match nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH) {
-                Ok(()) => tracing::info!("unmounted the tmpfs volume at {}", path.display()),
-                Err(e) => tracing::warn!("cannot unmount the volume at {}: {e}", path.display()),
+/// Unmounts everything mounted below the instance's run dir (its Memory volumes' tmpfs, its
+/// staged mounts), deepest first, before the run dir is removed. False when a mount is still
+/// there: the run dir must then be left alone, or its removal would reach into what is mounted
+/// (a host path, a volume shared with nothing of the instance's).
+pub fn release(run_dir: &Path) -> bool {
+    let mut mounts = mounts_below(run_dir);
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.as_os_str().len()));
+    for path in &mounts {
+        match nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH) {
+            Ok(()) => tracing::info!("unmounted {}", path.display()),
+            Err(e) => tracing::warn!("cannot unmount {}: {e}", path.display()),
+        }
+    }
+    let left = mounts_below(run_dir);
+    for path in &left {
+        tracing::error!("{} is still mounted; leaving {} in place", path.display(), run_dir.display());
+    }
+    left.is_empty()
+}
+
+/// Mount points at or below `dir` in the daemon's mount table (the host's).
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_mount_path(m)))
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
+fn unescape_mount_path(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match (bytes[i], octal) {
+            (b'\\', Some(b)) => {
+                out.push(b);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
             }
         }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Bind-mounts what `source` refers to on `point` (made, in root-only directories, as a
+/// directory or an empty file to match), after unmounting an earlier start's mount there.
+/// The mount goes through the descriptor's /proc link: the kernel mounts the very object that
+/// was opened and checked, whatever its path has become since.
+fn stage(source: &OwnedFd, point: &Path) -> Result<(), String> {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    let st = sys::stat_fd(source.as_fd()).map_err(|e| e.to_string())?;
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let parent = point.parent().ok_or("a staging point without a directory")?;
+    if let Some(staging) = parent.parent() {
+        crate::safefs::dir_with_mode(staging, 0o700).map_err(|e| e.to_string())?;
+    }
+    crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| e.to_string())?;
+    for _ in 0..16 {
+        if !mounts_below(point).iter().any(|m| m == point) {
+            break;
+        }
+        umount2(point, MntFlags::MNT_DETACH).map_err(|e| format!("cannot unmount {}: {e}", point.display()))?;
+    }
+    match std::fs::symlink_metadata(point) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir(point),
+        Ok(_) => std::fs::remove_file(point),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+    .map_err(|e| crate::safefs::at(point, e).to_string())?;
+    let made = if is_dir {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(point)
+    } else {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(point).map(drop)
+    };
+    made.map_err(|e| crate::safefs::at(point, e).to_string())?;
+    let from = PathBuf::from(format!("/proc/self/fd/{}", source.as_raw_fd()));
+    mount(Some(&from), point, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        .map_err(|e| format!("cannot bind-mount it on {}: {e}", point.display()))
+}
+
+/// Opens a container's host path (seed 001 `volumes[].hostPath`, below the work or run root):
+/// its directories walked one at a time, a symlink followed only if root owns it (one a
+/// workload planted is refused); missing ones made, root's, as the engine would have made them.
+fn host_source(path: &Path) -> Result<OwnedFd, String> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err("is not a path below a directory".into());
+    };
+    let dir = crate::fetch::open_dir_walk(parent, Some((0, 0)))?;
+    let name = sys::name(name.as_encoded_bytes()).map_err(|e| e.to_string())?;
+    match sys::open_path(dir.as_fd(), &name) {
+        Ok(fd) => {
+            let st = sys::stat_fd(fd.as_fd()).map_err(|e| e.to_string())?;
+            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                // Followed as the walk follows one: only an administrator's (root's).
+                return crate::fetch::open_dir_walk(path, None);
+            }
+            Ok(fd)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            sys::mkdir(dir.as_fd(), &name, 0o755).map_err(|e| e.to_string())?;
+            sys::open_dir(dir.as_fd(), &name).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -171,10 +280,10 @@ fn files(
     Ok(())
 }
 
-/// Walks `subpath` below the volume's directory by descriptor, never through a symlink:
-/// missing directories are made (0777, in a Temp volume) when `create`, else it must exist (a
-/// file or directory the volume's files hold).
-fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<(), String> {
+/// Walks `subpath` below the volume's directory by descriptor, never through a symlink, and
+/// returns what it names, opened: missing directories are made (0777, in a Temp volume) when
+/// `create`, else it must exist (a file or directory the volume's files hold).
+fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<OwnedFd, String> {
     let mut cur: OwnedFd = File::open(volume).map_err(|e| crate::safefs::at(volume, e).to_string())?.into();
     let mut shown = volume.to_path_buf();
     let parts: Vec<&str> = subpath.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
@@ -191,7 +300,15 @@ fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<(), String> {
         match kind {
             Some(libc::S_IFLNK) => return Err(format!("{} is a symlink; refusing to mount it", shown.display())),
             Some(libc::S_IFDIR) => {}
-            Some(_) if last && !create => return Ok(()),
+            Some(_) if last && !create => {
+                let file = sys::open_path(cur.as_fd(), &name).map_err(|e| crate::safefs::at(&shown, e).to_string())?;
+                // Swapped since the stat: what was opened is what is checked.
+                let st = sys::stat_fd(file.as_fd()).map_err(|e| crate::safefs::at(&shown, e).to_string())?;
+                if matches!(st.st_mode & libc::S_IFMT, libc::S_IFLNK | libc::S_IFDIR) {
+                    return Err(format!("{} changed while it was checked; refusing to mount it", shown.display()));
+                }
+                return Ok(file);
+            }
             Some(_) => return Err(format!("{} is not a directory", shown.display())),
             None if !create => return Err(format!("{} does not exist in the volume", shown.display())),
             None => {
@@ -210,7 +327,7 @@ fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<(), String> {
         }
         cur = next;
     }
-    Ok(())
+    Ok(cur)
 }
 
 #[cfg(test)]

@@ -261,6 +261,9 @@ impl Drop for Daemon {
             let _ = cg.remove();
         }
         let _ = h.remove_parent();
+        // A pod's tmpfs volumes and staged mounts: the directory's removal must not reach into
+        // what they show.
+        steward::runtime::volumes::release(self.dir.path());
     }
 }
 

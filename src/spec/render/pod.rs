@@ -67,6 +67,23 @@ pub struct Mount {
     pub volume: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subpath: String,
+    /// Where the mount's content is when a workload can reach a path on the way to it (a
+    /// volume's subpath, a host path): `host_path` is then a point in the root-only staging
+    /// directory ([`staging_point`]) on which the daemon bind-mounts the content, opened by
+    /// descriptor, before every start. The engine is never handed a path a workload can change
+    /// between the daemon's check and its mount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<PathBuf>,
+}
+
+/// The directory below an instance's run dir (root's, 0700) holding its staged mounts.
+pub fn staging_dir(run_dir: &std::path::Path) -> PathBuf {
+    run_dir.join("mounts")
+}
+
+/// Where container `container`'s mount number `index` is staged.
+pub fn staging_point(run_dir: &std::path::Path, container: &str, index: usize) -> PathBuf {
+    staging_dir(run_dir).join(container).join(index.to_string())
 }
 
 /// A pod volume (seed 003) as the host holds it: `<run dir>/volumes/<name>`.
@@ -397,6 +414,7 @@ fn render_container(
                         read_only: true,
                         volume: None,
                         subpath: String::new(),
+                        source: None,
                     });
                     // Readable by its owner only: root (a container's default user), or the
                     // item's `user` (a host user name or a numeric uid[:gid], for an image
@@ -411,12 +429,13 @@ fn render_container(
     }
     for (i, v) in c.volumes.iter().enumerate() {
         match super::confine(&v.host_path, None, &roots) {
-            Ok(host_path) => mounts.push(Mount {
-                host_path,
+            Ok(source) => mounts.push(Mount {
+                host_path: staging_point(run_dir, &c.name, mounts.len()),
                 container_path: v.mount_path.clone(),
                 read_only: v.read_only,
                 volume: None,
                 subpath: String::new(),
+                source: Some(source),
             }),
             Err(why) => errors.add(
                 &at.field("volumes").index(i).field("hostPath"),
@@ -433,9 +452,16 @@ fn render_container(
         // A name validation did not find is left out (validation said so).
         let Some(v) = volumes.iter().find(|v| v.name == m.name) else { continue };
         let subpath = m.subpath.trim_matches('/').to_string();
-        let host_path = if subpath.is_empty() { v.host_path.clone() } else { v.host_path.join(&subpath) };
+        // The volume's own directory is in the root-only volumes directory; a subpath below
+        // it is the containers' to change.
+        let (host_path, source) = if subpath.is_empty() {
+            (v.host_path.clone(), None)
+        } else {
+            (staging_point(run_dir, &c.name, mounts.len()), Some(v.host_path.join(&subpath)))
+        };
         mounts.push(Mount {
             host_path,
+            source,
             container_path: m.path.clone(),
             // A configmap's or secret's files are the store's, not the container's.
             read_only: m.readonly || matches!(v.content, VolumeContent::Files { .. }),

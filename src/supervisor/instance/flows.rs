@@ -364,9 +364,11 @@ impl<W: Workload> Actor<W> {
         crate::failpoint::hit("delete-committed");
         self.workload.remove(&mut cx!(self)).await;
         if let Ok(r) = self.rendered() {
-            // A pod's Memory volumes are tmpfs mounts below it.
-            crate::runtime::volumes::release(&r.run_dir);
-            let _ = std::fs::remove_dir_all(&r.run_dir);
+            // A pod's Memory volumes and staged mounts are mounts below it: removing through
+            // one left mounted would delete what it shows.
+            if crate::runtime::volumes::release(&r.run_dir) {
+                let _ = std::fs::remove_dir_all(&r.run_dir);
+            }
         }
         self.deleted = true;
         // Deleted is done, whatever state it was deleted from (a Failed one included).

@@ -29,6 +29,9 @@ pub(super) fn copy_in(rendered: &RenderedInstance, file: &FileCopy) -> Result<Fi
     }
     let owner = file.user.clone().unwrap_or_else(|| process.user.clone());
     let (uid, gid) = resolve_owner(&owner)?;
+    // The workPath is there (the instance runs): one that is not, or is a symlink the workload
+    // planted in its place, is refused before anything is made.
+    crate::safefs::open_workload_dir(root, None).map_err(|e| format!("cannot write into {}: {e}", root.display()))?;
     if let Some(dir) = path.parent().filter(|d| d != root) {
         crate::safefs::create_dirs(root, dir, uid, gid).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }

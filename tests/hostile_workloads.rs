@@ -1,0 +1,146 @@
+//! Issue 51: hostile workloads against the daemon that serves them as root. A pod's container
+//! races a volume subpath between the daemon's check and the engine's mount; a workload swaps
+//! its own workPath for a symlink under `steward cp`. Real daemon, real CLI, the real Docker
+//! Engine; a root-owned directory of the test stands for the host's /etc.
+
+mod common;
+
+use common::docker;
+use common::{id, Daemon};
+use serde_json::{json, Value};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use steward::supervisor::state::Kind;
+
+fn pod(name: &str, containers: Value) -> Value {
+    let mut p = docker::pod("hostile", name, containers, json!({}));
+    p["spec"]["template"]["spec"]["volumes"] = json!([{"name": "scratch", "type": "Temp"}]);
+    p
+}
+
+/// A root-owned directory standing for the host's /etc: nothing a container does may reach it.
+fn host_target(d: &Daemon) -> std::path::PathBuf {
+    let target = d.path().join("host-etc");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    target
+}
+
+fn untouched(target: &Path) {
+    let names: Vec<String> =
+        std::fs::read_dir(target).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec!["passwd".to_string()], "a container wrote into the host's directory");
+}
+
+/// The race made deterministic: the daemon is held (a failpoint) after it has checked the
+/// subpath and before the engine mounts it, while the subpath's directory is swapped for a
+/// symlink to a root-owned host directory. The container must get the directory that was
+/// checked (now renamed), never the symlink's target.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subpath_swapped_for_a_symlink_after_its_check_mounts_what_was_checked() {
+    docker::shared_engine();
+    let mut d = Daemon::start("subpath-window");
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "subpath-checked~3000".into())];
+    d.restart(false);
+    let target = host_target(&d);
+    let mut writer = docker::sh("writer", "touch /sub/pwned && exec sleep 1000");
+    writer["mounts"] = json!([{"name": "scratch", "path": "/sub", "subpath": "sub"}]);
+    d.apply_json(&pod("window", json!([writer]))).await;
+    let volume = d.run_dir().join("hostile.window.0/volumes/scratch");
+    let sub = volume.join("sub");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sub.is_dir() {
+        assert!(Instant::now() < deadline, "the subpath was never made\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Inside the window: the checked directory moves aside, a symlink takes its name.
+    std::fs::rename(&sub, volume.join("checked")).unwrap();
+    std::os::unix::fs::symlink(&target, &sub).unwrap();
+    let iid = id("hostile", "window", 0);
+    d.wait_state(&iid, Kind::Running, 30).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !volume.join("checked/pwned").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    untouched(&target);
+    assert!(volume.join("checked/pwned").exists(), "the container did not get the checked directory");
+    d.client.delete(&iid, Some(30.0)).await.unwrap();
+    assert!(!d.run_dir().join("hostile.window.0").exists());
+}
+
+/// The live race: one container swaps the subpath between a directory and a symlink to a
+/// root-owned host directory as fast as it can, while the pod is restarted again and again
+/// for 30 s; the second container writes into its subpath mount at every start. Nothing ever
+/// lands in the host's directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_racing_a_subpath_against_the_mount_never_reaches_the_host() {
+    docker::shared_engine();
+    let d = Daemon::start("subpath-race");
+    let target = host_target(&d);
+    let swap = format!(
+        "mkdir -p /data/sub; while true; do mv /data/sub /data/real 2>/dev/null; ln -s {t} /data/sub; \
+         rm -f /data/sub; mv /data/real /data/sub 2>/dev/null; done",
+        t = target.display()
+    );
+    let mut swapper = docker::sh("swapper", &swap);
+    swapper["mounts"] = json!([{"name": "scratch", "path": "/data"}]);
+    let mut victim = docker::sh("victim", "touch /sub/pwned-$$ 2>/dev/null; exec sleep 1000");
+    victim["mounts"] = json!([{"name": "scratch", "path": "/sub", "subpath": "sub"}]);
+    d.apply_json(&pod("race", json!([swapper, victim]))).await;
+    let iid = id("hostile", "race", 0);
+    let sub = d.run_dir().join("hostile.race.0/volumes/scratch/sub");
+    let end = Instant::now() + Duration::from_secs(30);
+    let (mut started, mut refused) = (std::collections::BTreeSet::new(), 0);
+    while Instant::now() < end {
+        let s = d.wait(&iid, 30, |s| s.state.kind() == Kind::Running || s.message.contains("symlink")).await;
+        if s.state.kind() == Kind::Running {
+            started.insert(s.containers[1].id.clone());
+        } else {
+            // The swapper was stopped with a symlink in place: the start was refused. Put the
+            // directory back, so that every start races again.
+            refused += 1;
+            if std::fs::symlink_metadata(&sub).is_ok_and(|m| m.file_type().is_symlink()) {
+                std::fs::remove_file(&sub).unwrap();
+            }
+            let _ = std::fs::rename(sub.with_file_name("real"), &sub);
+        }
+        untouched(&target);
+        d.cli(&["restart", "hostile/race/0", "--timeout", "10"]);
+    }
+    let starts = started.len();
+    eprintln!("{refused} starts refused (a symlink at the check)");
+    untouched(&target);
+    eprintln!("{starts} starts of the pod under the race");
+    assert!(starts >= 5, "{starts} starts only under the race\n{}", d.log());
+    d.client.delete(&iid, Some(30.0)).await.unwrap();
+    untouched(&target);
+    assert_eq!(std::fs::metadata(&target).unwrap().uid(), 0);
+}
+
+/// A workload that owns its workPath's parent swaps the workPath for a symlink to a root-owned
+/// directory; root's `steward cp` into a subdirectory must refuse it and create nothing,
+/// anywhere (it used to make `sub/dir` inside the target, owned by the workload, then refuse).
+#[tokio::test]
+async fn cp_into_a_workpath_swapped_for_a_symlink_creates_nothing_anywhere() {
+    let d = Daemon::start("cp-swap");
+    let process = json!({"user": "nobody", "workPath": "${work_base_dir}/${namespace}.${processname}.${instanceid}/w"});
+    d.apply_json(&common::spec("cpw", 1, process, json!({}))).await;
+    d.wait_state(&id("test", "cpw", 0), Kind::Running, 30).await;
+    let parent = d.work_dir().join("test.cpw.0");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    assert_eq!(std::fs::metadata(&parent).unwrap().uid(), nobody.uid.as_raw(), "the workload owns the parent");
+    let target = host_target(&d);
+    // What the workload can do in its own directory: the workPath becomes its symlink.
+    std::fs::rename(parent.join("w"), parent.join("w.real")).unwrap();
+    std::os::unix::fs::symlink(&target, parent.join("w")).unwrap();
+    std::os::unix::fs::lchown(parent.join("w"), Some(nobody.uid.as_raw()), Some(nobody.gid.as_raw())).unwrap();
+    let local = d.path().join("f");
+    std::fs::write(&local, "x").unwrap();
+    for dest in ["test/cpw/0:sub/dir/x", "test/cpw/0:x"] {
+        let (code, _, err) = d.cli(&["cp", local.to_str().unwrap(), dest]);
+        assert_ne!(code, 0, "{dest} was written through the symlink");
+        assert!(err.contains("symlink"), "{err}");
+        untouched(&target);
+    }
+}
