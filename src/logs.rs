@@ -51,9 +51,20 @@ pub struct LogFile {
     pub process: String,
     pub stream: String,
     offset: u64,
-    /// A last line without its newline yet: given once it is complete.
+    /// A last line without its newline yet: given once it is complete (or [`MAX_LINE`] long).
     partial: Vec<u8>,
+    /// Reading began inside the file ([`LogFile::start_near_end`]): the first line is cut.
+    skip_first_line: bool,
 }
+
+/// Most read from a log file at one look.
+pub const READ_CHUNK: u64 = 1 << 20;
+
+/// The longest line given whole; longer ones come in pieces.
+pub const MAX_LINE: usize = 64 << 10;
+
+/// How much of a file's end a tail reads.
+pub const TAIL_WINDOW: u64 = 1 << 20;
 
 /// One line of an instance's output, as the API sends it (a wire type: `crate::protocol`
 /// re-exports it).
@@ -74,7 +85,14 @@ impl LogFile {
         let file = path.file_name().unwrap_or_default().to_string_lossy().to_string();
         let stem = file.strip_suffix(".log").unwrap_or(&file);
         let (process, stream) = stem.rsplit_once('.').unwrap_or((stem, ""));
-        LogFile { process: process.to_string(), stream: stream.to_string(), path, offset: 0, partial: Vec::new() }
+        LogFile {
+            process: process.to_string(),
+            stream: stream.to_string(),
+            path,
+            offset: 0,
+            partial: Vec::new(),
+            skip_first_line: false,
+        }
     }
 
     pub fn name(&self) -> String {
@@ -85,29 +103,66 @@ impl LogFile {
         std::fs::symlink_metadata(&self.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
     }
 
-    /// The complete lines appended since the last read. A file shorter than what was read was
-    /// rotated (copied away and truncated): it is read again from its start. Read as root from
-    /// the instance's run directory: only a regular file with one link there, never through a
-    /// symlink (see [`crate::safefs::read_daemon_file`]).
+    /// The complete lines appended since the last read, at most [`READ_CHUNK`] bytes of them
+    /// (a follower catches up on a burst one chunk a look). A file shorter than what was read
+    /// was rotated (copied away and truncated): it is read again from its start. A line longer
+    /// than [`MAX_LINE`] comes in pieces of that size: an endless line cannot grow the reader.
+    /// Read as root from the instance's run directory: only a regular file with one link
+    /// there, never through a symlink (see [`crate::safefs::open_daemon_file`]).
     pub fn read_new(&mut self) -> Vec<String> {
-        let data = match crate::safefs::read_daemon_file(&self.path, u64::MAX) {
+        use std::io::{Read, Seek, SeekFrom};
+        let read = (|| {
+            let mut file = crate::safefs::open_daemon_file(&self.path)?;
+            let len = file.metadata()?.len();
+            if len < self.offset {
+                self.offset = 0;
+                self.partial.clear();
+            }
+            file.seek(SeekFrom::Start(self.offset))?;
+            let mut data = Vec::new();
+            file.take(READ_CHUNK).read_to_end(&mut data)?;
+            Ok::<_, std::io::Error>(data)
+        })();
+        let data = match read {
             Ok(data) => data,
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!("logs: {e}");
+                    tracing::warn!("logs: {}: {e}", self.path.display());
                 }
                 return Vec::new();
             }
         };
-        if (data.len() as u64) < self.offset {
-            self.offset = 0;
-            self.partial.clear();
+        self.offset += data.len() as u64;
+        self.partial.extend_from_slice(&data);
+        if self.skip_first_line {
+            // Started inside the file: its first line is cut, and not given.
+            let Some(end) = self.partial.iter().position(|b| *b == b'\n') else {
+                self.partial.clear();
+                return Vec::new();
+            };
+            self.partial.drain(..=end);
+            self.skip_first_line = false;
         }
-        self.partial.extend_from_slice(&data[self.offset as usize..]);
-        self.offset = data.len() as u64;
-        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
-        let complete: Vec<u8> = self.partial.drain(..=end).collect();
-        String::from_utf8_lossy(&complete).lines().map(str::to_string).collect()
+        let mut lines = Vec::new();
+        if let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') {
+            let complete: Vec<u8> = self.partial.drain(..=end).collect();
+            lines.extend(String::from_utf8_lossy(&complete).lines().map(str::to_string));
+        }
+        while self.partial.len() >= MAX_LINE {
+            let piece: Vec<u8> = self.partial.drain(..MAX_LINE).collect();
+            lines.push(String::from_utf8_lossy(&piece).into_owned());
+        }
+        lines
+    }
+
+    /// Starts reading at the last `window` bytes of the file (the first, cut line left out):
+    /// for a tail, which needs no more than the end of a file however large it is.
+    pub fn start_near_end(&mut self, window: u64) {
+        let len = std::fs::symlink_metadata(&self.path).map_or(0, |m| m.len());
+        if len > window {
+            self.offset = len - window;
+            self.skip_first_line = true;
+        }
     }
 
     /// The unfinished last line, taken (when nothing more will be read).

@@ -139,6 +139,14 @@ pub fn open_log_at(dir: BorrowedFd<'_>, name: &CString, path: &Path) -> io::Resu
     }
 }
 
+/// Opens a file in a directory of the daemon's (a log) for reading: a regular file with one
+/// link, never through a symlink.
+pub fn open_daemon_file(path: &Path) -> io::Result<File> {
+    let (parent, name) = split(path)?;
+    let dir = open_daemon_dir(parent)?;
+    open_regular_at(dir.as_fd(), &name, path, libc::O_RDONLY, 0)
+}
+
 /// Reads a file in a directory of the daemon's (a log, a log position), up to `max` bytes.
 pub fn read_daemon_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let (parent, name) = split(path)?;

@@ -56,6 +56,7 @@ pub(super) async fn logs(
             Bytes::from(line)
         };
         for f in &mut files {
+            f.start_near_end(crate::logs::TAIL_WINDOW);
             let mut lines = f.read_new();
             if !follow {
                 lines.extend(f.take_partial());

@@ -80,6 +80,7 @@ fn read_files(dir: &Path, req: &LogsRequest, output: Output, out: &mut impl Writ
         }
     };
     for f in &mut files {
+        f.start_near_end(crate::logs::TAIL_WINDOW);
         let mut lines = f.read_new();
         lines.extend(f.take_partial());
         for raw in &lines[lines.len().saturating_sub(req.tail)..] {

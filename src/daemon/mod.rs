@@ -419,8 +419,7 @@ fn bind_socket(path: &Path, group: &str, readable_by_all: bool) -> Result<tokio:
 pub fn init_logging() {
     use std::io::IsTerminal;
     use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STEWARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::new(log_directives(std::env::var("STEWARD_LOG").ok().as_deref()));
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         if let Ok(journald) = tracing_journald::layer() {
@@ -430,6 +429,18 @@ pub fn init_logging() {
     }
     let ansi = std::io::stderr().is_terminal();
     let _ = registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi)).try_init();
+}
+
+/// The log filter: STEWARD_LOG's directives (default `info`), with the DNS library's own
+/// per-query lines at debug unless STEWARD_LOG names it: a query flood from a workload must
+/// not flood the journal (the responder logs a summary instead).
+fn log_directives(env: Option<&str>) -> String {
+    let base = env.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
+    if base.contains("hickory") {
+        return base.to_string();
+    }
+    let quiet = if base.split(',').any(|d| matches!(d.trim(), "debug" | "trace")) { "debug" } else { "warn" };
+    format!("{base},hickory_server={quiet},hickory_proto={quiet}")
 }
 
 /// `cgroup_favor_dynmods`: a start's move into its cgroup need not wait for an RCU grace period.

@@ -25,7 +25,8 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Seconds a resolver may keep an answer.
@@ -280,6 +281,35 @@ fn srv_record(name: &Name, port: u16, target: &Name) -> Record {
 struct Responder {
     names: Names,
     keeper: EndpointsKeeper,
+    counts: Arc<QueryCounts>,
+}
+
+/// Queries answered since the last summary, by answer (logged once a minute, never per query:
+/// a workload can send tens of thousands a second).
+#[derive(Default)]
+struct QueryCounts {
+    found: AtomicU64,
+    no_such_name: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// How often the responder's summary is logged (only when it answered anything).
+const SUMMARY_EVERY: Duration = Duration::from_secs(60);
+
+impl QueryCounts {
+    fn count(&self, code: Code) {
+        let counter = match code {
+            Code::Found => &self.found,
+            Code::NoSuchName => &self.no_such_name,
+            Code::Refused => &self.refused,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts since the last call, reset.
+    fn take(&self) -> [u64; 3] {
+        [&self.found, &self.no_such_name, &self.refused].map(|c| c.swap(0, Ordering::Relaxed))
+    }
 }
 
 #[async_trait::async_trait]
@@ -292,6 +322,12 @@ impl RequestHandler for Responder {
             [q] => self.names.lookup(&self.keeper.list(None), &Name::from(q.name()), q.query_type()),
             _ => Answer { code: Code::Refused, ..Answer::default() },
         };
+        self.counts.count(answer.code);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let asked: Vec<String> =
+                request.queries.queries().iter().map(|q| format!("{} {}", q.name(), q.query_type())).collect();
+            tracing::debug!("dns: {} asks {}: {:?}", request.src(), asked.join(", "), answer.code);
+        }
         metadata.response_code = match answer.code {
             Code::Found => ResponseCode::NoError,
             Code::NoSuchName => ResponseCode::NXDomain,
@@ -319,7 +355,23 @@ pub async fn serve(address: SocketAddr, zone: &str, keeper: EndpointsKeeper) -> 
     let names = Names::new(zone).map_err(|e| format!("services.dns_domain {e}"))?;
     let udp = tokio::net::UdpSocket::bind(address).await.map_err(|e| format!("services.dns {address} (udp): {e}"))?;
     let tcp = tokio::net::TcpListener::bind(address).await.map_err(|e| format!("services.dns {address} (tcp): {e}"))?;
-    let mut server = hickory_server::Server::new(Responder { names, keeper });
+    let counts = Arc::new(QueryCounts::default());
+    let mut server = hickory_server::Server::new(Responder { names, keeper, counts: counts.clone() });
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(SUMMARY_EVERY);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            let [found, missing, refused] = counts.take();
+            if found + missing + refused > 0 {
+                tracing::info!(
+                    "dns: {} queries in the last {} s ({found} answered, {missing} NXDOMAIN, {refused} refused)",
+                    found + missing + refused,
+                    SUMMARY_EVERY.as_secs()
+                );
+            }
+        }
+    });
     server.register_socket(udp);
     server.register_listener(tcp, Duration::from_secs(5), 64 * 1024);
     tokio::spawn(async move {

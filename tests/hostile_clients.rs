@@ -1,0 +1,92 @@
+//! Issue 51: workloads and local clients that flood what the daemon serves — DNS queries, event
+//! streams, log followers, node port connections — must not grow the daemon's memory, its
+//! descriptors or its journal without bound. Real daemon, real sockets on loopback.
+
+mod common;
+
+use common::Daemon;
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A query flood at the DNS responder (names that exist nowhere) logs no line per query at the
+/// default level; the per-query lines are at debug.
+#[tokio::test]
+async fn a_dns_query_flood_does_not_flood_the_log() {
+    use hickory_server::proto::op::{Message, Query};
+    use hickory_server::proto::rr::{Name, RecordType};
+    let port = free_port();
+    let mut d = Daemon::start_with("dns-flood", &format!("[services]\ndns = \"127.0.0.1:{port}\"\n"));
+    d.env = vec![("STEWARD_LOG".into(), "info".into())];
+    d.restart(false);
+    let before = d.log().lines().count();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = [0u8; 4096];
+    let mut answered = 0;
+    for i in 0..3000u16 {
+        let mut query = Message::query();
+        let name = format!("nothing-{i}.test.steward.");
+        query.add_query(Query::query(Name::from_ascii(&name).unwrap(), RecordType::A));
+        query.metadata.id = i;
+        socket.send_to(&query.to_vec().unwrap(), ("127.0.0.1", port)).unwrap();
+        if socket.recv_from(&mut buf).is_ok() {
+            answered += 1;
+        }
+    }
+    assert!(answered > 2900, "{answered} of 3000 answered");
+    let grown = d.log().lines().count() - before;
+    assert!(grown < 10, "{grown} log lines for 3000 queries:\n{}", d.log());
+}
+
+/// A figure of the daemon's /proc status in KiB (`VmRSS`, `VmHWM`).
+fn proc_kib(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Ten `steward logs -f` of an instance that writes one endless line (100 MB without a
+/// newline): each follower reads the file a chunk at a time and gets the line in pieces; the
+/// daemon's peak memory stays bounded (it used to re-read the whole file at every look and
+/// buffer the unfinished line whole, per follower).
+#[tokio::test]
+async fn followers_of_an_endless_line_keep_the_daemon_small() {
+    let mut d = Daemon::start("logs-endless");
+    let config =
+        std::fs::read_to_string(&d.config).unwrap().replace("log_max_bytes = 4096", "log_max_bytes = 1073741824");
+    std::fs::write(&d.config, config).unwrap();
+    d.restart(false);
+    let script = "head -c 100000000 /dev/zero | tr '\\0' a; exec sleep 1000";
+    let process = serde_json::json!({"startCmd": script});
+    d.apply_json(&common::spec("endless", 1, process, serde_json::json!({}))).await;
+    let iid = common::id("test", "endless", 0);
+    d.wait_state(&iid, steward::supervisor::state::Kind::Running, 30).await;
+    let before = proc_kib(d.pid(), "VmRSS");
+    let followers: Vec<std::process::Child> = (0..10)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                .args(["--config", d.config.to_str().unwrap(), "logs", "test/endless/0", "-f"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let log = d.run_dir().join("test.endless.0/sh.stdout.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 100_000_000 {
+        assert!(std::time::Instant::now() < deadline, "the workload did not write its line");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let peak = proc_kib(d.pid(), "VmHWM");
+    for mut f in followers {
+        let _ = f.kill();
+        let _ = f.wait();
+    }
+    eprintln!("daemon RSS {before} KiB before ten followers of a 100 MB line, peak {peak} KiB");
+    assert!(peak < 200 * 1024, "the daemon's peak was {peak} KiB");
+}
