@@ -144,11 +144,21 @@ pub struct ConnectionsConfig {
     pub max_total: usize,
     /// Open connections per peer (a local user other than root, a remote address).
     pub max_per_peer: usize,
+    /// Open streams (event streams, followed logs) in all.
+    pub max_streams: usize,
+    /// Open streams per local user other than root (the remote listener's callers count as one).
+    pub max_streams_per_peer: usize,
 }
 
 impl Default for ConnectionsConfig {
     fn default() -> Self {
-        ConnectionsConfig { header_timeout_secs: 10, max_total: 1024, max_per_peer: 64 }
+        ConnectionsConfig {
+            header_timeout_secs: 10,
+            max_total: 1024,
+            max_per_peer: 64,
+            max_streams: 256,
+            max_streams_per_peer: 16,
+        }
     }
 }
 
@@ -382,6 +392,9 @@ impl Config {
             return Err(
                 "connections.header_timeout_secs must be 1-3600, connections.max_total and max_per_peer above 0".into(),
             );
+        }
+        if c.max_streams == 0 || c.max_streams_per_peer == 0 {
+            return Err("connections.max_streams and connections.max_streams_per_peer must be above 0".into());
         }
         let events = &config.events;
         if events.retention == 0 || events.prune_secs == 0 || events.heartbeat_secs == 0 {

@@ -90,3 +90,80 @@ async fn followers_of_an_endless_line_keep_the_daemon_small() {
     eprintln!("daemon RSS {before} KiB before ten followers of a 100 MB line, peak {peak} KiB");
     assert!(peak < 200 * 1024, "the daemon's peak was {peak} KiB");
 }
+
+/// Event streams from a read-only user are capped per user and in all (they used to be capped
+/// only as connections, 64 per user, each loading 1,000 events up front): the one over the
+/// cap is refused with 429 naming it, root still gets one under the per-user cap, and a
+/// closed stream gives its slot back.
+#[tokio::test]
+async fn event_streams_are_capped_per_user_and_per_daemon() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let mut d = Daemon::start("event-streams");
+    let config = std::fs::read_to_string(&d.config).unwrap()
+        + "allow_read_for_all = true\n[connections]\nmax_streams = 6\nmax_streams_per_peer = 3\n[events]\nheartbeat_secs = 1\n";
+    std::fs::write(&d.config, config).unwrap();
+    d.restart(false);
+    // A stream opened as root (here), or as another user (python3 through runuser: the daemon
+    // reads the peer's credentials), left unread; its status line.
+    let open_as = |user: Option<&str>| -> (String, Option<std::process::Child>) {
+        let socket = d.socket.to_str().unwrap().to_string();
+        match user {
+            None => {
+                let mut s = UnixStream::connect(&socket).unwrap();
+                s.write_all(b"GET /v1/events?since=0 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut status = String::new();
+                BufReader::new(s.try_clone().unwrap()).read_line(&mut status).unwrap();
+                std::mem::forget(s);
+                (status, None)
+            }
+            Some(u) => {
+                let script = format!(
+                    "import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.connect({socket:?})\n\
+                     s.send(b'GET /v1/events?since=0 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n\
+                     print(s.recv(4096).split(b'\\r\\n')[0].decode(),flush=True)\ntime.sleep(60)\n"
+                );
+                use std::os::unix::process::CommandExt;
+                let mut child = std::process::Command::new("runuser")
+                    .args(["-u", u, "--", "python3", "-c", &script])
+                    .process_group(0)
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut status = String::new();
+                BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut status).unwrap();
+                (status, Some(child))
+            }
+        }
+    };
+    let mut children = Vec::new();
+    for i in 0..3 {
+        let (status, child) = open_as(Some("nobody"));
+        assert!(status.contains("200"), "stream {i}: {status}");
+        children.push(child.unwrap());
+    }
+    let (status, child) = open_as(Some("nobody"));
+    assert!(status.contains("429"), "the 4th stream of one user: {status}");
+    children.extend(child);
+    for _ in 0..3 {
+        assert!(open_as(None).0.contains("200"));
+    }
+    let (status, _) = open_as(None);
+    assert!(status.contains("429"), "the 7th stream of the daemon: {status}");
+    let (code, _, err) = d.cli(&["events", "--since", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("connections.max_streams"), "{err}");
+    // A reader gone gives its slot back (seen at the stream's next heartbeat, 1 s here).
+    let mut first = children.remove(0);
+    let group = nix::unistd::Pid::from_raw(-(first.id() as i32));
+    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let (status, child) = open_as(Some("nobody"));
+    children.extend(child);
+    assert!(status.contains("200"), "after one closed: {status}");
+    for mut c in children {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-(c.id() as i32)), nix::sys::signal::Signal::SIGKILL);
+        let _ = c.wait();
+    }
+}

@@ -14,6 +14,12 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Events read from the journal at a time: a stream's backlog is paged, never loaded whole.
+const PAGE: usize = 100;
+
+/// Lines queued for a slow reader (each event is at most `store::MAX_EVENT_BYTES`).
+const CHANNEL: usize = 16;
+
 #[derive(Debug, Deserialize)]
 pub(super) struct EventsQuery {
     since: Option<u64>,
@@ -33,6 +39,7 @@ pub(super) async fn events(
 ) -> Result<Response, ApiError> {
     let config = app.live();
     config.access.require_read(&caller)?;
+    let slot = app.streams.take(&caller)?;
     let store = app.supervisor.store().clone();
     let mut live = store.subscribe();
     let app = app.clone();
@@ -48,7 +55,7 @@ pub(super) async fn events(
         return Err(ApiError::new(StatusCode::CONFLICT, "since_ahead", message).field("since"));
     }
     // Read the first batch before answering, so a pruned `since` can still be a proper error.
-    let first_batch = store.events_since(since, 1000).map_err(ApiError::internal)?;
+    let first_batch = store.events_since(since, PAGE).map_err(ApiError::internal)?;
     let oldest = first_batch.first().map_or(newest + 1, |e| e.seq);
     if oldest > since + 1 {
         let message = format!(
@@ -61,12 +68,14 @@ pub(super) async fn events(
         );
         return Err(ApiError::new(StatusCode::GONE, "since_pruned", message).field("since"));
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(CHANNEL);
     tokio::spawn(async move {
+        // Held for as long as the stream runs.
+        let _slot = slot;
         let mut last = since;
         let mut pending = Some(first_batch);
         loop {
-            let batch = match pending.take().map_or_else(|| store.events_since(last, 1000), Ok) {
+            let batch = match pending.take().map_or_else(|| store.events_since(last, PAGE), Ok) {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!("events: {e}");
@@ -91,6 +100,8 @@ pub(super) async fn events(
             let next = tokio::select! {
                 ev = tokio::time::timeout(heartbeat, live.recv()) => ev,
                 _ = shutdown.wait_for(|stopping| *stopping) => return,
+                // The reader went away: its slot is given back now, not at the next event.
+                _ = tx.closed() => return,
             };
             let Ok(next) = next else {
                 // Idle: tell the reader the stream and the daemon are alive.
@@ -113,8 +124,11 @@ pub(super) async fn events(
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    // Too slow for the live feed: catch up from the journal.
-                    if let Ok(batch) = store.events_since(last, 10_000) {
+                    // Too slow for the live feed: catch up from the journal, a page at a time.
+                    while let Ok(batch) = store.events_since(last, PAGE) {
+                        if batch.is_empty() {
+                            break;
+                        }
                         for ev in batch {
                             last = ev.seq;
                             if tx.send(Ok(ndjson(&ev))).await.is_err() {

@@ -36,6 +36,7 @@ pub(super) async fn logs(
 ) -> Result<Response, ApiError> {
     app.live().access.require_read(&caller)?;
     let id = instance_id(namespace, name, index)?;
+    let slot = app.streams.take(&caller)?;
     app.supervisor.status(&id)?;
     if let Some(s) = q.stream.as_deref().filter(|s| !["stdout", "stderr"].contains(s)) {
         return Err(ApiError::bad_request(format!("stream {s:?} is not stdout or stderr")).field("stream"));
@@ -47,9 +48,11 @@ pub(super) async fn logs(
         Err(e) => return Err(ApiError::internal(format!("reading {}: {e}", dir.display()))),
     };
     let (tail, follow) = (q.tail.unwrap_or(100), q.follow.unwrap_or(false));
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let mut shutdown = app.shutdown.clone();
     tokio::spawn(async move {
+        // Held for as long as the stream runs.
+        let _slot = slot;
         let send_line = |f: &crate::logs::LogFile, raw: &str| {
             let mut line = serde_json::to_vec(&f.line(raw)).unwrap_or_default();
             line.push(b'\n');

@@ -7,6 +7,7 @@ mod extract;
 mod metrics;
 pub mod remote;
 pub mod serve;
+pub mod streams;
 
 // The handlers, one room per family of routes; the routes themselves stay in `router_with_limit`
 // below (tests/openapi.rs reads them from this file).
@@ -48,6 +49,8 @@ pub struct AppState {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// CPU and memory use for /v1/node.
     pub usage: crate::host::UsageSampler,
+    /// Open event streams and log followers, counted against their caps.
+    pub streams: std::sync::Arc<streams::StreamSlots>,
 }
 
 /// The part of the configuration a reload (SIGHUP) applies without a restart.

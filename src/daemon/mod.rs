@@ -269,6 +269,10 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         live: RwLock::new(live_config(&config)),
         shutdown: shutdown.clone(),
         usage: crate::host::UsageSampler::default(),
+        streams: api::streams::StreamSlots::new(
+            config.connections.max_streams,
+            config.connections.max_streams_per_peer,
+        ),
     });
     let app = api::router(state.clone());
     let limits = config.connections.limits();

@@ -58,7 +58,15 @@ impl Batch {
         self.ops.push(Op::Delete { table, key: key.to_owned() });
     }
 
+    /// An event larger than [`MAX_EVENT_BYTES`] is journaled shortened ([`bounded_event`]):
+    /// what a workload or a probed endpoint put into it must not grow every reader's copy.
     pub fn push_event(&mut self, body: Value) {
+        let bytes = to_json(&body);
+        if bytes.len() <= MAX_EVENT_BYTES {
+            self.ops.push(Op::Event { body, bytes });
+            return;
+        }
+        let body = bounded_event(body, bytes.len());
         let bytes = to_json(&body);
         self.ops.push(Op::Event { body, bytes });
     }
@@ -78,6 +86,55 @@ impl Batch {
     }
 }
 
+/// The largest event journaled as it is (its JSON); a journal line is a few hundred bytes.
+pub const MAX_EVENT_BYTES: usize = 16 << 10;
+
+/// The longest string an oversized event keeps of each of its values.
+const MAX_EVENT_STRING: usize = 1 << 10;
+
+/// An event of `size` bytes (over [`MAX_EVENT_BYTES`]) shortened: each string longer than
+/// [`MAX_EVENT_STRING`] cut there (saying how much was cut); if that is not enough, only its
+/// top-level numbers, booleans and short strings are kept. Either way it says `truncated`
+/// with its original size, so a reader knows it did not get all of it.
+pub fn bounded_event(mut body: Value, size: usize) -> Value {
+    fn cut(v: &mut Value) {
+        match v {
+            Value::String(s) if s.len() > MAX_EVENT_STRING => {
+                let mut end = MAX_EVENT_STRING;
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let dropped = s.len() - end;
+                s.truncate(end);
+                s.push_str(&format!("… ({dropped} bytes cut)"));
+            }
+            Value::Array(items) => items.iter_mut().for_each(cut),
+            Value::Object(map) => map.values_mut().for_each(cut),
+            _ => {}
+        }
+    }
+    cut(&mut body);
+    if to_json(&body).len() > MAX_EVENT_BYTES {
+        body = match body {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .filter(|(_, v)| match v {
+                        Value::String(s) => s.len() <= MAX_EVENT_STRING,
+                        Value::Object(_) | Value::Array(_) => false,
+                        _ => true,
+                    })
+                    .take(64)
+                    .collect(),
+            ),
+            _ => Value::Object(Default::default()),
+        };
+    }
+    if let Value::Object(map) = &mut body {
+        map.insert("truncated".into(), serde_json::json!({"bytes": size}));
+    }
+    body
+}
+
 fn to_json(value: &Value) -> Vec<u8> {
     // A `Value` always serializes: its map keys are strings and it holds no NaN.
     serde_json::to_vec(value).expect("serializing a serde_json::Value cannot fail")
@@ -85,6 +142,29 @@ fn to_json(value: &Value) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_oversized_event_is_journaled_shortened_and_says_so() {
+        let big = "x".repeat(15 << 20);
+        let mut b = super::Batch::new();
+        b.push_event(serde_json::json!({"type": "hookMeasured", "run": "r", "value": big, "n": 3}));
+        let super::Op::Event { body, bytes } = &b.ops[0] else { panic!("not an event") };
+        assert!(bytes.len() <= super::MAX_EVENT_BYTES, "{}", bytes.len());
+        assert_eq!((body["type"].as_str(), body["n"].as_u64()), (Some("hookMeasured"), Some(3)));
+        assert!(body["value"].as_str().unwrap().ends_with(&format!("({} bytes cut)", (15 << 20) - 1024)));
+        assert_eq!(body["truncated"]["bytes"].as_u64(), Some(15 * 1024 * 1024 + 50));
+        // Many values, each under the string cap: only the top level's small ones stay.
+        let many: Vec<String> = (0..200).map(|i| format!("{i}").repeat(500)).collect();
+        b.push_event(serde_json::json!({"type": "x", "list": many}));
+        let super::Op::Event { body, bytes } = &b.ops[1] else { panic!("not an event") };
+        assert!(bytes.len() <= super::MAX_EVENT_BYTES);
+        assert_eq!(body["type"], "x");
+        assert!(body.get("list").is_none() && body["truncated"]["bytes"].as_u64().unwrap() > 100_000);
+        // Small events are untouched.
+        b.push_event(serde_json::json!({"type": "y"}));
+        let super::Op::Event { body, .. } = &b.ops[2] else { panic!("not an event") };
+        assert_eq!(body, &serde_json::json!({"type": "y"}));
+    }
+
     use super::*;
     use serde_json::json;
 
