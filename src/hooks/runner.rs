@@ -79,3 +79,20 @@ fn stored_value(outcome: &Outcome) -> (Option<String>, Option<String>) {
     }
     (Some(value), None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value over the bound is not stored: the message names its size instead.
+    #[test]
+    fn a_large_value_is_left_out_naming_its_size() {
+        let small = Outcome::Value(serde_json::json!("32"));
+        assert_eq!(stored_value(&small), (Some("32".into()), None));
+        let large = Outcome::Value(serde_json::Value::String("a".repeat(MAX_STORED_VALUE_BYTES + 1)));
+        let (value, why) = stored_value(&large);
+        assert_eq!(value, None);
+        assert_eq!(why.as_deref(), Some(" (the value, 65537 bytes, is over the 65536 kept)"));
+        assert_eq!(stored_value(&Outcome::Error("down".into())), (None, None));
+    }
+}
