@@ -88,6 +88,9 @@ pub struct Config {
     pub connections: ConnectionsConfig,
     /// Services steward-sched hands this daemon (issue 27): how node ports are forwarded.
     pub services: ServicesConfig,
+    /// Most bytes of an answer a hook measurement reads (a web GET, a Prometheus query); a
+    /// longer one is an error and the read stops there.
+    pub hook_max_response_bytes: u64,
 }
 
 /// `[services]`.
@@ -247,6 +250,9 @@ pub struct EventsConfig {
     pub heartbeat_secs: u64,
 }
 
+/// Above this one measurement could hold the daemon's memory hostage again (issue 51).
+pub const MAX_HOOK_RESPONSE_BYTES: u64 = 1 << 30;
+
 /// Below this a handful of events would fill the journal and a follower could hardly keep up.
 pub const MIN_EVENTS_MAX_BYTES: u64 = 64 << 10;
 
@@ -294,6 +300,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             services: ServicesConfig::default(),
             connections: ConnectionsConfig::default(),
+            hook_max_response_bytes: crate::hooks::provider::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -373,6 +380,12 @@ impl Config {
             if value == 0 {
                 return Err(format!("{key} must be above 0 (no package could be installed)"));
             }
+        }
+        if !(1..=MAX_HOOK_RESPONSE_BYTES).contains(&config.hook_max_response_bytes) {
+            return Err(format!(
+                "hook_max_response_bytes {} must be 1-{MAX_HOOK_RESPONSE_BYTES} (1 GiB)",
+                config.hook_max_response_bytes
+            ));
         }
         let remote = &config.remote;
         if remote.listen.is_some() && (remote.cert.is_none() || remote.key.is_none()) {
@@ -469,6 +482,16 @@ mod tests {
         let err = Config::parse("fetch_max_extraction_ratio = 0").unwrap_err();
         assert!(err.contains("fetch_max_extraction_ratio"), "{err}");
         assert_eq!(Config::parse("fetch_max_extracted_files = 7").unwrap().fetch_max_extracted_files, 7);
+    }
+
+    #[test]
+    fn hook_max_response_bytes_defaults_to_1_mib_and_is_bounded() {
+        assert_eq!(Config::default().hook_max_response_bytes, 1 << 20);
+        assert_eq!(Config::parse("hook_max_response_bytes = 4096").unwrap().hook_max_response_bytes, 4096);
+        for bad in ["0", "1073741825"] {
+            let e = Config::parse(&format!("hook_max_response_bytes = {bad}")).unwrap_err();
+            assert!(e.contains("hook_max_response_bytes") && e.contains("1 GiB"), "{e}");
+        }
     }
 
     #[test]

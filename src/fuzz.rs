@@ -120,3 +120,29 @@ pub fn exercise(spec: &ProcessSpec, roots: &Roots) {
         crate::cgroups::memory_bytes(mb, at).expect("an accepted memory limit is a byte count");
     }
 }
+
+/// The bound [`hook_response`] reads an answer with.
+pub const HOOK_RESPONSE_MAX_BYTES: u64 = 64 << 10;
+
+/// The hooks' response path (issue 51): the first line of `data` is a jsonPath (empty: none),
+/// the rest an answer's body, through [`crate::hooks::provider::outcome_of_body`]. Nothing may
+/// panic, and what comes out is bounded: a value is the bound or a few times the input at most
+/// (text as JSON grows up to 6×: a control byte is `\u00XX`), an error a short text.
+pub fn hook_response(data: &[u8]) -> crate::hooks::metric::Outcome {
+    use crate::hooks::metric::Outcome;
+    let (path, body) = match data.iter().position(|b| *b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (&data[..0], data),
+    };
+    let path = String::from_utf8_lossy(path);
+    let path = (!path.is_empty()).then_some(path.as_ref());
+    let outcome = crate::hooks::provider::outcome_of_body(body, path, HOOK_RESPONSE_MAX_BYTES);
+    let size = match &outcome {
+        Outcome::Value(v) => serde_json::to_string(v).expect("a value serializes").len(),
+        Outcome::Error(e) => e.len(),
+        Outcome::NoData => 0,
+    };
+    let bound = HOOK_RESPONSE_MAX_BYTES as usize + 6 * data.len() + 1024;
+    assert!(size <= bound, "{size} bytes out of {} in (bound {bound})", data.len());
+    outcome
+}

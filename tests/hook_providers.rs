@@ -23,7 +23,7 @@ fn template(metric: serde_json::Value) -> steward::hooks::HookTemplate {
 }
 
 async fn run(t: &steward::hooks::HookTemplate, host: &str) -> MetricResult {
-    let http = reqwest::Client::new();
+    let http = steward::hooks::provider::Http::new(steward::hooks::provider::DEFAULT_MAX_RESPONSE_BYTES);
     let args = BTreeMap::from([("host".to_string(), host.to_string())]);
     let metric = &t.spec.metrics[0];
     let mut seen = 0;

@@ -29,6 +29,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         revision_history: 10,
         cni: Default::default(),
         resources: steward::resources::HostResources::detect(Default::default()),
+        hook_max_response_bytes: 1 << 20,
     })
     .await
     .unwrap();

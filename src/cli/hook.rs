@@ -179,10 +179,15 @@ pub(super) fn show_run(run: &HookRun, json: bool) {
             "{:<20} {phase:<13} {:>5} {:>5} {:>6} {:>7} {:>5}",
             m.name, m.count, m.successful, m.failed, m.inconclusive, m.error
         );
+        if m.measurements_dropped > 0 {
+            println!("  ({} older measurements not kept)", m.measurements_dropped);
+        }
+        // Numbered as taken: the first kept follows the dropped ones.
+        let first = m.measurements_dropped as usize + 1;
         for (i, x) in m.measurements.iter().enumerate() {
             let at = crate::clock::rfc3339_utc(x.started_at_ms);
             let value = x.value.as_deref().unwrap_or("-");
-            println!("  #{:<3} {at}  {:<12} value {value:<10} {}", i + 1, format!("{:?}", x.phase), x.message);
+            println!("  #{:<3} {at}  {:<12} value {value:<10} {}", first + i, format!("{:?}", x.phase), x.message);
         }
     }
 }

@@ -155,6 +155,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.revision_history != running.revision_history {
                 needs_restart.push("revision_history");
             }
+            if new.hook_max_response_bytes != running.hook_max_response_bytes {
+                needs_restart.push("hook_max_response_bytes");
+            }
             if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
                 needs_restart.push("port_range_start/port_range_end");
             }
@@ -241,6 +244,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         },
         docker_socket: config.docker_socket.clone(),
         numa_root: config.numa_root.clone(),
+        hook_max_response_bytes: config.hook_max_response_bytes,
         own_paths: vec![
             ("state_dir".into(), config.state_dir.clone()),
             ("fetch_cache_dir".into(), config.fetch_cache_dir.clone()),

@@ -2,7 +2,8 @@
 //! unfinished run that drives it.
 //!
 //! A run's metrics are measured concurrently; each measurement is sent to the run's task, which
-//! folds it into the run and commits the whole run (one write, with a `hookRunMeasured` event)
+//! folds it into the run and commits the whole run (one write, with a `hookRunMeasured` event
+//! unless the metric measures until stopped and nothing changed: metric.rs, `journals_last`)
 //! before the metric may take its next one. So what the store holds is every measurement taken
 //! and judged, each once: after a kill -9 the task resumes from the store, and a metric's next
 //! measurement is due an interval after the last committed one (runner.rs). A measurement in
@@ -41,7 +42,7 @@ pub struct Hooks {
 
 struct Inner {
     store: Store,
-    http: reqwest::Client,
+    http: super::provider::Http,
     templates: Mutex<BTreeMap<String, HookTemplate>>,
     /// Every run as last committed.
     runs: Mutex<BTreeMap<String, HookRun>>,
@@ -53,7 +54,8 @@ struct Inner {
 
 impl Hooks {
     /// Reads the templates and runs the store holds; [`Hooks::resume`] starts the unfinished.
-    pub fn open(store: Store) -> Result<Hooks, StoreError> {
+    /// `max_response_bytes`: `hook_max_response_bytes`, the most of an answer a measurement reads.
+    pub fn open(store: Store, max_response_bytes: u64) -> Result<Hooks, StoreError> {
         let snapshot = store.snapshot()?;
         let read = |table: Table| -> BTreeMap<String, serde_json::Value> {
             snapshot.table(table).map(|(k, v)| (k.to_string(), v.clone())).collect()
@@ -76,10 +78,7 @@ impl Hooks {
                 Err(e) => tracing::error!("stored hook run {key} is unreadable: {e}"),
             }
         }
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("steward-hooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+        let http = super::provider::Http::new(max_response_bytes);
         Ok(Hooks {
             inner: Arc::new(Inner {
                 store,
@@ -354,7 +353,8 @@ impl Hooks {
                         self.commit_run(run.clone(), None).await?;
                         break;
                     };
-                    let event = result.measurements.last().map(|m| DaemonEvent::HookRunMeasured {
+                    let journaled = result.journals_last(&run.spec.metrics[index]);
+                    let event = result.measurements.last().filter(|_| journaled).map(|m| DaemonEvent::HookRunMeasured {
                         namespace: run.metadata.namespace.clone(),
                         name: run.metadata.name.clone(),
                         metric: result.name.clone(),

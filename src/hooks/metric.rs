@@ -73,7 +73,23 @@ pub struct MetricResult {
     pub inconclusive: u32,
     pub error: u32,
     pub consecutive_error: u32,
+    /// The last [`MAX_KEPT_MEASUREMENTS`] (the counts above are of all).
     pub measurements: Vec<Measurement>,
+    /// Older measurements dropped to keep the last ones (a metric with only an interval
+    /// measures until stopped).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub measurements_dropped: u32,
+}
+
+/// Measurements a metric keeps: a run's record is rewritten with each one.
+pub const MAX_KEPT_MEASUREMENTS: usize = 100;
+
+/// A metric measuring until stopped journals a measurement whose phase differs from the one
+/// before, and every this many: not each one, which would push real events out.
+pub const EVENT_EVERY: u32 = 100;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A metric's compiled conditions.
@@ -136,6 +152,7 @@ impl MetricResult {
             error: 0,
             consecutive_error: 0,
             measurements: Vec::new(),
+            measurements_dropped: 0,
         }
     }
 
@@ -150,7 +167,21 @@ impl MetricResult {
         }
         self.consecutive_error = if m.phase == MeasurementPhase::Error { self.consecutive_error + 1 } else { 0 };
         self.measurements.push(m);
+        let over = self.measurements.len().saturating_sub(MAX_KEPT_MEASUREMENTS);
+        self.measurements.drain(..over);
+        self.measurements_dropped = self.measurements_dropped.saturating_add(over as u32);
         self.phase = self.assess(metric);
+    }
+
+    /// Whether the last measurement recorded is journaled: each of a metric with a count (as
+    /// many as it says); of one measuring until stopped, a change of phase, every
+    /// [`EVENT_EVERY`]th, and the one that decided it.
+    pub fn journals_last(&self, metric: &Metric) -> bool {
+        let [.., before, last] = self.measurements.as_slice() else { return true };
+        metric.planned().is_some()
+            || before.phase != last.phase
+            || self.count % EVENT_EVERY == 0
+            || self.phase.is_done()
     }
 
     fn assess(&self, metric: &Metric) -> MetricPhase {
@@ -233,6 +264,7 @@ mod tests {
                     headers: vec![],
                     json_path: None,
                     timeout_seconds: 1,
+                    follow_redirects: false,
                 }),
                 prometheus: None,
             },
@@ -298,6 +330,30 @@ mod tests {
         m.no_data = NoData::Fail;
         let r = run(&m, &[Outcome::NoData]);
         assert_eq!((r.phase, r.measurements[0].message.as_str()), (MetricPhase::Failed, "no data"));
+    }
+
+    /// Measured until stopped: the last 100 kept, the others counted; journaled when the phase
+    /// changes and every 100th, not each.
+    #[test]
+    fn a_metric_keeps_its_last_measurements_and_journals_changes() {
+        let mut m = metric(None, Some("asInt(result) == 1"), None);
+        m.interval = Some("1s".into());
+        m.failure_limit = -1;
+        let judge = Judge::of(&m).unwrap();
+        let mut r = MetricResult::new(&m.name);
+        let mut journaled = Vec::new();
+        for i in 1..=250u64 {
+            let outcome = Outcome::Value(json!(if i == 150 { 2 } else { 1 }));
+            let (phase, message) = judge.judge(&outcome, m.no_data);
+            r.record(Measurement { phase, value: None, started_at_ms: i, finished_at_ms: i, message }, &m);
+            if r.journals_last(&m) {
+                journaled.push(i);
+            }
+        }
+        assert_eq!((r.count, r.measurements.len(), r.measurements_dropped), (250, 100, 150));
+        assert_eq!(r.measurements[0].started_at_ms, 151, "the newest are kept");
+        assert_eq!(journaled, [1, 100, 150, 151, 200]);
+        assert!(r.journals_last(&metric(Some(300), None, None)), "each measurement of a counted metric");
     }
 
     #[test]

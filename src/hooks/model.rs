@@ -120,6 +120,10 @@ pub struct Web {
     pub json_path: Option<String>,
     #[serde(default = "default_timeout")]
     pub timeout_seconds: u64,
+    /// Follow redirects, within the URL's origin (scheme, host and port) only; unset, a
+    /// redirect is an error: the daemon is not pointed elsewhere by what it probes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow_redirects: bool,
 }
 
 fn default_timeout() -> u64 {

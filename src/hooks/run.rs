@@ -69,6 +69,9 @@ pub struct HookRunSummary {
     pub phase: RunPhase,
     /// Measurements taken, over every metric.
     pub measurements: u32,
+    /// Of those, older ones no longer kept (each metric keeps its last 100).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub measurements_dropped: u32,
     pub created_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
@@ -114,6 +117,10 @@ pub struct CreateHookRun {
     pub args: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_namespace() -> String {
@@ -222,6 +229,7 @@ impl HookRun {
             template: self.spec.template.clone(),
             phase: self.status.phase,
             measurements: self.status.metric_results.iter().map(|m| m.count).sum(),
+            measurements_dropped: self.status.metric_results.iter().map(|m| m.measurements_dropped).sum(),
             created_at_ms: self.metadata.created_at_ms,
             finished_at_ms: self.status.finished_at_ms,
             message: self.status.message.clone(),

@@ -61,6 +61,8 @@ pub struct SupervisorConfig {
     pub cni: CniSettings,
     /// What instances may request here (admission.rs).
     pub resources: crate::resources::HostResources,
+    /// Most bytes of an answer a hook measurement reads (`hook_max_response_bytes`).
+    pub hook_max_response_bytes: u64,
 }
 
 /// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
@@ -197,7 +199,7 @@ impl Supervisor {
     /// Must run inside a tokio runtime.
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
         let store = open_store(&config.state_dir).await?;
-        let hooks = crate::hooks::Hooks::open(store.clone())?;
+        let hooks = crate::hooks::Hooks::open(store.clone(), config.hook_max_response_bytes)?;
         let endpoints = crate::services::EndpointsKeeper::open(store.clone())?;
         ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
