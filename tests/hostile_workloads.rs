@@ -144,3 +144,69 @@ async fn cp_into_a_workpath_swapped_for_a_symlink_creates_nothing_anywhere() {
         untouched(&target);
     }
 }
+
+fn with_log_limit(d: &mut Daemon, max_bytes: u64, check_secs: u64) {
+    let config = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("log_max_bytes = 4096", &format!("log_max_bytes = {max_bytes}"))
+        .replace("log_check_secs = 1", &format!("log_check_secs = {check_secs}"));
+    std::fs::write(&d.config, config).unwrap();
+    d.restart(false);
+}
+
+/// A workload cannot pin its log file with a hard link (the file is root's, 0640, so the
+/// kernel refuses the link); it used to own the file, link it, and rotation refused the file
+/// for good while it grew.
+#[tokio::test]
+async fn a_workload_cannot_hard_link_its_log_and_rotation_goes_on() {
+    let mut d = Daemon::start("log-pin");
+    with_log_limit(&mut d, 65536, 1);
+    let pin = d.path().join("pins");
+    std::fs::create_dir(&pin).unwrap();
+    std::fs::set_permissions(&pin, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let script = format!(
+        "ln {log} {p}/by-path 2>{p}/refused-by-path; \
+         ln -L /proc/self/fd/1 {p}/by-fd 2>{p}/refused-by-fd; \
+         while true; do head -c 65536 /dev/zero | tr '\\0' x; echo; sleep 0.05; done",
+        p = pin.display(),
+        log = d.run_dir().join("test.pin.0/sh.stdout.log").display()
+    );
+    let process = json!({"user": "nobody", "startCmd": script});
+    d.apply_json(&common::spec("pin", 1, process, json!({}))).await;
+    d.wait_state(&id("test", "pin", 0), Kind::Running, 30).await;
+    std::thread::sleep(Duration::from_secs(3));
+    let log = d.run_dir().join("test.pin.0/sh.stdout.log");
+    let meta = std::fs::metadata(&log).unwrap();
+    assert_eq!((meta.uid(), meta.nlink()), (0, 1), "the log is root's, with one link");
+    assert!(!pin.join("by-path").exists() && !pin.join("by-fd").exists(), "the workload linked its log");
+    assert!(meta.len() < 1 << 20, "rotation stopped: the log is {} bytes", meta.len());
+    assert!(d.run_dir().join("test.pin.0/sh.stdout.log.1").exists());
+}
+
+/// A burst (200 MB as fast as the workload can write) is rotated as it arrives, not at the next
+/// timer (a minute here): the log never ends far above its limit (it used to keep the whole
+/// burst until the timer came).
+#[tokio::test]
+async fn a_burst_is_rotated_as_it_arrives() {
+    let mut d = Daemon::start("log-burst");
+    with_log_limit(&mut d, 1 << 20, 60);
+    let process = json!({"startCmd": "sleep 1; head -c 200000000 /dev/zero; exec sleep 1000"});
+    d.apply_json(&common::spec("burst", 1, process, json!({}))).await;
+    d.wait_state(&id("test", "burst", 0), Kind::Running, 30).await;
+    let log = d.run_dir().join("test.burst.0/sh.stdout.log");
+    let (mut largest, mut at_rest) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let len = std::fs::metadata(&log).map_or(0, |m| m.len());
+        largest = largest.max(len);
+        std::thread::sleep(Duration::from_millis(5));
+        at_rest = if len == std::fs::metadata(&log).map_or(0, |m| m.len()) { at_rest + 1 } else { 0 };
+        if at_rest > 200 && largest > 0 {
+            break;
+        }
+    }
+    let end = std::fs::metadata(&log).unwrap().len();
+    eprintln!("a 200 MB burst against a 1 MiB limit: largest seen {largest} bytes, at the end {end}");
+    assert!(end < 1 << 20, "the log ended at {end} bytes");
+    assert!(largest < 64 << 20, "the log reached {largest} bytes");
+}

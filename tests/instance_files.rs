@@ -190,10 +190,12 @@ async fn log_files_opened_at_start_are_never_a_planted_link() {
     untouched(&hard);
     untouched(&soft);
     assert_eq!(std::fs::metadata(&hard).unwrap().nlink(), 1, "the planted link was replaced");
-    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap().uid.as_raw();
+    // Root's, readable by the workload's group: the workload cannot hard-link it (issue 51).
+    let nogroup = nix::unistd::User::from_name("nobody").unwrap().unwrap().gid.as_raw();
     for f in ["sh.stdout.log", "sh.stderr.log"] {
         let md = std::fs::symlink_metadata(run.join(f)).unwrap();
-        assert!(md.is_file() && md.nlink() == 1 && md.uid() == nobody, "{f}: {md:?}");
+        let owned = (md.uid(), md.gid(), md.mode() & 0o777);
+        assert!(md.is_file() && md.nlink() == 1 && owned == (0, nogroup, 0o640), "{f}: {md:?}");
     }
     let mut text = String::new();
     for _ in 0..100 {

@@ -195,12 +195,16 @@ pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Re
 }
 
 /// Opens (appending, creating) a log file the daemon hands to a child, in the instance's run
-/// directory (which must be root's): never through a symlink or a hard link, owned by the
-/// workload's user so it can read its own logs.
+/// directory (which must be root's): never through a symlink or a hard link. It is root's,
+/// readable by the workload's group (0640), so the workload reads its own logs and writes
+/// them through the descriptor it is given, but cannot hard-link them elsewhere (the kernel's
+/// protected_hardlinks wants the owner, or read and write permission): a second link would
+/// make rotation refuse the file for good.
 pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
     let file = crate::safefs::open_log(path)?;
-    nix::unistd::fchown(file.as_raw_fd(), Some(user.uid.into()), Some(user.gid.into()))
+    nix::unistd::fchown(file.as_raw_fd(), Some(0.into()), Some(user.gid.into()))
         .map_err(|e| crate::safefs::at(path, e.into()))?;
+    crate::fetch::sys::chmod_fd(std::os::fd::AsFd::as_fd(&file), 0o640).map_err(|e| crate::safefs::at(path, e))?;
     Ok(file)
 }
 
@@ -266,7 +270,9 @@ pub fn rotate_log_at(
         sys::chmod_fd(std::os::fd::AsFd::as_fd(&copy), 0o640)?;
         use std::io::{Seek, SeekFrom};
         file.seek(SeekFrom::Start(0))?;
-        io::copy(&mut file, &mut copy)?;
+        // What the file held when it was checked: a writer still bursting must not keep the
+        // copy going (what it writes until the truncation is lost, as with any copytruncate).
+        io::copy(&mut io::Read::take(&mut file, st.st_size as u64), &mut copy)?;
         sys::rename(dir, &tmp, dir, &cname(&numbered(1)).map_err(io::Error::other)?, 0)
     })();
     if let Err(e) = copied {

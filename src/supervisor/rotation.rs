@@ -1,55 +1,200 @@
-//! Size-based rotation of every instance's log files, on a timer (see `LogRotation`).
+//! Size-based rotation of every instance's log files (see `LogRotation`). A process writes its
+//! files itself, so there is no write the daemon could hook: each run directory is watched with
+//! inotify instead, and a file that was written is looked at (one `fstatat`) and rotated as soon
+//! as it passes the limit, so a burst cannot outgrow it by more than what is written while a
+//! rotation runs. A full pass every `every` picks up new run directories and covers a host
+//! where inotify is unavailable (or its watches are used up).
 
 use super::LogRotation;
-use std::path::PathBuf;
+use crate::fetch::sys;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
-/// Rotates every instance's logs (`<run_base_dir>/<instance>/*.log`) that outgrew the limit.
-/// A size check every few seconds: the files are written by the workloads directly, so there
-/// is no write the daemon could hook.
+/// Runs the rotation for as long as the daemon does, on a thread of its own (the work is file
+/// system calls, and a burst keeps it busy).
 pub(super) async fn rotate_logs(run_base_dir: PathBuf, rotation: LogRotation) {
-    loop {
-        tokio::time::sleep(rotation.every).await;
-        let dir = run_base_dir.clone();
-        let result = tokio::task::spawn_blocking(move || rotate_all(&dir, rotation)).await;
-        if let Err(e) = result {
-            tracing::warn!("log rotation task: {e}");
+    let started = std::thread::Builder::new().name("log-rotation".into()).spawn(move || {
+        let mut watched = Watched::new(run_base_dir, rotation);
+        loop {
+            watched.pass();
+            watched.wait_for_writes();
         }
+    });
+    if let Err(e) = started {
+        tracing::error!("log rotation: cannot start its thread: {e}");
     }
 }
 
-/// One round of [`rotate_logs`]. Only run directories root owns are entered (a directory below
-/// the run root that a workload owns, e.g. its workPath, holds nothing of the daemon's), and
-/// every step goes through directory descriptors (see [`crate::runtime::process::rotate_log_at`]).
-pub fn rotate_all(run_base_dir: &std::path::Path, rotation: LogRotation) {
-    use crate::fetch::sys;
-    use std::os::fd::AsFd;
-    let base = match std::fs::File::open(run_base_dir) {
-        Ok(f) => std::os::fd::OwnedFd::from(f),
-        Err(e) => return tracing::warn!("log rotation: {}: {e}", run_base_dir.display()),
-    };
-    for instance in sys::list(base.as_fd()).unwrap_or_default() {
-        let dir_path = run_base_dir.join(sys::os_str(&instance));
-        let dir = match crate::safefs::open_daemon_dir_at(base.as_fd(), &instance, &dir_path) {
-            Ok(d) => d,
+/// The run directories watched, by watch descriptor.
+struct Watched {
+    run_base_dir: PathBuf,
+    rotation: LogRotation,
+    inotify: Option<Inotify>,
+    dirs: HashMap<WatchDescriptor, (OwnedFd, PathBuf)>,
+    /// The run root's own watch: a run directory made there is watched at once.
+    base: Option<(WatchDescriptor, OwnedFd)>,
+}
+
+impl Watched {
+    fn new(run_base_dir: PathBuf, rotation: LogRotation) -> Watched {
+        let inotify = match Inotify::init(InitFlags::IN_CLOEXEC) {
+            Ok(i) => Some(i),
             Err(e) => {
-                tracing::debug!("log rotation skips {e}");
-                continue;
+                tracing::warn!("log rotation: no inotify ({e}): logs are checked every {:?}", rotation.every);
+                None
             }
         };
-        for file in sys::list(dir.as_fd()).unwrap_or_default() {
-            let name = sys::os_str(&file);
-            if std::path::Path::new(name).extension().is_some_and(|e| e == "log") {
-                let rotated = crate::runtime::process::rotate_log_at(
-                    dir.as_fd(),
-                    &dir_path,
-                    name,
-                    rotation.max_bytes,
-                    rotation.keep,
-                );
-                if let Err(e) = rotated {
-                    tracing::warn!("log rotation: {e}");
+        Watched { run_base_dir, rotation, inotify, dirs: HashMap::new(), base: None }
+    }
+
+    /// Every log of every run directory, each directory watched from now on.
+    fn pass(&mut self) {
+        let base = match std::fs::File::open(&self.run_base_dir) {
+            Ok(f) => OwnedFd::from(f),
+            Err(e) => return tracing::warn!("log rotation: {}: {e}", self.run_base_dir.display()),
+        };
+        if self.base.is_none() {
+            if let Some(inotify) = &self.inotify {
+                let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR;
+                match inotify.add_watch(proc_path(&base).as_str(), flags) {
+                    Ok(wd) => self.base = Some((wd, base.try_clone().expect("a descriptor's copy"))),
+                    Err(e) => tracing::debug!("log rotation: cannot watch {}: {e}", self.run_base_dir.display()),
+                }
+            }
+        }
+        for instance in sys::list(base.as_fd()).unwrap_or_default() {
+            self.enter(base.as_fd(), &instance, true);
+        }
+    }
+
+    /// Watches run directory `instance` of the run root `base`, rotating its logs first when
+    /// `rotate` (a directory just made has none yet).
+    fn enter(&mut self, base: std::os::fd::BorrowedFd<'_>, instance: &CString, rotate: bool) {
+        let dir_path = self.run_base_dir.join(sys::os_str(instance));
+        let dir = match crate::safefs::open_daemon_dir_at(base, instance, &dir_path) {
+            Ok(d) => d,
+            Err(e) => return tracing::debug!("log rotation skips {e}"),
+        };
+        if rotate {
+            for file in sys::list(dir.as_fd()).unwrap_or_default() {
+                self.rotate(dir.as_fd(), &dir_path, &file);
+            }
+        }
+        self.watch(dir, dir_path);
+    }
+
+    /// Watches `dir` for writes (once: a directory watched already keeps its descriptor). The
+    /// watch is added by the descriptor's /proc path, so it is the directory that was checked.
+    fn watch(&mut self, dir: OwnedFd, dir_path: PathBuf) {
+        let Some(inotify) = &self.inotify else { return };
+        match inotify.add_watch(proc_path(&dir).as_str(), AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR) {
+            Ok(wd) => {
+                self.dirs.entry(wd).or_insert((dir, dir_path));
+            }
+            Err(e) => tracing::debug!("log rotation: cannot watch {}: {e}", dir_path.display()),
+        }
+    }
+
+    /// Waits up to `every` for files to be written, rotating each that passed the limit.
+    fn wait_for_writes(&mut self) {
+        if self.inotify.is_none() {
+            return std::thread::sleep(self.rotation.every);
+        }
+        let deadline = std::time::Instant::now() + self.rotation.every;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let events = match self.next_events(left) {
+                Ok(Some(events)) => events,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!("log rotation: waiting for writes: {e}");
+                    return std::thread::sleep(left);
+                }
+            };
+            // A file written many times since the last look is looked at once.
+            let mut written = BTreeSet::new();
+            let mut made = Vec::new();
+            for ev in events {
+                if self.base.as_ref().is_some_and(|(wd, _)| *wd == ev.wd) {
+                    made.extend(ev.name);
+                } else if ev.mask.contains(AddWatchFlags::IN_IGNORED) {
+                    self.dirs.remove(&ev.wd);
+                } else if let Some(name) = ev.name {
+                    written.insert((ev.wd, name));
+                }
+            }
+            if let Some(base) = self.base.as_ref().and_then(|(_, fd)| fd.try_clone().ok()) {
+                for name in made {
+                    if let Ok(name) = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) {
+                        self.enter(base.as_fd(), &name, false);
+                    }
+                }
+            }
+            for (wd, name) in written {
+                let Some((dir, dir_path)) = self.dirs.get(&wd) else { continue };
+                let Ok(name) = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) else {
+                    continue;
+                };
+                let (dir, dir_path) = (dir.as_fd(), dir_path.clone());
+                if over_limit(dir, &name, self.rotation.max_bytes) {
+                    self.rotate(dir, &dir_path, &name);
                 }
             }
         }
     }
+
+    /// The next inotify events, waiting up to `left` (None: none came).
+    fn next_events(&self, left: std::time::Duration) -> nix::Result<Option<Vec<nix::sys::inotify::InotifyEvent>>> {
+        let Some(inotify) = &self.inotify else { return Ok(None) };
+        let mut fds = [nix::poll::PollFd::new(inotify.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let timeout = nix::poll::PollTimeout::try_from(left.as_millis().min(60_000) as i32)
+            .unwrap_or(nix::poll::PollTimeout::NONE);
+        loop {
+            match nix::poll::poll(&mut fds, timeout) {
+                Ok(0) => return Ok(None),
+                Ok(_) => return inotify.read_events().map(Some),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn rotate(&self, dir: std::os::fd::BorrowedFd<'_>, dir_path: &Path, file: &CString) {
+        let name = sys::os_str(file);
+        if Path::new(name).extension().is_none_or(|e| e != "log") {
+            return;
+        }
+        let rotated = crate::runtime::process::rotate_log_at(
+            dir,
+            dir_path,
+            OsStr::new(name),
+            self.rotation.max_bytes,
+            self.rotation.keep,
+        );
+        if let Err(e) = rotated {
+            tracing::warn!("log rotation: {e}");
+        }
+    }
+}
+
+/// The /proc path of an open directory: a watch added through it is on that very directory.
+fn proc_path(dir: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(dir))
+}
+
+/// Whether `name` in `dir` is a log larger than `max` (one `fstatat`, no symlink followed).
+fn over_limit(dir: std::os::fd::BorrowedFd<'_>, name: &CString, max: u64) -> bool {
+    sys::stat_at(dir, name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_size as u64 >= max)
+}
+
+/// One full pass over every instance's logs (the tests' and the timer's).
+pub fn rotate_all(run_base_dir: &Path, rotation: LogRotation) {
+    Watched { run_base_dir: run_base_dir.to_path_buf(), rotation, inotify: None, dirs: HashMap::new(), base: None }
+        .pass();
 }
