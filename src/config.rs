@@ -91,6 +91,10 @@ pub struct Config {
     /// Most bytes of an answer a hook measurement reads (a web GET, a Prometheus query); a
     /// longer one is an error and the read stops there.
     pub hook_max_response_bytes: u64,
+    /// The tasks (processes and threads) an instance's process or container may have when its
+    /// spec sets no `limits.pids`: `N%` of the kernel's pid_max and threads-max (the smaller),
+    /// a count, or `infinity` (systemd's DefaultTasksMax, and its default).
+    pub default_tasks_max: String,
 }
 
 /// `[services]`.
@@ -301,6 +305,7 @@ impl Default for Config {
             services: ServicesConfig::default(),
             connections: ConnectionsConfig::default(),
             hook_max_response_bytes: crate::hooks::provider::DEFAULT_MAX_RESPONSE_BYTES,
+            default_tasks_max: "15%".into(),
         }
     }
 }
@@ -381,6 +386,7 @@ impl Config {
                 return Err(format!("{key} must be above 0 (no package could be installed)"));
             }
         }
+        crate::cgroups::tasks_max(&config.default_tasks_max).map_err(|e| format!("default_tasks_max {e}"))?;
         if !(1..=MAX_HOOK_RESPONSE_BYTES).contains(&config.hook_max_response_bytes) {
             return Err(format!(
                 "hook_max_response_bytes {} must be 1-{MAX_HOOK_RESPONSE_BYTES} (1 GiB)",

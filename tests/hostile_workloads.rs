@@ -210,3 +210,48 @@ async fn a_burst_is_rotated_as_it_arrives() {
     assert!(end < 1 << 20, "the log ended at {end} bytes");
     assert!(largest < 64 << 20, "the log reached {largest} bytes");
 }
+
+/// Every instance has a tasks limit by default (`default_tasks_max`, systemd's DefaultTasksMax),
+/// its spec's `limits.pids` in place of it, -1 for none: a workload forking 300 sleeps gets no
+/// more than its limit (a job used to reach 1,475 processes).
+#[tokio::test]
+async fn a_fork_flood_stops_at_the_tasks_limit() {
+    let d = Daemon::start_with("tasks-max", "default_tasks_max = \"64\"\n");
+    // A fork that fails is passed over (a shell would exit at the first).
+    let script = d.path().join("flood.py");
+    std::fs::write(
+        &script,
+        "import os, time\nfor i in range(300):\n    try:\n        if os.fork() == 0:\n            time.sleep(1000)\n            os._exit(0)\n    except OSError:\n        pass\ntime.sleep(1000)\n",
+    )
+    .unwrap();
+    let flood = format!("exec python3 {}", script.display());
+    let with_pids = |pids: Option<&str>| {
+        let mut p = json!({"startCmd": flood});
+        if let Some(n) = pids {
+            p["resources"] = json!({"limits": {"pids": n}});
+        }
+        p
+    };
+    d.apply_json(&common::spec("bydefault", 1, with_pids(None), json!({}))).await;
+    d.apply_json(&common::spec("byspec", 1, with_pids(Some("20")), json!({}))).await;
+    d.apply_json(&common::spec("unlimited", 1, with_pids(Some("-1")), json!({}))).await;
+    for (name, most) in [("bydefault", 64), ("byspec", 20), ("unlimited", 400)] {
+        let iid = id("test", name, 0);
+        d.wait_state(&iid, Kind::Running, 30).await;
+        let mut n = 0;
+        for _ in 0..50 {
+            n = d.cgroup_pids(&iid).len();
+            if n >= most.min(300) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("{name}: {n} processes");
+        assert!(n <= most, "{name}: {n} processes, the limit is {most}");
+        assert!(n >= most.min(300) - 2, "{name}: only {n} processes");
+    }
+    // Refused when it is no number of tasks, naming the field.
+    let bad = common::spec("bad", 1, with_pids(Some("lots")), json!({}));
+    let err = d.client.apply(&bad.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();
+    assert!(err.contains("resources.limits.pids"), "{err}");
+}

@@ -205,8 +205,8 @@ fn process() -> impl Strategy<Value = Process> {
                 lifecycle,
                 initializers,
                 resources: Resources {
-                    requests: Limits { cpu: memory.clone(), memory: cpu.clone(), gpu: None },
-                    limits: Limits { cpu, memory, gpu: None },
+                    requests: Limits { cpu: memory.clone(), memory: cpu.clone(), gpu: None, pids: None },
+                    limits: Limits { cpu, memory, gpu: None, pids: Some(NumberText("64".into())) },
                 },
                 env,
                 env_from,

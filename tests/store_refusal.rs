@@ -30,6 +30,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         cni: Default::default(),
         resources: steward::resources::HostResources::detect(Default::default()),
         hook_max_response_bytes: 1 << 20,
+        default_tasks_max: None,
     })
     .await
     .unwrap();

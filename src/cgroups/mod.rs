@@ -67,6 +67,35 @@ pub struct Limits {
     pub cpu_cores: Option<f64>,
     /// Memory in MiB (1 MiB = 1048576 bytes: what the spec means); over it the OOM killer acts.
     pub memory_mb: Option<f64>,
+    /// Tasks (processes and threads) in the whole cgroup; a fork past it fails with EAGAIN.
+    pub pids_max: Option<u64>,
+}
+
+/// The default tasks limit of an instance (config `default_tasks_max`, as systemd's
+/// DefaultTasksMax): `N%` of the smaller of the kernel's pid_max and threads-max, a count, or
+/// `infinity`. None: unlimited. Err names what is wrong with `text`.
+pub fn tasks_max(text: &str) -> Result<Option<u64>, String> {
+    let text = text.trim();
+    if text == "infinity" {
+        return Ok(None);
+    }
+    if let Some(percent) = text.strip_suffix('%') {
+        let p: f64 = percent.trim().parse().map_err(|_| format!("{text:?} is not a percentage"))?;
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(format!("{text:?} must be above 0% and at most 100%"));
+        }
+        let read = |f: &str| std::fs::read_to_string(f).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let ceiling = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(32768);
+        return Ok(Some(((ceiling as f64 * p / 100.0) as u64).max(1)));
+    }
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(format!("{text:?} must be a count above 0, a percentage (\"15%\") or \"infinity\"")),
+    }
 }
 
 /// Resource use of one instance, as the kernel accounts it (whole cgroup tree).

@@ -79,7 +79,7 @@ fn v2_detected_by_cgroup_controllers() {
 fn v2_cpu_limits_written_exactly() {
     let (t, _h, cg) = v2_instance(false);
     let at = |cores: Option<f64>| {
-        cg.set_limits(&Limits { cpu_cores: cores, memory_mb: None }).unwrap();
+        cg.set_limits(&Limits { cpu_cores: cores, memory_mb: None, pids_max: None }).unwrap();
         get(t.path(), "steward/demo.gamesvc.0/cpu.max")
     };
     assert_eq!(at(Some(0.5)), "50000 100000");
@@ -94,7 +94,7 @@ fn v2_cpu_limits_written_exactly() {
 fn v2_memory_limits_written_exactly() {
     let (t, _h, cg) = v2_instance(false);
     let at = |mb: Option<f64>| {
-        cg.set_limits(&Limits { cpu_cores: None, memory_mb: mb }).unwrap();
+        cg.set_limits(&Limits { cpu_cores: None, memory_mb: mb, pids_max: None }).unwrap();
         get(t.path(), "steward/demo.gamesvc.0/memory.max")
     };
     assert_eq!(at(Some(64.0)), "67108864");
@@ -109,10 +109,10 @@ fn v2_limits_without_controller() {
     fs::remove_file(t.path().join("steward/demo.gamesvc.0/memory.max")).unwrap();
     // Unlimited needs nothing to be written.
     cg.set_limits(&Limits::default()).unwrap();
-    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "cpu", .. }), "{e}");
     assert!(e.to_string().contains("cpu.max"), "{e}");
-    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0) }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "memory", .. }), "{e}");
 }
 
@@ -120,9 +120,9 @@ fn v2_limits_without_controller() {
 fn invalid_limits_rejected_before_writing() {
     let (t, _h, cg) = v2_instance(false);
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        let e = cg.set_limits(&Limits { cpu_cores: Some(bad), memory_mb: None }).unwrap_err();
+        let e = cg.set_limits(&Limits { cpu_cores: Some(bad), memory_mb: None, pids_max: None }).unwrap_err();
         assert!(matches!(e, CgroupError::InvalidLimit { what: "cpu", .. }), "{e}");
-        let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(bad) }).unwrap_err();
+        let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(bad), pids_max: None }).unwrap_err();
         assert!(matches!(e, CgroupError::InvalidLimit { what: "memory", .. }), "{e}");
     }
     assert_eq!(get(t.path(), "steward/demo.gamesvc.0/cpu.max"), "max 100000\n");
@@ -512,17 +512,20 @@ fn v1_limits_written_exactly() {
     let (t, _h, cg) = v1_instance();
     let rel = "steward/demo.gamesvc.0";
     put(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us"), "250000\n");
-    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0) }).unwrap();
+    put(t.path(), &format!("pids/{rel}/pids.max"), "max\n");
+    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0), pids_max: None }).unwrap();
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us")), "100000");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "50000");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "67108864");
-    cg.set_limits(&Limits { cpu_cores: Some(3.0), memory_mb: Some(1.5) }).unwrap();
+    cg.set_limits(&Limits { cpu_cores: Some(3.0), memory_mb: Some(1.5), pids_max: Some(64) }).unwrap();
+    assert_eq!(get(t.path(), &format!("pids/{rel}/pids.max")), "64");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "300000");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "1572864");
     cg.set_limits(&Limits::default()).unwrap();
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us")), "100000");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "-1");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "-1");
+    assert_eq!(get(t.path(), &format!("pids/{rel}/pids.max")), "max");
 }
 
 #[test]
@@ -534,9 +537,9 @@ fn v1_limits_without_controller() {
     let cg = h.instance("a.b.0");
     cg.create().unwrap();
     cg.set_limits(&Limits::default()).unwrap();
-    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "cpu", .. }), "{e}");
-    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0) }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "memory", .. }), "{e}");
     assert_eq!(cg.usage().unwrap(), Usage::default());
 }

@@ -233,6 +233,10 @@ impl Cgroup for V1Cgroup {
             (None, Some(_)) => return Err(unavailable("set memory limit of", "memory")),
             (None, None) => None,
         };
+        let pids = match (self.dir_of("pids"), limits.pids_max) {
+            (None, Some(_)) => return Err(unavailable("set tasks limit of", "pids")),
+            (dir, _) => dir,
+        };
         if let Some((dir, quota)) = cpu {
             // Period first: the kernel validates the quota against the period in force.
             let exact = |_: &str| false;
@@ -248,6 +252,14 @@ impl Cgroup for V1Cgroup {
             // "-1" reads back as the largest page-aligned value: unlimited either way.
             let unlimited = |cur: &str| bytes == "-1" && cur.parse::<u64>().is_ok_and(|v| v >= 1 << 62);
             common::write_if_changed(&dir.join("memory.limit_in_bytes"), &bytes, "set memory limit of", unlimited)?;
+        }
+        if let Some(dir) = pids {
+            let max = limits.pids_max.map_or("max".to_string(), |n| n.to_string());
+            match common::write_if_changed(&dir.join("pids.max"), &max, "set tasks limit of", |_| false) {
+                // No file to say "unlimited" in is unlimited.
+                Err(e) if e.is_not_found() && limits.pids_max.is_none() => {}
+                other => other?,
+            }
         }
         Ok(())
     }

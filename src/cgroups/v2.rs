@@ -296,8 +296,10 @@ impl Cgroup for V2Cgroup {
             Some(mb) => memory_bytes(mb, &self.dir)?.to_string(),
             None => "max".to_string(),
         };
+        let pids = limits.pids_max.map_or("max".to_string(), |n| n.to_string());
         self.write_limit("cpu.max", &cpu, limits.cpu_cores.is_some(), "cpu")?;
-        self.write_limit("memory.max", &memory, limits.memory_mb.is_some(), "memory")
+        self.write_limit("memory.max", &memory, limits.memory_mb.is_some(), "memory")?;
+        self.write_limit("pids.max", &pids, limits.pids_max.is_some(), "pids")
     }
 
     fn usage(&self) -> Result<Usage, CgroupError> {

@@ -155,6 +155,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.revision_history != running.revision_history {
                 needs_restart.push("revision_history");
             }
+            if new.default_tasks_max != running.default_tasks_max {
+                needs_restart.push("default_tasks_max");
+            }
             if new.hook_max_response_bytes != running.hook_max_response_bytes {
                 needs_restart.push("hook_max_response_bytes");
             }
@@ -245,6 +248,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         docker_socket: config.docker_socket.clone(),
         numa_root: config.numa_root.clone(),
         hook_max_response_bytes: config.hook_max_response_bytes,
+        // Checked when the config was read.
+        default_tasks_max: crate::cgroups::tasks_max(&config.default_tasks_max).unwrap_or(None),
         own_paths: vec![
             ("state_dir".into(), config.state_dir.clone()),
             ("fetch_cache_dir".into(), config.fetch_cache_dir.clone()),

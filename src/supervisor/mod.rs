@@ -63,6 +63,9 @@ pub struct SupervisorConfig {
     pub resources: crate::resources::HostResources,
     /// Most bytes of an answer a hook measurement reads (`hook_max_response_bytes`).
     pub hook_max_response_bytes: u64,
+    /// The tasks limit of a process or container that sets none (`default_tasks_max`
+    /// resolved; None: unlimited).
+    pub default_tasks_max: Option<u64>,
 }
 
 /// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
@@ -113,6 +116,8 @@ pub struct Shared {
     pub cni_mode: bool,
     /// Pidfile directories watched by starts waiting for their pidfile.
     pub dirs: crate::runtime::dirwatch::DirWatch,
+    /// The tasks limit of a process that sets none (`default_tasks_max`; None: unlimited).
+    pub default_tasks_max: Option<u64>,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -211,7 +216,7 @@ impl Supervisor {
             &config.numa_root,
             &config.state_dir.display().to_string(),
         )
-        .with_pod_defaults(&config.host_ip, config.logs.max_bytes);
+        .with_pod_defaults(&config.host_ip, config.logs.max_bytes, config.default_tasks_max);
         let networks = Arc::new(crate::cni::pods::PodNetworks::new(
             crate::cni::Cni { bin_dirs: vec![config.cni.bin_dir.clone()], reaper: Some(reaper.clone()) },
             docker.clone(),
@@ -230,6 +235,7 @@ impl Supervisor {
         }
         let shared = Arc::new(Shared {
             dirs: crate::runtime::dirwatch::DirWatch::start(),
+            default_tasks_max: config.default_tasks_max,
             networks,
             cni_mode: config.cni.enabled,
             docker,

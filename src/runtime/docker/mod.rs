@@ -137,6 +137,8 @@ pub struct Docker {
     publish_ip: Option<String>,
     /// Docker's own copy of a container's output (json-file) is kept to this size, two files.
     log_max_bytes: u64,
+    /// The tasks limit of a container that sets none (None: unlimited).
+    default_tasks_max: Option<u64>,
 }
 
 impl Docker {
@@ -152,14 +154,17 @@ impl Docker {
             owner: owner.to_string(),
             publish_ip: None,
             log_max_bytes: 10 * 1024 * 1024,
+            default_tasks_max: None,
         }
     }
 
-    /// Pods publish their ports on `publish_ip` only, and Docker keeps at most two files of
-    /// `log_max_bytes` of each container's output (Steward's own log files hold it too).
-    pub fn with_pod_defaults(mut self, publish_ip: &str, log_max_bytes: u64) -> Docker {
+    /// Pods publish their ports on `publish_ip` only, Docker keeps at most two files of
+    /// `log_max_bytes` of each container's output (Steward's own log files hold it too), and a
+    /// container that sets no tasks limit gets `default_tasks_max`.
+    pub fn with_pod_defaults(mut self, publish_ip: &str, log_max_bytes: u64, default_tasks_max: Option<u64>) -> Docker {
         self.publish_ip = Some(publish_ip.to_string());
         self.log_max_bytes = log_max_bytes.max(4096);
+        self.default_tasks_max = default_tasks_max;
         self
     }
 

@@ -398,6 +398,8 @@ impl Docker {
                 _ => None,
             }),
             memory_swappiness: r.swappiness,
+            // Docker's own spelling of unlimited is -1.
+            pids_limit: Some(r.tasks.unwrap_or(self.default_tasks_max).map_or(-1, |n| n as i64)),
             blkio_device_read_bps: throttle(&r.read_bps),
             blkio_device_write_bps: throttle(&r.write_bps),
             blkio_device_read_iops: throttle(&r.read_iops),

@@ -478,6 +478,10 @@ pub struct Limits {
     /// Containers only (seed 001 `gpus`, seed 003 `gpu`): how many GPUs, or "all".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<NumberText>,
+    /// Tasks (processes and threads) at once, or -1 for unlimited; a limit only. Unset: the
+    /// daemon's `default_tasks_max` (systemd's DefaultTasksMax; docs/spec.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<NumberText>,
 }
 
 /// The same two quantities, as requests: never unlimited (-1 is refused).
@@ -485,6 +489,9 @@ pub type Requests = Limits;
 
 /// At most this many GPUs per container (more is surely a typo).
 pub const MAX_GPUS: i64 = 64;
+
+/// The largest tasks limit a spec may set (the kernel's largest pid_max).
+pub const MAX_TASKS: i64 = 4_194_304;
 
 impl Limits {
     /// GPUs asked for: a count, or -1 for "all" (the engine's own spelling); None: none.
@@ -494,6 +501,16 @@ impl Limits {
             return Some(-1);
         }
         text.parse::<i64>().ok().filter(|n| (1..=MAX_GPUS).contains(n))
+    }
+
+    /// The tasks limit as written: None unset, Some(None) unlimited (-1), Some(Some(n)).
+    pub fn tasks(&self) -> Option<Option<u64>> {
+        let text = self.pids.as_ref()?.0.trim();
+        match text.parse::<i64>() {
+            Ok(-1) => Some(None),
+            Ok(n) if (1..=MAX_TASKS).contains(&n) => Some(Some(n as u64)),
+            _ => None,
+        }
     }
 
     /// Cores of a positive cpu quantity (none, unlimited or unreadable: None).

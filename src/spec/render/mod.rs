@@ -166,6 +166,9 @@ pub struct RenderedLimits {
     /// None = unlimited.
     pub cpu_cores: Option<f64>,
     pub memory_mb: Option<f64>,
+    /// `limits.pids` as written: None unset (the daemon's default), Some(None) unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Option<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -489,6 +492,7 @@ fn render_process(
         limits: RenderedLimits {
             cpu_cores: p.resources.limits.cpu_cores(),
             memory_mb: p.resources.limits.memory_mib(),
+            tasks: p.resources.limits.tasks(),
         },
         injections,
         work_path,

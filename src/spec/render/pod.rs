@@ -120,6 +120,9 @@ pub struct RenderedVolumeItem {
 pub struct RenderedResources {
     pub cpu_cores: Option<f64>,
     pub memory_mb: Option<f64>,
+    /// `limits.pids` as written: None unset (the daemon's default), Some(None) unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Option<u64>>,
     pub cpu_set: bool,
     pub cpu_quota: bool,
     pub memory_swap_mb: Option<i64>,
@@ -487,6 +490,7 @@ fn render_container(
         resources: RenderedResources {
             cpu_cores: r.limits.cpu_cores(),
             memory_mb: r.limits.memory_mib(),
+            tasks: r.limits.tasks(),
             cpu_set: r.cpu_set,
             cpu_quota: r.cpu_quota,
             memory_swap_mb: r.memory_swap,

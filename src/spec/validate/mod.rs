@@ -532,6 +532,15 @@ pub(super) fn resources(l: &Limits, r: &Requests, at: &Path, errors: &mut Errors
             }
         }
     }
+    if let Some(text) = &l.pids {
+        if l.tasks().is_none() {
+            let why = format!("{:?} must be a number of tasks (1-{MAX_TASKS}), or -1 for unlimited", text.0);
+            errors.add(&at.field("limits").field("pids"), why);
+        }
+    }
+    if r.pids.is_some() {
+        errors.add(&at.field("requests").field("pids"), "tasks are a limit only; set limits.pids");
+    }
     if let (Some(limit), Some(request)) = (l.gpus(), r.gpus()) {
         if limit != request {
             errors.add(&at.field("requests").field("gpu"), "must equal limits.gpu: GPUs are not shared");

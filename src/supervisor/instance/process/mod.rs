@@ -322,7 +322,7 @@ impl Processes {
         if now <= before {
             return None;
         }
-        let limit = cx.rendered.and_then(|r| setup::instance_limits(r).memory_mb);
+        let limit = cx.rendered.and_then(|r| setup::instance_limits(r, None).memory_mb);
         Some(match limit {
             Some(mb) => format!("OOM-killed: over its memory limit of {mb} MiB"),
             None => "OOM-killed by the kernel".to_string(),

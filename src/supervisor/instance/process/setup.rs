@@ -43,7 +43,7 @@ impl Processes {
             self.injected_env.push(env);
         }
         // The cgroup is made and limited once; again only when the limits change.
-        let limits = instance_limits(rendered);
+        let limits = instance_limits(rendered, cx.shared.default_tasks_max);
         if self.cgroup_limits.as_ref() != Some(&limits) {
             let fresh = self.cgroup.create().map_err(|e| format!("cannot create cgroup: {e}"))?;
             if fresh {
@@ -107,10 +107,13 @@ pub(in crate::supervisor::instance) fn run_dir_access(
     Ok(())
 }
 
-/// The instance's cgroup limits: the sum over its processes, unlimited if any is unlimited.
-pub(super) fn instance_limits(r: &RenderedInstance) -> crate::cgroups::Limits {
+/// The instance's cgroup limits: the sum over its processes, unlimited if any is unlimited; a
+/// process that sets no tasks limit counts as the daemon's `default_tasks` (None: unlimited).
+pub(super) fn instance_limits(r: &RenderedInstance, default_tasks: Option<u64>) -> crate::cgroups::Limits {
     let sum = |f: fn(&crate::spec::render::RenderedLimits) -> Option<f64>| {
         r.processes.iter().map(|p| f(&p.limits)).try_fold(0.0, |acc, v| v.map(|v| acc + v))
     };
-    crate::cgroups::Limits { cpu_cores: sum(|l| l.cpu_cores), memory_mb: sum(|l| l.memory_mb) }
+    let pids_max =
+        r.processes.iter().map(|p| p.limits.tasks.unwrap_or(default_tasks)).try_fold(0u64, |acc, v| v.map(|v| acc + v));
+    crate::cgroups::Limits { cpu_cores: sum(|l| l.cpu_cores), memory_mb: sum(|l| l.memory_mb), pids_max }
 }
