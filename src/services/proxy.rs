@@ -99,7 +99,7 @@ impl PortLimit {
 
     fn refuse(&self, peer: SocketAddr, cap: &str) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        if n == 1 || n.is_multiple_of(LOG_EVERY) {
+        if n == 1 || n % LOG_EVERY == 0 {
             tracing::warn!("{}: connection from {peer} closed, over its cap ({cap}); {n} refused so far", self.name);
         }
     }
