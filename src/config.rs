@@ -106,11 +106,25 @@ pub struct ServicesConfig {
     pub dns: Option<std::net::SocketAddr>,
     /// The zone it answers for: `APP.NAMESPACE.<dns_domain>`.
     pub dns_domain: String,
+    /// Most connections (TCP) and sessions (UDP) the userspace proxy holds over all node
+    /// ports; within the daemon's descriptor limit less a reserve for its own work.
+    pub proxy_max_connections: usize,
+    /// Most connections or sessions one node port holds.
+    pub proxy_max_connections_per_port: usize,
 }
+
+/// Bound of the proxy's caps: far above any descriptor limit a host gives a process.
+const MAX_PROXY_CONNECTIONS: usize = 1 << 24;
 
 impl Default for ServicesConfig {
     fn default() -> Self {
-        ServicesConfig { node_ports: NodePortMode::default(), dns: None, dns_domain: "steward".into() }
+        ServicesConfig {
+            node_ports: NodePortMode::default(),
+            dns: None,
+            dns_domain: "steward".into(),
+            proxy_max_connections: 16384,
+            proxy_max_connections_per_port: 4096,
+        }
     }
 }
 
@@ -428,6 +442,15 @@ impl Config {
         if let Err(e) = crate::services::dns::Names::new(&config.services.dns_domain) {
             return Err(format!("services.dns_domain {e}"));
         }
+        let s = &config.services;
+        for (key, value) in [
+            ("proxy_max_connections", s.proxy_max_connections),
+            ("proxy_max_connections_per_port", s.proxy_max_connections_per_port),
+        ] {
+            if !(1..=MAX_PROXY_CONNECTIONS).contains(&value) {
+                return Err(format!("services.{key} {value} must be 1-{MAX_PROXY_CONNECTIONS}"));
+            }
+        }
         Ok(config)
     }
 
@@ -497,6 +520,18 @@ mod tests {
         for bad in ["0", "1073741825"] {
             let e = Config::parse(&format!("hook_max_response_bytes = {bad}")).unwrap_err();
             assert!(e.contains("hook_max_response_bytes") && e.contains("1 GiB"), "{e}");
+        }
+    }
+
+    #[test]
+    fn proxy_caps_default_and_are_bounded() {
+        let s = Config::default().services;
+        assert_eq!((s.proxy_max_connections, s.proxy_max_connections_per_port), (16384, 4096));
+        let c = Config::parse("[services]\nproxy_max_connections = 30\nproxy_max_connections_per_port = 10\n").unwrap();
+        assert_eq!((c.services.proxy_max_connections, c.services.proxy_max_connections_per_port), (30, 10));
+        for bad in ["proxy_max_connections = 0", "proxy_max_connections_per_port = 16777217"] {
+            let e = Config::parse(&format!("[services]\n{bad}\n")).unwrap_err();
+            assert!(e.contains(&format!("services.{}", bad.split(' ').next().unwrap())), "{e}");
         }
     }
 

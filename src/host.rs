@@ -131,3 +131,32 @@ mod host_facts {
         assert!(!super::hostname().is_empty());
     }
 }
+
+/// The process's open-files limit after raising its soft limit to the hard one (as a server
+/// that holds many sockets should; under the systemd unit both are LimitNOFILE already):
+/// what the userspace proxy's descriptor budget is worked out from. Workloads inherit it, as
+/// they do the unit's.
+pub fn raise_open_files_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    let (soft, hard) = (limit.rlim_cur, limit.rlim_max);
+    if soft >= hard {
+        return soft;
+    }
+    limit.rlim_cur = hard;
+    // SAFETY: setrlimit reads the struct it is given.
+    let raised = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0;
+    match raised.then_some(()).ok_or_else(std::io::Error::last_os_error) {
+        Ok(()) => {
+            tracing::info!("open files: soft limit raised from {soft} to {hard}");
+            hard
+        }
+        Err(e) => {
+            tracing::warn!("open files: soft limit {soft} kept, not raised to {hard}: {e}");
+            soft
+        }
+    }
+}

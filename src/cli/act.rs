@@ -27,14 +27,14 @@ pub async fn run(client: &Client, action: &str, t: Targets, output: Output) -> R
                     None => (Outcome::Reached, s),
                 };
                 if output == Output::Text {
-                    println!("{}: {}", s.id, state_word(&s.state));
+                    crate::say!("{}: {}", s.id, state_word(&s.state));
                 }
                 match outcome {
                     Outcome::Reached => {}
                     Outcome::Failed => {
-                        eprintln!("steward: {id}: {action} failed: {}{}", state_word(&s.state), reason(&s))
+                        crate::esay!("steward: {id}: {action} failed: {}{}", state_word(&s.state), reason(&s))
                     }
-                    Outcome::Pending => eprintln!(
+                    Outcome::Pending => crate::esay!(
                         "steward: {id}: {action} did not finish in {} s: still {}{}",
                         t.timeout,
                         state_word(&s.state),
@@ -48,12 +48,12 @@ pub async fn run(client: &Client, action: &str, t: Targets, output: Output) -> R
             }
             Err(e) if ends_the_command(&e) => return Err(e),
             Err(e) => {
-                eprintln!("steward: {id}: {e}");
+                crate::esay!("steward: {id}: {e}");
                 if exit_code(&e) == exit::FAILED {
                     // The daemon's answer says what went wrong with the action; the instance's
                     // message says why (a start that exited, a check that failed).
                     if let Ok(s) = client.status(&id).await {
-                        eprintln!("  {id} is {}{}", state_word(&s.state), reason(&s));
+                        crate::esay!("  {id} is {}{}", state_word(&s.state), reason(&s));
                     }
                 }
                 code = first_failure(code, exit_code(&e));

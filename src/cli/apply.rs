@@ -28,7 +28,7 @@ pub(super) async fn apply(
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("steward: cannot read {}: {e}", file.display());
+            crate::esay!("steward: cannot read {}: {e}", file.display());
             return Ok(exit::INVALID);
         }
     };
@@ -39,28 +39,28 @@ pub(super) async fn apply(
         None => spec::parse_document(&text, format).and_then(|doc| crate::plugin::sched::check_spec(&doc)).map(drop),
     };
     if let Err(e) = checked {
-        eprintln!("{}: {e}", file.display());
+        crate::esay!("{}: {e}", file.display());
         return Ok(exit::INVALID);
     }
     let applied = match client.apply_with(&text, format, None, auto_rollback).await {
         Ok(a) => a,
         // What only the daemon could check (a remote daemon's paths), named with the file too.
         Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
-            eprintln!("{}: {}", file.display(), spec::SpecErrors(errors));
+            crate::esay!("{}: {}", file.display(), spec::SpecErrors(errors));
             return Ok(exit::INVALID);
         }
         Err(e) => return Err(e),
     };
     if output == Output::Text {
         if applied.unchanged {
-            println!(
+            crate::say!(
                 "{}: unchanged ({} instance(s), generation {})",
                 file.display(),
                 applied.instances.len(),
                 applied.generation
             );
         } else {
-            println!(
+            crate::say!(
                 "applied {} (generation {}): {}; {} to (re)start",
                 file.display(),
                 applied.generation,
@@ -68,7 +68,7 @@ pub(super) async fn apply(
                 applied.changed.len()
             );
             if applied.rollout {
-                println!("  rolling out revision {} (steward rollout status APP -w)", applied.revision);
+                crate::say!("  rolling out revision {} (steward rollout status APP -w)", applied.revision);
             }
         }
     }
@@ -106,9 +106,9 @@ pub(super) async fn apply(
                 let pid = o.status.as_ref().and_then(|s| s.pid).map(|p| format!(" pid {p}")).unwrap_or_default();
                 let line = format!("  {}  {}{pid}{}", o.id, o.outcome.word(), reason_suffix(&o.reason));
                 if o.outcome == Outcome::Running {
-                    println!("{line}");
+                    crate::say!("{line}");
                 } else {
-                    eprintln!("{line}");
+                    crate::esay!("{line}");
                 }
             }
         }
@@ -229,7 +229,7 @@ async fn wait_for_generation(
         let ended = outcomes.iter().filter(|o| matches!(o.1, Some(x) if x != Outcome::Running)).count();
         let line = format!("{running}/{} running, {ended} not", ids.len());
         if output == Output::Text && line != last_line {
-            println!("  {line}");
+            crate::say!("  {line}");
             last_line = line;
         }
         let settled = outcomes.iter().all(|o| o.1.is_some());

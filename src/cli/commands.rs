@@ -84,12 +84,12 @@ pub(super) fn report(e: ClientError, endpoint: &Endpoint) -> i32 {
         ClientError::Api { status: 401, message, .. } => endpoint.explain_refused_token(&message),
         ClientError::Api { message, errors, .. } => {
             if errors.is_empty() {
-                eprintln!("steward: {message}");
+                crate::esay!("steward: {message}");
             } else {
-                eprintln!("steward: {}", spec::SpecErrors(errors));
+                crate::esay!("steward: {}", spec::SpecErrors(errors));
             }
         }
-        ClientError::Protocol(m) => eprintln!("steward: {m}"),
+        ClientError::Protocol(m) => crate::esay!("steward: {m}"),
     }
     code
 }

@@ -11,7 +11,7 @@ pub(super) async fn delete(client: &Client, t: DeleteTargets, output: Output) ->
         return delete_apps(client, &apps, t.timeout, output).await;
     }
     if t.ids.iter().any(|i| parse_instance_id(i).is_err()) {
-        eprintln!("steward: name instances (namespace/name/index) or apps (namespace/name), not both");
+        crate::esay!("steward: name instances (namespace/name/index) or apps (namespace/name), not both");
         return Ok(exit::USAGE);
     }
     let t = t.instances();
@@ -23,13 +23,13 @@ pub(super) async fn delete(client: &Client, t: DeleteTargets, output: Output) ->
         match client.delete_finished(&id, timeout).await {
             Ok(true) => {
                 if output == Output::Text {
-                    println!("{id}: deleted");
+                    crate::say!("{id}: deleted");
                 }
                 deleted.push(id.to_string());
             }
             Ok(false) if timeout.is_none() => {
                 if output == Output::Text {
-                    println!("{id}: deleting");
+                    crate::say!("{id}: deleting");
                 }
                 deleted.push(id.to_string());
             }
@@ -39,18 +39,18 @@ pub(super) async fn delete(client: &Client, t: DeleteTargets, output: Output) ->
                     Ok(s) => format!(": still {}{}", state_word(&s.state), reason(&s)),
                     Err(_) => String::new(),
                 };
-                eprintln!("steward: {id}: delete did not finish in {} s{now}", t.timeout);
+                crate::esay!("steward: {id}: delete did not finish in {} s{now}", t.timeout);
                 code = first_failure(code, exit::FAILED);
             }
             Err(e) if ends_the_command(&e) => return Err(e),
             // Listed a moment ago (--all), gone since (its own delete completed): as asked.
             Err(ClientError::Api { status: 404, .. }) if t.all => {
                 if output == Output::Text {
-                    println!("{id}: already gone");
+                    crate::say!("{id}: already gone");
                 }
             }
             Err(e) => {
-                eprintln!("steward: {id}: {e}");
+                crate::esay!("steward: {id}: {e}");
                 code = first_failure(code, exit_code(&e));
             }
         }
@@ -77,28 +77,28 @@ async fn delete_apps(
             Ok(Some(ids)) => {
                 if output == Output::Text {
                     match ids.is_empty() {
-                        true => println!("{app}: deleted (it had no instance here)"),
-                        false => println!("{app}: deleted with {}", ids.join(", ")),
+                        true => crate::say!("{app}: deleted (it had no instance here)"),
+                        false => crate::say!("{app}: deleted with {}", ids.join(", ")),
                     }
                 }
                 deleted.extend(ids);
             }
             Ok(None) if timeout.is_none() => {
                 if output == Output::Text {
-                    println!("{app}: deleting");
+                    crate::say!("{app}: deleting");
                 }
             }
             Ok(None) => {
-                eprintln!("steward: {app}: delete did not finish in {} s", timeout.unwrap_or_default());
+                crate::esay!("steward: {app}: delete did not finish in {} s", timeout.unwrap_or_default());
                 code = first_failure(code, exit::FAILED);
             }
             Err(e) if ends_the_command(&e) => return Err(e),
             Err(ClientError::Api { status: 404, .. }) => {
-                eprintln!("steward: no app {app}");
+                crate::esay!("steward: no app {app}");
                 code = first_failure(code, exit::NOT_FOUND);
             }
             Err(e) => {
-                eprintln!("steward: {app}: {e}");
+                crate::esay!("steward: {app}: {e}");
                 code = first_failure(code, exit_code(&e));
             }
         }

@@ -24,7 +24,8 @@ pub async fn run(client: &Client, since: u64, follow: bool, output: Output) -> R
     Ok(exit::OK)
 }
 
-/// One event for a person: a transition shows its states and, when the daemon gave one, why.
+/// One event for a person: a transition shows its states and, when the daemon gave one, why;
+/// control characters escaped (see safe_text.rs).
 pub fn text_line(e: &Event) -> String {
     let b = &e.body;
     let what = match b {
@@ -52,7 +53,9 @@ pub fn text_line(e: &Event) -> String {
         _ => None,
     };
     let msg = message.filter(|m| !m.is_empty()).map(|m| format!(" ({m})")).unwrap_or_default();
-    format!("{:>6} {} {subject} {what}{msg}", e.seq, rfc3339_utc(e.at_ms))
+    // Reasons and messages carry workload text: escaped for the terminal.
+    let line = format!("{:>6} {} {subject} {what}{msg}", e.seq, rfc3339_utc(e.at_ms));
+    super::safe_text::safe_line(&line).into_owned()
 }
 pub use crate::clock::rfc3339_utc;
 

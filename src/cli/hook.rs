@@ -27,7 +27,7 @@ async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> 
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("steward: cannot read {}: {e}", file.display());
+                    crate::esay!("steward: cannot read {}: {e}", file.display());
                     return Ok(exit::INVALID);
                 }
             };
@@ -36,7 +36,7 @@ async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> 
             let template = match crate::hooks::parse_template(&text, format) {
                 Ok(t) => t,
                 Err(errors) => {
-                    eprintln!("steward: {}: {errors}", file.display());
+                    crate::esay!("steward: {}: {errors}", file.display());
                     return Ok(exit::INVALID);
                 }
             };
@@ -44,7 +44,7 @@ async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> 
             let summary = client.put_hook_template(ns, name, &text, format).await?;
             match output {
                 Output::Json => print_json(&summary),
-                Output::Text => println!("hook template {ns}/{name}: {} metric(s) stored", summary.metrics.len()),
+                Output::Text => crate::say!("hook template {ns}/{name}: {} metric(s) stored", summary.metrics.len()),
             }
         }
         HookTemplateCommand::Ls { namespace } => {
@@ -52,10 +52,10 @@ async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> 
             match output {
                 Output::Json => print_json(&list),
                 Output::Text => {
-                    println!("{:<32} {:<24} METRICS", "TEMPLATE", "ARGS");
+                    crate::say!("{:<32} {:<24} METRICS", "TEMPLATE", "ARGS");
                     for t in list {
                         let id = format!("{}/{}", t.namespace, t.name);
-                        println!("{id:<32} {:<24} {}", t.args.join(","), t.metrics.join(","));
+                        crate::say!("{id:<32} {:<24} {}", t.args.join(","), t.metrics.join(","));
                     }
                 }
             }
@@ -68,7 +68,7 @@ async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> 
             let (ns, name) = split(&template);
             client.delete_hook_template(&ns, &name).await?;
             if output == Output::Text {
-                println!("hook template {template} removed");
+                crate::say!("hook template {template} removed");
             }
         }
     }
@@ -92,9 +92,12 @@ async fn runs(client: &Client, cmd: HookRunCommand, output: Output) -> Result<i3
             }
             match output {
                 Output::Json => print_json(&run),
-                Output::Text => println!(
+                Output::Text => crate::say!(
                     "hook run {}/{} started (steward hook run status {}/{} -w)",
-                    run.metadata.namespace, run.metadata.name, run.metadata.namespace, run.metadata.name
+                    run.metadata.namespace,
+                    run.metadata.name,
+                    run.metadata.namespace,
+                    run.metadata.name
                 ),
             }
         }
@@ -103,11 +106,11 @@ async fn runs(client: &Client, cmd: HookRunCommand, output: Output) -> Result<i3
             match output {
                 Output::Json => print_json(&list),
                 Output::Text => {
-                    println!("{:<40} {:<20} {:<13} {:>5}  MESSAGE", "RUN", "TEMPLATE", "PHASE", "TAKEN");
+                    crate::say!("{:<40} {:<20} {:<13} {:>5}  MESSAGE", "RUN", "TEMPLATE", "PHASE", "TAKEN");
                     for r in list {
                         let id = format!("{}/{}", r.namespace, r.name);
                         let phase = format!("{:?}", r.phase);
-                        println!("{id:<40} {:<20} {phase:<13} {:>5}  {}", r.template, r.measurements, r.message);
+                        crate::say!("{id:<40} {:<20} {phase:<13} {:>5}  {}", r.template, r.measurements, r.message);
                     }
                 }
             }
@@ -128,7 +131,7 @@ async fn runs(client: &Client, cmd: HookRunCommand, output: Output) -> Result<i3
             let (ns, name) = split(&run);
             client.delete_hook_run(&ns, &name).await?;
             if output == Output::Text {
-                println!("hook run {run} removed");
+                crate::say!("hook run {run} removed");
             }
         }
     }
@@ -145,7 +148,7 @@ async fn finish(client: &Client, run: &HookRun, timeout: Duration, output: Outpu
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             show_run(&run, output == Output::Json);
-            eprintln!("steward: hook run {ns}/{name} is still {:?} after {} s", run.status.phase, timeout.as_secs());
+            crate::esay!("steward: hook run {ns}/{name} is still {:?} after {} s", run.status.phase, timeout.as_secs());
             return Ok(exit::FAILED);
         }
         run = client.hook_run(ns, name, Some(left.min(Duration::from_secs(60)))).await?;
@@ -160,34 +163,51 @@ pub(super) fn show_run(run: &HookRun, json: bool) {
         return print_json(run);
     }
     let s = &run.status;
-    println!("{}/{}  template {}  phase {:?}", run.metadata.namespace, run.metadata.name, run.spec.template, s.phase);
+    crate::say!(
+        "{}/{}  template {}  phase {:?}",
+        run.metadata.namespace,
+        run.metadata.name,
+        run.spec.template,
+        s.phase
+    );
     if !s.message.is_empty() {
-        println!("  {}", s.message);
+        crate::say!("  {}", s.message);
     }
     let args: Vec<String> =
         run.spec.args.iter().map(|a| format!("{}={}", a.name, a.value.as_deref().unwrap_or_default())).collect();
     if !args.is_empty() {
-        println!("  args: {}", args.join(" "));
+        crate::say!("  args: {}", args.join(" "));
     }
-    println!(
+    crate::say!(
         "{:<20} {:<13} {:>5} {:>5} {:>6} {:>7} {:>5}",
-        "METRIC", "PHASE", "COUNT", "OK", "FAILED", "INCONCL", "ERROR"
+        "METRIC",
+        "PHASE",
+        "COUNT",
+        "OK",
+        "FAILED",
+        "INCONCL",
+        "ERROR"
     );
     for m in &s.metric_results {
         let phase = format!("{:?}", m.phase);
-        println!(
+        crate::say!(
             "{:<20} {phase:<13} {:>5} {:>5} {:>6} {:>7} {:>5}",
-            m.name, m.count, m.successful, m.failed, m.inconclusive, m.error
+            m.name,
+            m.count,
+            m.successful,
+            m.failed,
+            m.inconclusive,
+            m.error
         );
         if m.measurements_dropped > 0 {
-            println!("  ({} older measurements not kept)", m.measurements_dropped);
+            crate::say!("  ({} older measurements not kept)", m.measurements_dropped);
         }
         // Numbered as taken: the first kept follows the dropped ones.
         let first = m.measurements_dropped as usize + 1;
         for (i, x) in m.measurements.iter().enumerate() {
             let at = crate::clock::rfc3339_utc(x.started_at_ms);
             let value = x.value.as_deref().unwrap_or("-");
-            println!("  #{:<3} {at}  {:<12} value {value:<10} {}", first + i, format!("{:?}", x.phase), x.message);
+            crate::say!("  #{:<3} {at}  {:<12} value {value:<10} {}", first + i, format!("{:?}", x.phase), x.message);
         }
     }
 }

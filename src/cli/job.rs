@@ -12,10 +12,10 @@ pub(super) async fn run(client: &Client, cmd: JobCommand, output: Output) -> Res
                 println!("{}", serde_json::to_string_pretty(&jobs).unwrap_or_default());
                 return Ok(exit::OK);
             }
-            println!("{:<32} {:<10} {:>9} {:>6} {:>6}  REASON", "JOB", "PHASE", "SUCCEEDED", "ACTIVE", "FAILED");
+            crate::say!("{:<32} {:<10} {:>9} {:>6} {:>6}  REASON", "JOB", "PHASE", "SUCCEEDED", "ACTIVE", "FAILED");
             for j in jobs {
                 let done = format!("{}/{}", j.status.succeeded, j.completions);
-                println!(
+                crate::say!(
                     "{:<32} {:<10} {done:>9} {:>6} {:>6}  {}",
                     j.app,
                     j.status.phase.name(),
@@ -32,7 +32,7 @@ pub(super) async fn run(client: &Client, cmd: JobCommand, output: Output) -> Res
                 println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
                 return Ok(exit::OK);
             }
-            println!(
+            crate::say!(
                 "{}: {}; {} of {} succeeded, {} active (parallelism {}), {} failed{}",
                 j.app,
                 j.status.phase.name(),
@@ -43,11 +43,11 @@ pub(super) async fn run(client: &Client, cmd: JobCommand, output: Output) -> Res
                 j.status.failed,
                 if reason(&j).is_empty() { String::new() } else { format!(": {}", reason(&j)) }
             );
-            println!("{:<6} {:<10} {:<24} {:<24} {:>5}  REASON", "RUN", "PHASE", "STARTED", "ENDED", "EXIT");
+            crate::say!("{:<6} {:<10} {:<24} {:<24} {:>5}  REASON", "RUN", "PHASE", "STARTED", "ENDED", "EXIT");
             for r in &j.status.runs {
                 let ended = r.ended_ms.map(crate::clock::rfc3339_utc).unwrap_or_else(|| "-".into());
                 let code = r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-                println!(
+                crate::say!(
                     "{:<6} {:<10} {:<24} {ended:<24} {code:>5}  {}",
                     r.index,
                     format!("{:?}", r.phase),
@@ -104,14 +104,21 @@ pub(super) async fn cron(client: &Client, cmd: CronCommand, output: Output) -> R
                 println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
                 return Ok(exit::OK);
             }
-            println!(
+            crate::say!(
                 "{:<28} {:<16} {:<24} {:<24} {:>7} {:>7} {:>6} {:>6}",
-                "CRONJOB", "RULE", "NEXT", "LAST", "STARTED", "SKIPPED", "MISSED", "FAILED"
+                "CRONJOB",
+                "RULE",
+                "NEXT",
+                "LAST",
+                "STARTED",
+                "SKIPPED",
+                "MISSED",
+                "FAILED"
             );
             for c in list {
                 let rule = if c.suspended { format!("{} (suspended)", c.rule) } else { c.rule.clone() };
                 let s = &c.status;
-                println!(
+                crate::say!(
                     "{:<28} {rule:<16} {:<24} {:<24} {:>7} {:>7} {:>6} {:>6}",
                     c.app,
                     time(s.next_tick_ms),
@@ -146,7 +153,7 @@ pub(super) async fn cron(client: &Client, cmd: CronCommand, output: Output) -> R
         return Ok(exit::OK);
     }
     let s = &body.status;
-    println!(
+    crate::say!(
         "{}: {} ({}, {}){}; next {}, last {}; {} started, {} skipped, {} missed, {} succeeded, {} failed",
         body.app,
         body.rule,
@@ -162,11 +169,11 @@ pub(super) async fn cron(client: &Client, cmd: CronCommand, output: Output) -> R
         s.failed
     );
     if !s.last_failure.is_empty() {
-        println!("  last failure: {}", s.last_failure);
+        crate::say!("  last failure: {}", s.last_failure);
     }
     for ex in &s.executions {
         let runs: Vec<String> = ex.job.runs.iter().map(|r| format!("{}:{:?}", r.index, r.phase)).collect();
-        println!(
+        crate::say!(
             "  tick {}{}: {} ({})",
             crate::clock::rfc3339_utc(ex.tick_ms),
             if ex.triggered { " (triggered)" } else { "" },

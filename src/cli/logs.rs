@@ -7,11 +7,14 @@
 //! and `--container` pick one stream or one process/container when the order matters. With this
 //! host's daemon unreachable the files under the configured run directory are read directly, and
 //! that is said; a remote daemon's files are not on this host, so then it is only told.
+//!
+//! Lines go out as the workload wrote them into a pipe or a file; on a terminal their control
+//! characters are escaped (as journalctl does), so a workload cannot drive the terminal.
 
 use super::endpoint::Endpoint;
 use super::steward::{exit, Output, Stream};
 use crate::client::{parse_instance_id, ClientError, LogLine};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 /// What `steward logs` was asked for.
@@ -36,10 +39,11 @@ pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> a
         query.push(("process", p.clone()));
     }
     let mut out = std::io::stdout().lock();
+    let escape = out.is_terminal();
     let mut failed = None;
     let result = endpoint
         .client()
-        .logs(&iid, &query, |l| match print_line(&mut out, &l, req.timestamps, output) {
+        .logs(&iid, &query, |l| match print_line(&mut out, &l, req.timestamps, output, escape) {
             Ok(()) => true,
             Err(e) => {
                 failed = Some(e);
@@ -61,7 +65,7 @@ pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> a
             Some(config) => {
                 let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
                 eprintln!("steward: {e}; showing the log files in {} as they are", dir.display());
-                read_files(&dir, &req, output, &mut out)
+                read_files(&dir, &req, output, &mut out, escape)
             }
             None => Ok(super::commands::report(e, endpoint)),
         },
@@ -70,7 +74,13 @@ pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> a
 }
 
 /// Without the daemon: the files themselves (no following).
-fn read_files(dir: &Path, req: &LogsRequest, output: Output, out: &mut impl Write) -> anyhow::Result<i32> {
+fn read_files(
+    dir: &Path,
+    req: &LogsRequest,
+    output: Output,
+    out: &mut impl Write,
+    escape: bool,
+) -> anyhow::Result<i32> {
     let stream = req.stream.map(Stream::word);
     let mut files = match crate::logs::files(dir, req.process.as_deref(), stream) {
         Ok(f) => f,
@@ -86,13 +96,20 @@ fn read_files(dir: &Path, req: &LogsRequest, output: Output, out: &mut impl Writ
         for raw in &lines[lines.len().saturating_sub(req.tail)..] {
             let l = f.line(raw);
             let l = LogLine { process: l.process, stream: l.stream, time: l.time, line: l.line };
-            print_line(out, &l, req.timestamps, output)?;
+            print_line(out, &l, req.timestamps, output, escape)?;
         }
     }
     Ok(exit::OK)
 }
 
-fn print_line(out: &mut impl Write, l: &LogLine, timestamps: bool, output: Output) -> std::io::Result<()> {
+/// One line; `escape`: its control characters escaped (stdout is a terminal).
+fn print_line(
+    out: &mut impl Write,
+    l: &LogLine,
+    timestamps: bool,
+    output: Output,
+    escape: bool,
+) -> std::io::Result<()> {
     match output {
         Output::Text => {
             let time = match (&l.time, timestamps) {
@@ -100,7 +117,11 @@ fn print_line(out: &mut impl Write, l: &LogLine, timestamps: bool, output: Outpu
                 (None, true) => "- ".to_string(), // a process's line has no time
                 _ => String::new(),
             };
-            writeln!(out, "[{}.{}.log] {time}{}", l.process, l.stream, l.line)?;
+            let line = format!("[{}.{}.log] {time}{}", l.process, l.stream, l.line);
+            match escape {
+                true => writeln!(out, "{}", super::safe_text::safe_line(&line))?,
+                false => writeln!(out, "{line}")?,
+            }
         }
         Output::Json => {
             let file = format!("{}.{}.log", l.process, l.stream);

@@ -14,6 +14,7 @@ mod job;
 pub mod logs;
 pub mod man;
 mod rollout;
+pub mod safe_text;
 pub mod sched;
 mod services;
 mod show;

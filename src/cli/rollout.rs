@@ -19,11 +19,11 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
                 Output::Text => {
-                    println!("{:<9} {:<16}  {:<24}  APPLIED BY", "REVISION", "HASH", "CREATED");
+                    crate::say!("{:<9} {:<16}  {:<24}  APPLIED BY", "REVISION", "HASH", "CREATED");
                     for r in &list.revisions {
                         let mark = if r.current { "*" } else { " " };
                         let created = crate::clock::rfc3339_utc(r.created_ms);
-                        println!("{mark}{:<8} {:<16}  {:<24}  {}", r.revision, r.hash, created, r.applied_by);
+                        crate::say!("{mark}{:<8} {:<16}  {:<24}  {}", r.revision, r.hash, created, r.applied_by);
                     }
                 }
             }
@@ -33,9 +33,9 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
             let applied = client.undo(&namespace, &name, to_revision).await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default()),
-                Output::Text if applied.unchanged => println!("{app}: already runs that revision's spec"),
+                Output::Text if applied.unchanged => crate::say!("{app}: already runs that revision's spec"),
                 Output::Text => {
-                    println!(
+                    crate::say!(
                         "{app}: revision {} applied; {} instance(s) move to it",
                         applied.revision,
                         applied.changed.len()
@@ -49,7 +49,7 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
                 let body = client.rollout_status(&namespace, &name).await?;
                 match output {
                     Output::Json => println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default()),
-                    Output::Text => println!("{}", describe(&body)),
+                    Output::Text => crate::say!("{}", describe(&body)),
                 }
                 return Ok(exit::OK);
             }
@@ -62,7 +62,7 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
             let applied = client.rollout_restart(&namespace, &name).await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&applied).unwrap_or_default()),
-                Output::Text => println!(
+                Output::Text => crate::say!(
                     "{app}: restarting as revision {}; {} instance(s) to re-create (steward rollout status {app} -w)",
                     applied.revision,
                     applied.changed.len()
@@ -79,7 +79,7 @@ async fn act(client: &Client, app: &str, action: &str, output: Output) -> Result
     let body = client.rollout_action(namespace, name, action).await?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default()),
-        Output::Text => println!("{}", describe(&body)),
+        Output::Text => crate::say!("{}", describe(&body)),
     }
     Ok(())
 }
@@ -140,12 +140,12 @@ async fn follow(
         if line != last {
             if tty {
                 let p = &body.progress;
-                let text = format!("{} {line}", bar(p.ready, p.instances, 20));
+                let text = format!("{} {}", bar(p.ready, p.instances, 20), super::safe_text::safe_line(&line));
                 print!("\r{text:<drawn$}");
                 drawn = text.chars().count();
                 let _ = std::io::stdout().flush();
             } else {
-                println!("{line}");
+                crate::say!("{line}");
             }
             last = line;
         }
@@ -154,7 +154,7 @@ async fn follow(
             None | Some(RolloutPhase::Complete) => Some(exit::OK),
             Some(RolloutPhase::Failed { .. }) => Some(exit::FAILED),
             _ if std::time::Instant::now() > deadline => {
-                eprintln!(
+                crate::esay!(
                     "{}steward: the rollout of {ns}/{name} did not end within {} s",
                     if tty { "\n" } else { "" },
                     timeout.as_secs()

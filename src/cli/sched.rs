@@ -992,7 +992,8 @@ fn print_line(line: &WatchLine, output: SchedOutput) {
     use std::io::Write;
     let text = match output {
         SchedOutput::Json => serde_json::to_string(line).unwrap_or_default(),
-        SchedOutput::Text => text_line(line),
+        // Daemons' events carry workload text: escaped for the terminal.
+        SchedOutput::Text => super::safe_text::safe_line(&text_line(line)).into_owned(),
     };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}");

@@ -21,7 +21,7 @@ pub async fn run(
         return Ok(0);
     };
     let Some((namespace, name)) = app.split_once('/') else {
-        eprintln!("steward: {app:?} is not NAMESPACE/NAME");
+        crate::esay!("steward: {app:?} is not NAMESPACE/NAME");
         return Ok(super::steward::exit::USAGE);
     };
     match client.app_endpoints(namespace, name, after.map(|a| (a, timeout))).await? {
@@ -30,7 +30,7 @@ pub async fn run(
             Output::Text => print_text(&e),
         },
         None => {
-            eprintln!("steward: no endpoints for {app} on this daemon (steward-sched hands them over)");
+            crate::esay!("steward: no endpoints for {app} on this daemon (steward-sched hands them over)");
             return Ok(super::steward::exit::NOT_FOUND);
         }
     }
@@ -39,16 +39,16 @@ pub async fn run(
 
 /// An app's endpoints for people: its revision and time, then a line per port name.
 pub(super) fn print_text(e: &AppEndpoints) {
-    println!("{} revision {} ({})", e.key(), e.revision, crate::clock::rfc3339_utc(e.updated_ms));
+    crate::say!("{} revision {} ({})", e.key(), e.revision, crate::clock::rfc3339_utc(e.updated_ms));
     for s in &e.services {
         let node = s.node_port.map(|n| format!(", node port {n}")).unwrap_or_default();
-        println!("  service {} {:?} port {}{node} -> {}", s.service, s.kind, s.port, s.target);
+        crate::say!("  service {} {:?} port {}{node} -> {}", s.service, s.kind, s.port, s.target);
     }
     if e.ports.is_empty() {
-        println!("  (no ready instance)");
+        crate::say!("  (no ready instance)");
     }
     for (port, list) in &e.ports {
         let at: Vec<String> = list.iter().map(|p| format!("{}:{} ({}/{})", p.ip, p.port, p.node, p.instance)).collect();
-        println!("  {port}: {}", at.join(", "));
+        crate::say!("  {port}: {}", at.join(", "));
     }
 }

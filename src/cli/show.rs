@@ -58,6 +58,8 @@ fn print_table(list: &[InstanceStatus]) {
                 s.health.clone().unwrap_or_else(|| "-".into()),
             ]
         })
+        // Escaped before the widths are measured: the health text is the workload's.
+        .map(|row: [String; 10]| row.map(|c| super::safe_text::safe_line(&c).into_owned()))
         .collect();
     let mut widths = header.map(str::len);
     for r in &rows {
@@ -67,7 +69,7 @@ fn print_table(list: &[InstanceStatus]) {
     }
     let line = |cells: Vec<&str>| {
         let parts: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", parts.join("  ").trim_end());
+        crate::say!("{}", parts.join("  ").trim_end());
     };
     line(header.to_vec());
     for r in &rows {
@@ -92,22 +94,22 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
         Output::Json => println!("{}", serde_json::to_string_pretty(&n).unwrap_or_default()),
         Output::Text => {
             let gib = |bytes: u64| bytes as f64 / 1073741824.0;
-            println!("hostname:  {}", n.hostname);
-            println!("ip:        {}", n.host_ip);
-            println!("cpus:      {} (load {:.2}, {:.0}% busy)", n.cpus, n.load_average, n.cpu_usage_percent);
-            println!(
+            crate::say!("hostname:  {}", n.hostname);
+            crate::say!("ip:        {}", n.host_ip);
+            crate::say!("cpus:      {} (load {:.2}, {:.0}% busy)", n.cpus, n.load_average, n.cpu_usage_percent);
+            crate::say!(
                 "memory:    {:.1} GiB available of {:.1} GiB",
                 gib(n.memory_available_bytes),
                 gib(n.memory_total_bytes)
             );
             let ports = &n.ports;
-            println!("ports:     {} free in {}-{}", ports.free, ports.range_start, ports.range_end);
+            crate::say!("ports:     {} free in {}-{}", ports.free, ports.range_start, ports.range_end);
             if let Some(p) = &ports.pending {
-                println!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
+                crate::say!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
             }
             let r = &n.resources;
             let (cpu, memory) = (crate::resources::cpu_text, crate::resources::memory_text);
-            println!(
+            crate::say!(
                 "requests:  cpu {} of {} allocatable ({} reserved), memory {} of {} ({} reserved)",
                 cpu(r.allocated.milli_cpu),
                 cpu(r.allocatable.milli_cpu),
@@ -116,10 +118,10 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
                 memory(r.allocatable.memory_bytes),
                 memory(r.reserved.memory_bytes)
             );
-            println!("instances: {}", n.instances);
+            crate::say!("instances: {}", n.instances);
             for (kind, map) in [("label", &n.labels), ("attribute", &n.attributes)] {
                 for (k, v) in map {
-                    println!("{kind}:{:>width$}{k}={v}", "", width = 10 - kind.len());
+                    crate::say!("{kind}:{:>width$}{k}={v}", "", width = 10 - kind.len());
                 }
             }
         }
@@ -129,42 +131,42 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
 
 pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<i32, ClientError> {
     let Ok(iid) = parse_instance_id(id) else {
-        eprintln!("steward: {id:?} is not an instance id (namespace/name/index)");
+        crate::esay!("steward: {id:?} is not an instance id (namespace/name/index)");
         return Ok(exit::USAGE);
     };
     let s = client.status(&iid).await?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default()),
         Output::Text => {
-            println!("instance:  {}", s.id);
-            println!("state:     {}", state_word(&s.state));
-            println!("pid:       {}", s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()));
+            crate::say!("instance:  {}", s.id);
+            crate::say!("state:     {}", state_word(&s.state));
+            crate::say!("pid:       {}", s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()));
             match (&s.last_exit_reason, &s.last_exit) {
-                (Some(why), _) => println!("last exit: {why}"),
-                (None, Some(e)) => println!("last exit: {e}"),
+                (Some(why), _) => crate::say!("last exit: {why}"),
+                (None, Some(e)) => crate::say!("last exit: {e}"),
                 (None, None) => {}
             }
             if !s.message.is_empty() {
-                println!("message:   {}", s.message);
+                crate::say!("message:   {}", s.message);
             }
-            println!("restarts:  {}", s.restarts);
+            crate::say!("restarts:  {}", s.restarts);
             if s.revision > 0 {
                 match s.run_revision {
-                    r if r == s.revision || r == 0 => println!("revision:  {}", s.revision),
-                    r => println!("revision:  {} (its run is on {r} until it restarts)", s.revision),
+                    r if r == s.revision || r == 0 => crate::say!("revision:  {}", s.revision),
+                    r => crate::say!("revision:  {} (its run is on {r} until it restarts)", s.revision),
                 }
             }
             if let Some(t) = s.last_start_ms {
                 // A stopped instance was not started just now: say when its last run began.
                 let ago = age(now_ms().saturating_sub(t));
                 if s.state.has_processes() {
-                    println!("started:   {ago} ago");
+                    crate::say!("started:   {ago} ago");
                 } else {
-                    println!("last run:  started {ago} ago");
+                    crate::say!("last run:  started {ago} ago");
                 }
             }
             for (n, p) in &s.ports {
-                println!("port:      {n} = {p}");
+                crate::say!("port:      {n} = {p}");
             }
             for (i, h) in s.checks.iter().enumerate() {
                 let Some(h) = h else { continue };
@@ -177,16 +179,16 @@ pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<
                     Some(c) => format!("container {}", crate::spec::render::pod::short_container_name(&s.id, &c.name)),
                     None => format!("process {i}"),
                 };
-                println!("health:    {what}: {word}");
+                crate::say!("health:    {what}: {word}");
                 if let Some(f) = &h.last_failure {
-                    println!("           last failure: {f}");
+                    crate::say!("           last failure: {f}");
                 }
             }
             for c in &s.containers {
                 let id: String = c.id.chars().take(12).collect();
                 let ip = if c.ip_address.is_empty() { String::new() } else { format!(" ip {}", c.ip_address) };
                 let code = if c.is_running() { String::new() } else { format!(" (exit code {})", c.exit_code) };
-                println!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
+                crate::say!("container: {} {id} {}{code} pid {} net {}{ip}", c.name, c.status, c.pid, c.network_mode);
             }
             if let Some(u) = &s.usage {
                 let limits = s.limits.unwrap_or_default();
@@ -195,10 +197,10 @@ pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<
                     None if s.limits.is_some() => " (no limit)".to_string(),
                     None => String::new(),
                 };
-                println!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
-                println!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
+                crate::say!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
+                crate::say!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
                 if u.oom_kills > 0 {
-                    println!("oom kills: {}", u.oom_kills);
+                    crate::say!("oom kills: {}", u.oom_kills);
                 }
             }
         }

@@ -16,7 +16,7 @@ pub(super) async fn values(
     match cmd {
         ValuesCommand::Create { id, literals, files } => {
             let Some((namespace, name)) = split_store_id(&id) else {
-                eprintln!("steward: {id:?} is not namespace/name");
+                crate::esay!("steward: {id:?} is not namespace/name");
                 return Ok(exit::INVALID);
             };
             let mut data = std::collections::BTreeMap::new();
@@ -27,7 +27,7 @@ pub(super) async fn values(
                         data.insert(key, text);
                     }
                     Err(e) => {
-                        eprintln!("steward: cannot read {path} for key {key}: {e}");
+                        crate::esay!("steward: cannot read {path} for key {key}: {e}");
                         return Ok(exit::INVALID);
                     }
                 }
@@ -35,7 +35,7 @@ pub(super) async fn values(
             let summary = client.put_values(kind, namespace, name, &data).await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string(&summary).unwrap_or_default()),
-                Output::Text => println!("{id}: {} key(s) stored", data.len()),
+                Output::Text => crate::say!("{id}: {} key(s) stored", data.len()),
             }
         }
         ValuesCommand::Ls { namespace } => {
@@ -43,16 +43,16 @@ pub(super) async fn values(
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
                 Output::Text => {
-                    println!("NAMESPACE  NAME  KEYS");
+                    crate::say!("NAMESPACE  NAME  KEYS");
                     for item in &list {
-                        println!("{}  {}  {}", item.namespace, item.name, item.keys.join(","));
+                        crate::say!("{}  {}  {}", item.namespace, item.name, item.keys.join(","));
                     }
                 }
             }
         }
         ValuesCommand::Rm { id } => {
             let Some((namespace, name)) = split_store_id(&id) else {
-                eprintln!("steward: {id:?} is not namespace/name");
+                crate::esay!("steward: {id:?} is not namespace/name");
                 return Ok(exit::INVALID);
             };
             client.delete_values(kind, namespace, name).await?;
@@ -68,7 +68,7 @@ pub(super) async fn values(
                     let removed = Removed { namespace, name, removed: true };
                     println!("{}", serde_json::to_string(&removed).unwrap_or_default())
                 }
-                Output::Text => println!("{id}: removed"),
+                Output::Text => crate::say!("{id}: removed"),
             }
         }
     }

@@ -215,6 +215,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     let mut hup = signal(SignalKind::hangup())?;
     let mut usr2 = signal(SignalKind::user_defined2())?;
     let host_ip = config.host_ip().to_string();
+    let nofile = crate::host::raise_open_files_limit();
     if config.cgroup_favor_dynmods {
         favor_dynamic_moves(&config.cgroup_root);
     }
@@ -260,7 +261,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     let reaper = supervisor.reaper().clone();
     let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
     tracing::info!("node ports: {node_ports:?}");
-    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper));
+    let proxy = proxy_limits(&config.services, nofile);
+    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper, proxy));
     if let Some(address) = config.services.dns {
         let zone = &config.services.dns_domain;
         // The daemon supervises on without it: its instances matter more than their names.
@@ -359,6 +361,16 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
 
 /// Starts the remote listener (TLS, bearer tokens, rate and size limits) on `addr`; it stops
 /// when `shutdown` turns true.
+/// The userspace proxy's caps (issue 51 finding 6), within the descriptor limit `nofile`.
+fn proxy_limits(services: &crate::config::ServicesConfig, nofile: u64) -> crate::services::proxy::Limits {
+    let budget = crate::services::proxy::descriptor_budget(services.proxy_max_connections, nofile);
+    tracing::info!(
+        "node port proxy: {budget} descriptors of {nofile}, {} connections per port",
+        services.proxy_max_connections_per_port
+    );
+    crate::services::proxy::Limits::new(budget, services.proxy_max_connections_per_port)
+}
+
 async fn serve_remote(
     addr: std::net::SocketAddr,
     config: &Config,

@@ -67,8 +67,9 @@ fn addresses(rules: &[Rule]) -> BTreeSet<Ipv4Addr> {
     rules.iter().filter_map(|r| r.address).collect()
 }
 
-/// Forwards by `mode` (resolved) for as long as the daemon runs.
-pub async fn run(keeper: EndpointsKeeper, mode: NodePortMode, reaper: Reaper) {
+/// Forwards by `mode` (resolved) for as long as the daemon runs; the userspace proxy within
+/// `limits`.
+pub async fn run(keeper: EndpointsKeeper, mode: NodePortMode, reaper: Reaper, limits: proxy::Limits) {
     let reaper = Some(&reaper);
     let mut changes = keeper.subscribe();
     let mut proxies = Proxies::new();
@@ -103,7 +104,7 @@ pub async fn run(keeper: EndpointsKeeper, mode: NodePortMode, reaper: Reaper) {
                         Err(e) => tracing::error!("services: {e}"),
                     }
                 }
-                NodePortMode::Userspace => proxy_to(&rules, &mut proxies).await,
+                NodePortMode::Userspace => proxy_to(&rules, &mut proxies, &limits).await,
                 NodePortMode::Auto | NodePortMode::Off => {}
             }
             last = Some(rules);
@@ -116,7 +117,7 @@ pub async fn run(keeper: EndpointsKeeper, mode: NodePortMode, reaper: Reaper) {
 
 /// The userspace proxy made to match `rules`: new ports bound, gone ones closed, the others'
 /// endpoints swapped.
-async fn proxy_to(rules: &[Rule], proxies: &mut Proxies) {
+async fn proxy_to(rules: &[Rule], proxies: &mut Proxies, limits: &proxy::Limits) {
     proxies.retain(|key, (_, task)| {
         let keep = rules.iter().any(|r| (r.udp, r.address, r.port) == *key);
         if !keep {
@@ -133,9 +134,10 @@ async fn proxy_to(rules: &[Rule], proxies: &mut Proxies) {
         let t = Arc::new(Targets::default());
         t.set(targets);
         let bind = SocketAddr::from((r.address.unwrap_or(Ipv4Addr::UNSPECIFIED), r.port));
+        let limit = Arc::new(limits.port(r.describe()));
         let task = if r.udp {
             match tokio::net::UdpSocket::bind(bind).await {
-                Ok(socket) => tokio::spawn(proxy::serve_udp(socket, t.clone())),
+                Ok(socket) => tokio::spawn(proxy::serve_udp(socket, t.clone(), limit)),
                 Err(e) => {
                     tracing::error!("{}: cannot listen: {e}", r.describe());
                     continue;
@@ -143,7 +145,7 @@ async fn proxy_to(rules: &[Rule], proxies: &mut Proxies) {
             }
         } else {
             match tokio::net::TcpListener::bind(bind).await {
-                Ok(listener) => tokio::spawn(proxy::serve_tcp(listener, t.clone())),
+                Ok(listener) => tokio::spawn(proxy::serve_tcp(listener, t.clone(), limit)),
                 Err(e) => {
                     tracing::error!("{}: cannot listen: {e}", r.describe());
                     continue;
