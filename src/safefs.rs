@@ -234,6 +234,19 @@ pub fn replace_file(path: &Path, data: &[u8], mode: u32, uid: u32, gid: u32) -> 
     result.map_err(|e| at(path, e))
 }
 
+/// Removes a workload's directory `path` and everything in it, as root, without following a
+/// symlink anywhere (one the workload planted on the way to it, or in it, is removed, not
+/// followed) and without crossing into another filesystem mounted inside it.
+pub fn remove_workload_dir(path: &Path) -> io::Result<()> {
+    let (parent, name) = split(path)?;
+    let dir = match open_workload_dir(parent, None) {
+        Ok(dir) => dir,
+        Err(_) if std::fs::symlink_metadata(parent).is_err() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    sys::remove_tree(dir.as_fd(), &name).map_err(|e| at(path, e))
+}
+
 /// Creates `dir` and any missing parents below `root` (a configured root, a workPath, a
 /// volume's directory; made root's if missing), giving the new ones to `uid:gid` (mode 0755);
 /// existing ones are left as they are. The root is opened as [`open_workload_dir`] does (a

@@ -255,3 +255,48 @@ async fn a_fork_flood_stops_at_the_tasks_limit() {
     let err = d.client.apply(&bad.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();
     assert!(err.contains("resources.limits.pids"), "{err}");
 }
+
+/// A cron job's runs leave no work directory behind: history pruning and the app's delete
+/// remove each run's workPath (45 were left after 15 s of an every-second cron) — without
+/// following a symlink a run planted in it.
+#[tokio::test]
+async fn cron_runs_take_their_work_directories_with_them() {
+    let d = Daemon::start("cron-workdirs");
+    let target = host_target(&d);
+    let script = format!("echo data > state; ln -s {} escape; exit 0", target.display());
+    let mut doc = common::spec("tidy", 1, json!({"user": "nobody", "startCmd": script}), json!({}));
+    doc["cronJob"] = json!({"rule": "* * * * * *", "history": {"success": 1, "fail": 0}});
+    doc["restartPolicy"] = json!({"policy": "Never"});
+    d.apply_json(&doc).await;
+    let runs = || -> Vec<String> {
+        std::fs::read_dir(d.work_dir())
+            .map(|r| r.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<String>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.starts_with("test.tidy."))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut most = 0;
+    loop {
+        let succeeded = d.client.cron("test", "tidy").await.map_or(0, |c| c.status.succeeded);
+        most = most.max(runs().len());
+        if succeeded >= 6 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cron job did not run 6 times\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = runs();
+    assert!(left.len() <= 3, "{} work directories after 6 runs: {left:?}", left.len());
+    let (code, _, err) = d.cli(&["delete", "test/tidy"]);
+    assert_eq!(code, 0, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !runs().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(runs().is_empty(), "left after the delete: {:?}", runs());
+    untouched(&target);
+    assert!(target.join("passwd").exists(), "the removal followed a run's symlink");
+}

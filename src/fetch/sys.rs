@@ -188,14 +188,16 @@ pub fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     };
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
         let sub = open_dir(dir, name)?;
-        empty_dir(&sub, 0)?;
+        empty_dir(&sub, st.st_dev, 0)?;
         unlink(dir, name, true)
     } else {
         unlink(dir, name, false)
     }
 }
 
-fn empty_dir(dir: &OwnedFd, depth: usize) -> io::Result<()> {
+/// Empties `dir` (on device `dev`): a directory of another device below it (something mounted
+/// there) is an error, never emptied.
+fn empty_dir(dir: &OwnedFd, dev: libc::dev_t, depth: usize) -> io::Result<()> {
     use std::os::fd::AsFd;
     if depth > 4096 {
         return Err(io::Error::other("directory tree too deep to remove"));
@@ -207,8 +209,14 @@ fn empty_dir(dir: &OwnedFd, depth: usize) -> io::Result<()> {
             Err(e) => return Err(e),
         };
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            if st.st_dev != dev {
+                return Err(io::Error::other(format!(
+                    "{} is a mount point; left in place",
+                    os_str(&child).to_string_lossy()
+                )));
+            }
             let sub = open_dir(dir.as_fd(), &child)?;
-            empty_dir(&sub, depth + 1)?;
+            empty_dir(&sub, dev, depth + 1)?;
             drop(sub);
             unlink(dir.as_fd(), &child, true)?;
         } else {

@@ -369,6 +369,16 @@ impl<W: Workload> Actor<W> {
             if crate::runtime::volumes::release(&r.run_dir) {
                 let _ = std::fs::remove_dir_all(&r.run_dir);
             }
+            // A job's or cron job's run is over for good: its work directories go with it
+            // (an every-second cron would otherwise leave one a second). An app's instance
+            // keeps its workPath, whose data may outlive it (docs/design.md).
+            if self.spec.spec.runs_to_completion() {
+                for p in &r.processes {
+                    if let Err(e) = crate::safefs::remove_workload_dir(&p.work_path) {
+                        tracing::warn!(instance = %self.rec.id, "cannot remove its workPath: {e}");
+                    }
+                }
+            }
         }
         self.deleted = true;
         // Deleted is done, whatever state it was deleted from (a Failed one included).
