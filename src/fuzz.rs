@@ -146,3 +146,26 @@ pub fn hook_response(data: &[u8]) -> crate::hooks::metric::Outcome {
     assert!(size <= bound, "{size} bytes out of {} in (bound {bound})", data.len());
     outcome
 }
+
+/// The event path (issue 51): `data` as an event body (its JSON, or the bytes as one string
+/// field when they are not JSON) through the journal's bounding ([`crate::store::Batch`]'s
+/// `push_event`). Nothing may panic; what would be journaled is at most
+/// [`crate::store::MAX_EVENT_BYTES`] when the body was larger, and untouched when it was not.
+/// Returns whether the body was shortened.
+pub fn event_body(data: &[u8]) -> bool {
+    let body: serde_json::Value = serde_json::from_slice(data)
+        .unwrap_or_else(|_| serde_json::json!({"type": "fuzz", "value": String::from_utf8_lossy(data)}));
+    let size = serde_json::to_vec(&body).expect("a value serializes").len();
+    let mut batch = crate::store::Batch::new();
+    batch.push_event(body.clone());
+    let (kept, bytes) = batch.event_at(0).expect("an event was pushed");
+    let again: serde_json::Value = serde_json::from_slice(bytes).expect("the journaled bytes are JSON");
+    assert_eq!(&again, kept, "the bytes are the body's");
+    if size <= crate::store::MAX_EVENT_BYTES {
+        assert_eq!(kept, &body, "a body within the bound is journaled as it is");
+        false
+    } else {
+        assert!(bytes.len() <= crate::store::MAX_EVENT_BYTES, "{} bytes journaled of {size}", bytes.len());
+        true
+    }
+}

@@ -167,3 +167,46 @@ async fn event_streams_are_capped_per_user_and_per_daemon() {
         let _ = c.wait();
     }
 }
+
+/// The fuzz target of the event path (`steward::fuzz::event_body`, also run by libFuzzer from
+/// `fuzz/`), on stable: 3000 event bodies grown and mutated from real shapes (long strings,
+/// many keys, deep nesting, invalid JSON); each journaled within the bound, or as it was.
+#[test]
+fn the_event_body_fuzz_target_over_mutated_inputs() {
+    let mut state = 0x51u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let seeds: Vec<String> = vec![
+        r#"{"type":"stateChanged","instance":"a/b/0","message":"ok"}"#.into(),
+        format!(r#"{{"type":"hookMeasured","value":"{}"}}"#, "x".repeat(20_000)),
+        format!("{{{}\"end\":1}}", (0..500).map(|i| format!("\"k{i}\":\"{}\",", "v".repeat(100))).collect::<String>()),
+        format!("{}1{}", "[".repeat(100), "]".repeat(100)),
+        format!(r#"{{"list":[{}0]}}"#, "\"abcdefgh\",".repeat(5000)),
+        "not json at all \u{1b}[2J".into(),
+    ];
+    let mut shortened = 0;
+    for i in 0..3000 {
+        let mut data = seeds[(next() as usize) % seeds.len()].clone().into_bytes();
+        for _ in 0..if i % 3 == 0 { 0 } else { 1 + next() % 3 } {
+            let at = (next() as usize) % (data.len() + 1);
+            match next() % 3 {
+                0 if at < data.len() => data[at] = next() as u8,
+                1 => data.truncate(at),
+                _ => {
+                    let piece: Vec<u8> = data[at..].iter().take(200).copied().collect();
+                    for _ in 0..next() % 100 {
+                        data.extend_from_slice(&piece);
+                    }
+                }
+            }
+        }
+        if steward::fuzz::event_body(&data) {
+            shortened += 1;
+        }
+    }
+    assert!(shortened > 100, "{shortened} of 3000 were over the bound");
+}

@@ -71,6 +71,14 @@ impl Batch {
         self.ops.push(Op::Event { body, bytes });
     }
 
+    /// The `n`th operation's event body and its journaled bytes, if it is an event.
+    pub fn event_at(&self, n: usize) -> Option<(&Value, &[u8])> {
+        match self.ops.get(n)? {
+            Op::Event { body, bytes } => Some((body, bytes)),
+            _ => None,
+        }
+    }
+
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.ops.len()
@@ -115,15 +123,20 @@ pub fn bounded_event(mut body: Value, size: usize) -> Value {
     }
     cut(&mut body);
     if to_json(&body).len() > MAX_EVENT_BYTES {
+        // The top level's scalars, in order, while they fit (room kept for `truncated`).
+        let mut room = MAX_EVENT_BYTES - 256;
         body = match body {
             Value::Object(map) => Value::Object(
                 map.into_iter()
-                    .filter(|(_, v)| match v {
-                        Value::String(s) => s.len() <= MAX_EVENT_STRING,
-                        Value::Object(_) | Value::Array(_) => false,
-                        _ => true,
+                    .filter(|(k, v)| {
+                        let scalar = !matches!(v, Value::Object(_) | Value::Array(_));
+                        let cost = k.len() + to_json(v).len() + 4;
+                        let fits = scalar && cost <= room;
+                        if fits {
+                            room -= cost;
+                        }
+                        fits
                     })
-                    .take(64)
                     .collect(),
             ),
             _ => Value::Object(Default::default()),

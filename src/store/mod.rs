@@ -37,7 +37,7 @@ mod read;
 mod records;
 mod writer;
 
-pub use batch::Batch;
+pub use batch::{Batch, MAX_EVENT_BYTES};
 use batch::Op;
 pub use compact::MIN_COMPACT_FILE_BYTES;
 use error::db_err;
