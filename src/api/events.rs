@@ -14,8 +14,10 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Events read from the journal at a time: a stream's backlog is paged, never loaded whole.
+/// Events read from the journal at a time, and the most bytes of them: a stream's backlog is
+/// paged, never loaded whole (a page is 100 small events, or 16 of the largest).
 const PAGE: usize = 100;
+const PAGE_BYTES: usize = 256 << 10;
 
 /// Lines queued for a slow reader (each event is at most `store::MAX_EVENT_BYTES`).
 const CHANNEL: usize = 16;
@@ -55,7 +57,7 @@ pub(super) async fn events(
         return Err(ApiError::new(StatusCode::CONFLICT, "since_ahead", message).field("since"));
     }
     // Read the first batch before answering, so a pruned `since` can still be a proper error.
-    let first_batch = store.events_since(since, PAGE).map_err(ApiError::internal)?;
+    let first_batch = store.events_page(since, PAGE, PAGE_BYTES).map_err(ApiError::internal)?;
     let oldest = first_batch.first().map_or(newest + 1, |e| e.seq);
     if oldest > since + 1 {
         let message = format!(
@@ -75,7 +77,7 @@ pub(super) async fn events(
         let mut last = since;
         let mut pending = Some(first_batch);
         loop {
-            let batch = match pending.take().map_or_else(|| store.events_since(last, PAGE), Ok) {
+            let batch = match pending.take().map_or_else(|| store.events_page(last, PAGE, PAGE_BYTES), Ok) {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!("events: {e}");
@@ -125,7 +127,7 @@ pub(super) async fn events(
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     // Too slow for the live feed: catch up from the journal, a page at a time.
-                    while let Ok(batch) = store.events_since(last, PAGE) {
+                    while let Ok(batch) = store.events_page(last, PAGE, PAGE_BYTES) {
                         if batch.is_empty() {
                             break;
                         }

@@ -37,8 +37,8 @@ mod read;
 mod records;
 mod writer;
 
-pub use batch::{Batch, MAX_EVENT_BYTES};
 use batch::Op;
+pub use batch::{Batch, MAX_EVENT_BYTES};
 pub use compact::MIN_COMPACT_FILE_BYTES;
 use error::db_err;
 pub use error::StoreError;
@@ -463,6 +463,21 @@ mod tests {
         assert_eq!(store.commit_blocking(Batch::new()).unwrap(), Vec::<u64>::new());
         assert_eq!(store.events_since(0, 10).unwrap(), vec![]);
         assert_eq!(store.events_since(u64::MAX, 10).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn an_event_page_ends_at_its_byte_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut batch = Batch::new();
+        for i in 0..10 {
+            batch.push_event(serde_json::json!({"n": i, "pad": "x".repeat(10_000)}));
+        }
+        store.commit_blocking(batch).unwrap();
+        let page = store.events_page(0, 100, 25_000).unwrap();
+        assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3], "stops once 25,000 bytes are held");
+        assert_eq!(store.events_page(3, 100, 1).unwrap().len(), 1, "one event at least");
+        assert_eq!(store.events_page(0, 100, usize::MAX).unwrap().len(), 10);
     }
 
     #[test]

@@ -63,6 +63,13 @@ impl Store {
     /// [`Store::first_seq`] have been pruned: a caller whose `after_seq + 1 < first_seq()`
     /// has missed some.
     pub fn events_since(&self, after_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.events_page(after_seq, limit, usize::MAX)
+    }
+
+    /// [`Store::events_since`], also ending the page once its events' stored bytes reach
+    /// `max_bytes` (after at least one event): a reader's page is bounded in memory whatever
+    /// the events hold.
+    pub fn events_page(&self, after_seq: u64, limit: usize, max_bytes: usize) -> Result<Vec<Event>, StoreError> {
         let Some(from) = after_seq.checked_add(1) else { return Ok(Vec::new()) };
         if limit == 0 {
             return Ok(Vec::new());
@@ -70,15 +77,16 @@ impl Store {
         let path = self.path();
         let txn = self.read_txn()?;
         let table = txn.open_table(EVENTS).map_err(db_err(path, "open table"))?;
-        let mut out = Vec::new();
+        let (mut out, mut held) = (Vec::new(), 0usize);
         for entry in table.range(from..).map_err(db_err(path, "read events"))? {
             let (k, v) = entry.map_err(db_err(path, "read events"))?;
             let seq = k.value();
             let (at_ms, bytes) = v.value();
+            held = held.saturating_add(bytes.len());
             let body =
                 serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt(path, format!("event {seq}"), e))?;
             out.push(Event { seq, at_ms, body });
-            if out.len() >= limit {
+            if out.len() >= limit || held >= max_bytes {
                 break;
             }
         }
