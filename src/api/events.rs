@@ -87,11 +87,8 @@ pub(super) async fn events(
             if batch.is_empty() {
                 break;
             }
-            for ev in batch {
-                last = ev.seq;
-                if tx.send(Ok(ndjson(&ev))).await.is_err() {
-                    return;
-                }
+            if !send_gapless(&tx, &mut last, batch).await {
+                return;
             }
         }
         if !follow {
@@ -131,11 +128,8 @@ pub(super) async fn events(
                         if batch.is_empty() {
                             break;
                         }
-                        for ev in batch {
-                            last = ev.seq;
-                            if tx.send(Ok(ndjson(&ev))).await.is_err() {
-                                return;
-                            }
+                        if !send_gapless(&tx, &mut last, batch).await {
+                            return;
                         }
                     }
                 }
@@ -146,6 +140,28 @@ pub(super) async fn events(
     let stream = tokio_stream_from(rx);
     Ok(([("content-type", "application/x-ndjson")], axum::body::Body::from_stream(stream)).into_response())
 }
+
+/// Sends `batch` (read after `last`), moving `last` on. Events pruned between two pages of a
+/// slow reader would be a gap: the stream is cut instead, with an error (the response ends
+/// without its last chunk), so the reader knows to resume from where it got — where it is
+/// then answered 410 — never skips events silently. False: the stream is over.
+async fn send_gapless(tx: &Lines, last: &mut u64, batch: Vec<crate::store::Event>) -> bool {
+    if batch.first().is_some_and(|ev| ev.seq != *last + 1) {
+        let why = format!("events after {last} were pruned while this stream read them: resume from {last}");
+        tracing::info!("events: {why}");
+        let _ = tx.send(Err(std::io::Error::other(why))).await;
+        return false;
+    }
+    for ev in batch {
+        *last = ev.seq;
+        if tx.send(Ok(ndjson(&ev))).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+type Lines = tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>;
 
 /// An event line: the journal's entry as stored. Its body is passed through, not re-typed, so a
 /// reader gets exactly what was journaled (a body of an older version included); its shape is
