@@ -167,7 +167,7 @@ echo
 echo "== steward cron ls   (units/rotate.toml: a cron job, a run every 10 s)"
 $steward cron ls || true
 echo
-echo "== steward status demo/ticker/0"
+echo "== steward status demo/ticker/0   (tasks: its processes and threads against the limit units/ticker.toml sets)"
 $steward status demo/ticker/0
 echo
 echo "== steward logs demo/ticker/0 --tail 2   (its init step, units/ticker.toml, ran first)"

@@ -250,6 +250,12 @@ async fn a_fork_flood_stops_at_the_tasks_limit() {
         assert!(n <= most, "{name}: {n} processes, the limit is {most}");
         assert!(n >= most.min(300) - 2, "{name}: only {n} processes");
     }
+    // `steward status` shows the tasks against the limit in force.
+    let (code, out, err) = d.cli(&["status", "test/byspec/0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tasks:     20 (limit 20)"), "{out}");
+    let (_, out, _) = d.cli(&["status", "test/bydefault/0"]);
+    assert!(out.contains("(limit 64)"), "{out}");
     // Refused when it is no number of tasks, naming the field.
     let bad = common::spec("bad", 1, with_pids(Some("lots")), json!({}));
     let err = d.client.apply(&bad.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();

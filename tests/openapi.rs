@@ -547,7 +547,8 @@ fn serde_output_of_every_variant_matches_the_schemas() {
             status.last_exit = Some(ExitStatus::Signal(15));
             status.last_start_ms = Some(2);
             status.ports.insert("http".into(), 31000);
-            status.usage = Some(Usage { cpu_usage_usec: 1, memory_bytes: 2, oom_kills: 0 });
+            status.usage =
+                Some(Usage { cpu_usage_usec: 1, memory_bytes: 2, oom_kills: 0, tasks: 3, tasks_max: Some(64) });
             status.limits = Some(steward::spec::model::InstanceLimits { cpu_cores: Some(0.5), memory_mib: None });
             status.health = Some("unhealthy".into());
             status.checks = vec![

@@ -77,6 +77,14 @@ pub(crate) fn keyed(content: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// pids.current and pids.max in `dir` (a pids controller's): 0 and None where they are not.
+pub(crate) fn tasks(dir: &std::path::Path) -> (u64, Option<u64>) {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let current = read("pids.current").and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let max = read("pids.max").and_then(|s| s.trim().parse().ok());
+    (current, max)
+}
+
 /// The pids in one cgroup.procs file (not its children). An absent file is an empty cgroup.
 pub(crate) fn procs_of(dir: &Path) -> Result<Vec<i32>, CgroupError> {
     let path = dir.join(PROCS);

@@ -107,6 +107,10 @@ pub struct Usage {
     pub memory_bytes: u64,
     /// How many processes the OOM killer killed for hitting the limit.
     pub oom_kills: u64,
+    /// Tasks (processes and threads) now, and the limit in force (None: unlimited, or no pids
+    /// controller) — pids.current and pids.max.
+    pub tasks: u64,
+    pub tasks_max: Option<u64>,
 }
 
 /// One instance's cgroup, whatever the version: the daemon's whole view of cgroups.

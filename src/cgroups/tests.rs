@@ -139,7 +139,11 @@ fn v2_usage_parsed() {
         "steward/demo.gamesvc.0/memory.events",
         "low 0\nhigh 0\nmax 17\noom 3\noom_kill 2\noom_group_kill 0\n",
     );
-    assert_eq!(cg.usage().unwrap(), Usage { cpu_usage_usec: 1_234_567, memory_bytes: 8_392_704, oom_kills: 2 });
+    put(t.path(), "steward/demo.gamesvc.0/pids.current", "7\n");
+    put(t.path(), "steward/demo.gamesvc.0/pids.max", "64\n");
+    let usage =
+        Usage { cpu_usage_usec: 1_234_567, memory_bytes: 8_392_704, oom_kills: 2, tasks: 7, tasks_max: Some(64) };
+    assert_eq!(cg.usage().unwrap(), usage);
 }
 
 #[test]
@@ -148,7 +152,7 @@ fn v2_usage_without_memory_controller_is_zero() {
     put(t.path(), "steward/demo.gamesvc.0/cpu.stat", "usage_usec 42\n");
     fs::remove_file(t.path().join("steward/demo.gamesvc.0/memory.current")).unwrap();
     fs::remove_file(t.path().join("steward/demo.gamesvc.0/memory.events")).unwrap();
-    assert_eq!(cg.usage().unwrap(), Usage { cpu_usage_usec: 42, memory_bytes: 0, oom_kills: 0 });
+    assert_eq!(cg.usage().unwrap(), Usage { cpu_usage_usec: 42, ..Usage::default() });
 }
 
 #[test]
@@ -551,7 +555,10 @@ fn v1_usage_parsed() {
     put(t.path(), &format!("cpuacct/{rel}/cpuacct.usage"), "1234567890\n");
     put(t.path(), &format!("memory/{rel}/memory.usage_in_bytes"), "16777216\n");
     put(t.path(), &format!("memory/{rel}/memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
-    assert_eq!(cg.usage().unwrap(), Usage { cpu_usage_usec: 1_234_567, memory_bytes: 16_777_216, oom_kills: 3 });
+    put(t.path(), &format!("pids/{rel}/pids.current"), "2\n");
+    put(t.path(), &format!("pids/{rel}/pids.max"), "max\n");
+    let usage = Usage { cpu_usage_usec: 1_234_567, memory_bytes: 16_777_216, oom_kills: 3, tasks: 2, tasks_max: None };
+    assert_eq!(cg.usage().unwrap(), usage);
     // Kernels before 4.13 have no oom_kill line.
     put(t.path(), &format!("memory/{rel}/memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\n");
     assert_eq!(cg.usage().unwrap().oom_kills, 0);

@@ -286,6 +286,9 @@ impl Cgroup for V1Cgroup {
                 usage.oom_kills = common::keyed(&s, "oom_kill").unwrap_or(0);
             }
         }
+        if let Some(dir) = self.dir_of("pids") {
+            (usage.tasks, usage.tasks_max) = common::tasks(&dir);
+        }
         Ok(usage)
     }
 

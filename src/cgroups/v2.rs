@@ -319,6 +319,7 @@ impl Cgroup for V2Cgroup {
         if let Some(s) = common::read_optional(&self.dir.join("memory.events"), "read OOM kills")? {
             usage.oom_kills = common::keyed(&s, "oom_kill").unwrap_or(0);
         }
+        (usage.tasks, usage.tasks_max) = common::tasks(&self.dir);
         Ok(usage)
     }
 

@@ -199,6 +199,10 @@ pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<
                 };
                 crate::say!("cpu:       {:.3} s{}", u.cpu_usage_usec as f64 / 1e6, of(limits.cpu_cores, "cores"));
                 crate::say!("memory:    {:.1} MiB{}", u.memory_bytes as f64 / 1048576.0, of(limits.memory_mib, "MiB"));
+                if u.tasks > 0 || u.tasks_max.is_some() {
+                    let limit = u.tasks_max.map_or(" (no limit)".to_string(), |n| format!(" (limit {n})"));
+                    crate::say!("tasks:     {}{limit}", u.tasks);
+                }
                 if u.oom_kills > 0 {
                     crate::say!("oom kills: {}", u.oom_kills);
                 }

@@ -59,6 +59,12 @@ pub struct Usage {
     pub cpu_usage_usec: u64,
     pub memory_bytes: u64,
     pub oom_kills: u64,
+    /// Tasks (processes and threads) in the instance's cgroup, and its tasks limit (absent:
+    /// none, or no pids controller; a pod's containers are limited one by one by the engine).
+    #[serde(default)]
+    pub tasks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_max: Option<u64>,
 }
 
 /// GET /v1/instances: instances in id order.

@@ -467,6 +467,8 @@ impl Supervisor {
             cpu_usage_usec: u.cpu_usage_usec,
             memory_bytes: u.memory_bytes,
             oom_kills: u.oom_kills,
+            tasks: u.tasks,
+            tasks_max: u.tasks_max,
         });
         Ok(InstanceStatus::from_record(&rec, usage))
     }
