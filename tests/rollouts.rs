@@ -426,3 +426,29 @@ async fn without_probes_a_rollout_waits_for_passing_health_checks() {
         assert_eq!(s.health.as_deref(), Some("healthy"), "{s:?}");
     }
 }
+
+/// Issue 42, defect 1: an app whose instances have run longer than the progress deadline can
+/// still be updated: the deadline counts from the moment the rollout asked each instance to
+/// move, not from its old run's start (it failed within ~50 ms, half the app moved).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_older_than_its_progress_deadline_rolls_out() {
+    let d = Daemon::start("rollout-old-app");
+    let strategy = json!({"progressDeadlineSeconds": 4, "maxUnavailable": 1, "maxSurge": 0});
+    // A start that takes a moment (its grace period): the old run's start time is still the
+    // record's while the new one is under way.
+    let slow = |v: &str, strategy: &serde_json::Value| {
+        let mut a = app(v, 2, strategy.clone());
+        a["spec"]["template"]["spec"]["processes"][0]["startGracePeriod"] = json!(1);
+        a
+    };
+    d.apply_json(&slow("v1", &strategy)).await;
+    all_on(&d, 1, 2, 30).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let file = d.dir.path().join("v2.json");
+    std::fs::write(&file, slow("v2", &strategy).to_string()).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    all_on(&d, 2, 2, 30).await;
+    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    assert!(!types.contains(&"rolloutFailed".to_string()), "{types:?}");
+}

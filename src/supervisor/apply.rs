@@ -374,6 +374,7 @@ pub(super) fn new_records(
     for id in ids {
         let mut rec = InstanceRecord::new(id.clone(), generation, now);
         rec.revision = revision;
+        rec.revision_since_ms = Some(now);
         rec.state = state::State::Staging;
         let value = serde_json::to_value(&rec).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Instances, &rec.key(), &value);

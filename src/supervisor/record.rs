@@ -52,6 +52,12 @@ pub struct InstanceRecord {
     /// The revision its current (or last) start ran.
     #[serde(default)]
     pub run_revision: u64,
+    /// When the instance was set to `revision`: made on it, or asked by a rollout's step to
+    /// move to it. A rollout's progress deadline for the instance counts from here, not from
+    /// its old run's start (issue 42); durable, so a daemon restart neither resets nor ages it.
+    /// None in a record of a version that kept none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_since_ms: Option<u64>,
     /// Health of the current processes, per process with a local check (not persisted per
     /// check; changes are journaled as events).
     #[serde(default)]
@@ -92,6 +98,7 @@ impl InstanceRecord {
             run_generation: 0,
             revision: 0,
             run_revision: 0,
+            revision_since_ms: None,
             health: Vec::new(),
             containers: Vec::new(),
             ready: false,

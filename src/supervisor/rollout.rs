@@ -795,7 +795,11 @@ impl ReadyGate {
 fn health_of(rec: &InstanceRecord, rollout: &Rollout, gate: ReadyGate) -> Health {
     use state::Kind;
     let on_revision = rec.run_revision == rec.revision;
-    let since = rec.last_start_ms.filter(|_| on_revision).unwrap_or(rollout.updated_ms);
+    // Pending since the rollout asked it to move (a start under way still carries the old run's
+    // start time); a record that does not say falls back to what it ran since.
+    let since = rec
+        .revision_since_ms
+        .unwrap_or_else(|| rec.last_start_ms.filter(|_| on_revision).unwrap_or(rollout.updated_ms));
     match rec.state.kind() {
         Kind::Stopped => Health::Stopped,
         Kind::Failed | Kind::Exited => Health::Failed { reason: rec.message.clone() },

@@ -271,6 +271,9 @@ impl<W: Workload> Actor<W> {
                 if count_only && self.rec.run_revision == self.spec.revision {
                     self.rec.run_revision = entry.revision;
                 }
+                if self.rec.revision != entry.revision {
+                    self.rec.revision_since_ms = Some(crate::supervisor::record::now_ms());
+                }
                 self.spec = entry;
                 self.rec.spec_generation = self.spec.generation;
                 self.rec.revision = self.spec.revision;
