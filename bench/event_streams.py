@@ -10,21 +10,9 @@ Prints the daemon's RSS before and with the streams held, and how many streams i
 (429: connections.max_streams). Everything on a unix socket in a temporary directory.
 """
 import os, socket, subprocess, sys, tempfile, time
-import http.client
 
-
-def rss_mib(pid):
-    return int([l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1]) / 1024
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=60)
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(self.path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from steward_bench import UnixHTTP, rss_mib  # noqa: E402
 
 
 def main():

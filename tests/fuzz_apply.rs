@@ -6,26 +6,14 @@
 //! the same path as the socket's (JSON, TOML, sniffed), and each accepted spec through all the
 //! daemon's arithmetic; a panic anywhere fails the test with the input that caused it.
 
+mod common;
+
+use common::Rng;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Mutated inputs per corpus file.
 const MUTATIONS: usize = 120;
-
-/// xorshift64*: deterministic, so a failure is reproduced by running the test again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

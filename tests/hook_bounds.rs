@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Daemon;
+use common::{Daemon, Rng};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -291,21 +291,6 @@ async fn an_interval_only_metric_keeps_its_last_measurements_and_journals_change
         .await
         .unwrap();
     assert!(measured <= 3, "{measured} hookRunMeasured events for {} measurements of one phase", m.count);
-}
-
-/// xorshift64*: deterministic, so a failure is reproduced by running the test again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// The fuzz target of the hook response path (`steward::fuzz::hook_response`, also run by

@@ -173,13 +173,8 @@ async fn event_streams_are_capped_per_user_and_per_daemon() {
 /// many keys, deep nesting, invalid JSON); each journaled within the bound, or as it was.
 #[test]
 fn the_event_body_fuzz_target_over_mutated_inputs() {
-    let mut state = 0x51u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = common::Rng(0x51);
+    let mut next = move || rng.next();
     let seeds: Vec<String> = vec![
         r#"{"type":"stateChanged","instance":"a/b/0","message":"ok"}"#.into(),
         format!(r#"{{"type":"hookMeasured","value":"{}"}}"#, "x".repeat(20_000)),

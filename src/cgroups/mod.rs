@@ -9,7 +9,7 @@
 //! - v2: `<mount_root>/<parent>/<key>`, or under systemd delegation (see [`Hierarchy::detect`])
 //!   `<own service cgroup>/instances/<key>` with the daemon itself in `<own>/daemon`.
 
-mod common;
+pub(crate) mod common;
 mod dynmods;
 mod error;
 mod v1;

@@ -97,33 +97,11 @@ pub fn release(run_dir: &Path) -> bool {
 /// Mount points at or below `dir` in the daemon's mount table (the host's).
 pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
     let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
-    table
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(unescape_mount_path(m)))
+    crate::cgroups::common::parse_mountinfo(&table)
+        .into_iter()
+        .map(|m| m.mount_point)
         .filter(|m| m.starts_with(dir))
         .collect()
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-fn unescape_mount_path(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
-        match (bytes[i], octal) {
-            (b'\\', Some(b)) => {
-                out.push(b);
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Bind-mounts what `source` refers to on `point` (made, in root-only directories, as a

@@ -267,6 +267,23 @@ impl Drop for Daemon {
     }
 }
 
+/// xorshift64*: deterministic, so a failure is reproduced by running the test again (the
+/// fuzz harnesses' mutations).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
 pub fn id(namespace: &str, name: &str, index: u32) -> InstanceId {
     InstanceId { namespace: namespace.into(), name: name.into(), index }
 }
