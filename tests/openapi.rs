@@ -1107,12 +1107,14 @@ fn every_protocol_type_matches_its_schema() {
         conforms_as(&c, "Error", &error);
     }
     conforms_as(&c, "InstanceList", &InstanceList { instances: vec![] });
+    use steward::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress};
     let revision = steward::protocol::RevisionInfo {
         revision: 2,
         hash: "0123456789abcdef".into(),
         created_ms: 1,
         applied_by: "user root (uid 0)".into(),
         current: true,
+        outcome: Some(RolloutPhase::Failed { reason: "instance 3 of revision 2: exited".into() }),
     };
     conforms_as(
         &c,
@@ -1121,7 +1123,6 @@ fn every_protocol_type_matches_its_schema() {
     );
     conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest { to_revision: Some(1) });
     conforms_as(&c, "UndoRequest", &steward::protocol::UndoRequest::default());
-    use steward::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress};
     let progress = RolloutProgress { instances: 10, updated: 4, ready: 3, spares: 1 };
     conforms_as(
         &c,
@@ -1136,8 +1137,9 @@ fn every_protocol_type_matches_its_schema() {
     ];
     for phase in phases {
         let rollout = Rollout {
-            target: 2,
-            from: 1,
+            target: 3,
+            from: 2,
+            last_good: 1,
             phase,
             started_ms: 1,
             updated_ms: 2,
@@ -1145,6 +1147,7 @@ fn every_protocol_type_matches_its_schema() {
             spares: vec![10],
             steps: 5,
             rollback: true,
+            rollback_of: Some(2),
             gate: 2,
             gate_started_ms: 3,
             message: "hook run ns/app-2-1-check".into(),

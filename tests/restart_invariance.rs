@@ -1,6 +1,6 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
-//! failed, a pod), secrets, configmaps, apps' revisions and rollouts, hook templates and hook runs (one
+//! failed, a pod), secrets, configmaps, apps' revisions and rollouts (one rolled back), hook templates and hook runs (one
 //! finished, one under way), a completed job, a cron job — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
@@ -34,7 +34,7 @@ async fn listings(d: &Daemon) -> Value {
     // The admitted requests (issue 25) are counted again from the specs at each start.
     let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"], "resources": node["resources"]});
     // Every app's revisions and rollout (issue 18).
-    let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling"];
+    let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling", "backed"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
     let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
     let crons = get(&["cron", "status", "keep/yearly"]);
@@ -142,6 +142,27 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     d.wait(&id("keep", "rolling", 0), 20, |s| s.run_revision == 2 && s.ready).await;
     let (code, _, err) = d.cli(&["rollout", "pause", "keep/rolling"]);
     assert_eq!(code, 0, "{err}");
+    // A rollout that failed and went back by itself (issue 42): the revisions' outcomes, the
+    // last good revision and the rollback's record.
+    let backed = |cmd: &str| {
+        let mut s = ns(spec("backed", 2, json!({"startCmd": cmd}), json!({"strategy": {"autoRollback": true}})));
+        s["restartPolicy"] = json!({"policy": "Never"});
+        s
+    };
+    d.apply_json(&backed("exec sleep 1000")).await;
+    for i in 0..2 {
+        d.wait_state(&id("keep", "backed", i), Kind::Running, 20).await;
+    }
+    d.apply_json(&backed("exit 3")).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = d.client.rollout("keep", "backed").await.unwrap();
+        if r.is_some_and(|r| r.target == 3 && r.phase == steward::protocol::RolloutPhase::Complete) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no rollback");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 
     // A job that ran to completion (issue 20).
     let mut nightly = ns(spec("nightly", 1, json!({"startCmd": "exit 0", "startGracePeriod": 0}), json!({})));

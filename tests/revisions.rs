@@ -147,6 +147,12 @@ async fn an_app_scaled_to_zero_keeps_its_spec_and_revisions() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing runs");
     assert!(d.cgroup_pids(&id("test", "web", 0)).is_empty());
+    // The rollout to revision 2 ends with nothing left to move (its end is in the history).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while d.client.rollout("test", "web").await.unwrap().is_some_and(|r| r.is_active()) {
+        assert!(std::time::Instant::now() < deadline, "the rollout did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let h = history(&d).await;
     assert_eq!(h.revisions.iter().map(|r| (r.revision, r.current)).collect::<Vec<_>>(), [(1, false), (2, true)]);
     d.restart(true);

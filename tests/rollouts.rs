@@ -452,3 +452,187 @@ async fn an_app_older_than_its_progress_deadline_rolls_out() {
     let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
     assert!(!types.contains(&"rolloutFailed".to_string()), "{types:?}");
 }
+
+/// The app's instances as (index, pid), by index.
+async fn pids_of(d: &Daemon, name: &str) -> Vec<(u32, Option<i32>)> {
+    let list = d.client.list(&[]).await.unwrap();
+    list.iter().filter(|s| s.id.name == name).map(|s| (s.id.index, s.pid)).collect()
+}
+
+/// `app` with a process that exits at once (a revision that cannot become available).
+fn broken(version: &str, instances: u32, strategy: serde_json::Value) -> serde_json::Value {
+    let mut a = app(version, instances, strategy);
+    a["spec"]["template"]["spec"]["processes"][0]["startCmd"] = json!("echo 'cannot open config' >&2; exit 2");
+    a["restartPolicy"] = json!({"policy": "Never"});
+    a
+}
+
+/// Issue 42, defect 2: after an undo has completed, a daemon start (SIGTERM or kill -9) leaves
+/// every instance running: they all run the revision the record says. It restarted the two
+/// that had taken the undo's revision without a restart, together, with `maxUnavailable: 0`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_after_an_undo_restarts_nothing() {
+    let mut d = Daemon::start("rollout-undo-restart");
+    let strategy = json!({"steps": [{"partition": 1}, {"pause": {}}]});
+    d.apply_json(&app("v1", 3, strategy.clone())).await;
+    all_on(&d, 1, 3, 30).await;
+    d.apply_json(&app("v2", 3, strategy)).await;
+    wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Paused, 30).await;
+    let (code, out, err) = d.cli(&["rollout", "undo", "test/roll"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The operator's pause holds over the undo, as over any apply, and the undo's rollout has
+    // the same steps: resumed at each pause until it completes.
+    for _ in 0..2 {
+        let (code, out, err) = d.cli(&["rollout", "resume", "test/roll"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let done = |r: &steward::protocol::Rollout| r.phase == steward::protocol::RolloutPhase::Complete;
+        let r = wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Paused || done(r), 30).await;
+        if done(&r) {
+            break;
+        }
+    }
+    wait_rollout(&d, |r| r.target == 3 && r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    all_on(&d, 3, 3, 30).await;
+    let settled = pids_of(&d, "roll").await;
+    for kill9 in [false, true] {
+        d.restart(kill9);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        all_on(&d, 3, 3, 30).await;
+        assert_eq!(pids_of(&d, "roll").await, settled, "a restart (kill -9: {kill9}) changed a pid\n{}", d.log());
+    }
+    assert!(!d.log().contains("carrying out an apply cut short"), "{}", d.log());
+}
+
+/// Issue 42, defect 3: autoRollback goes back to the last revision whose rollout completed
+/// (what the instances run), not to the revision before the failed one when that one failed
+/// too: it went back to the other bad revision, failed again and left a bad spare running.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_rollback_goes_back_to_the_last_good_revision() {
+    let d = Daemon::start("rollout-last-good");
+    d.apply_json(&app("v1", 3, json!({}))).await;
+    all_on(&d, 1, 3, 30).await;
+    let before = pids_of(&d, "roll").await;
+    // Revision 2 fails and stays (no autoRollback): the instances stay on revision 1.
+    d.apply_json(&broken("v2", 3, json!({}))).await;
+    wait_rollout(&d, |r| r.target == 2 && matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 30).await;
+    // Revision 3 fails with autoRollback: back to revision 1's spec, as revision 4.
+    d.apply_json(&broken("v3", 3, json!({"autoRollback": true}))).await;
+    let done = wait_rollout(&d, |r| r.target == 4 && r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    assert!(done.rollback && done.spares.is_empty(), "{done:?}");
+    all_on(&d, 4, 3, 30).await;
+    assert_eq!(pids_of(&d, "roll").await, before, "back on what ran: nothing restarted");
+    let history = d.client.revisions("test", "roll").await.unwrap();
+    let hash = |n: u64| history.revisions.iter().find(|r| r.revision == n).map(|r| r.hash.clone());
+    assert_eq!(hash(4), hash(1), "revision 4 is revision 1's spec: {history:?}");
+}
+
+/// Issue 42, defect 4: `rollout status -w` exits 6 when the revision it follows failed, also
+/// once autoRollback has gone back, and says which revision runs now; so does `apply --wait`.
+/// It printed "complete" and exited 0, passing a CI deploy step on a failed deploy.
+#[tokio::test(flavor = "multi_thread")]
+async fn following_a_rolled_back_revision_exits_6() {
+    let d = Daemon::start("rollout-follow-failed");
+    d.apply_json(&app("v1", 2, json!({}))).await;
+    all_on(&d, 1, 2, 30).await;
+    d.apply_json(&broken("v2", 2, json!({"autoRollback": true}))).await;
+    wait_rollout(&d, |r| r.target == 3 && r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    for args in [
+        vec!["rollout", "status", "test/roll", "-w", "--timeout", "10"],
+        vec!["rollout", "status", "test/roll", "-w", "--revision", "2", "--timeout", "10"],
+    ] {
+        let (code, out, err) = d.cli(&args);
+        assert_eq!(code, 6, "{args:?}: {out}{err}");
+        let text = format!("{out}{err}");
+        assert!(text.contains("revision 2 failed") && text.contains("revision 3 runs now"), "{args:?}: {text}");
+    }
+    // Revision 3 itself, followed by number, completed.
+    let (code, out, err) = d.cli(&["rollout", "status", "test/roll", "-w", "--revision", "3"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // apply --wait says the same of the revision it applied.
+    let file = d.dir.path().join("v4.json");
+    std::fs::write(&file, broken("v4", 2, json!({"autoRollback": true})).to_string()).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "30"]);
+    assert_eq!(code, 6, "{out}{err}");
+    let text = format!("{out}{err}");
+    assert!(text.contains("revision 4 failed") && text.contains("revision 5 runs now"), "{text}");
+}
+
+/// Issue 42, defect 5: a rollout that fails takes its surge spare with it (deleted, its port
+/// given back), and says why in `rollout status`, `rollout history` and the events. The spare
+/// stayed, crash-looping and holding a port, until the next apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_rollout_leaves_no_spare() {
+    let d = Daemon::start("rollout-no-spare");
+    let with_port = |mut a: serde_json::Value| {
+        a["spec"]["template"]["spec"]["processes"][0]["ports"] = json!([{"name": "p"}]);
+        a
+    };
+    d.apply_json(&with_port(app("v1", 2, json!({})))).await;
+    all_on(&d, 1, 2, 30).await;
+    let free_ports = d.client.node().await.unwrap().ports.free;
+    // Crash-looping: it restarts at once, forever.
+    let mut looping = with_port(broken("v2", 2, json!({})));
+    looping["restartPolicy"] = json!({"policy": "Always", "interval": 0});
+    d.apply_json(&looping).await;
+    let failed = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 30).await;
+    let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
+    assert!(failed.spares.is_empty(), "{failed:?}");
+    let ids: Vec<u32> = pids_of(&d, "roll").await.iter().map(|(i, _)| *i).collect();
+    assert_eq!(ids, [0, 1], "the spare is gone");
+    let (_, out, _) = d.cli(&["rollout", "status", "test/roll"]);
+    assert!(out.contains(reason.as_str()), "status: {out}");
+    let (_, out, _) = d.cli(&["rollout", "history", "test/roll"]);
+    assert!(out.contains("failed"), "history: {out}");
+    // Its port went back: the range has as many free as before the rollout.
+    assert_eq!(d.client.node().await.unwrap().ports.free, free_ports, "the spare's port is held");
+    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    assert!(types.contains(&"rolloutFailed".to_string()), "{types:?}");
+}
+
+/// `app` whose new instances never become ready (their readiness probe fails).
+fn never_ready(version: &str, instances: u32, strategy: serde_json::Value) -> serde_json::Value {
+    let mut a = app(version, instances, strategy);
+    a["spec"]["template"]["spec"]["processes"][0]["probe"] =
+        json!({"readiness": {"handler": {"type": "EXEC", "method": {"command": ["false"]}}, "period": 1}});
+    a
+}
+
+/// Issue 42: the progress deadline of an instance asked to move is durable. A kill -9 of the
+/// daemon mid-rollout neither resets it (the rollout would wait a whole deadline more) nor ages
+/// it from the old run's start (the app has run longer than the deadline: it would fail at once).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_progress_deadline_holds_across_kill_9() {
+    let mut d = Daemon::start("rollout-deadline-kill9");
+    let strategy = json!({"progressDeadlineSeconds": 5, "maxUnavailable": 1, "maxSurge": 0});
+    d.apply_json(&app("v1", 2, strategy.clone())).await;
+    all_on(&d, 1, 2, 30).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let asked = std::time::Instant::now();
+    d.apply_json(&never_ready("v2", 2, strategy)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    d.restart(true);
+    let failed = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 20).await;
+    let took = asked.elapsed();
+    let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
+    assert!(reason.contains("progress deadline"), "{reason}");
+    assert!(took >= Duration::from_secs(5), "aged by the restart: failed after {took:?}");
+    assert!(took < Duration::from_millis(8500), "reset by the restart: failed after {took:?}");
+}
+
+/// minReadySeconds counts from the new run's readiness, also for an app whose instances have
+/// been ready far longer than the window: each new instance is held that long before the next
+/// one moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn min_ready_seconds_holds_for_an_old_app() {
+    let d = Daemon::start("rollout-min-ready-old");
+    let strategy = json!({"minReadySeconds": 2, "maxUnavailable": 0, "maxSurge": 1});
+    d.apply_json(&app("v1", 2, strategy.clone())).await;
+    all_on(&d, 1, 2, 30).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = std::time::Instant::now();
+    d.apply_json(&app("v2", 2, strategy)).await;
+    wait_rollout(&d, |r| r.target == 2 && r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    // The spare, then instance 0, then instance 1 each wait out the window: with surge 1 and no
+    // unavailability, at least two windows pass one after the other.
+    assert!(asked.elapsed() >= Duration::from_secs(4), "minReadySeconds was skipped: {:?}", asked.elapsed());
+}

@@ -1,6 +1,7 @@
 //! `steward apply`: the file validated here first (mistakes named with the file), posted, and
 //! with `--wait` each changed instance watched until it runs the applied generation or rests.
 
+use super::rollout::Fate;
 use super::steward::{exit, Output};
 use crate::client::{parse_instance_id, Client, ClientError};
 use crate::spec::{self, Format, InstanceId, Roots};
@@ -88,8 +89,8 @@ pub(super) async fn apply(
         revision: applied.revision,
         rollout_of: app,
     };
-    let outcomes = wait_for_generation(client, waited, Duration::from_secs(timeout), output).await?;
-    let all_ok = outcomes.iter().all(|o| o.outcome == Outcome::Running);
+    let (outcomes, failed) = wait_for_generation(client, waited, Duration::from_secs(timeout), output).await?;
+    let all_ok = failed.is_none() && outcomes.iter().all(|o| o.outcome == Outcome::Running);
     match output {
         Output::Json => {
             /// `apply --wait -o json`: the daemon's answer and how each instance came out.
@@ -112,6 +113,9 @@ pub(super) async fn apply(
                 }
             }
         }
+    }
+    if let (Some(why), Output::Text) = (&failed, output) {
+        crate::esay!("steward: {why}");
     }
     Ok(if all_ok { exit::OK } else { exit::FAILED })
 }
@@ -153,8 +157,9 @@ impl Outcome {
 
     /// What `status` says of an instance waited on for `generation`; None while it is on its way.
     /// A `created` instance is Stopped until its first start is under way.
-    fn of(s: &InstanceStatus, generation: u64, created: bool) -> Option<Outcome> {
-        let on_new = s.run_generation >= generation;
+    fn of(s: &InstanceStatus, (generation, revision): (u64, u64), created: bool) -> Option<Outcome> {
+        // Restarted onto the apply, or taking its revision without a restart (it runs the same).
+        let on_new = s.run_generation >= generation || (s.revision == revision && s.run_revision == revision);
         match s.state.kind() {
             Kind::Running if on_new => Some(Outcome::Running),
             Kind::Failed | Kind::Exited if on_new => Some(Outcome::Failed),
@@ -192,28 +197,26 @@ async fn wait_for_generation(
     Waited { ids, created, generation, revision, rollout_of }: Waited<'_>,
     timeout: Duration,
     output: Output,
-) -> Result<Vec<InstanceOutcome>, ClientError> {
+) -> Result<(Vec<InstanceOutcome>, Option<String>), ClientError> {
     let deadline = std::time::Instant::now() + timeout;
     let mut last_line = String::new();
     loop {
-        let rollout_failed = match &rollout_of {
-            Some((ns, name)) => match client.rollout(ns, name).await? {
-                Some(r) if r.target > revision && r.rollback => {
-                    Some(format!("its revision {revision} failed; autoRollback went back (revision {})", r.target))
-                }
-                Some(r) if r.target > revision => Some(format!("revision {} was applied meanwhile", r.target)),
-                Some(r) => match r.phase {
-                    crate::protocol::RolloutPhase::Failed { reason } => Some(reason),
-                    _ => None,
-                },
-                None => None,
-            },
-            None => None,
+        let fate = match &rollout_of {
+            Some((ns, name)) => {
+                let body = client.rollout_status(ns, name).await?;
+                super::rollout::fate_of(client, (ns, name), revision, &body).await?
+            }
+            None => Fate::Complete,
+        };
+        let rollout_failed = match &fate {
+            Fate::Failed(why) => Some(why.clone()),
+            Fate::Superseded(newer) => Some(format!("revision {newer} was applied meanwhile")),
+            Fate::Complete | Fate::Unsettled => None,
         };
         let mut outcomes = Vec::with_capacity(ids.len());
         for id in ids {
             let (mut outcome, status) = match client.status(id).await {
-                Ok(s) => (Outcome::of(&s, generation, created.contains(&id.to_string())), Some(s)),
+                Ok(s) => (Outcome::of(&s, (generation, revision), created.contains(&id.to_string())), Some(s)),
                 Err(ClientError::Api { status: 404, .. }) => (Some(Outcome::Deleted), None),
                 Err(e) => return Err(e),
             };
@@ -232,9 +235,10 @@ async fn wait_for_generation(
             crate::say!("  {line}");
             last_line = line;
         }
-        let settled = outcomes.iter().all(|o| o.1.is_some());
+        // Every instance come to rest, and the rollout moving them ended.
+        let settled = outcomes.iter().all(|o| o.1.is_some()) && fate != Fate::Unsettled;
         if settled || std::time::Instant::now() > deadline {
-            return Ok(outcomes
+            let outcomes = outcomes
                 .into_iter()
                 .map(|(id, outcome, reason, status)| InstanceOutcome {
                     id,
@@ -247,7 +251,8 @@ async fn wait_for_generation(
                     },
                     status,
                 })
-                .collect());
+                .collect();
+            return Ok((outcomes, rollout_failed));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

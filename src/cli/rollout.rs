@@ -19,11 +19,21 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
                 Output::Text => {
-                    crate::say!("{:<9} {:<16}  {:<24}  APPLIED BY", "REVISION", "HASH", "CREATED");
+                    crate::say!("{:<9} {:<16}  {:<24}  {:<9} APPLIED BY", "REVISION", "HASH", "CREATED", "OUTCOME");
                     for r in &list.revisions {
                         let mark = if r.current { "*" } else { " " };
                         let created = crate::clock::rfc3339_utc(r.created_ms);
-                        crate::say!("{mark}{:<8} {:<16}  {:<24}  {}", r.revision, r.hash, created, r.applied_by);
+                        let outcome = r.outcome.as_ref().map_or("-", RolloutPhase::name);
+                        crate::say!(
+                            "{mark}{:<8} {:<16}  {:<24}  {outcome:<9} {}",
+                            r.revision,
+                            r.hash,
+                            created,
+                            r.applied_by
+                        );
+                        if let Some(RolloutPhase::Failed { reason }) = &r.outcome {
+                            crate::say!("          failed: {reason}");
+                        }
                     }
                 }
             }
@@ -43,7 +53,7 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
                 }
             }
         }
-        RolloutCommand::Status { app, watch, timeout } => {
+        RolloutCommand::Status { app, watch, revision, timeout } => {
             let (namespace, name) = split(&app);
             if !watch {
                 let body = client.rollout_status(&namespace, &name).await?;
@@ -53,7 +63,7 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
                 }
                 return Ok(exit::OK);
             }
-            return follow(client, (&namespace, &name), Duration::from_secs(timeout), output).await;
+            return follow(client, (&namespace, &name), revision, Duration::from_secs(timeout), output).await;
         }
         RolloutCommand::Pause { app } => act(client, &app, "pause", output).await?,
         RolloutCommand::Resume { app } => act(client, &app, "resume", output).await?,
@@ -117,22 +127,78 @@ fn bar(done: u32, of: u32, width: usize) -> String {
     format!("[{}{}]", "#".repeat(filled.min(width)), ".".repeat(width - filled.min(width)))
 }
 
-/// `rollout status -w`: until the rollout completes (exit 0), fails or the time is up (exit 6).
-/// On a terminal one line redrawn with a progress bar; elsewhere a line per change.
+/// How a revision of an app fared, as `rollout status -w` and `apply --wait` tell it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// Its rollout goes on (or is paused).
+    Unsettled,
+    /// Its rollout completed (or it never needed one).
+    Complete,
+    /// Its rollout failed: what to tell, with the revision that runs now.
+    Failed(String),
+    /// A newer revision was applied before its rollout ended.
+    Superseded(u64),
+}
+
+/// The fate of `revision`, from the app's rollout now (`body`) and, once the app has moved
+/// past it, the revision's recorded outcome.
+pub(super) async fn fate_of(
+    client: &Client,
+    (ns, name): (&str, &str),
+    revision: u64,
+    body: &RolloutBody,
+) -> Result<Fate, ClientError> {
+    if body.revision == revision {
+        return Ok(match body.rollout.as_ref().map(|r| &r.phase) {
+            None | Some(RolloutPhase::Complete) => Fate::Complete,
+            Some(RolloutPhase::Failed { reason }) => Fate::Failed(format!("revision {revision} failed: {reason}")),
+            Some(_) => Fate::Unsettled,
+        });
+    }
+    let history = client.revisions(ns, name).await?;
+    let outcome = history.revisions.iter().find(|r| r.revision == revision).and_then(|r| r.outcome.clone());
+    let went_back = body.rollout.as_ref().filter(|r| r.rollback_of == Some(revision));
+    Ok(match (outcome, went_back) {
+        (Some(RolloutPhase::Complete), _) => Fate::Complete,
+        (Some(RolloutPhase::Failed { reason }), _) => {
+            let how = match went_back {
+                Some(r) => format!(" (autoRollback, {})", r.phase.name()),
+                None => String::new(),
+            };
+            Fate::Failed(format!("revision {revision} failed: {reason}; revision {} runs now{how}", body.revision))
+        }
+        (_, Some(r)) => Fate::Failed(format!(
+            "revision {revision} failed; revision {} runs now (autoRollback, {})",
+            body.revision,
+            r.phase.name()
+        )),
+        _ => Fate::Superseded(body.revision),
+    })
+}
+
+/// `rollout status -w`: until the revision followed has rolled out (exit 0), failed (exit 6,
+/// also once autoRollback went back: it says which revision runs now) or the time is up (exit
+/// 6). It follows `pinned`, else the app's current revision (the failed one, when that is an
+/// autoRollback's) and then any newer one applied meanwhile. On a terminal one line redrawn
+/// with a progress bar; elsewhere a line per change.
 async fn follow(
     client: &Client,
     (ns, name): (&str, &str),
+    pinned: Option<u64>,
     timeout: Duration,
     output: Output,
 ) -> Result<i32, ClientError> {
     let tty = output == Output::Text && std::io::stdout().is_terminal();
     let deadline = std::time::Instant::now() + timeout;
     let mut last = String::new();
+    let mut following = pinned;
     // The width drawn last: a shorter line is padded over it (a carriage return and spaces, no
     // escape codes, so a captured screen stays plain text).
     let mut drawn = 0;
     loop {
         let body = client.rollout_status(ns, name).await?;
+        let revision = *following
+            .get_or_insert_with(|| body.rollout.as_ref().and_then(|r| r.rollback_of).unwrap_or(body.revision));
         let line = match output {
             Output::Json => serde_json::to_string(&body).unwrap_or_default(),
             Output::Text => describe(&body),
@@ -149,25 +215,31 @@ async fn follow(
             }
             last = line;
         }
-        let phase = body.rollout.as_ref().map(|r| r.phase.clone());
-        let code = match phase {
-            None | Some(RolloutPhase::Complete) => Some(exit::OK),
-            Some(RolloutPhase::Failed { .. }) => Some(exit::FAILED),
-            _ if std::time::Instant::now() > deadline => {
-                crate::esay!(
-                    "{}steward: the rollout of {ns}/{name} did not end within {} s",
-                    if tty { "\n" } else { "" },
-                    timeout.as_secs()
-                );
-                return Ok(exit::FAILED);
-            }
-            _ => None,
-        };
-        if let Some(code) = code {
+        let end = |code: i32, message: Option<String>| {
             if tty {
                 println!();
             }
-            return Ok(code);
+            if let Some(m) = message {
+                crate::esay!("steward: {ns}/{name}: {m}");
+            }
+            Ok(code)
+        };
+        match fate_of(client, (ns, name), revision, &body).await? {
+            Fate::Complete => return end(exit::OK, None),
+            Fate::Failed(message) => return end(exit::FAILED, Some(message)),
+            Fate::Superseded(newer) if pinned.is_none() => {
+                following = Some(newer);
+                continue;
+            }
+            Fate::Superseded(newer) => {
+                let message = format!("revision {newer} was applied before revision {revision} rolled out");
+                return end(exit::FAILED, Some(message));
+            }
+            Fate::Unsettled if std::time::Instant::now() > deadline => {
+                let message = format!("the rollout of revision {revision} did not end within {} s", timeout.as_secs());
+                return end(exit::FAILED, Some(message));
+            }
+            Fate::Unsettled => {}
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

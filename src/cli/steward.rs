@@ -283,7 +283,7 @@ pub enum RolloutCommand {
         app: String,
     },
     /// Apply an earlier revision's spec again (as a new revision, with the app's current
-    /// instance count): the one before the current, or --to-revision N.
+    /// instance count): the last good one (the last whose rollout completed), or --to-revision N.
     Undo {
         /// namespace/name
         #[arg(value_name = "APP", value_parser = app_arg)]
@@ -293,13 +293,17 @@ pub enum RolloutCommand {
     },
     /// Show the app's rollout: its revision, phase, and how many instances are updated and
     /// ready. With -w, follow it (a progress bar on a terminal) until it completes (exit 0) or
-    /// fails (exit 6).
+    /// fails (exit 6, also when autoRollback went back: it says which revision runs now).
     Status {
         /// namespace/name
         #[arg(value_name = "APP", value_parser = app_arg)]
         app: String,
         #[arg(short = 'w', long)]
         watch: bool,
+        /// With -w: follow this revision (as `apply` printed it), not the current one; exit 6
+        /// if a newer one is applied before it rolled out.
+        #[arg(long, value_name = "N", requires = "watch")]
+        revision: Option<u64>,
         /// With -w: give up after this many seconds (exit 6).
         #[arg(long, default_value_t = 3600)]
         timeout: u64,

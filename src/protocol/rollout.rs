@@ -16,6 +16,10 @@ pub struct RevisionInfo {
     pub applied_by: String,
     /// The revision the app's instances are meant to run now.
     pub current: bool,
+    /// How its rollout here ended (`complete`, or `failed` with the reason); absent while it
+    /// rolls out, and for a revision that never rolled out (an app's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RolloutPhase>,
 }
 
 /// GET /v1/apps/{namespace}/{name}/revisions: newest last.
@@ -40,8 +44,13 @@ pub struct UndoRequest {
 pub struct Rollout {
     /// The revision the instances move to.
     pub target: u64,
-    /// The revision they came from (an auto-rollback goes back to it).
+    /// The revision they came from.
     pub from: u64,
+    /// The last revision whose rollout completed before this one started (or which ran before
+    /// any rollout): what autoRollback and an `undo` without a number go back to. 0: unknown
+    /// (stored by an older version; `from` stands in).
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub last_good: u64,
     /// `phase` and, when failed, `reason`, beside the other fields.
     #[serde(flatten)]
     pub phase: RolloutPhase,
@@ -59,6 +68,9 @@ pub struct Rollout {
     /// It is an autoRollback's: should it fail too, it does not roll back again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback: bool,
+    /// An autoRollback's: the failed revision it goes back from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
     /// The gate it is at: an index into the strategy's pre hook, steps, final move of every
     /// instance and post hook, in that order (0 and only the final move when it has no steps).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -89,6 +101,11 @@ pub enum RolloutPhase {
 }
 
 impl RolloutPhase {
+    /// Whether the rollout has ended (complete or failed).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, RolloutPhase::Complete | RolloutPhase::Failed { .. })
+    }
+
     /// The phase's name, as `phase` spells it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -32,6 +32,19 @@ impl Supervisor {
         selection: Option<Vec<u32>>,
         by: &str,
     ) -> Result<ApplyOutcome, SupervisorError> {
+        self.apply_going_back(spec, selection, by, None).await
+    }
+
+    /// As [`Supervisor::apply_selected_by`]; `rollback`: (the failed revision, the revision it
+    /// goes back to) when an autoRollback applies it, which its rollout and the journal say in
+    /// the same commit as the spec.
+    pub(super) async fn apply_going_back(
+        &self,
+        spec: ProcessSpec,
+        selection: Option<Vec<u32>>,
+        by: &str,
+        rollback: Option<(u64, u64)>,
+    ) -> Result<ApplyOutcome, SupervisorError> {
         let selection = selection.map(|mut s| {
             s.sort_unstable();
             s.dedup();
@@ -89,10 +102,6 @@ impl Supervisor {
         // running (their rendering depends on none; the policy applies at their next exit).
         let count_only = previous.as_ref().is_some_and(|p| same_template(&p.spec, &spec));
         let generation = previous.as_ref().map_or(1, |p| p.generation + 1);
-        let restart_from = match &previous {
-            Some(p) if count_only => p.restart_from,
-            _ => generation,
-        };
         // Anything but the count changed (or a new app): a new revision.
         let revision = match &previous {
             Some(p) if count_only => p.revision,
@@ -129,7 +138,8 @@ impl Supervisor {
         let rollout = match &previous {
             _ if spec.runs_to_completion() => None,
             Some(p) if p.revision != revision && has_instances => {
-                let mut r = crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref());
+                let mut r =
+                    crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref(), rollback.map(|(f, _)| f));
                 // A hold is taken over only while its instance is still stopped.
                 r.held = r.held.filter(|(i, _)| {
                     let instances = self.instances.lock().expect("instances lock");
@@ -159,16 +169,6 @@ impl Supervisor {
         let started: Option<u64> =
             rollout.as_ref().filter(|_| previous.as_ref().is_some_and(|p| p.revision != revision)).map(|r| r.from);
         let rolling = rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing);
-        let stored = StoredSpec {
-            generation,
-            restart_from,
-            spec: spec.clone(),
-            selection: selection.clone(),
-            revision,
-            rollout: rollout.clone(),
-            job: job.clone(),
-            cron: cron.clone(),
-        };
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
             generation,
@@ -176,30 +176,35 @@ impl Supervisor {
             selection: selection.clone(),
         })
         .to_value();
-        let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let is_job = job.is_some();
+        let is_cron = cron.is_some();
+        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron });
+        let value = serde_json::to_value(&*entry).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        if let Some((failed, to)) = rollback {
+            let event =
+                DaemonEvent::RolloutRolledBack { app: key.clone(), revision: failed, to, new_revision: revision };
+            batch.push_event(EventBody::Daemon(event).to_value());
+        }
         if let Some(from) = started {
             let event = DaemonEvent::RolloutStarted { app: key.clone(), revision, from };
             batch.push_event(EventBody::Daemon(event).to_value());
         }
         let history = match &previous {
             Some(p) if p.revision == revision => None,
-            _ => Some(self.add_revision(&key, revision, &spec, by, &mut batch)?),
+            _ => Some(self.add_revision(&key, revision, &entry.spec, by, &mut batch)?),
         };
         // Ports for every instance and the records of new ones, committed with the spec: all or
         // nothing, and an instance the apply creates is durable with it (see `new_records`).
-        self.allocate_ports(&spec, &ids, &mut batch)?;
+        self.allocate_ports(&entry.spec, &ids, &mut batch)?;
         let created = self.missing(&ids);
-        let spares: Vec<u32> = rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
+        let spares: Vec<u32> = entry.rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
         let records = new_records((generation, revision), &created, &mut batch)?;
         self.commit(batch).await?;
         crate::failpoint::hit("apply-spec-committed");
         if let Some(list) = history {
             self.keep_revisions(&key, list);
         }
-        let is_job = job.is_some();
-        let is_cron = cron.is_some();
-        let entry = Arc::new(SpecEntry { spec, generation, restart_from, selection, revision, rollout, job, cron });
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
 
         let mut changed = Vec::new();

@@ -219,7 +219,7 @@ impl Supervisor {
         let mut next = (*current).clone();
         change(&mut next);
         let mut batch = Batch::new();
-        let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Specs, &key, &value);
         for e in events {
             batch.push_event(EventBody::Daemon(e).to_value());

@@ -17,30 +17,23 @@ impl Supervisor {
         // Specs stored before revisions were kept become revision 1 (durably, before anything).
         let mut first_revisions = Batch::new();
         let mut histories = Vec::new();
+        // Stored by a version before revisions: the generation of its last change that
+        // restarted instances (below it, an instance had not yet taken the spec).
+        let mut restarted_from: BTreeMap<String, u64> = BTreeMap::new();
         for (key, value) in snapshot.table(Table::Specs) {
-            match serde_json::from_value::<StoredSpec>(value.clone()) {
+            match serde_json::from_value::<SpecEntry>(value.clone()) {
                 Ok(mut s) => {
                     if s.revision == 0 {
                         s.revision = 1;
+                        let from = value.get("restart_from").and_then(|v| v.as_u64()).filter(|g| *g != 0);
+                        restarted_from.insert(key.to_string(), from.unwrap_or(s.generation));
                         let by = "an apply before this stewardd kept revisions";
                         histories
                             .push((key.to_string(), self.add_revision(key, 1, &s.spec, by, &mut first_revisions)?));
                         let value = serde_json::to_value(&s).map_err(|e| SupervisorError::Failed(e.to_string()))?;
                         first_revisions.push_put(Table::Specs, key, &value);
                     }
-                    specs.insert(
-                        key.to_string(),
-                        Arc::new(SpecEntry {
-                            spec: s.spec,
-                            generation: s.generation,
-                            restart_from: s.restart_from,
-                            selection: s.selection,
-                            revision: s.revision,
-                            rollout: s.rollout,
-                            job: s.job,
-                            cron: s.cron,
-                        }),
-                    );
+                    specs.insert(key.to_string(), Arc::new(s));
                 }
                 Err(e) => tracing::error!("stored spec {key} is unreadable: {e}"),
             }
@@ -84,9 +77,11 @@ impl Supervisor {
                 continue;
             };
             if rec.revision == 0 {
-                // Recorded before revisions were kept: it is on the app's one revision.
+                // Recorded before revisions were kept: it is on the app's one revision, and runs
+                // it unless it last started before the change that restarts.
                 rec.revision = spec.revision;
-                if rec.run_generation >= spec.restart_from {
+                let restart_from = restarted_from.get(&app_key(&rec.id.namespace, &rec.id.name));
+                if restart_from.is_none_or(|from| rec.run_generation >= *from) {
                     rec.run_revision = spec.revision;
                 }
             }
@@ -144,6 +139,22 @@ impl Supervisor {
         for app in rolling {
             tracing::info!(app = %app, "resuming its rollout");
             self.spawn_rollout(app);
+        }
+        // A failed rollout whose autoRollback the daemon's end cut short (roll_back changes
+        // nothing where it went back already: the app's current rollout is then the rollback).
+        let failed: Vec<Arc<SpecEntry>> = self
+            .specs
+            .lock()
+            .expect("specs lock")
+            .values()
+            .filter(|e| {
+                e.rollout.as_ref().is_some_and(|r| matches!(r.phase, crate::protocol::RolloutPhase::Failed { .. }))
+            })
+            .cloned()
+            .collect();
+        for entry in failed {
+            let sup = self.clone();
+            tokio::spawn(async move { sup.roll_back(&entry).await });
         }
         // Answer nothing before every instance is re-adopted or its end recorded: a status served
         // from the stored record could show a process that died while the daemon was away.
@@ -209,20 +220,20 @@ impl Supervisor {
     }
 }
 
-/// Whether instance `rec`, found at the daemon's start, has yet to take the stored spec's last
-/// apply: Some(false) when it must restart onto it (it last ran a spec older than the last change
-/// that restarts, and runs or waits to run again), Some(true) when it only takes the generation.
+/// Whether instance `rec`, found at the daemon's start on its app's current revision, has yet to
+/// take the stored spec's last apply: Some(false) when it must restart onto it (what it runs is
+/// another revision, and it runs or waits to run again), Some(true) when it only takes the
+/// generation (a count change). One whose run is on the revision never restarts: the record says
+/// what it runs, whatever generation started it (an undo's instances took it without a restart).
 /// A start still to come (Staging, Starting, a Stopping that restarts) runs the stored spec
 /// anyway, and an operator's stop holds.
 pub(super) fn unfinished_replace(rec: &InstanceRecord, spec: &SpecEntry) -> Option<bool> {
     use state::Kind;
-    // 0: stored by an older version, which did not know; the apply asked for a restart.
-    let restart_from = if spec.restart_from == 0 { spec.generation } else { spec.restart_from };
     let may_restart =
         matches!(rec.state.kind(), Kind::Running | Kind::Lost | Kind::Backoff | Kind::Exited | Kind::Failed);
-    if may_restart && rec.run_generation < restart_from {
+    if may_restart && rec.run_revision != spec.revision {
         Some(false)
-    } else if rec.spec_generation < spec.generation {
+    } else if rec.spec_generation < spec.generation || rec.revision != spec.revision {
         Some(true)
     } else {
         None

@@ -570,47 +570,6 @@ impl Supervisor {
     }
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
-struct StoredSpec {
-    generation: u64,
-    /// The generation of the last change that restarts instances (a change of the count alone
-    /// does not): an instance recorded below it, found at the daemon's start, restarts onto the
-    /// spec; one at or above it only takes the new generation. 0 (stored by an older version):
-    /// unknown, so it restarts.
-    #[serde(default)]
-    restart_from: u64,
-    spec: ProcessSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    selection: Option<Vec<u32>>,
-    /// The app's current revision (see revisions.rs). 0: stored by a version that kept none.
-    #[serde(default)]
-    revision: u64,
-    /// Its rollout (see rollout.rs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rollout: Option<crate::protocol::Rollout>,
-    /// A job's status (see job.rs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    job: Option<crate::protocol::JobStatus>,
-    /// A cron job's status (see cron.rs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cron: Option<crate::protocol::CronStatus>,
-}
-
-impl StoredSpec {
-    fn of(entry: &SpecEntry) -> StoredSpec {
-        StoredSpec {
-            generation: entry.generation,
-            restart_from: entry.restart_from,
-            spec: entry.spec.clone(),
-            selection: entry.selection.clone(),
-            revision: entry.revision,
-            rollout: entry.rollout.clone(),
-            job: entry.job.clone(),
-            cron: entry.cron.clone(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod footprint {
     use super::instance::{Actor, Pod, Processes, Workload};

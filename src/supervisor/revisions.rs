@@ -21,6 +21,9 @@ pub(super) struct StoredRevision {
     pub created_ms: u64,
     pub applied_by: String,
     pub spec: ProcessSpec,
+    /// How its rollout ended (see [`RevisionInfo::outcome`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<crate::protocol::RolloutPhase>,
 }
 
 impl StoredRevision {
@@ -31,6 +34,7 @@ impl StoredRevision {
             created_ms: self.created_ms,
             applied_by: self.applied_by.clone(),
             current: false,
+            outcome: self.outcome.clone(),
         }
     }
 }
@@ -99,7 +103,6 @@ impl Supervisor {
                 spec: r.spec,
                 // Below the current: nothing takes it for the newest.
                 generation: current.generation.saturating_sub(1),
-                restart_from: current.generation.saturating_sub(1),
                 selection: current.selection.clone(),
                 revision: n,
                 rollout: None,
@@ -130,6 +133,7 @@ impl Supervisor {
             created_ms: crate::clock::now_ms(),
             applied_by: by.to_string(),
             spec: spec.clone(),
+            outcome: None,
         };
         let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Revisions, &key(app, n), &value);
@@ -141,6 +145,28 @@ impl Supervisor {
             batch.push_delete(Table::Revisions, &key(app, old.revision));
         }
         Ok(list)
+    }
+
+    /// Puts how `app`'s revision `n` rolled out (complete, failed) into `batch`. Returns the
+    /// app's list as it is once committed; None when the revision is no longer kept.
+    pub(super) fn revision_outcome(
+        &self,
+        app: &str,
+        n: u64,
+        outcome: &crate::protocol::RolloutPhase,
+        batch: &mut Batch,
+    ) -> Result<Option<Vec<RevisionInfo>>, SupervisorError> {
+        let Some(stored) = self.shared.store.get(Table::Revisions, &key(app, n))? else { return Ok(None) };
+        let mut stored: StoredRevision =
+            serde_json::from_value(stored).map_err(|e| SupervisorError::Failed(format!("revision unreadable: {e}")))?;
+        stored.outcome = Some(outcome.clone());
+        let value = serde_json::to_value(&stored).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Revisions, &key(app, n), &value);
+        let mut list = self.history.lock().expect("history lock").apps.get(app).cloned().unwrap_or_default();
+        for r in list.iter_mut().filter(|r| r.revision == n) {
+            r.outcome = Some(outcome.clone());
+        }
+        Ok(Some(list))
     }
 
     /// `app`'s revisions once the batch from [`Supervisor::add_revision`] is committed.
@@ -178,15 +204,35 @@ impl Supervisor {
         to: Option<u64>,
         by: &str,
     ) -> Result<ApplyOutcome, SupervisorError> {
+        self.go_back(namespace, name, to, by, None).await
+    }
+
+    /// As [`Supervisor::undo`]; `rollback_of`: the failed revision an autoRollback goes back
+    /// from (its rollout is then a rollback, which does not roll back again). Without `to`, the
+    /// last good revision (the last whose rollout completed), else the newest before the current.
+    pub(super) async fn go_back(
+        &self,
+        namespace: &str,
+        name: &str,
+        to: Option<u64>,
+        by: &str,
+        rollback_of: Option<u64>,
+    ) -> Result<ApplyOutcome, SupervisorError> {
         let app = app_key(namespace, name);
         let list = self.revisions(namespace, name)?;
         let current = list.revisions.iter().find(|r| r.current).map(|r| r.revision).unwrap_or_default();
+        let last_good = {
+            let specs = self.specs.lock().expect("specs lock");
+            specs.get(&app).and_then(|e| e.rollout.as_ref()).map(|r| r.last_good).filter(|n| *n != 0 && *n != current)
+        };
         let target = match to {
             Some(n) if n == current => {
                 return Err(SupervisorError::Invalid(format!("toRevision: {n} is {app}'s current revision")))
             }
             Some(n) => list.revisions.iter().find(|r| r.revision == n),
-            None => list.revisions.iter().rev().find(|r| r.revision < current),
+            None => last_good
+                .and_then(|n| list.revisions.iter().find(|r| r.revision == n))
+                .or_else(|| list.revisions.iter().rev().find(|r| r.revision < current)),
         };
         let Some(target) = target else {
             let kept: Vec<String> = list.revisions.iter().map(|r| r.revision.to_string()).collect();
@@ -214,6 +260,6 @@ impl Supervisor {
         spec.spec.instance = count;
         spec.strategy = strategy;
         let by = format!("undo to revision {} by {by}", target.revision);
-        self.apply_selected_by(spec, selection, &by).await
+        self.apply_going_back(spec, selection, &by, rollback_of.map(|failed| (failed, target.revision))).await
     }
 }

@@ -74,12 +74,22 @@ fn fill_instance_values(text: &str, values: &BTreeMap<String, String>) -> Result
 impl Rollout {
     /// A rollout from revision `from` to `target`, taking over what an unfinished one left:
     /// its spares (removed, or kept if on the target) and the instance it holds stopped.
-    pub(super) fn new(target: u64, from: u64, earlier: Option<&Rollout>) -> Rollout {
+    /// `rollback_of`: the failed revision an autoRollback goes back from.
+    pub(super) fn new(target: u64, from: u64, earlier: Option<&Rollout>, rollback_of: Option<u64>) -> Rollout {
         let now = now_ms();
         let unfinished = earlier.filter(|r| matches!(r.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
+        // The last good revision: the earlier rollout's target once it completed; else what it
+        // knew as good; without an earlier rollout, what ran before (it started without one).
+        let last_good = match earlier {
+            None => from,
+            Some(r) if r.phase == RolloutPhase::Complete => r.target,
+            Some(r) if r.last_good != 0 => r.last_good,
+            Some(r) => r.from,
+        };
         Rollout {
             target,
             from,
+            last_good,
             // An operator's pause holds over a newer apply, as a paused Deployment's does.
             phase: match unfinished {
                 Some(r) if r.phase == RolloutPhase::Paused => RolloutPhase::Paused,
@@ -90,7 +100,8 @@ impl Rollout {
             held: unfinished.and_then(|r| r.held),
             spares: earlier.map(|r| r.spares.clone()).unwrap_or_default(),
             steps: 0,
-            rollback: false,
+            rollback: rollback_of.is_some(),
+            rollback_of,
             gate: 0,
             gate_started_ms: now,
             message: String::new(),
@@ -381,41 +392,43 @@ impl Supervisor {
         Ok(args)
     }
 
-    /// Marks the rollout Failed with `reason`; with autoRollback, applies the revision it came
-    /// from again (a new revision, rolled out by the same rules).
+    /// Ends the rollout as Failed with `reason`: its spares deleted first (their ports given
+    /// back), then the phase, the revision's outcome and the event in one commit; with
+    /// autoRollback, the last good revision applied again (see [`Supervisor::roll_back`]).
     async fn fail_rollout(&self, entry: &Arc<SpecEntry>, rollout: &Rollout, reason: String) {
         let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         tracing::warn!(app = %app, "rollout failed: {reason}");
+        // The spares as recorded now: a step of this round may have added one.
+        let current = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let spares = current.filter(|c| c.revision == entry.revision).and_then(|c| c.rollout.clone()).map(|r| r.spares);
+        for spare in spares.unwrap_or_else(|| rollout.spares.clone()) {
+            if let Err(e) = self.take_step(entry, Step::RemoveSpare(spare)).await {
+                tracing::warn!(app = %app, "removing spare {spare} of the failed rollout: {e}");
+            }
+        }
         let event = DaemonEvent::RolloutFailed { app: app.clone(), revision: entry.revision, reason: reason.clone() };
         if let Err(e) = self.update_rollout(entry, |r| r.phase = RolloutPhase::Failed { reason }, Some(event)).await {
             tracing::warn!(app = %app, "recording the rollout's failure: {e}");
             return;
         }
-        // A rollback that fails too stays failed: going back and forth helps nobody.
-        if !entry.spec.strategy.auto_rollback || rollout.from == 0 || rollout.rollback {
+        self.roll_back(entry).await;
+    }
+
+    /// With autoRollback, applies `entry`'s failed rollout's last good revision again: a new
+    /// revision, a rollback (which does not roll back again), rolled out by the same rules. A
+    /// rollback already applied, or none to make, changes nothing; the daemon's start calls it
+    /// again for a failure whose rollback a crash cut short.
+    pub(super) async fn roll_back(&self, entry: &Arc<SpecEntry>) {
+        let Some(rollout) = entry.rollout.as_ref() else { return };
+        let to = if rollout.last_good != 0 { rollout.last_good } else { rollout.from };
+        if !entry.spec.strategy.auto_rollback || rollout.rollback || to == 0 || to == entry.revision {
             return;
         }
+        let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let by = format!("the failed rollout of revision {} (autoRollback)", entry.revision);
         let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
-        match self.undo(ns, name, Some(rollout.from), &by).await {
-            Ok(applied) => {
-                let next = self.specs.lock().expect("specs lock").get(&app).cloned();
-                if let Some(next) = next {
-                    if let Err(e) = self.update_rollout(&next, |r| r.rollback = true, None).await {
-                        tracing::warn!(app = %app, "marking the rollback's rollout: {e}");
-                    }
-                }
-                let event = DaemonEvent::RolloutRolledBack {
-                    app: app.clone(),
-                    revision: entry.revision,
-                    to: rollout.from,
-                    new_revision: applied.revision,
-                };
-                if let Err(e) = self.commit(Batch::new().event(EventBody::Daemon(event).to_value())).await {
-                    tracing::warn!(app = %app, "journaling the rollback: {e}");
-                }
-            }
-            Err(e) => tracing::warn!(app = %app, "autoRollback to revision {}: {e}", rollout.from),
+        if let Err(e) = self.go_back(ns, name, Some(to), &by, Some(entry.revision)).await {
+            tracing::warn!(app = %app, "autoRollback to revision {to}: {e}");
         }
     }
 
@@ -550,7 +563,7 @@ impl Supervisor {
         let index = id.index;
         let updated = self.rollout_put(entry, |r| r.spares.push(index), &mut batch)?;
         self.commit(batch).await?;
-        self.set_entry(updated.clone());
+        let updated = self.show_rollout(updated);
         self.spawn_created(&updated, records);
         Ok(())
     }
@@ -582,17 +595,18 @@ impl Supervisor {
             batch.push_event(EventBody::Daemon(event).to_value());
         }
         self.commit(batch).await?;
-        self.set_entry(updated);
+        self.show_rollout(updated);
         Ok(())
     }
 
-    /// The app's current entry with its rollout changed, put in `batch` (not yet shown).
+    /// The app's current entry with its rollout changed, put in `batch` (not yet shown): the
+    /// spec's record and, when the rollout ends by the change, its revision's outcome.
     fn rollout_put(
         &self,
         entry: &Arc<SpecEntry>,
         change: impl FnOnce(&mut Rollout),
         batch: &mut Batch,
-    ) -> Result<Arc<SpecEntry>, SupervisorError> {
+    ) -> Result<RolloutPut, SupervisorError> {
         let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let current = self.specs.lock().expect("specs lock").get(&key).cloned();
         let current = current
@@ -600,19 +614,35 @@ impl Supervisor {
             .ok_or_else(|| SupervisorError::Conflict(format!("{key}: a newer apply took over the rollout")))?;
         let mut next = (*current).clone();
         let rollout = next.rollout.as_mut().ok_or_else(|| SupervisorError::Failed(format!("{key}: no rollout")))?;
+        let was = rollout.phase.clone();
         change(rollout);
         rollout.updated_ms = now_ms();
-        let value = serde_json::to_value(StoredSpec::of(&next)).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        let ended = (rollout.phase.has_ended() && rollout.phase != was).then(|| rollout.phase.clone());
+        let history = match ended {
+            Some(outcome) => {
+                self.revision_outcome(&key, next.revision, &outcome, batch)?.map(|list| (key.clone(), list))
+            }
+            None => None,
+        };
+        let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         batch.push_put(Table::Specs, &key, &value);
-        Ok(Arc::new(next))
+        Ok(RolloutPut { entry: Arc::new(next), history })
     }
 
-    fn set_entry(&self, entry: Arc<SpecEntry>) {
-        let key = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
-        let mut specs = self.specs.lock().expect("specs lock");
-        if specs.get(&key).is_some_and(|c| c.revision == entry.revision) {
-            specs.insert(key, entry);
+    /// Shows a committed [`RolloutPut`]: the app's entry (unless a newer apply took its place)
+    /// and its revisions.
+    fn show_rollout(&self, put: RolloutPut) -> Arc<SpecEntry> {
+        let key = app_key(&put.entry.spec.metadata.namespace, &put.entry.spec.metadata.name);
+        {
+            let mut specs = self.specs.lock().expect("specs lock");
+            if specs.get(&key).is_some_and(|c| c.revision == put.entry.revision) {
+                specs.insert(key, put.entry.clone());
+            }
         }
+        if let Some((app, list)) = put.history {
+            self.keep_revisions(&app, list);
+        }
+        put.entry
     }
 
     /// An app's rollout here, if it has had one, and where its instances stand.
@@ -719,6 +749,13 @@ impl Supervisor {
         spec.metadata.labels.insert(RESTARTED_AT_LABEL.to_string(), crate::clock::rfc3339_utc(now_ms()));
         self.apply_selected_by(spec, entry.selection.clone(), &format!("rollout restart by {by}")).await
     }
+}
+
+/// A change of an app's rollout put into a batch, shown once the batch is committed.
+struct RolloutPut {
+    entry: Arc<SpecEntry>,
+    /// The app's revisions with the ended rollout's outcome.
+    history: Option<(String, Vec<crate::protocol::RevisionInfo>)>,
 }
 
 impl RolloutSteps {

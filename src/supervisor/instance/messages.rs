@@ -6,23 +6,29 @@ use crate::supervisor::state::ExitStatus;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-/// A spec as applied, with the generation that tells instances whether they run the latest.
-#[derive(Debug, Clone)]
+/// An app as applied: its one durable record (the store's `specs` table holds exactly this),
+/// and what every task reads it from. The spec, the generation that tells instances whether they
+/// run the latest, the revision, the rollout to it, and a job's or cron job's status.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SpecEntry {
     pub spec: ProcessSpec,
     pub generation: u64,
-    /// See `StoredSpec::restart_from`.
-    pub restart_from: u64,
-    /// The app's revision this spec is (see supervisor/revisions.rs).
+    /// The app's revision this spec is (see supervisor/revisions.rs). 0: stored by a version
+    /// that kept none (made 1 at the daemon's start).
+    #[serde(default)]
     pub revision: u64,
     /// The app's rollout to this revision, if one was asked for (see supervisor/rollout.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::protocol::Rollout>,
     /// The instance ids this host runs, when a scheduler spreads the app over hosts; `None`
     /// means all of `spec.instance`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Vec<u32>>,
     /// A job's status (see supervisor/job.rs); None for an app that is kept running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<crate::protocol::JobStatus>,
     /// A cron job's status (see supervisor/cron.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<crate::protocol::CronStatus>,
 }
 
