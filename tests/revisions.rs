@@ -99,7 +99,7 @@ async fn changed_specs_are_revisions_and_undo_goes_back() {
     assert_eq!(history(&d).await.revisions.last().unwrap().hash, h.revisions[1].hash);
     let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "99"]);
     assert_eq!(code, 4, "not found: {err}");
-    assert!(err.contains("no revision 99 to go back to (kept: 1, 2, 3, 4)"), "{err}");
+    assert!(err.contains("no revision 99 of test/web to go back to (kept: 1, 2, 3, 4)"), "{err}");
     let (code, _, err) = d.cli(&["rollout", "undo", "test/web", "--to-revision", "4"]);
     assert_ne!(code, 0);
     assert!(err.contains("toRevision: 4 is test/web's current revision"), "{err}");

@@ -139,7 +139,7 @@ pub struct CounterValues {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
-    #[error("no instance {0}")]
+    #[error("no {0}")]
     NotFound(String),
     #[error("{0}")]
     Failed(String),
@@ -302,8 +302,8 @@ impl Supervisor {
 
     fn send(&self, id: &InstanceId, cmd: Command, reply: Option<instance::Reply>) -> Result<(), SupervisorError> {
         let instances = self.instances.lock().expect("instances lock");
-        let handle = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
-        handle.tx.send(Msg::Request(cmd, reply)).map_err(|_| SupervisorError::NotFound(id.to_string()))
+        let handle = instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?;
+        handle.tx.send(Msg::Request(cmd, reply)).map_err(|_| SupervisorError::NotFound(format!("instance {id}")))
     }
 
     /// Sends a command and waits until the instance has carried it out.
@@ -313,7 +313,7 @@ impl Supervisor {
         match rx.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(SupervisorError::Failed(reason)),
-            Err(_) => Err(SupervisorError::NotFound(id.to_string())),
+            Err(_) => Err(SupervisorError::NotFound(format!("instance {id}"))),
         }
     }
 
@@ -346,7 +346,7 @@ impl Supervisor {
         match done_rx.await {
             Ok(Ok(copied)) => Ok(copied),
             Ok(Err(reason)) => Err(SupervisorError::Failed(reason)),
-            Err(_) => Err(SupervisorError::NotFound(id.to_string())),
+            Err(_) => Err(SupervisorError::NotFound(format!("instance {id}"))),
         }
     }
 
@@ -451,14 +451,14 @@ impl Supervisor {
             let instances = self.instances.lock().expect("instances lock");
             // An ended actor's handle (see `sweep`) answers for nothing; this one handle is
             // checked, not all of them: status is asked often (apply --wait polls it).
-            let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?;
+            let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?;
             let r = h.status.borrow().clone();
             // Its actor ended: deleted (record gone), or panicked and about to be replaced by
             // one that records it Failed (record kept: answer with the last one, not a 404).
             if h.status.has_changed().is_err()
                 && !self.shared.store.get(Table::Instances, &r.key()).is_ok_and(|v| v.is_some())
             {
-                return Err(SupervisorError::NotFound(id.to_string()));
+                return Err(SupervisorError::NotFound(format!("instance {id}")));
             }
             r
         };
@@ -482,7 +482,7 @@ impl Supervisor {
     ) -> Result<InstanceStatus, SupervisorError> {
         let mut rx = {
             let instances = self.instances.lock().expect("instances lock");
-            instances.get(id).ok_or_else(|| SupervisorError::NotFound(id.to_string()))?.status.clone()
+            instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?.status.clone()
         };
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
         let rec = rx.borrow().clone();

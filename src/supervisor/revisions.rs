@@ -236,9 +236,9 @@ impl Supervisor {
         };
         let Some(target) = target else {
             let kept: Vec<String> = list.revisions.iter().map(|r| r.revision.to_string()).collect();
-            let what = to.map_or("an earlier revision".to_string(), |n| format!("revision {n}"));
+            let what = to.map_or("earlier revision".to_string(), |n| format!("revision {n}"));
             return Err(SupervisorError::NotFound(format!(
-                "{app} has no {what} to go back to (kept: {})",
+                "{what} of {app} to go back to (kept: {})",
                 if kept.is_empty() { "none".to_string() } else { kept.join(", ") }
             )));
         };
@@ -246,7 +246,7 @@ impl Supervisor {
             .shared
             .store
             .get(Table::Revisions, &key(&app, target.revision))?
-            .ok_or_else(|| SupervisorError::NotFound(format!("{app} revision {}", target.revision)))?;
+            .ok_or_else(|| SupervisorError::NotFound(format!("revision {} of {app}", target.revision)))?;
         let stored: StoredRevision =
             serde_json::from_value(stored).map_err(|e| SupervisorError::Failed(format!("revision unreadable: {e}")))?;
         let (count, strategy, selection) = {

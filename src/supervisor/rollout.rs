@@ -175,6 +175,7 @@ impl Supervisor {
                         if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
                             failed = Some(format!("recording the batch: {e}"));
                         }
+                        crate::failpoint::hit("rollout-batch-recorded");
                         for step in steps {
                             if failed.is_some() {
                                 break;
@@ -182,6 +183,7 @@ impl Supervisor {
                             if let Err(e) = self.take_step(&entry, step.clone()).await {
                                 failed = Some(format!("{step:?}: {e}"));
                             }
+                            crate::failpoint::hit("rollout-step-taken");
                         }
                         let Some(why) = failed else {
                             failing_since = None;
@@ -411,6 +413,7 @@ impl Supervisor {
             tracing::warn!(app = %app, "recording the rollout's failure: {e}");
             return;
         }
+        crate::failpoint::hit("rollout-failed-recorded");
         self.roll_back(entry).await;
     }
 
