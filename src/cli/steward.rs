@@ -369,9 +369,17 @@ pub enum CronCommand {
         cron: String,
     },
     /// Start a tick's runs now, whatever the rule says.
+    ///
+    /// While an earlier tick's runs go, the cron job's concurrencyPolicy decides, as for a tick
+    /// of its rule: Allow runs both, Forbid refuses the trigger (exit code 1, naming the runs
+    /// going), Replace stops them before the new runs start. --force starts one whatever the
+    /// policy.
     Trigger {
         #[arg(value_name = "CRONJOB", value_parser = app_arg)]
         cron: String,
+        /// Start it whatever the concurrencyPolicy says (beside the runs going).
+        #[arg(long)]
+        force: bool,
     },
     /// Start no new tick (runs going go on).
     Suspend {
