@@ -1035,8 +1035,12 @@ fn every_protocol_type_matches_its_schema() {
     }
     assert_eq!(types_of(&all_desired_changes()), mapping(&c, "DesiredChange"), "DesiredChange's mapping");
 
-    // The node document, with and without a pending port range.
-    for configured in [(31000, 31999), (31000, 32999)] {
+    // The node document, with and without a pending port range, with and without the kernel's
+    // ephemeral range (and its overlap).
+    let ephemeral = steward::ephemeral_ports::Ephemeral { range: (31500, 60999), reserved: Vec::new() };
+    for (configured, with_ephemeral) in [((31000, 31999), false), ((31000, 32999), true)] {
+        let ports = PortsDocument::new((31000, 31999), 998, configured);
+        let ports = if with_ephemeral { ports.with_ephemeral(&ephemeral) } else { ports };
         let node = NodeDocument {
             hostname: "h1".into(),
             host_ip: "10.0.0.1".into(),
@@ -1048,7 +1052,7 @@ fn every_protocol_type_matches_its_schema() {
             memory_used_bytes: 8 << 30,
             labels: BTreeMap::from([("rack".into(), "a1".into())]),
             attributes: BTreeMap::new(),
-            ports: PortsDocument::new((31000, 31999), 998, configured),
+            ports,
             resources: ResourcesDocument::new(
                 steward::resources::HostResources {
                     capacity: steward::resources::Requests { milli_cpu: 8000, memory_bytes: 16 << 30 },
