@@ -29,8 +29,13 @@ pub fn apply_body(data: &[u8]) -> Outcome {
         work_base_dir: PathBuf::from("/var/lib/steward/work"),
         run_base_dir: PathBuf::from("/var/lib/steward/run"),
     };
-    let host =
-        HostCapacity { cpu_cores: 64.0, memory_mib: 262_144.0, max_instances: crate::spec::validate::MAX_INSTANCES };
+    // A host with every user: what a spec names is exercised, whatever this host's passwd holds.
+    let host = HostCapacity {
+        cpu_cores: 64.0,
+        memory_mib: 262_144.0,
+        max_instances: crate::spec::validate::MAX_INSTANCES,
+        has_user: |_| true,
+    };
     let mut outcome = Outcome::default();
     for content_type in ["application/json", "application/toml", ""] {
         match crate::api::apply_body(data, content_type, &roots, &host) {

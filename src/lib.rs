@@ -10,6 +10,7 @@ pub mod cni;
 pub mod config;
 pub mod cron;
 pub mod daemon;
+pub mod ephemeral_ports;
 pub mod failpoint;
 pub mod fetch;
 pub mod fuzz;

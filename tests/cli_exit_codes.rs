@@ -197,3 +197,40 @@ async fn a_wait_that_runs_out_says_where_the_instance_is_and_is_6() {
     assert!(err.contains("delete did not finish in 1 s: still Stopping"), "{err}");
     assert!(!out.contains("deleted"), "{out}");
 }
+
+/// A user that does not exist on the daemon's host is refused by the apply itself, at once, with
+/// 1 and the field (issue 42, defect 7), not found out by a `--wait` that runs out. The check is
+/// the host's: the scheduler's validation (pure, on another host) accepts the spec, and it applies
+/// wherever the user exists.
+#[tokio::test]
+async fn a_user_unknown_on_the_host_is_refused_by_apply_with_1() {
+    let d = Daemon::start("exit-nouser");
+    let doc = common::spec("nouser", 1, serde_json::json!({"user": "steward-no-such-user-42"}), serde_json::json!({}));
+    let file = d.path().join("nouser.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let started = std::time::Instant::now();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "60"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "refused at once, not at the timeout");
+    assert!(
+        err.contains("spec.template.spec.processes[0].user: no user \"steward-no-such-user-42\" on this host"),
+        "{err}"
+    );
+    assert!(err.contains("nouser.json"), "named with the file: {err}");
+    assert!(d.client.list(&[("name", "nouser")]).await.unwrap().is_empty(), "nothing was applied");
+    // The API itself: 422 naming the field.
+    match d.client.apply(&doc.to_string(), steward::spec::Format::Json).await {
+        Err(steward::client::ClientError::Api { status: 422, field, .. }) => {
+            assert_eq!(field.as_deref(), Some("spec.template.spec.processes[0].user"))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Validated elsewhere (steward-sched's pure check), it applies where the user exists.
+    assert!(steward::plugin::sched::check_spec(&doc).is_ok());
+    let mut here = doc.clone();
+    here["spec"]["template"]["spec"]["processes"][0]["user"] = "nobody".into();
+    let file = d.path().join("here.json");
+    std::fs::write(&file, here.to_string()).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -33,6 +33,8 @@ fn expected_errors(rel: &str) -> Vec<String> {
     text.lines().filter(|l| !l.trim().is_empty()).map(String::from).collect()
 }
 
+/// The seed's example runs as "user", which need not exist where the tests run: validated
+/// `--offline` (this host's users: validate_refuses_a_user_unknown_on_this_host_unless_offline).
 const VALID: &str = "valid/seed000-cleaned.json";
 const VALID_TOML: &str = "valid/seed000-cleaned.toml";
 const SEED: &str = "invalid/seed000-template.json";
@@ -40,7 +42,7 @@ const SEED: &str = "invalid/seed000-template.json";
 #[test]
 fn validate_a_valid_file_exits_0_and_says_valid() {
     let file = spec_file(VALID);
-    let o = steward(&["validate", file.to_str().unwrap()]);
+    let o = steward(&["validate", "--offline", file.to_str().unwrap()]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o), format!("{}: valid\n", file.display()));
     assert_eq!(stderr(&o), "");
@@ -49,7 +51,7 @@ fn validate_a_valid_file_exits_0_and_says_valid() {
 #[test]
 fn validate_reads_toml_too() {
     let file = spec_file(VALID_TOML);
-    let o = steward(&["validate", file.to_str().unwrap()]);
+    let o = steward(&["validate", "--offline", file.to_str().unwrap()]);
     assert_exit(&o, 0);
     assert!(stdout(&o).contains("seed000-cleaned.toml: valid"), "{}", stdout(&o));
 }
@@ -74,7 +76,8 @@ fn validate_reports_every_file_of_several() {
     let valid = spec_file(VALID);
     let seed = spec_file(SEED);
     let toml = spec_file("invalid/hostport-out-of-range.toml");
-    let o = steward(&["validate", valid.to_str().unwrap(), seed.to_str().unwrap(), toml.to_str().unwrap()]);
+    let o =
+        steward(&["validate", "--offline", valid.to_str().unwrap(), seed.to_str().unwrap(), toml.to_str().unwrap()]);
     assert_exit(&o, 1);
     assert!(stdout(&o).contains(&format!("{}: valid", valid.display())), "{}", stdout(&o));
     let err = stderr(&o);
@@ -89,7 +92,7 @@ fn validate_reports_every_file_of_several() {
 fn validate_exits_0_only_when_every_file_is_valid() {
     let a = spec_file(VALID);
     let b = spec_file("valid/minimal.json");
-    let o = steward(&["validate", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let o = steward(&["validate", "--offline", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 2);
 }
@@ -98,7 +101,7 @@ fn validate_exits_0_only_when_every_file_is_valid() {
 fn validate_json_output_lists_each_file_with_its_errors() {
     let valid = spec_file(VALID);
     let seed = spec_file(SEED);
-    let o = steward(&["-o", "json", "validate", valid.to_str().unwrap(), seed.to_str().unwrap()]);
+    let o = steward(&["-o", "json", "validate", "--offline", valid.to_str().unwrap(), seed.to_str().unwrap()]);
     assert_exit(&o, 1);
     let report: Value = serde_json::from_str(&stdout(&o)).expect("stdout is JSON");
     let files = report.as_array().expect("a list of files");
@@ -274,4 +277,56 @@ fn render_works_for_pods_with_random_ports() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `minimal.json` with `edit` applied, written to a file in `dir`.
+fn minimal_with(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(spec_file("valid/minimal.json")).unwrap()).unwrap();
+    edit(&mut doc);
+    let file = dir.join("app.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    file
+}
+
+/// The host users a process spec names (its processes' `user`, the owners of its secret and
+/// configmap files) must exist where it runs (issue 42, defect 7): validate on this host refuses
+/// one that does not, naming the field; `--offline` checks only what holds on any host, as
+/// steward-sched does, so a spec for another host still validates.
+#[test]
+fn validate_refuses_a_user_unknown_on_this_host_unless_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = minimal_with(dir.path(), |d| {
+        let p = &mut d["spec"]["template"]["spec"]["processes"][0];
+        p["user"] = "steward-no-such-user-42".into();
+        p["secrets"] = serde_json::json!([{"secretName": "db", "items": [
+            {"type": "file", "dataKey": "pw", "keyOrPath": "pw.txt", "user": "steward-no-such-owner-42"},
+            {"type": "file", "dataKey": "ok", "keyOrPath": "ok.txt", "user": "nobody"}
+        ]}]);
+    });
+    let path = file.to_str().unwrap();
+    let o = steward(&["validate", path]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("spec.template.spec.processes[0].user: no user \"steward-no-such-user-42\" on this host"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "spec.template.spec.processes[0].secrets[0].items[0].user: no user \"steward-no-such-owner-42\" on this host"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("items[1]"), "nobody exists: {err}");
+    let o = steward(&["-o", "json", "validate", path]);
+    assert_exit(&o, 1);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report[0]["errors"][0]["path"], "spec.template.spec.processes[0].user", "{report}");
+    // Offline: what holds on any host only.
+    let o = steward(&["validate", "--offline", path]);
+    assert_exit(&o, 0);
+    // A user that exists here.
+    let file = minimal_with(dir.path(), |d| d["spec"]["template"]["spec"]["processes"][0]["user"] = "nobody".into());
+    assert_exit(&steward(&["validate", file.to_str().unwrap()]), 0);
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use steward::protocol::{CronBody, JobPhase};
+use steward::protocol::{CronBody, JobPhase, RunPhase};
 
 fn cron(name: &str, start: &str, cron: Value) -> Value {
     let mut doc = spec(name, 1, json!({"startCmd": start, "startGracePeriod": 0}), json!({}));
@@ -35,6 +35,12 @@ async fn wait_cron(d: &Daemon, name: &str, secs: u64, pred: impl Fn(&CronBody) -
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// How many runs of `name` have processes now.
+async fn with_processes(d: &Daemon, name: &str) -> usize {
+    let list = d.client.list(&[("name", name)]).await.unwrap();
+    list.iter().filter(|s| s.state.has_processes()).count()
 }
 
 /// The most runs of `name` seen going at once until `stop`.
@@ -180,4 +186,66 @@ async fn a_forbid_lock_holds_across_a_kill_9() {
     let text = std::fs::read_to_string(&marks).unwrap();
     let first = c.status.executions.first().expect("the first tick is kept");
     assert_eq!(first.job.runs.len(), 1, "the first tick's run was re-adopted, not started again: {c:#?}\n{text}");
+}
+
+/// `steward cron trigger` is a tick like the rule's (issue 42, defect 6): it obeys the cron job's
+/// concurrencyPolicy while an earlier tick's run goes. Forbid refuses it (exit 1, naming the run
+/// going); Replace stops the run going before the new one starts; Allow runs both. `--force`
+/// starts one whatever the policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn trigger_obeys_the_concurrency_policy_unless_forced() {
+    let d = Daemon::start("cron-trigger-policy");
+    // A rule that does not tick during the test: every run here is a trigger's.
+    for (name, policy) in [("forbid", "Forbid"), ("replace", "Replace"), ("allow", "Allow")] {
+        let doc =
+            cron(name, "exec sleep 1000", json!({"rule": "0 0 0 1 1 *", "policy": policy, "history": {"fail": 5}}));
+        d.apply_json(&doc).await;
+    }
+    let running = |c: &CronBody| c.status.executions.iter().filter(|e| e.job.phase == JobPhase::Running).count();
+    let active_runs = |c: &CronBody| {
+        c.status.executions.iter().flat_map(|e| &e.job.runs).filter(|r| r.phase == RunPhase::Active).count()
+    };
+    for name in ["forbid", "replace", "allow"] {
+        let (code, _, err) = d.cli(&["cron", "trigger", &format!("test/{name}")]);
+        assert_eq!(code, 0, "{name}: {err}");
+        wait_cron(&d, name, 20, |c| active_runs(c) == 1).await;
+    }
+
+    // Forbid: refused, naming the run that goes; nothing new starts.
+    let before = d.client.cron("test", "forbid").await.unwrap();
+    let going = before.status.executions[0].job.runs[0].index;
+    let (code, out, err) = d.cli(&["cron", "trigger", "test/forbid"]);
+    assert_eq!(code, 1, "Forbid refuses a trigger while a run goes: {out}{err}");
+    assert!(err.contains(&format!("test/forbid/{going}")) && err.contains("Forbid"), "{err}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = d.client.cron("test", "forbid").await.unwrap();
+    assert_eq!((after.status.started, running(&after)), (1, 1), "{after:#?}");
+    // --force: a second run beside it.
+    let (code, out, err) = d.cli(&["cron", "trigger", "--force", "test/forbid"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let forced = wait_cron(&d, "forbid", 20, |c| active_runs(c) == 2).await;
+    assert_eq!(running(&forced), 2, "{forced:#?}");
+
+    // Replace: the run going is stopped, and only then the new one starts.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampling = most_at_once(&d, "replace", stop.clone());
+    let (code, out, err) = d.cli(&["cron", "trigger", "test/replace"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let replaced = wait_cron(&d, "replace", 20, |c| c.status.started == 2 && active_runs(c) == 1).await;
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(sampling.await.unwrap(), 1, "Replace never runs both: {replaced:#?}");
+    let first = &replaced.status.executions[0];
+    assert!(matches!(&first.job.phase, JobPhase::Failed { reason } if reason.contains("replaced")), "{replaced:#?}");
+    assert_eq!(with_processes(&d, "replace").await, 1);
+
+    // Allow: both go.
+    let (code, out, err) = d.cli(&["cron", "trigger", "test/allow"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let allowed = wait_cron(&d, "allow", 20, |c| active_runs(c) == 2).await;
+    assert_eq!(running(&allowed), 2, "{allowed:#?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while with_processes(&d, "allow").await < 2 {
+        assert!(std::time::Instant::now() < deadline, "Allow runs both at once");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -139,17 +139,20 @@ async fn apply_wait_waits_for_the_new_spec_to_run() {
     assert!(out.contains("unchanged"), "{out}");
 }
 
-/// Every `--wait` failure prints the instance's reason: a spec whose user does not exist backs
-/// off until the timeout, and the reason is on stderr with exit code 6.
+/// Every `--wait` failure prints the instance's reason: a spec whose secret does not exist backs
+/// off until the timeout, and the reason is on stderr with exit code 6. (A user that does not
+/// exist is refused by the apply itself: tests/cli_exit_codes.rs.)
 #[tokio::test]
 async fn apply_wait_prints_why_an_instance_does_not_run() {
     let d = Daemon::start("waitwhy");
-    let s = spec("nouser", 1, json!({"user": "steward-no-such-user-x"}), json!({}));
-    let file = spec_file(&d, "nouser.json", &s);
+    let items = json!([{"type": "env", "dataKey": "k", "keyOrPath": "K"}]);
+    let s =
+        spec("nosecret", 1, json!({"secrets": [{"secretName": "steward-no-such-secret", "items": items}]}), json!({}));
+    let file = spec_file(&d, "nosecret.json", &s);
     let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait", "--timeout", "2"]);
     assert_eq!(code, 6, "{out}{err}");
-    assert!(err.contains("test/nouser/0"), "{err}");
-    assert!(err.contains("user \"steward-no-such-user-x\" does not exist"), "{err}");
+    assert!(err.contains("test/nosecret/0"), "{err}");
+    assert!(err.contains("secret test/steward-no-such-secret does not exist"), "{err}");
     // A spec that fails for good says Failed and why, before any timeout.
     let s = spec(
         "dies",

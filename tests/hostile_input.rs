@@ -74,7 +74,7 @@ async fn huge_numbers_are_refused_naming_each_field_and_nothing_is_created() {
         "{err}"
     );
     assert!(d.client.list(&[]).await.unwrap().is_empty());
-    // `steward validate` knows nothing of the host: the static ranges only.
+    // `steward validate` knows nothing of the host's capacity: the static ranges only.
     let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
 }

@@ -1035,8 +1035,12 @@ fn every_protocol_type_matches_its_schema() {
     }
     assert_eq!(types_of(&all_desired_changes()), mapping(&c, "DesiredChange"), "DesiredChange's mapping");
 
-    // The node document, with and without a pending port range.
-    for configured in [(31000, 31999), (31000, 32999)] {
+    // The node document, with and without a pending port range, with and without the kernel's
+    // ephemeral range (and its overlap).
+    let ephemeral = steward::ephemeral_ports::Ephemeral { range: (31500, 60999), reserved: Vec::new() };
+    for (configured, with_ephemeral) in [((31000, 31999), false), ((31000, 32999), true)] {
+        let ports = PortsDocument::new((31000, 31999), 998, configured);
+        let ports = if with_ephemeral { ports.with_ephemeral(&ephemeral) } else { ports };
         let node = NodeDocument {
             hostname: "h1".into(),
             host_ip: "10.0.0.1".into(),
@@ -1048,7 +1052,7 @@ fn every_protocol_type_matches_its_schema() {
             memory_used_bytes: 8 << 30,
             labels: BTreeMap::from([("rack".into(), "a1".into())]),
             attributes: BTreeMap::new(),
-            ports: PortsDocument::new((31000, 31999), 998, configured),
+            ports,
             resources: ResourcesDocument::new(
                 steward::resources::HostResources {
                     capacity: steward::resources::Requests { milli_cpu: 8000, memory_bytes: 16 << 30 },
@@ -1929,6 +1933,10 @@ async fn real_responses_match_the_document() {
         assert_eq!(r.status, 200, "{action}: {}", r.json());
     }
     assert_eq!(check!("POST", CRON_ACTION, "/v1/cronjobs/test/every/explode").status, 404);
+    let r = check!("POST", CRON_ACTION, "/v1/cronjobs/test/every/suspend?force=true");
+    assert_eq!((r.status, r.json()["error"]["field"].as_str()), (400, Some("force")));
+    assert_eq!(check!("POST", CRON_ACTION, "/v1/cronjobs/test/every/trigger?force=maybe").status, 400);
+    assert_eq!(check!("POST", CRON_ACTION, "/v1/cronjobs/test/every/trigger?force=true").status, 200);
     let r = call_as(&d, true, "POST", "/v1/cronjobs/test/every/trigger", None).await;
     conforms(&c, "POST", CRON_ACTION, &r);
     assert_eq!(r.status, 403);
@@ -2171,6 +2179,8 @@ async fn real_responses_match_the_document() {
         ("GET", "/v1/cronjobs", 403),
         ("GET", "/v1/cronjobs/{namespace}/{name}", 403),
         ("POST", "/v1/cronjobs/{namespace}/{name}/{action}", 503),
+        // A trigger a Forbid cron job refuses while its run goes: tests/cron_jobs.rs provokes it.
+        ("POST", "/v1/cronjobs/{namespace}/{name}/{action}", 422),
         ("GET", "/v1/jobs/{namespace}/{name}", 403),
         ("GET", "/v1/hooktemplates", 403),
         ("GET", "/v1/hooktemplates/{namespace}/{name}", 403),

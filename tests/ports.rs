@@ -122,3 +122,55 @@ async fn random_ports_reach_env_status_and_survive_restarts() {
     d.client.delete(&id("test", "web", 2), Some(10.0)).await.unwrap();
     assert_eq!(d.client.node().await.unwrap().ports.free, 4);
 }
+
+/// The kernel's range for outgoing connections' local ports, as this host has it.
+fn ephemeral_range() -> (u16, u16) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let mut ends = text.split_whitespace().map(|p| p.parse::<u16>().unwrap());
+    (ends.next().unwrap(), ends.next().unwrap())
+}
+
+/// A port range inside the kernel's ephemeral range (issue 42, defect 8): the daemon's own
+/// outgoing connections (probes, fetches) may take a port of it, which an instance given that
+/// port then fails to bind. stewardd warns at start, naming both ranges and the config keys, and
+/// `steward node` says so; the default range lies outside the ephemeral one and warns of nothing.
+#[tokio::test]
+async fn a_port_range_inside_the_ephemeral_range_is_warned_of() {
+    let (eph_start, eph_end) = ephemeral_range();
+    let (start, end) = (eph_start + 100, (eph_start + 199).min(eph_end));
+    let d = Daemon::start_with("ports-ephemeral", &format!("port_range_start = {start}\nport_range_end = {end}\n"));
+    let log = d.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("ephemeral"))
+        .unwrap_or_else(|| panic!("no warning of the ephemeral range:\n{log}"));
+    for part in
+        [&format!("{start}-{end}"), &format!("{eph_start}-{eph_end}"), "port_range_start", "ip_local_port_range"]
+    {
+        assert!(warning.contains(part), "the warning names {part}: {warning}");
+    }
+    let (code, out, err) = d.cli(&["node"]);
+    assert_eq!(code, 0, "{err}");
+    let ports = out.lines().skip_while(|l| !l.starts_with("ports:")).take(3).collect::<Vec<_>>().join("\n");
+    assert!(ports.contains(&format!("{start}-{end}")), "{out}");
+    assert!(ports.contains("overlaps") && ports.contains(&format!("{eph_start}-{eph_end}")), "{out}");
+    let (code, out, err) = d.cli(&["-o", "json", "node"]);
+    assert_eq!(code, 0, "{err}");
+    let node: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(node["ports"]["overlapsEphemeral"], json!(true), "{out}");
+    assert_eq!(node["ports"]["ephemeral"], json!({"rangeStart": eph_start, "rangeEnd": eph_end}), "{out}");
+
+    // The default range (31000-32000) stays below Linux's default ephemeral range (32768-60999).
+    assert!(
+        32000 < eph_start || 31000 > eph_end,
+        "this host's ephemeral range {eph_start}-{eph_end} holds the default"
+    );
+    let d = Daemon::start("ports-default");
+    assert!(!d.log().contains("ephemeral"), "{}", d.log());
+    let (code, out, err) = d.cli(&["node"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("free in 31000-32000") && !out.contains("overlaps"), "{out}");
+    let (_, out, _) = d.cli(&["-o", "json", "node"]);
+    let node: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(node["ports"]["overlapsEphemeral"], json!(false), "{out}");
+}

@@ -206,15 +206,18 @@ async fn crash_loops_back_off_even_with_interval_zero() {
     let d = Daemon::start("crashloop");
     let always = json!({"restartPolicy": {"policy": "Always", "interval": 0}});
     d.apply_json(&spec("crashy", 1, json!({"startCmd": "exit 1"}), always.clone())).await;
-    d.apply_json(&spec("nouser", 1, json!({"user": "steward-no-such-user"}), always.clone())).await;
+    // A start that fails before any process runs: its secret does not exist.
+    let items = json!([{"type": "env", "dataKey": "k", "keyOrPath": "K"}]);
+    let nosecret = json!({"secrets": [{"secretName": "steward-no-such-secret", "items": items}]});
+    d.apply_json(&spec("nosecret", 1, nosecret, always.clone())).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    for name in ["crashy", "nouser"] {
+    for name in ["crashy", "nosecret"] {
         let st = d.status(&id("test", name, 0)).await;
         // Three at once, then 100 + 200 + 400 + 800 ms fit in 2.5 s, 1600 more do not.
         assert!((6..=9).contains(&st.restarts), "{name}: {} restarts in 2.5 s: {st:?}", st.restarts);
         assert!(st.message.contains("restart"), "{name}: {}", st.message);
     }
-    assert!(d.status(&id("test", "nouser", 0)).await.message.contains("steward-no-such-user"));
+    assert!(d.status(&id("test", "nosecret", 0)).await.message.contains("steward-no-such-secret"));
 
     // A process that ran for over a second comes back at once.
     d.apply_json(&spec("steady", 1, json!({}), always)).await;

@@ -63,11 +63,18 @@ pub(super) async fn cron(
     Ok(Json(app.supervisor.cron(&namespace, &name)?))
 }
 
+#[derive(Debug, Deserialize)]
+pub(super) struct CronActionQuery {
+    /// A trigger: start it whatever the cron job's concurrencyPolicy says while runs go.
+    force: Option<bool>,
+}
+
 /// POST /v1/cronjobs/{namespace}/{name}/{action}: trigger, suspend or resume.
 pub(super) async fn cron_action(
     State(app): State<Arc<AppState>>,
     caller: Caller,
     Path((namespace, name, action)): Path<(String, String, String)>,
+    Query(q): Query<CronActionQuery>,
 ) -> Result<Json<CronBody>, ApiError> {
     app.live().access.require_write(&caller)?;
     if !matches!(action.as_str(), "trigger" | "suspend" | "resume") {
@@ -77,8 +84,12 @@ pub(super) async fn cron_action(
             format!("no cron job action {action:?} (trigger, suspend, resume)"),
         ));
     }
+    if q.force.is_some() && action != "trigger" {
+        return Err(ApiError::bad_request(format!("force: only a trigger takes it, not {action}")).field("force"));
+    }
+    let force = q.force.unwrap_or(false);
     let sup = app.clone();
-    let body = tokio::spawn(async move { sup.supervisor.cron_action(&namespace, &name, &action).await })
+    let body = tokio::spawn(async move { sup.supervisor.cron_action(&namespace, &name, &action, force).await })
         .await
         .map_err(ApiError::internal)??;
     Ok(Json(body))

@@ -39,6 +39,11 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             }
         })
         .collect();
+    let mut ports = PortsDocument::new(app.supervisor.port_range(), app.supervisor.free_ports(), live.port_range);
+    match crate::ephemeral_ports::Ephemeral::read() {
+        Ok(ephemeral) => ports = ports.with_ephemeral(&ephemeral),
+        Err(e) => tracing::debug!("the kernel's ephemeral port range: {e}"),
+    }
     let store = app.supervisor.store();
     Ok(Json(NodeDocument {
         hostname: live.node.hostname(),
@@ -51,7 +56,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
         memory_used_bytes: usage.memory_used_bytes,
         labels: live.node.labels,
         attributes: live.node.attributes,
-        ports: PortsDocument::new(app.supervisor.port_range(), app.supervisor.free_ports(), live.port_range),
+        ports,
         resources: ResourcesDocument::new(app.supervisor.host_resources(), app.supervisor.allocated()),
         instances: instances.len(),
         apps,

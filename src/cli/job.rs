@@ -135,9 +135,9 @@ pub(super) async fn cron(client: &Client, cmd: CronCommand, output: Output) -> R
             let (ns, name) = split(&cron);
             client.cron(&ns, &name).await?
         }
-        CronCommand::Trigger { cron } => {
+        CronCommand::Trigger { cron, force } => {
             let (ns, name) = split(&cron);
-            client.cron_action(&ns, &name, "trigger").await?
+            client.trigger_cron(&ns, &name, force).await?
         }
         CronCommand::Suspend { cron } => {
             let (ns, name) = split(&cron);

@@ -107,6 +107,14 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
             if let Some(p) = &ports.pending {
                 crate::say!("           {}-{} configured, in effect after a restart", p.range_start, p.range_end);
             }
+            if let (true, Some(e)) = (ports.overlaps_ephemeral, &ports.ephemeral) {
+                crate::say!(
+                    "           overlaps the kernel's ephemeral ports {}-{} (net.ipv4.ip_local_port_range): \
+                     outgoing connections may hold a port an instance is then given (see stewardd's log)",
+                    e.range_start,
+                    e.range_end
+                );
+            }
             let r = &n.resources;
             let (cpu, memory) = (crate::resources::cpu_text, crate::resources::memory_text);
             crate::say!(

@@ -74,9 +74,16 @@ pub enum Output {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check spec files (JSON or TOML); print every mistake with its field path.
+    ///
+    /// The users a spec names (processes' user, the owners of their secret and configmap files)
+    /// must exist on this host, as stewardd's apply here requires; --offline leaves that out.
     Validate {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Check only what holds on any host, as steward-sched does (not this host's users): for
+        /// a spec that runs elsewhere.
+        #[arg(long)]
+        offline: bool,
     },
     /// Print one instance of a spec with every variable resolved, as JSON.
     Render {
@@ -373,9 +380,17 @@ pub enum CronCommand {
         cron: String,
     },
     /// Start a tick's runs now, whatever the rule says.
+    ///
+    /// While an earlier tick's runs go, the cron job's concurrencyPolicy decides, as for a tick
+    /// of its rule: Allow runs both, Forbid refuses the trigger (exit code 1, naming the runs
+    /// going), Replace stops them before the new runs start. --force starts one whatever the
+    /// policy.
     Trigger {
         #[arg(value_name = "CRONJOB", value_parser = app_arg)]
         cron: String,
+        /// Start it whatever the concurrencyPolicy says (beside the runs going).
+        #[arg(long)]
+        force: bool,
     },
     /// Start no new tick (runs going go on).
     Suspend {
@@ -596,7 +611,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     // This host's configuration, for the commands that need it: a remote daemon's is its own.
     let config = || Config::load(cli.config.as_deref());
     match cli.command {
-        Command::Validate { files } => Ok(validate(&files, &config()?, cli.output)),
+        Command::Validate { files, offline } => Ok(validate(&files, &config()?, offline, cli.output)),
         Command::Render { file, instance, hostip, ports } => render(&file, instance, hostip, ports, &config()?),
         Command::Cert { dir, name, dns, ips } => {
             let dns = if dns.is_empty() { vec![name.clone()] } else { dns };
@@ -680,11 +695,14 @@ struct FileReport<'a> {
     warnings: Vec<spec::SpecError>,
 }
 
-fn validate(files: &[PathBuf], config: &Config, output: Output) -> i32 {
+fn validate(files: &[PathBuf], config: &Config, offline: bool, output: Output) -> i32 {
     let roots = config.roots();
     let mut reports = Vec::new();
     for file in files {
-        let result = spec::load_file(file, &roots);
+        let result = spec::load_file(file, &roots).and_then(|s| match offline {
+            true => Ok(s),
+            false => spec::users_on_this_host(&s).map(|()| s),
+        });
         let (app, errors, warnings) = match result {
             Ok(s) => (
                 Some(format!("{}/{}", s.metadata.namespace, s.metadata.name)),

@@ -220,7 +220,20 @@ impl Client {
         self.json(Method::GET, &format!("/v1/cronjobs/{}/{}", encode(namespace), encode(name))).await
     }
 
-    /// `trigger`, `suspend` or `resume`.
+    /// A tick's runs now, by the cron job's concurrencyPolicy while earlier runs go (Forbid
+    /// refuses it, 422); `force`: whatever the policy.
+    pub async fn trigger_cron(
+        &self,
+        namespace: &str,
+        name: &str,
+        force: bool,
+    ) -> Result<crate::protocol::CronBody, ClientError> {
+        let query = if force { "?force=true" } else { "" };
+        let path = format!("/v1/cronjobs/{}/{}/trigger{query}", encode(namespace), encode(name));
+        self.json(Method::POST, &path).await
+    }
+
+    /// `trigger` (by the policy, see [`Client::trigger_cron`]), `suspend` or `resume`.
     pub async fn cron_action(
         &self,
         namespace: &str,

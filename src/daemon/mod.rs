@@ -72,6 +72,19 @@ fn live_config(config: &Config) -> LiveConfig {
     }
 }
 
+/// A port range the kernel also gives outgoing connections: said at start (see
+/// [`crate::ephemeral_ports`]).
+fn warn_of_ephemeral_ports(range: (u16, u16)) {
+    match crate::ephemeral_ports::Ephemeral::read() {
+        Ok(ephemeral) => {
+            if let Some(warning) = ephemeral.warning(range) {
+                tracing::warn!("{warning}");
+            }
+        }
+        Err(e) => tracing::debug!("the kernel's ephemeral port range is unknown: {e}"),
+    }
+}
+
 /// Mode 0660 with group `group`, or 0666 when everyone may read (SO_PEERCRED then decides).
 fn set_socket_access(path: &Path, group: &str, readable_by_all: bool) -> std::io::Result<()> {
     let mode = if readable_by_all { 0o666 } else { 0o660 };
@@ -258,6 +271,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         ],
     })
     .await?;
+    warn_of_ephemeral_ports((config.port_range_start, config.port_range_end));
     let reaper = supervisor.reaper().clone();
     let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
     tracing::info!("node ports: {node_ports:?}");

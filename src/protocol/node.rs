@@ -73,6 +73,13 @@ pub struct PortsDocument {
     /// A range a reload configured: it takes effect when stewardd restarts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<PortRange>,
+    /// The kernel's range for outgoing connections' local ports (net.ipv4.ip_local_port_range),
+    /// when it could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<PortRange>,
+    /// The range in effect shares ports with `ephemeral` (reserved ones aside): an outgoing
+    /// connection (a probe of the daemon's) may hold a port an instance is then given.
+    pub overlaps_ephemeral: bool,
 }
 
 impl PortsDocument {
@@ -80,7 +87,22 @@ impl PortsDocument {
     pub fn new(in_effect: (u16, u16), free: usize, configured: (u16, u16)) -> PortsDocument {
         let pending =
             (configured != in_effect).then_some(PortRange { range_start: configured.0, range_end: configured.1 });
-        PortsDocument { range_start: in_effect.0, range_end: in_effect.1, free, pending }
+        PortsDocument {
+            range_start: in_effect.0,
+            range_end: in_effect.1,
+            free,
+            pending,
+            ephemeral: None,
+            overlaps_ephemeral: false,
+        }
+    }
+
+    /// With the kernel's ephemeral range, and whether the range in effect overlaps it.
+    pub fn with_ephemeral(mut self, ephemeral: &crate::ephemeral_ports::Ephemeral) -> PortsDocument {
+        let (start, end) = ephemeral.range;
+        self.ephemeral = Some(PortRange { range_start: start, range_end: end });
+        self.overlaps_ephemeral = ephemeral.overlaps((self.range_start, self.range_end));
+        self
     }
 }
 

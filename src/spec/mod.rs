@@ -83,6 +83,14 @@ pub fn within_host(spec: &ProcessSpec, host: &validate::HostCapacity) -> Result<
     SpecErrors(found.0).into_result(())
 }
 
+/// The users a spec names, looked up on this host: `steward validate` here (the daemon's apply
+/// checks them with [`within_host`]; steward-sched, elsewhere, does not).
+pub fn users_on_this_host(spec: &ProcessSpec) -> Result<(), SpecErrors> {
+    let mut found = error::Errors::default();
+    validate::host_users::check(spec, validate::host_users::exists_here, &mut found);
+    SpecErrors(found.0).into_result(())
+}
+
 /// Any other document of the project (a HookTemplate, say) read the same lenient way: every
 /// mistake with its field path, unknown fields named.
 pub fn decode_as<T: serde::de::DeserializeOwned>(doc: &serde_json::Value) -> (Option<T>, Vec<SpecError>) {

@@ -1,7 +1,8 @@
 //! A cron job on this host (issue 20, seed 003 CronJob): a task per cron app that, at each tick
 //! of its rule (src/cron.rs), starts an execution — a job's runs, by `job`'s parameters, driven
 //! by the same step as a plain job (job.rs) — by its policy: Allow runs it beside the ones
-//! going, Forbid skips the tick while one goes, Replace stops them first.
+//! going, Forbid skips the tick while one goes, Replace stops them first. `steward cron trigger`
+//! is a tick at once, by the same policy (Forbid refuses it), unless forced.
 //!
 //! Durable like a job: the status (the ticks dealt with, every execution with its runs, the
 //! counts, the next run id) is written with the records of the runs it starts, in one commit.
@@ -64,21 +65,9 @@ impl Supervisor {
                         "skipped: an earlier tick's runs still go (Forbid)"
                     } else {
                         if going && spec.policy == ConcurrencyPolicy::Replace {
-                            let (mut replaced, mut old) = (0, Vec::new());
-                            for ex in next.executions.iter_mut().filter(|e| e.job.phase == JobPhase::Running) {
-                                old.extend(replace(&entry, &mut ex.job, now));
-                                replaced += 1;
-                            }
                             // Stopped before the new runs start: Replace never overlaps.
-                            let stopping = old.iter().map(|id| self.stop(id));
-                            for (id, r) in old.iter().zip(futures_util::future::join_all(stopping).await) {
-                                if let Err(e) = r {
-                                    tracing::warn!(instance = %id, "stopping a replaced run: {e}");
-                                }
-                            }
-                            next.failed += replaced;
-                            next.last_failure_ms = Some(now);
-                            next.last_failure = "replaced by a newer tick (Replace)".into();
+                            let old = replace_going(&entry, &mut next, now, "a newer tick");
+                            self.stop_replaced(&old).await;
                         }
                         next.started += 1;
                         next.executions.push(CronExecution { tick_ms, triggered: false, job: JobStatus::new(now) });
@@ -149,8 +138,16 @@ impl Supervisor {
     }
 
     /// `steward cron suspend|resume|trigger`: changes the status with `change` (one commit),
-    /// retried while the cron job's task writes in between.
-    pub async fn cron_action(&self, namespace: &str, name: &str, action: &str) -> Result<CronBody, SupervisorError> {
+    /// retried while the cron job's task writes in between. A trigger is a tick at once, by the
+    /// cron job's concurrencyPolicy while an earlier tick's runs go (see [`trigger`]);
+    /// `force` starts it whatever the policy.
+    pub async fn cron_action(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+        force: bool,
+    ) -> Result<CronBody, SupervisorError> {
         let app = app_key(namespace, name);
         for _ in 0..50 {
             let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
@@ -160,6 +157,7 @@ impl Supervisor {
             let mut status = entry.cron.clone().expect("filtered");
             let now = now_ms();
             let mut events = Vec::new();
+            let mut replace_first = None;
             match action {
                 "suspend" => status.suspended = true,
                 "resume" => {
@@ -167,25 +165,39 @@ impl Supervisor {
                     // Ticks while suspended are not made up for: counting starts again now.
                     status.handled_ms = status.handled_ms.max(now);
                 }
-                "trigger" => {
-                    status.started += 1;
-                    status.executions.push(CronExecution { tick_ms: now, triggered: true, job: JobStatus::new(now) });
-                    events.push(DaemonEvent::CronTick {
+                "trigger" => match trigger(&entry, &mut status, now, force)? {
+                    Trigger::Start => events.push(DaemonEvent::CronTick {
                         app: app.clone(),
                         tick_ms: now,
                         outcome: "triggered".into(),
                         missed: 0,
-                    });
-                }
+                    }),
+                    Trigger::ReplaceFirst(old) => replace_first = Some(old),
+                },
                 other => return Err(SupervisorError::Invalid(format!("no cron action {other:?}"))),
             }
-            match self.commit_cron(&entry, status, &[], events).await {
-                Ok(_) => return self.cron(namespace, name),
-                Err(SupervisorError::Conflict(_)) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-                Err(e) => return Err(e),
+            match (self.commit_cron(&entry, status, &[], events).await, replace_first) {
+                // Replace: the runs going are recorded as replaced (their job's step leaves them
+                // be), stopped, and only then is the trigger's own execution added, next round.
+                (Ok(_), Some(old)) => self.stop_replaced(&old).await,
+                (Ok(_), None) => return self.cron(namespace, name),
+                (Err(SupervisorError::Conflict(_)), _) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await
+                }
+                (Err(e), _) => return Err(e),
             }
         }
         Err(SupervisorError::Failed(format!("{app}: the cron job kept changing; try again")))
+    }
+
+    /// Stops the runs a Replace took the place of, all at once, waiting for each.
+    async fn stop_replaced(&self, old: &[InstanceId]) {
+        let stopping = old.iter().map(|id| self.stop(id));
+        for (id, r) in old.iter().zip(futures_util::future::join_all(stopping).await) {
+            if let Err(e) = r {
+                tracing::warn!(instance = %id, "stopping a replaced run: {e}");
+            }
+        }
     }
 
     /// Stops a cron job from starting anything (its runs going are failed as `reason`), as a
@@ -229,18 +241,83 @@ fn job_run_id(entry: &SpecEntry, index: u32) -> InstanceId {
     InstanceId { namespace: entry.spec.metadata.namespace.clone(), name: entry.spec.metadata.name.clone(), index }
 }
 
-/// Replace: the execution fails as replaced; its active runs are returned to be stopped.
-fn replace(entry: &SpecEntry, job: &mut JobStatus, now: u64) -> Vec<InstanceId> {
+/// A trigger, by the concurrencyPolicy while an earlier tick's runs go (as a tick of the
+/// rule): Allow starts it beside them; Forbid refuses it, naming them; Replace replaces them
+/// first. `force` starts it whatever the policy.
+fn trigger(entry: &SpecEntry, status: &mut CronStatus, now: u64, force: bool) -> Result<Trigger, SupervisorError> {
+    let policy = entry.spec.cron_job.as_ref().map(|c| c.policy).unwrap_or_default();
+    if status.active() > 0 && !force {
+        match policy {
+            ConcurrencyPolicy::Allow => {}
+            ConcurrencyPolicy::Forbid => {
+                let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+                return Err(SupervisorError::Invalid(format!(
+                    "{app}: {} and its concurrencyPolicy is Forbid: not triggered (--force starts one anyway)",
+                    going_text(entry, status)
+                )));
+            }
+            ConcurrencyPolicy::Replace => {
+                return Ok(Trigger::ReplaceFirst(replace_going(entry, status, now, "a triggered run")))
+            }
+        }
+    }
+    status.started += 1;
+    status.executions.push(CronExecution { tick_ms: now, triggered: true, job: JobStatus::new(now) });
+    Ok(Trigger::Start)
+}
+
+/// What a trigger does to the status.
+enum Trigger {
+    /// Its execution is added: the cron job's task starts its runs.
+    Start,
+    /// The executions going are recorded as replaced; their runs (these) are to be stopped
+    /// before the trigger's own execution is added.
+    ReplaceFirst(Vec<InstanceId>),
+}
+
+/// Replace: every execution going fails as replaced `by` ("a newer tick"); their active runs are
+/// returned, to be stopped before the new runs start.
+fn replace_going(entry: &SpecEntry, status: &mut CronStatus, now: u64, by: &str) -> Vec<InstanceId> {
+    let mut stops = Vec::new();
+    for ex in status.executions.iter_mut().filter(|e| e.job.phase == JobPhase::Running) {
+        stops.extend(replace(entry, &mut ex.job, now, by));
+        status.failed += 1;
+        status.last_failure_ms = Some(now);
+        status.last_failure = format!("replaced by {by} (Replace)");
+    }
+    stops
+}
+
+/// Replace: the execution fails as replaced `by`; its active runs are returned to be stopped.
+fn replace(entry: &SpecEntry, job: &mut JobStatus, now: u64, by: &str) -> Vec<InstanceId> {
     let mut stops = Vec::new();
     for run in job.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
         run.phase = RunPhase::Failed;
-        run.reason = "stopped: a newer tick replaced it (Replace)".into();
+        run.reason = format!("stopped: {by} replaced it (Replace)");
         run.ended_ms = Some(now);
         stops.push(job_run_id(entry, run.index));
     }
-    job.phase = JobPhase::Failed { reason: "replaced by a newer tick (Replace)".into() };
+    job.phase = JobPhase::Failed { reason: format!("replaced by {by} (Replace)") };
     job.finished_ms = Some(now);
     stops
+}
+
+/// The executions going, as a Forbid refusal names them: their active runs, else their ticks.
+fn going_text(entry: &SpecEntry, status: &CronStatus) -> String {
+    let going = status.executions.iter().filter(|e| e.job.phase == JobPhase::Running);
+    let runs: Vec<String> = going
+        .clone()
+        .flat_map(|e| e.job.runs.iter().filter(|r| r.phase == RunPhase::Active))
+        .map(|r| job_run_id(entry, r.index).to_string())
+        .collect();
+    match runs.as_slice() {
+        [] => {
+            let ticks: Vec<String> = going.map(|e| crate::clock::rfc3339_utc(e.tick_ms)).collect();
+            format!("the tick of {} still goes", ticks.join(", "))
+        }
+        [one] => format!("its run {one} still goes"),
+        many => format!("its runs {} still go", many.join(", ")),
+    }
 }
 
 /// Drops finished executions beyond the newest `success` complete and `fail` failed ones;

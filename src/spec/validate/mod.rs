@@ -7,6 +7,7 @@ use super::template::{Template, Var};
 use std::collections::{BTreeSet, HashSet};
 
 mod constraint;
+pub mod host_users;
 pub mod pod;
 pub(super) mod probe;
 mod schedule;
@@ -248,7 +249,7 @@ pub(super) fn is_env_name(s: &str) -> bool {
 }
 
 /// POSIX-ish user name as useradd accepts it.
-fn is_user_name(s: &str) -> bool {
+pub(super) fn is_user_name(s: &str) -> bool {
     let mut chars = s.chars();
     s.len() <= 32
         && matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
@@ -587,13 +588,15 @@ pub(super) fn resources(l: &Limits, r: &Requests, at: &Path, errors: &mut Errors
 }
 
 /// What this host can give: a limit above it could never be met (and 1e308 cores would
-/// overflow the cgroup's quota arithmetic).
+/// overflow the cgroup's quota arithmetic); and the users its processes may run as.
 #[derive(Debug, Clone, Copy)]
 pub struct HostCapacity {
     pub cpu_cores: f64,
     pub memory_mib: f64,
     /// The daemon's `max_instances_per_app`.
     pub max_instances: u32,
+    /// Whether a user exists on the host ([`host_users::exists_here`] for this one).
+    pub has_user: fn(&str) -> bool,
 }
 
 impl HostCapacity {
@@ -604,11 +607,17 @@ impl HostCapacity {
             0 => MAX_MEMORY_MIB,
             bytes => bytes as f64 / 1048576.0,
         };
-        HostCapacity { cpu_cores: (has.milli_cpu as f64 / 1000.0).max(1.0), memory_mib, max_instances }
+        HostCapacity {
+            cpu_cores: (has.milli_cpu as f64 / 1000.0).max(1.0),
+            memory_mib,
+            max_instances,
+            has_user: host_users::exists_here,
+        }
     }
 }
 
-/// Rules that depend on the host the spec is applied to: the instance count and the limits.
+/// Rules that depend on the host the spec is applied to: the instance count, the limits, and
+/// the users it names.
 pub fn within_host(spec: &ProcessSpec, host: &HostCapacity, errors: &mut Errors) {
     let body = Path::root().field("spec");
     if spec.spec.instance > host.max_instances {
@@ -638,6 +647,7 @@ pub fn within_host(spec: &ProcessSpec, host: &HostCapacity, errors: &mut Errors)
             }
         }
     }
+    host_users::check(spec, host.has_user, errors);
 }
 
 /// `container_owner`: a pod's file item may also name its owner as a numeric `uid[:gid]` (an
