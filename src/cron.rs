@@ -240,5 +240,9 @@ mod tests {
             s.decide(handled, utc(2026, 1, 1, 0, 31), 120),
             Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4 }
         );
+        // A cron job running for a week, far older than its 30 s deadline: a tick 10 s late
+        // still starts; the deadline counts from the tick, never from the job's creation.
+        let week = s.decide(utc(2026, 1, 8, 0, 25), utc(2026, 1, 8, 0, 30) + 10_000, 30);
+        assert_eq!(week, Decision::Start { tick_ms: utc(2026, 1, 8, 0, 30), missed: 0 });
     }
 }

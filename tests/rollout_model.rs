@@ -16,7 +16,9 @@
 //!
 //! `STEWARD_MODEL_CASES` (default 3) sets how many sequences run, `STEWARD_MODEL_SEED` the seed
 //! (default fixed, printed, so that a failure can be run again); `STEWARD_MODEL_STEPS` the
-//! longest sequence (default 7).
+//! longest sequence (default 7). `STEWARD_MODEL_SKIP` (`spares,status,...`) leaves checks out,
+//! to look past a first finding for the next: `budget`, `spares`, `lastgood`, `completes`,
+//! `status`, `restart`.
 
 mod common;
 
@@ -30,6 +32,11 @@ use steward::protocol::RolloutPhase;
 use steward::supervisor::state::Kind;
 
 const N: u32 = 3;
+
+/// Whether the check `name` runs (see `STEWARD_MODEL_SKIP`).
+fn checks(name: &str) -> bool {
+    !std::env::var("STEWARD_MODEL_SKIP").unwrap_or_default().split(',').any(|s| s.trim() == name)
+}
 const DEADLINE_SECS: u64 = 4;
 const MIN_READY_SECS: u64 = 1;
 
@@ -191,6 +198,11 @@ async fn settle(d: &Daemon, model: &Model, what: &str) {
     }
 }
 
+/// The app's newest revision.
+async fn newest(d: &Daemon) -> u64 {
+    d.client.revisions("test", "m").await.unwrap().revisions.last().map_or(0, |r| r.revision)
+}
+
 async fn hash_of(d: &Daemon, revision: u64) -> String {
     let h = d.client.revisions("test", "m").await.unwrap();
     h.revisions.iter().find(|r| r.revision == revision).map(|r| r.hash.clone()).unwrap_or_default()
@@ -207,11 +219,13 @@ async fn check_settled(d: &Daemon, model: &mut Model, what: &str) {
         assert!(ids.len() <= N as usize + 1, "{what}: more than the surge: {list:#?}\n{r:?}");
         return;
     }
-    assert_eq!(ids, (0..N).collect::<Vec<_>>(), "{what}: exactly the app's instances, no spare: {list:#?}\n{r:?}");
     let Some(r) = r else { return };
-    assert!(r.spares.is_empty(), "{what}: spares left: {r:?}");
-    let free = d.client.node().await.unwrap().ports.free;
-    assert_eq!(free, model.free_ports, "{what}: a port is held by nothing (spares gone)");
+    if checks("spares") {
+        assert_eq!(ids, (0..N).collect::<Vec<_>>(), "{what}: exactly the app's instances, no spare: {list:#?}\n{r:?}");
+        assert!(r.spares.is_empty(), "{what}: spares left: {r:?}");
+        let free = d.client.node().await.unwrap().ports.free;
+        assert_eq!(free, model.free_ports, "{what}: a port is held by nothing (spares gone)");
+    }
     let current_hash = hash_of(d, r.target).await;
     let before = model.last_good.clone();
     if r.phase == RolloutPhase::Complete {
@@ -226,7 +240,7 @@ async fn check_settled(d: &Daemon, model: &mut Model, what: &str) {
         }
         model.last_good = current_hash.clone();
     }
-    if r.rollback {
+    if r.rollback && checks("lastgood") {
         assert_eq!(current_hash, before, "{what}: autoRollback went elsewhere than the last good revision: {r:?}");
     }
 }
@@ -234,7 +248,7 @@ async fn check_settled(d: &Daemon, model: &mut Model, what: &str) {
 /// After an apply of a good revision with every instance able to be ready: it completes.
 async fn check_good_completes(d: &Daemon, model: &Model, revision: u64, what: &str) {
     let r = rollout(d).await.unwrap();
-    if model.flipped.is_empty() && !model.paused {
+    if model.flipped.is_empty() && !model.paused && checks("completes") {
         assert!(
             r.target == revision && r.phase == RolloutPhase::Complete,
             "{what}: a good revision on a healthy app did not roll out: {r:?}\n{}",
@@ -245,7 +259,7 @@ async fn check_good_completes(d: &Daemon, model: &Model, revision: u64, what: &s
 
 /// `rollout status -w` against the revision the last change concerns.
 fn check_status_exit(d: &Daemon, model: &Model, applied: u64, completed: bool, what: &str) {
-    if model.paused {
+    if model.paused || !checks("status") {
         return;
     }
     let (code, out, err) = d.cli(&["rollout", "status", "test/m", "-w", "--timeout", "5"]);
@@ -307,9 +321,11 @@ async fn run_case(case: Case, seed_note: &str) {
         match op {
             Op::Apply { good, auto_rollback, pause_after_ms } => {
                 let spec = model.spec(*good, *auto_rollback);
+                // The revision it makes (an autoRollback may make the next one at once).
+                let revision = newest(&d).await + 1;
                 d.apply_json(&spec).await;
                 let r = rollout(&d).await;
-                let revision = d.client.revisions("test", "m").await.unwrap().revisions.last().unwrap().revision;
+
                 model.good_hash.insert(hash_of(&d, revision).await, *good);
                 if let Some(ms) = pause_after_ms {
                     tokio::time::sleep(Duration::from_millis(*ms)).await;
@@ -321,10 +337,11 @@ async fn run_case(case: Case, seed_note: &str) {
                 asked = Some((revision, *good));
             }
             Op::Undo => {
-                let newest = d.client.revisions("test", "m").await.unwrap().revisions.last().unwrap().revision;
+                let before = newest(&d).await;
                 let (code, out, err) = d.cli(&["rollout", "undo", "test/m"]);
-                let revision = d.client.revisions("test", "m").await.unwrap().revisions.last().unwrap().revision;
-                if code == 0 && revision == newest {
+                // The revision it made, if any (an autoRollback may make the next one at once).
+                let revision = before + 1;
+                if code == 0 && newest(&d).await == before {
                     println!("  undo changed nothing: {out}");
                 } else if code == 0 {
                     let hash = hash_of(&d, revision).await;
@@ -380,7 +397,7 @@ async fn run_case(case: Case, seed_note: &str) {
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 settle(&d, &model, &what).await;
                 let (after, now) = listings(&d).await;
-                for (id, pid) in &steady {
+                for (id, pid) in steady.iter().filter(|_| checks("restart")) {
                     assert_eq!(
                         now.get(id),
                         Some(pid),
@@ -388,7 +405,9 @@ async fn run_case(case: Case, seed_note: &str) {
                         d.log()
                     );
                 }
-                assert_eq!(before, after, "{what}: a listing changed across the restart");
+                if checks("restart") {
+                    assert_eq!(before, after, "{what}: a listing changed across the restart");
+                }
             }
             Op::KillAt(point, n) => {
                 d.env = vec![("STEWARD_FAILPOINTS".into(), format!("{point}@{n}"))];
@@ -397,6 +416,7 @@ async fn run_case(case: Case, seed_note: &str) {
                 let good = *point != "rollout-failed-recorded";
                 // The failure's point: with autoRollback, whose rollback the kill cuts short.
                 let spec = model.spec(good, !good);
+                let revision = newest(&d).await + 1;
                 let _ = d.client.apply(&spec.to_string(), steward::spec::Format::Json).await;
                 let pid = d.pid();
                 let deadline = Instant::now() + Duration::from_secs(DEADLINE_SECS * 3);
@@ -406,7 +426,6 @@ async fn run_case(case: Case, seed_note: &str) {
                 d.env.clear();
                 d.kill9();
                 d.spawn();
-                let revision = d.client.revisions("test", "m").await.unwrap().revisions.last().unwrap().revision;
                 model.good_hash.insert(hash_of(&d, revision).await, good);
                 model.paused = false;
                 asked = Some((revision, good));
@@ -419,7 +438,7 @@ async fn run_case(case: Case, seed_note: &str) {
         // A restart's own gap (the daemon answering nothing) leaves no samples, not false ones.
         let allowed = case.max_unavailable as usize + unready_before;
         let crashed = matches!(op, Op::Crash(_) | Op::Flip(_));
-        if !crashed {
+        if !crashed && checks("budget") {
             assert!(seen.max_unready <= allowed, "{what}: {} unready, {allowed} allowed: {seen:?}", seen.max_unready);
         }
         assert!(seen.max_running <= (N + 1) as usize, "{what}: more running than the count and the surge: {seen:?}");

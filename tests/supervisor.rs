@@ -232,6 +232,8 @@ async fn crash_loops_back_off_even_with_interval_zero() {
 }
 
 /// A stopCmd that hangs and a grandchild that ignores SIGTERM: after gracePeriod nothing is left.
+/// The instance has run longer than its grace period (issue 42: every time rule is also tried
+/// with instances older than its window): the grace counts from the stop, not from the start.
 #[tokio::test]
 async fn stop_kills_everything_after_grace() {
     let d = Daemon::start("stubborn");
@@ -245,7 +247,7 @@ async fn stop_kills_everything_after_grace() {
     d.apply_json(&s).await;
     let iid = id("test", "stubborn", 0);
     d.wait_state(&iid, Kind::Running, 10).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let before = d.cgroup_pids(&iid);
     assert!(before.len() >= 3, "main, grandchild and sleeps: {before:?}");
     let t = std::time::Instant::now();

@@ -206,6 +206,7 @@ impl Supervisor {
             self.keep_revisions(&key, list);
         }
         self.specs.lock().expect("specs lock").insert(key.clone(), entry.clone());
+        self.wake(&key);
 
         let mut changed = Vec::new();
         for id in ids.iter().filter(|i| !created.contains(i)) {

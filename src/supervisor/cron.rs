@@ -11,6 +11,7 @@
 //! starting deadline), the earlier are counted missed — never a burst. Finished executions past
 //! the history limits are removed, with their runs' instances and run directories.
 
+use super::driver::{Drive, Next};
 use super::job::JobStep;
 use super::record::now_ms;
 use super::*;
@@ -18,26 +19,23 @@ use crate::cron::{Decision, Schedule};
 use crate::protocol::{CronBody, CronExecution, CronStatus, JobPhase, JobStatus, RunPhase};
 use crate::spec::model::ConcurrencyPolicy;
 
-/// How often a cron job looks at its runs and its clock.
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
 impl Supervisor {
     pub(super) fn spawn_cron(&self, app: String) {
-        let sup = self.clone();
-        let lock = self.drivers.lock().expect("drivers lock").entry(app.clone()).or_default().clone();
-        tokio::spawn(async move {
-            let _driving = lock.lock().await;
-            sup.drive_cron(&app).await;
-        });
+        self.spawn_driver(app, Drive::Cron);
     }
 
-    async fn drive_cron(&self, app: &str) {
-        loop {
-            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
-            let (Some(spec), Some(status)) = (entry.spec.cron_job.clone(), entry.cron.clone()) else { return };
+    /// One look at `app`'s cron job: the tick's decision, each execution's job step, the
+    /// history pruned, all committed; when to look again (a run's end wakes it; its clock: the
+    /// next tick, the executions' deadlines and backoffs).
+    pub(super) async fn cron_pass(&self, app: &str) -> Next {
+        {
+            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return Next::Done };
+            let (Some(spec), Some(status)) = (entry.spec.cron_job.clone(), entry.cron.clone()) else {
+                return Next::Done;
+            };
             let Ok(schedule) = Schedule::parse(&spec.rule, &spec.time_zone) else {
                 tracing::error!(app = %app, "its cron rule no longer parses; nothing is started");
-                return;
+                return Next::Done;
             };
             let now = now_ms();
             let mut next = status.clone();
@@ -99,11 +97,20 @@ impl Supervisor {
                 starting.extend(st);
             }
             let removed = prune_history(&mut next, spec.history.success, spec.history.fail);
-            if next != status {
+            let mut look = Next::Now;
+            if next == status {
+                let params = entry.spec.job_params();
+                let runs = next.executions.iter().filter(|e| e.job.phase == JobPhase::Running);
+                let due = runs.filter_map(|e| super::job::job_due(&params, &e.job, now)).chain(next.next_tick_ms).min();
+                look = Next::Wait { until_ms: due, hooks: false };
+            } else {
                 match self.commit_cron(&entry, next, &starting, events).await {
                     Ok(Some((updated, records))) => self.spawn_created(&updated, records),
                     Ok(None) => {}
-                    Err(e) => tracing::warn!(app = %app, "recording the cron job: {e}"),
+                    Err(e) => {
+                        tracing::warn!(app = %app, "recording the cron job: {e}");
+                        look = Next::retry();
+                    }
                 }
             }
             for id in stops {
@@ -122,7 +129,7 @@ impl Supervisor {
                     }
                 });
             }
-            tokio::time::sleep(LOOK_EVERY).await;
+            look
         }
     }
 

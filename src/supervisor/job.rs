@@ -11,6 +11,7 @@
 //! its wrapper wrote in its workPath (spec/render: `job_exit_file`).
 
 use super::apply::new_records;
+use super::driver::{Drive, Next};
 use super::record::now_ms;
 use super::*;
 use crate::protocol::{JobBody, JobPhase, JobRun, JobStatus, RunPhase};
@@ -24,47 +25,43 @@ pub(super) struct JobStep {
     pub starting: Vec<InstanceId>,
 }
 
-/// How often a job looks at its runs.
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
 impl Supervisor {
     /// Starts the task that drives `app`'s job (one per app: a later one waits).
     pub(super) fn spawn_job(&self, app: String) {
-        let sup = self.clone();
-        let lock = self.drivers.lock().expect("drivers lock").entry(app.clone()).or_default().clone();
-        tokio::spawn(async move {
-            let _driving = lock.lock().await;
-            sup.drive_job(&app).await;
-        });
+        self.spawn_driver(app, Drive::Job);
     }
 
-    async fn drive_job(&self, app: &str) {
-        loop {
-            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
-            let (Some(spec), Some(status)) = (entry.spec.job.clone(), entry.job.clone()) else { return };
-            if status.phase != JobPhase::Running {
-                return;
-            }
-            let now = now_ms();
-            let mut next = status.clone();
-            let JobStep { events, stops, starting } = self.step_job(&entry, &spec, &mut next, now);
-            if next != status {
-                match self.commit_job(&entry, next, &starting, events).await {
-                    Ok(Some(created)) => self.spawn_created(&created.0, created.1),
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(app = %app, "recording the job: {e}"),
-                }
-            }
-            for id in stops {
-                let sup = self.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = sup.stop(&id).await {
-                        tracing::warn!(instance = %id, "stopping a job's run: {e}");
-                    }
-                });
-            }
-            tokio::time::sleep(LOOK_EVERY).await;
+    /// One look at `app`'s job: its step committed, the runs it stops stopped; when to look
+    /// again (a run's end wakes it; its clock: an active deadline, a backoff, the job deadline).
+    pub(super) async fn job_pass(&self, app: &str) -> Next {
+        let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return Next::Done };
+        let (Some(spec), Some(status)) = (entry.spec.job.clone(), entry.job.clone()) else { return Next::Done };
+        if status.phase != JobPhase::Running {
+            return Next::Done;
         }
+        let now = now_ms();
+        let mut next = status.clone();
+        let JobStep { events, stops, starting } = self.step_job(&entry, &spec, &mut next, now);
+        for id in stops {
+            let sup = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = sup.stop(&id).await {
+                    tracing::warn!(instance = %id, "stopping a job's run: {e}");
+                }
+            });
+        }
+        if next == status {
+            return Next::Wait { until_ms: job_due(&spec, &next, now), hooks: false };
+        }
+        match self.commit_job(&entry, next, &starting, events).await {
+            Ok(Some(created)) => self.spawn_created(&created.0, created.1),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(app = %app, "recording the job: {e}");
+                return Next::retry();
+            }
+        }
+        Next::Now
     }
 
     /// One look at a job's runs: their ends recorded, deadlines enforced, the verdict, the runs
@@ -232,7 +229,8 @@ impl Supervisor {
         };
         self.commit(batch).await?;
         let next = Arc::new(next);
-        self.specs.lock().expect("specs lock").insert(key, next.clone());
+        self.specs.lock().expect("specs lock").insert(key.clone(), next.clone());
+        self.wake(&key);
         Ok((!records.is_empty()).then_some((next, records)))
     }
 
@@ -302,4 +300,21 @@ fn or(first: &str, otherwise: String) -> String {
     } else {
         first.to_string()
     }
+}
+
+/// When a job's clock is next due after `now`, if ever: the first active deadline of a run
+/// going, the end of a backoff, the job deadline. (One already past has been acted on.)
+pub(super) fn job_due(spec: &JobSpec, status: &JobStatus, now: u64) -> Option<u64> {
+    let mut due: Vec<u64> = Vec::new();
+    if spec.active > 0 {
+        let ends = status.runs.iter().filter(|r| r.phase == RunPhase::Active && r.reason.is_empty());
+        due.extend(ends.map(|r| r.started_ms + spec.active * 1000 + 1));
+    }
+    if status.not_before_ms > 0 {
+        due.push(status.not_before_ms);
+    }
+    if spec.job_deadline > 0 {
+        due.push(status.started_ms + spec.job_deadline * 1000 + 1);
+    }
+    due.into_iter().filter(|t| *t > now).min()
 }

@@ -12,6 +12,7 @@ pub mod values;
 
 mod apply;
 mod cron;
+mod driver;
 mod job;
 mod load;
 mod paths;
@@ -118,6 +119,8 @@ pub struct Shared {
     pub dirs: crate::runtime::dirwatch::DirWatch,
     /// The tasks limit of a process that sets none (`default_tasks_max`; None: unlimited).
     pub default_tasks_max: Option<u64>,
+    /// Every app's wake-up for its driver (a rollout, a job, a cron job).
+    pub wakers: driver::Wakers,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -195,7 +198,7 @@ pub struct ListFilter {
     pub state: Option<state::Kind>,
 }
 
-fn app_key(namespace: &str, name: &str) -> String {
+pub(crate) fn app_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
@@ -251,6 +254,7 @@ impl Supervisor {
             fetcher,
             launches: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LAUNCHES)),
             own_paths: config.own_paths,
+            wakers: Default::default(),
         });
         let sup = Supervisor {
             shared,
@@ -391,6 +395,7 @@ impl Supervisor {
     async fn forget_app(&self, namespace: &str, name: &str) -> Result<(), SupervisorError> {
         let app = app_key(namespace, name);
         if self.specs.lock().expect("specs lock").remove(&app).is_some() {
+            self.wake(&app);
             let body = EventBody::Daemon(DaemonEvent::AppDeleted { app: app.clone() }).to_value();
             let mut batch = Batch::new().delete(Table::Specs, &app).event(body);
             self.forget_revisions(&app, &mut batch);

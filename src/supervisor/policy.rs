@@ -140,6 +140,19 @@ mod tests {
         let mut c = c;
         c.count_restart(RESET_AFTER_MS);
         assert_eq!(c.attempts, 1);
+        // An instance far older than the window (a day up, counted at an epoch time): reset,
+        // its backoff that of a first attempt; the quick-end floor stays off for a long run.
+        let day = 24 * 60 * 60 * 1000;
+        let epoch = 1_795_000_000_000;
+        let old = RestartCounter { attempts: 2, running_since_ms: Some(epoch), quick_ends: 7 };
+        assert_eq!(decide(&capped, &old, false, epoch + day), Decision::Restart { delay_ms: 1_000 });
+        assert_eq!(old.floor_ms(epoch + day), 0);
+        let mut old = old;
+        old.count_restart(epoch + day);
+        assert_eq!((old.attempts, old.quick_ends), (1, 0));
+        // A run just under the window after a day of restarts keeps counting.
+        let under = RestartCounter { attempts: 2, running_since_ms: Some(epoch + day), quick_ends: 0 };
+        assert!(matches!(decide(&capped, &under, false, epoch + day + RESET_AFTER_MS - 1), Decision::GiveUp { .. }));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! at what is, goes on from there.
 
 use super::apply::new_records;
+use super::driver::{Drive, Next};
 use super::instance::{Command, SpecEntry};
 use super::record::{now_ms, InstanceRecord};
 use super::*;
@@ -15,9 +16,8 @@ use crate::protocol::{Rollout, RolloutBody, RolloutPhase, RolloutProgress, Rollo
 use crate::rollout::{self as planner, Health, Member, Plan, Rule, Step, View};
 use crate::spec::model::Gate;
 
-/// How often a rollout looks at its instances while it waits for them, and how long a failed
-/// step waits before it is tried again.
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// A hook gate whose run could not be created (the store refusing) tries again after this (ms).
+const HOOK_RETRY_MS: u64 = 1000;
 
 /// The label `steward rollout restart` sets (as `kubectl rollout restart` sets an annotation):
 /// the spec then differs, so it is a new revision that rolls out like any other.
@@ -118,176 +118,155 @@ impl Supervisor {
     /// Starts the task that drives `app`'s rollout. One drives an app at a time (a later one
     /// waits for the earlier, which ends once the rollout is no longer progressing).
     pub(super) fn spawn_rollout(&self, app: String) {
-        let sup = self.clone();
-        let lock = self.drivers.lock().expect("drivers lock").entry(app.clone()).or_default().clone();
-        tokio::spawn(async move {
-            let _driving = lock.lock().await;
-            sup.drive(&app).await;
-        });
+        self.spawn_driver(app, Drive::Rollout);
     }
 
-    async fn drive(&self, app: &str) {
-        // Since when a step keeps failing (a spare's ports taken, a store refusing): past the
-        // progress deadline the rollout fails rather than retrying unseen forever.
-        let mut failing_since: Option<u64> = None;
-        loop {
-            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
-            let Some(rollout) = entry.rollout.clone().filter(|r| r.phase == RolloutPhase::Progressing) else {
-                return;
-            };
-            self.take_same_as_target(&entry).await;
-            let members = self.members(&entry, &rollout);
-            let now = now_ms();
-            // Going back (autoRollback) is to what ran before: no step, no hook holds it up.
-            let gates = if rollout.rollback {
-                vec![Gate::Partition(entry.spec.spec.instance)]
-            } else {
-                entry.spec.strategy.gates(entry.spec.spec.instance)
-            };
-            let at = rollout.gate as usize;
-            let last = at + 1 >= gates.len();
-            let gate = gates.get(at).cloned().unwrap_or(Gate::Partition(entry.spec.spec.instance));
-            let view = View {
-                target: entry.revision,
-                members: &members,
-                rule: host_rule(&entry.spec),
-                now_ms: now,
-                held: rollout.held,
-                first_spare_id: entry.spec.spec.instance,
-                cap: partition_at(&gates, at),
-            };
-            if !matches!(gate, Gate::Partition(_)) {
-                // A hook or a pause: nothing moves, but what moved must hold up meanwhile.
-                if let Some((id, reason)) = planner::failure(&view) {
+    /// One look at `app`'s rollout: the planner asked about what is, its steps taken, the gate
+    /// passed when it is done; when to look again.
+    pub(super) async fn rollout_pass(&self, app: &str, failing_since: &mut Option<u64>) -> Next {
+        let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return Next::Done };
+        let Some(rollout) = entry.rollout.clone().filter(|r| r.phase == RolloutPhase::Progressing) else {
+            return Next::Done;
+        };
+        self.take_same_as_target(&entry).await;
+        let members = self.members(&entry, &rollout);
+        let now = now_ms();
+        // Going back (autoRollback) is to what ran before: no step, no hook holds it up.
+        let gates = if rollout.rollback {
+            vec![Gate::Partition(entry.spec.spec.instance)]
+        } else {
+            entry.spec.strategy.gates(entry.spec.spec.instance)
+        };
+        let at = rollout.gate as usize;
+        let last = at + 1 >= gates.len();
+        let gate = gates.get(at).cloned().unwrap_or(Gate::Partition(entry.spec.spec.instance));
+        let view = View {
+            target: entry.revision,
+            members: &members,
+            rule: host_rule(&entry.spec),
+            now_ms: now,
+            held: rollout.held,
+            first_spare_id: entry.spec.spec.instance,
+            cap: partition_at(&gates, at),
+        };
+        if !matches!(gate, Gate::Partition(_)) {
+            // A hook or a pause: nothing moves, but what moved must hold up meanwhile.
+            if let Some((id, reason)) = planner::failure(&view) {
+                let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
+                self.fail_rollout(&entry, &rollout, reason).await;
+                return Next::Done;
+            }
+        }
+        match gate {
+            Gate::Partition(_) => match planner::plan(&view) {
+                Plan::Act(steps) => {
+                    let batch = RolloutSteps::of(&steps);
+                    let n = steps.len() as u64;
+                    let event =
+                        DaemonEvent::RolloutBatch { app: app.to_string(), revision: entry.revision, steps: batch };
+                    let mut failed = None;
+                    if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
+                        failed = Some(format!("recording the batch: {e}"));
+                    }
+                    crate::failpoint::hit("rollout-batch-recorded");
+                    for step in steps {
+                        if failed.is_some() {
+                            break;
+                        }
+                        if let Err(e) = self.take_step(&entry, step.clone()).await {
+                            failed = Some(format!("{step:?}: {e}"));
+                        }
+                        crate::failpoint::hit("rollout-step-taken");
+                    }
+                    let Some(why) = failed else {
+                        *failing_since = None;
+                        return Next::Now;
+                    };
+                    tracing::warn!(app = %app, "rollout step failed: {why}");
+                    let since = *failing_since.get_or_insert(now);
+                    if now.saturating_sub(since) > entry.spec.strategy.progress_deadline_secs() * 1000 {
+                        let reason = format!("a step failed for longer than the progress deadline: {why}");
+                        self.fail_rollout(&entry, &rollout, reason).await;
+                        return Next::Done;
+                    }
+                    return Next::retry();
+                }
+                // Until an instance changes (its actor wakes the driver) or the planner's clock
+                // is due (minReadySeconds, a serial pause, a progress deadline).
+                Plan::Wait { until_ms } => return Next::Wait { until_ms, hooks: false },
+                Plan::Done => {}
+                Plan::Failed { id, reason } => {
                     let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
                     self.fail_rollout(&entry, &rollout, reason).await;
-                    return;
+                    return Next::Done;
+                }
+            },
+            Gate::Pause(Some(secs)) => {
+                let due = rollout.gate_started_ms.saturating_add(secs.saturating_mul(1000));
+                if now < due {
+                    return Next::Wait { until_ms: Some(due), hooks: false };
                 }
             }
-            let passed = match gate {
-                Gate::Partition(_) => match planner::plan(&view) {
-                    Plan::Act(steps) => {
-                        let batch = RolloutSteps::of(&steps);
-                        let n = steps.len() as u64;
-                        let event =
-                            DaemonEvent::RolloutBatch { app: app.to_string(), revision: entry.revision, steps: batch };
-                        let mut failed = None;
-                        if let Err(e) = self.update_rollout(&entry, |r| r.steps += n, Some(event)).await {
-                            failed = Some(format!("recording the batch: {e}"));
-                        }
-                        crate::failpoint::hit("rollout-batch-recorded");
-                        for step in steps {
-                            if failed.is_some() {
-                                break;
-                            }
-                            if let Err(e) = self.take_step(&entry, step.clone()).await {
-                                failed = Some(format!("{step:?}: {e}"));
-                            }
-                            crate::failpoint::hit("rollout-step-taken");
-                        }
-                        let Some(why) = failed else {
-                            failing_since = None;
-                            continue;
-                        };
-                        tracing::warn!(app = %app, "rollout step failed: {why}");
-                        let since = *failing_since.get_or_insert(now);
-                        if now.saturating_sub(since) > entry.spec.strategy.progress_deadline_secs() * 1000 {
-                            let reason = format!("a step failed for longer than the progress deadline: {why}");
-                            self.fail_rollout(&entry, &rollout, reason).await;
-                            return;
-                        }
-                        tokio::time::sleep(LOOK_EVERY).await;
-                        continue;
+            Gate::Pause(None) => {
+                // Until an operator resumes: paused, and past this gate once resumed.
+                let message = format!("paused at step {at} until resumed");
+                self.pause_at_gate(&entry, message).await;
+                return Next::Done;
+            }
+            Gate::Hook(hook) => match self.hook_gate(&entry, &rollout, &members, &hook).await {
+                Err(reason) => {
+                    self.fail_rollout(&entry, &rollout, reason).await;
+                    return Next::Done;
+                }
+                // Until the run has a verdict (the hook keeper tells every change of a run).
+                Ok(HookGate::Running) => return Next::Wait { until_ms: None, hooks: true },
+                Ok(HookGate::Retry) => return Next::Wait { until_ms: Some(now + HOOK_RETRY_MS), hooks: false },
+                Ok(HookGate::Done(run)) => match run.status.phase {
+                    crate::hooks::MetricPhase::Successful => {}
+                    crate::hooks::MetricPhase::Inconclusive => {
+                        let message = format!(
+                            "hook run {}/{} is Inconclusive: resume to go on, undo to go back",
+                            run.metadata.namespace, run.metadata.name
+                        );
+                        self.pause_at_gate(&entry, message).await;
+                        return Next::Done;
                     }
-                    Plan::Wait { until_ms } => {
-                        // Looked at on a 50 ms beat, not woken by each status change: woken at once,
-                        // it took a process without probes that ran for a moment before exiting
-                        // for a new instance that was up (see docs/design.md, Rollouts).
-                        let wait = until_ms.map_or(LOOK_EVERY, |t| {
-                            std::time::Duration::from_millis(t.saturating_sub(now)).min(LOOK_EVERY)
-                        });
-                        tokio::time::sleep(wait).await;
-                        continue;
-                    }
-                    Plan::Done => true,
-                    Plan::Failed { id, reason } => {
-                        let reason = format!("instance {id} of revision {}: {reason}", entry.revision);
+                    phase => {
+                        let reason = format!(
+                            "hook run {}/{} is {phase:?}: {}",
+                            run.metadata.namespace, run.metadata.name, run.status.message
+                        );
                         self.fail_rollout(&entry, &rollout, reason).await;
-                        return;
+                        return Next::Done;
                     }
                 },
-                Gate::Pause(Some(secs)) => {
-                    let due = rollout.gate_started_ms.saturating_add(secs.saturating_mul(1000));
-                    if now < due {
-                        tokio::time::sleep(std::time::Duration::from_millis(due - now).min(LOOK_EVERY * 10)).await;
-                        continue;
-                    }
-                    true
-                }
-                Gate::Pause(None) => {
-                    // Until an operator resumes: paused, and past this gate once resumed.
-                    let message = format!("paused at step {at} until resumed");
-                    self.pause_at_gate(&entry, message).await;
-                    return;
-                }
-                Gate::Hook(hook) => match self.hook_gate(&entry, &rollout, &members, &hook).await {
-                    Err(reason) => {
-                        self.fail_rollout(&entry, &rollout, reason).await;
-                        return;
-                    }
-                    Ok(None) => {
-                        tokio::time::sleep(LOOK_EVERY * 2).await;
-                        continue;
-                    }
-                    Ok(Some(run)) => match run.status.phase {
-                        crate::hooks::MetricPhase::Successful => true,
-                        crate::hooks::MetricPhase::Inconclusive => {
-                            let message = format!(
-                                "hook run {}/{} is Inconclusive: resume to go on, undo to go back",
-                                run.metadata.namespace, run.metadata.name
-                            );
-                            self.pause_at_gate(&entry, message).await;
-                            return;
-                        }
-                        phase => {
-                            let reason = format!(
-                                "hook run {}/{} is {phase:?}: {}",
-                                run.metadata.namespace, run.metadata.name, run.status.message
-                            );
-                            self.fail_rollout(&entry, &rollout, reason).await;
-                            return;
-                        }
-                    },
-                },
-            };
-            debug_assert!(passed);
-            if !last {
-                let event = DaemonEvent::RolloutGate {
-                    app: app.to_string(),
-                    revision: entry.revision,
-                    gate: rollout.gate + 1,
-                    what: describe_gate(&gates[at + 1]),
-                };
-                let next = |r: &mut Rollout| {
-                    r.gate += 1;
-                    r.gate_started_ms = now_ms();
-                    r.message.clear();
-                };
-                if let Err(e) = self.update_rollout(&entry, next, Some(event)).await {
-                    tracing::warn!(app = %app, "recording the rollout's next step: {e}");
-                    tokio::time::sleep(LOOK_EVERY).await;
-                }
-                continue;
-            }
-            tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
-            let event = DaemonEvent::RolloutCompleted { app: app.to_string(), revision: entry.revision };
-            if let Err(e) = self.update_rollout(&entry, |r| r.phase = RolloutPhase::Complete, Some(event)).await {
-                tracing::warn!(app = %app, "recording the rollout's end: {e}");
-                tokio::time::sleep(LOOK_EVERY).await;
-                continue;
-            }
-            return;
+            },
         }
+        if !last {
+            let event = DaemonEvent::RolloutGate {
+                app: app.to_string(),
+                revision: entry.revision,
+                gate: rollout.gate + 1,
+                what: describe_gate(&gates[at + 1]),
+            };
+            let next = |r: &mut Rollout| {
+                r.gate += 1;
+                r.gate_started_ms = now_ms();
+                r.message.clear();
+            };
+            if let Err(e) = self.update_rollout(&entry, next, Some(event)).await {
+                tracing::warn!(app = %app, "recording the rollout's next step: {e}");
+                return Next::retry();
+            }
+            return Next::Now;
+        }
+        tracing::info!(app = %app, "rollout to revision {} complete", entry.revision);
+        let event = DaemonEvent::RolloutCompleted { app: app.to_string(), revision: entry.revision };
+        if let Err(e) = self.update_rollout(&entry, |r| r.phase = RolloutPhase::Complete, Some(event)).await {
+            tracing::warn!(app = %app, "recording the rollout's end: {e}");
+            return Next::retry();
+        }
+        Next::Done
     }
 
     /// Pauses the rollout at its gate for an operator, past the gate once resumed.
@@ -307,7 +286,7 @@ impl Supervisor {
     }
 
     /// The gate's HookRun: created on first sight (its name is the rollout's and the gate's,
-    /// so after a restart the same run is found), then Some once it has finished. Err: it
+    /// so after a restart the same run is found), then Done once it has finished. Err: it
     /// cannot run (no such template, an arg without a value), which fails the rollout.
     async fn hook_gate(
         &self,
@@ -315,12 +294,12 @@ impl Supervisor {
         rollout: &Rollout,
         members: &[Member],
         hook: &crate::spec::model::HookStep,
-    ) -> Result<Option<crate::hooks::HookRun>, String> {
+    ) -> Result<HookGate, String> {
         let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let run_name = format!("{name}-{}-{}-{}", entry.revision, rollout.gate, hook.template);
         let hooks = self.hooks();
         if let Some(run) = hooks.run(ns, &run_name) {
-            return Ok(run.is_done().then_some(run));
+            return Ok(if run.is_done() { HookGate::Done(Box::new(run)) } else { HookGate::Running });
         }
         let args = self.hook_args(entry, members, hook)?;
         let labels = BTreeMap::from([
@@ -341,11 +320,11 @@ impl Supervisor {
                 if let Err(e) = self.update_rollout(entry, |r| r.message = message, None).await {
                     tracing::warn!("recording the rollout's hook run: {e}");
                 }
-                Ok(None)
+                Ok(HookGate::Running)
             }
             Err(crate::hooks::HookError::Store(e)) => {
                 tracing::warn!("creating hook run {ns}/{run_name}: {e}");
-                Ok(None)
+                Ok(HookGate::Retry)
             }
             Err(e) => Err(format!("step {}: hook {}: {e}", rollout.gate, hook.template)),
         }
@@ -639,9 +618,10 @@ impl Supervisor {
         {
             let mut specs = self.specs.lock().expect("specs lock");
             if specs.get(&key).is_some_and(|c| c.revision == put.entry.revision) {
-                specs.insert(key, put.entry.clone());
+                specs.insert(key.clone(), put.entry.clone());
             }
         }
+        self.wake(&key);
         if let Some((app, list)) = put.history {
             self.keep_revisions(&app, list);
         }
@@ -752,6 +732,15 @@ impl Supervisor {
         spec.metadata.labels.insert(RESTARTED_AT_LABEL.to_string(), crate::clock::rfc3339_utc(now_ms()));
         self.apply_selected_by(spec, entry.selection.clone(), &format!("rollout restart by {by}")).await
     }
+}
+
+/// Where a hook gate's run stands.
+enum HookGate {
+    /// Created and measuring.
+    Running,
+    /// Not created: the store refused; tried again after [`HOOK_RETRY_MS`].
+    Retry,
+    Done(Box<crate::hooks::HookRun>),
 }
 
 /// A change of an app's rollout put into a batch, shown once the batch is committed.

@@ -23,11 +23,13 @@ pub(crate) struct Journal {
     /// follows it, while the spawn runs.
     held: Vec<serde_json::Value>,
     status: watch::Sender<InstanceRecord>,
+    /// The app's driver's wake-up (supervisor/driver.rs).
+    waker: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Journal {
-    pub fn new(status: watch::Sender<InstanceRecord>) -> Journal {
-        Journal { held: Vec::new(), status }
+    pub fn new(status: watch::Sender<InstanceRecord>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
+        Journal { held: Vec::new(), status, waker }
     }
 
     /// Holds `events` for the next commit.
@@ -48,6 +50,7 @@ impl Journal {
     /// (a health result that changes nothing, containers' details).
     pub fn show(&self, rec: &InstanceRecord) {
         self.status.send_replace(rec.clone());
+        self.waker.notify_one();
     }
 
     /// Shows a progress message (a download's) in the status without a commit.

@@ -106,6 +106,8 @@ impl<W: Workload> Actor<W> {
         let (tx, rx) = messages::mailbox();
         let (status, status_rx) = watch::channel(rec.clone());
         let workload = W::new(&shared, &rec);
+        // Every change shown wakes the app's driver (a rollout, a job) that waits for it.
+        let waker = shared.wakers.of(&crate::supervisor::app_key(&rec.id.namespace, &rec.id.name));
         let actor = Actor {
             shared,
             rec,
@@ -114,7 +116,7 @@ impl<W: Workload> Actor<W> {
             generation: 0,
             tx: tx.clone(),
             rx,
-            journal: journal::Journal::new(status),
+            journal: journal::Journal::new(status, waker),
             waiting: Vec::new(),
             deleted: false,
             health_tasks: Vec::new(),
