@@ -140,6 +140,12 @@ echo
 echo "== steward rollout history demo/gamesvc   (every applied change is a revision; undo goes back)"
 $steward rollout history demo/gamesvc || true
 echo
+echo "== steward apply -f units/gamesvc-v2-broken.json --wait   (a v2 whose readiness route does not exist)"
+echo "   (its rollout fails at the progress deadline, its surge instance deleted; autoRollback goes back to"
+echo "    the last good revision; --wait exits 6 and says which revision runs now; history shows outcomes)"
+$steward apply -f units/gamesvc-v2-broken.json --wait --timeout 60 || true
+$steward rollout history demo/gamesvc || true
+echo
 echo "== steward hook template apply units/hooks/gamesvc-check.toml; steward hook run create demo/gamesvc-check -w"
 echo "   (seed 004: a check run a number of times, every measurement recorded; rollout steps can wait on one)"
 $steward hook template apply units/hooks/gamesvc-check.toml || true

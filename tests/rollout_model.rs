@@ -117,6 +117,9 @@ impl Model {
             "m",
             N,
             json!({"env": [{"name": "VERSION", "value": format!("v{}", self.next_version)}], "startCmd": start,
+                   // A start takes a moment, as a real server's does: the old run's start time is
+                   // the record's while the new one is under way.
+                   "startGracePeriod": 1,
                    "ports": [{"name": "p"}],
                    "probe": {"readiness": {"handler": {"type": "EXEC", "method": {"command": ["sh", "-c", probe]}}, "period": 1}}}),
             json!({"restartPolicy": {"policy": "Always", "interval": 0},
