@@ -95,6 +95,9 @@ pub struct Request<'a> {
     pub avoid: BTreeSet<String>,
     /// Nodes closed to new instances by the operator (a cordon), with why.
     pub closed: BTreeMap<String, String>,
+    /// Nodes that take an instance only when no other node can (a preferred cordon): decided
+    /// per instance, so they take the overflow and no more.
+    pub shunned: BTreeSet<String>,
     /// Seed 003's affinities and tolerations.
     pub schedule: Option<&'a Schedule>,
     /// The labels the app's instances carry (its pod affinity may pick itself).
@@ -114,6 +117,7 @@ impl<'a> Request<'a> {
             requests: spec.instance_requests(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
+            shunned: BTreeSet::new(),
             schedule: Some(&spec.schedule).filter(|s| !s.is_empty()),
             labels: spec.instance_labels(),
         }
@@ -134,6 +138,7 @@ impl<'a> Request<'a> {
             requests: Requests::default(),
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
+            shunned: BTreeSet::new(),
             schedule: None,
             labels: BTreeMap::new(),
         }
@@ -207,6 +212,11 @@ impl Tally<'_> {
     }
 }
 
+/// How a node ranks for the next instance, lowest first: shunned (a preferred cordon), then
+/// less preferred (affinity weights, negated), then the spread (its GROUPBY group's, the app's
+/// own, every app's instances).
+type Score = (bool, i64, usize, usize, usize);
+
 /// One placement round: the request, the nodes and what the round has taken from them.
 struct Round<'r, 'a> {
     req: &'r Request<'a>,
@@ -219,8 +229,8 @@ struct Round<'r, 'a> {
 }
 
 impl Round<'_, '_> {
-    /// The node the next instance goes to: among those that pass every rule, the highest
-    /// preference, then the spread. Each refused node's reason goes into `refusals` if asked
+    /// The node the next instance goes to: among those that pass every rule, one not shunned,
+    /// then the highest preference, then the spread. Each refused node's reason goes into `refusals` if asked
     /// for (only once nothing fits: reasons are text, and most rounds need none).
     fn best(&self, mut refusals: Option<&mut Vec<Refusal>>) -> Option<usize> {
         let req = self.req;
@@ -229,7 +239,7 @@ impl Round<'_, '_> {
                 list.push(Refusal { node: node.name.clone(), item, reason: reason() });
             }
         };
-        let mut best: Option<((i64, usize, usize, usize), usize)> = None;
+        let mut best: Option<(Score, usize)> = None;
         for (ni, node) in self.nodes.iter().enumerate() {
             if req.avoid.contains(&node.name) {
                 refuse(node, None, &|| "avoided: the app's instance was lost or failed there".to_string());
@@ -262,6 +272,7 @@ impl Round<'_, '_> {
                 continue;
             }
             let score = (
+                req.shunned.contains(&node.name),
                 -self.affinities.score(ni),
                 groupby_count(self.items, node, &self.tally),
                 self.tally.own[ni],

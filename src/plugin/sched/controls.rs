@@ -52,36 +52,26 @@ pub struct Drifted {
     pub reason: String,
 }
 
-/// Places `req` keeping off cordoned nodes: required cordons always, preferred ones unless
-/// nothing else fits; a cordon the app tolerates (seed 003 `schedule.tolerations`: a required
-/// cordon is a NoScheduler taint, a preferred one PreferNoScheduler) does not keep it off.
+/// Places `req` keeping off cordoned nodes: required cordons always, preferred ones for every
+/// instance another node can take (per instance: they take the overflow, no more); a cordon the
+/// app tolerates (seed 003 `schedule.tolerations`: a required cordon is a NoScheduler taint, a
+/// preferred one PreferNoScheduler) does not keep it off.
 pub(super) fn place_around_cordons(
     req: &Request,
     views: &[NodeView],
     settings: &Settings,
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
     let tolerated = |c: &crate::plugin::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
-    let closed = |preferred_too: bool| -> BTreeMap<String, String> {
-        settings
-            .cordons
-            .iter()
-            .filter(|(_, c)| !tolerated(c))
-            .filter(|(_, c)| preferred_too || !c.preferred)
-            .map(|(n, c)| {
-                let kind = if c.preferred { "preferred" } else { "required" };
-                let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
-                (n.clone(), format!("cordoned ({kind}){why}"))
-            })
-            .collect()
-    };
-    let strict = Request { closed: closed(true), ..req.clone() };
-    match placement::place(&strict, views) {
-        Ok(placed) => Ok(placed),
-        Err(_) if settings.cordons.values().any(|c| c.preferred && !tolerated(c)) => {
-            placement::place(&Request { closed: closed(false), ..req.clone() }, views)
-        }
-        Err(e) => Err(e),
-    }
+    let untolerated = || settings.cordons.iter().filter(|(_, c)| !tolerated(c));
+    let closed = untolerated()
+        .filter(|(_, c)| !c.preferred)
+        .map(|(n, c)| {
+            let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
+            (n.clone(), format!("cordoned (required){why}"))
+        })
+        .collect();
+    let shunned = untolerated().filter(|(_, c)| c.preferred).map(|(n, _)| n.clone()).collect();
+    placement::place(&Request { closed, shunned, ..req.clone() }, views)
 }
 
 impl Scheduler {
@@ -399,5 +389,30 @@ mod tests {
         // Tolerating every taint: the preferred cordon no longer pushes it off h2 either.
         assert_eq!(req(&any, &[view("h2")]).unwrap(), ["h2"]);
         assert_eq!(req(&any, &views).unwrap(), ["h1"]);
+    }
+
+    /// Issue 43, item 4: a preferred cordon takes only the instances no other node can: 4
+    /// instances with `hostname MAXPER 3` on an open h1 and a softly cordoned h2 go 3 and 1.
+    /// The cordon was dropped for the whole placement once one instance needed h2 (2 and 2).
+    #[test]
+    fn a_preferred_cordon_takes_only_the_overflow() {
+        let settings = Settings {
+            cordons: BTreeMap::from([(
+                "h2".to_string(),
+                Cordon { preferred: true, since_ms: 1, reason: String::new() },
+            )]),
+            ..Default::default()
+        };
+        let constraint: crate::spec::model::Constraint = serde_json::from_value(serde_json::json!({
+            "intersectionItem": [{"unionData": [{"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "3"}}]}]
+        }))
+        .unwrap();
+        let r = Request { constraint: Some(&constraint), ..Request::bare("ns/a", 4) };
+        let placed = place_around_cordons(&r, &[view("h1"), view("h2")], &settings).unwrap();
+        let mut counts = BTreeMap::new();
+        for node in placed.values() {
+            *counts.entry(node.as_str()).or_insert(0) += 1;
+        }
+        assert_eq!(counts, BTreeMap::from([("h1", 3), ("h2", 1)]), "{placed:?}");
     }
 }

@@ -663,6 +663,9 @@ impl Scheduler {
         if p.node != node {
             return;
         }
+        // Seen Failed before (the node's events read again after a reconnect, a reconcile pass):
+        // what stays as it is was journaled, and notified, the first time.
+        let seen_before = p.state == PlacementState::Failed;
         let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
         if failed_exit && policy != RestartPolicyKind::Never {
             return;
@@ -676,6 +679,9 @@ impl Scheduler {
             _ => false,
         });
         let Ok(Some(app)) = marked.await else { return };
+        if seen_before && policy == RestartPolicyKind::Never {
+            return;
+        }
         if policy == RestartPolicyKind::Never {
             emit(&sched_line(SchedEvent::NotRescheduled {
                 app: None,
@@ -690,6 +696,9 @@ impl Scheduler {
         let done = app.placements.get(&id.index).map_or(0, |p| p.reschedules);
         if maxtimes > 0 && done >= maxtimes {
             // Seed 000's maxtimes counts reschedules across hosts (DESIGN § 7): it stays Failed.
+            if seen_before {
+                return;
+            }
             emit(&sched_line(SchedEvent::NotRescheduled {
                 app: None,
                 instance: Some(id.to_string()),
