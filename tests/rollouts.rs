@@ -9,6 +9,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use steward::spec::Format;
 use steward::supervisor::state::Kind;
 
 fn app(version: &str, instances: u32, strategy: serde_json::Value) -> serde_json::Value {
@@ -155,6 +156,11 @@ async fn a_failing_revision_stops_the_rollout_and_undo_goes_back() {
     assert_eq!(wait_rollout(&d, |r| r.phase == steward::protocol::RolloutPhase::Complete, 30).await.target, 3);
 }
 
+/// The types of test/roll's rollout events, oldest first.
+async fn rollout_event_types(d: &Daemon) -> Vec<String> {
+    rollout_events(d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
+}
+
 async fn wait_rollout(
     d: &Daemon,
     pred: impl Fn(&steward::protocol::Rollout) -> bool,
@@ -256,7 +262,7 @@ async fn pause_holds_a_rollout_and_resume_finishes_it() {
     let (code, out, err) = d.cli(&["rollout", "status", "test/roll", "-w", "--timeout", "60"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.lines().last().unwrap_or_default().contains("complete; 4 of 4 updated, 4 ready"), "{out}");
-    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let types = rollout_event_types(&d).await;
     let paused = types.iter().position(|t| t == "rolloutPaused").expect("rolloutPaused journaled");
     let resumed = types.iter().position(|t| t == "rolloutResumed").expect("rolloutResumed journaled");
     assert!(paused < resumed && types.last().map(String::as_str) == Some("rolloutCompleted"), "{types:?}");
@@ -313,7 +319,7 @@ async fn auto_rollback_goes_back_by_itself() {
     all_on(&d, 3, 3, 30).await;
     let list = d.client.list(&[]).await.unwrap();
     assert_eq!(list.iter().map(|s| s.pid).collect::<Vec<_>>(), before, "the old instances never restarted");
-    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let types = rollout_event_types(&d).await;
     assert!(
         types.contains(&"rolloutFailed".to_string()) && types.contains(&"rolloutRolledBack".to_string()),
         "{types:?}"
@@ -449,7 +455,7 @@ async fn an_app_older_than_its_progress_deadline_rolls_out() {
     let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "30"]);
     assert_eq!(code, 0, "{out}{err}");
     all_on(&d, 2, 2, 30).await;
-    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let types = rollout_event_types(&d).await;
     assert!(!types.contains(&"rolloutFailed".to_string()), "{types:?}");
 }
 
@@ -585,7 +591,7 @@ async fn a_failed_rollout_leaves_no_spare() {
     assert!(out.contains("failed"), "history: {out}");
     // Its port went back: the range has as many free as before the rollout.
     assert_eq!(d.client.node().await.unwrap().ports.free, free_ports, "the spare's port is held");
-    let types: Vec<String> = rollout_events(&d).await.iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let types = rollout_event_types(&d).await;
     assert!(types.contains(&"rolloutFailed".to_string()), "{types:?}");
 }
 
@@ -613,6 +619,7 @@ async fn the_progress_deadline_holds_across_kill_9() {
     d.restart(true);
     let failed = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 20).await;
     let took = asked.elapsed();
+    println!("a 5 s deadline, stewardd killed 2 s in: failed {took:?} after the apply");
     let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
     assert!(reason.contains("progress deadline"), "{reason}");
     assert!(took >= Duration::from_secs(5), "aged by the restart: failed after {took:?}");
@@ -635,4 +642,44 @@ async fn min_ready_seconds_holds_for_an_old_app() {
     // The spare, then instance 0, then instance 1 each wait out the window: with surge 1 and no
     // unavailability, at least two windows pass one after the other.
     assert!(asked.elapsed() >= Duration::from_secs(4), "minReadySeconds was skipped: {:?}", asked.elapsed());
+}
+
+/// Issue 42: a kill -9 between a failed rollout's record and its autoRollback's apply: the next
+/// start applies the rollback, once (one new revision, one rolloutRolledBack), and it completes
+/// on what ran before, no instance restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_cut_short_by_kill_9_is_applied_once_at_the_next_start() {
+    let mut d = Daemon::start("rollout-rollback-kill9");
+    d.apply_json(&app("v1", 2, json!({}))).await;
+    all_on(&d, 1, 2, 30).await;
+    let before = pids_of(&d, "roll").await;
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "rollout-failed-recorded@1".into())];
+    d.restart(false);
+    let pid = d.pid();
+    let _ = d.client.apply(&broken("v2", 2, json!({"autoRollback": true})).to_string(), Format::Json).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while common::alive(pid) {
+        assert!(std::time::Instant::now() < deadline, "the failpoint was not reached\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Killed with the failure recorded and nothing rolled back yet.
+    d.env.clear();
+    d.kill9();
+    d.spawn();
+    let done = wait_rollout(&d, |r| r.target == 3 && r.phase == steward::protocol::RolloutPhase::Complete, 30).await;
+    assert_eq!((done.rollback, done.rollback_of), (true, Some(2)), "{done:?}");
+    all_on(&d, 3, 2, 30).await;
+    assert_eq!(pids_of(&d, "roll").await, before, "back on what ran: nothing restarted");
+    // Once: a second start changes nothing.
+    d.restart(false);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let history = d.client.revisions("test", "roll").await.unwrap();
+    let numbers: Vec<u64> = history.revisions.iter().map(|r| r.revision).collect();
+    assert_eq!(numbers, [1, 2, 3], "one rollback revision: {history:?}");
+    assert!(
+        matches!(history.revisions[1].outcome, Some(steward::protocol::RolloutPhase::Failed { .. })),
+        "{history:?}"
+    );
+    let types = rollout_event_types(&d).await;
+    assert_eq!(types.iter().filter(|t| *t == "rolloutRolledBack").count(), 1, "{types:?}");
 }

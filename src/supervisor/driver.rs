@@ -70,13 +70,6 @@ impl Wakers {
     }
 }
 
-/// State a driver keeps across its passes (not durable: a restart starts it afresh).
-#[derive(Default)]
-pub(super) struct Passes {
-    /// Since when a rollout's step keeps failing.
-    pub failing_since: Option<u64>,
-}
-
 impl Supervisor {
     /// Starts the task that carries out `app`'s change `what`. One drives an app at a time: a
     /// later one waits for the earlier to end.
@@ -87,12 +80,13 @@ impl Supervisor {
         tokio::spawn(async move {
             let _driving = lock.lock().await;
             let mut hooks = sup.hooks.subscribe();
-            let mut passes = Passes::default();
+            // Since when a rollout's step keeps failing (not durable: a restart starts afresh).
+            let mut failing_since = None;
             loop {
                 // Seen before the pass: a run that changes during it wakes the wait below.
                 hooks.borrow_and_update();
                 let next = match what {
-                    Drive::Rollout => sup.rollout_pass(&app, &mut passes.failing_since).await,
+                    Drive::Rollout => sup.rollout_pass(&app, &mut failing_since).await,
                     Drive::Job => sup.job_pass(&app).await,
                     Drive::Cron => sup.cron_pass(&app).await,
                 };
