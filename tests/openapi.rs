@@ -841,6 +841,12 @@ fn all_sched_events() -> Vec<SchedEvent> {
         SchedEvent::MaintenanceChanged { on: true, reason: "moving racks".into() },
         SchedEvent::RevisionBehind { app: app_key.clone(), node: "h2".into(), revision: Some(3), error: None },
         SchedEvent::EndpointsUpdated { app: app_key.clone(), revision: 4, ready: 2, nodes: 3, of: 3 },
+        SchedEvent::DesiredHanded {
+            node: "h3".into(),
+            dropped_apps: vec![app_key.clone()],
+            dropped_endpoints: vec![app_key.clone()],
+            lacking: vec![],
+        },
         SchedEvent::DependencyStarted {
             dependency: "infra/cache".into(),
             instance: "game/cache/0".into(),
@@ -886,6 +892,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
             | SchedEvent::MaintenanceChanged { .. }
             | SchedEvent::RevisionBehind { .. }
             | SchedEvent::EndpointsUpdated { .. }
+            | SchedEvent::DesiredHanded { .. }
             | SchedEvent::DependencyStarted { .. }
             | SchedEvent::DependencyIdle { .. }
             | SchedEvent::DependencyRemoved { .. } => {}
@@ -1077,6 +1084,7 @@ fn every_protocol_type_matches_its_schema() {
                 journal_id: 1_795_310_198_172_000_000,
             },
             version: env!("CARGO_PKG_VERSION").into(),
+            desired_mark: steward::protocol::DesiredMark { boot: 1_795_310_198_172_004_242, mark: 12 },
         };
         assert_eq!(node.ports.pending.is_some(), configured != (31000, 31999));
         conforms_as(&c, "Node", &node);
@@ -1706,6 +1714,25 @@ async fn real_responses_match_the_document() {
     assert_eq!(r.status, 413);
     statuses.insert(("PUT".into(), EPS.into(), 413));
 
+    // A desired set (issue 43): taken (200), of another run (409), not a set (422), too large
+    // (413), refused (403).
+    const DESIRED: &str = "/v1/desired";
+    let mark = check!("GET", "/v1/node", "/v1/node").json()["desiredMark"].clone();
+    let set = json!({"asOf": mark, "apps": ["test/web"], "endpoints": []});
+    let r = check!("PUT", DESIRED, DESIRED, json_body(&set));
+    assert_eq!((r.status, &r.json()["droppedApps"]), (200, &json!([])), "test/web was applied by hand");
+    let other = json!({"asOf": {"boot": 1, "mark": 0}, "apps": [], "endpoints": []});
+    assert_eq!(check!("PUT", DESIRED, DESIRED, json_body(&other)).status, 409);
+    assert_eq!(check!("PUT", DESIRED, DESIRED, json_body(&json!({"apps": 1}))).status, 422);
+    let r = call_as(&d, true, "PUT", DESIRED, json_body(&set)).await;
+    conforms(&c, "PUT", DESIRED, &r);
+    assert_eq!(r.status, 403);
+    statuses.insert(("PUT".into(), DESIRED.into(), 403));
+    let r = too_large(&d, "PUT", DESIRED).await;
+    conforms(&c, "PUT", DESIRED, &r);
+    assert_eq!(r.status, 413);
+    statuses.insert(("PUT".into(), DESIRED.into(), 413));
+
     // Actions: waited for (200), not waited for (202), failing (409), unknown (404), refused (403).
     let r = check!("POST", ACTION, "/v1/instances/test/web/0/reload?timeout=10");
     assert_eq!(r.status, 200);
@@ -2191,6 +2218,8 @@ async fn real_responses_match_the_document() {
         ("GET", "/v1/hookruns/{namespace}/{name}", 403),
         ("DELETE", "/v1/hookruns/{namespace}/{name}", 503),
         ("POST", "/v1/hookruns/{namespace}/{name}/terminate", 503),
+        ("PUT", "/v1/desired", 500),
+        ("PUT", "/v1/desired", 503),
     ]
     .into_iter()
     .map(|(m, p, s)| (m.to_string(), p.to_string(), s))

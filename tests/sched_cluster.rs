@@ -830,7 +830,15 @@ async fn deletes_and_stops_hold_while_a_node_is_away() {
     let done = run.wait_for(30, "delete done", |v| {
         body_type(v) == "deleteDone" && v["body"]["app"] == "test/del" && v["body"]["node"] == away.as_str()
     });
-    assert_eq!(done["body"]["removed"].as_u64(), Some(1), "{done}");
+    // Removed by the delete owed, or just before it by the desired set the node took when
+    // heard again (issue 43), which names it.
+    if done["body"]["removed"].as_u64() != Some(1) {
+        run.wait_for(10, "the desired set removed it", |v| {
+            body_type(v) == "desiredHanded"
+                && v["body"]["node"] == away.as_str()
+                && v["body"]["droppedApps"].as_array().is_some_and(|a| a.contains(&json!("test/del")))
+        });
+    }
     let back = c.host(&away);
     assert!(back.daemon.client.list(&[("name", "del")]).await.unwrap().is_empty());
     assert_eq!(back.daemon.status(&stopme).await.state.kind(), Kind::Stopped);

@@ -553,3 +553,74 @@ async fn dns_answers_the_endpoints_steward_sched_lists() {
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("statefulSet.domain") && err.contains("test/mysql"), "{err}");
 }
+
+/// Issue 43, items 1 and 7: a host down while its app is deleted (and the leader killed before
+/// it comes back) drops the app's endpoints, node port and cluster IP when it is heard again:
+/// the leader hands it its whole desired set, and it keeps nothing else. A later app given the
+/// same node port then answers through that host too; no endpoints record of the deleted app
+/// stays in the scheduler's store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_missed_a_delete_drops_the_apps_endpoints_when_back() {
+    let mut c = Cluster::start("m", ["a", "a", "a"]);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let (code, out, err) = c.deploy("web", &served(3));
+    assert_eq!(code, 0, "{out}\n{err}");
+    run.wait_for(30, "3 ready", |v| body_type(v) == "endpointsUpdated" && v["body"]["ready"] == 3);
+    let e = sched_endpoints(&c);
+    let np = e.services[0].node_port.unwrap();
+    let vip = e.services[0].cluster_ip.clone().unwrap();
+    let h3 = c.hosts.iter().position(|h| h.name == "h3").unwrap();
+    assert!(get_from_ctl(&c, "10.231.0.3", np).is_some(), "h3's node port answers before");
+
+    // h3's daemon down; the app deleted; the other hosts drop its endpoints.
+    c.hosts[h3].daemon.kill9();
+    let (code, out, err) = c.sched(&["delete", "test/web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.host("h2").daemon.client.app_endpoints("test", "web", None).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "h2 kept the deleted app's endpoints");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The leader killed; a new one leads when h3 comes back.
+    drop(run);
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading again", |v| body_type(v) == "leading");
+    c.hosts[h3].daemon.spawn();
+    wait_remote(&c.hosts[h3].daemon, 2);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let held = c.hosts[h3].daemon.client.endpoints(None).await.unwrap();
+        let node_port = get_from_ctl(&c, "10.231.0.3", np).is_some();
+        let cluster_ip = vip_link(&c, "h3").is_some();
+        if held.is_empty() && !node_port && !cluster_ip {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "h3 kept the deleted app's endpoints {held:?}, node port {np} answering: {node_port}, \
+             cluster IP {vip}: {cluster_ip}\n{:#?}",
+            run.drain().iter().rev().take(20).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, out, _) = c.sched(&["endpoints", "test/web"]);
+    assert_ne!(code, 0, "the deleted app has no endpoints in the store: {out}");
+
+    // A new app given the same node port answers through every host, h3 included.
+    let mut clash = served(1);
+    clash["metadata"]["name"] = json!("clash");
+    clash["services"][0]["name"] = json!("clash");
+    clash["spec"]["template"]["spec"]["processes"][0]["startCmd"] =
+        json!("echo clash > index.html; exec python3 -m http.server $PORT_http");
+    clash["services"][0]["ports"][0]["nodePort"] = json!(np);
+    let (code, out, err) = c.deploy("clash", &clash);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for h in ["10.231.0.1", "10.231.0.2", "10.231.0.3"] {
+        while get_from_ctl(&c, h, np).as_deref() != Some("clash") {
+            assert!(Instant::now() < deadline, "{h}:{np} does not answer for the new app:\n{}", c.logs());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}

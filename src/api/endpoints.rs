@@ -1,4 +1,5 @@
-//! Endpoints (issue 27): GET /v1/endpoints, GET/PUT/DELETE /v1/endpoints/{namespace}/{name}.
+//! Endpoints (issue 27): GET /v1/endpoints, GET/PUT/DELETE /v1/endpoints/{namespace}/{name};
+//! and PUT /v1/desired, the scheduler's whole set for this host (supervisor/desired.rs).
 //! steward-sched writes them; anyone allowed to read watches one app's by long poll (`after`
 //! a revision, up to `timeout` seconds). The keeper (services/keeper.rs) owns the data.
 
@@ -109,4 +110,19 @@ pub(super) async fn delete(
     let keeper = app.supervisor.endpoints().clone();
     tokio::spawn(async move { keeper.delete(&namespace, &name).await }).await.map_err(ApiError::internal)??;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// PUT /v1/desired: the scheduler's whole desired set for this host; what it does not name
+/// (and was written before it was read) goes.
+pub(super) async fn put_desired(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Body(body): Body,
+) -> Result<Json<crate::protocol::DesiredOutcome>, ApiError> {
+    app.live().access.require_write(&caller)?;
+    let set: crate::protocol::HostDesired = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", format!("body: {e}")))?;
+    let sup = app.supervisor.clone();
+    let outcome = tokio::spawn(async move { sup.take_desired(set).await }).await.map_err(ApiError::internal)??;
+    Ok(Json(outcome))
 }

@@ -124,6 +124,7 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/hookruns/{namespace}/{name}/terminate", post(hooks::terminate_run))
         .route("/v1/endpoints", get(endpoints::list))
         .route("/v1/endpoints/{namespace}/{name}", get(endpoints::get).put(endpoints::put).delete(endpoints::delete))
+        .route("/v1/desired", axum::routing::put(endpoints::put_desired))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
         .fallback(extract::not_found)

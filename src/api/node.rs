@@ -69,6 +69,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             journal_id: store.journal_id(),
         },
         version: env!("CARGO_PKG_VERSION").to_string(),
+        desired_mark: app.supervisor.desired_mark(),
     }))
 }
 

@@ -456,6 +456,16 @@ impl Client {
     }
 
     /// Every app's endpoints the daemon keeps.
+    /// Hands the daemon a scheduler's whole desired set for it (PUT /v1/desired).
+    pub async fn put_desired(
+        &self,
+        set: &crate::protocol::HostDesired,
+    ) -> Result<crate::protocol::DesiredOutcome, ClientError> {
+        let body = serde_json::to_vec(set).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let (_, bytes) = self.call(Method::PUT, "/v1/desired", Some(("application/json", body))).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
     pub async fn endpoints(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::AppEndpoints>, ClientError> {
         let path = match namespace {
             Some(n) => format!("/v1/endpoints?namespace={}", encode(n)),

@@ -30,7 +30,10 @@ pub use event::{
     InstanceEvent, NoDetail, OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,
 };
 pub use job::{CronBody, CronExecution, CronList, CronStatus, JobBody, JobList, JobPhase, JobRun, JobStatus, RunPhase};
-pub use node::{AppOnNode, InstanceOnNode, JournalBounds, NodeDocument, PortRange, PortsDocument, ResourcesDocument};
+pub use node::{
+    AppOnNode, DesiredMark, DesiredOutcome, HostDesired, InstanceOnNode, JournalBounds, NodeDocument, PortRange,
+    PortsDocument, ResourcesDocument,
+};
 pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, SchedEvent, SchedLine, WatchLine};
 pub use state::{ExitStatus, Kind, State, StopGoal};

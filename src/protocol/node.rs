@@ -33,6 +33,9 @@ pub struct NodeDocument {
     pub apps: Vec<AppOnNode>,
     pub events: JournalBounds,
     pub version: String,
+    /// Where this daemon's applies and endpoint writes stand: a scheduler reads it before it
+    /// reads its desired state, and hands the set over as of it (PUT /v1/desired).
+    pub desired_mark: DesiredMark,
 }
 
 /// cpu (thousandths of a core) and memory (bytes) of this host: what it has, what the config
@@ -153,4 +156,39 @@ pub struct JournalBounds {
     /// The journal's identity: it changes only with a new state directory, whose sequence
     /// numbers start over. A follower seeing another one resyncs (0: a daemon that predates it).
     pub journal_id: u64,
+}
+
+/// A point in this daemon's sequence of scheduler writes (placed applies, endpoint writes):
+/// `boot` names the daemon process (the sequence starts over with each), `mark` counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DesiredMark {
+    pub boot: u64,
+    pub mark: u64,
+}
+
+/// PUT /v1/desired: everything a scheduler wants on this host, as of `as_of` (read from GET
+/// /v1/node before the scheduler read its desired state). The daemon keeps the endpoints given
+/// and drops the rest, and deletes every placed app (one applied with an instance selection)
+/// not named — except what was written after `as_of`, which the set could not know of.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDesired {
+    pub as_of: DesiredMark,
+    /// `namespace/name` of every app placed here.
+    pub apps: Vec<String>,
+    /// Every app's endpoints, as the scheduler stores them.
+    pub endpoints: Vec<super::AppEndpoints>,
+}
+
+/// What PUT /v1/desired did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DesiredOutcome {
+    /// Placed apps deleted here: none of the set's.
+    pub dropped_apps: Vec<String>,
+    /// Apps whose endpoints were forgotten here.
+    pub dropped_endpoints: Vec<String>,
+    /// Apps of the set with no spec here (the scheduler applies them).
+    pub lacking: Vec<String>,
 }

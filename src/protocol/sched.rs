@@ -270,6 +270,18 @@ pub enum SchedEvent {
         nodes: usize,
         of: usize,
     },
+    /// A node took its whole desired set (issue 43) and it changed something there: apps
+    /// and endpoints it held and the set does not name are gone; `lacking`: apps the set
+    /// names that it has no spec of (the leader applies them).
+    DesiredHanded {
+        node: String,
+        #[serde(default)]
+        dropped_apps: Vec<String>,
+        #[serde(default)]
+        dropped_endpoints: Vec<String>,
+        #[serde(default)]
+        lacking: Vec<String>,
+    },
 }
 
 /// A node's state as the leading `run` sees it.
@@ -558,6 +570,19 @@ impl SchedEvent {
             EndpointsUpdated { revision, ready, nodes, of, .. } => {
                 format!("revision {revision}: {ready} ready endpoint(s), handed to {nodes} of {of} node(s)")
             }
+            DesiredHanded { dropped_apps, dropped_endpoints, lacking, .. } => {
+                let mut said = Vec::new();
+                if !dropped_apps.is_empty() {
+                    said.push(format!("deleted app(s) no longer meant for it: {}", dropped_apps.join(", ")));
+                }
+                if !dropped_endpoints.is_empty() {
+                    said.push(format!("forgot endpoints of {}", dropped_endpoints.join(", ")));
+                }
+                if !lacking.is_empty() {
+                    said.push(format!("lacks {}", lacking.join(", ")));
+                }
+                said.join("; ")
+            }
             DependencyRemoved { node, ok: true, .. } => format!("on {node}"),
             DependencyRemoved { node, ok: false, .. } => format!("on {node}: the delete failed"),
         }
@@ -567,7 +592,11 @@ impl SchedEvent {
     pub fn subject(&self) -> &str {
         use SchedEvent::*;
         match self {
-            NodeUp { node } | NodeBack { node } | NodeLost { node, .. } | NodeReconciled { node } => node,
+            NodeUp { node }
+            | NodeBack { node }
+            | NodeLost { node, .. }
+            | NodeReconciled { node }
+            | DesiredHanded { node, .. } => node,
             DeleteDone { app, .. }
             | PendingApplied { app }
             | RevisionBehind { app, .. }

@@ -5,6 +5,7 @@
 
 use crate::protocol::AppEndpoints;
 use crate::store::{Batch, Store, StoreError, Table};
+use crate::supervisor::desired::{MarkClock, Marked};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,11 +34,16 @@ struct Inner {
     store: Store,
     apps: Mutex<BTreeMap<String, AppEndpoints>>,
     changed: tokio::sync::watch::Sender<u64>,
+    /// The scheduler's writes in order (see supervisor/desired.rs): each key's last one.
+    clock: Arc<MarkClock>,
+    marks: Marked,
+    /// One write at a time: a desired set's sweep must not cross a write of what it sweeps.
+    writing: tokio::sync::Mutex<()>,
 }
 
 impl EndpointsKeeper {
     /// The endpoints the store keeps.
-    pub fn open(store: Store) -> Result<EndpointsKeeper, StoreError> {
+    pub fn open(store: Store, clock: Arc<MarkClock>) -> Result<EndpointsKeeper, StoreError> {
         let snapshot = store.snapshot()?;
         let mut apps = BTreeMap::new();
         for (key, value) in snapshot.table(Table::Endpoints) {
@@ -49,7 +55,15 @@ impl EndpointsKeeper {
             }
         }
         let (changed, _) = tokio::sync::watch::channel(0);
-        Ok(EndpointsKeeper { inner: Arc::new(Inner { store, apps: Mutex::new(apps), changed }) })
+        let inner = Inner {
+            store,
+            apps: Mutex::new(apps),
+            changed,
+            clock,
+            marks: Marked::default(),
+            writing: Default::default(),
+        };
+        Ok(EndpointsKeeper { inner: Arc::new(inner) })
     }
 
     fn apps(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, AppEndpoints>> {
@@ -68,10 +82,16 @@ impl EndpointsKeeper {
     /// Keeps `endpoints` (durably first). The same revision again is a no-op; an older one is
     /// refused.
     pub async fn put(&self, endpoints: AppEndpoints) -> Result<(), EndpointsError> {
+        let _writing = self.inner.writing.lock().await;
+        self.put_now(endpoints).await
+    }
+
+    async fn put_now(&self, endpoints: AppEndpoints) -> Result<(), EndpointsError> {
         crate::spec::validate::check_name(&endpoints.name)
             .and(crate::spec::validate::check_name(&endpoints.namespace))
             .map_err(|e| EndpointsError::Invalid(format!("namespace/name: {e}")))?;
         let key = endpoints.key();
+        self.inner.marks.set(&key, self.inner.clock.next());
         if let Some(kept) = self.apps().get(&key) {
             if endpoints.revision < kept.revision {
                 return Err(EndpointsError::Stale { app: key, offered: endpoints.revision, kept: kept.revision });
@@ -89,14 +109,45 @@ impl EndpointsKeeper {
 
     /// Forgets an app's endpoints (its app was deleted).
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), EndpointsError> {
-        let key = format!("{namespace}/{name}");
+        let _writing = self.inner.writing.lock().await;
+        self.delete_now(&format!("{namespace}/{name}")).await
+    }
+
+    async fn delete_now(&self, key: &str) -> Result<(), EndpointsError> {
+        let key = key.to_string();
         if !self.apps().contains_key(&key) {
             return Err(EndpointsError::NotFound(key));
         }
         self.inner.store.commit(Batch::new().delete(Table::Endpoints, &key)).await?;
         self.apps().remove(&key);
+        self.inner.marks.forget(&key);
         self.inner.changed.send_modify(|n| *n += 1);
         Ok(())
+    }
+
+    /// A scheduler's whole set (as of `as_of`, see supervisor/desired.rs): each kept (a
+    /// revision older than the one here is no error: it was overtaken), every other app's
+    /// written before `as_of` forgotten. The apps forgotten.
+    pub async fn retain(&self, keep: Vec<AppEndpoints>, as_of: u64) -> Result<Vec<String>, EndpointsError> {
+        let _writing = self.inner.writing.lock().await;
+        let named: std::collections::BTreeSet<String> = keep.iter().map(AppEndpoints::key).collect();
+        for endpoints in keep {
+            match self.put_now(endpoints).await {
+                Ok(()) | Err(EndpointsError::Stale { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let gone: Vec<String> = self
+            .apps()
+            .keys()
+            .filter(|k| !named.contains(*k) && self.inner.marks.known_to(k, as_of))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.delete_now(key).await?;
+            tracing::info!(app = %key, "endpoints forgotten: the scheduler's desired set does not name them");
+        }
+        Ok(gone)
     }
 
     /// The app's endpoints once their revision is above `after`, or whatever is kept (None when

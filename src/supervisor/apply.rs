@@ -67,6 +67,10 @@ impl Supervisor {
         }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);
         let applying = self.applying.lock().await;
+        if selection.is_some() {
+            // A scheduler's placement: a desired set read before now does not know of it.
+            self.shared.applied_marks.set(&key, self.shared.marks.next());
+        }
         let previous = self.specs.lock().expect("specs lock").get(&key).cloned();
         if let Some(p) = previous.as_ref().filter(|p| p.spec.is_pod() != spec.is_pod()) {
             // Its instances run one way or the other: changing how would orphan what runs.

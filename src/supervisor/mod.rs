@@ -12,6 +12,7 @@ pub mod values;
 
 mod apply;
 mod cron;
+pub mod desired;
 mod driver;
 mod job;
 mod load;
@@ -121,6 +122,9 @@ pub struct Shared {
     pub default_tasks_max: Option<u64>,
     /// Every app's wake-up for its driver (a rollout, a job, a cron job).
     pub wakers: driver::Wakers,
+    /// The scheduler's writes in order, and each placed app's last apply (desired.rs).
+    pub marks: Arc<desired::MarkClock>,
+    pub applied_marks: desired::Marked,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -208,7 +212,8 @@ impl Supervisor {
     pub async fn open(config: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
         let store = open_store(&config.state_dir).await?;
         let hooks = crate::hooks::Hooks::open(store.clone(), config.hook_max_response_bytes)?;
-        let endpoints = crate::services::EndpointsKeeper::open(store.clone())?;
+        let marks = Arc::new(desired::MarkClock::default());
+        let endpoints = crate::services::EndpointsKeeper::open(store.clone(), marks.clone())?;
         ensure_reachable(&[&config.roots.work_base_dir, &config.roots.run_base_dir])?;
         let cgroups = Hierarchy::detect(&config.cgroups).map_err(|e| SupervisorError::Cgroups(e.to_string()))?;
         let reaper = Reaper::start()?;
@@ -255,6 +260,8 @@ impl Supervisor {
             launches: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LAUNCHES)),
             own_paths: config.own_paths,
             wakers: Default::default(),
+            marks,
+            applied_marks: Default::default(),
         });
         let sup = Supervisor {
             shared,

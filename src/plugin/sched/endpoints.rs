@@ -47,22 +47,9 @@ impl Scheduler {
         }
     }
 
-    /// A node heard (new to this leader, back, or resynced): it gets every app's endpoints
-    /// (it may have missed some) and what it runs is looked at.
+    /// A node heard (new to this leader, back, or resynced): what it runs is looked at (it gets
+    /// every app's endpoints with its whole desired set: converge.rs).
     pub(super) async fn endpoints_node_up(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
-        if let Some(client) = self.client(node) {
-            let all: Vec<AppEndpoints> = book.stored.values().cloned().collect();
-            let node = node.to_string();
-            // In the background, as every hand-over: a node that stops answering must not
-            // hold up the leader (it would not see the node lost).
-            tokio::spawn(async move {
-                for e in all {
-                    if let Err(err) = within(PUSH_TIMEOUT, client.put_endpoints(&e)).await {
-                        tracing::warn!("handing {} revision {} to {node}: {err}", e.key(), e.revision);
-                    }
-                }
-            });
-        }
         self.endpoints_refresh(book, node, None, emit).await;
     }
 

@@ -7,6 +7,7 @@
 mod config;
 mod controllers;
 mod controls;
+mod converge;
 mod depends;
 mod deploy;
 mod endpoints;

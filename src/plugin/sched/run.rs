@@ -71,6 +71,8 @@ impl Scheduler {
         let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
         // Apps' endpoints as the leader knows them (issue 27).
         let mut book = super::endpoints::EndpointBook::default();
+        // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
+        let mut converging: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 led = async { campaign.as_mut().expect("campaigning").await }, if campaign.is_some() => {
@@ -131,12 +133,14 @@ impl Scheduler {
                             // and deletes made while it was away.
                             self.sync_hook_templates(&node).await;
                             self.finish_deletes(&node, &emit).await;
+                            self.spawn_converge(vec![node.clone()], &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
                             self.record_node(&node, NodeState::Up).await;
                             self.node_back(&node, &emit).await;
+                            self.spawn_converge(vec![node.clone()], &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                     }
@@ -154,6 +158,7 @@ impl Scheduler {
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
                             self.resync(&node, &emit).await;
+                            self.spawn_converge(vec![node.clone()], &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
@@ -285,6 +290,11 @@ impl Scheduler {
                         reconcile_soon = None;
                         last_reconcile = Instant::now();
                         let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
+                        // Every host's whole desired set, in the background (a host cut off must
+                        // not hold up the pass), one hand-over at a time.
+                        if converging.as_ref().is_none_or(|t| t.is_finished()) {
+                            converging = Some(self.spawn_converge(ready.iter().cloned().collect(), &emit));
+                        }
                         self.reconcile(&ready, &emit).await;
                         self.place_waiting(&emit).await;
                         for node in &ready {
@@ -349,6 +359,12 @@ impl Scheduler {
             }
             _ => {}
         }
+    }
+
+    /// Hands `nodes` their desired sets (converge.rs) in a task of its own.
+    fn spawn_converge(self: &Arc<Self>, nodes: Vec<String>, emit: &Emit) -> tokio::task::JoinHandle<()> {
+        let (sched, emit) = (self.clone(), emit.clone());
+        tokio::spawn(async move { sched.converge(&nodes, &emit).await })
     }
 
     /// Campaigns (after `delay`) to lead the `run`s sharing the store.
