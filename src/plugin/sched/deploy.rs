@@ -236,7 +236,8 @@ impl Scheduler {
         if matches!(why, DeployCause::PendingApplied) && !previous.as_ref().is_some_and(still_pending) {
             return Ok(Vec::new());
         }
-        let (views, down) = self.read_nodes().await;
+        let placing = self.placing_in_pass().await;
+        let (views, down) = self.nodes_to_place_on().await;
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
         let settings = self.store.settings().await?;
@@ -283,6 +284,8 @@ impl Scheduler {
         if let Some(before) = previous.as_ref().and_then(|a| check_spec(&a.spec).ok()) {
             grows_within_room(&key, &before, &spec, &keep, &placed, &views)?;
         }
+        self.placed_in_pass(&key, &spec, &placed);
+        drop(placing);
         let mut placements: BTreeMap<u32, Placement> = BTreeMap::new();
         for i in keep.keys() {
             placements.insert(*i, old[i].clone());

@@ -79,9 +79,11 @@ impl Scheduler {
     /// endpoints there changed.
     pub(super) async fn endpoints_refresh(&self, book: &mut EndpointBook, node: &str, app: Option<&str>, emit: &Emit) {
         let Some(client) = self.client(node) else { return };
+        // Within the node's heartbeat deadline: a node cut off must not hold up its loss.
+        let Some(limit) = self.node_timeout(node) else { return };
         let ip = match book.ips.get(node) {
             Some(ip) => ip.clone(),
-            None => match within(PUSH_TIMEOUT, client.node()).await {
+            None => match within(limit, client.node()).await {
                 Ok(doc) => {
                     book.ips.insert(node.to_string(), doc.host_ip.clone());
                     doc.host_ip
@@ -93,7 +95,7 @@ impl Scheduler {
             Some((namespace, name)) => vec![("namespace", namespace), ("name", name)],
             None => Vec::new(),
         };
-        let listed = match within(PUSH_TIMEOUT, client.list(&filters)).await {
+        let listed = match within(limit, client.list(&filters)).await {
             Ok(listed) => listed,
             Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
         };
@@ -219,7 +221,7 @@ async fn within<T>(
 ) -> Result<T, String> {
     match tokio::time::timeout(limit, call).await {
         Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
+        Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
     }
 }
 

@@ -64,7 +64,30 @@ pub struct Scheduler {
     /// when it first found each: acted on once one is older than [`reconcile::EVENT_LATE`]
     /// (the event is normally only late, not lost).
     failures_unheard: std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>,
+    /// What the leading `run` knows of the nodes' silence (empty elsewhere): see
+    /// [`Scheduler::node_documents`].
+    silence: std::sync::RwLock<Silence>,
+    /// The nodes as a pass placing many apps read them once (a lost node's apps): its
+    /// deploys place on it, each taking what it placed out of it, instead of reading every
+    /// node again per app.
+    pass_view: std::sync::Mutex<Option<NodesRead>>,
+    /// Held by a placement on the pass's view until it took what it placed out of it.
+    placing: tokio::sync::Mutex<()>,
 }
+
+/// The nodes that answered, and why each other did not.
+pub(super) type NodesRead = (Vec<NodeView>, BTreeMap<String, String>);
+
+/// What the leading `run` knows of the nodes' silence: those it declared lost, and when each
+/// was last heard (with the heartbeat timeout), which bounds how long a read of it may take.
+#[derive(Clone, Default)]
+pub(super) struct Silence {
+    pub lost: BTreeSet<String>,
+    pub heard: Option<(follow::HeardAt, Duration)>,
+}
+
+/// The shortest a read of a node past its heartbeat deadline may take.
+const LATE_NODE_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// The cluster's nodes: name and client, in the cluster file's order.
 pub type Nodes = std::sync::Arc<Vec<(String, Client)>>;
@@ -182,6 +205,9 @@ impl Scheduler {
             hand_off: Default::default(),
             store_name,
             failures_unheard: Default::default(),
+            silence: Default::default(),
+            pass_view: Default::default(),
+            placing: Default::default(),
         })
     }
 
@@ -250,17 +276,90 @@ impl Scheduler {
     }
 
     /// Every node's GET /v1/node, asked at once: its document, or why it did not answer.
+    /// A node the leading `run` declared lost is not asked (it is silent: a read would only
+    /// wait out its timeout, for every app a lost node's pass places); a quiet one briefly.
     pub(super) async fn node_documents(&self) -> Vec<(String, Result<crate::protocol::NodeDocument, String>)> {
         let nodes = self.nodes();
-        let reads = nodes.iter().map(|(name, client)| async move {
-            let doc = match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
-                Ok(Ok(doc)) => Ok(doc),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {} s", NODE_TIMEOUT.as_secs())),
-            };
-            (name.clone(), doc)
+        let reads = nodes.iter().map(|(name, client)| {
+            let limit = self.node_timeout(name);
+            async move {
+                let Some(limit) = limit else {
+                    return (name.clone(), Err("lost: silent past the heartbeat timeout".to_string()));
+                };
+                let doc = match tokio::time::timeout(limit, client.node()).await {
+                    Ok(Ok(doc)) => Ok(doc),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
+                };
+                (name.clone(), doc)
+            }
         });
         futures_util::future::join_all(reads).await
+    }
+
+    /// How long a read of `node` may take: None when the leading `run` declared it lost (it is
+    /// not asked); else until a heartbeat timeout after it was last heard (a read must not
+    /// keep the leader from declaring it lost on time), at most [`NODE_TIMEOUT`].
+    pub(super) fn node_timeout(&self, node: &str) -> Option<Duration> {
+        let silence = self.silence.read().expect("silence lock");
+        if silence.lost.contains(node) {
+            return None;
+        }
+        let Some((heard, timeout)) = &silence.heard else { return Some(NODE_TIMEOUT) };
+        let last = heard.lock().expect("heard lock").get(node).copied();
+        let left = last.map_or(NODE_TIMEOUT, |at| (at + *timeout).saturating_duration_since(std::time::Instant::now()));
+        Some(left.clamp(LATE_NODE_TIMEOUT, NODE_TIMEOUT))
+    }
+
+    /// A node declared lost is heard from again: it is asked as any other at once.
+    pub(super) fn heard_again(&self, node: &str) {
+        if self.silence.read().expect("silence lock").lost.contains(node) {
+            self.silence.write().expect("silence lock").lost.remove(node);
+        }
+    }
+
+    /// The nodes for a placement: the pass's view when one is set, else read now.
+    pub(super) async fn nodes_to_place_on(&self) -> NodesRead {
+        if let Some(view) = self.pass_view.lock().expect("pass view lock").clone() {
+            return view;
+        }
+        self.read_nodes().await
+    }
+
+    /// What a placement took, out of the pass's view (when one is set): the app's instances
+    /// there, their random ports and their requests.
+    pub(super) fn placed_in_pass(&self, key: &str, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
+        let mut view = self.pass_view.lock().expect("pass view lock");
+        let Some((views, _)) = view.as_mut() else { return };
+        for node in placed.values() {
+            let Some(v) = views.iter_mut().find(|v| v.name == *node) else { continue };
+            v.apps.entry(key.to_string()).or_default().1 += 1;
+            v.free_ports = v.free_ports.saturating_sub(spec.random_ports());
+            v.free = v.free.map(|free| free.minus(spec.instance_requests()));
+        }
+    }
+
+    /// While a pass's view is set: the right to place on it, until what was placed is taken
+    /// out of it (placements made at once on one view would each see the same room).
+    pub(super) async fn placing_in_pass(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.pass_view.lock().expect("pass view lock").is_none() {
+            return None;
+        }
+        Some(self.placing.lock().await)
+    }
+
+    /// Runs `pass` with the nodes read once for all its placements.
+    pub(super) async fn in_one_view<T>(&self, pass: impl std::future::Future<Output = T>) -> T {
+        let view = self.read_nodes().await;
+        *self.pass_view.lock().expect("pass view lock") = Some(view);
+        let out = pass.await;
+        *self.pass_view.lock().expect("pass view lock") = None;
+        out
+    }
+
+    /// Takes what the leading `run` knows of the nodes' silence.
+    pub(super) fn set_silence(&self, silence: Silence) {
+        *self.silence.write().expect("silence lock") = silence;
     }
 
     /// Each placement with what its node reports.
@@ -271,7 +370,8 @@ impl Scheduler {
         for v in views {
             let Some(client) = self.client(&v.name) else { continue };
             let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
-            if let Ok(Ok(list)) = tokio::time::timeout(NODE_TIMEOUT, client.list(&filters)).await {
+            let limit = self.node_timeout(&v.name).unwrap_or(LATE_NODE_TIMEOUT);
+            if let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await {
                 reachable.insert(v.name.clone());
                 for s in list {
                     actual.insert((v.name.clone(), s.id.index), Seen::of(&s));

@@ -5,7 +5,7 @@
 //! deleted there. Apps being changed (placements not applied yet, a rollout under way, a delete
 //! pending) and jobs (their runs have ids of their own) are left to what changes them.
 
-use super::{check_spec, instance_id, Emit, Scheduler, NODE_TIMEOUT};
+use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::client::ClientError;
 use crate::plugin::placement::NodeView;
 use crate::plugin::store::{App, PlacementState};
@@ -34,7 +34,9 @@ impl Scheduler {
         let mut views = Vec::new();
         for node in ready {
             let Some(client) = self.client(node) else { continue };
-            let Ok(Ok(doc)) = tokio::time::timeout(NODE_TIMEOUT, client.node()).await else { continue };
+            // Read within its heartbeat deadline: a node cut off must not hold up its loss.
+            let Some(limit) = self.node_timeout(node) else { continue };
+            let Ok(Ok(doc)) = tokio::time::timeout(limit, client.node()).await else { continue };
             views.push(NodeView::from_node(node, &doc));
             let mut present: BTreeSet<(String, u32)> = BTreeSet::new();
             for on_node in &doc.apps {

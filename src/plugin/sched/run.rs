@@ -86,6 +86,7 @@ impl Scheduler {
                             // Everything is looked at afresh: every node is new to this leader.
                             heard.clear();
                             lost.clear();
+                            self.set_silence(Default::default());
                             last_sync = Instant::now() - Duration::from_secs(60);
                         }
                         Err(reason) => {
@@ -97,6 +98,7 @@ impl Scheduler {
                 why = async { (&mut leadership.as_mut().expect("leading").lost).await }, if leadership.is_some() => {
                     // Acting on without the lease could act twice with the next leader.
                     leadership = None;
+                    self.set_silence(Default::default());
                     checks.sync(&[], &lost).await;
                     self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
                     let reason = why.unwrap_or_else(|_| "the leadership ended".into());
@@ -124,6 +126,7 @@ impl Scheduler {
                     let node = item.node.clone();
                     // Only what the daemon sends proves it alive; a failed reconnect does not.
                     if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
+                        self.heard_again(&node);
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
                             self.record_node(&node, NodeState::Up).await;
@@ -235,6 +238,7 @@ impl Scheduler {
                                     // Everything is looked at afresh, as by a new leader.
                                     heard.clear();
                                     lost.clear();
+                                    self.set_silence(Default::default());
                                     last_sync = Instant::now() - Duration::from_secs(60);
                                 }
                             }
@@ -257,8 +261,10 @@ impl Scheduler {
                         .filter(|(n, silent)| !lost.contains(*n) && **silent > timeout)
                         .map(|(n, _)| n.clone())
                         .collect();
+                    // All lost at once before any is acted on: no app of one goes to another.
+                    lost.extend(newly.iter().cloned());
+                    self.set_silence(super::Silence { lost: lost.clone(), heard: Some((heard_at.clone(), timeout)) });
                     for node in newly {
-                        lost.insert(node.clone());
                         let silent = silent_for[&node].as_secs_f64();
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
                         self.record_node(&node, NodeState::Lost).await;
@@ -428,92 +434,107 @@ impl Scheduler {
         }
     }
 
-    /// Marks the node's instances Lost and reschedules those whose policy is Always.
+    /// Marks the node's instances Lost and reschedules those whose policy is Always, all in
+    /// one pass over one view of the nodes (read once, the lost ones not asked).
     async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+        self.in_one_view(self.node_lost_in_view(node, lost, emit)).await
+    }
+
+    async fn node_lost_in_view(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+        use futures_util::StreamExt;
         let Ok(apps) = self.store.apps().await else { return };
         // An app being deleted is never placed again: its node gets the delete when it returns.
-        for app in apps.into_iter().filter(|a| a.deleting.is_none()) {
-            let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let lost_here =
-                DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() };
-            let marked = self.update_app(&app.key, &lost_here, |a| {
-                let mut any = false;
-                for i in &mine {
-                    if let Some(p) = a.placements.get_mut(i).filter(|p| p.node == node) {
-                        p.state = PlacementState::Lost;
-                        any = true;
-                    }
-                }
-                any && a.deleting.is_none()
-            });
-            let Ok(Some(app)) = marked.await else { continue };
+        let apps = apps.into_iter().filter(|a| a.deleting.is_none());
+        // Several at once: their store writes share commits, their applies overlap; their
+        // placements are made one at a time on the pass's view (see `placing_in_pass`).
+        futures_util::stream::iter(apps)
+            .map(|app| self.app_lost(app, node, lost, emit))
+            .buffer_unordered(LOST_APPS_AT_ONCE)
+            .collect::<Vec<()>>()
+            .await;
+    }
+
+    /// One app of a lost node: its instances there marked Lost, and moved by its policy.
+    async fn app_lost(&self, app: App, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+        let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
+        if mine.is_empty() {
+            return;
+        }
+        let lost_here = DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() };
+        let marked = self.update_app(&app.key, &lost_here, |a| {
+            let mut any = false;
             for i in &mine {
-                let instance = format!("{}/{i}", app.key);
-                emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
+                if let Some(p) = a.placements.get_mut(i).filter(|p| p.node == node) {
+                    p.state = PlacementState::Lost;
+                    any = true;
+                }
             }
-            let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
-            if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
-                emit(&sched_line(SchedEvent::NotRescheduled {
-                    app: Some(app.key.clone()),
-                    instance: None,
-                    node: node.to_string(),
-                    policy,
-                    reason: "a job or cron job is not moved while its node may still run it (one host per tick); \
-                             deploy it again to move it"
-                        .into(),
-                }));
-                continue;
-            }
-            if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
-                emit(&sched_line(SchedEvent::NotRescheduled {
-                    app: Some(app.key.clone()),
-                    instance: None,
-                    node: node.to_string(),
-                    policy,
-                    reason: DAEMON_SET_STAYS.into(),
-                }));
-                continue;
-            }
-            if policy != RestartPolicyKind::Always {
-                emit(&sched_line(SchedEvent::NotRescheduled {
-                    app: Some(app.key.clone()),
-                    instance: None,
-                    node: node.to_string(),
-                    policy,
-                    reason: "restartPolicy reschedules on Lost only when Always".into(),
-                }));
-                continue;
-            }
-            // Stopped by the operator: they stay where they are, stopped.
-            let (stopped, moving): (Vec<u32>, Vec<u32>) = mine.iter().partition(|i| app.stopped.contains(i));
-            for i in stopped {
-                emit(&sched_line(SchedEvent::NotRescheduled {
-                    app: None,
-                    instance: Some(format!("{}/{i}", app.key)),
-                    node: node.to_string(),
-                    policy,
-                    reason: "stopped by the operator: it stays stopped on its node".into(),
-                }));
-            }
-            // Seed 000's maxtimes counts an instance's reschedules across hosts (DESIGN § 7).
-            let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
-            let (spent, moving): (Vec<u32>, Vec<u32>) =
-                moving.iter().partition(|i| maxtimes > 0 && app.placements[*i].reschedules >= maxtimes);
-            for i in spent {
-                emit(&sched_line(SchedEvent::NotRescheduled {
-                    app: None,
-                    instance: Some(format!("{}/{i}", app.key)),
-                    node: node.to_string(),
-                    policy,
-                    reason: format!("{MAXTIMES_REACHED}: rescheduled {maxtimes} times already"),
-                }));
-            }
-            if !moving.is_empty() {
-                self.reschedule(&app, &moving, node, lost, "lost", emit).await;
-            }
+            any && a.deleting.is_none()
+        });
+        let Ok(Some(app)) = marked.await else { return };
+        for i in &mine {
+            let instance = format!("{}/{i}", app.key);
+            emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
+        }
+        let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
+        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: Some(app.key.clone()),
+                instance: None,
+                node: node.to_string(),
+                policy,
+                reason: "a job or cron job is not moved while its node may still run it (one host per tick); \
+                         deploy it again to move it"
+                    .into(),
+            }));
+            return;
+        }
+        if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: Some(app.key.clone()),
+                instance: None,
+                node: node.to_string(),
+                policy,
+                reason: DAEMON_SET_STAYS.into(),
+            }));
+            return;
+        }
+        if policy != RestartPolicyKind::Always {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: Some(app.key.clone()),
+                instance: None,
+                node: node.to_string(),
+                policy,
+                reason: "restartPolicy reschedules on Lost only when Always".into(),
+            }));
+            return;
+        }
+        // Stopped by the operator: they stay where they are, stopped.
+        let (stopped, moving): (Vec<u32>, Vec<u32>) = mine.iter().partition(|i| app.stopped.contains(i));
+        for i in stopped {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(format!("{}/{i}", app.key)),
+                node: node.to_string(),
+                policy,
+                reason: "stopped by the operator: it stays stopped on its node".into(),
+            }));
+        }
+        // Seed 000's maxtimes counts an instance's reschedules across hosts (DESIGN § 7).
+        let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
+        let (spent, moving): (Vec<u32>, Vec<u32>) =
+            moving.iter().partition(|i| maxtimes > 0 && app.placements[*i].reschedules >= maxtimes);
+        for i in spent {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(format!("{}/{i}", app.key)),
+                node: node.to_string(),
+                policy,
+                reason: format!("{MAXTIMES_REACHED}: rescheduled {maxtimes} times already"),
+            }));
+        }
+        if !moving.is_empty() {
+            self.reschedule(&app, &moving, node, lost, "lost", emit).await;
         }
     }
 
@@ -737,6 +758,9 @@ impl Scheduler {
         self.reschedule(&app, &[id.index], node, lost, why, emit).await;
     }
 }
+
+/// How many of a lost node's apps are handled at once.
+const LOST_APPS_AT_ONCE: usize = 8;
 
 /// Why a daemon set's instance is never placed elsewhere.
 const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
