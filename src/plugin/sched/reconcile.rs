@@ -1,6 +1,6 @@
 //! The leader's reconcile (issue 21, after Lain deployd's, seed 002): desired state compared
-//! with what every daemon reports, on a period and after an instance of a known app is deleted
-//! on its node. A placed instance its node lacks is applied again (an unchanged apply makes the
+//! with what every daemon reports, on a period, after an instance of a known app is deleted
+//! on its node, and a second after the desired state changes (a scale down's strays go then). A placed instance its node lacks is applied again (an unchanged apply makes the
 //! instances a daemon lacks); an instance of a known app on a node it is not placed on is
 //! deleted there. Apps being changed (placements not applied yet, a rollout under way, a delete
 //! pending) and jobs (their runs have ids of their own) are left to what changes them.

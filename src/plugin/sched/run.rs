@@ -87,7 +87,9 @@ impl Scheduler {
                             last_sync = Instant::now() - Duration::from_secs(60);
                         }
                         Err(reason) => {
-                            emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
+                            // Nothing was held, so nothing was lost: a campaign's request ends
+                            // (etcd's 10 s timeout) while another leads, and is made again.
+                            tracing::debug!("campaign to lead: {reason}; again in 1 s");
                             campaign = Some(self.campaign(&who, Duration::from_secs(1)));
                         }
                     }
@@ -102,8 +104,10 @@ impl Scheduler {
                     campaign = Some(self.campaign(&who, Duration::from_secs(1)));
                 }
                 _ = async { changes.as_mut().expect("watching").changed().await }, if changes.is_some() => {
-                    // The desired state changed (a deploy, another scheduler): look at it now.
+                    // The desired state changed (a deploy, another scheduler): look at it now,
+                    // and compare it with the nodes soon (a scale down's strays removed).
                     last_sync = Instant::now() - Duration::from_secs(60);
+                    reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                 }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
