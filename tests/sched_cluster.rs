@@ -1136,6 +1136,28 @@ async fn cordons_drift_drain_and_maintenance() {
     ids.sort();
     assert_eq!(ids, vec![0, 1, 2, 3]);
 
+    // Issue 43, item 5: nothing left to move is done; `--to` keeps the app's constraints (a
+    // second instance on a host with `hostname MAXPER 1` is refused, naming it: exit 1).
+    let (code, out, err) = c.sched(&["drift", "--from", "h1", "--app", "test/spread"]);
+    assert_eq!((code, out.trim()), (0, "[]"), "{err}");
+    let mut capped = app("capped", 2, always.clone());
+    capped["constraint"] = constraint(json!([{"unionData": [
+        {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "1"}}]}]))["constraint"]
+        .clone();
+    let (code, _, err) = c.deploy("capped", &capped);
+    assert_eq!(code, 0, "{err}");
+    let placed = c.spread("capped").await;
+    let mut holders = placed.iter().filter(|(_, ids)| !ids.is_empty()).map(|(h, _)| h.clone());
+    let (a, b) = (holders.next().unwrap(), holders.next().unwrap());
+    let (code, out, err) = c.sched(&["drift", "--from", &a, "--to", &b, "--app", "test/capped"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let kept: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert!(kept[0]["to"].is_null(), "{out}");
+    assert!(kept[0]["reason"].as_str().unwrap().contains("hostname MAXPER 1"), "{out}");
+    assert!(err.contains("1 of 1 instance(s) stayed"), "{err}");
+    assert_eq!(c.spread("capped").await, placed, "nothing moved");
+    c.sched(&["delete", "test/capped"]);
+
     // Stateful: stays unless forced.
     let mut db = app("db", 1, always.clone());
     db["metadata"]["labels"] = json!({"steward/stateful": "true"});
@@ -1143,7 +1165,7 @@ async fn cordons_drift_drain_and_maintenance() {
     assert_eq!(code, 0, "{err}");
     let db_node = nodes_of(&out).into_iter().next().unwrap();
     let (code, out, _) = c.sched(&["drift", "--from", &db_node, "--app", "test/db"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "an instance that stayed fails the drift: {out}");
     let kept: Vec<Value> = serde_json::from_str(&out).unwrap();
     assert!(kept[0]["to"].is_null() && kept[0]["reason"].as_str().unwrap().contains("stateful"), "{out}");
     let (code, out, err) = c.sched(&["drift", "--from", &db_node, "--app", "test/db", "--force"]);

@@ -170,11 +170,13 @@ pub enum SchedCommand {
         command: SchedNodeCommand,
     },
     /// Move instances off a node, one at a time (seed 002: removed, then deployed on the
-    /// target); apps labelled steward/stateful="true" move only with --force.
+    /// target); apps labelled steward/stateful="true" move only with --force. Exit 1 when an
+    /// instance stayed (each printed with why); nothing to move is exit 0.
     Drift {
         #[arg(long)]
         from: String,
-        /// The target node; default: placed by the app's constraints, off cordoned nodes.
+        /// The target node, which must meet the app's constraints, room and cordons as any
+        /// placement; default: placed by those rules.
         #[arg(long)]
         to: Option<String>,
         /// Only this app (namespace/name).
@@ -497,7 +499,10 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 match sched.cordon(&node, Some((false, "drained"))).await {
                     Ok(_) => {
                         let note = |what: &str| eprintln!("drain {node}: {what}");
-                        sched.drift(&node, None, None, None, force, &note).await.map(|d| print_drifted(&d, output))
+                        sched
+                            .drift(&node, None, None, None, force, &note)
+                            .await
+                            .and_then(|d| drifted(&node, &d, output))
                     }
                     Err(e) => Err(e),
                 }
@@ -507,7 +512,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched
                     .drift(&from, to.as_deref(), app.as_deref(), instance, force, &note)
                     .await
-                    .map(|d| print_drifted(&d, output))
+                    .and_then(|d| drifted(&from, &d, output))
             }
             SchedCommand::Watch { since } => {
                 let mut rx = match since {
@@ -958,16 +963,26 @@ fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
     }
 }
 
-fn print_drifted(list: &[crate::plugin::sched::Drifted], output: SchedOutput) {
+/// Prints a drift's moves; an instance it was asked to move that stayed makes it fail (exit
+/// 1), each named above with why. Nothing to move off `from` is done (exit 0).
+fn drifted(from: &str, list: &[crate::plugin::sched::Drifted], output: SchedOutput) -> Result<(), PluginError> {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(list).unwrap_or_default());
-        return;
+    } else if list.is_empty() {
+        println!("nothing to move off {from}");
     }
-    for d in list {
+    for d in list.iter().filter(|_| output == SchedOutput::Text) {
         match &d.to {
             Some(to) => println!("{} {} -> {to}", d.instance, d.from),
             None => println!("{} stays on {}: {}", d.instance, d.from, d.reason),
         }
+    }
+    match list.iter().filter(|d| d.to.is_none()).count() {
+        0 => Ok(()),
+        stayed => Err(PluginError::Node {
+            node: from.into(),
+            message: format!("{stayed} of {} instance(s) stayed (each said above, with why)", list.len()),
+        }),
     }
 }
 
