@@ -273,10 +273,12 @@ pub enum SchedNodeCommand {
     /// there stays.
     Cordon {
         node: String,
-        /// Preferred, not required: placed there still when no other node fits (seed 002's
-        /// "soft").
+        /// Preferred, not required: placed there still when no other node fits.
         #[arg(long)]
         preferred: bool,
+        /// Seed 002's constraint `soft`: true, the cordon must hold (required); false, preferred.
+        #[arg(long, value_name = "BOOL", conflicts_with = "preferred")]
+        soft: Option<bool>,
         #[arg(long, default_value = "")]
         reason: String,
     },
@@ -486,7 +488,8 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 };
                 sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
             }
-            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, reason } } => {
+            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, soft, reason } } => {
+                let preferred = cordon_preferred(preferred, soft);
                 sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
             }
             SchedCommand::Node { command: SchedNodeCommand::Ls } => {
@@ -956,6 +959,12 @@ fn engine_line(e: &crate::plugin::sched::EngineStatus) -> String {
     line
 }
 
+/// Whether a cordon is preferred: `--preferred`, or seed 002's `--soft false` (its `soft`
+/// means enforced, DESIGN § 7: `--soft true` is required).
+fn cordon_preferred(preferred: bool, soft: Option<bool>) -> bool {
+    soft.map_or(preferred, |soft| !soft)
+}
+
 fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
@@ -1129,6 +1138,30 @@ async fn copy_in(
 mod tests {
     use super::*;
     use crate::protocol::{Event, Kind, SchedLine, Transition};
+
+    /// Issue 43, item 9: seed 002's constraint `soft` means "enforced: if it cannot be met, the
+    /// container is not deployed" (DESIGN § 7), so `--soft true` is a required cordon and
+    /// `--soft false` a preferred one; a record spelled with `soft` reads the same way.
+    #[test]
+    fn a_soft_constraint_must_hold() {
+        let cordon = |args: &[&str]| -> bool {
+            let argv = [&["steward-sched", "node", "cordon", "h3"], args].concat();
+            match SchedArgs::try_parse_from(argv).unwrap().command {
+                SchedCommand::Node { command: SchedNodeCommand::Cordon { preferred, soft, .. } } => {
+                    cordon_preferred(preferred, soft)
+                }
+                _ => unreachable!(),
+            }
+        };
+        assert!(!cordon(&["--soft", "true"]), "soft: true must hold (required)");
+        assert!(cordon(&["--soft", "false"]));
+        assert!(cordon(&["--preferred"]) && !cordon(&[]));
+        assert!(SchedArgs::try_parse_from(["steward-sched", "node", "cordon", "h3", "--soft", "true", "--preferred"])
+            .is_err());
+        let stored: crate::plugin::store::Cordon =
+            serde_json::from_value(serde_json::json!({"soft": true, "sinceMs": 1})).unwrap();
+        assert!(!stored.preferred, "{stored:?}");
+    }
 
     /// Every printed line says when, and what it was about and why: a transition its reason, the
     /// scheduler's lines their node, verdict or error (issue 29).

@@ -3,7 +3,7 @@
 //! - Maintenance: the leading `run` keeps following and reporting and changes nothing; the
 //!   commands that change what runs refuse, naming who turned it on and why.
 //! - A cordon closes a node to new instances: required, never; preferred, only when no other
-//!   node fits (the hard/soft; Steward says required/preferred, DESIGN § 7). What runs
+//!   node fits (seed 002's constraint `soft` means enforced: soft true is required, DESIGN § 7). What runs
 //!   there stays.
 //! - Drift moves instances off a node, one at a time as seed 002 does it: the instance is
 //!   removed, then deployed on the target (named or not, placed by the app's constraints), and the
