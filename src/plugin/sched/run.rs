@@ -328,16 +328,7 @@ impl Scheduler {
                 let Ok(spec) = check_spec(&app.spec) else { return };
                 // Ports the daemon allocates (hostPort 0) are in its status once it runs; fixed
                 // ones are the spec's own.
-                let declared: Vec<String> = spec
-                    .spec
-                    .template
-                    .spec
-                    .processes
-                    .iter()
-                    .flat_map(|p| &p.ports)
-                    .filter(|p| p.host_port == 0)
-                    .map(|p| p.name.clone())
-                    .collect();
+                let declared = allocated_ports(&spec);
                 if declared.is_empty() {
                     return;
                 }
@@ -788,5 +779,32 @@ fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
             notifier.notify(Note::MaxtimesReached, instance, node, reason)
         }
         _ => {}
+    }
+}
+
+/// The ports the daemon allocates an instance (hostPort 0): a process's and a pod
+/// container's alike, both in its status once it runs.
+fn allocated_ports(spec: &crate::spec::ProcessSpec) -> Vec<String> {
+    spec.port_wants().into_iter().filter(|w| w.port == 0).map(|w| w.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43, item 9: "started without an IP" is checked for a pod's containers' hostPort-0
+    /// ports too (they were left out: processes only), fixed ones not.
+    #[test]
+    fn a_pods_allocated_ports_are_checked() {
+        let roots = crate::spec::Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let pod = serde_json::json!({
+            "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
+                {"name": "main", "image": "busybox", "ports": [
+                    {"name": "http", "containerPort": 80, "hostPort": 0},
+                    {"name": "fixed", "containerPort": 82, "hostPort": 30080}]}]}}}
+        });
+        let pod = crate::spec::parse(&pod.to_string(), crate::spec::Format::Json, &roots).unwrap();
+        assert_eq!(allocated_ports(&pod), ["http"]);
     }
 }
