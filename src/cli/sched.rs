@@ -107,7 +107,7 @@ pub enum SchedCommand {
         #[arg(long, value_name = "N")]
         instance: Option<u32>,
     },
-    /// An application's endpoints (issue 27): per port name, its Ready instances (node address,
+    /// An application's endpoints: per port name, its Ready instances (node address,
     /// port) at a revision that grows at every change; with --watch, every new revision.
     Endpoints {
         /// namespace/name
@@ -877,29 +877,39 @@ fn print_rollout(status: &crate::plugin::sched::SchedRolloutStatus, output: Sche
         println!("{}", serde_json::to_string_pretty(status).unwrap_or_default());
         return;
     }
+    for line in rollout_lines(status) {
+        println!("{line}");
+    }
+}
+
+fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<String> {
     let p = &status.progress;
     let phase = match status.rollout.as_ref().map(|r| &r.phase) {
         None => "never rolled out".to_string(),
         Some(crate::protocol::RolloutPhase::Failed { reason }) => format!("failed: {reason}"),
         Some(phase) => phase.name().to_string(),
     };
-    println!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready);
+    let mut out = vec![format!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready)];
     for (node, body) in &status.nodes {
         let done = status.rollout.as_ref().is_some_and(|r| r.done.contains(node));
         match body {
             crate::plugin::sched::NodeRollout::Answered(b) => {
                 let there = b.rollout.as_ref().map_or("-".to_string(), |r| r.phase.name().to_string());
                 let mark = if done { " (done)" } else { "" };
-                println!(
-                    "  {node:<12} revision {:<4} {there:<12} {} of {} updated, {} ready{mark}",
-                    b.revision, b.progress.updated, b.progress.instances, b.progress.ready
-                );
+                let p = &b.progress;
+                // Not reached: its daemon counts its instances against the spec it has.
+                let line = match status.rollout.as_ref().is_none_or(|r| r.reached(node, b.revision)) {
+                    true => format!("{} of {} updated, {} ready{mark}", p.updated, p.instances, p.ready),
+                    false => format!("0 of {} updated (not reached: runs the previous spec)", p.instances),
+                };
+                out.push(format!("  {node:<12} revision {:<4} {there:<12} {line}", b.revision));
             }
             crate::plugin::sched::NodeRollout::Unreachable { unreachable } => {
-                println!("  {node:<12} unreachable: {unreachable}")
+                out.push(format!("  {node:<12} unreachable: {unreachable}"))
             }
         }
     }
+    out
 }
 
 fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
@@ -1138,6 +1148,34 @@ async fn copy_in(
 mod tests {
     use super::*;
     use crate::protocol::{Event, Kind, SchedLine, Transition};
+
+    /// Issue 43, item 10: a node the rollout has not reached runs the previous spec: none of
+    /// its instances is updated, though its daemon counts them up to date with what it has.
+    #[test]
+    fn a_node_not_reached_shows_none_updated() {
+        let rollout: crate::plugin::store::SchedRollout = serde_json::from_value(serde_json::json!({
+            "phase": "progressing", "startedMs": 1, "updatedMs": 1, "applied": {"h1": 4}, "done": []
+        }))
+        .unwrap();
+        let body = |revision| {
+            crate::plugin::sched::NodeRollout::Answered(crate::protocol::RolloutBody {
+                app: "ns/web".into(),
+                revision,
+                rollout: None,
+                progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
+            })
+        };
+        let status = crate::plugin::sched::SchedRolloutStatus {
+            app: "ns/web".into(),
+            rollout: Some(rollout),
+            progress: crate::protocol::RolloutProgress { instances: 6, updated: 3, ready: 3, spares: 0 },
+            nodes: std::collections::BTreeMap::from([("h1".to_string(), body(4)), ("h2".to_string(), body(2))]),
+        };
+        let lines = rollout_lines(&status);
+        assert!(lines[1].starts_with("  h1") && lines[1].contains("3 of 3 updated"), "{lines:#?}");
+        assert!(lines[2].starts_with("  h2") && lines[2].contains("0 of 3 updated"), "{lines:#?}");
+        assert!(lines[2].contains("not reached"), "{lines:#?}");
+    }
 
     /// Issue 43, item 9: seed 002's constraint `soft` means "enforced: if it cannot be met, the
     /// container is not deployed" (DESIGN § 7), so `--soft true` is a required cordon and

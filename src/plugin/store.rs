@@ -86,6 +86,14 @@ pub struct SchedRollout {
     pub rollback: bool,
 }
 
+impl SchedRollout {
+    /// Whether it reached `node` (the node took the spec, now at `revision`): one it has not
+    /// reached runs the previous spec, none of its instances updated whatever the node counts.
+    pub fn reached(&self, node: &str, revision: u64) -> bool {
+        self.applied.get(node) == Some(&revision)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
