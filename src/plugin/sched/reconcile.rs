@@ -190,20 +190,29 @@ fn line(body: SchedEvent) -> WatchLine {
 /// restart count does; long-lived apps would otherwise reach `maxtimes` over months.
 pub const RESCHEDULES_RESET_AFTER_MS: u64 = crate::supervisor::policy::RESET_AFTER_MS;
 
+/// For tests only (docs/remote.md): the window in seconds instead of 30 minutes, so an
+/// end-to-end test need not wait half an hour.
+const RESET_WINDOW_ENV: &str = "STEWARD_SCHED_TEST_RESCHEDULE_RESET_SECS";
+
+fn reset_window_ms() -> u64 {
+    let secs = std::env::var(RESET_WINDOW_ENV).ok().and_then(|v| v.parse::<u64>().ok());
+    secs.map_or(RESCHEDULES_RESET_AFTER_MS, |s| s.saturating_mul(1000))
+}
+
 /// Whether `p`'s reschedule count goes back to 0: it has some, and its instance has run ready
-/// on its node since `started_ms` (its last start there) for the window.
-fn reschedules_reset(p: &Placement, running_ready: bool, started_ms: Option<u64>, now_ms: u64) -> bool {
+/// on its node since `started_ms` (its last start there) for `window_ms`.
+fn reschedules_reset(p: &Placement, running_ready: bool, started_ms: Option<u64>, now_ms: u64, window_ms: u64) -> bool {
     p.reschedules > 0
         && p.state == PlacementState::Placed
         && running_ready
-        && started_ms.is_some_and(|since| now_ms.saturating_sub(since) >= RESCHEDULES_RESET_AFTER_MS)
+        && started_ms.is_some_and(|since| now_ms.saturating_sub(since) >= window_ms)
 }
 
 impl Scheduler {
     /// Resets, durably, the reschedule count of each instance (node, app, index) that has run
     /// healthy for the window on its node, by its status there (its last start).
     async fn reset_reschedules(&self, healthy: Vec<(String, String, u32)>) {
-        let now = crate::clock::now_ms();
+        let (now, window) = (crate::clock::now_ms(), reset_window_ms());
         for (node, key, i) in healthy {
             let Some(client) = self.client(&node) else { continue };
             let Ok(Ok(s)) = tokio::time::timeout(NODE_TIMEOUT, client.status(&instance_id(&key, i))).await else {
@@ -211,12 +220,12 @@ impl Scheduler {
             };
             let running_ready = s.state.kind() == crate::protocol::Kind::Running && s.ready;
             let why = DesiredChange::Rescheduled {
-                reason: format!("reschedule count reset: ran healthy {} minutes", RESCHEDULES_RESET_AFTER_MS / 60_000),
+                reason: format!("reschedule count reset: ran healthy {}", crate::clock::span(window)),
                 app: key.clone(),
                 placements: BTreeMap::from([(i.to_string(), node.clone())]),
             };
             let reset = self.update_app(&key, &why, |a| match a.placements.get_mut(&i) {
-                Some(p) if p.node == node && reschedules_reset(p, running_ready, s.last_start_ms, now) => {
+                Some(p) if p.node == node && reschedules_reset(p, running_ready, s.last_start_ms, now, window) => {
                     p.reschedules = 0;
                     true
                 }
@@ -240,13 +249,13 @@ mod tests {
         let now = 10 * RESCHEDULES_RESET_AFTER_MS;
         let minutes = |m: u64| Some(now - m * 60_000);
         let p = Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 2 };
-        assert!(reschedules_reset(&p, true, minutes(31), now));
-        assert!(!reschedules_reset(&p, true, minutes(29), now));
-        assert!(!reschedules_reset(&p, false, minutes(31), now), "not ready");
-        assert!(!reschedules_reset(&p, true, None, now), "no start known");
+        assert!(reschedules_reset(&p, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS));
+        assert!(!reschedules_reset(&p, true, minutes(29), now, RESCHEDULES_RESET_AFTER_MS));
+        assert!(!reschedules_reset(&p, false, minutes(31), now, RESCHEDULES_RESET_AFTER_MS), "not ready");
+        assert!(!reschedules_reset(&p, true, None, now, RESCHEDULES_RESET_AFTER_MS), "no start known");
         let none = Placement { reschedules: 0, ..p.clone() };
-        assert!(!reschedules_reset(&none, true, minutes(31), now), "nothing to reset");
+        assert!(!reschedules_reset(&none, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS), "nothing to reset");
         let failed = Placement { state: PlacementState::Failed, ..p };
-        assert!(!reschedules_reset(&failed, true, minutes(31), now));
+        assert!(!reschedules_reset(&failed, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS));
     }
 }
