@@ -20,6 +20,17 @@ pub fn rfc3339_utc(ms: u64) -> String {
     )
 }
 
+/// A span for people, its two largest units: `45s`, `2m 5s`, `2h 5m`, `3d 4h`.
+pub fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
 /// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm: exact
 /// for every day, without a calendar crate for one line of output).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -1144,6 +1144,28 @@ async fn cordons_drift_drain_and_maintenance() {
     ids.sort();
     assert_eq!(ids, vec![0, 1, 2, 3]);
 
+    // Issue 43, item 5: nothing left to move is done; `--to` keeps the app's constraints (a
+    // second instance on a host with `hostname MAXPER 1` is refused, naming it: exit 1).
+    let (code, out, err) = c.sched(&["drift", "--from", "h1", "--app", "test/spread"]);
+    assert_eq!((code, out.trim()), (0, "[]"), "{err}");
+    let mut capped = app("capped", 2, always.clone());
+    capped["constraint"] = constraint(json!([{"unionData": [
+        {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": "1"}}]}]))["constraint"]
+        .clone();
+    let (code, _, err) = c.deploy("capped", &capped);
+    assert_eq!(code, 0, "{err}");
+    let placed = c.spread("capped").await;
+    let mut holders = placed.iter().filter(|(_, ids)| !ids.is_empty()).map(|(h, _)| h.clone());
+    let (a, b) = (holders.next().unwrap(), holders.next().unwrap());
+    let (code, out, err) = c.sched(&["drift", "--from", &a, "--to", &b, "--app", "test/capped"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let kept: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert!(kept[0]["to"].is_null(), "{out}");
+    assert!(kept[0]["reason"].as_str().unwrap().contains("hostname MAXPER 1"), "{out}");
+    assert!(err.contains("1 of 1 instance(s) stayed"), "{err}");
+    assert_eq!(c.spread("capped").await, placed, "nothing moved");
+    c.sched(&["delete", "test/capped"]);
+
     // Stateful: stays unless forced.
     let mut db = app("db", 1, always.clone());
     db["metadata"]["labels"] = json!({"steward/stateful": "true"});
@@ -1151,7 +1173,7 @@ async fn cordons_drift_drain_and_maintenance() {
     assert_eq!(code, 0, "{err}");
     let db_node = nodes_of(&out).into_iter().next().unwrap();
     let (code, out, _) = c.sched(&["drift", "--from", &db_node, "--app", "test/db"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "an instance that stayed fails the drift: {out}");
     let kept: Vec<Value> = serde_json::from_str(&out).unwrap();
     assert!(kept[0]["to"].is_null() && kept[0]["reason"].as_str().unwrap().contains("stateful"), "{out}");
     let (code, out, err) = c.sched(&["drift", "--from", &db_node, "--app", "test/db", "--force"]);
@@ -1624,4 +1646,50 @@ async fn deploy_1000_over_3_hosts() {
         "deploy of 1,000 over 3 hosts {per_host:?}: placed and applied in {placed:?} ({:.0} instances/s), all running after {running:?}",
         1000.0 / placed.as_secs_f64()
     );
+}
+
+/// Issue 43, items 6 and 8, on etcd with two `run`s: `scale` down returns once the leader has
+/// applied it (the removed instances gone from their nodes, none listed as Stray), as a deploy
+/// handed off does; and the `run` that never led logs no `leadershipLost` while it waits (its
+/// campaign's request times out every ~11 s: a failed attempt, not a loss).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_on_etcd_waits_for_the_leader_and_a_follower_loses_nothing() {
+    let c = Cluster::start("g", ["a", "a", "a"]);
+    let etcd = common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&c.ctl));
+    let shared = c.dir.path().join("shared.toml");
+    let text = std::fs::read_to_string(&c.file).unwrap();
+    std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+    let mut first = Follower::spawn(c.sched_cmd_with(&shared, &["run"]));
+    first.wait_for(30, "the first run leads", |v| body_type(v) == "leading");
+    let mut second = Follower::spawn(c.sched_cmd_with(&shared, &["run"]));
+    let following = Instant::now();
+
+    let path = c.dir.path().join("many.json");
+    std::fs::write(&path, app("many", 6, json!({"restartPolicy": {"policy": "Always"}})).to_string()).unwrap();
+    let out = c.sched_cmd_with(&shared, &["deploy", path.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_running(&c, "many").await;
+
+    let started = Instant::now();
+    let out = c.sched_cmd_with(&shared, &["scale", "test/many", "2"]).output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let spread = c.spread("many").await;
+    let mut ids: Vec<u32> = spread.values().flatten().copied().collect();
+    ids.sort();
+    assert_eq!(ids, [0, 1], "scale returned ({took:?}) with the removed instances still on their nodes: {spread:?}");
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(listed.iter().all(|p| p["placement"] != "Stray"), "{listed:#?}");
+    eprintln!("scale 6 -> 2 on etcd returned after {took:?}");
+
+    // The follower has waited through at least one campaign timeout (10 s + 1 s).
+    if let Some(left) = Duration::from_secs(14).checked_sub(following.elapsed()) {
+        std::thread::sleep(left);
+    }
+    let seen = second.drain();
+    assert!(!seen.iter().any(|v| body_type(v) == "leading"), "the first still leads");
+    let lost: Vec<&Value> = seen.iter().filter(|v| body_type(v) == "leadershipLost").collect();
+    assert!(lost.is_empty(), "a run that never led logged leadershipLost: {lost:?}");
+    assert!(!first.drain().iter().any(|v| body_type(v) == "leadershipLost"));
+    drop(etcd);
 }

@@ -363,3 +363,44 @@ async fn maxtimes_scale_to_zero_policy_in_place_and_whole_app_restart() {
     assert_ne!(code, 0);
     assert!(err.contains("no instance 7"), "{err}");
 }
+
+/// Issue 43, item 9: an instance's reschedule count starts again from zero once it has run
+/// healthy for the window (30 minutes; 3 s here through the test-only variable): with maxtimes
+/// 1, an instance moved once (it fails on h1) that then runs healthy and fails later is moved
+/// again, not left Failed with "maxtimes reached".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reschedule_count_resets_after_healthy_running() {
+    let c = Cluster::start("x", ["a", "a", "a"]);
+    let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let mut cmd = c.sched_cmd(&["run"]);
+    cmd.env("STEWARD_SCHED_TEST_RESCHEDULE_RESET_SECS", "3");
+    let mut run = Follower::spawn(cmd);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+
+    // Fails at once on h1; elsewhere runs until the marker exists, then fails.
+    let marker = c.dir.path().join("fail-now");
+    let start = format!(
+        "[ \"${{hostip}}\" = 10.231.0.1 ] && exit 1; while [ ! -f {m} ]; do sleep 0.2; done; exit 1",
+        m = marker.display()
+    );
+    let flaky = spec(
+        "flaky",
+        1,
+        json!({"startCmd": start}),
+        json!({"restartPolicy": {"policy": "OnFailure", "interval": 0, "backoff": 0, "maxtimes": 1}}),
+    );
+    let (code, out, err) = c.deploy("flaky", &flaky);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(json_of(&out)[0]["node"], "h1", "{out}");
+    let moved = run.wait_for(60, "moved off h1", |v| body_type(v) == "rescheduled");
+    let there = moved["body"]["to"].as_str().unwrap().to_string();
+    c.host(&there).daemon.wait_state(&id("test", "flaky", 0), Kind::Running, 30).await;
+    // Healthy for longer than the window, and a reconcile pass after it.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    std::fs::write(&marker, "").unwrap();
+    let verdict = run.wait_for(60, "moved again, or not", |v| {
+        (body_type(v) == "rescheduled" && v["body"]["from"] == there.as_str()) || body_type(v) == "notRescheduled"
+    });
+    assert_eq!(body_type(&verdict), "rescheduled", "the count was not reset: {verdict}");
+}

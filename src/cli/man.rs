@@ -187,6 +187,32 @@ The cluster: every stewardd's address, token and CA.
 mod tests {
     use super::*;
 
+    /// Issue 43, item 10: help texts say what a command does, not which issue asked for it.
+    #[test]
+    fn help_texts_name_no_issue_numbers() {
+        fn texts(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            for t in [cmd.get_about(), cmd.get_long_about()].into_iter().flatten() {
+                out.push(format!("{path}: {t}"));
+            }
+            for a in cmd.get_arguments() {
+                for t in [a.get_help(), a.get_long_help()].into_iter().flatten() {
+                    out.push(format!("{path} --{}: {t}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                texts(sub, &path, out);
+            }
+        }
+        let mut all = Vec::new();
+        texts(&super::super::daemon::DaemonArgs::command(), "", &mut all);
+        texts(&super::super::sched::SchedArgs::command(), "", &mut all);
+        texts(&super::super::steward::Cli::command(), "", &mut all);
+        let issue = regex::Regex::new(r"(?i)\bissues? *#?\d").unwrap();
+        let named: Vec<&String> = all.iter().filter(|t| issue.is_match(t)).collect();
+        assert!(named.is_empty(), "{named:#?}");
+    }
+
     #[test]
     fn every_binary_and_visible_subcommand_gets_a_dated_page_with_the_added_sections() {
         let dir = tempfile::tempdir().unwrap();

@@ -107,7 +107,7 @@ pub enum SchedCommand {
         #[arg(long, value_name = "N")]
         instance: Option<u32>,
     },
-    /// An application's endpoints (issue 27): per port name, its Ready instances (node address,
+    /// An application's endpoints: per port name, its Ready instances (node address,
     /// port) at a revision that grows at every change; with --watch, every new revision.
     Endpoints {
         /// namespace/name
@@ -170,11 +170,13 @@ pub enum SchedCommand {
         command: SchedNodeCommand,
     },
     /// Move instances off a node, one at a time (seed 002: removed, then deployed on the
-    /// target); apps labelled steward/stateful="true" move only with --force.
+    /// target); apps labelled steward/stateful="true" move only with --force. Exit 1 when an
+    /// instance stayed (each printed with why); nothing to move is exit 0.
     Drift {
         #[arg(long)]
         from: String,
-        /// The target node; default: placed by the app's constraints, off cordoned nodes.
+        /// The target node, which must meet the app's constraints, room and cordons as any
+        /// placement; default: placed by those rules.
         #[arg(long)]
         to: Option<String>,
         /// Only this app (namespace/name).
@@ -271,10 +273,12 @@ pub enum SchedNodeCommand {
     /// there stays.
     Cordon {
         node: String,
-        /// Preferred, not required: placed there still when no other node fits (seed 002's
-        /// "soft").
+        /// Preferred, not required: placed there still when no other node fits.
         #[arg(long)]
         preferred: bool,
+        /// Seed 002's constraint `soft`: true, the cordon must hold (required); false, preferred.
+        #[arg(long, value_name = "BOOL", conflicts_with = "preferred")]
+        soft: Option<bool>,
         #[arg(long, default_value = "")]
         reason: String,
     },
@@ -484,7 +488,8 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 };
                 sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
             }
-            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, reason } } => {
+            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, soft, reason } } => {
+                let preferred = cordon_preferred(preferred, soft);
                 sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
             }
             SchedCommand::Node { command: SchedNodeCommand::Ls } => {
@@ -497,7 +502,10 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 match sched.cordon(&node, Some((false, "drained"))).await {
                     Ok(_) => {
                         let note = |what: &str| eprintln!("drain {node}: {what}");
-                        sched.drift(&node, None, None, None, force, &note).await.map(|d| print_drifted(&d, output))
+                        sched
+                            .drift(&node, None, None, None, force, &note)
+                            .await
+                            .and_then(|d| drifted(&node, &d, output))
                     }
                     Err(e) => Err(e),
                 }
@@ -507,7 +515,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 sched
                     .drift(&from, to.as_deref(), app.as_deref(), instance, force, &note)
                     .await
-                    .map(|d| print_drifted(&d, output))
+                    .and_then(|d| drifted(&from, &d, output))
             }
             SchedCommand::Watch { since } => {
                 let mut rx = match since {
@@ -869,29 +877,39 @@ fn print_rollout(status: &crate::plugin::sched::SchedRolloutStatus, output: Sche
         println!("{}", serde_json::to_string_pretty(status).unwrap_or_default());
         return;
     }
+    for line in rollout_lines(status) {
+        println!("{line}");
+    }
+}
+
+fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<String> {
     let p = &status.progress;
     let phase = match status.rollout.as_ref().map(|r| &r.phase) {
         None => "never rolled out".to_string(),
         Some(crate::protocol::RolloutPhase::Failed { reason }) => format!("failed: {reason}"),
         Some(phase) => phase.name().to_string(),
     };
-    println!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready);
+    let mut out = vec![format!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready)];
     for (node, body) in &status.nodes {
         let done = status.rollout.as_ref().is_some_and(|r| r.done.contains(node));
         match body {
             crate::plugin::sched::NodeRollout::Answered(b) => {
                 let there = b.rollout.as_ref().map_or("-".to_string(), |r| r.phase.name().to_string());
                 let mark = if done { " (done)" } else { "" };
-                println!(
-                    "  {node:<12} revision {:<4} {there:<12} {} of {} updated, {} ready{mark}",
-                    b.revision, b.progress.updated, b.progress.instances, b.progress.ready
-                );
+                let p = &b.progress;
+                // Not reached: its daemon counts its instances against the spec it has.
+                let line = match status.rollout.as_ref().is_none_or(|r| r.reached(node, b.revision)) {
+                    true => format!("{} of {} updated, {} ready{mark}", p.updated, p.instances, p.ready),
+                    false => format!("0 of {} updated (not reached: runs the previous spec)", p.instances),
+                };
+                out.push(format!("  {node:<12} revision {:<4} {there:<12} {line}", b.revision));
             }
             crate::plugin::sched::NodeRollout::Unreachable { unreachable } => {
-                println!("  {node:<12} unreachable: {unreachable}")
+                out.push(format!("  {node:<12} unreachable: {unreachable}"))
             }
         }
     }
+    out
 }
 
 fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
@@ -951,6 +969,12 @@ fn engine_line(e: &crate::plugin::sched::EngineStatus) -> String {
     line
 }
 
+/// Whether a cordon is preferred: `--preferred`, or seed 002's `--soft false` (its `soft`
+/// means enforced, DESIGN § 7: `--soft true` is required).
+fn cordon_preferred(preferred: bool, soft: Option<bool>) -> bool {
+    soft.map_or(preferred, |soft| !soft)
+}
+
 fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
@@ -958,16 +982,26 @@ fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
     }
 }
 
-fn print_drifted(list: &[crate::plugin::sched::Drifted], output: SchedOutput) {
+/// Prints a drift's moves; an instance it was asked to move that stayed makes it fail (exit
+/// 1), each named above with why. Nothing to move off `from` is done (exit 0).
+fn drifted(from: &str, list: &[crate::plugin::sched::Drifted], output: SchedOutput) -> Result<(), PluginError> {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(list).unwrap_or_default());
-        return;
+    } else if list.is_empty() {
+        println!("nothing to move off {from}");
     }
-    for d in list {
+    for d in list.iter().filter(|_| output == SchedOutput::Text) {
         match &d.to {
             Some(to) => println!("{} {} -> {to}", d.instance, d.from),
             None => println!("{} stays on {}: {}", d.instance, d.from, d.reason),
         }
+    }
+    match list.iter().filter(|d| d.to.is_none()).count() {
+        0 => Ok(()),
+        stayed => Err(PluginError::Node {
+            node: from.into(),
+            message: format!("{stayed} of {} instance(s) stayed (each said above, with why)", list.len()),
+        }),
     }
 }
 
@@ -1114,6 +1148,58 @@ async fn copy_in(
 mod tests {
     use super::*;
     use crate::protocol::{Event, Kind, SchedLine, Transition};
+
+    /// Issue 43, item 10: a node the rollout has not reached runs the previous spec: none of
+    /// its instances is updated, though its daemon counts them up to date with what it has.
+    #[test]
+    fn a_node_not_reached_shows_none_updated() {
+        let rollout: crate::plugin::store::SchedRollout = serde_json::from_value(serde_json::json!({
+            "phase": "progressing", "startedMs": 1, "updatedMs": 1, "applied": {"h1": 4}, "done": []
+        }))
+        .unwrap();
+        let body = |revision| {
+            crate::plugin::sched::NodeRollout::Answered(crate::protocol::RolloutBody {
+                app: "ns/web".into(),
+                revision,
+                rollout: None,
+                progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
+            })
+        };
+        let status = crate::plugin::sched::SchedRolloutStatus {
+            app: "ns/web".into(),
+            rollout: Some(rollout),
+            progress: crate::protocol::RolloutProgress { instances: 6, updated: 3, ready: 3, spares: 0 },
+            nodes: std::collections::BTreeMap::from([("h1".to_string(), body(4)), ("h2".to_string(), body(2))]),
+        };
+        let lines = rollout_lines(&status);
+        assert!(lines[1].starts_with("  h1") && lines[1].contains("3 of 3 updated"), "{lines:#?}");
+        assert!(lines[2].starts_with("  h2") && lines[2].contains("0 of 3 updated"), "{lines:#?}");
+        assert!(lines[2].contains("not reached"), "{lines:#?}");
+    }
+
+    /// Issue 43, item 9: seed 002's constraint `soft` means "enforced: if it cannot be met, the
+    /// container is not deployed" (DESIGN § 7), so `--soft true` is a required cordon and
+    /// `--soft false` a preferred one; a record spelled with `soft` reads the same way.
+    #[test]
+    fn a_soft_constraint_must_hold() {
+        let cordon = |args: &[&str]| -> bool {
+            let argv = [&["steward-sched", "node", "cordon", "h3"], args].concat();
+            match SchedArgs::try_parse_from(argv).unwrap().command {
+                SchedCommand::Node { command: SchedNodeCommand::Cordon { preferred, soft, .. } } => {
+                    cordon_preferred(preferred, soft)
+                }
+                _ => unreachable!(),
+            }
+        };
+        assert!(!cordon(&["--soft", "true"]), "soft: true must hold (required)");
+        assert!(cordon(&["--soft", "false"]));
+        assert!(cordon(&["--preferred"]) && !cordon(&[]));
+        assert!(SchedArgs::try_parse_from(["steward-sched", "node", "cordon", "h3", "--soft", "true", "--preferred"])
+            .is_err());
+        let stored: crate::plugin::store::Cordon =
+            serde_json::from_value(serde_json::json!({"soft": true, "sinceMs": 1})).unwrap();
+        assert!(!stored.preferred, "{stored:?}");
+    }
 
     /// Every printed line says when, and what it was about and why: a transition its reason, the
     /// scheduler's lines their node, verdict or error (issue 29).

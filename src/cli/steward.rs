@@ -200,7 +200,7 @@ pub enum Command {
         #[arg(long)]
         date: String,
     },
-    /// The endpoints steward-sched handed this daemon (issue 27): per app and port name, the
+    /// The endpoints steward-sched handed this daemon: per app and port name, the
     /// Ready instances over the cluster; with --after, wait for the next revision (long poll).
     Endpoints {
         /// namespace/name; without it, every app's.

@@ -40,7 +40,7 @@ pub enum PluginError {
     #[error("desired-state store: {0}")]
     Store(String),
     /// Maintenance mode is on: nothing may change what runs.
-    #[error("maintenance mode is on (since {since_ms} ms{}): nothing changes what runs until `steward-sched maintenance off`", if reason.is_empty() { String::new() } else { format!(": {reason}") })]
+    #[error("maintenance mode is on (since {}{}): nothing changes what runs until `steward-sched maintenance off`", since(*since_ms), if reason.is_empty() { String::new() } else { format!(": {reason}") })]
     Maintenance { since_ms: u64, reason: String },
     /// A scheduler setting the operator gave is unknown or out of range.
     #[error("config: {0}")]
@@ -48,4 +48,27 @@ pub enum PluginError {
     /// The app changed in the store since it was read (another scheduler wrote it).
     #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
     Conflict { app: String },
+}
+
+/// `2026-11-25T18:02:11Z, 2h 5m ago`.
+fn since(ms: u64) -> String {
+    let utc = crate::clock::rfc3339_utc(ms);
+    let ago = crate::clock::span(crate::clock::now_ms().saturating_sub(ms));
+    format!("{}Z, {ago} ago", utc.get(..19).unwrap_or(&utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43, item 10: the maintenance refusal says since when for people (UTC) and how long
+    /// ago, not epoch milliseconds.
+    #[test]
+    fn the_maintenance_refusal_says_when_for_people() {
+        let since_ms = crate::clock::now_ms() - (2 * 3600 + 5 * 60) * 1000;
+        let e = PluginError::Maintenance { since_ms, reason: "moving racks".into() }.to_string();
+        let utc = crate::clock::rfc3339_utc(since_ms);
+        assert!(e.contains(&utc[..19]) && e.contains("2h 5m ago"), "{e}");
+        assert!(!e.contains(&since_ms.to_string()) && e.contains(": moving racks"), "{e}");
+    }
 }

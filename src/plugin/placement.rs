@@ -98,6 +98,9 @@ pub struct Request<'a> {
     /// Nodes that take an instance only when no other node can (a preferred cordon): decided
     /// per instance, so they take the overflow and no more.
     pub shunned: BTreeSet<String>,
+    /// The only node that may take an instance (`drift --to`); the others still count for the
+    /// app's rules, and are not listed as refusing.
+    pub only: Option<String>,
     /// Seed 003's affinities and tolerations.
     pub schedule: Option<&'a Schedule>,
     /// The labels the app's instances carry (its pod affinity may pick itself).
@@ -118,6 +121,7 @@ impl<'a> Request<'a> {
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
             shunned: BTreeSet::new(),
+            only: None,
             schedule: Some(&spec.schedule).filter(|s| !s.is_empty()),
             labels: spec.instance_labels(),
         }
@@ -139,6 +143,7 @@ impl<'a> Request<'a> {
             avoid: BTreeSet::new(),
             closed: BTreeMap::new(),
             shunned: BTreeSet::new(),
+            only: None,
             schedule: None,
             labels: BTreeMap::new(),
         }
@@ -169,8 +174,13 @@ impl PlacementError {
     fn describe(&self) -> String {
         let mut out = match &self.common {
             Some((i, desc)) => format!(
-                "cannot place {}/{}: constraint.intersectionItem[{i}] ({desc}) fails on every node",
-                self.app, self.index
+                "cannot place {}/{}: constraint.intersectionItem[{i}] ({desc}) fails on {}",
+                self.app,
+                self.index,
+                match self.refusals.as_slice() {
+                    [one] => one.node.as_str(),
+                    _ => "every node",
+                }
             ),
             None if self.refusals.iter().all(|r| r.reason.starts_with("unreachable")) => {
                 format!("cannot place {}/{}: no node is reachable", self.app, self.index)
@@ -241,6 +251,9 @@ impl Round<'_, '_> {
         };
         let mut best: Option<(Score, usize)> = None;
         for (ni, node) in self.nodes.iter().enumerate() {
+            if req.only.as_ref().is_some_and(|only| *only != node.name) {
+                continue;
+            }
             if req.avoid.contains(&node.name) {
                 refuse(node, None, &|| "avoided: the app's instance was lost or failed there".to_string());
                 continue;

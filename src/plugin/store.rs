@@ -86,6 +86,14 @@ pub struct SchedRollout {
     pub rollback: bool,
 }
 
+impl SchedRollout {
+    /// Whether it reached `node` (the node took the spec, now at `revision`): one it has not
+    /// reached runs the previous spec, none of its instances updated whatever the node counts.
+    pub fn reached(&self, node: &str, revision: u64) -> bool {
+        self.applied.get(node) == Some(&revision)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
@@ -238,7 +246,7 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<Maintenance>,
     /// Node → its cordon: nothing new is placed there (required), or only when no other node
-    /// fits (preferred; seed 002's constraints call this `soft`).
+    /// fits (preferred; seed 002's constraint `soft: false`, DESIGN § 7).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cordons: BTreeMap<String, Cordon>,
     /// Where notifications go (seed 002's notify callbacks).
@@ -261,14 +269,32 @@ pub struct Maintenance {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "CordonRecord")]
 pub struct Cordon {
     /// False (required): nothing new placed there; true: placed there only when no other node
-    /// fits. Steward says required/preferred where seed 002 says hard/soft (DESIGN § 7).
+    /// fits. Seed 002's constraint `soft` means enforced (DESIGN § 7): soft true is required.
     pub preferred: bool,
     pub since_ms: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+}
+
+/// A cordon as stored, or written seed 002's way (`soft`: true, it must hold; DESIGN § 7).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CordonRecord {
+    #[serde(default)]
+    preferred: bool,
+    soft: Option<bool>,
+    since_ms: u64,
+    #[serde(default)]
+    reason: String,
+}
+
+impl From<CordonRecord> for Cordon {
+    fn from(r: CordonRecord) -> Cordon {
+        Cordon { preferred: r.soft.map_or(r.preferred, |soft| !soft), since_ms: r.since_ms, reason: r.reason }
+    }
 }
 
 /// This process leads: it alone acts on the cluster while this is held.

@@ -3,10 +3,10 @@
 //! - Maintenance: the leading `run` keeps following and reporting and changes nothing; the
 //!   commands that change what runs refuse, naming who turned it on and why.
 //! - A cordon closes a node to new instances: required, never; preferred, only when no other
-//!   node fits (the issue's hard/soft; Steward says required/preferred, DESIGN § 7). What runs
+//!   node fits (seed 002's constraint `soft` means enforced: soft true is required, DESIGN § 7). What runs
 //!   there stays.
 //! - Drift moves instances off a node, one at a time as seed 002 does it: the instance is
-//!   removed, then deployed on the target (named, or placed by the app's constraints), and the
+//!   removed, then deployed on the target (named or not, placed by the app's constraints), and the
 //!   next waits until it runs. Apps labelled `steward/stateful: "true"` move only with --force.
 //!   Drain is drift of everything on a node.
 
@@ -18,7 +18,7 @@ use crate::plugin::PluginError;
 use crate::protocol::{DesiredChange, Kind};
 use crate::spec::Format;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The label that marks an app whose instances keep their node unless a drift is forced.
@@ -63,15 +63,33 @@ pub(super) fn place_around_cordons(
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
     let tolerated = |c: &crate::plugin::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
     let untolerated = || settings.cordons.iter().filter(|(_, c)| !tolerated(c));
-    let closed = untolerated()
-        .filter(|(_, c)| !c.preferred)
-        .map(|(n, c)| {
-            let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
-            (n.clone(), format!("cordoned (required){why}"))
-        })
-        .collect();
+    let mut closed = req.closed.clone();
+    closed.extend(untolerated().filter(|(_, c)| !c.preferred).map(|(n, c)| {
+        let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
+        (n.clone(), format!("cordoned (required){why}"))
+    }));
     let shunned = untolerated().filter(|(_, c)| c.preferred).map(|(n, _)| n.clone()).collect();
     placement::place(&Request { closed, shunned, ..req.clone() }, views)
+}
+
+/// Where a drift moves instance `i` (`req`: the app, its instances as placed), by the same
+/// rules as any placement (the app's constraints, room, cordons): onto `to` if it can take it,
+/// else onto the node the rules choose, `from` closed as the node drifted from.
+pub(super) fn drift_target(
+    req: &Request,
+    i: u32,
+    from: &str,
+    to: Option<&str>,
+    views: &[NodeView],
+    settings: &Settings,
+) -> Result<String, PlacementError> {
+    let mut keep = req.keep.clone();
+    keep.remove(&i);
+    let mut closed = req.closed.clone();
+    closed.insert(from.to_string(), "the node drifted from".to_string());
+    let req = Request { keep, place: vec![i], closed, only: to.map(String::from), ..req.clone() };
+    let placed = place_around_cordons(&req, views, settings)?;
+    Ok(placed[&i].clone())
 }
 
 impl Scheduler {
@@ -272,30 +290,14 @@ impl Scheduler {
         let spec =
             check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
         let (views, _) = self.read_nodes().await;
-        let target = match to {
-            Some(t) => {
-                if !views.iter().any(|v| v.name == t) {
-                    return Err(PluginError::Node { node: t.into(), message: "does not answer".into() });
-                }
-                t.to_string()
-            }
-            None => {
-                let keep: BTreeMap<u32, String> =
-                    app.placements.iter().filter(|(n, _)| **n != i).map(|(n, p)| (*n, p.node.clone())).collect();
-                let req = Request {
-                    keep,
-                    place: vec![i],
-                    avoid: BTreeSet::from([from.to_string()]),
-                    ..Request::new(key, &spec)
-                };
-                let settings = self.store.settings().await?;
-                let placed = place_around_cordons(&req, &views, &settings)?;
-                placed
-                    .get(&i)
-                    .cloned()
-                    .ok_or_else(|| PluginError::Apply { app: key.into(), message: "no node".into() })?
-            }
+        if let Some(t) = to.filter(|t| !views.iter().any(|v| v.name == *t)) {
+            return Err(PluginError::Node { node: t.into(), message: "does not answer".into() });
+        }
+        let req = Request {
+            keep: app.placements.iter().map(|(n, p)| (*n, p.node.clone())).collect(),
+            ..Request::new(key, &spec)
         };
+        let target = drift_target(&req, i, from, to, &views, &self.store.settings().await?)?;
         let why = DesiredChange::Drifted { app: key.into(), instance: i, from: from.into(), to: target.clone() };
         let moved = self.update_app(key, &why, |a| match a.placements.get_mut(&i) {
             Some(p) if p.node == from => {
@@ -389,6 +391,38 @@ mod tests {
         // Tolerating every taint: the preferred cordon no longer pushes it off h2 either.
         assert_eq!(req(&any, &[view("h2")]).unwrap(), ["h2"]);
         assert_eq!(req(&any, &views).unwrap(), ["h1"]);
+    }
+
+    fn maxper(n: u32) -> crate::spec::model::Constraint {
+        serde_json::from_value(serde_json::json!({"intersectionItem": [{"unionData": [
+            {"name": "hostname", "operate": "MAXPER", "type": 3, "text": {"value": n.to_string()}}]}]}))
+        .unwrap()
+    }
+
+    /// Issue 43, item 5: `drift --to` places by the app's own rules. 12 instances with
+    /// `hostname MAXPER 6`, 6 on h1 and 6 on h2: moving one of h1's to h2 would make 7 there,
+    /// refused naming the constraint (it was moved); to a required-cordoned h3, refused naming
+    /// the cordon. Without --to, a drift with nowhere to go names the constraint, and the node
+    /// drifted from as such, not as "the app's instance was lost or failed there".
+    #[test]
+    fn a_drift_keeps_the_apps_constraints_and_names_them() {
+        let constraint = maxper(6);
+        let keep: BTreeMap<u32, String> = (0..12).map(|i| (i, if i < 6 { "h1" } else { "h2" }.to_string())).collect();
+        let req = Request { constraint: Some(&constraint), keep, place: Vec::new(), ..Request::bare("ns/a", 12) };
+        let views = [view("h1"), view("h2"), view("h3")];
+        let mut settings = Settings::default();
+        let e = drift_target(&req, 0, "h1", Some("h2"), &views, &settings).unwrap_err().to_string();
+        assert!(e.contains("hostname MAXPER 6") && e.contains("h2"), "{e}");
+        assert!(!e.contains("h3"), "only the target is asked: {e}");
+        assert_eq!(drift_target(&req, 0, "h1", Some("h3"), &views, &settings).unwrap(), "h3");
+        assert_eq!(drift_target(&req, 0, "h1", None, &views, &settings).unwrap(), "h3");
+        settings.cordons.insert("h3".into(), Cordon { preferred: false, since_ms: 1, reason: "disk".into() });
+        let e = drift_target(&req, 0, "h1", Some("h3"), &views, &settings).unwrap_err().to_string();
+        assert!(e.contains("h3: cordoned (required): disk"), "{e}");
+        let e = drift_target(&req, 0, "h1", None, &views, &settings).unwrap_err().to_string();
+        assert!(e.contains("h2: constraint.intersectionItem[0]: hostname MAXPER"), "{e}");
+        assert!(e.contains("h1: the node drifted from"), "{e}");
+        assert!(!e.contains("lost or failed"), "{e}");
     }
 
     /// Issue 43, item 4: a preferred cordon takes only the instances no other node can: 4

@@ -108,25 +108,40 @@ impl Scheduler {
         }
     }
 
-    /// Waits while the leading `run` applies what a deploy stored (its placements no longer
-    /// Pending, its rollout no longer progressing), then describes it.
+    /// Waits while the leading `run` applies what a deploy or scale stored (its placements no
+    /// longer Pending, its rollout no longer progressing, no instance left on a node it is no
+    /// longer placed on: a scale down is done once the removed instances are gone), then
+    /// describes it.
     pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, PluginError> {
         let deadline = std::time::Instant::now() + HAND_OFF_WAIT;
+        let mut strays = Vec::new();
         loop {
             let app = self.stored(key).await?;
             let pending = app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
             let rolling = app.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing);
             if !pending && !rolling {
-                if let Some(crate::protocol::RolloutPhase::Failed { reason }) = app.rollout.map(|r| r.phase) {
+                if let Some(crate::protocol::RolloutPhase::Failed { reason }) = app.rollout.as_ref().map(|r| &r.phase) {
                     let message = format!("the rollout failed: {reason}");
                     return Err(PluginError::Apply { app: key.to_string(), message });
                 }
                 let (views, _) = self.read_nodes().await;
-                return Ok(self.describe(&self.stored(key).await?, &views).await);
+                let described = self.describe(&app, &views).await;
+                strays = described
+                    .iter()
+                    .filter(|p| p.placement == PlacementState::Stray)
+                    .map(|p| format!("{} on {}", p.instance, p.node))
+                    .collect();
+                if strays.is_empty() {
+                    return Ok(described);
+                }
             }
             if std::time::Instant::now() > deadline {
+                let left = match strays.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({} still to be removed)", strays.join(", ")),
+                };
                 let message = format!(
-                    "stored, but no steward-sched run applied it within {} s: one that leads will",
+                    "stored, but no steward-sched run applied it within {} s{left}: one that leads will",
                     HAND_OFF_WAIT.as_secs()
                 );
                 return Err(PluginError::Apply { app: key.to_string(), message });

@@ -1,15 +1,17 @@
 //! The leader's reconcile (issue 21, after Lain deployd's, seed 002): desired state compared
-//! with what every daemon reports, on a period and after an instance of a known app is deleted
-//! on its node. A placed instance its node lacks is applied again (an unchanged apply makes the
-//! instances a daemon lacks); an instance of a known app on a node it is not placed on is
-//! deleted there. Apps being changed (placements not applied yet, a rollout under way, a delete
+//! with what every daemon reports, on a period, after an instance of a known app is deleted on
+//! its node, and a second after the desired state changes (a scale down's strays go then). A
+//! placed instance its node lacks is applied again (an unchanged apply makes the instances a
+//! daemon lacks); an instance of a known app on a node it is not placed on is deleted there; an
+//! instance rescheduled before that has run healthy 30 minutes has its reschedule count reset
+//! (seed 000). Apps being changed (placements not applied yet, a rollout under way, a delete
 //! pending) and jobs (their runs have ids of their own) are left to what changes them.
 
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::client::ClientError;
 use crate::plugin::placement::NodeView;
-use crate::plugin::store::{App, PlacementState};
-use crate::protocol::{DeployCause, RolloutPhase, SchedEvent, SchedLine, WatchLine};
+use crate::plugin::store::{App, Placement, PlacementState};
+use crate::protocol::{DeployCause, DesiredChange, RolloutPhase, SchedEvent, SchedLine, WatchLine};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How often the leader reconciles without being asked.
@@ -31,6 +33,7 @@ impl Scheduler {
         let mut missing: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
         let mut failed: Vec<(String, crate::spec::InstanceId)> = Vec::new();
         let mut behind: Vec<(String, &App)> = Vec::new();
+        let mut healthy: Vec<(String, String, u32)> = Vec::new();
         let mut views = Vec::new();
         for node in ready {
             let Some(client) = self.client(node) else { continue };
@@ -59,6 +62,11 @@ impl Scheduler {
                         if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
                             failed.push((node.clone(), instance_id(&key, inst.index)));
                         }
+                        // Rescheduled before and healthy now: its start time decides a reset.
+                        let counted = app.placements.get(&inst.index).is_some_and(|p| p.reschedules > 0);
+                        if counted && placed && inst.state == crate::protocol::Kind::Running && inst.ready {
+                            healthy.push((node.clone(), key.clone(), inst.index));
+                        }
                         continue;
                     }
                     // Placed elsewhere, or beyond the app's count: it must not run here.
@@ -85,6 +93,7 @@ impl Scheduler {
         for (node, app) in behind {
             self.update_behind(&node, app, emit).await;
         }
+        self.reset_reschedules(healthy).await;
         // A failure just seen may have its event on the way (the node's event stream and this
         // pass race): acted on only once it has stayed unheard for a while.
         let overdue: BTreeSet<(String, String)> = {
@@ -176,4 +185,79 @@ impl Scheduler {
 
 fn line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))
+}
+
+/// How long an instance runs healthy (Running and ready, not restarted) before its reschedule
+/// count starts again from zero (seed 000: "正常运行30分钟后重启次数清零"), as the daemon's own
+/// restart count does; long-lived apps would otherwise reach `maxtimes` over months.
+pub const RESCHEDULES_RESET_AFTER_MS: u64 = crate::supervisor::policy::RESET_AFTER_MS;
+
+/// For tests only (docs/remote.md): the window in seconds instead of 30 minutes, so an
+/// end-to-end test need not wait half an hour.
+const RESET_WINDOW_ENV: &str = "STEWARD_SCHED_TEST_RESCHEDULE_RESET_SECS";
+
+fn reset_window_ms() -> u64 {
+    let secs = std::env::var(RESET_WINDOW_ENV).ok().and_then(|v| v.parse::<u64>().ok());
+    secs.map_or(RESCHEDULES_RESET_AFTER_MS, |s| s.saturating_mul(1000))
+}
+
+/// Whether `p`'s reschedule count goes back to 0: it has some, and its instance has run ready
+/// on its node since `started_ms` (its last start there) for `window_ms`.
+fn reschedules_reset(p: &Placement, running_ready: bool, started_ms: Option<u64>, now_ms: u64, window_ms: u64) -> bool {
+    p.reschedules > 0
+        && p.state == PlacementState::Placed
+        && running_ready
+        && started_ms.is_some_and(|since| now_ms.saturating_sub(since) >= window_ms)
+}
+
+impl Scheduler {
+    /// Resets, durably, the reschedule count of each instance (node, app, index) that has run
+    /// healthy for the window on its node, by its status there (its last start).
+    async fn reset_reschedules(&self, healthy: Vec<(String, String, u32)>) {
+        let (now, window) = (crate::clock::now_ms(), reset_window_ms());
+        for (node, key, i) in healthy {
+            let Some(client) = self.client(&node) else { continue };
+            let Ok(Ok(s)) = tokio::time::timeout(NODE_TIMEOUT, client.status(&instance_id(&key, i))).await else {
+                continue;
+            };
+            let running_ready = s.state.kind() == crate::protocol::Kind::Running && s.ready;
+            let why = DesiredChange::Rescheduled {
+                reason: format!("reschedule count reset: ran healthy {}", crate::clock::span(window)),
+                app: key.clone(),
+                placements: BTreeMap::from([(i.to_string(), node.clone())]),
+            };
+            let reset = self.update_app(&key, &why, |a| match a.placements.get_mut(&i) {
+                Some(p) if p.node == node && reschedules_reset(p, running_ready, s.last_start_ms, now, window) => {
+                    p.reschedules = 0;
+                    true
+                }
+                _ => false,
+            });
+            if let Err(e) = reset.await {
+                tracing::warn!(node, "resetting {key}/{i}'s reschedule count: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43, item 9: the count resets once the instance has run healthy 30 minutes (an
+    /// instance started 31 minutes ago, not one started 29 minutes ago, nor one not ready).
+    #[test]
+    fn reschedules_reset_after_thirty_minutes_healthy() {
+        let now = 10 * RESCHEDULES_RESET_AFTER_MS;
+        let minutes = |m: u64| Some(now - m * 60_000);
+        let p = Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 2 };
+        assert!(reschedules_reset(&p, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS));
+        assert!(!reschedules_reset(&p, true, minutes(29), now, RESCHEDULES_RESET_AFTER_MS));
+        assert!(!reschedules_reset(&p, false, minutes(31), now, RESCHEDULES_RESET_AFTER_MS), "not ready");
+        assert!(!reschedules_reset(&p, true, None, now, RESCHEDULES_RESET_AFTER_MS), "no start known");
+        let none = Placement { reschedules: 0, ..p.clone() };
+        assert!(!reschedules_reset(&none, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS), "nothing to reset");
+        let failed = Placement { state: PlacementState::Failed, ..p };
+        assert!(!reschedules_reset(&failed, true, minutes(31), now, RESCHEDULES_RESET_AFTER_MS));
+    }
 }

@@ -340,7 +340,7 @@ impl Scheduler {
             };
             if let NodeRollout::Answered(b) = &body {
                 // A node the rollout has not reached runs the previous spec: none updated.
-                let reached = app.rollout.as_ref().is_none_or(|r| r.applied.get(&node) == Some(&b.revision));
+                let reached = app.rollout.as_ref().is_none_or(|r| r.reached(&node, b.revision));
                 progress.instances += b.progress.instances;
                 progress.spares += b.progress.spares;
                 if reached {

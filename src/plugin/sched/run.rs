@@ -90,7 +90,9 @@ impl Scheduler {
                             last_sync = Instant::now() - Duration::from_secs(60);
                         }
                         Err(reason) => {
-                            emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
+                            // Nothing was held, so nothing was lost: a campaign's request ends
+                            // (etcd's 10 s timeout) while another leads, and is made again.
+                            tracing::debug!("campaign to lead: {reason}; again in 1 s");
                             campaign = Some(self.campaign(&who, Duration::from_secs(1)));
                         }
                     }
@@ -106,8 +108,10 @@ impl Scheduler {
                     campaign = Some(self.campaign(&who, Duration::from_secs(1)));
                 }
                 _ = async { changes.as_mut().expect("watching").changed().await }, if changes.is_some() => {
-                    // The desired state changed (a deploy, another scheduler): look at it now.
+                    // The desired state changed (a deploy, another scheduler): look at it now,
+                    // and compare it with the nodes soon (a scale down's strays removed).
                     last_sync = Instant::now() - Duration::from_secs(60);
+                    reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                 }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
@@ -340,16 +344,7 @@ impl Scheduler {
                 let Ok(spec) = check_spec(&app.spec) else { return };
                 // Ports the daemon allocates (hostPort 0) are in its status once it runs; fixed
                 // ones are the spec's own.
-                let declared: Vec<String> = spec
-                    .spec
-                    .template
-                    .spec
-                    .processes
-                    .iter()
-                    .flat_map(|p| &p.ports)
-                    .filter(|p| p.host_port == 0)
-                    .map(|p| p.name.clone())
-                    .collect();
+                let declared = allocated_ports(&spec);
                 if declared.is_empty() {
                     return;
                 }
@@ -824,5 +819,32 @@ fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
             notifier.notify(Note::MaxtimesReached, instance, node, reason)
         }
         _ => {}
+    }
+}
+
+/// The ports the daemon allocates an instance (hostPort 0): a process's and a pod
+/// container's alike, both in its status once it runs.
+fn allocated_ports(spec: &crate::spec::ProcessSpec) -> Vec<String> {
+    spec.port_wants().into_iter().filter(|w| w.port == 0).map(|w| w.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43, item 9: "started without an IP" is checked for a pod's containers' hostPort-0
+    /// ports too (they were left out: processes only), fixed ones not.
+    #[test]
+    fn a_pods_allocated_ports_are_checked() {
+        let roots = crate::spec::Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let pod = serde_json::json!({
+            "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
+                {"name": "main", "image": "busybox", "ports": [
+                    {"name": "http", "containerPort": 80, "hostPort": 0},
+                    {"name": "fixed", "containerPort": 82, "hostPort": 30080}]}]}}}
+        });
+        let pod = crate::spec::parse(&pod.to_string(), crate::spec::Format::Json, &roots).unwrap();
+        assert_eq!(allocated_ports(&pod), ["http"]);
     }
 }
