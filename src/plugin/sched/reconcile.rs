@@ -216,8 +216,8 @@ impl Scheduler {
     async fn reset_reschedules(&self, healthy: Vec<(String, String, u32)>) {
         let (now, window) = (crate::clock::now_ms(), reset_window_ms());
         for (node, key, i) in healthy {
-            let Some(client) = self.client(&node) else { continue };
-            let Ok(Ok(s)) = tokio::time::timeout(NODE_TIMEOUT, client.status(&instance_id(&key, i))).await else {
+            let (Some(client), Some(limit)) = (self.client(&node), self.node_timeout(&node)) else { continue };
+            let Ok(Ok(s)) = tokio::time::timeout(limit, client.status(&instance_id(&key, i))).await else {
                 continue;
             };
             let running_ready = s.state.kind() == crate::protocol::Kind::Running && s.ready;
