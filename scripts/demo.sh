@@ -140,6 +140,9 @@ echo
 echo "== steward rollout history demo/gamesvc   (every applied change is a revision; undo goes back)"
 $steward rollout history demo/gamesvc || true
 echo
+echo "== units/gamesvc.json's disconnect.stopAfterSecs 30: under steward-sched, a host cut off from every"
+echo "   scheduler stops gamesvc itself after 30 s, and it runs elsewhere only after that (docs/remote.md)"
+echo
 echo "== steward apply -f units/gamesvc-v2-broken.json --wait   (a v2 whose readiness route does not exist)"
 echo "   (its rollout fails at the progress deadline, its surge instance deleted; autoRollback goes back to"
 echo "    the last good revision; --wait exits 6 and says which revision runs now; history shows outcomes)"

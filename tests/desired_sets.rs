@@ -46,6 +46,7 @@ async fn a_desired_set_drops_what_it_does_not_name_and_nothing_it_could_not_know
         as_of,
         apps: vec!["test/kept".into(), "test/missing".into()],
         endpoints: vec![endpoints("kept", 4), endpoints("old", 2)],
+        every_secs: 10,
     };
     let outcome = c.put_desired(&set).await.unwrap();
     assert_eq!(outcome.dropped_apps, ["test/gone"]);

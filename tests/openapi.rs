@@ -463,10 +463,15 @@ fn all_exit_statuses() -> Vec<ExitStatus> {
 
 fn all_states() -> Vec<State> {
     let mut all = vec![State::Staging, State::Starting, State::Running, State::Stopped];
-    for goal in [StopGoal::Stop, StopGoal::Restart, StopGoal::Delete, StopGoal::Fail { reason: "health check".into() }]
-    {
+    for goal in [
+        StopGoal::Stop,
+        StopGoal::Restart,
+        StopGoal::Delete,
+        StopGoal::Fail { reason: "health check".into() },
+        StopGoal::Fence,
+    ] {
         match goal {
-            StopGoal::Stop | StopGoal::Restart | StopGoal::Delete | StopGoal::Fail { .. } => {}
+            StopGoal::Stop | StopGoal::Restart | StopGoal::Delete | StopGoal::Fail { .. } | StopGoal::Fence => {}
         }
         all.push(State::Stopping { goal });
     }

@@ -333,7 +333,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
         update_strategy(),
         // Boxed: the strategy's nested types grow the stack frames of every case past the
         // test thread's stack.
-        (option::of(job_spec()), option::of(cron_spec()), schedule()).boxed(),
+        (option::of(job_spec()), option::of(cron_spec()), schedule(), option::of(disconnect())).boxed(),
     )
         .prop_map(
             |(
@@ -342,7 +342,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 processes,
                 constraint,
                 strategy,
-                (job, cron_job, schedule),
+                (job, cron_job, schedule, disconnect),
             )| ProcessSpec {
                 api_version,
                 kind,
@@ -362,8 +362,20 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 stateful_set: None,
                 schedule,
                 services: Vec::new(),
+                disconnect,
             },
         )
+}
+
+fn disconnect() -> impl Strategy<Value = Disconnect> {
+    let reconcile = prop_oneof![Just(DisconnectReconcile::KeepReplacement), Just(DisconnectReconcile::KeepOriginal)];
+    (option::of(seconds()), option::of(seconds()), reconcile).prop_map(
+        |(stop_after_secs, replace_after_secs, reconcile)| Disconnect {
+            stop_after_secs,
+            replace_after_secs,
+            reconcile,
+        },
+    )
 }
 
 fn expression() -> impl Strategy<Value = Expression> {

@@ -1231,7 +1231,7 @@ fn unknown_fields_in_list_elements_and_nested_objects() {
 #[test]
 fn an_unknown_field_without_a_near_name_lists_the_known_ones() {
     let d = with(|d| d["zzzzzz"] = json!(1));
-    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies, schedule, services)");
+    assert_error(&d, "zzzzzz", "unknown field `zzzzzz` (known fields: apiVersion, kind, restartPolicy, killPolicy, metadata, spec, constraint, strategy, job, cronJob, daemonSet, statefulSet, dependencies, schedule, services, disconnect)");
 }
 
 #[test]
@@ -2091,4 +2091,24 @@ fn cluster_ips_are_addresses_and_stateful_set_names_are_dns_labels() {
             ("statefulSet.domain", "\"box\" is also the name of services[0]"),
         ],
     );
+}
+
+/// Issue 43: `disconnect` — a stop after at least 5 s; a replacement no sooner than the host's
+/// stop plus the kill grace and a margin (so a partition never runs the app twice), which is
+/// also its default; an unknown reconcile named.
+#[test]
+fn disconnect_replaces_only_after_the_host_stopped() {
+    let d = |v: Value| with(|d| d["disconnect"] = v);
+    assert_errors(&d(json!({"stopAfterSecs": 2})), &[("disconnect.stopAfterSecs", "must be at least 5")]);
+    assert_errors(
+        &d(json!({"stopAfterSecs": 30, "replaceAfterSecs": 20})),
+        &[("disconnect.replaceAfterSecs", "must be at least 36 (stopAfterSecs + killPolicy.gracePeriod + 5)")],
+    );
+    assert_errors(&d(json!({"reconcile": "keepBoth"})), &[("disconnect.reconcile", "keepBoth")]);
+    let s = assert_valid(&d(json!({"stopAfterSecs": 30, "reconcile": "keepOriginal"})));
+    let disconnect = s.disconnect.unwrap();
+    assert_eq!(disconnect.replace_after(s.kill_policy.grace_period), 36);
+    assert_eq!(disconnect.reconcile, DisconnectReconcile::KeepOriginal);
+    let s = assert_valid(&d(json!({"replaceAfterSecs": 60})));
+    assert_eq!(s.disconnect.unwrap().replace_after(1), 60, "no stop: the replacement waits as asked");
 }

@@ -179,6 +179,11 @@ pub struct HostDesired {
     pub apps: Vec<String>,
     /// Every app's endpoints, as the scheduler stores them.
     pub endpoints: Vec<super::AppEndpoints>,
+    /// How often the scheduler hands sets over (its reconcile period): a host fences an app
+    /// (`disconnect.stopAfterSecs`) only after three of these without one, however short the
+    /// app's own limit.
+    #[serde(default)]
+    pub every_secs: u64,
 }
 
 /// What PUT /v1/desired did.

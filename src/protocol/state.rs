@@ -16,6 +16,9 @@ pub enum StopGoal {
     Delete,
     /// The instance failed (health check, start failure): stop, then apply the restart policy.
     Fail { reason: String },
+    /// Its host heard no scheduler for its app's `disconnect.stopAfterSecs`: end in `Stopped`
+    /// (started again once a scheduler names the app to the host again).
+    Fence,
 }
 
 /// In JSON: `{"state": "Backoff", "untilMs": ...}` — the same names as [`Kind`] and events.

@@ -182,7 +182,9 @@ impl Supervisor {
         .to_value();
         let is_job = job.is_some();
         let is_cron = cron.is_some();
-        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron });
+        // A fence holds across applies: only a scheduler's desired set lifts it.
+        let fenced = previous.as_ref().and_then(|p| p.fenced.clone());
+        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron, fenced });
         let value = serde_json::to_value(&*entry).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         if let Some((failed, to)) = rollback {

@@ -125,6 +125,8 @@ pub struct Shared {
     /// The scheduler's writes in order, and each placed app's last apply (desired.rs).
     pub marks: Arc<desired::MarkClock>,
     pub applied_marks: desired::Marked,
+    /// When a scheduler last reached this daemon (its fences count from it).
+    pub contact: desired::Contact,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -262,6 +264,7 @@ impl Supervisor {
             wakers: Default::default(),
             marks,
             applied_marks: Default::default(),
+            contact: Default::default(),
         });
         let sup = Supervisor {
             shared,
@@ -280,6 +283,7 @@ impl Supervisor {
         sup.load(config.port_range).await?;
         sup.shared.networks.spawn_retries();
         sup.hooks.resume();
+        sup.spawn_fence_watch();
         tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
         Ok(sup)
     }

@@ -52,13 +52,16 @@ pub fn template_hash(spec: &ProcessSpec) -> String {
 }
 
 /// The spec without what changes nothing that runs: the instance count, the strategy (how a
-/// change rolls out, as a Deployment's strategy is not part of its pod template) and the
-/// restart policy (applied to the next exit, in place: seed 002 changes it without a restart).
+/// change rolls out, as a Deployment's strategy is not part of its pod template), the
+/// restart policy (applied to the next exit, in place: seed 002 changes it without a restart)
+/// and the disconnect policy (the scheduler's and the fence's, read when a host is cut off).
 pub fn what_runs(spec: &ProcessSpec) -> ProcessSpec {
     let mut template = spec.clone();
     template.spec.instance = 0;
     template.strategy = Default::default();
     template.restart_policy = Default::default();
+    // What a lost host's scheduler does with it: nothing that runs changes.
+    template.disconnect = None;
     template
 }
 
@@ -108,6 +111,7 @@ impl Supervisor {
                 rollout: None,
                 job: None,
                 cron: None,
+                fenced: None,
             }),
             None => {
                 tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");

@@ -118,6 +118,7 @@ impl Event {
                 StopGoal::Restart => "operator restart".into(),
                 StopGoal::Delete => "operator delete".into(),
                 StopGoal::Fail { reason } => reason.clone(),
+                StopGoal::Fence => "fenced: no scheduler heard (disconnect.stopAfterSecs)".into(),
             },
             Event::StopCompleted => "every process gone".into(),
             Event::RestartDue => "backoff over".into(),
@@ -222,14 +223,14 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
             to(State::Stopping { goal: goal.clone() }, Stop)
         }
         // A stop before anything runs needs no process work.
-        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop }) => {
+        (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop | StopGoal::Fence }) => {
             to(State::Stopped, Nothing)
         }
         (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Delete }) => {
             to(State::Stopped, Delete)
         }
         (State::Stopped | State::Exited { .. } | State::Failed { .. }, Event::StopRequested { goal }) => match goal {
-            StopGoal::Stop | StopGoal::Fail { .. } => same(Nothing),
+            StopGoal::Stop | StopGoal::Fence | StopGoal::Fail { .. } => same(Nothing),
             StopGoal::Delete => same(Delete),
             StopGoal::Restart => to(State::Staging, Start),
         },
@@ -244,7 +245,7 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
         // The main process ending while we stop it is the stop working.
         (State::Stopping { .. }, Event::MainExited { .. }) => same(Nothing),
         (State::Stopping { goal }, Event::StopCompleted) => match goal {
-            StopGoal::Stop => to(State::Stopped, Nothing),
+            StopGoal::Stop | StopGoal::Fence => to(State::Stopped, Nothing),
             StopGoal::Delete => to(State::Stopped, Delete),
             StopGoal::Restart => to(State::Staging, Start),
             StopGoal::Fail { reason } => after_failure(reason.clone()),
@@ -401,6 +402,21 @@ mod tests {
             State::Failed { reason } => assert!(reason.contains("maxtimes"), "{reason}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A host's fence (disconnect.stopAfterSecs) stops as an operator's stop does, Always or
+    /// not, and says why; an instance not running just stays down.
+    #[test]
+    fn a_fence_ends_stopped_whatever_the_policy() {
+        let p = policy(RestartPolicyKind::Always);
+        let fence = || Event::StopRequested { goal: StopGoal::Fence };
+        assert!(fence().reason().contains("fenced: no scheduler heard"));
+        let stopping = run(&State::Running, fence(), &p, 0).unwrap().next;
+        assert_eq!(stopping, State::Stopping { goal: StopGoal::Fence });
+        assert_eq!(run(&stopping, Event::StopCompleted, &p, 0).unwrap().next, State::Stopped);
+        let backoff = State::Backoff { until_ms: 1 };
+        assert_eq!(run(&backoff, fence(), &p, 0).unwrap().next, State::Stopped);
+        assert_eq!(run(&State::Stopped, fence(), &p, 0).unwrap().next, State::Stopped);
     }
 
     #[test]

@@ -26,8 +26,13 @@ impl Scheduler {
             (Ok(apps), Ok(endpoints)) => (apps, endpoints),
             (Err(e), _) | (_, Err(e)) => return tracing::warn!("reading the desired state for the hosts: {e}"),
         };
+        let every_secs = match self.store.settings().await {
+            Ok(settings) => settings.config.reconcile_every().as_secs(),
+            Err(_) => super::reconcile::RECONCILE_EVERY.as_secs(),
+        };
         let handed = marks.into_iter().flatten().map(|(node, client, as_of)| {
-            let set = HostDesired { as_of, apps: placed_on(&apps, &node), endpoints: endpoints.clone() };
+            let apps = placed_on(&apps, &node);
+            let set = HostDesired { as_of, apps, endpoints: endpoints.clone(), every_secs };
             async move {
                 let r = match tokio::time::timeout(NODE_TIMEOUT, client.put_desired(&set)).await {
                     Ok(r) => r.map_err(|e| e.to_string()),

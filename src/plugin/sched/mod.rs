@@ -73,7 +73,13 @@ pub struct Scheduler {
     pass_view: std::sync::Mutex<Option<NodesRead>>,
     /// Held by a placement on the pass's view until it took what it placed out of it.
     placing: tokio::sync::Mutex<()>,
+    /// A lost node's instances waiting out their app's `disconnect.replaceAfterSecs`:
+    /// (app, node) → (when they are placed elsewhere, which).
+    deferred: std::sync::Mutex<BTreeMap<(String, String), Deferred>>,
 }
+
+/// Instances of a lost node waiting to be placed elsewhere: when, and which.
+pub(super) type Deferred = (std::time::Instant, Vec<u32>);
 
 /// The nodes that answered, and why each other did not.
 pub(super) type NodesRead = (Vec<NodeView>, BTreeMap<String, String>);
@@ -208,6 +214,7 @@ impl Scheduler {
             silence: Default::default(),
             pass_view: Default::default(),
             placing: Default::default(),
+            deferred: Default::default(),
         })
     }
 

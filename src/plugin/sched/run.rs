@@ -128,8 +128,12 @@ impl Scheduler {
                         continue;
                     }
                     let node = item.node.clone();
-                    // Only what the daemon sends proves it alive; a failed reconnect does not.
-                    if let NodeItem::Event(_) | NodeItem::Heartbeat { .. } = &item.item {
+                    // Only what the daemon sends proves it alive; a failed reconnect does not,
+                    // nor a line that arrived before its loss and waited here while it was
+                    // declared (a cut host is not back).
+                    let fresh = heard_at.lock().expect("heard lock").get(&node).is_some_and(|at| at.elapsed() <= timeout);
+                    let proof = matches!(&item.item, NodeItem::Event(_) | NodeItem::Heartbeat { .. });
+                    if proof && (fresh || !lost.contains(&node)) {
                         self.heard_again(&node);
                         if heard.insert(node.clone()) {
                             emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
@@ -275,6 +279,7 @@ impl Scheduler {
                         self.node_lost(&node, &lost, &emit).await;
                         self.endpoints_node_lost(&mut book, &node, &emit).await;
                     }
+                    self.replace_deferred(&lost, &emit).await;
                     if last_sync.elapsed() > Duration::from_secs(2) {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
@@ -528,6 +533,23 @@ impl Scheduler {
                 reason: format!("{MAXTIMES_REACHED}: rescheduled {maxtimes} times already"),
             }));
         }
+        let wait = check_spec(&app.spec)
+            .ok()
+            .and_then(|s| s.disconnect.as_ref().map(|d| d.replace_after(s.kill_policy.grace_period)))
+            .unwrap_or(0);
+        if !moving.is_empty() && wait > 0 {
+            // disconnect: the host may still run them (and stops them itself by then).
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: Some(app.key.clone()),
+                instance: None,
+                node: node.to_string(),
+                policy,
+                reason: format!("disconnect: placed elsewhere {wait} s after the node was lost, unless it returns"),
+            }));
+            let due = Instant::now() + Duration::from_secs(wait);
+            self.deferred.lock().expect("deferred lock").insert((app.key.clone(), node.to_string()), (due, moving));
+            return;
+        }
         if !moving.is_empty() {
             self.reschedule(&app, &moving, node, lost, "lost", emit).await;
         }
@@ -573,7 +595,8 @@ impl Scheduler {
             self.enforce_stops(node, &app).await;
             let id = instance_id(&app.key, 0);
             let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
-            let Ok(list) = client.list(&filters).await else { continue };
+            let Some(limit) = self.node_timeout(node) else { return };
+            let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await else { continue };
             let mut back_here: Vec<u32> = Vec::new();
             if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
                 // A job's runs: its own on its node; on any other node, a copy that must stop.
@@ -601,6 +624,18 @@ impl Scheduler {
                             back_here.push(s.id.index);
                         }
                     }
+                    Some(p) if keeps_original(&app.spec) && s.state.kind() == Kind::Running => {
+                        // disconnect.reconcile keepOriginal: this copy stays, the replacement goes.
+                        let (moved_to, i) = (p.node.clone(), s.id.index);
+                        if self.take_back(&app.key, i, &moved_to, node).await {
+                            back_here.push(i);
+                            if let Some(there) = self.client(&moved_to) {
+                                let r = there.delete(&s.id, Some(60.0)).await;
+                                let (instance, ok) = (s.id.to_string(), r.is_ok());
+                                emit(&sched_line(SchedEvent::StrayDeleted { instance, node: moved_to, ok }));
+                            }
+                        }
+                    }
                     _ => {
                         let r = client.delete(&s.id, Some(60.0)).await;
                         let (instance, node, ok) = (s.id.to_string(), node.to_string(), r.is_ok());
@@ -614,6 +649,45 @@ impl Scheduler {
             }
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
+    }
+
+    /// Moves instance `i`'s placement back from `from` to `to` (a returning node whose copy
+    /// stays: disconnect.reconcile keepOriginal), as Lost there until marked back. Whether it did.
+    async fn take_back(&self, key: &str, i: u32, from: &str, to: &str) -> bool {
+        let back = DesiredChange::NodeBack { app: key.to_string(), node: to.to_string() };
+        let moved = self.update_app(key, &back, |a| match a.placements.get_mut(&i) {
+            Some(p) if p.node == from && a.deleting.is_none() => {
+                p.node = to.to_string();
+                p.state = PlacementState::Lost;
+                true
+            }
+            _ => false,
+        });
+        matches!(moved.await, Ok(Some(_)))
+    }
+
+    /// Replaces what waited out its app's `disconnect.replaceAfterSecs` on a node still lost;
+    /// what waits on a node heard again is dropped (its node runs it).
+    async fn replace_deferred(&self, lost: &BTreeSet<String>, emit: &Emit) {
+        let due: Vec<((String, String), Vec<u32>)> = {
+            let mut deferred = self.deferred.lock().expect("deferred lock");
+            deferred.retain(|(_, node), _| lost.contains(node));
+            let now = Instant::now();
+            let keys: Vec<(String, String)> =
+                deferred.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
+            keys.into_iter().filter_map(|k| deferred.remove(&k).map(|(_, ids)| (k, ids))).collect()
+        };
+        for ((key, node), ids) in due {
+            let Ok(Some(app)) = self.store.app(&key).await else { continue };
+            let still: Vec<u32> = ids
+                .into_iter()
+                .filter(|i| app.placements.get(i).is_some_and(|p| p.node == node && p.state == PlacementState::Lost))
+                .collect();
+            if !still.is_empty() && app.deleting.is_none() {
+                let why = "lost, and disconnect.replaceAfterSecs passed";
+                self.in_one_view(self.reschedule(&app, &still, &node, lost, why, emit)).await;
+            }
+        }
     }
 
     /// Marks the Lost placements `ids` on `node` Placed again (a returning node still runs them).
@@ -752,6 +826,13 @@ impl Scheduler {
         }
         self.reschedule(&app, &[id.index], node, lost, why, emit).await;
     }
+}
+
+/// Whether the app keeps a returning node's copy over its replacement (disconnect.reconcile).
+fn keeps_original(doc: &serde_json::Value) -> bool {
+    check_spec(doc).is_ok_and(|s| {
+        s.disconnect.is_some_and(|d| d.reconcile == crate::spec::model::DisconnectReconcile::KeepOriginal)
+    })
 }
 
 /// How many of a lost node's apps are handled at once.

@@ -73,6 +73,13 @@ pub struct ProcessSpec {
     /// A stable address for the app across hosts (seed 003 `services`; steward-sched).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<Service>,
+    /// What happens while its host is cut off from the schedulers (steward-sched; issue 43).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disconnect: Option<Disconnect>,
+}
+
+pub(crate) fn is_default_reconcile(r: &DisconnectReconcile) -> bool {
+    *r == DisconnectReconcile::default()
 }
 
 impl ProcessSpec {

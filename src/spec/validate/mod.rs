@@ -175,6 +175,33 @@ fn policies(spec: &ProcessSpec, root: &Path, errors: &mut Errors) {
     in_range(r.maxtimes.into(), 0, MAX_MAXTIMES.into(), "restarts; 0 = unlimited", &rp.field("maxtimes"), errors);
     let grace = spec.kill_policy.grace_period;
     in_range(grace, 0, MAX_DAY_SECS, "seconds, at most a day", &root.field("killPolicy").field("gracePeriod"), errors);
+    if let Some(d) = &spec.disconnect {
+        disconnect(d, grace, &root.field("disconnect"), errors);
+    }
+}
+
+/// The shortest `disconnect.stopAfterSecs`: a host stopping itself sooner would do so between
+/// two of a healthy scheduler's hand-overs.
+pub const MIN_STOP_AFTER_SECS: u64 = 5;
+
+fn disconnect(d: &crate::spec::model::Disconnect, grace: u64, at: &Path, errors: &mut Errors) {
+    if let Some(stop) = d.stop_after_secs {
+        let why = "seconds, at least 5 and at most a day";
+        in_range(stop, MIN_STOP_AFTER_SECS, MAX_DAY_SECS, why, &at.field("stopAfterSecs"), errors);
+    }
+    let Some(replace) = d.replace_after_secs else { return };
+    in_range(replace, 0, MAX_DAY_SECS, "seconds, at most a day", &at.field("replaceAfterSecs"), errors);
+    let floor = d.replace_after(grace);
+    if replace < floor {
+        errors.add(
+            &at.field("replaceAfterSecs"),
+            format!(
+                "must be at least {floor} (stopAfterSecs + killPolicy.gracePeriod + {}): the host must have stopped \
+                 its copy before another starts",
+                crate::spec::model::DISCONNECT_MARGIN_SECS
+            ),
+        );
+    }
 }
 
 /// Seed 000: lowercase letters and digits, not all digits, not starting with a digit.

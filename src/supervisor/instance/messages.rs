@@ -30,6 +30,18 @@ pub struct SpecEntry {
     /// A cron job's status (see supervisor/cron.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<crate::protocol::CronStatus>,
+    /// The host stopped the app's instances itself: no scheduler for its
+    /// `disconnect.stopAfterSecs` (see supervisor/desired.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<Fenced>,
+}
+
+/// A fence: since when, and the instances it stopped (started again when it is lifted).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fenced {
+    pub since_ms: u64,
+    pub instances: Vec<u32>,
 }
 
 impl SpecEntry {
@@ -44,6 +56,8 @@ impl SpecEntry {
 pub enum Command {
     Start,
     Stop,
+    /// Stop, as the host's own fence (see supervisor/desired.rs), not an operator's stop.
+    Fence,
     Restart,
     /// Fail what runs (a REMOTE check the scheduler runs failed): its restart policy decides
     /// what follows, as for a failed local check.
@@ -63,6 +77,7 @@ impl Command {
         match self {
             Command::Start => "start",
             Command::Stop => "stop",
+            Command::Fence => "fence",
             Command::Restart => "restart",
             Command::Fail(_) => "fail",
             Command::Reload => "reload",

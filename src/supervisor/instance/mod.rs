@@ -28,7 +28,7 @@ mod staging;
 mod transition;
 mod workload;
 
-pub use messages::{Command, FileCopy, Mailbox, Msg, Reply, SpecEntry, MAX_COPY_BYTES};
+pub use messages::{Command, Fenced, FileCopy, Mailbox, Msg, Reply, SpecEntry, MAX_COPY_BYTES};
 pub(crate) use pod::Pod;
 pub(crate) use process::Processes;
 
@@ -292,6 +292,7 @@ impl<W: Workload> Actor<W> {
                 return self.feed(Event::Start).await;
             }
             Command::Stop => StopGoal::Stop,
+            Command::Fence => StopGoal::Fence,
             Command::Delete => StopGoal::Delete,
             Command::Restart => StopGoal::Restart,
             Command::Fail(reason) => {
