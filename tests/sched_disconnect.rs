@@ -3,7 +3,8 @@
 //! host stops the app's instance itself once no scheduler has reached it that long, and the
 //! scheduler places it elsewhere only after that (plus the kill grace and a margin): at no
 //! moment do two copies run. Back, the host's stopped copy goes and the replacement stays. A
-//! host back before the replacement starts its own copy again (the fence lifted).
+//! host back before the replacement starts its own copy again (the fence lifted), a fence its
+//! daemon's kill -9 does not lift.
 
 mod cluster;
 mod common;
@@ -28,14 +29,15 @@ async fn running(c: &Cluster) -> Vec<(String, u32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_host_stops_its_copy_before_another_starts() {
-    let c = Cluster::start("f", ["a", "a", "a"]);
+    let mut c = Cluster::start("f", ["a", "a", "a"]);
     let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "1"]);
     assert_eq!(code, 0, "{err}");
     let mut run = c.follow(&["run"]);
     for h in ["h1", "h2", "h3"] {
         run.wait_for(30, &format!("{h} up"), |v| body_type(v) == "nodeUp" && v["body"]["node"] == h);
     }
-    let top = json!({"restartPolicy": {"policy": "Always"}, "disconnect": {"stopAfterSecs": 5}});
+    let top =
+        json!({"restartPolicy": {"policy": "Always"}, "disconnect": {"stopAfterSecs": 5, "replaceAfterSecs": 20}});
     let (code, out, err) = c.deploy("game", &app("game", 1, top.clone()));
     assert_eq!(code, 0, "{out}\n{err}");
     wait_running(&c, "game").await;
@@ -98,6 +100,14 @@ async fn a_cut_off_host_stops_its_copy_before_another_starts() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let fenced = cut.elapsed();
+    // The fence is durable: the host's daemon killed -9 and started again (still cut off) keeps
+    // the copy stopped.
+    let at = c.hosts.iter().position(|h| h.name == home).unwrap();
+    c.hosts[at].daemon.restart(true);
+    wait_remote(&c.hosts[at].daemon, 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = c.hosts[at].daemon.client.list(&[("name", "game")]).await.unwrap();
+    assert_eq!(after[0].state.kind(), Kind::Stopped, "fenced across kill -9: {after:?}");
     ip(&["-n", &c.hub, "link", "set", &format!("v{home}"), "up"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
