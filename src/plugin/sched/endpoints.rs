@@ -154,11 +154,13 @@ impl Scheduler {
         };
         let named = stored_app.as_ref().map(|a| Described::of(&a.spec)).unwrap_or_default();
         let kept = book.stored.get(key);
-        if kept.is_some_and(|k| k.ports == ports && named.is_in(k)) {
-            return;
-        }
         // An app being deleted is gone as far as its clients go.
         let exists = stored_app.as_ref().is_some_and(|a| a.deleting.is_none());
+        // Unchanged — but a deleted app's are never "unchanged": one with no ready endpoint and
+        // no service looked so, and its record stayed in the store (issue 43, item 7).
+        if exists && kept.is_some_and(|k| k.ports == ports && named.is_in(k)) {
+            return;
+        }
         let Some((namespace, name)) = key.split_once('/') else { return };
         // A deleted app's endpoints go at once, whatever still stops on its nodes.
         if !exists {
