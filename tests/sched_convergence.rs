@@ -7,7 +7,7 @@
 //! and nowhere else, no instance of an app not in it, and the endpoints of every app (with
 //! their services' node ports and cluster IPs) as stored, none of a deleted app.
 //!
-//! `STEWARD_CONVERGE_STEPS` (default 10) and `STEWARD_CONVERGE_SEED` (default 43) reproduce a
+//! `STEWARD_CONVERGE_STEPS` (default 15) and `STEWARD_CONVERGE_SEED` (default 43) reproduce a
 //! run; each step is printed.
 
 mod cluster;
@@ -160,7 +160,7 @@ async fn settle(c: &Cluster, run: &mut Follower, step: &str, deployed: &BTreeSet
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_operations_converge_host_by_host() {
-    let steps: usize = std::env::var("STEWARD_CONVERGE_STEPS").ok().and_then(|n| n.parse().ok()).unwrap_or(10);
+    let steps: usize = std::env::var("STEWARD_CONVERGE_STEPS").ok().and_then(|n| n.parse().ok()).unwrap_or(15);
     let seed: u64 = std::env::var("STEWARD_CONVERGE_SEED").ok().and_then(|n| n.parse().ok()).unwrap_or(43);
     let mut rng = Rng(seed.max(1));
     let mut c = Cluster::start("v", ["a", "a", "a"]);
