@@ -633,7 +633,9 @@ mod tests {
             s.put_app(&mut app, &why).await.unwrap();
         }
         let s = LocalStore::open(dir.path()).unwrap();
-        // Another handle (another process, say) holding it only delays an operation.
+        // Idle, it lets the handle go: another (another process, say) holding it only delays
+        // an operation.
+        std::thread::sleep(IDLE_RELEASE * 5);
         let held = Store::open(dir.path()).unwrap();
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(100));
