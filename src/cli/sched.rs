@@ -1158,12 +1158,12 @@ mod tests {
         }))
         .unwrap();
         let body = |revision| {
-            crate::plugin::sched::NodeRollout::Answered(crate::protocol::RolloutBody {
+            crate::plugin::sched::NodeRollout::Answered(Box::new(crate::protocol::RolloutBody {
                 app: "ns/web".into(),
                 revision,
                 rollout: None,
                 progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
-            })
+            }))
         };
         let status = crate::plugin::sched::SchedRolloutStatus {
             app: "ns/web".into(),

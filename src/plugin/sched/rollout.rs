@@ -40,7 +40,7 @@ pub struct SchedRolloutStatus {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum NodeRollout {
-    Answered(RolloutBody),
+    Answered(Box<RolloutBody>),
     Unreachable { unreachable: String },
 }
 
@@ -334,7 +334,7 @@ impl Scheduler {
         for node in app.nodes() {
             let Some(client) = self.client(&node) else { continue };
             let body = match tokio::time::timeout(super::NODE_TIMEOUT, client.rollout_status(namespace, name)).await {
-                Ok(Ok(body)) => NodeRollout::Answered(body),
+                Ok(Ok(body)) => NodeRollout::Answered(Box::new(body)),
                 Ok(Err(e)) => NodeRollout::Unreachable { unreachable: e.to_string() },
                 Err(_) => NodeRollout::Unreachable { unreachable: "no answer".to_string() },
             };
