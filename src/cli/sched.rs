@@ -42,6 +42,9 @@ pub enum SchedOutput {
 #[derive(Debug, Subcommand)]
 pub enum SchedCommand {
     /// Place and apply an application on the cluster's nodes.
+    ///
+    /// A change of what runs rolls out node by node. The spec a failed rollout left, deployed
+    /// again, retries that rollout (`rollout undo` goes back instead).
     Deploy {
         /// Process spec (JSON or TOML).
         file: PathBuf,
