@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 /// A service whose instances bind an allocated port, rolled out with a surge instance.
 fn web(version: &str) -> Value {
-    let mut a = app("web", 6, json!({"restartPolicy": {"policy": "Always"}}));
+    // STEWARD_FAILOVER_SCALE=1: every other version also adds an instance.
+    let n: u64 = version.trim_start_matches('v').parse().unwrap_or(0);
+    let more = std::env::var("STEWARD_FAILOVER_SCALE").is_ok() && n % 2 == 1;
+    let mut a = app("web", if more { 7 } else { 6 }, json!({"restartPolicy": {"policy": "Always"}}));
     let p = &mut a["spec"]["template"]["spec"]["processes"][0];
     p["ports"] = json!([{"name": "http"}]);
     p["env"] = json!([{"name": "VERSION", "value": version}]);
