@@ -764,3 +764,35 @@ async fn the_same_apply_after_a_failed_rollout_retries_it() {
     let history = d.client.revisions("test", "roll").await.unwrap();
     assert_eq!(history.revisions.len(), 2, "a retry is no new revision: {history:?}");
 }
+
+/// A surge instance takes the directories any instance of its id would (its workPath rendered
+/// with its id): those of another app's instance here must stop it, as they stop an apply
+/// (issue 14's rule). It was created without the check: spare 2 of `roll` ran in `other`'s
+/// instance 2's workPath (specs whose workPath names no app share them), whose program could
+/// then fail at once on what the other left there (a lock, a pidfile). Issue 43, item 3.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_surge_instance_never_shares_another_instances_directories() {
+    let d = Daemon::start("rollout-spare-paths");
+    let shared_dir = |name: &str, n: u32, v: &str| {
+        spec(
+            name,
+            n,
+            json!({"env": [{"name": "VERSION", "value": v}], "startCmd": "exec sleep 1000",
+                   "workPath": "${work_base_dir}/shared.${instanceid}"}),
+            json!({"strategy": {"maxUnavailable": 0, "maxSurge": 1, "progressDeadlineSeconds": 3}}),
+        )
+    };
+    d.client.apply_selected(&shared_dir("roll", 2, "v1").to_string(), Format::Json, Some(&[0, 1])).await.unwrap();
+    d.client.apply_selected(&shared_dir("other", 3, "v1").to_string(), Format::Json, Some(&[2])).await.unwrap();
+    all_on(&d, 1, 2, 30).await;
+    d.client.apply_selected(&shared_dir("roll", 2, "v2").to_string(), Format::Json, Some(&[0, 1])).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    while std::time::Instant::now() < deadline {
+        let spare = pids_of(&d, "roll").await.into_iter().find(|(i, _)| *i == 2);
+        assert!(spare.is_none(), "a surge instance runs in test/other/2's workPath: {spare:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failed = wait_rollout(&d, |r| matches!(r.phase, steward::protocol::RolloutPhase::Failed { .. }), 10).await;
+    let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
+    assert!(reason.contains("test/other/2"), "the reason names the clash: {reason}");
+}

@@ -310,8 +310,14 @@ impl Supervisor {
     /// workload owning them could plant links where the daemon works as root), nor Steward's
     /// own (Invalid); checked against every instance of other apps here (Conflict).
     pub(super) fn check_paths(&self, spec: &ProcessSpec, selection: Option<&[u32]>) -> Result<(), SupervisorError> {
+        self.check_paths_of(spec, &ids_of(spec, selection))
+    }
+
+    /// As [`Supervisor::check_paths`], for instances `ids` of `spec` (a rollout's surge
+    /// instance: its id is no selection's).
+    pub(super) fn check_paths_of(&self, spec: &ProcessSpec, ids: &[InstanceId]) -> Result<(), SupervisorError> {
         let roots = &self.shared.roots;
-        let mine: Vec<paths::InstancePaths> = ids_of(spec, selection)
+        let mine: Vec<paths::InstancePaths> = ids
             .iter()
             .filter_map(|id| {
                 let ports =

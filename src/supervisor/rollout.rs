@@ -548,6 +548,9 @@ impl Supervisor {
         if id.index < count.unwrap_or(0) || self.instances.lock().expect("instances lock").contains_key(&id) {
             return Err(SupervisorError::Conflict(format!("{id}: no longer free for a surge instance")));
         }
+        // Its directories are those of any instance of its id: another's here stops it, as it
+        // stops an apply (it would run in that instance's workPath).
+        self.check_paths_of(&entry.spec, std::slice::from_ref(&id))?;
         let mut batch = Batch::new();
         self.allocate_ports(&entry.spec, std::slice::from_ref(&id), &mut batch)?;
         let records = new_records((entry.generation, entry.revision), std::slice::from_ref(&id), &mut batch)?;
