@@ -543,6 +543,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
         revision: 2,
         run_revision: 1,
         limits: None,
+        kept: false,
     };
     for full in [false, true] {
         if full {
@@ -566,6 +567,7 @@ fn serde_output_of_every_variant_matches_the_schemas() {
                 Some(Health::default()),
                 None,
             ];
+            status.kept = true;
             status.containers = vec![steward::runtime::docker::ContainerInfo {
                 id: "1a60aa85685e".into(),
                 name: "steward-ns.app.0-main".into(),
@@ -1077,7 +1079,10 @@ fn every_protocol_type_matches_its_schema() {
                 namespace: "ns".into(),
                 name: "app".into(),
                 labels: BTreeMap::new(),
-                instances: vec![InstanceOnNode { index: 0, state: Kind::Running, ready: true }],
+                instances: vec![
+                    InstanceOnNode { index: 0, state: Kind::Running, ready: true, kept: false },
+                    InstanceOnNode { index: 2, state: Kind::Stopped, ready: false, kept: true },
+                ],
                 hash: "0123456789abcdef".into(),
             }],
             events: JournalBounds {
@@ -1162,6 +1167,7 @@ fn every_protocol_type_matches_its_schema() {
             updated_ms: 2,
             held: Some((3, 2)),
             spares: vec![10],
+            kept: vec![11],
             steps: 5,
             rollback: true,
             rollback_of: Some(2),

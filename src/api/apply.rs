@@ -22,6 +22,9 @@ pub(super) struct ApplyQuery {
     /// `true`: the spec's `strategy.autoRollback` set (`steward apply --auto-rollback`).
     #[serde(rename = "autoRollback")]
     auto_rollback: Option<bool>,
+    /// `true`: the spec its failed rollout left, applied again, retries that rollout (`steward
+    /// apply`, steward-sched's rollout steps); without it such an apply changes nothing.
+    retry: Option<bool>,
 }
 
 fn parse_selection(text: &str) -> Result<Vec<u32>, ApiError> {
@@ -78,18 +81,20 @@ pub(super) async fn apply(
     // commit may already be durable).
     let sup_app = app.clone();
     let by = caller.describe();
-    let outcome = tokio::spawn(async move { sup_app.supervisor.apply_selected_by(parsed, selection, &by).await })
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(|e| match e {
-            SupervisorError::Invalid(ref m) => {
-                // The message starts with the field it is about (`instances: ...`).
-                let field = m.split_once(": ").map(|(f, _)| f).filter(|f| !f.contains(' ')).unwrap_or("instances");
-                let field = field.to_string();
-                ApiError::from(e).field(&field)
-            }
-            e => ApiError::from(e),
-        })?;
+    let retry = q.retry == Some(true);
+    let outcome =
+        tokio::spawn(async move { sup_app.supervisor.apply_retrying_by(parsed, selection, &by, retry).await })
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(|e| match e {
+                SupervisorError::Invalid(ref m) => {
+                    // The message starts with the field it is about (`instances: ...`).
+                    let field = m.split_once(": ").map(|(f, _)| f).filter(|f| !f.contains(' ')).unwrap_or("instances");
+                    let field = field.to_string();
+                    ApiError::from(e).field(&field)
+                }
+                e => ApiError::from(e),
+            })?;
     Ok((StatusCode::ACCEPTED, Json(Applied::from(&outcome))).into_response())
 }
 

@@ -28,7 +28,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
             let mine = instances
                 .iter()
                 .filter(|i| i.id.namespace == meta.namespace && i.id.name == meta.name)
-                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind(), ready: i.ready })
+                .map(|i| InstanceOnNode { index: i.id.index, state: i.state.kind(), ready: i.ready, kept: i.kept })
                 .collect();
             AppOnNode {
                 namespace: meta.namespace.clone(),

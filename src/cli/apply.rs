@@ -43,7 +43,10 @@ pub(super) async fn apply(
         crate::esay!("{}: {e}", file.display());
         return Ok(exit::INVALID);
     }
-    let applied = match client.apply_with(&text, format, None, auto_rollback).await {
+    let applied = match client
+        .apply_with(&text, format, None, crate::client::ApplyOptions { auto_rollback, retry: true })
+        .await
+    {
         Ok(a) => a,
         // What only the daemon could check (a remote daemon's paths), named with the file too.
         Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {

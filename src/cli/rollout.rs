@@ -108,7 +108,13 @@ fn describe(body: &RolloutBody) -> String {
         None => format!("{}: revision {}, never rolled out here; {counts}", body.app, body.revision),
         Some(r) => {
             let phase = match &r.phase {
-                RolloutPhase::Failed { reason } => format!("failed: {reason}"),
+                RolloutPhase::Failed { reason } => {
+                    // Where its output is, and how to try again (issue 43).
+                    let logs: Vec<String> = r.kept.iter().map(|i| format!("steward logs {}/{i}", body.app)).collect();
+                    let logs =
+                        if logs.is_empty() { String::new() } else { format!("; its output: {}", logs.join(", ")) };
+                    format!("failed: {reason}{logs}; applying the same spec again retries it")
+                }
                 other => other.name().to_string(),
             };
             let at = match (r.gate, r.message.as_str()) {

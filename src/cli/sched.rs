@@ -42,6 +42,9 @@ pub enum SchedOutput {
 #[derive(Debug, Subcommand)]
 pub enum SchedCommand {
     /// Place and apply an application on the cluster's nodes.
+    ///
+    /// A change of what runs rolls out node by node. The spec a failed rollout left, deployed
+    /// again, retries that rollout (`rollout undo` goes back instead).
     Deploy {
         /// Process spec (JSON or TOML).
         file: PathBuf,
@@ -886,7 +889,9 @@ fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<Strin
     let p = &status.progress;
     let phase = match status.rollout.as_ref().map(|r| &r.phase) {
         None => "never rolled out".to_string(),
-        Some(crate::protocol::RolloutPhase::Failed { reason }) => format!("failed: {reason}"),
+        Some(crate::protocol::RolloutPhase::Failed { reason }) => {
+            format!("failed: {reason} (deploying the same spec again retries it; rollout undo goes back)")
+        }
         Some(phase) => phase.name().to_string(),
     };
     let mut out = vec![format!("{}: {phase}; {} of {} updated, {} ready", status.app, p.updated, p.instances, p.ready)];
@@ -902,7 +907,14 @@ fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<Strin
                     true => format!("{} of {} updated, {} ready{mark}", p.updated, p.instances, p.ready),
                     false => format!("0 of {} updated (not reached: runs the previous spec)", p.instances),
                 };
-                out.push(format!("  {node:<12} revision {:<4} {there:<12} {line}", b.revision));
+                // What failed there, kept for its output (`steward logs` on that node).
+                let kept: Vec<String> =
+                    b.rollout.iter().flat_map(|r| &r.kept).map(|i| format!("{}/{i}", b.app)).collect();
+                let kept = match kept.is_empty() {
+                    true => String::new(),
+                    false => format!("; kept for its logs there: {}", kept.join(", ")),
+                };
+                out.push(format!("  {node:<12} revision {:<4} {there:<12} {line}{kept}", b.revision));
             }
             crate::plugin::sched::NodeRollout::Unreachable { unreachable } => {
                 out.push(format!("  {node:<12} unreachable: {unreachable}"))
@@ -1158,12 +1170,12 @@ mod tests {
         }))
         .unwrap();
         let body = |revision| {
-            crate::plugin::sched::NodeRollout::Answered(crate::protocol::RolloutBody {
+            crate::plugin::sched::NodeRollout::Answered(Box::new(crate::protocol::RolloutBody {
                 app: "ns/web".into(),
                 revision,
                 rollout: None,
                 progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
-            })
+            }))
         };
         let status = crate::plugin::sched::SchedRolloutStatus {
             app: "ns/web".into(),
@@ -1175,6 +1187,36 @@ mod tests {
         assert!(lines[1].starts_with("  h1") && lines[1].contains("3 of 3 updated"), "{lines:#?}");
         assert!(lines[2].starts_with("  h2") && lines[2].contains("0 of 3 updated"), "{lines:#?}");
         assert!(lines[2].contains("not reached"), "{lines:#?}");
+    }
+
+    /// Issue 43: a failed rollout says how to retry it, and where the instance that failed
+    /// it keeps its output.
+    #[test]
+    fn a_failed_rollout_says_how_to_retry_and_where_its_output_is() {
+        let rollout: crate::plugin::store::SchedRollout = serde_json::from_value(serde_json::json!({
+            "phase": "failed", "reason": "h1: instance 3 of revision 2: it exited", "startedMs": 1,
+            "updatedMs": 1, "applied": {"h1": 2}, "done": []
+        }))
+        .unwrap();
+        let on_h1: crate::protocol::RolloutBody = serde_json::from_value(serde_json::json!({
+            "app": "ns/web", "revision": 2,
+            "rollout": {"target": 2, "from": 1, "phase": "failed", "reason": "instance 3 of revision 2: it exited",
+                        "startedMs": 1, "updatedMs": 1, "steps": 2, "kept": [3]},
+            "progress": {"instances": 1, "updated": 0, "ready": 1, "spares": 0}
+        }))
+        .unwrap();
+        let status = crate::plugin::sched::SchedRolloutStatus {
+            app: "ns/web".into(),
+            rollout: Some(rollout),
+            progress: crate::protocol::RolloutProgress { instances: 1, updated: 0, ready: 1, spares: 0 },
+            nodes: std::collections::BTreeMap::from([(
+                "h1".to_string(),
+                crate::plugin::sched::NodeRollout::Answered(Box::new(on_h1)),
+            )]),
+        };
+        let lines = rollout_lines(&status);
+        assert!(lines[0].contains("deploying the same spec again retries it"), "{lines:#?}");
+        assert!(lines[1].ends_with("; kept for its logs there: ns/web/3"), "{lines:#?}");
     }
 
     /// Issue 43, item 9: seed 002's constraint `soft` means "enforced: if it cannot be met, the

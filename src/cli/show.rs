@@ -157,6 +157,9 @@ pub(super) async fn status(client: &Client, id: &str, output: Output) -> Result<
             if !s.message.is_empty() {
                 crate::say!("message:   {}", s.message);
             }
+            if s.kept {
+                crate::say!("kept:      its app's rollout failed on it; kept for its logs until the app's next apply");
+            }
             crate::say!("restarts:  {}", s.restarts);
             if s.revision > 0 {
                 match s.run_revision {

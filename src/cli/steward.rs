@@ -100,6 +100,8 @@ pub enum Command {
         ports: Vec<(String, u16)>,
     },
     /// Apply a spec to the daemon: create, update or scale its instances.
+    ///
+    /// The spec a failed rollout left, applied again, retries that rollout.
     Apply {
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: PathBuf,

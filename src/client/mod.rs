@@ -26,6 +26,16 @@ pub enum ClientError {
     Protocol(String),
 }
 
+/// How POST /v1/apply takes a spec, beyond the spec itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// The spec's `strategy.autoRollback` set (`steward apply --auto-rollback`).
+    pub auto_rollback: bool,
+    /// The spec its failed rollout left, applied again, retries that rollout (an operator's
+    /// apply, a scheduler's rollout step); without it such an apply changes nothing.
+    pub retry: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     /// The unix socket, or for a remote daemon its `host:port` (for messages).
@@ -360,17 +370,18 @@ impl Client {
         format: Format,
         selection: Option<&[u32]>,
     ) -> Result<Applied, ClientError> {
-        self.apply_with(text, format, selection, false).await
+        self.apply_with(text, format, selection, ApplyOptions::default()).await
     }
 
-    /// As [`Client::apply_outcome`]; `auto_rollback` sets the spec's `strategy.autoRollback`.
+    /// As [`Client::apply_outcome`], with `options` (see [`ApplyOptions`]).
     pub async fn apply_with(
         &self,
         text: &str,
         format: Format,
         selection: Option<&[u32]>,
-        auto_rollback: bool,
+        options: ApplyOptions,
     ) -> Result<Applied, ClientError> {
+        let ApplyOptions { auto_rollback, retry } = options;
         let ct = match format {
             Format::Json => "application/json",
             Format::Toml => "application/toml",
@@ -382,6 +393,9 @@ impl Client {
         }
         if auto_rollback {
             query.push("autoRollback=true".to_string());
+        }
+        if retry {
+            query.push("retry=true".to_string());
         }
         let path = if query.is_empty() { "/v1/apply".to_string() } else { format!("/v1/apply?{}", query.join("&")) };
         let (_, bytes) = self.call(Method::POST, &path, Some((ct, text.as_bytes().to_vec()))).await?;

@@ -60,7 +60,11 @@ impl NodeView {
         let apps = doc
             .apps
             .iter()
-            .map(|a| (format!("{}/{}", a.namespace, a.name), (a.labels.clone(), a.instances.len())))
+            // One a failed rollout kept for its output runs nothing: not counted.
+            .map(|a| {
+                let running = a.instances.iter().filter(|i| !i.kept).count();
+                (format!("{}/{}", a.namespace, a.name), (a.labels.clone(), running))
+            })
             .collect();
         NodeView {
             name: name.to_string(),

@@ -137,6 +137,9 @@ pub struct InstanceOnNode {
     /// Seed 003's Ready condition (what steward-sched reports upward and rollouts wait for).
     #[serde(default)]
     pub ready: bool,
+    /// Kept by a failed rollout for its output (runs nothing, holds no port): not a stray.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// The event journal's bounds: resume a stream from `last_seq`; a `since` below

@@ -62,6 +62,10 @@ pub struct Rollout {
     /// Surge instances the rollout added (removed at its end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spares: Vec<u32>,
+    /// Surge instances whose failure failed it, kept stopped (no process, no port) so that
+    /// their last run's logs and exit stay readable until the app's next apply or delete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<u32>,
     /// Steps taken so far (instances replaced, held, started, spares added and removed).
     #[serde(default)]
     pub steps: u64,

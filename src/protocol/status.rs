@@ -50,6 +50,10 @@ pub struct InstanceStatus {
     /// instance (from the applied spec), absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::spec::model::InstanceLimits>,
+    /// A surge instance whose failure failed its app's rollout, kept stopped (no process, no
+    /// port) for its last run's logs and exit until the app's next apply or delete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// Resource use from the instance's cgroup.

@@ -32,7 +32,19 @@ impl Supervisor {
         selection: Option<Vec<u32>>,
         by: &str,
     ) -> Result<ApplyOutcome, SupervisorError> {
-        self.apply_going_back(spec, selection, by, None).await
+        self.apply_going_back(spec, selection, by, None, false).await
+    }
+
+    /// As [`Supervisor::apply_selected_by`]; `retry`: the spec a failed rollout left, applied
+    /// again, retries that rollout (failed_rollout.rs) instead of changing nothing.
+    pub async fn apply_retrying_by(
+        &self,
+        spec: ProcessSpec,
+        selection: Option<Vec<u32>>,
+        by: &str,
+        retry: bool,
+    ) -> Result<ApplyOutcome, SupervisorError> {
+        self.apply_going_back(spec, selection, by, None, retry).await
     }
 
     /// As [`Supervisor::apply_selected_by`]; `rollback`: (the failed revision, the revision it
@@ -44,6 +56,7 @@ impl Supervisor {
         selection: Option<Vec<u32>>,
         by: &str,
         rollback: Option<(u64, u64)>,
+        retry: bool,
     ) -> Result<ApplyOutcome, SupervisorError> {
         let selection = selection.map(|mut s| {
             s.sort_unstable();
@@ -81,7 +94,18 @@ impl Supervisor {
         }
         self.check_paths(&spec, selection.as_deref())?;
         self.admit(&spec, selection.as_deref())?;
-        if let Some(entry) = previous.as_ref().filter(|p| p.spec == spec && p.selection == selection) {
+        // The spec a failed rollout left, applied again by whoever may retry it: the rollout is
+        // tried again (failed_rollout.rs) rather than nothing done.
+        let retry = retry
+            && rollback.is_none()
+            && previous.as_ref().is_some_and(|p| {
+                p.spec == spec
+                    && p.selection == selection
+                    && p.rollout
+                        .as_ref()
+                        .is_some_and(|r| matches!(r.phase, crate::protocol::RolloutPhase::Failed { .. }))
+            });
+        if let Some(entry) = previous.as_ref().filter(|p| !retry && p.spec == spec && p.selection == selection) {
             // Unchanged: nothing restarts; instances deleted one by one come back.
             let ids = ids_of(&spec, selection.as_deref());
             let missing = self.missing(&ids);
@@ -141,6 +165,9 @@ impl Supervisor {
         });
         let rollout = match &previous {
             _ if spec.runs_to_completion() => None,
+            Some(p) if retry => {
+                p.rollout.as_ref().map(|r| crate::protocol::Rollout::new(revision, r.from, Some(r), r.rollback_of))
+            }
             Some(p) if p.revision != revision && has_instances => {
                 let mut r =
                     crate::protocol::Rollout::new(revision, p.revision, ongoing.as_ref(), rollback.map(|(f, _)| f));
@@ -170,8 +197,10 @@ impl Supervisor {
             r
         });
         // The revision a rollout this apply starts comes from.
-        let started: Option<u64> =
-            rollout.as_ref().filter(|_| previous.as_ref().is_some_and(|p| p.revision != revision)).map(|r| r.from);
+        let started: Option<u64> = rollout
+            .as_ref()
+            .filter(|_| retry || previous.as_ref().is_some_and(|p| p.revision != revision))
+            .map(|r| r.from);
         let rolling = rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing);
         let body = EventBody::Daemon(DaemonEvent::Applied {
             app: key.clone(),
@@ -236,7 +265,12 @@ impl Supervisor {
             let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
         }
         self.spawn_created(&entry, records);
-        if rolling && started.is_some() {
+        if retry {
+            self.restart_failed(&entry);
+        }
+        // A retry rolls out once the failed rollout's kept instances are gone (below): a new
+        // spare may take one's id.
+        if rolling && started.is_some() && !retry {
             self.spawn_rollout(key.clone());
         }
         if is_job {
@@ -266,6 +300,9 @@ impl Supervisor {
                 tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");
             }
         }
+        if retry && rolling {
+            self.spawn_rollout(key.clone());
+        }
         let rollout = started.is_some();
         Ok(ApplyOutcome { instances: ids, generation, revision, changed, created, unchanged: false, rollout })
     }
@@ -275,8 +312,14 @@ impl Supervisor {
     /// workload owning them could plant links where the daemon works as root), nor Steward's
     /// own (Invalid); checked against every instance of other apps here (Conflict).
     pub(super) fn check_paths(&self, spec: &ProcessSpec, selection: Option<&[u32]>) -> Result<(), SupervisorError> {
+        self.check_paths_of(spec, &ids_of(spec, selection))
+    }
+
+    /// As [`Supervisor::check_paths`], for instances `ids` of `spec` (a rollout's surge
+    /// instance: its id is no selection's).
+    pub(super) fn check_paths_of(&self, spec: &ProcessSpec, ids: &[InstanceId]) -> Result<(), SupervisorError> {
         let roots = &self.shared.roots;
-        let mine: Vec<paths::InstancePaths> = ids_of(spec, selection)
+        let mine: Vec<paths::InstancePaths> = ids
             .iter()
             .filter_map(|id| {
                 let ports =

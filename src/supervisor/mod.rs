@@ -14,6 +14,7 @@ mod apply;
 mod cron;
 pub mod desired;
 mod driver;
+mod failed_rollout;
 mod job;
 mod load;
 mod paths;
@@ -451,12 +452,16 @@ impl Supervisor {
     /// Every instance matching `filter`, in id order.
     pub fn list(&self, filter: &ListFilter) -> Vec<InstanceStatus> {
         self.sweep();
+        let kept = self.kept_ids();
         let instances = self.instances.lock().expect("instances lock");
         instances
             .iter()
             .filter(|(id, _)| filter.namespace.as_ref().is_none_or(|n| *n == id.namespace))
             .filter(|(id, _)| filter.name.as_ref().is_none_or(|n| *n == id.name))
-            .map(|(_, h)| InstanceStatus::from_record(&h.status.borrow(), None))
+            .map(|(id, h)| InstanceStatus {
+                kept: kept.contains(id),
+                ..InstanceStatus::from_record(&h.status.borrow(), None)
+            })
             .filter(|s| filter.state.is_none_or(|k| s.state.kind() == k))
             .collect()
     }
@@ -486,7 +491,7 @@ impl Supervisor {
             tasks: u.tasks,
             tasks_max: u.tasks_max,
         });
-        Ok(InstanceStatus::from_record(&rec, usage))
+        Ok(InstanceStatus { kept: self.kept_ids().contains(id), ..InstanceStatus::from_record(&rec, usage) })
     }
 
     /// Waits until instance `id` satisfies `done`, or returns its last status at `timeout`.

@@ -138,6 +138,7 @@ impl InstanceStatus {
             revision: r.revision,
             run_revision: r.run_revision,
             limits: None,
+            kept: false,
         }
     }
 }

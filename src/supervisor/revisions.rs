@@ -264,6 +264,6 @@ impl Supervisor {
         spec.spec.instance = count;
         spec.strategy = strategy;
         let by = format!("undo to revision {} by {by}", target.revision);
-        self.apply_going_back(spec, selection, &by, rollback_of.map(|failed| (failed, target.revision))).await
+        self.apply_going_back(spec, selection, &by, rollback_of.map(|failed| (failed, target.revision)), false).await
     }
 }

@@ -99,6 +99,8 @@ impl Rollout {
             updated_ms: now,
             held: unfinished.and_then(|r| r.held),
             spares: earlier.map(|r| r.spares.clone()).unwrap_or_default(),
+            // A new rollout (or a retry) replaces what the failed one kept: see `apply`.
+            kept: Vec::new(),
             steps: 0,
             rollback: rollback_of.is_some(),
             rollback_of,
@@ -374,8 +376,9 @@ impl Supervisor {
     }
 
     /// Ends the rollout as Failed with `reason`: its spares deleted first (their ports given
-    /// back), then the phase, the revision's outcome and the event in one commit; with
-    /// autoRollback, the last good revision applied again (see [`Supervisor::roll_back`]).
+    /// back; one that failed is kept stopped for its output instead, see `failed_rollout.rs`),
+    /// then the phase, the revision's outcome and the event in one commit; with autoRollback,
+    /// the last good revision applied again (see [`Supervisor::roll_back`]).
     async fn fail_rollout(&self, entry: &Arc<SpecEntry>, rollout: &Rollout, reason: String) {
         let app = app_key(&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         tracing::warn!(app = %app, "rollout failed: {reason}");
@@ -383,6 +386,12 @@ impl Supervisor {
         let current = self.specs.lock().expect("specs lock").get(&app).cloned();
         let spares = current.filter(|c| c.revision == entry.revision).and_then(|c| c.rollout.clone()).map(|r| r.spares);
         for spare in spares.unwrap_or_else(|| rollout.spares.clone()) {
+            if self.spare_failed(entry, spare) {
+                if let Err(e) = self.keep_failed_spare(entry, spare).await {
+                    tracing::warn!(app = %app, "keeping the failed spare {spare} of the failed rollout: {e}");
+                }
+                continue;
+            }
             if let Err(e) = self.take_step(entry, Step::RemoveSpare(spare)).await {
                 tracing::warn!(app = %app, "removing spare {spare} of the failed rollout: {e}");
             }
@@ -539,6 +548,9 @@ impl Supervisor {
         if id.index < count.unwrap_or(0) || self.instances.lock().expect("instances lock").contains_key(&id) {
             return Err(SupervisorError::Conflict(format!("{id}: no longer free for a surge instance")));
         }
+        // Its directories are those of any instance of its id: another's here stops it, as it
+        // stops an apply (it would run in that instance's workPath).
+        self.check_paths_of(&entry.spec, std::slice::from_ref(&id))?;
         let mut batch = Batch::new();
         self.allocate_ports(&entry.spec, std::slice::from_ref(&id), &mut batch)?;
         let records = new_records((entry.generation, entry.revision), std::slice::from_ref(&id), &mut batch)?;
@@ -583,7 +595,7 @@ impl Supervisor {
 
     /// The app's current entry with its rollout changed, put in `batch` (not yet shown): the
     /// spec's record and, when the rollout ends by the change, its revision's outcome.
-    fn rollout_put(
+    pub(super) fn rollout_put(
         &self,
         entry: &Arc<SpecEntry>,
         change: impl FnOnce(&mut Rollout),
@@ -613,7 +625,7 @@ impl Supervisor {
 
     /// Shows a committed [`RolloutPut`]: the app's entry (unless a newer apply took its place)
     /// and its revisions.
-    fn show_rollout(&self, put: RolloutPut) -> Arc<SpecEntry> {
+    pub(super) fn show_rollout(&self, put: RolloutPut) -> Arc<SpecEntry> {
         let key = app_key(&put.entry.spec.metadata.namespace, &put.entry.spec.metadata.name);
         {
             let mut specs = self.specs.lock().expect("specs lock");
@@ -744,7 +756,7 @@ enum HookGate {
 }
 
 /// A change of an app's rollout put into a batch, shown once the batch is committed.
-struct RolloutPut {
+pub(super) struct RolloutPut {
     entry: Arc<SpecEntry>,
     /// The app's revisions with the ended rollout's outcome.
     history: Option<(String, Vec<crate::protocol::RevisionInfo>)>,

@@ -314,7 +314,8 @@ impl Scheduler {
         doc["spec"]["instance"] = json!(total);
         // A change of what runs rolls out node by node (rollout.rs): the nodes it has not
         // reached keep what they run.
-        let (previous_doc, rollout) = super::rollout::rollout_for(previous.as_ref(), &doc);
+        let (previous_doc, rollout) =
+            super::rollout::rollout_for(previous.as_ref(), &doc, why == DeployCause::Deployed);
         let starts = rollout.as_ref().is_some_and(|r| r.applied.is_empty() && r.done.is_empty())
             && previous.as_ref().and_then(|p| p.rollout.as_ref()) != rollout.as_ref();
         let mut app = App {

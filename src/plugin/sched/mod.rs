@@ -380,7 +380,8 @@ impl Scheduler {
             let limit = self.node_timeout(&v.name).unwrap_or(LATE_NODE_TIMEOUT);
             if let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await {
                 reachable.insert(v.name.clone());
-                for s in list {
+                // One a failed rollout kept for its output is no placement, and no stray.
+                for s in list.into_iter().filter(|s| !s.kept) {
                     actual.insert((v.name.clone(), s.id.index), Seen::of(&s));
                 }
             } else {

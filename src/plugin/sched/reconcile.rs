@@ -69,6 +69,11 @@ impl Scheduler {
                         }
                         continue;
                     }
+                    // Kept by a failed rollout for its output: it runs nothing, and goes with the
+                    // app's next apply there.
+                    if inst.kept {
+                        continue;
+                    }
                     // Placed elsewhere, or beyond the app's count: it must not run here.
                     let id = instance_id(&key, inst.index);
                     let ok = match client.delete(&id, Some(60.0)).await {

@@ -40,7 +40,7 @@ pub struct SchedRolloutStatus {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum NodeRollout {
-    Answered(RolloutBody),
+    Answered(Box<RolloutBody>),
     Unreachable { unreachable: String },
 }
 
@@ -121,8 +121,10 @@ pub(super) fn for_a_node(doc: &Value) -> Value {
 }
 
 /// For a deploy of `doc` over `previous`: the spec the nodes not yet reached run, and the
-/// rollout — a new one when what runs changed on an app that runs somewhere.
-pub(super) fn rollout_for(previous: Option<&App>, doc: &Value) -> (Option<Value>, Option<SchedRollout>) {
+/// rollout — a new one when what runs changed on an app that runs somewhere, or when an
+/// operator's `deploy` (`retry`) brings the spec a failed rollout left again: node by node,
+/// each node's daemon retries what failed there (a node done takes it unchanged).
+pub(super) fn rollout_for(previous: Option<&App>, doc: &Value, retry: bool) -> (Option<Value>, Option<SchedRollout>) {
     let Some(p) = previous else { return (None, None) };
     // A job or cron job does not roll out: changed, it starts over on its one node.
     if check_spec(doc).is_ok_and(|s| s.runs_to_completion()) {
@@ -134,6 +136,9 @@ pub(super) fn rollout_for(previous: Option<&App>, doc: &Value) -> (Option<Value>
         let unfinished = p.rollout.as_ref().is_some_and(|r| r.phase != RolloutPhase::Complete);
         let runs = if unfinished { p.previous.clone().unwrap_or_else(|| p.spec.clone()) } else { p.spec.clone() };
         return (Some(runs), Some(SchedRollout::new(p.rollout.as_ref())));
+    }
+    if retry && p.rollout.as_ref().is_some_and(|r| matches!(r.phase, RolloutPhase::Failed { .. })) {
+        return (p.previous.clone(), Some(SchedRollout::new(None)));
     }
     (p.previous.clone(), p.rollout.clone())
 }
@@ -165,7 +170,9 @@ impl Scheduler {
                 Next::Apply(node) => {
                     let client = self.client(&node).expect("placements name cluster nodes");
                     let text = for_a_node(&app.spec).to_string();
-                    match client.apply_outcome(&text, Format::Json, Some(&app.ids_on(&node))).await {
+                    // A retry's step: a daemon whose rollout of this spec failed tries it again.
+                    let options = crate::client::ApplyOptions { retry: true, ..Default::default() };
+                    match client.apply_with(&text, Format::Json, Some(&app.ids_on(&node)), options).await {
                         Ok(applied) => {
                             note(&format!("{node}: takes the new spec (revision {} there)", applied.revision));
                             let change = DesiredChange::RolloutNode {
@@ -334,7 +341,7 @@ impl Scheduler {
         for node in app.nodes() {
             let Some(client) = self.client(&node) else { continue };
             let body = match tokio::time::timeout(super::NODE_TIMEOUT, client.rollout_status(namespace, name)).await {
-                Ok(Ok(body)) => NodeRollout::Answered(body),
+                Ok(Ok(body)) => NodeRollout::Answered(Box::new(body)),
                 Ok(Err(e)) => NodeRollout::Unreachable { unreachable: e.to_string() },
                 Err(_) => NodeRollout::Unreachable { unreachable: "no answer".to_string() },
             };

@@ -617,7 +617,8 @@ impl Scheduler {
                 }
                 continue;
             }
-            for s in list {
+            // One a failed rollout kept for its output goes with the app's next apply there.
+            for s in list.into_iter().filter(|s| !s.kept) {
                 match app.placements.get_mut(&s.id.index) {
                     Some(p) if p.node == node => {
                         if p.state == PlacementState::Lost {
