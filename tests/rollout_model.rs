@@ -224,7 +224,13 @@ async fn check_settled(d: &Daemon, model: &mut Model, what: &str) {
     }
     let Some(r) = r else { return };
     if checks("spares") {
-        assert_eq!(ids, (0..N).collect::<Vec<_>>(), "{what}: exactly the app's instances, no spare: {list:#?}\n{r:?}");
+        // A failed rollout keeps the surge instances that failed it, stopped, for their logs
+        // (issue 43): nothing else beside the app's instances, and nothing of them running.
+        let own: Vec<u32> = ids.iter().copied().filter(|i| !r.kept.contains(i)).collect();
+        assert_eq!(own, (0..N).collect::<Vec<_>>(), "{what}: exactly the app's instances, no spare: {list:#?}\n{r:?}");
+        for s in list.iter().filter(|s| r.kept.contains(&s.id.index)) {
+            assert!(s.pid.is_none() && s.state.kind() != Kind::Running, "{what}: a kept instance runs: {s:?}");
+        }
         assert!(r.spares.is_empty(), "{what}: spares left: {r:?}");
         let free = d.client.node().await.unwrap().ports.free;
         assert_eq!(free, model.free_ports, "{what}: a port is held by nothing (spares gone)");
