@@ -286,10 +286,14 @@ impl Scheduler {
                             checks.sync(&apps, &lost).await;
                             self.apply_pending(&apps, &lost, &emit).await;
                             self.resume_rollouts(&apps, &driving);
-                            // A delete a node missed and then failed to take: tried again.
+                            // A delete a node missed and then failed to take: tried again — once
+                            // the command that asked for it had its time to do it itself (racing
+                            // it would only take its count of what it removed).
+                            let settled_ms = crate::clock::now_ms().saturating_sub(OWN_DELETE_MS);
                             let owed: BTreeSet<&String> = apps
                                 .iter()
                                 .filter_map(|a| a.deleting.as_ref())
+                                .filter(|d| d.since_ms <= settled_ms)
                                 .flat_map(|d| &d.nodes)
                                 .filter(|n| heard.contains(*n) && !lost.contains(*n))
                                 .collect();
@@ -835,6 +839,10 @@ fn keeps_original(doc: &serde_json::Value) -> bool {
         s.disconnect.is_some_and(|d| d.reconcile == crate::spec::model::DisconnectReconcile::KeepOriginal)
     })
 }
+
+/// How long a delete is left to the command that asked for it before the leader gives it to
+/// the nodes still owed it (a node heard again gets it at once).
+const OWN_DELETE_MS: u64 = 10_000;
 
 /// How many of a lost node's apps are handled at once.
 const LOST_APPS_AT_ONCE: usize = 8;
