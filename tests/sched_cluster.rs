@@ -1010,10 +1010,7 @@ fn configuration_errors_exit_as_documented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_schedulers_on_etcd_fail_over_with_every_instance_once() {
     let c = Cluster::start("e", ["a", "a", "a"]);
-    let etcd = common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&c.ctl));
-    let shared = c.dir.path().join("shared.toml");
-    let text = std::fs::read_to_string(&c.file).unwrap();
-    std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+    let (etcd, shared) = c.with_etcd();
     let follow = |args: &[&str], failpoints: &str| {
         let mut cmd = c.sched_cmd_with(&shared, args);
         cmd.env("STEWARD_FAILPOINTS", failpoints);
@@ -1655,10 +1652,7 @@ async fn deploy_1000_over_3_hosts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_on_etcd_waits_for_the_leader_and_a_follower_loses_nothing() {
     let c = Cluster::start("g", ["a", "a", "a"]);
-    let etcd = common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&c.ctl));
-    let shared = c.dir.path().join("shared.toml");
-    let text = std::fs::read_to_string(&c.file).unwrap();
-    std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+    let (etcd, shared) = c.with_etcd();
     let mut first = Follower::spawn(c.sched_cmd_with(&shared, &["run"]));
     first.wait_for(30, "the first run leads", |v| body_type(v) == "leading");
     let mut second = Follower::spawn(c.sched_cmd_with(&shared, &["run"]));

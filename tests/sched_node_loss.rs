@@ -28,10 +28,7 @@ async fn a_cut_off_host_is_lost_on_time_and_its_apps_move_in_one_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_host_is_lost_on_time_and_its_apps_move_in_one_pass_on_etcd() {
     let c = Cluster::start("k", ["a", "a", "a"]);
-    let etcd = common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&c.ctl));
-    let shared = c.dir.path().join("shared.toml");
-    let text = std::fs::read_to_string(&c.file).unwrap();
-    std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+    let (etcd, shared) = c.with_etcd();
     cut_off(&c, &shared).await;
     drop(etcd);
 }

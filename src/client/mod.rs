@@ -469,7 +469,6 @@ impl Client {
         }
     }
 
-    /// Every app's endpoints the daemon keeps.
     /// Hands the daemon a scheduler's whole desired set for it (PUT /v1/desired).
     pub async fn put_desired(
         &self,
@@ -480,6 +479,7 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
+    /// Every app's endpoints the daemon keeps.
     pub async fn endpoints(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::AppEndpoints>, ClientError> {
         let path = match namespace {
             Some(n) => format!("/v1/endpoints?namespace={}", encode(n)),

@@ -223,6 +223,16 @@ impl Cluster {
         self.sched(&["deploy", path.to_str().unwrap()])
     }
 
+    /// An etcd in the control namespace, and a cluster file like this one's with it as the
+    /// desired store.
+    pub fn with_etcd(&self) -> (crate::common::Etcd, PathBuf) {
+        let etcd = crate::common::Etcd::start_at("127.0.0.1:2379", "127.0.0.1:2380", "steward", Some(&self.ctl));
+        let shared = self.dir.path().join("shared.toml");
+        let text = std::fs::read_to_string(&self.file).unwrap();
+        std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
+        (etcd, shared)
+    }
+
     pub fn follow(&self, args: &[&str]) -> Follower {
         Follower::spawn(self.sched_cmd(args))
     }

@@ -9,10 +9,11 @@ use crate::protocol::{DesiredOutcome, HostDesired, SchedEvent};
 use std::collections::BTreeSet;
 
 impl Scheduler {
-    /// Hands each of `nodes` its desired set, all at once; reports what changed anywhere.
+    /// Hands each of `nodes` its desired set, all at once, telling them the reconcile period
+    /// `every` (sets come at least that often); reports what changed anywhere.
     /// Each node's mark is read before the desired state is: a set then knows every write
     /// the node has seen (or leaves it alone).
-    pub(super) async fn converge(&self, nodes: &[String], emit: &Emit) {
+    pub(super) async fn converge(&self, nodes: &[String], every: std::time::Duration, emit: &Emit) {
         let marks = futures_util::future::join_all(nodes.iter().map(|node| async move {
             let client = self.client(node)?;
             match tokio::time::timeout(NODE_TIMEOUT, client.node()).await {
@@ -26,10 +27,7 @@ impl Scheduler {
             (Ok(apps), Ok(endpoints)) => (apps, endpoints),
             (Err(e), _) | (_, Err(e)) => return tracing::warn!("reading the desired state for the hosts: {e}"),
         };
-        let every_secs = match self.store.settings().await {
-            Ok(settings) => settings.config.reconcile_every().as_secs(),
-            Err(_) => super::reconcile::RECONCILE_EVERY.as_secs(),
-        };
+        let every_secs = every.as_secs();
         let handed = marks.into_iter().flatten().map(|(node, client, as_of)| {
             let apps = placed_on(&apps, &node);
             let set = HostDesired { as_of, apps, endpoints: endpoints.clone(), every_secs };

@@ -144,14 +144,14 @@ impl Scheduler {
                             // and deletes made while it was away.
                             self.sync_hook_templates(&node).await;
                             self.finish_deletes(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], &emit);
+                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         if lost.remove(&node) {
                             emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
                             self.record_node(&node, NodeState::Up).await;
                             self.node_back(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], &emit);
+                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                     }
@@ -169,7 +169,7 @@ impl Scheduler {
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
                             self.resync(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], &emit);
+                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
                             self.endpoints_node_up(&mut book, &node, &emit).await;
                         }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
@@ -312,7 +312,7 @@ impl Scheduler {
                         // Every host's whole desired set, in the background (a host cut off must
                         // not hold up the pass), one hand-over at a time.
                         if converging.as_ref().is_none_or(|t| t.is_finished()) {
-                            converging = Some(self.spawn_converge(ready.iter().cloned().collect(), &emit));
+                            converging = Some(self.spawn_converge(ready.iter().cloned().collect(), reconcile_every, &emit));
                         }
                         self.reconcile(&ready, &emit).await;
                         self.place_waiting(&emit).await;
@@ -372,9 +372,15 @@ impl Scheduler {
     }
 
     /// Hands `nodes` their desired sets (converge.rs) in a task of its own.
-    fn spawn_converge(self: &Arc<Self>, nodes: Vec<String>, emit: &Emit) -> tokio::task::JoinHandle<()> {
+    /// `every`: the reconcile period, which the hosts are told (their fences wait for three).
+    fn spawn_converge(
+        self: &Arc<Self>,
+        nodes: Vec<String>,
+        every: Duration,
+        emit: &Emit,
+    ) -> tokio::task::JoinHandle<()> {
         let (sched, emit) = (self.clone(), emit.clone());
-        tokio::spawn(async move { sched.converge(&nodes, &emit).await })
+        tokio::spawn(async move { sched.converge(&nodes, every, &emit).await })
     }
 
     /// Campaigns (after `delay`) to lead the `run`s sharing the store.
