@@ -716,7 +716,7 @@ async fn a_failed_surge(d: &Daemon) -> (serde_json::Value, std::path::PathBuf, S
 /// runs nothing and holds no port meanwhile.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_rollouts_surge_instance_keeps_its_output() {
-    let d = Daemon::start("rollout-keep-output");
+    let mut d = Daemon::start("rollout-keep-output");
     let (_, flag, reason, free_ports) = a_failed_surge(&d).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let spare = common::id("test", "roll", 2);
@@ -735,6 +735,17 @@ async fn a_failed_rollouts_surge_instance_keeps_its_output() {
     // Still kept (not restarted, not removed) a while later.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(d.client.status(&spare).await.unwrap().restarts, s.restarts);
+    // The keep is durable: stewardd killed -9 and started again keeps it as it was, its port
+    // not taken again, its output readable.
+    d.restart(true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = d.client.status(&spare).await.unwrap();
+    assert!(!after.state.has_processes() && after.restarts == s.restarts, "after kill -9: {after:?}");
+    assert_eq!(d.client.node().await.unwrap().ports.free, free_ports, "after kill -9 the kept instance holds a port");
+    let (code, out, _) = d.cli(&["logs", "test/roll/2", "--stream", "stderr"]);
+    assert!(code == 0 && out.contains("is missing"), "after kill -9: {out}");
+    let (_, out, _) = d.cli(&["rollout", "status", "test/roll"]);
+    assert!(out.contains("its output: steward logs test/roll/2"), "after kill -9: {out}");
     // Deleting the app takes it with the rest.
     d.client.delete_app("test", "roll", Some(30.0)).await.unwrap();
     assert!(pids_of(&d, "roll").await.is_empty());

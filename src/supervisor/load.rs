@@ -86,9 +86,10 @@ impl Supervisor {
                 }
             }
             // Any rollout, whatever its phase: a paused one resumes later, a failed one leaves
-            // the instances it did not move where they are, and its spares with them.
+            // the instances it did not move where they are, and its spares with them — and the
+            // failed ones it keeps for their output (failed_rollout.rs).
             let rollout = spec.rollout.as_ref();
-            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index));
+            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index) || r.kept.contains(&rec.id.index));
             if rollout.is_some() && rec.revision != spec.revision {
                 // Not (yet) moved by the rollout: it runs its own revision until the rollout's
                 // task (started below, if it progresses) moves it.
