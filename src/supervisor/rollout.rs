@@ -843,7 +843,9 @@ fn health_of(rec: &InstanceRecord, rollout: &Rollout, gate: ReadyGate) -> Health
         .unwrap_or_else(|| rec.last_start_ms.filter(|_| on_revision).unwrap_or(rollout.updated_ms));
     match rec.state.kind() {
         Kind::Stopped => Health::Stopped,
-        Kind::Failed | Kind::Exited => Health::Failed { reason: rec.message.clone() },
+        // Its run on this revision failed. A failure of an older run (the spec was just replaced
+        // over a Failed instance, its start not yet under way) says nothing of the new revision.
+        Kind::Failed | Kind::Exited if on_revision => Health::Failed { reason: rec.message.clone() },
         // It ended on this revision and waits to start again: the new revision does not run.
         Kind::Backoff if on_revision => Health::Failed { reason: format!("it exited: {}", rec.message) },
         Kind::Running if on_revision && gate.passes(rec) => {
