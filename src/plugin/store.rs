@@ -635,8 +635,10 @@ mod tests {
         let s = LocalStore::open(dir.path()).unwrap();
         // Idle, it lets the handle go: another (another process, say) holding it only delays
         // an operation.
+        // (Waited for, not assumed after a fixed sleep: under a loaded suite the releasing
+        // thread may run late.)
         std::thread::sleep(IDLE_RELEASE * 5);
-        let held = Store::open(dir.path()).unwrap();
+        let held = Store::open_waiting(dir.path(), std::time::Duration::from_secs(10)).unwrap();
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(100));
             drop(held);
