@@ -1687,3 +1687,76 @@ async fn scale_on_etcd_waits_for_the_leader_and_a_follower_loses_nothing() {
     assert!(!first.drain().iter().any(|v| body_type(v) == "leadershipLost"));
     drop(etcd);
 }
+
+/// Issue 43, item 9: a dependency's change rolls over its hosts like its dependents' (seed 002:
+/// "similar to the podgroup update"): one copy at a time, the next once the one before runs the
+/// new spec and is ready — not every host at once. On the embedded store `depend apply` and the
+/// leader's sweep both roll it (judged by the same nodes, they take turns, not one each); on etcd
+/// the command leaves it to the leader's sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_update_rolls_one_host_at_a_time() {
+    let c = Cluster::start("y", ["a", "a", "a"]);
+    dependency_update_rolls(&c, &c.file).await;
+    let (etcd, shared) = c.with_etcd();
+    dependency_update_rolls(&c, &shared).await;
+    drop(etcd);
+}
+
+async fn dependency_update_rolls(c: &Cluster, cluster: &std::path::Path) {
+    let sched = |args: &[&str]| {
+        let out = c.sched_cmd_with(cluster, args).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    };
+    let mut run = Follower::spawn(c.sched_cmd_with(cluster, &["run"]));
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    // Ready two seconds after it starts.
+    let probe = json!({"handler": {"type": "EXEC", "method": {"command": ["sh", "-c", "test -e ${workPath}/ready"]}},
+                       "period": 1, "threshold": {"success": 1, "failure": 1}});
+    let cache = |version: &str| {
+        let mut d = spec(
+            "cache",
+            1,
+            json!({"startCmd": "rm -f ready; sleep 2; touch ready; exec sleep 1000",
+                   "env": [{"name": "VERSION", "value": version}], "probe": {"readiness": probe}}),
+            json!({"restartPolicy": {"policy": "Always"}}),
+        );
+        d["metadata"]["namespace"] = json!("infra");
+        let path = c.dir.path().join(format!("cache-{version}.json"));
+        std::fs::write(&path, d.to_string()).unwrap();
+        path
+    };
+    let copy = id("infra", "cache", 0);
+    sched(&["depend", "apply", cache("1").to_str().unwrap()]);
+    let users = app(
+        "users",
+        3,
+        json!({"dependencies": [{"name": "infra/cache"}],
+               "constraint": {"intersectionItem": [{"unionData": [{"name": "hostname", "operate": "UNIQUE"}]}]}}),
+    );
+    let path = c.dir.path().join("users.json");
+    std::fs::write(&path, users.to_string()).unwrap();
+    sched(&["deploy", path.to_str().unwrap()]);
+    // The revision each host's copy runs (a host counts its app's revisions itself).
+    let mut before = Vec::new();
+    for h in &c.hosts {
+        before.push(h.daemon.wait(&copy, 60, |s| s.ready).await.revision);
+    }
+
+    let started = Instant::now();
+    sched(&["depend", "apply", cache("2").to_str().unwrap()]);
+    let took = started.elapsed();
+    // Each copy started its new spec once the one before was ready: two seconds apart at least.
+    let mut starts = Vec::new();
+    for (h, was) in c.hosts.iter().zip(&before) {
+        let s = h.daemon.wait(&copy, 60, |s| s.ready && s.run_revision == s.revision && s.revision > *was).await;
+        starts.push((s.last_start_ms.unwrap(), h.name.clone()));
+    }
+    starts.sort();
+    let gaps: Vec<u64> = starts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    println!("{}: depend apply took {took:?}; the copies started {starts:?}, {gaps:?} ms apart", cluster.display());
+    assert!(gaps.iter().all(|g| *g >= 1800), "copies updated together: {starts:?}");
+    sched(&["delete", "test/users"]);
+    sched(&["depend", "rm", "infra/cache", "--force"]);
+    drop(run);
+}

@@ -94,6 +94,7 @@ async fn records_are_swapped_by_revision_and_watched() {
             namespace: "infra".into(),
             revision: 1,
             started_ms: 5,
+            updated_ms: None,
             idle_since_ms: Some(9),
         },
     );

@@ -156,6 +156,9 @@ pub struct DependencyCopy {
     /// The dependency's revision the copy was applied with.
     pub revision: u64,
     pub started_ms: u64,
+    /// When it was last applied with a new revision (a rolling update waits for it to be ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_ms: Option<u64>,
     /// Since when no dependent instance is placed on its node (in its namespace); None while one
     /// is. Stored, so a new leader counts the grace period from the same moment.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -59,6 +59,29 @@ struct Wanted {
     refs: usize,
 }
 
+/// How long a copy a rolling update moved may take to be ready before the update says it holds
+/// there (it goes on once the copy is ready, or at the next `depend apply`).
+const COPY_READY_WITHIN_MS: u64 = 120_000;
+/// How often a rolling update asks whether the copy it moved is ready.
+const COPY_READY_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// What this process learnt of copies on their dependency's revision, so a rolling update asks a
+/// node once: (dependency, revision, copy key) seen ready, and those whose lateness was said.
+/// Memory only: a new leader asks again.
+#[derive(Debug, Default)]
+pub(super) struct CopyChecks {
+    ready: BTreeSet<(String, u64, String)>,
+    said_late: BTreeSet<(String, u64, String)>,
+}
+
+fn not_ready(dependency: &str) -> String {
+    format!(
+        "not ready within {} s on its new revision: the update of {dependency} holds here, its other copies \
+         keep theirs until it is ready (or depend apply is run again)",
+        COPY_READY_WITHIN_MS / 1000
+    )
+}
+
 /// The dependencies an app's spec declares (read from the stored document: cheap enough to do
 /// for every app on every sweep, unlike a whole spec check).
 fn declared(app_spec: &Value) -> Vec<DependencyRef> {
@@ -171,7 +194,7 @@ impl Scheduler {
             match self.store.put_dependency(&mut dep, &why).await {
                 Ok(()) => {
                     if !self.hands_off() {
-                        self.update_copies(&dep, &|_| {}).await;
+                        self.update_copies(&key, &|_| {}).await;
                     }
                     return self.dependency_status(&key).await;
                 }
@@ -299,8 +322,12 @@ impl Scheduler {
                 namespace: namespace.to_string(),
                 revision,
                 started_ms: started,
+                updated_ms: None,
                 idle_since_ms: None,
             });
+            if copy.revision < revision || !current {
+                copy.updated_ms = Some(started);
+            }
             copy.revision = copy.revision.max(revision);
             copy.idle_since_ms = None;
         })
@@ -347,18 +374,102 @@ impl Scheduler {
         Err(PluginError::Conflict { app: format!("dependency {key}") })
     }
 
-    /// Copies on an older revision of `dep` take the new one, one node at a time (seed 002's
-    /// UpdateSpec); `emit` says so.
-    async fn update_copies(&self, dep: &Dependency, emit: &(dyn Fn(&WatchLine) + Send + Sync)) {
-        for copy in dep.copies.values().filter(|c| c.revision < dep.revision) {
-            let r = self.start_copy(dep, &copy.node, &copy.namespace).await;
+    /// Copies on an older revision of dependency `key` take the new one, one node at a time, the
+    /// next once every copy on the new revision is ready (seed 002: a dependency updates
+    /// "similar to the podgroup update"). Each step reads the store again, so this and the
+    /// leader's sweep (which rolls the same way) judge by the same copies and the same nodes. A
+    /// copy not ready in time ends it there, said through `emit`.
+    async fn update_copies(&self, key: &str, emit: &(dyn Fn(&WatchLine) + Send + Sync)) {
+        loop {
+            let Ok(deps) = self.store.dependencies().await else { return };
+            let Some(dep) = deps.into_iter().find(|d| d.key == key) else { return };
+            // One on a lost node takes it when back (the sweep).
+            let next = dep.copies.values().find(|c| c.revision < dep.revision && self.node_timeout(&c.node).is_some());
+            let Some(next) = next.cloned() else { return };
+            if let Some(moving) = self.copy_in_flight(&dep).await {
+                if moving.updated_ms.is_some_and(|at| crate::clock::now_ms().saturating_sub(at) >= COPY_READY_WITHIN_MS)
+                {
+                    emit(&line(SchedEvent::DependencyStarted {
+                        dependency: dep.key.clone(),
+                        instance: copy_instance(&dep.key, &moving.namespace),
+                        node: moving.node.clone(),
+                        error: Some(not_ready(&dep.key)),
+                    }));
+                    return;
+                }
+                tokio::time::sleep(COPY_READY_POLL).await;
+                continue;
+            }
+            let r = self.start_copy(&dep, &next.node, &next.namespace).await;
+            let failed = r.is_err();
             emit(&line(SchedEvent::DependencyStarted {
                 dependency: dep.key.clone(),
-                instance: copy_instance(&dep.key, &copy.namespace),
-                node: copy.node.clone(),
+                instance: copy_instance(&dep.key, &next.namespace),
+                node: next.node.clone(),
                 error: r.err(),
             }));
+            if failed {
+                return;
+            }
         }
+    }
+
+    /// A copy on `dep`'s revision that its node does not say ready yet: a rolling update waits
+    /// for it. One on a lost node holds nothing up (it takes the update when back).
+    async fn copy_in_flight(&self, dep: &Dependency) -> Option<DependencyCopy> {
+        for (copy_key, copy) in dep.copies.iter().filter(|(_, c)| c.revision == dep.revision) {
+            let seen = (dep.key.clone(), dep.revision, copy_key.clone());
+            if self.copy_checks.lock().expect("copy checks lock").ready.contains(&seen) {
+                continue;
+            }
+            match self.copy_ready(&copy.node, &dep.key, &copy.namespace).await {
+                None => continue,
+                Some(true) => {
+                    let mut checks = self.copy_checks.lock().expect("copy checks lock");
+                    // Older revisions' entries are of no use any more.
+                    checks.ready.retain(|(d, r, _)| d != &dep.key || *r >= dep.revision);
+                    checks.said_late.retain(|(d, r, _)| d != &dep.key || *r >= dep.revision);
+                    checks.ready.insert(seen);
+                }
+                Some(false) => return Some(copy.clone()),
+            }
+        }
+        None
+    }
+
+    /// Whether the copy on `node` runs its app's latest spec, ready (its rollout there complete
+    /// or none); None when the node is lost. A node that does not answer says not ready.
+    async fn copy_ready(&self, node: &str, dependency: &str, namespace: &str) -> Option<bool> {
+        use crate::protocol::RolloutPhase;
+        let limit = self.node_timeout(node)?;
+        let client = self.client(node)?;
+        match tokio::time::timeout(limit, client.rollout_status(namespace, name_of(dependency))).await {
+            Ok(Ok(body)) => {
+                let rolled = body.rollout.is_none_or(|r| r.phase == RolloutPhase::Complete);
+                let p = body.progress;
+                Some(rolled && p.instances > 0 && p.updated == p.instances && p.ready == p.instances)
+            }
+            _ => Some(false),
+        }
+    }
+
+    /// The sweep's turn in `dep`'s rolling update: whether the next copy on an older revision
+    /// may move now (none on the new revision is still becoming ready). A copy late past
+    /// [`COPY_READY_WITHIN_MS`] is said once.
+    async fn update_turn(&self, dep: &Dependency, emit: &Emit) -> bool {
+        let Some(moving) = self.copy_in_flight(dep).await else { return true };
+        let late =
+            moving.updated_ms.is_some_and(|at| crate::clock::now_ms().saturating_sub(at) >= COPY_READY_WITHIN_MS);
+        let seen = (dep.key.clone(), dep.revision, DependencyCopy::key(&moving.node, &moving.namespace));
+        if late && self.copy_checks.lock().expect("copy checks lock").said_late.insert(seen) {
+            emit(&line(SchedEvent::DependencyStarted {
+                dependency: dep.key.clone(),
+                instance: copy_instance(&dep.key, &moving.namespace),
+                node: moving.node.clone(),
+                error: Some(not_ready(&dep.key)),
+            }));
+        }
+        false
     }
 
     /// The leader's sweep over the dependencies (every few seconds): copies the dependents'
@@ -376,6 +487,9 @@ impl Scheduler {
         for dep in &deps {
             let none = BTreeMap::new();
             let want = wanted.get(&dep.key).unwrap_or(&none);
+            // An update rolls: one copy per pass, once those on the new revision are ready
+            // (asked when a copy on an older one is met).
+            let mut turn: Option<bool> = None;
             for (copy_key, w) in want {
                 if !ready.contains(&w.node) {
                     continue;
@@ -387,6 +501,17 @@ impl Scheduler {
                     stale = self.copy_missing(&w.node, &dep.key, &w.namespace).await;
                     if stale {
                         emit(&line(SchedEvent::InstanceMissing { instance: instance.clone(), node: w.node.clone() }));
+                    }
+                }
+                if stale && copy.is_some_and(|c| c.revision < dep.revision) {
+                    let go = match turn {
+                        Some(go) => go,
+                        None => self.update_turn(dep, emit).await,
+                    };
+                    // This one moves now; the next waits for it (a later pass).
+                    turn = Some(false);
+                    if !go {
+                        continue;
                     }
                 }
                 if stale {

@@ -76,6 +76,8 @@ pub struct Scheduler {
     /// A lost node's instances waiting out their app's `disconnect.replaceAfterSecs`:
     /// (app, node) → (when they are placed elsewhere, which).
     deferred: std::sync::Mutex<BTreeMap<(String, String), Deferred>>,
+    /// Copies a dependency's rolling update found ready (depends.rs).
+    copy_checks: std::sync::Mutex<depends::CopyChecks>,
 }
 
 /// Instances of a lost node waiting to be placed elsewhere: when, and which.
@@ -215,6 +217,7 @@ impl Scheduler {
             pass_view: Default::default(),
             placing: Default::default(),
             deferred: Default::default(),
+            copy_checks: Default::default(),
         })
     }
 
