@@ -1,11 +1,13 @@
 //! Issue 43: the fleet converges from whatever state a host comes back with. A random sequence
-//! of operations over three network-namespace hosts — deploy (some with a NodePort service),
-//! scale, delete (also while a host's daemon is down), rollout, a host daemon's kill -9, a
-//! host's link cut and restored, the
-//! leader's kill -9, a host's state wiped — and after each, once the cluster settles, every
-//! host holds exactly what the desired state says: each placed instance running on its node
-//! and nowhere else, no instance of an app not in it, and the endpoints of every app (with
-//! their services' node ports and cluster IPs) as stored, none of a deleted app.
+//! of operations over three network-namespace hosts, the desired state in etcd and two
+//! `steward-sched run` — deploy (some with a NodePort service), scale, delete (also while a
+//! host's daemon is down), rollout, a service added or removed, a host daemon's kill -9, a
+//! host's link cut and restored, the leader's kill -9 (the standby takes over), a host's state
+//! wiped — and after each, once the cluster settles, every host holds exactly what the desired
+//! state says: each placed instance running on its node and nowhere else, no instance of an app
+//! not in it, the endpoints of every app as stored (none of a deleted app), and in its kernel
+//! exactly the stored services' node ports and cluster IPs, each forwarding to the app's Ready
+//! endpoints (its nftables table and its loopback's addresses, read host by host).
 //!
 //! `STEWARD_CONVERGE_STEPS` (default 15) and `STEWARD_CONVERGE_SEED` (default 43) reproduce a
 //! run; each step is printed.
@@ -106,6 +108,33 @@ async fn difference(
             return Some(format!("the store keeps endpoints of {key}, which is not deployed"));
         }
     }
+    // What every host's kernel must forward: each service's cluster IP and node port, to the
+    // app's Ready endpoints (worked out here from the store, not by the daemon's own code).
+    let mut forwards = BTreeSet::new();
+    let mut cluster_ips = BTreeSet::new();
+    for e in stored.values() {
+        for s in &e.services {
+            let to: BTreeSet<String> =
+                e.ports.get(&s.target).into_iter().flatten().map(|p| format!("{}:{}", p.ip, p.port)).collect();
+            if let Some(ip) = &s.cluster_ip {
+                forwards.insert(format!("{ip}:{} -> {to:?}", s.port));
+                cluster_ips.insert(ip.clone());
+            }
+            if let Some(np) = s.node_port {
+                forwards.insert(format!("*:{np} -> {to:?}"));
+            }
+        }
+    }
+    for h in &c.hosts {
+        let netns = h.daemon.netns.as_deref().expect("cluster hosts run in namespaces");
+        let (kernel, addresses) = kernel_forwards(netns);
+        if kernel != forwards || addresses != cluster_ips {
+            return Some(format!(
+                "{}'s kernel forwards {kernel:?} on cluster IPs {addresses:?}; the store says {forwards:?} on {cluster_ips:?}",
+                h.name
+            ));
+        }
+    }
     for h in &c.hosts {
         let held: BTreeMap<String, AppEndpoints> =
             h.daemon.client.endpoints(None).await.unwrap().into_iter().map(|e| (e.key(), e)).collect();
@@ -119,6 +148,50 @@ async fn difference(
         }
     }
     None
+}
+
+/// What the kernel in `netns` forwards, read from Steward's nftables table (`ADDRESS:PORT ->
+/// {ENDPOINTS}`, `*` for a node port on every address), and the cluster IPs on its loopback.
+fn kernel_forwards(netns: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("ip").args(["netns", "exec", netns]).args(args).output().unwrap();
+        if out.status.success() {
+            String::from_utf8_lossy(&out.stdout).to_string()
+        } else {
+            String::new()
+        }
+    };
+    let mut forwards = BTreeSet::new();
+    // `ip daddr 10.254.0.1 tcp dport 80 meta mark set 0x00005354 dnat ip to numgen inc mod 2 map
+    // { 0 : 10.231.0.1 . 31000, 1 : ... }`, or `tcp dport 30001 reject with tcp reset`.
+    for line in run(&["nft", "list", "table", "ip", "steward"]).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "dport") else { continue };
+        let port = words[at + 1];
+        let address = words.iter().position(|w| *w == "daddr").map_or("*", |i| words[i + 1]);
+        let to: BTreeSet<String> = line
+            .split_once('{')
+            .map(|(_, map)| map.trim_end_matches('}'))
+            .into_iter()
+            .flat_map(|map| map.split(','))
+            .filter_map(|entry| {
+                let (_, target) = entry.split_once(':')?;
+                let (ip, port) = target.trim().rsplit_once(" . ")?;
+                Some(format!("{}:{}", ip.trim(), port.trim()))
+            })
+            .collect();
+        forwards.insert(format!("{address}:{port} -> {to:?}"));
+    }
+    let json = run(&["ip", "-j", "-4", "addr", "show", "dev", "lo", "label", "lo:steward-svc"]);
+    let links: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    let addresses = links
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["addr_info"].as_array().into_iter().flatten())
+        .filter_map(|a| a["local"].as_str().map(String::from))
+        .collect();
+    (forwards, addresses)
 }
 
 /// Waits until the hosts hold exactly the desired state.
@@ -164,10 +237,14 @@ async fn random_operations_converge_host_by_host() {
     let seed: u64 = std::env::var("STEWARD_CONVERGE_SEED").ok().and_then(|n| n.parse().ok()).unwrap_or(43);
     let mut rng = Rng(seed.max(1));
     let mut c = Cluster::start("v", ["a", "a", "a"]);
+    // The desired state in etcd, and two `run`s: the leader's kill -9 is a failover.
+    let (etcd, shared) = c.with_etcd();
+    c.file = shared;
     let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "2"]);
     assert_eq!(code, 0, "{err}");
     let mut run = c.follow(&["run"]);
     run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let mut standby = c.follow(&["run"]);
     // What is deployed: app → (instances, version, service).
     let mut deployed: BTreeMap<&str, (u32, u32, bool)> = BTreeMap::new();
     let mut n = 0;
@@ -176,7 +253,7 @@ async fn random_operations_converge_host_by_host() {
         let host = rng.below(3) as usize;
         let name = c.hosts[host].name.clone();
         // Deploys are likelier while few apps run: the other operations need something to act on.
-        let pick = if deployed.len() < 2 && rng.below(2) == 0 { 0 } else { rng.below(10) };
+        let pick = if deployed.len() < 2 && rng.below(2) == 0 { 0 } else { rng.below(11) };
         let op = match pick {
             0 | 1 if !deployed.contains_key(app) => {
                 let spec = (1 + rng.below(3) as u32, 1, rng.below(2) == 0);
@@ -219,9 +296,9 @@ async fn random_operations_converge_host_by_host() {
             }
             7 => {
                 drop(run);
-                run = c.follow(&["run"]);
-                run.wait_for(30, "leading again", |v| body_type(v) == "leading");
-                "kill -9 of the leader".to_string()
+                standby.wait_for(30, "the standby leads", |v| body_type(v) == "leading");
+                run = std::mem::replace(&mut standby, c.follow(&["run"]));
+                "kill -9 of the leader (the standby takes over)".to_string()
             }
             8 => {
                 // A host reinstalled: what it ran stopped, its state gone, its daemon new.
@@ -245,11 +322,25 @@ async fn random_operations_converge_host_by_host() {
                 wait_remote(&c.hosts[host].daemon, 1);
                 format!("delete {app} while {name}'s daemon is down")
             }
+            10 if deployed.contains_key(app) => {
+                // A service added or removed: no revision, only its forwarding on every host.
+                let s = deployed.get_mut(app).unwrap();
+                s.2 = !s.2;
+                let (code, out, err) = c.deploy(app, &doc(app, s.0, s.1, s.2));
+                assert_eq!(code, 0, "service change of {app}: {out}\n{err}");
+                format!("{} {app}'s service", if s.2 { "add" } else { "remove" })
+            }
             _ => continue,
         };
         println!("step {n}: {op}");
         let keys: BTreeSet<String> = deployed.keys().map(|a| format!("test/{a}")).collect();
         settle(&c, &mut run, &op, &keys).await;
+        let (forwards, _) = kernel_forwards(c.hosts[0].daemon.netns.as_deref().unwrap());
+        println!("        settled; h1 forwards {forwards:?}");
+        // The kernel check is real: a service deployed is one seen forwarded.
+        assert_eq!(forwards.is_empty(), !deployed.values().any(|s| s.2), "{forwards:?}");
         n += 1;
     }
+    drop((run, standby));
+    drop(etcd);
 }
