@@ -52,6 +52,9 @@ pub struct Config {
     pub port_range_start: u16,
     /// Last port of that range (inclusive).
     pub port_range_end: u16,
+    /// Where the range overlaps the kernel's ephemeral ports, reserve it from them at start
+    /// (net.ipv4.ip_local_reserved_ports), so no outgoing connection takes an instance's port.
+    pub reserve_port_range: bool,
     /// Base URL for `uris[].value` given as a repository path (`/prod/app.tar.gz`, seed 000):
     /// http(s):// or file://.
     pub package_repository: Option<String>,
@@ -302,6 +305,7 @@ impl Default for Config {
             revision_history: crate::supervisor::revisions::DEFAULT_HISTORY,
             port_range_start: 31000,
             port_range_end: 32000,
+            reserve_port_range: true,
             package_repository: Some("file:///usr/share/steward/repository".into()),
             fetch_cache_dir: PathBuf::from("/var/cache/steward/fetch"),
             fetch_max_extracted_bytes: crate::fetch::DEFAULT_MAX_EXTRACTED_BYTES,

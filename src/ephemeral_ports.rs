@@ -3,7 +3,8 @@
 //! the configured range (`port_range_start`..`port_range_end`) inside it may be held by such a
 //! connection when an instance is given it, and the instance then fails to bind. So stewardd warns
 //! at start and `steward node` says so. Ports reserved from it (net.ipv4.ip_local_reserved_ports)
-//! are never handed out: a range reserved so is safe.
+//! are never handed out: a range reserved so is safe, and stewardd reserves its own range there
+//! at start (`reserve_port_range`, on by default), warning only when it cannot.
 
 use std::path::Path;
 
@@ -51,6 +52,23 @@ impl Ephemeral {
                  the kernel from it: add {start}-{end} to net.ipv4.ip_local_reserved_ports (sysctl)"
             )
         })
+    }
+}
+
+/// Adds `range` to the kernel's reserved ports, keeping what is reserved already, so no
+/// outgoing connection is given a port of it (a bind to it stays allowed). Only where it
+/// overlaps; Ok(true) when it wrote. An error names the file and why.
+pub fn reserve(range: (u16, u16)) -> Result<bool, String> {
+    let ephemeral = Ephemeral::read()?;
+    if !ephemeral.overlaps(range) {
+        return Ok(false);
+    }
+    let mut items: Vec<String> = ephemeral.reserved.iter().map(|(s, e)| format!("{s}-{e}")).collect();
+    items.push(format!("{}-{}", range.0, range.1));
+    std::fs::write(RESERVED_FILE, items.join(",")).map_err(|e| format!("{RESERVED_FILE}: {e}"))?;
+    match Ephemeral::read()?.overlaps(range) {
+        false => Ok(true),
+        true => Err(format!("{RESERVED_FILE}: written, but the kernel does not keep {}-{} reserved", range.0, range.1)),
     }
 }
 

@@ -99,18 +99,18 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// TCP and UDP ports something listens on (or holds bound), from /proc/net.
+/// TCP and UDP ports some socket holds (listening, connected or bound), from /proc/net.
 pub fn ports_in_use() -> std::collections::BTreeSet<u16> {
     let mut ports = std::collections::BTreeSet::new();
-    for (file, listen_only) in [("tcp", true), ("tcp6", true), ("udp", false), ("udp6", false)] {
+    for file in ["tcp", "tcp6", "udp", "udp6"] {
         let text = std::fs::read_to_string(format!("/proc/net/{file}")).unwrap_or_default();
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(state)) = (fields.get(1), fields.get(3)) else { continue };
-            // TCP state 0A is LISTEN; a UDP socket that is bound holds its port.
-            if listen_only && *state != "0A" {
-                continue;
-            }
+            let Some(local) = fields.get(1) else { continue };
+            // Every socket holds its local port, not only a listening one: an outgoing
+            // connection's (an ephemeral port, or one bound on purpose) fails a server's bind
+            // to it, SO_REUSEADDR or not (issue 43: a surge instance given such a port exited
+            // 1 at once).
             if let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
                 ports.insert(port);
             }

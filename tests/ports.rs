@@ -138,7 +138,9 @@ fn ephemeral_range() -> (u16, u16) {
 async fn a_port_range_inside_the_ephemeral_range_is_warned_of() {
     let (eph_start, eph_end) = ephemeral_range();
     let (start, end) = (eph_start + 100, (eph_start + 199).min(eph_end));
-    let d = Daemon::start_with("ports-ephemeral", &format!("port_range_start = {start}\nport_range_end = {end}\n"));
+    // (Not reserved: this is the host's own namespace, and the warning is the subject.)
+    let config = format!("port_range_start = {start}\nport_range_end = {end}\nreserve_port_range = false\n");
+    let d = Daemon::start_with("ports-ephemeral", &config);
     let log = d.log();
     let warning = log
         .lines()
@@ -173,4 +175,75 @@ async fn a_port_range_inside_the_ephemeral_range_is_warned_of() {
     let (_, out, _) = d.cli(&["-o", "json", "node"]);
     let node: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(node["ports"]["overlapsEphemeral"], json!(false), "{out}");
+}
+
+/// A network namespace of the test's own, deleted at the end.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Issue 43, item 3: a surge instance exited 1 at once, its port held by an outgoing
+/// connection. Found: the allocator took a port for free unless something *listened* on it,
+/// though a connected socket's local port fails a server's bind to it too (SO_REUSEADDR or
+/// not); and nothing kept the kernel from giving the range's ports to outgoing connections. In
+/// a namespace whose ephemeral range holds stewardd's: stewardd reserves its range from it at
+/// start, and an instance is never given the port a connection holds (here one bound on
+/// purpose, as reserved ports still may be): it runs, on another port.
+#[tokio::test]
+async fn a_port_an_outgoing_connection_holds_is_not_given_and_the_range_is_reserved() {
+    let ns = Netns(format!("stewport{}", std::process::id() % 100_000));
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("ip").args(args).output().unwrap();
+        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    run(&["netns", "add", &ns.0]);
+    run(&["-n", &ns.0, "link", "set", "lo", "up"]);
+    run(&["netns", "exec", &ns.0, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40099"]);
+    let config = "port_range_start = 40000\nport_range_end = 40003\n";
+    let d = Daemon::start_in("ports-held", config, Some(&ns.0), "127.0.0.1");
+    let reserved = run(&["netns", "exec", &ns.0, "cat", "/proc/sys/net/ipv4/ip_local_reserved_ports"]);
+    assert_eq!(reserved.trim(), "40000-40003", "{}", d.log());
+    assert!(d.log().contains("reserved port_range_start..port_range_end 40000-40003"), "{}", d.log());
+    assert!(!d.log().contains("WARN"), "nothing left to warn of: {}", d.log());
+
+    // A connection holding 40000 (the allocator's first pick), and one the kernel gives a port.
+    let hold = "import socket, time\n\
+                l = socket.socket(); l.bind(('127.0.0.1', 45000)); l.listen()\n\
+                c = socket.socket(); c.bind(('127.0.0.1', 40000)); c.connect(('127.0.0.1', 45000))\n\
+                e = socket.socket(); e.connect(('127.0.0.1', 45000))\n\
+                print(e.getsockname()[1], flush=True)\n\
+                time.sleep(600)\n";
+    let mut holder = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0, "python3", "-c", hold])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    let ephemeral: u16 = line.trim().parse().unwrap();
+    assert!(!(40000..=40003).contains(&ephemeral), "the kernel gave a reserved port: {ephemeral}");
+
+    let s = spec(
+        "web",
+        1,
+        json!({"startCmd": "exec python3 -m http.server ${ports.http} --bind ${hostip}",
+               "ports": [{"name": "http", "hostPort": 0}]}),
+        json!({"restartPolicy": {"policy": "Always"}}),
+    );
+    d.apply_json(&s).await;
+    let iid = id("test", "web", 0);
+    let first = d.wait_state(&iid, Kind::Running, 20).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let now = d.status(&iid).await;
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_ne!(now.ports.get("http"), Some(&40000), "given the port a connection holds");
+    assert_eq!(now.state.kind(), Kind::Running, "{now:?}\n{}", d.log());
+    assert_eq!((now.pid, now.restarts), (first.pid, 0), "it ran on, not restarted: {now:?}");
+    drop(d);
 }

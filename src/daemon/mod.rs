@@ -74,7 +74,21 @@ fn live_config(config: &Config) -> LiveConfig {
 
 /// A port range the kernel also gives outgoing connections: said at start (see
 /// [`crate::ephemeral_ports`]).
-fn warn_of_ephemeral_ports(range: (u16, u16)) {
+/// Keeps the kernel's ephemeral ports out of `range` (`reserve`), or warns that they may take
+/// an instance's port.
+fn keep_ephemeral_ports_out(range: (u16, u16), reserve: bool) {
+    if reserve {
+        match crate::ephemeral_ports::reserve(range) {
+            Ok(true) => tracing::info!(
+                "reserved port_range_start..port_range_end {}-{} from the kernel's ephemeral ports \
+                 (net.ipv4.ip_local_reserved_ports): no outgoing connection takes an instance's port",
+                range.0,
+                range.1
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot reserve {}-{} from the kernel's ephemeral ports: {e}", range.0, range.1),
+        }
+    }
     match crate::ephemeral_ports::Ephemeral::read() {
         Ok(ephemeral) => {
             if let Some(warning) = ephemeral.warning(range) {
@@ -174,8 +188,10 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.hook_max_response_bytes != running.hook_max_response_bytes {
                 needs_restart.push("hook_max_response_bytes");
             }
-            if (new.port_range_start, new.port_range_end) != (running.port_range_start, running.port_range_end) {
-                needs_restart.push("port_range_start/port_range_end");
+            if (new.port_range_start, new.port_range_end, new.reserve_port_range)
+                != (running.port_range_start, running.port_range_end, running.reserve_port_range)
+            {
+                needs_restart.push("port_range_start/port_range_end/reserve_port_range");
             }
             if (new.log_max_bytes, new.log_keep, new.log_check_secs)
                 != (running.log_max_bytes, running.log_keep, running.log_check_secs)
@@ -271,7 +287,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         ],
     })
     .await?;
-    warn_of_ephemeral_ports((config.port_range_start, config.port_range_end));
+    keep_ephemeral_ports_out((config.port_range_start, config.port_range_end), config.reserve_port_range);
     let reaper = supervisor.reaper().clone();
     let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
     tracing::info!("node ports: {node_ports:?}");
