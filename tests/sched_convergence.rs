@@ -1,11 +1,12 @@
 //! Issue 43: the fleet converges from whatever state a host comes back with. A random sequence
 //! of operations over three network-namespace hosts, the desired state in etcd and two
-//! `steward-sched run` — deploy (some with a NodePort service), scale, delete (also while a
-//! host's daemon is down), rollout, a service added or removed, a host daemon's kill -9, a
+//! `steward-sched run` — deploy (some with a NodePort service), scale, delete and rollout (also
+//! while a host's daemon is down), a service added or removed, a host daemon's kill -9, a
 //! host's link cut and restored, the leader's kill -9 (the standby takes over), a host's state
 //! wiped — and after each, once the cluster settles, every host holds exactly what the desired
 //! state says: each placed instance running on its node and nowhere else, no instance of an app
-//! not in it, the endpoints of every app as stored (none of a deleted app), and in its kernel
+//! not in it, each running the version last deployed (its process's environment says), the
+//! endpoints of every app as stored (none of a deleted app), and in its kernel
 //! exactly the stored services' node ports and cluster IPs, each forwarding to the app's Ready
 //! endpoints (its nftables table and its loopback's addresses, read host by host).
 //!
@@ -76,14 +77,21 @@ fn stored_endpoints(c: &Cluster, app: &str) -> Option<AppEndpoints> {
 async fn difference(
     c: &Cluster,
     apps: &BTreeMap<String, BTreeMap<u32, String>>,
-    deployed: &BTreeSet<String>,
+    deployed: &BTreeMap<String, u32>,
 ) -> Option<String> {
     let mut running: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for h in &c.hosts {
         for s in h.daemon.client.list(&[]).await.unwrap() {
-            if s.state.kind() == Kind::Running {
-                running.entry(s.id.to_string()).or_default().push(h.name.clone());
+            if s.state.kind() != Kind::Running {
+                continue;
             }
+            // What runs is the deployed version: the process's own environment says.
+            let app = format!("{}/{}", s.id.namespace, s.id.name);
+            let version = s.pid.and_then(version_of);
+            if version != deployed.get(&app).copied() {
+                return Some(format!("{} on {} runs version {version:?}, not {:?}", s.id, h.name, deployed.get(&app)));
+            }
+            running.entry(s.id.to_string()).or_default().push(h.name.clone());
         }
     }
     let mut meant: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -97,14 +105,14 @@ async fn difference(
     }
     // Endpoints: every host holds the stored revision of each app that has one, and nothing else.
     let mut stored: BTreeMap<String, AppEndpoints> = BTreeMap::new();
-    for app in deployed {
+    for app in deployed.keys() {
         if let Some(e) = stored_endpoints(c, app) {
             stored.insert(app.clone(), e);
         }
     }
     for app in APPS {
         let key = format!("test/{app}");
-        if !deployed.contains(&key) && stored_endpoints(c, &key).is_some() {
+        if !deployed.contains_key(&key) && stored_endpoints(c, &key).is_some() {
             return Some(format!("the store keeps endpoints of {key}, which is not deployed"));
         }
     }
@@ -148,6 +156,12 @@ async fn difference(
         }
     }
     None
+}
+
+/// The `VERSION` in process `pid`'s environment.
+fn version_of(pid: i32) -> Option<u32> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ.split(|b| *b == 0).find_map(|kv| std::str::from_utf8(kv.strip_prefix(b"VERSION=")?).ok()?.parse().ok())
 }
 
 /// What the kernel in `netns` forwards, read from Steward's nftables table (`ADDRESS:PORT ->
@@ -195,11 +209,11 @@ fn kernel_forwards(netns: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 /// Waits until the hosts hold exactly the desired state.
-async fn settle(c: &Cluster, run: &mut Follower, step: &str, deployed: &BTreeSet<String>) {
+async fn settle(c: &Cluster, run: &mut Follower, step: &str, deployed: &BTreeMap<String, u32>) {
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut why = String::from("the desired state never settled");
     while Instant::now() < deadline {
-        if let Some(apps) = desired(c).filter(|apps| apps.keys().all(|k| deployed.contains(k))) {
+        if let Some(apps) = desired(c).filter(|apps| apps.keys().all(|k| deployed.contains_key(k))) {
             match difference(c, &apps, deployed).await {
                 None => return,
                 Some(d) => why = d,
@@ -253,7 +267,7 @@ async fn random_operations_converge_host_by_host() {
         let host = rng.below(3) as usize;
         let name = c.hosts[host].name.clone();
         // Deploys are likelier while few apps run: the other operations need something to act on.
-        let pick = if deployed.len() < 2 && rng.below(2) == 0 { 0 } else { rng.below(11) };
+        let pick = if deployed.len() < 2 && rng.below(2) == 0 { 0 } else { rng.below(12) };
         let op = match pick {
             0 | 1 if !deployed.contains_key(app) => {
                 let spec = (1 + rng.below(3) as u32, 1, rng.below(2) == 0);
@@ -330,10 +344,21 @@ async fn random_operations_converge_host_by_host() {
                 assert_eq!(code, 0, "service change of {app}: {out}\n{err}");
                 format!("{} {app}'s service", if s.2 { "add" } else { "remove" })
             }
+            11 if deployed.contains_key(app) => {
+                // The host misses the rollout: its daemon is down while it is deployed.
+                c.hosts[host].daemon.kill9();
+                let s = deployed.get_mut(app).unwrap();
+                s.1 += 1;
+                let (code, out, err) = c.deploy(app, &doc(app, s.0, s.1, s.2));
+                assert_eq!(code, 0, "rollout {app}: {out}\n{err}");
+                c.hosts[host].daemon.spawn();
+                wait_remote(&c.hosts[host].daemon, 1);
+                format!("rollout {app} to version {} while {name}'s daemon is down", s.1)
+            }
             _ => continue,
         };
         println!("step {n}: {op}");
-        let keys: BTreeSet<String> = deployed.keys().map(|a| format!("test/{a}")).collect();
+        let keys: BTreeMap<String, u32> = deployed.iter().map(|(a, s)| (format!("test/{a}"), s.1)).collect();
         settle(&c, &mut run, &op, &keys).await;
         let (forwards, _) = kernel_forwards(c.hosts[0].daemon.netns.as_deref().unwrap());
         println!("        settled; h1 forwards {forwards:?}");
