@@ -295,7 +295,7 @@ async fn pod_log_and_position_files_are_never_written_through_planted_links() {
     d.wait_state(&iid, Kind::Running, 60).await;
     let run = d.run_dir().join("pods.podlog.0");
     for _ in 0..100 {
-        if run.join(".talk.logpos").exists() {
+        if run.join(".talk.stdout.logpos").exists() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -305,7 +305,7 @@ async fn pod_log_and_position_files_are_never_written_through_planted_links() {
     assert_eq!(code, 0, "{out}{err}");
     replace_with_symlink(&run.join("talk.stdout.log"), &a);
     replace_with_hard_link(&run.join("talk.stderr.log"), &b);
-    replace_with_symlink(&run.join(".talk.logpos"), &c);
+    replace_with_symlink(&run.join(".talk.stdout.logpos"), &c);
     let (code, out, err) = d.cli(&["start", "pods/podlog/0", "--timeout", "60"]);
     assert_eq!(code, 0, "{out}{err}");
     d.wait_state(&iid, Kind::Running, 60).await;
@@ -318,7 +318,7 @@ async fn pod_log_and_position_files_are_never_written_through_planted_links() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(text.contains("talk-line") && !text.contains("TOP-SECRET"), "{text}");
-    for f in ["talk.stdout.log", "talk.stderr.log", ".talk.logpos"] {
+    for f in ["talk.stdout.log", "talk.stderr.log", ".talk.stdout.logpos", ".talk.stderr.logpos"] {
         let md = std::fs::symlink_metadata(run.join(f)).unwrap();
         assert!(md.is_file() && md.nlink() == 1, "{f}: {md:?}");
     }

@@ -36,13 +36,14 @@ impl Docker {
     }
 
     /// Appends the container's output to `<dir>/<name>.stdout.log` and `.stderr.log` (where
-    /// `steward logs` and log rotation find every instance's output) until it stops, resuming
-    /// where an earlier follower of the same container left off (see [`LogPosition`]): a
-    /// daemon restart neither replays nor loses a line.
+    /// `steward logs` and log rotation find every instance's output) until it stops, each
+    /// stream resuming where an earlier follower of the same container left it (see
+    /// [`StreamPosition`]): a daemon restart neither replays nor loses a line.
     pub fn follow_logs(&self, id: &str, dir: &Path, name: &str) -> tokio::task::JoinHandle<()> {
         let (client, id) = (self.client(), id.to_string());
         let (out, err) = (dir.join(format!("{name}.stdout.log")), dir.join(format!("{name}.stderr.log")));
-        let position_file = dir.join(format!(".{name}.logpos"));
+        let positions = (dir.join(format!(".{name}.stdout.logpos")), dir.join(format!(".{name}.stderr.logpos")));
+        let legacy = dir.join(format!(".{name}.logpos"));
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             // In the run directory, as root: never through a symlink or hard link (see safefs).
@@ -54,8 +55,9 @@ impl Docker {
             let (Ok(mut out_file), Ok(mut err_file)) = (open(out.clone()).await, open(err.clone()).await) else {
                 return;
             };
-            let mut position = LogPosition::resume(&position_file, &id, &out, &err);
-            if position.last.is_empty() {
+            let mut out_at = StreamPosition::resume(positions.0, &legacy, &id, out, Stream::Out);
+            let mut err_at = StreamPosition::resume(positions.1, &legacy, &id, err, Stream::Err);
+            if out_at.last.is_empty() && err_at.last.is_empty() {
                 // A new container: its run begins here in both files.
                 let now = crate::clock::now_ms();
                 let marker = format!("{} {}", crate::clock::rfc3339_utc(now), crate::logs::run_marker(now));
@@ -76,13 +78,15 @@ impl Docker {
             while let Some(Ok(chunk)) = stream.next().await {
                 let is_err = matches!(chunk, bollard::container::LogOutput::StdErr { .. });
                 let Some((stamp, _)) = split_timestamp(chunk.as_ref()) else { continue };
-                if !position.is_new(&stamp) {
+                // Each stream by its own position: Docker stamps a stream's lines in order, but
+                // hands the two streams over interleaved out of stamp order.
+                let (at, file) = if is_err { (&mut err_at, &mut err_file) } else { (&mut out_at, &mut out_file) };
+                if !at.is_new(&stamp) {
                     continue;
                 }
-                let (file, path) = if is_err { (&mut err_file, &err) } else { (&mut out_file, &out) };
                 // The position first, naming the file's length before this line: a crash
                 // between the two writes is told apart at resume by that length.
-                position.advance(&position_file, stamp, is_err, path);
+                at.advance(stamp);
                 // With Docker's timestamp in front: `steward logs --timestamps` shows it. Flushed
                 // before the next line's position is taken: a tokio file's write completes in the
                 // background, and the next `advance` must read the length with this line in it
@@ -94,51 +98,102 @@ impl Docker {
     }
 }
 
-/// Where following a container's output stopped: the Docker timestamp of the last line taken,
-/// and the length its log file had before that line was written. Kept in a small file beside
-/// the logs and written before each line. At resume, a log file longer than that length holds
-/// the line (or was rotated since: taken as holding it); one of exactly that length lost the
-/// line to a crash between the two writes, so it is taken again.
-#[derive(Debug, Default)]
-struct LogPosition {
-    container: String,
-    /// Sortable form of the last line's timestamp (see [`sortable_stamp`]); lines at or before
-    /// it are skipped.
-    last: String,
+/// A container's output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Out,
+    Err,
 }
 
-impl LogPosition {
-    fn resume(file: &Path, container: &str, out: &Path, err: &Path) -> LogPosition {
-        let fresh = LogPosition { container: container.to_string(), last: String::new() };
-        let Ok(data) = crate::safefs::read_daemon_file(file, 4096) else { return fresh };
+/// Where following one stream of a container's output stopped: the Docker timestamp of the
+/// last line taken, how many lines of exactly that stamp were taken, and the length the
+/// stream's log file had before that line was written. Kept in a small file beside the logs
+/// (one per stream) and written before each line. At resume, a log file longer than that length
+/// holds the line (or was rotated since: taken as holding it); one of exactly that length lost
+/// the line to a crash between the two writes, so it is taken again.
+#[derive(Debug)]
+struct StreamPosition {
+    /// The position file.
+    file: PathBuf,
+    /// The stream's log file.
+    log: PathBuf,
+    container: String,
+    /// Sortable form of the last line's timestamp (see [`sortable_stamp`]); lines before it are
+    /// skipped, and as many of it as were taken.
+    last: String,
+    /// Lines of stamp `last` taken.
+    taken: u32,
+    /// Lines of stamp `last` met since the resume.
+    seen: u32,
+}
+
+impl StreamPosition {
+    /// The position in `file`; where there is none yet, what an earlier stewardd kept for both
+    /// streams in `legacy` (one stamp: lines of the other stream at or before it are skipped,
+    /// as they were).
+    fn resume(file: PathBuf, legacy: &Path, container: &str, log: PathBuf, stream: Stream) -> StreamPosition {
+        let read = |path: &Path| crate::safefs::read_daemon_file(path, 4096).ok();
+        let (data, old) = match read(&file) {
+            Some(data) => (Some(data), false),
+            None => (read(legacy), true),
+        };
+        let mut at =
+            StreamPosition { file, log, container: container.to_string(), last: String::new(), taken: 0, seen: 0 };
+        let Some(data) = data else { return at };
         let text = String::from_utf8_lossy(&data);
-        // "<container> <stamp> <previous stamp> <out|err> <length before>"
         let parts: Vec<&str> = text.split_whitespace().collect();
-        let [id, stamp, previous, stream, length] = parts.as_slice() else { return fresh };
-        if *id != container {
-            return fresh; // another run's container: its output starts afresh
+        // "<container> <stamp> <taken> <previous stamp> <previous taken> <length before>", or the
+        // legacy "<container> <stamp> <previous stamp> <out|err> <length before>".
+        let (id, stamp, previous, length) = match (old, parts.as_slice()) {
+            (false, [id, stamp, taken, previous, previous_taken, length]) => {
+                let count = |n: &str| n.parse::<u32>().unwrap_or(1);
+                (*id, (*stamp, count(taken)), (*previous, count(previous_taken)), Some(*length))
+            }
+            (true, [id, stamp, previous, written_to, length]) => {
+                let ours = (*written_to == "err") == (stream == Stream::Err);
+                (*id, (*stamp, 1), (*previous, 1), ours.then_some(*length))
+            }
+            _ => return at,
+        };
+        if id != container {
+            return at; // another run's container: its output starts afresh
         }
-        let path = if *stream == "err" { err } else { out };
-        let now = crate::safefs::daemon_file_len(path);
-        let written = !length.parse::<u64>().is_ok_and(|before| now == before);
-        let last = if written { stamp } else { previous };
-        LogPosition { container: container.to_string(), last: last.trim_start_matches('-').to_string() }
+        let now = crate::safefs::daemon_file_len(&at.log);
+        let lost = length.is_some_and(|l| l.parse::<u64>().is_ok_and(|before| now == before));
+        let (last, taken) = if lost { previous } else { stamp };
+        at.last = last.trim_start_matches('-').to_string();
+        at.taken = if at.last.is_empty() { 0 } else { taken };
+        at
     }
 
-    fn is_new(&self, stamp: &str) -> bool {
-        stamp > self.last.as_str()
+    /// Whether a line stamped `stamp` (met in order) is yet to be taken.
+    fn is_new(&mut self, stamp: &str) -> bool {
+        match stamp.cmp(self.last.as_str()) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Equal => {
+                self.seen += 1;
+                self.seen > self.taken
+            }
+        }
     }
 
-    /// Records `stamp` as taken, about to be appended to `path`.
-    fn advance(&mut self, file: &Path, stamp: String, is_err: bool, path: &Path) {
-        let before = crate::safefs::daemon_file_len(path);
+    /// Records a line stamped `stamp` as taken, about to be appended to the log file.
+    fn advance(&mut self, stamp: String) {
+        let before = crate::safefs::daemon_file_len(&self.log);
         let previous = if self.last.is_empty() { "-".to_string() } else { self.last.clone() };
-        let stream = if is_err { "err" } else { "out" };
-        let text = format!("{} {stamp} {previous} {stream} {before}\n", self.container);
-        if let Err(e) = write_small(file, text.as_bytes()) {
-            tracing::warn!("cannot record the log position in {}: {e}", file.display());
+        let previous_taken = self.taken;
+        if stamp == self.last {
+            self.taken += 1;
+        } else {
+            self.last = stamp;
+            self.taken = 1;
         }
-        self.last = stamp;
+        self.seen = self.taken;
+        let text = format!("{} {} {} {previous} {previous_taken} {before}\n", self.container, self.last, self.taken);
+        if let Err(e) = write_small(&self.file, text.as_bytes()) {
+            tracing::warn!("cannot record the log position in {}: {e}", self.file.display());
+        }
     }
 }
 
@@ -186,25 +241,92 @@ mod log_position_tests {
         assert_eq!((stamp.as_str(), message), ("2026-11-24T22:50:01.500000000", &b"hello world\n"[..]));
     }
 
+    /// The stream's position file, its log file, and the legacy position file, in `dir`.
+    fn files(dir: &Path, stream: &str) -> (PathBuf, PathBuf, PathBuf) {
+        (dir.join(format!(".c.{stream}.logpos")), dir.join(format!("c.{stream}.log")), dir.join(".c.logpos"))
+    }
+
+    fn resume(dir: &Path, container: &str, stream: Stream) -> StreamPosition {
+        let name = if stream == Stream::Err { "stderr" } else { "stdout" };
+        let (pos, log, legacy) = files(dir, name);
+        StreamPosition::resume(pos, &legacy, container, log, stream)
+    }
+
+    const T1: &str = "2026-01-01T00:00:01.000000000";
+    const T2: &str = "2026-01-01T00:00:02.000000000";
+
     #[test]
     fn resume_takes_a_line_again_only_if_the_crash_came_before_it_was_written() {
         let dir = tempfile::tempdir().unwrap();
-        let (pos, out, err) =
-            (dir.path().join(".c.logpos"), dir.path().join("c.stdout.log"), dir.path().join("c.stderr.log"));
+        let (_, out, _) = files(dir.path(), "stdout");
         std::fs::write(&out, "line-1\n").unwrap();
-        let mut p = LogPosition::resume(&pos, "abc", &out, &err);
+        let mut p = resume(dir.path(), "abc", Stream::Out);
         assert!(p.is_new("2026-01-01T00:00:00.000000001"), "nothing recorded: everything is new");
-        p.advance(&pos, "2026-01-01T00:00:01.000000000".into(), false, &out);
+        p.advance(T1.into());
         // Crash before the line was appended: the file has the recorded length; taken again.
-        let again = LogPosition::resume(&pos, "abc", &out, &err);
-        assert!(again.is_new("2026-01-01T00:00:01.000000000"));
+        let mut again = resume(dir.path(), "abc", Stream::Out);
+        assert!(again.is_new(T1));
         // Appended: skipped at resume.
         std::fs::write(&out, "line-1\nline-2\n").unwrap();
-        let after = LogPosition::resume(&pos, "abc", &out, &err);
-        assert!(!after.is_new("2026-01-01T00:00:01.000000000"));
+        let mut after = resume(dir.path(), "abc", Stream::Out);
+        assert!(!after.is_new(T1));
         assert!(after.is_new("2026-01-01T00:00:01.000000001"));
         // Another container (a new run): from its start.
-        let other = LogPosition::resume(&pos, "def", &out, &err);
+        let mut other = resume(dir.path(), "def", Stream::Out);
         assert!(other.is_new("2000-01-01T00:00:00.000000000"));
+    }
+
+    /// Issue 44: one position for both streams dropped a stderr line stamped before the last
+    /// stdout line taken. Each stream now skips only its own.
+    #[test]
+    fn the_streams_keep_their_own_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut out, mut err) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
+        assert!(out.is_new(T2));
+        out.advance(T2.into());
+        std::fs::write(files(dir.path(), "stdout").1, "out-2\n").unwrap();
+        // Handed over after it, stamped before it: still new on its own stream.
+        assert!(err.is_new(T1));
+        err.advance(T1.into());
+        std::fs::write(files(dir.path(), "stderr").1, "err-1\n").unwrap();
+        let (mut out, mut err) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
+        assert!(!out.is_new(T2) && !err.is_new(T1));
+        assert!(err.is_new(T2), "stderr's own next line");
+    }
+
+    /// Two lines of one stamp: after a resume the one taken is skipped, the other is not.
+    #[test]
+    fn lines_of_one_stamp_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = resume(dir.path(), "abc", Stream::Out);
+        assert!(out.is_new(T1));
+        out.advance(T1.into());
+        std::fs::write(files(dir.path(), "stdout").1, "a\n").unwrap();
+        assert!(out.is_new(T1), "a second line of the same stamp is new");
+        out.advance(T1.into());
+        std::fs::write(files(dir.path(), "stdout").1, "a\nb\n").unwrap();
+        let mut again = resume(dir.path(), "abc", Stream::Out);
+        assert!(!again.is_new(T1) && !again.is_new(T1), "both taken");
+        assert!(again.is_new(T1), "a third is new");
+        // The second taken, but killed before it was written: the first is skipped, the second not.
+        std::fs::write(files(dir.path(), "stdout").1, "a\n").unwrap();
+        let mut crashed = resume(dir.path(), "abc", Stream::Out);
+        assert!(!crashed.is_new(T1) && crashed.is_new(T1));
+    }
+
+    /// What an earlier stewardd kept (one position for both streams) is where each resumes.
+    #[test]
+    fn the_legacy_position_is_read_for_both_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, out, legacy) = files(dir.path(), "stdout");
+        std::fs::write(&out, "a\n").unwrap();
+        std::fs::write(&legacy, format!("abc {T2} {T1} out 0\n")).unwrap();
+        let (mut o, mut e) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
+        assert!(!o.is_new(T2) && !e.is_new(T2));
+        assert!(o.is_new("2026-01-01T00:00:02.000000001") && e.is_new("2026-01-01T00:00:02.000000001"));
+        // Its line not written (stdout has the recorded length): stdout takes it again.
+        std::fs::write(&legacy, format!("abc {T2} {T1} out 2\n")).unwrap();
+        let mut o = resume(dir.path(), "abc", Stream::Out);
+        assert!(o.is_new(T2));
     }
 }
