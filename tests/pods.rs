@@ -560,3 +560,46 @@ async fn interleaved_output_arrives_exactly_once_across_kill9s() {
         assert_eq!(numbers(&text, prefix), want, "steward logs --stream {stream}");
     }
 }
+
+/// The network holder of `app`'s instance 0 run by `d` (a pod of two containers has one in
+/// Docker's own networking too).
+fn holder_of(d: &Daemon, app: &str) -> String {
+    let owner = format!("label=io.steward.owner={}", d.path().join("state").display());
+    let instance = format!("label=io.steward.instance=pods/{app}/0");
+    let (code, out, err) = docker::docker(
+        SHARED_SOCKET,
+        &["ps", "-a", "--filter", &owner, "--filter", &instance, "--filter", "name=-network", "--format", "{{.ID}}"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ids: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(ids.len(), 1, "one holder: {out}");
+    ids[0].to_string()
+}
+
+/// Issue 44, defect 1: a pod whose network holder died stayed "Running, ready" with no network
+/// (its containers left with `lo` only) in Docker's own networking: the holder was watched only
+/// for a CNI pod. Killed, it ends the pod, named in the reason, and the restart policy starts
+/// it again; removed while stewardd is down, the same at the next start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_network_holder_ends_the_pod_and_the_policy_restarts_it() {
+    docker::shared_engine();
+    let mut d = Daemon::start("pods-holder");
+    d.apply_json(&pod("netheld", json!([sh("main", "exec sleep 1000"), sh("side", "exec sleep 1000")]), json!({})))
+        .await;
+    let iid = id("pods", "netheld", 0);
+    let first = d.wait_state(&iid, Kind::Running, 60).await;
+    let (code, _, err) = docker::docker(SHARED_SOCKET, &["kill", &holder_of(&d, "netheld")]);
+    assert_eq!(code, 0, "{err}");
+    let second = d.wait(&iid, 60, |s| s.restarts == 1 && s.state.kind() == Kind::Running).await;
+    let reason = second.last_exit_reason.clone().unwrap_or_default();
+    assert!(reason.contains("network holder"), "the reason names the holder: {reason}");
+    assert_ne!(container_ids(&first), container_ids(&second), "the pod started again");
+
+    d.kill9();
+    let (code, _, err) = docker::docker(SHARED_SOCKET, &["rm", "-f", &holder_of(&d, "netheld")]);
+    assert_eq!(code, 0, "{err}");
+    d.spawn();
+    let third = d.wait(&iid, 60, |s| s.restarts == 2 && s.state.kind() == Kind::Running).await;
+    assert_ne!(container_ids(&second), container_ids(&third), "started again after the daemon's start");
+    holder_of(&d, "netheld");
+}

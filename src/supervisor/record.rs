@@ -77,6 +77,10 @@ pub struct InstanceRecord {
     /// field, few have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<crate::cni::pods::PodAttachment>>,
+    /// A pod's network holder container (any network mode), while it should run: its death
+    /// ends the pod, seen also when it happened while the daemon was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 impl InstanceRecord {
@@ -104,6 +108,7 @@ impl InstanceRecord {
             ready: false,
             ready_since_ms: None,
             network: None,
+            holder: None,
         }
     }
 

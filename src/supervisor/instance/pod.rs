@@ -159,6 +159,7 @@ impl Workload for Pod {
                 return Launched::Failed(format!("pod start failed: {e}"));
             }
         };
+        cx.rec.holder = holder.map(|h| h.id);
         cx.rec.containers = inspect_all(cx.shared, &ids).await;
         show_address(cx.rec);
         cx.rec.mains = cx.rec.containers.iter().map(container_identity).collect();
@@ -181,9 +182,10 @@ impl Workload for Pod {
                 self.log_tasks.push(cx.shared.docker.follow_logs(&info.id, &r.run_dir, &c.name));
             }
         }
-        // A CNI pod's network container is part of it: killed by hand, it ends the pod (whose
-        // end gives the address back), reported as the index after the containers'.
-        if let Some(holder) = cx.rec.network.as_ref().map(|n| n.holder.clone()) {
+        // The pod's network holder is part of it, in every network mode: killed by hand, it
+        // ends the pod (whose end gives a CNI address back), reported as the index after the
+        // containers'. (Left alone, the containers ran on with only `lo`, "Running, ready".)
+        if let Some(holder) = holder_of(cx.rec) {
             watch_exit(cx, holder, cx.rec.containers.len());
         }
     }
@@ -215,11 +217,12 @@ impl Workload for Pod {
     /// others running, and the pod ends when all have exited.
     async fn on_end(&mut self, cx: &mut Cx<'_>, index: usize, status: ExitStatus) -> Option<RunEnd> {
         if index >= cx.rec.containers.len() {
-            tracing::warn!(instance = %cx.rec.id, "the pod's network container {status}: the pod ends");
-            let detail = ContainerExited { container: "(network container)".into(), status };
+            let holder = format!("its network holder steward-{}-network", crate::spec::pod::pod_id(&cx.rec.id));
+            tracing::warn!(instance = %cx.rec.id, "the pod's network holder {status}: the pod ends");
+            let detail = ContainerExited { container: "(network holder)".into(), status };
             cx.note(InstanceChange::ContainerExited { detail }).await;
             self.kill_pod(cx).await;
-            return Some(RunEnd { oom: None, which: Some("the network container".into()) });
+            return Some(RunEnd { oom: None, which: Some(holder) });
         }
         if let Some(id) = cx.rec.containers.get(index).map(|c| c.id.clone()) {
             if let Ok(info) = cx.shared.docker.inspect(&id).await {
@@ -467,8 +470,8 @@ impl Pod {
         if !lost {
             self.exited = vec![None; cx.rec.containers.len()];
         }
-        // A CNI pod's network container killed while nobody watched ends the pod.
-        if let Some(holder) = cx.rec.network.as_ref().map(|n| n.holder.clone()) {
+        // A pod's network holder killed or removed while nobody watched ends the pod.
+        if let Some(holder) = holder_of(cx.rec) {
             let index = cx.rec.containers.len();
             match cx.shared.docker.inspect(&holder).await {
                 Ok(info) if info.is_running() => {}
@@ -733,8 +736,15 @@ fn show_address(rec: &mut InstanceRecord) {
     }
 }
 
+/// The pod's network holder: recorded in every network mode (a record from before that knows
+/// only a CNI pod's).
+fn holder_of(rec: &InstanceRecord) -> Option<String> {
+    rec.holder.clone().or_else(|| rec.network.as_ref().map(|n| n.holder.clone()))
+}
+
 /// The pod's network holder goes once its containers have: nothing else needs the network.
-async fn remove_holder(cx: &Cx<'_>) {
+async fn remove_holder(cx: &mut Cx<'_>) {
+    cx.rec.holder = None;
     if let Err(e) = cx.shared.docker.remove_holder(&cx.rec.key()).await {
         tracing::warn!(instance = %cx.rec.id, "removing the pod's network holder: {e}");
     }
