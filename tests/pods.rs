@@ -603,3 +603,30 @@ async fn a_dead_network_holder_ends_the_pod_and_the_policy_restarts_it() {
     assert_ne!(container_ids(&second), container_ids(&third), "started again after the daemon's start");
     holder_of(&d, "netheld");
 }
+
+/// Issue 44: a pod's containers are under stewardd's `cgroup_parent`, as its processes are, in
+/// the instance's own cgroup (`<cgroup_parent>/<ns>.<name>.<i>/<container>`), shown in `status`;
+/// the instance's cgroup goes with the pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_containers_are_under_the_cgroup_parent() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-cgroup");
+    d.apply_json(&pod("cgp", json!([sh("main", "exec sleep 1000"), sh("side", "exec sleep 1000")]), json!({}))).await;
+    let iid = id("pods", "cgp", 0);
+    let s = d.wait_state(&iid, Kind::Running, 60).await;
+    let instance_dir = format!("/{}/pods.cgp.0", d.cgroup_parent);
+    for c in &s.containers {
+        assert!(c.cgroup.starts_with(&format!("{instance_dir}/")), "{}: {:?}", c.name, c.cgroup);
+    }
+    let (code, out, err) = d.cli(&["-o", "json", "status", "pods/cgp/0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("\"Cgroup\": \"{instance_dir}/")), "status shows it: {out}");
+    // v1: the pids hierarchy's copy; v2: the unified one.
+    let v1 = std::path::Path::new("/sys/fs/cgroup/pids");
+    let root = if v1.is_dir() { v1.to_path_buf() } else { std::path::PathBuf::from("/sys/fs/cgroup") };
+    let dir = root.join(instance_dir.trim_start_matches('/'));
+    assert!(dir.is_dir(), "{}", dir.display());
+    let (code, out, err) = d.cli(&["delete", "pods/cgp/0", "--timeout", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!dir.exists(), "the instance's cgroup goes with it: {}", dir.display());
+}

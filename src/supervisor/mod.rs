@@ -227,7 +227,8 @@ impl Supervisor {
             &config.numa_root,
             &config.state_dir.display().to_string(),
         )
-        .with_pod_defaults(&config.host_ip, config.logs.max_bytes, config.default_tasks_max);
+        .with_pod_defaults(&config.host_ip, config.logs.max_bytes, config.default_tasks_max)
+        .with_cgroup_parent((!cgroups.delegated()).then_some(config.cgroups.parent.as_str()));
         let networks = Arc::new(crate::cni::pods::PodNetworks::new(
             crate::cni::Cni { bin_dirs: vec![config.cni.bin_dir.clone()], reaper: Some(reaper.clone()) },
             docker.clone(),

@@ -104,6 +104,26 @@ pub struct ContainerInfo {
     /// The kernel's OOM killer ended it (over its memory limit).
     #[serde(rename = "OOMKilled", default, skip_serializing_if = "std::ops::Not::not")]
     pub oom_killed: bool,
+    /// Its cgroup as the kernel says (`/proc/PID/cgroup`: the unified one, else the pids or
+    /// memory controller's), while it runs.
+    #[serde(rename = "Cgroup", default, skip_serializing_if = "String::is_empty")]
+    pub cgroup: String,
+}
+
+/// The cgroup of process `pid`: the v2 path, else the v1 pids (or memory) controller's.
+fn cgroup_of(pid: i64) -> String {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return String::new() };
+    let line = |want: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            want(controllers).then(|| path.to_string())
+        })
+    };
+    line(&|c| c.split(',').any(|c| c == "pids"))
+        .or_else(|| line(&|c| c.split(',').any(|c| c == "memory")))
+        .or_else(|| line(&|c| c.is_empty()))
+        .unwrap_or_default()
 }
 
 impl ContainerInfo {
@@ -139,6 +159,10 @@ pub struct Docker {
     log_max_bytes: u64,
     /// The tasks limit of a container that sets none (None: unlimited).
     default_tasks_max: Option<u64>,
+    /// stewardd's `cgroup_parent`, where pods' containers go too (None: left to Docker).
+    cgroup_parent: Option<String>,
+    /// The engine's cgroup driver (`cgroupfs`, `systemd`), asked once.
+    cgroup_driver: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl Docker {
@@ -155,6 +179,38 @@ impl Docker {
             publish_ip: None,
             log_max_bytes: 10 * 1024 * 1024,
             default_tasks_max: None,
+            cgroup_parent: None,
+            cgroup_driver: Default::default(),
+        }
+    }
+
+    /// Pods' containers go under `cgroup_parent` as stewardd's processes do (see
+    /// [`Docker::cgroup_parent_for`]); None where stewardd's instances are not under it
+    /// (systemd on cgroup v2: the delegated subtree is stewardd's own).
+    pub fn with_cgroup_parent(mut self, parent: Option<&str>) -> Docker {
+        self.cgroup_parent = parent.map(String::from);
+        self
+    }
+
+    /// The CgroupParent of instance `instance`'s containers: `/<cgroup_parent>/<ns>.<name>.<i>`
+    /// with Docker's cgroupfs driver (the directory a process instance of that key has), the
+    /// `<cgroup_parent>.slice` with its systemd driver (which takes only a slice); None: Docker's
+    /// own default.
+    pub(super) async fn cgroup_parent_for(&self, instance: &str) -> Option<String> {
+        let parent = self.cgroup_parent.as_ref()?;
+        let driver = self
+            .cgroup_driver
+            .get_or_init(|| async {
+                let info = self.client().ok()?.info().await.ok()?;
+                info.cgroup_driver.map(|d| d.to_string())
+            })
+            .await;
+        match driver.as_deref() {
+            Some("cgroupfs") => Some(format!("/{parent}/{}", instance.replace('/', "."))),
+            Some("systemd") if parent.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                Some(format!("{parent}.slice"))
+            }
+            _ => None,
         }
     }
 
@@ -243,6 +299,7 @@ impl Docker {
             network_mode,
             ip_address: ip.unwrap_or_default(),
             oom_killed: state.oom_killed.unwrap_or(false),
+            cgroup: state.pid.filter(|p| *p > 0).map(cgroup_of).unwrap_or_default(),
         })
     }
 

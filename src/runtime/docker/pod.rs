@@ -227,6 +227,7 @@ impl Docker {
             host_config: Some(HostConfig {
                 network_mode: Some(network.to_string()),
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
+                cgroup_parent: self.cgroup_parent_for(start.instance).await,
                 ..Default::default()
             }),
             ..Default::default()
@@ -409,6 +410,7 @@ impl Docker {
         };
         let owns_network = !host_config.network_mode.as_deref().unwrap_or_default().starts_with("container:");
         let host_config = HostConfig {
+            cgroup_parent: self.cgroup_parent_for(start.instance).await,
             pid_mode: start.pod.host.pid.then(|| "host".to_string()),
             ipc_mode: start.pod.host.ipc.then(|| "host".to_string()),
             ..host_config

@@ -391,6 +391,12 @@ impl Workload for Pod {
         if let Err(e) = cx.shared.docker.remove_instance(&cx.rec.key()).await {
             tracing::warn!(instance = %cx.rec.id, "removing containers: {e}");
         }
+        // Docker removes each container's cgroup, not the instance's one above them (left
+        // empty; none with Docker's systemd driver or without cgroup_parent).
+        let cgroup = cx.shared.cgroups.instance(&super::cgroup_key(cx.rec));
+        if let Err(e) = cgroup.remove() {
+            tracing::debug!(instance = %cx.rec.id, "removing the pod's cgroup: {e}");
+        }
         for t in self.log_tasks.drain(..) {
             t.abort();
         }
