@@ -92,7 +92,7 @@ async fn logs_show_both_streams_in_an_honest_order_and_follow_them_as_written() 
 #[tokio::test]
 async fn logs_of_a_container_the_pod_lacks_name_the_pod_s_containers() {
     common::docker::shared_engine();
-    let d = Daemon::start("logs-pod");
+    let mut d = Daemon::start("logs-pod");
     let (main, side) =
         (common::docker::sh("main", "echo from-main; exec sleep 1000"), common::docker::sh("side", "exec sleep 1000"));
     let mut pod = common::docker::pod("test", "duo", serde_json::json!([main, side]), serde_json::json!({}));
@@ -109,4 +109,32 @@ async fn logs_of_a_container_the_pod_lacks_name_the_pod_s_containers() {
     let (code, out, err) = d.cli(&["logs", "test/duo/0", "--container", "main"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("from-main"), "{out}");
+
+    // steward cp names the container by its name in the spec, not by its 64-hex id.
+    let file = d.path().join("note.txt");
+    std::fs::write(&file, "x").unwrap();
+    let (code, out, err) = d.cli(&[
+        "cp",
+        file.to_str().unwrap(),
+        "test/duo/0:/tmp/note.txt",
+        "--container",
+        "side",
+        "--user",
+        "nosuchuser",
+    ]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("container side: user \"nosuchuser\""), "{err}");
+    let hex64 = err.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() == 64);
+    assert!(!hex64, "no container id: {err}");
+
+    // A container removed while stewardd was down is said to be removed, not "not a child of
+    // this daemon" (process wording).
+    let side = d.status(&id("test", "duo", 0)).await.containers[1].id.clone();
+    d.kill9();
+    assert_eq!(common::docker::docker(common::docker::SHARED_SOCKET, &["rm", "-f", &side]).0, 0);
+    d.spawn();
+    let after =
+        d.wait(&id("test", "duo", 0), 30, |s| s.last_exit_reason.as_deref().is_some_and(|r| r.contains("side"))).await;
+    let reason = after.last_exit_reason.unwrap_or_default();
+    assert!(reason.contains("was removed") && !reason.contains("not a child"), "{reason}");
 }
