@@ -30,3 +30,4 @@ pub mod spec;
 pub mod store;
 pub mod supervisor;
 pub mod tls;
+pub mod wording;

@@ -104,11 +104,15 @@ async fn a_stopped_daemon_is_3_for_every_verb_that_needs_it() {
         assert_eq!(code, 3, "{args:?}: {out}{err}");
         assert!(err.contains("cannot reach stewardd"), "{args:?}: {err}");
     }
-    // logs reads the instance's files itself: with the daemon down it still shows them, and
-    // says it could not ask the daemon.
+    // logs reads the instance's files itself: with the daemon down it still shows them, says it
+    // could not ask the daemon, and exits 3 like every verb (README's table; issue 44).
     let (code, out, err) = d.cli(&["logs", "exit/down/0"]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 3, "{out}{err}");
     assert!(err.contains("cannot reach stewardd") && err.contains("showing the log files"), "{err}");
+    assert!(out.contains("[sh.stderr.log] --- steward: run started"), "the files are shown: {out}");
+    let (code, out, err) = d.cli(&["logs", "exit/down/0", "--container", "nosuch"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("no log files of \"nosuch\""), "{err}");
     // The instance kept running without its daemon; the fixture's drop cleans it up.
     d.spawn();
     assert_eq!(d.cli(&["status", "exit/down/0"]).0, 0);

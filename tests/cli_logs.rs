@@ -44,8 +44,11 @@ async fn logs_show_both_streams_in_an_honest_order_and_follow_them_as_written() 
     // --timestamps: a process's lines have no time ("-"); --container picks one process.
     let (_, out, _) = d.cli(&["logs", "test/still/0", "--stream", "stderr", "--timestamps", "--container", "sh"]);
     assert!(out.lines().all(|l| l.starts_with("[sh.stderr.log] - ")), "{out}");
-    let (_, out, _) = d.cli(&["logs", "test/still/0", "--container", "nosuch"]);
+    // A process the instance lacks is a mistake, named with those it has (issue 44).
+    let (code, out, err) = d.cli(&["logs", "test/still/0", "--container", "nosuch"]);
+    assert_eq!(code, 1, "{out}{err}");
     assert!(out.is_empty(), "{out}");
+    assert!(err.contains("no process \"nosuch\" in the instance (it has sh)"), "{err}");
 
     // -f: the alternating lines come out alternating, whichever file they are in.
     let mut follow = Command::new(env!("CARGO_BIN_EXE_steward"))
@@ -82,4 +85,56 @@ async fn logs_show_both_streams_in_an_honest_order_and_follow_them_as_written() 
         let next = if s1 == "out" { ("err", *n1) } else { ("out", n1 + 1) };
         assert_eq!((s2.as_str(), *n2), next, "in written order: {seen:?}");
     }
+}
+
+/// `--container` names one of the pod's containers (or init containers); another is refused with
+/// 1, naming those the pod has, as `steward cp` does (issue 44).
+#[tokio::test]
+async fn logs_of_a_container_the_pod_lacks_name_the_pod_s_containers() {
+    common::docker::shared_engine();
+    let mut d = Daemon::start("logs-pod");
+    let (main, side) =
+        (common::docker::sh("main", "echo from-main; exec sleep 1000"), common::docker::sh("side", "exec sleep 1000"));
+    let mut pod = common::docker::pod("test", "duo", serde_json::json!([main, side]), serde_json::json!({}));
+    pod["spec"]["template"]["spec"]["initializers"] = serde_json::json!([common::docker::sh("setup", "echo set-up")]);
+    d.apply_json(&pod).await;
+    d.wait_state(&id("test", "duo", 0), Kind::Running, 60).await;
+
+    let (code, out, err) = d.cli(&["logs", "test/duo/0", "--container", "nosuch"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no container \"nosuch\" in the pod (it has setup, main, side)"), "{err}");
+    let (code, out, err) = d.cli(&["logs", "test/duo/0", "--container", "setup"]);
+    assert_eq!(code, 0, "an init container's logs: {out}{err}");
+    assert!(out.contains("set-up"), "{out}");
+    let (code, out, err) = d.cli(&["logs", "test/duo/0", "--container", "main"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("from-main"), "{out}");
+
+    // steward cp names the container by its name in the spec, not by its 64-hex id.
+    let file = d.path().join("note.txt");
+    std::fs::write(&file, "x").unwrap();
+    let (code, out, err) = d.cli(&[
+        "cp",
+        file.to_str().unwrap(),
+        "test/duo/0:/tmp/note.txt",
+        "--container",
+        "side",
+        "--user",
+        "nosuchuser",
+    ]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("container side: user \"nosuchuser\""), "{err}");
+    let hex64 = err.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() == 64);
+    assert!(!hex64, "no container id: {err}");
+
+    // A container removed while stewardd was down is said to be removed, not "not a child of
+    // this daemon" (process wording).
+    let side = d.status(&id("test", "duo", 0)).await.containers[1].id.clone();
+    d.kill9();
+    assert_eq!(common::docker::docker(common::docker::SHARED_SOCKET, &["rm", "-f", &side]).0, 0);
+    d.spawn();
+    let after =
+        d.wait(&id("test", "duo", 0), 30, |s| s.last_exit_reason.as_deref().is_some_and(|r| r.contains("side"))).await;
+    let reason = after.last_exit_reason.unwrap_or_default();
+    assert!(reason.contains("was removed") && !reason.contains("not a child"), "{reason}");
 }

@@ -451,11 +451,17 @@ fn document_operations_are_the_routes_served() {
 // The API's types, every variant, against the schemas.
 
 fn all_exit_statuses() -> Vec<ExitStatus> {
-    let all = vec![ExitStatus::Code(3), ExitStatus::Code(-1), ExitStatus::Signal(9), ExitStatus::Unknown];
+    let all = vec![
+        ExitStatus::Code(3),
+        ExitStatus::Code(-1),
+        ExitStatus::Signal(9),
+        ExitStatus::Unknown,
+        ExitStatus::Removed,
+    ];
     // A new variant breaks this match: add it above (and to the document).
     for e in &all {
         match e {
-            ExitStatus::Code(_) | ExitStatus::Signal(_) | ExitStatus::Unknown => {}
+            ExitStatus::Code(_) | ExitStatus::Signal(_) | ExitStatus::Unknown | ExitStatus::Removed => {}
         }
     }
     all

@@ -42,6 +42,14 @@ pub(super) async fn logs(
         return Err(ApiError::bad_request(format!("stream {s:?} is not stdout or stderr")).field("stream"));
     }
     let dir = app.roots.run_base_dir.join(format!("{}.{}.{}", id.namespace, id.name, id.index));
+    if let Some(name) = q.process.as_deref() {
+        // A name the spec no longer has may still have files (a container renamed since).
+        let has_files = crate::logs::files(&dir, Some(name), None).is_ok_and(|f| !f.is_empty());
+        match app.supervisor.check_workload_name(&id, name) {
+            Err(why) if !has_files => return Err(ApiError::bad_request(why).field("process")),
+            _ => {}
+        }
+    }
     let mut files = match crate::logs::files(&dir, q.process.as_deref(), q.stream.as_deref()) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(), // never started yet

@@ -126,7 +126,7 @@ fn short_status(s: &crate::supervisor::state::ExitStatus) -> String {
     match s {
         Code(c) => c.to_string(),
         Signal(sig) => format!("sig{sig}"),
-        Unknown => "?".into(),
+        Unknown | Removed => "?".into(),
     }
 }
 

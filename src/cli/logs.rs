@@ -6,7 +6,8 @@
 //! them (every 100 ms). A pod's lines have Docker's time (`--timestamps` shows it). `--stream`
 //! and `--container` pick one stream or one process/container when the order matters. With this
 //! host's daemon unreachable the files under the configured run directory are read directly, and
-//! that is said; a remote daemon's files are not on this host, so then it is only told.
+//! that is said (the exit is 3 all the same); a remote daemon's files are not on this host, so
+//! then it is only told. A `--container` the instance lacks is refused naming those it has.
 //!
 //! Lines go out as the workload wrote them into a pipe or a file; on a terminal their control
 //! characters are escaped (as journalctl does), so a workload cannot drive the terminal.
@@ -61,11 +62,13 @@ pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> a
             Ok(exit::NOT_FOUND)
         }
         Err(e @ ClientError::Unreachable { .. }) => match endpoint.local_config() {
-            // The files are still worth reading: where the configuration says they are.
+            // The files are still worth reading: where the configuration says they are. The
+            // exit is still 3 (the daemon is unreachable): a script must not take it for a 0.
             Some(config) => {
                 let dir = config.run_base_dir.join(format!("{}.{}.{}", iid.namespace, iid.name, iid.index));
                 eprintln!("steward: {e}; showing the log files in {} as they are", dir.display());
-                read_files(&dir, &req, output, &mut out, escape)
+                read_files(&dir, &req, output, &mut out, escape)?;
+                Ok(exit::UNREACHABLE)
             }
             None => Ok(super::commands::report(e, endpoint)),
         },
@@ -73,22 +76,19 @@ pub async fn run(endpoint: &Endpoint, req: LogsRequest<'_>, output: Output) -> a
     }
 }
 
-/// Without the daemon: the files themselves (no following).
-fn read_files(
-    dir: &Path,
-    req: &LogsRequest,
-    output: Output,
-    out: &mut impl Write,
-    escape: bool,
-) -> anyhow::Result<i32> {
+/// Without the daemon: the files themselves (no following); what is missing is said.
+fn read_files(dir: &Path, req: &LogsRequest, output: Output, out: &mut impl Write, escape: bool) -> anyhow::Result<()> {
     let stream = req.stream.map(Stream::word);
     let mut files = match crate::logs::files(dir, req.process.as_deref(), stream) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("steward: no logs for {} in {}: {e}", req.id, dir.display());
-            return Ok(exit::NOT_FOUND);
+            eprintln!("steward: no logs for {}: {e}", req.id);
+            return Ok(());
         }
     };
+    if let (Some(name), true) = (&req.process, files.is_empty()) {
+        eprintln!("steward: no log files of {name:?} in {}", dir.display());
+    }
     for f in &mut files {
         f.start_near_end(crate::logs::TAIL_WINDOW);
         let mut lines = f.read_new();
@@ -99,7 +99,7 @@ fn read_files(
             print_line(out, &l, req.timestamps, output, escape)?;
         }
     }
-    Ok(exit::OK)
+    Ok(())
 }
 
 /// One line; `escape`: its control characters escaped (stdout is a terminal).

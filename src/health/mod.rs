@@ -82,8 +82,8 @@ impl Tracker {
                 if self.threshold > 0 && self.health.consecutive_failures >= self.threshold {
                     Verdict::Kill {
                         reason: format!(
-                            "health check failed {} times in a row: {why}",
-                            self.health.consecutive_failures
+                            "health check failed {}: {why}",
+                            crate::wording::in_a_row(self.health.consecutive_failures)
                         ),
                     }
                 } else {

@@ -140,7 +140,8 @@ impl Notifier {
             over
         };
         if over {
-            let detail = format!("restarted more than {limit} times within {} s", window.as_secs());
+            let detail =
+                format!("restarted more than {} within {} s", crate::wording::times(limit as u64), window.as_secs());
             self.notify(Kind::Restarts, instance, node, &detail);
         }
     }

@@ -13,6 +13,9 @@ pub enum ExitStatus {
     /// The process was not this daemon's child (re-adopted after a daemon restart), so the
     /// kernel gave its status to another parent.
     Unknown,
+    /// A pod's container was removed (`docker rm`, while stewardd watched or was down), and
+    /// its exit status with it.
+    Removed,
 }
 
 impl ExitStatus {
@@ -31,6 +34,7 @@ impl fmt::Display for ExitStatus {
                 write!(f, "killed by signal {s} ({name})")
             }
             ExitStatus::Unknown => f.write_str("exited (status unknown: not a child of this daemon)"),
+            ExitStatus::Removed => f.write_str("was removed (its exit status went with it)"),
         }
     }
 }

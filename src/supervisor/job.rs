@@ -90,7 +90,7 @@ impl Supervisor {
                     let code = match status {
                         ExitStatus::Code(c) => Some(*c),
                         ExitStatus::Unknown => self.recorded_exit(entry, run.index),
-                        ExitStatus::Signal(_) => None,
+                        ExitStatus::Signal(_) | ExitStatus::Removed => None,
                     };
                     let (phase, reason) = match code {
                         Some(0) if run.reason.is_empty() => (RunPhase::Succeeded, "exited 0".to_string()),

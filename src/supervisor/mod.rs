@@ -495,6 +495,24 @@ impl Supervisor {
         Ok(InstanceStatus { kept: self.kept_ids().contains(id), ..InstanceStatus::from_record(&rec, usage) })
     }
 
+    /// Whether `name` is one of instance `id`'s processes (procName) or, for a pod, containers
+    /// (init containers too), as its app's spec has them; Err names those it has. Without a
+    /// spec (a job's run, say) every name is taken.
+    pub fn check_workload_name(&self, id: &InstanceId, name: &str) -> Result<(), String> {
+        let Some(entry) = self.specs.lock().expect("specs lock").get(&app_key(&id.namespace, &id.name)).cloned() else {
+            return Ok(());
+        };
+        let t = &entry.spec.spec.template.spec;
+        let (what, within, names): (_, _, Vec<&str>) = match entry.spec.is_pod() {
+            true => ("container", "pod", t.initializers.iter().chain(&t.containers).map(|c| c.name.as_str()).collect()),
+            false => ("process", "instance", t.processes.iter().map(|p| p.proc_name.as_str()).collect()),
+        };
+        if names.contains(&name) {
+            return Ok(());
+        }
+        Err(format!("no {what} {name:?} in the {within} (it has {})", names.join(", ")))
+    }
+
     /// Waits until instance `id` satisfies `done`, or returns its last status at `timeout`.
     pub async fn wait_for(
         &self,

@@ -540,7 +540,7 @@ impl Scheduler {
                 instance: Some(format!("{}/{i}", app.key)),
                 node: node.to_string(),
                 policy,
-                reason: format!("{MAXTIMES_REACHED}: rescheduled {maxtimes} times already"),
+                reason: format!("{MAXTIMES_REACHED}: rescheduled {} already", crate::wording::times(maxtimes)),
             }));
         }
         let wait = check_spec(&app.spec)
@@ -821,7 +821,7 @@ impl Scheduler {
                 instance: Some(id.to_string()),
                 node: node.to_string(),
                 policy,
-                reason: format!("{MAXTIMES_REACHED}: rescheduled {done} times already"),
+                reason: format!("{MAXTIMES_REACHED}: rescheduled {} already", crate::wording::times(done)),
             }));
             return;
         }

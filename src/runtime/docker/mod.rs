@@ -63,6 +63,9 @@ pub enum DockerError {
     NoContainer(String),
     #[error("container {container:?}: {message}")]
     Api { container: String, message: String },
+    /// The engine refused a request about an image (not a container's).
+    #[error("image {image:?}: {message}")]
+    Image { image: String, message: String },
     /// An init container ended with a failure (seed 003: the pod's containers never start).
     #[error("init container {container:?} {detail}")]
     InitFailed { container: String, detail: String },
@@ -249,6 +252,14 @@ impl Docker {
                 DockerError::Api { container: container.to_string(), message: format!("wait: {error} ({code})") }
             }
             other => DockerError::Unreachable { socket: self.socket.clone(), why: other.to_string() },
+        }
+    }
+
+    /// As [`Self::error`], for a request about `image`.
+    fn image_error(&self, image: &str, e: bollard::errors::Error) -> DockerError {
+        match self.error(image, e) {
+            DockerError::Api { message, .. } => DockerError::Image { image: image.to_string(), message },
+            other => other,
         }
     }
 

@@ -251,7 +251,7 @@ impl Docker {
         match self.client()?.inspect_image(PAUSE_IMAGE).await {
             Ok(_) => return Ok(()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {}
-            Err(e) => return Err(self.error(PAUSE_IMAGE, e)),
+            Err(e) => return Err(self.image_error(PAUSE_IMAGE, e)),
         }
         let failed = |e: std::io::Error| DockerError::Api {
             container: PAUSE_IMAGE.into(),
@@ -273,7 +273,7 @@ impl Docker {
         };
         let mut progress = self.client()?.create_image(Some(options), Some(bollard::body_full(tar.into())), None);
         while let Some(step) = progress.next().await {
-            step.map_err(|e| self.error(PAUSE_IMAGE, e))?;
+            step.map_err(|e| self.image_error(PAUSE_IMAGE, e))?;
         }
         tracing::info!("imported {PAUSE_IMAGE} (the pods' network holder)");
         Ok(())

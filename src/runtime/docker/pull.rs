@@ -128,7 +128,7 @@ impl Docker {
         let (present, made_here) = match self.client()?.inspect_image(image).await {
             Ok(info) => (true, info.repo_digests.unwrap_or_default().is_empty()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => (false, false),
-            Err(e) => return Err(self.error(image, e)),
+            Err(e) => return Err(self.image_error(image, e)),
         };
         match policy {
             ImagePullPolicy::Never if present => return Ok(PullOutcome::Present),

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 
 mod constraint;
 pub mod host_users;
+pub mod image_reference;
 pub mod pod;
 pub(super) mod probe;
 mod schedule;

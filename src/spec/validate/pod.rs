@@ -280,7 +280,8 @@ fn init_containers(t: &TemplateSpec, at: &Path, names: &mut BTreeSet<String>, er
     }
 }
 
-/// A container's (or init container's) name, unique among all the pod's, and its image.
+/// A container's (or init container's) name, unique among all the pod's, and its image: a
+/// reference Docker takes (the engine refuses any other at every start).
 fn name_and_image(c: &Container, at: &Path, names: &mut BTreeSet<String>, errors: &mut Errors) {
     match super::check_name(&c.name) {
         Err(e) => errors.add(&at.field("name"), e),
@@ -289,8 +290,8 @@ fn name_and_image(c: &Container, at: &Path, names: &mut BTreeSet<String>, errors
         }
         Ok(()) => {}
     }
-    if c.image.trim().is_empty() {
-        errors.add(&at.field("image"), "is required");
+    if let Err(why) = super::image_reference::check(&c.image) {
+        errors.add(&at.field("image"), why);
     }
 }
 

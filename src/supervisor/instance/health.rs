@@ -124,7 +124,8 @@ impl<W: Workload> Actor<W> {
             }
             (Verdicts::Liveness, ProbeReport::Verdict { passing: false, failures, last_failure }) => {
                 let why = last_failure.unwrap_or_default();
-                Some(format!("liveness probe of {} failed {failures} times in a row: {why}", self.probed(index)))
+                let failed = crate::wording::in_a_row(failures);
+                Some(format!("liveness probe of {} failed {failed}: {why}", self.probed(index)))
             }
             (Verdicts::Readiness { passing: was }, ProbeReport::Verdict { passing, last_failure, .. }) => {
                 *was = Some(passing);

@@ -314,9 +314,9 @@ impl Workload for Pod {
         let owner = match file.user.as_deref() {
             None | Some("root") => (0, 0),
             Some(u) if u.chars().all(|c| c.is_ascii_digit() || c == ':') => values::resolve_owner(u)?,
-            Some(u) => docker.container_user(&id, u).await.map_err(|e| e.to_string())?,
+            Some(u) => docker.container_user(&id, u).await.map_err(|e| named(e, &id, &name))?,
         };
-        docker.copy_into(&id, &file.path, &file.data, file.mode(), owner).await.map_err(|e| e.to_string())?;
+        docker.copy_into(&id, &file.path, &file.data, file.mode(), owner).await.map_err(|e| named(e, &id, &name))?;
         Ok(crate::protocol::FileCopied {
             path: file.path.clone(),
             bytes: file.data.len() as u64,
@@ -465,8 +465,8 @@ impl Pod {
                     return Readopted::Ended { index, status };
                 }
                 Err(DockerError::NoContainer(_)) => {
-                    tracing::info!(instance = %cx.rec.id, "container {} is gone", recorded.id);
-                    return Readopted::Ended { index, status: ExitStatus::Unknown };
+                    tracing::info!(instance = %cx.rec.id, "container {} was removed", crate::spec::pod::short_container_name(&cx.rec.id, &recorded.name));
+                    return Readopted::Ended { index, status: ExitStatus::Removed };
                 }
                 Err(e) => return Readopted::Lost(e.to_string()),
             }
@@ -482,7 +482,7 @@ impl Pod {
             match cx.shared.docker.inspect(&holder).await {
                 Ok(info) if info.is_running() => {}
                 Ok(info) => return Readopted::Ended { index, status: ExitStatus::Code(info.exit_code as i32) },
-                Err(DockerError::NoContainer(_)) => return Readopted::Ended { index, status: ExitStatus::Unknown },
+                Err(DockerError::NoContainer(_)) => return Readopted::Ended { index, status: ExitStatus::Removed },
                 Err(e) => return Readopted::Lost(e.to_string()),
             }
         }
@@ -696,13 +696,23 @@ async fn attach(
     }
 }
 
+/// A Docker error about container `id`, told with `name`, the container's name in the spec (a
+/// person knows "main", not a 64-hex id).
+fn named(e: DockerError, id: &str, name: &str) -> String {
+    match e {
+        DockerError::Api { container, message } if container == id => format!("container {name}: {message}"),
+        DockerError::NoContainer(c) if c == id => format!("container {name} was removed"),
+        other => other.to_string(),
+    }
+}
+
 /// Reports container `id`'s end (or dockerd's loss) to the actor as the end of main `index`.
 fn watch_exit(cx: &Cx<'_>, id: String, index: usize) {
     let (tx, generation, docker) = (cx.tx.clone(), cx.generation, cx.shared.docker.clone());
     tokio::spawn(async move {
         let msg = match docker.wait(&id).await {
             Ok(code) => Msg::MainExited { generation, index, status: ExitStatus::Code(code as i32) },
-            Err(DockerError::NoContainer(_)) => Msg::MainExited { generation, index, status: ExitStatus::Unknown },
+            Err(DockerError::NoContainer(_)) => Msg::MainExited { generation, index, status: ExitStatus::Removed },
             Err(e) => Msg::RuntimeLost { generation, reason: e.to_string() },
         };
         let _ = tx.send(msg);
