@@ -363,6 +363,14 @@ async fn the_example_unit_runs_on_cni() {
     let env = docker::inspect(&host.daemon.docker_socket, &st.containers[0].id, "{{json .Config.Env}}");
     let env: Vec<String> = serde_json::from_str(&env).unwrap();
     assert_eq!(env.iter().filter(|e| e.starts_with("PORT_http=")).collect::<Vec<_>>(), ["PORT_http=8080"]);
+    // Issue 44: and what `steward ls` lists is that port, not a host port that answers nothing;
+    // none is taken from the host's range.
+    assert_eq!(st.ports.get("http"), Some(&8080), "{:?}", st.ports);
+    let (code, out, err) = host.daemon.cli(&["ls"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("http:8080"), "{out}");
+    let ports = host.daemon.client.node().await.unwrap().ports;
+    assert_eq!(ports.free as u32, u32::from(ports.range_end - ports.range_start) + 1, "{ports:?}");
     host.daemon.client.delete(&pod0, Some(30.0)).await.unwrap();
     host.wait_leases(20, "given back", |l| l.is_empty());
 }

@@ -370,6 +370,11 @@ impl Supervisor {
         ids: &[InstanceId],
         batch: &mut Batch,
     ) -> Result<(), SupervisorError> {
+        // A CNI pod takes no host port: nothing of it is published (staging gives it its
+        // container ports).
+        if spec.on_cni(self.shared.cni_mode) {
+            return Ok(());
+        }
         let wants = spec.port_wants();
         // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
         let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };

@@ -693,6 +693,18 @@ impl ProcessSpec {
         self.kind == POD_KIND
     }
 
+    /// A pod on a CNI network (the daemon in CNI mode, BRIDGE or USER): its ports are its own
+    /// address's, nothing is published (seed 001: random ports are CNM's).
+    pub fn on_cni(&self, cni_mode: bool) -> bool {
+        cni_mode && self.is_pod() && matches!(self.spec.template.spec.network, NetworkMode::Bridge | NetworkMode::User)
+    }
+
+    /// A CNI pod's ports (see [`ProcessSpec::on_cni`]): each name with its container port.
+    pub fn cni_ports(&self) -> BTreeMap<String, u16> {
+        let ports = self.spec.template.spec.containers.iter().flat_map(|c| &c.ports);
+        ports.map(|p| (p.name.clone(), u16::try_from(p.container_port).unwrap_or(0))).collect()
+    }
+
     /// The host ports every instance needs, by name: 0 asks the allocator for a random one.
     pub fn port_wants(&self) -> Vec<crate::ports::Want> {
         let t = &self.spec.template.spec;

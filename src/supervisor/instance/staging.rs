@@ -16,7 +16,12 @@ impl<W: Workload> Actor<W> {
         // This start runs the spec as it is now, whatever comes of it.
         self.rec.run_generation = self.spec.generation;
         self.rec.run_revision = self.spec.revision;
-        self.rec.ports = self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key());
+        self.rec.ports = if self.spec.spec.on_cni(self.shared.cni_mode) {
+            // Its ports are its own address's (what `steward ls` lists, and PORT_<name>).
+            self.spec.spec.cni_ports()
+        } else {
+            self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key())
+        };
         let rendered = Arc::new(self.render()?);
         self.rendered = Some(rendered.clone());
         let roots = &self.shared.roots;
