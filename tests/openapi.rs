@@ -1985,7 +1985,8 @@ async fn real_responses_match_the_document() {
     conforms(&c, "POST", CRON_ACTION, &r);
     assert_eq!(r.status, 403);
     statuses.insert(("POST".into(), CRON_ACTION.into(), 403));
-    assert_eq!(check!("DELETE", "/v1/apps/{namespace}/{name}", "/v1/apps/test/every?timeout=20").status, 200);
+    let r = check!("DELETE", "/v1/apps/{namespace}/{name}", "/v1/apps/test/every?timeout=20");
+    assert_eq!(r.status, 200, "{}", r.json());
 
     // HookTemplates and HookRuns (issue 19): stored, listed, refused, run to a verdict against a
     // closed port, terminated, deleted.

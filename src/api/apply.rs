@@ -50,13 +50,7 @@ pub fn apply_body(
     host: &spec::validate::HostCapacity,
 ) -> Result<spec::ProcessSpec, ApiError> {
     let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
-    let format = if content_type.contains("toml") {
-        Format::Toml
-    } else if content_type.contains("json") {
-        Format::Json
-    } else {
-        Format::sniff(text)
-    };
+    let format = Format::for_content_type(content_type, text);
     let parsed = spec::parse(text, format, roots).map_err(ApiError::invalid_spec)?;
     spec::within_host(&parsed, host).map_err(ApiError::invalid_spec)?;
     Ok(parsed)

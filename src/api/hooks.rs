@@ -77,13 +77,7 @@ pub(super) async fn put_template(
     app.live().access.require_write(&caller)?;
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let format = if content_type.contains("toml") {
-        crate::spec::Format::Toml
-    } else if content_type.contains("json") {
-        crate::spec::Format::Json
-    } else {
-        crate::spec::Format::sniff(text)
-    };
+    let format = crate::spec::Format::for_content_type(content_type, text);
     let template = crate::hooks::parse_template(text, format).map_err(ApiError::invalid_spec)?;
     if template.metadata.name != name || template.metadata.namespace != namespace {
         return Err(ApiError::new(

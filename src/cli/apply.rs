@@ -17,13 +17,14 @@ pub(super) struct How {
     pub auto_rollback: bool,
 }
 
-/// Applies `file`. `roots`: this host's, when the daemon is this host's; None for a remote
-/// daemon, which checks the spec's paths against its own roots.
+/// Applies `file`: each of its documents (a YAML stream may hold several), every one validated
+/// before any is applied. `roots`: this host's, when the daemon is this host's; None for a
+/// remote daemon, which checks the spec's paths against its own roots.
 pub(super) async fn apply(
     client: &Client,
     roots: Option<&Roots>,
     file: &Path,
-    How { wait, timeout, auto_rollback }: How,
+    how: How,
     output: Output,
 ) -> Result<i32, ClientError> {
     let text = match std::fs::read_to_string(file) {
@@ -34,39 +35,85 @@ pub(super) async fn apply(
         }
     };
     let format = Format::for_path(file, &text);
-    // Validate here first, so mistakes are named with the file.
-    let checked = match roots {
-        Some(roots) => spec::parse(&text, format, roots).map(drop),
-        None => spec::parse_document(&text, format).and_then(|doc| crate::plugin::sched::check_spec(&doc)).map(drop),
-    };
-    if let Err(e) = checked {
-        crate::esay!("{}: {e}", file.display());
-        return Ok(exit::INVALID);
-    }
-    let applied = match client
-        .apply_with(&text, format, None, crate::client::ApplyOptions { auto_rollback, retry: true })
-        .await
-    {
-        Ok(a) => a,
-        // What only the daemon could check (a remote daemon's paths), named with the file too.
-        Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
-            crate::esay!("{}: {}", file.display(), spec::SpecErrors(errors));
+    let documents = match spec::parse_documents(&text, format) {
+        Ok(d) if d.is_empty() => {
+            crate::esay!("{}: no document in it", file.display());
             return Ok(exit::INVALID);
         }
-        Err(e) => return Err(e),
+        Ok(d) => d,
+        Err(e) => {
+            crate::esay!("{}: {e}", file.display());
+            return Ok(exit::INVALID);
+        }
     };
+    let several = documents.len() > 1;
+    let label = |i: usize| {
+        if several {
+            format!("{} (document {})", file.display(), i + 1)
+        } else {
+            file.display().to_string()
+        }
+    };
+    // Validate here first, so mistakes are named with the file (and a YAML one's line).
+    let mut invalid = false;
+    for (i, (doc, located)) in documents.iter().enumerate() {
+        let checked = match roots {
+            Some(roots) => spec::from_document(doc, roots).map(drop),
+            None => crate::plugin::sched::check_spec(doc).map(drop),
+        };
+        if let Err(e) = checked {
+            let e = located.as_ref().map_or(e.clone(), |y| y.locate(e));
+            crate::esay!("{}: {e}", label(i));
+            invalid = true;
+        }
+    }
+    if invalid {
+        return Ok(exit::INVALID);
+    }
+    for (i, (doc, located)) in documents.iter().enumerate() {
+        // What the daemon reads: the file as written, or each YAML document as JSON.
+        let (body, body_format) = match format {
+            Format::Yaml => (doc.to_string(), Format::Json),
+            _ => (text.clone(), format),
+        };
+        let code = apply_one(client, &label(i), (&body, body_format), located.as_ref(), &how, output).await?;
+        if code != exit::OK {
+            return Ok(code);
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// Applies one document (`label` names it in what is said) and waits as `how` says.
+async fn apply_one(
+    client: &Client,
+    label: &str,
+    (text, format): (&str, Format),
+    located: Option<&spec::yaml::YamlDocument>,
+    &How { wait, timeout, auto_rollback }: &How,
+    output: Output,
+) -> Result<i32, ClientError> {
+    let applied =
+        match client.apply_with(text, format, None, crate::client::ApplyOptions { auto_rollback, retry: true }).await {
+            Ok(a) => a,
+            // What only the daemon could check (a remote daemon's paths), named with the file too.
+            Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
+                let errors = spec::SpecErrors(errors);
+                crate::esay!("{label}: {}", located.map_or(errors.clone(), |y| y.locate(errors)));
+                return Ok(exit::INVALID);
+            }
+            Err(e) => return Err(e),
+        };
     if output == Output::Text {
         if applied.unchanged {
             crate::say!(
-                "{}: unchanged ({} instance(s), generation {})",
-                file.display(),
+                "{label}: unchanged ({} instance(s), generation {})",
                 applied.instances.len(),
                 applied.generation
             );
         } else {
             crate::say!(
-                "applied {} (generation {}): {}; {} to (re)start",
-                file.display(),
+                "applied {label} (generation {}): {}; {} to (re)start",
                 applied.generation,
                 applied.instances.join(", "),
                 applied.changed.len()

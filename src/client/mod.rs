@@ -266,10 +266,7 @@ impl Client {
         format: Format,
     ) -> Result<crate::hooks::HookTemplateSummary, ClientError> {
         let path = format!("/v1/hooktemplates/{}/{}", encode(namespace), encode(name));
-        let content_type = match format {
-            Format::Toml => "application/toml",
-            Format::Json => "application/json",
-        };
+        let content_type = format.content_type();
         let (_, bytes) = self.call(Method::PUT, &path, Some((content_type, text.as_bytes().to_vec()))).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
@@ -382,10 +379,7 @@ impl Client {
         options: ApplyOptions,
     ) -> Result<Applied, ClientError> {
         let ApplyOptions { auto_rollback, retry } = options;
-        let ct = match format {
-            Format::Json => "application/json",
-            Format::Toml => "application/toml",
-        };
+        let ct = format.content_type();
         let mut query = Vec::new();
         if let Some(ids) = selection {
             let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();

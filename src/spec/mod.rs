@@ -8,34 +8,80 @@ pub mod pod;
 pub mod render;
 pub mod template;
 pub mod validate;
+pub mod yaml;
 
 pub use error::{SpecError, SpecErrors};
 pub use model::ProcessSpec;
 pub use render::{render, InstanceId, RenderContext, RenderedInstance, Roots};
 
-/// The two syntaxes a spec may be written in.
+/// The syntaxes a spec may be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Json,
     Toml,
+    Yaml,
 }
 
 impl Format {
-    /// By file extension; anything but `.toml` is read as JSON unless it does not look like it.
+    /// By file extension (`.json`, `.toml`, `.yaml` or `.yml`), else by content.
     pub fn for_path(path: &std::path::Path, text: &str) -> Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => Format::Toml,
             Some("json") => Format::Json,
+            Some("yaml" | "yml") => Format::Yaml,
             _ => Format::sniff(text),
         }
     }
-    /// JSON documents start with `{`; anything else is taken as TOML.
+
+    /// By content: JSON starts with `{`; TOML's first line of content is a `[table]` or a
+    /// `key = value`; anything else is YAML (`key: value`, `---`).
     pub fn sniff(text: &str) -> Format {
-        if text.trim_start().starts_with('{') {
+        let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default();
+        if first.starts_with('{') {
+            return Format::Json;
+        }
+        let equals = first.find('=');
+        let colon = first.find(':');
+        let toml_pair = equals.is_some_and(|e| colon.is_none_or(|c| e < c));
+        if first.starts_with('[') || toml_pair {
+            Format::Toml
+        } else {
+            Format::Yaml
+        }
+    }
+
+    /// By an HTTP Content-Type, else by content.
+    pub fn for_content_type(content_type: &str, text: &str) -> Format {
+        if content_type.contains("toml") {
+            Format::Toml
+        } else if content_type.contains("yaml") {
+            Format::Yaml
+        } else if content_type.contains("json") {
             Format::Json
         } else {
-            Format::Toml
+            Format::sniff(text)
         }
+    }
+
+    /// The Content-Type a document of this format is sent with.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Toml => "application/toml",
+            Format::Yaml => "application/yaml",
+        }
+    }
+}
+
+/// Every document of `text`: one for JSON and TOML, each of a YAML stream's in order; a YAML
+/// document keeps its positions, for naming the line and column of a later mistake.
+pub fn parse_documents(
+    text: &str,
+    format: Format,
+) -> Result<Vec<(serde_json::Value, Option<yaml::YamlDocument>)>, SpecErrors> {
+    match format {
+        Format::Yaml => Ok(yaml::parse(text)?.into_iter().map(|d| (d.value.clone(), Some(d))).collect()),
+        _ => Ok(vec![(parse_document(text, format)?, None)]),
     }
 }
 
@@ -58,6 +104,16 @@ pub fn parse_document(text: &str, format: Format) -> Result<serde_json::Value, S
             })?;
             serde_json::to_value(table).map_err(|e| syntax(format!("TOML value not representable: {e}")))
         }
+        Format::Yaml => {
+            let mut documents = yaml::parse(text)?;
+            match documents.len() {
+                0 => Err(syntax("the YAML holds no document".into())),
+                1 => Ok(documents.remove(0).value),
+                n => Err(syntax(format!(
+                    "the YAML holds {n} documents where one is read (`steward apply -f` takes several)"
+                ))),
+            }
+        }
     }
 }
 
@@ -72,6 +128,15 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// Parses, normalizes and validates a spec, returning it or every mistake found.
 /// `roots` are used to check that instance paths stay inside the configured directories.
 pub fn parse(text: &str, format: Format, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
+    if format == Format::Yaml {
+        // Its mistakes with their lines and columns.
+        let mut documents = parse_documents(text, format)?;
+        if documents.len() == 1 {
+            let (doc, located) = documents.remove(0);
+            let found = from_document(&doc, roots);
+            return found.map_err(|e| located.map_or(e.clone(), |y| y.locate(e)));
+        }
+    }
     let doc = parse_document(text, format)?;
     from_document(&doc, roots)
 }

@@ -426,12 +426,23 @@ impl Supervisor {
     /// grace period), then its spec. Returns the instances deleted.
     pub async fn delete_app(&self, namespace: &str, name: &str) -> Result<Vec<InstanceId>, SupervisorError> {
         let app = app_key(namespace, name);
-        let Some(entry) = self.specs.lock().expect("specs lock").get(&app).cloned() else {
-            return Err(SupervisorError::NotFound(format!("app {app}")));
-        };
-        // A job first stops starting runs: one started meanwhile would outlive the delete.
-        self.end_job(&entry, "deleted").await?;
-        self.end_cron(&entry, "deleted").await?;
+        // A job first stops starting runs: one started meanwhile would outlive the delete. Its
+        // task may commit a tick or a run's end in between (a conflict: it looked first): then
+        // again, on what is now (a delete right after a cron trigger answered 409).
+        let mut tries = 0;
+        loop {
+            let Some(entry) = self.specs.lock().expect("specs lock").get(&app).cloned() else {
+                return Err(SupervisorError::NotFound(format!("app {app}")));
+            };
+            let ended = match self.end_job(&entry, "deleted").await {
+                Ok(()) => self.end_cron(&entry, "deleted").await,
+                Err(e) => Err(e),
+            };
+            match ended {
+                Err(SupervisorError::Conflict(_)) if tries < 20 => tries += 1,
+                ended => break ended?,
+            }
+        }
         self.sweep();
         let ids: Vec<InstanceId> = self
             .instances
