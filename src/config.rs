@@ -214,6 +214,11 @@ pub struct NodeConfig {
     /// The node's name as the scheduler sees it (`hostname` in constraints); the host's name
     /// when unset.
     pub hostname: Option<String>,
+    /// Seed 003's topology keys this host reports (`failure-domain.beta.kubernetes.io/zone`,
+    /// `…/region`, `beta.kubernetes.io/instance-type`); os and arch come from the host.
+    pub zone: Option<String>,
+    pub region: Option<String>,
+    pub instance_type: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub attributes: BTreeMap<String, String>,
 }
@@ -440,8 +445,16 @@ impl Config {
         if events.max_bytes < MIN_EVENTS_MAX_BYTES {
             return Err(format!("events.max_bytes must be at least {MIN_EVENTS_MAX_BYTES} (64 KiB)"));
         }
-        if config.node.hostname.as_deref().is_some_and(|h| h.trim().is_empty()) {
-            return Err("node.hostname must not be empty".into());
+        let node = &config.node;
+        for (key, value) in [
+            ("hostname", &node.hostname),
+            ("zone", &node.zone),
+            ("region", &node.region),
+            ("instance_type", &node.instance_type),
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(format!("node.{key} must not be empty"));
+            }
         }
         if let Err(e) = crate::services::dns::Names::new(&config.services.dns_domain) {
             return Err(format!("services.dns_domain {e}"));
@@ -497,6 +510,17 @@ mod tests {
         assert!(e.starts_with("reserved_cpu: \"lots\" must be a positive number of cores"), "{e}");
         let e = Config::parse("reserved_memory = \"-1\"\n").unwrap_err();
         assert!(e.contains("reserved_memory: -1 cannot be reserved"), "{e}");
+    }
+
+    #[test]
+    fn node_topology_keys_are_read_and_not_empty() {
+        let c = Config::parse("[node]\nzone = \"sh-a\"\nregion = \"sh\"\ninstance_type = \"c6.large\"\n").unwrap();
+        let n = &c.node;
+        assert_eq!(
+            (n.zone.as_deref(), n.region.as_deref(), n.instance_type.as_deref()),
+            (Some("sh-a"), Some("sh"), Some("c6.large"))
+        );
+        assert_eq!(Config::parse("[node]\nzone = \" \"\n").unwrap_err(), "node.zone must not be empty");
     }
 
     #[test]

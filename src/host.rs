@@ -23,8 +23,43 @@ pub fn detect_ip() -> IpAddr {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn os_and_arch_are_named_as_kubernetes_names_them() {
+        assert_eq!(super::os(), "linux");
+        let expected = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        };
+        assert_eq!(super::arch(), expected);
+    }
+
+    #[test]
     fn detects_some_ipv4_address() {
         assert!(super::detect_ip().is_ipv4());
+    }
+}
+
+/// The operating system, named as Go's GOOS and so Kubernetes' `kubernetes.io/os` (`linux`).
+pub fn os() -> &'static str {
+    match std::env::consts::OS {
+        "macos" => "darwin",
+        os => os,
+    }
+}
+
+/// The CPU architecture, named as Go's GOARCH and so Kubernetes' `kubernetes.io/arch`: Rust's
+/// `x86_64` is `amd64`, `aarch64` `arm64`. Compiled in: a 32-bit build on a 64-bit host says `386`,
+/// as a 32-bit kubelet would.
+pub fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "x86" => "386",
+        "aarch64" => "arm64",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        "mips64" if cfg!(target_endian = "little") => "mips64le",
+        "loongarch64" => "loong64",
+        arch => arch,
     }
 }
 

@@ -1072,6 +1072,11 @@ fn every_protocol_type_matches_its_schema() {
             memory_used_bytes: 8 << 30,
             labels: BTreeMap::from([("rack".into(), "a1".into())]),
             attributes: BTreeMap::new(),
+            os: "linux".into(),
+            arch: "amd64".into(),
+            zone: with_ephemeral.then(|| "sh-a".into()),
+            region: with_ephemeral.then(|| "sh".into()),
+            instance_type: with_ephemeral.then(|| "c6.large".into()),
             ports,
             resources: ResourcesDocument::new(
                 steward::resources::HostResources {

@@ -4,7 +4,8 @@
 //! deploying at once against the daemons' admission, preferred weights, pod affinity and
 //! anti-affinity by a node attribute, tolerations of a cordon, `--wait-for-room`, `nodes`,
 //! `config`; maxtimes across hosts, scale to 0 and back, a restart-policy change in place and
-//! `restart APP`.
+//! `restart APP`; seed 003's topology keys (zone, os, arch, ...) and the warning for one no node
+//! reports.
 
 mod cluster;
 mod common;
@@ -403,4 +404,96 @@ async fn the_reschedule_count_resets_after_healthy_running() {
         (body_type(v) == "rescheduled" && v["body"]["from"] == there.as_str()) || body_type(v) == "notRescheduled"
     });
     assert_eq!(body_type(&verdict), "rescheduled", "the count was not reset: {verdict}");
+}
+
+/// Seed 003's topology keys (issue 45 item 4): each daemon reports its zone, region and instance
+/// type from `[node]`, its os and arch from the host; deploys spread and select by them in the
+/// seed's spelling, and a term on a key no node reports is a warning at deploy (text and JSON),
+/// not a silent never-match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_003_topology_keys_place_and_an_unreported_key_warns() {
+    let node = |zone: &str, extra: &str| format!("zone = \"{zone}\"\nregion = \"r1\"\n{extra}");
+    let (h1, h2) = (node("z1", "instance_type = \"big\""), node("z2", ""));
+    let c = Cluster::start_with_node("z", ["a", "a", "a"], ["", "", ""], [&h1, &h2, &h2]);
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+
+    // What each daemon reports, as steward-sched sees it.
+    let (code, out, err) = c.sched(&["nodes"]);
+    assert_eq!(code, 0, "{err}");
+    let nodes = json_of(&out);
+    let topology =
+        |name: &str| nodes.as_array().unwrap().iter().find(|n| n["name"] == name).unwrap()["live"]["topology"].clone();
+    assert_eq!(
+        topology("h1"),
+        json!({"arch": arch, "instance-type": "big", "os": "linux", "region": "r1", "zone": "z1"})
+    );
+    assert_eq!(topology("h2"), json!({"arch": arch, "os": "linux", "region": "r1", "zone": "z2"}));
+
+    // Required anti-affinity by seed 003's zone key: one per zone, a third refused naming it.
+    let cache = |n: u32| {
+        spec(
+            "cache",
+            n,
+            json!({"startCmd": "exec sleep 1000"}),
+            json!({"schedule": {"labels": {"app": "cache"}, "antiaffinity": {"pod": {"terms": [
+                {"topologyKey": "failure-domain.beta.kubernetes.io/zone", "selector": {"labels": {"app": "cache"}}}]}}}}),
+        )
+    };
+    let (code, out, err) = c.deploy("cache", &cache(2));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let mut zones: Vec<&str> =
+        hosts_of(&c, "cache").await.values().map(|h| if h == "h1" { "z1" } else { "z2" }).collect();
+    zones.sort();
+    assert_eq!(zones, ["z1", "z2"]);
+    let (code, _, err) = c.deploy("cache", &cache(3));
+    assert_ne!(code, 0);
+    assert!(err.contains("zone z2 runs 1 instance(s) of apps matching {app=cache}"), "{err}");
+
+    // Node affinity on the instance type, os and arch: h1 only.
+    let big = spec(
+        "big",
+        2,
+        json!({"startCmd": "exec sleep 1000"}),
+        json!({"schedule": {"affinity": {"node": {"terms": [{"expressions": [
+            {"key": "beta.kubernetes.io/instance-type", "operator": "In", "value": ["big"]},
+            {"key": "beta.kubernetes.io/os", "operator": "In", "value": ["linux"]},
+            {"key": "kubernetes.io/arch", "operator": "In", "value": [arch]}]}]}}}}),
+    );
+    let (code, out, err) = c.deploy("big", &big);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(hosts_of(&c, "big").await, BTreeMap::from([(0, "h1".to_string()), (1, "h1".to_string())]));
+
+    // A misspelt key: warned of (a JSON line with -o json, a line of text without), deployed as
+    // the term says (a Prefered anti-affinity on it constrains nothing).
+    let typo = spec(
+        "typo",
+        1,
+        json!({"startCmd": "exec sleep 1000"}),
+        json!({"schedule": {"antiaffinity": {"pod": {"type": "Prefered", "terms": [
+            {"weight": 10, "topologyKey": "failure-domain.beta.kubernetes.io/zones", "selector": {}}]}}}}),
+    );
+    let (code, out, err) = c.deploy("typo", &typo);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(json_of(&out).as_array().map(Vec::len), Some(1), "stdout keeps its shape: {out}");
+    let message = "\"failure-domain.beta.kubernetes.io/zones\" is reported by no node \
+                   (they report arch, hostname, idc, instance-type, ip, os, region, zone)";
+    let warning = err.lines().find_map(|l| serde_json::from_str::<Value>(l).ok()).unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(
+        warning,
+        json!({"warning": {"path": "schedule.antiaffinity.pod.terms[0].topologyKey", "message": message}})
+    );
+    let path = c.dir.path().join("typo.json");
+    let text = c.sched_cmd(&["deploy", path.to_str().unwrap()]).args(["-o", "text"]).output().unwrap();
+    let err = String::from_utf8_lossy(&text.stderr);
+    assert!(text.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("steward-sched: warning: schedule.antiaffinity.pod.terms[0].topologyKey: {message}")),
+        "{err}"
+    );
 }

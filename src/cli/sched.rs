@@ -426,7 +426,8 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
         let result = match args.command {
             _ if allowed.is_err() => allowed,
             SchedCommand::Deploy { file, wait_for_room } => {
-                sched.deploy_file(&file, wait_for_room).await.map(|p| print_placed(&p, output))
+                let warn = |w: &crate::spec::SpecError| print_warning(w, output);
+                sched.deploy_file(&file, wait_for_room, &warn).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Scale { app, instances, wait_for_room } => {
                 let wait = wait_for_room.then_some(true);
@@ -922,6 +923,15 @@ fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<Strin
         }
     }
     out
+}
+
+/// A warning on stderr: with `-o json` a JSON line (`{"warning": {"path", "message"}}`), so
+/// stdout keeps the command's own document.
+fn print_warning(w: &crate::spec::SpecError, output: SchedOutput) {
+    match output {
+        SchedOutput::Json => eprintln!("{}", serde_json::json!({ "warning": w })),
+        SchedOutput::Text => eprintln!("steward-sched: warning: {w}"),
+    }
 }
 
 fn print_placed(list: &[PlacedInstance], output: SchedOutput) {

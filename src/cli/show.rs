@@ -127,6 +127,8 @@ pub(super) async fn node(client: &Client, output: Output) -> Result<i32, ClientE
                 memory(r.reserved.memory_bytes)
             );
             crate::say!("instances: {}", n.instances);
+            let topology: Vec<String> = n.topology().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            crate::say!("topology:  {}", topology.join(" "));
             for (kind, map) in [("label", &n.labels), ("attribute", &n.attributes)] {
                 for (k, v) in map {
                     crate::say!("{kind}:{:>width$}{k}={v}", "", width = 10 - kind.len());

@@ -320,6 +320,65 @@ mod tests {
         assert_eq!(e.refusals.len(), 3);
     }
 
+    /// A node as its daemon reports it in GET /v1/node (`doc` over a bare document).
+    fn reported(name: &str, doc: serde_json::Value) -> NodeView {
+        let mut doc: crate::protocol::NodeDocument = serde_json::from_value(doc).unwrap();
+        doc.hostname = name.into();
+        doc.ports.free = 100;
+        NodeView::from_node(name, &doc)
+    }
+
+    /// Seed 003's topology keys (and Kubernetes' current and the short spellings) read what
+    /// the daemons report: zone, region and instance type from `[node]`, os and arch from the host.
+    #[test]
+    fn seed_003_topology_keys_place_by_what_the_daemons_report() {
+        let nodes = [
+            reported("h1", json!({"zone": "a", "region": "r1", "instanceType": "big", "os": "linux", "arch": "amd64"})),
+            running(
+                reported("h2", json!({"zone": "b", "region": "r1", "os": "linux", "arch": "arm64"})),
+                "ns/db",
+                &[("role", "db")],
+                1,
+            ),
+            reported("h3", json!({"zone": "b", "region": "r2", "os": "linux", "arch": "arm64"})),
+        ];
+        let zone_of = |n: &String| if n == "h1" { "a" } else { "b" };
+        // One per zone by seed 003's zone key; a third is refused, naming the zone.
+        let anti = |key: &str| {
+            schedule(
+                json!({"antiaffinity": {"pod": {"terms": [{"topologyKey": key, "selector": {"labels": {"app": "c"}}}]}}}),
+            )
+        };
+        for key in ["failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone", "zone"] {
+            let s = anti(key);
+            let p = place(&request("ns/c", 2, &s, &[("app", "c")]), &nodes).unwrap();
+            let mut zones: Vec<&str> = p.values().map(zone_of).collect();
+            zones.sort();
+            assert_eq!(zones, ["a", "b"], "{key}");
+            let e = place(&request("ns/c", 3, &s, &[("app", "c")]), &nodes).unwrap_err().to_string();
+            assert!(e.contains("zone b runs 1 instance(s) of apps matching {app=c}"), "{key}: {e}");
+        }
+        // By region: r1 (h1, h2) and r2 (h3).
+        let p = place(&request("ns/c", 2, &anti("failure-domain.beta.kubernetes.io/region"), &[("app", "c")]), &nodes)
+            .unwrap();
+        assert!(p.values().any(|n| n == "h3") && p.len() == 2, "{p:?}");
+        // Every node runs linux: one instance by os, the second refused.
+        let s = anti("beta.kubernetes.io/os");
+        assert_eq!(place(&request("ns/c", 1, &s, &[("app", "c")]), &nodes).unwrap().len(), 1);
+        let e = place(&request("ns/c", 2, &s, &[("app", "c")]), &nodes).unwrap_err().to_string();
+        assert!(e.contains("os linux runs 1 instance(s)"), "{e}");
+        // Affinity to the db by arch: the arm64 hosts (h2, h3), never h1.
+        let s = schedule(json!({"affinity": {"pod": {"terms": [
+            {"topologyKey": "beta.kubernetes.io/arch", "selector": {"labels": {"role": "db"}}}]}}}));
+        let p = place(&request("ns/web", 4, &s, &[]), &nodes).unwrap();
+        assert!(p.values().all(|n| n != "h1"), "{p:?}");
+        // Node affinity reads the same keys: the instance type only h1 reports.
+        let s = schedule(json!({"affinity": {"node": {"terms": [{"expressions": [
+            {"key": "beta.kubernetes.io/instance-type", "operator": "In", "value": ["big"]},
+            {"key": "kubernetes.io/arch", "operator": "In", "value": ["amd64"]}]}]}}}));
+        assert_eq!(on(&place(&request("ns/a", 1, &s, &[]), &nodes).unwrap()), ["h1"]);
+    }
+
     #[test]
     fn preferred_anti_affinity_spreads_and_preferred_affinity_draws() {
         let nodes = [node("h1", &[]), running(node("h2", &[]), "ns/db", &[("role", "db")], 5), node("h3", &[])];

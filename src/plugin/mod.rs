@@ -14,6 +14,7 @@ pub mod placement;
 mod placement_bench;
 pub mod sched;
 pub mod store;
+pub mod unreported_keys;
 
 pub use cluster::Cluster;
 pub use sched::Scheduler;

@@ -3,8 +3,9 @@
 //!
 //! `constraint.intersectionItem[]`: every item must hold; an item's `unionData[]`: at least one
 //! rule must hold. Rules read a node attribute by `name`: `hostname` (the daemon's node name),
-//! `ip`, then the node's configured attributes, then its labels. A node without the attribute
-//! fails the rule. Operators:
+//! `ip`, seed 003's topology keys (zone, region, instance type, os, arch: what the daemon
+//! reports, in any of their spellings), then the node's configured attributes, then its labels.
+//! A node without the attribute fails the rule. Operators:
 //! - UNIQUE: no other instance of the app on a node with the same value.
 //! - MAXPER n: at most n instances of the app per value.
 //! - CLUSTER set: the value is one of the set.
@@ -25,7 +26,7 @@
 use super::affinity::Affinities;
 use crate::protocol::NodeDocument;
 use crate::resources::Requests;
-use crate::spec::model::{Constraint, IntersectionItem, Operator, ProcessSpec, Schedule, UnionData};
+use crate::spec::model::{Constraint, IntersectionItem, Operator, ProcessSpec, Schedule, TopologyKey, UnionData};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A node as the scheduler sees it (from the daemon's GET /v1/node).
@@ -37,6 +38,8 @@ pub struct NodeView {
     pub ip: String,
     pub attributes: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
+    /// The topology facts the daemon reports, by short name (`zone`, `os`, `arch`).
+    pub topology: BTreeMap<String, String>,
     /// Apps with instances on the node: `namespace/name` → (labels, instance count).
     pub apps: BTreeMap<String, (BTreeMap<String, String>, usize)>,
     pub free_ports: usize,
@@ -46,13 +49,20 @@ pub struct NodeView {
 }
 
 impl NodeView {
-    /// The value a constraint's `name` reads on this node.
+    /// The value a constraint's `name` reads on this node. A topology fact the daemon reports
+    /// wins over an attribute or label of that name, which older configurations (`zone` in
+    /// `[node.attributes]`) still supply.
     pub fn value(&self, name: &str) -> Option<&str> {
-        match name {
-            "hostname" | crate::spec::model::HOSTNAME_TOPOLOGY => Some(&self.hostname),
-            "ip" | "hostip" => Some(&self.ip),
-            _ => self.attributes.get(name).or_else(|| self.labels.get(name)).map(String::as_str),
+        let configured = |name: &str| self.attributes.get(name).or_else(|| self.labels.get(name));
+        match (name, TopologyKey::parse(name)) {
+            (_, Some(TopologyKey::Hostname)) => Some(&self.hostname),
+            ("ip" | "hostip", _) => Some(&self.ip),
+            (_, Some(key)) => {
+                self.topology.get(key.short()).or_else(|| configured(name)).or_else(|| configured(key.short()))
+            }
+            _ => configured(name),
         }
+        .map(String::as_str)
     }
 
     /// A node as its daemon's GET /v1/node describes it; `name` is the cluster file's.
@@ -72,6 +82,7 @@ impl NodeView {
             ip: doc.host_ip.clone(),
             attributes: doc.attributes.clone(),
             labels: doc.labels.clone(),
+            topology: doc.topology(),
             apps,
             free_ports: doc.ports.free,
             free: (doc.resources.capacity != Requests::default()).then(|| doc.resources.free()),

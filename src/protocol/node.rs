@@ -23,6 +23,18 @@ pub struct NodeDocument {
     pub memory_used_bytes: u64,
     pub labels: BTreeMap<String, String>,
     pub attributes: BTreeMap<String, String>,
+    /// The host's operating system and CPU architecture, as Kubernetes names them (`linux`,
+    /// `amd64`, `arm64`): seed 003's `beta.kubernetes.io/os` and `…/arch`. Empty from a daemon
+    /// that predates them.
+    pub os: String,
+    pub arch: String,
+    /// Config `[node] zone`, `region`, `instance_type`: seed 003's other topology keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
     pub ports: PortsDocument,
     /// What instances may request here and what they request (issue 25): a scheduler places
     /// only where an instance's requests fit in `allocatable - allocated`.
@@ -36,6 +48,24 @@ pub struct NodeDocument {
     /// Where this daemon's applies and endpoint writes stand: a scheduler reads it before it
     /// reads its desired state, and hands the set over as of it (PUT /v1/desired).
     pub desired_mark: DesiredMark,
+}
+
+impl NodeDocument {
+    /// The topology facts the node reports, by their short names (`zone`, `instance-type`, `os`).
+    pub fn topology(&self) -> BTreeMap<String, String> {
+        use crate::spec::model::TopologyKey;
+        let reported = [
+            (TopologyKey::Zone, self.zone.as_deref()),
+            (TopologyKey::Region, self.region.as_deref()),
+            (TopologyKey::InstanceType, self.instance_type.as_deref()),
+            (TopologyKey::Os, Some(self.os.as_str())),
+            (TopologyKey::Arch, Some(self.arch.as_str())),
+        ];
+        reported
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.short().to_string(), value.filter(|v| !v.is_empty())?.to_string())))
+            .collect()
+    }
 }
 
 /// cpu (thousandths of a core) and memory (bytes) of this host: what it has, what the config

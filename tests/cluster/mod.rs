@@ -123,6 +123,12 @@ impl Cluster {
     /// As [`Cluster::start`], each host's stewardd.toml given `extra` top-level keys (before
     /// its tables), such as `reserved_cpu`.
     pub fn start_with(test: &str, idcs: [&str; 3], extra_config: [&str; 3]) -> Cluster {
+        Cluster::start_with_node(test, idcs, extra_config, ["", "", ""])
+    }
+
+    /// As [`Cluster::start_with`], each host's `[node]` table given `node` keys too (its
+    /// `zone`, say).
+    pub fn start_with_node(test: &str, idcs: [&str; 3], extra_config: [&str; 3], node: [&str; 3]) -> Cluster {
         // Tests run at once: two with one letter would make the same namespaces.
         static TAKEN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
         assert!(TAKEN.lock().unwrap().insert(test.to_string()), "two tests start clusters with letter {test:?}");
@@ -164,10 +170,11 @@ impl Cluster {
                 .unwrap();
             assert!(out.status.success(), "steward cert: {}", String::from_utf8_lossy(&out.stderr));
             let extra = format!(
-                "{top}\n[node]\nhostname = \"{name}\"\n[node.attributes]\nidc = \"{idc}\"\n\
+                "{top}\n[node]\nhostname = \"{name}\"\n{node}\n[node.attributes]\nidc = \"{idc}\"\n\
                  [remote]\nlisten = \"{addr}:7443\"\ncert = \"{d}/{name}.pem\"\nkey = \"{d}/{name}-key.pem\"\n\
                  tokens_file = \"{t}\"\n[events]\nheartbeat_secs = 1\n",
                 top = extra_config[i],
+                node = node[i],
                 idc = idcs[i],
                 d = dir.path().display(),
                 t = tokens.display()

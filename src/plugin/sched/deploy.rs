@@ -21,8 +21,14 @@ const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 impl Scheduler {
     /// `deploy FILE`: places every instance of the spec and applies the placements.
     /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
-    /// `run` once they fit) instead of the deploy being refused.
-    pub async fn deploy_file(&self, path: &Path, wait_for_room: bool) -> Result<Vec<PlacedInstance>, PluginError> {
+    /// `run` once they fit) instead of the deploy being refused. `warn` is told of affinity
+    /// terms on keys no node reports, before anything is placed.
+    pub async fn deploy_file(
+        &self,
+        path: &Path,
+        wait_for_room: bool,
+        warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
         let spec_err = |errors: SpecErrors| PluginError::Spec { path: path.to_path_buf(), errors };
         let text = std::fs::read_to_string(path).map_err(|e| PluginError::Spec {
             path: path.to_path_buf(),
@@ -52,6 +58,10 @@ impl Scheduler {
             return Err(spec_err(SpecErrors(missing)));
         }
         self.check_dependencies(&spec).await.map_err(spec_err)?;
+        if !spec.schedule.is_empty() {
+            let (views, _) = self.nodes_to_place_on().await;
+            crate::plugin::unreported_keys::unreported_keys(&spec.schedule, &views).iter().for_each(warn);
+        }
         let doc = self.assign_service_addresses(doc, &spec).await.map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
         self.deploy_and_roll_out(doc, &spec, DeployCause::Deployed, Some(wait_for_room)).await

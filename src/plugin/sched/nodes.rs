@@ -36,6 +36,8 @@ pub struct NodeLive {
     pub host_ip: String,
     pub labels: std::collections::BTreeMap<String, String>,
     pub attributes: std::collections::BTreeMap<String, String>,
+    /// Seed 003's topology facts it reports, by short name (`zone`, `os`, `arch`).
+    pub topology: std::collections::BTreeMap<String, String>,
     pub resources: crate::protocol::ResourcesDocument,
     pub instances: usize,
     pub free_ports: usize,
@@ -85,6 +87,7 @@ impl Scheduler {
             .into_iter()
             .map(|(name, doc)| {
                 let live = doc.map(|doc| NodeLive {
+                    topology: doc.topology(),
                     hostname: doc.hostname,
                     host_ip: doc.host_ip,
                     labels: doc.labels,

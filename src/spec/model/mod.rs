@@ -15,6 +15,7 @@ mod probe;
 mod schedule;
 pub mod service;
 mod strategy;
+mod topology;
 
 pub use constraint::*;
 pub use controllers::*;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use service::{Service, ServicePort, ServiceType, NODE_PORTS};
 use std::collections::BTreeMap;
 pub use strategy::*;
+pub use topology::{TopologyKey, HOSTNAME_TOPOLOGY};
 
 pub const API_VERSION: &str = "v4";
 pub const KIND: &str = "process";

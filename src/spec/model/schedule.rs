@@ -5,7 +5,7 @@
 //! Seed 003 spells the soft kind `Prefered` and the effects `NoScheduler`/`PreferNoScheduler`;
 //! Kubernetes' spellings (`Preferred`, `NoSchedule`, `PreferNoSchedule`) are read too.
 
-use super::is_default;
+use super::{is_default, TopologyKey};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -82,7 +82,8 @@ pub struct PodAffinityTerm {
     /// 1-100, Prefered only.
     #[serde(skip_serializing_if = "is_default")]
     pub weight: u32,
-    /// A node attribute; `kubernetes.io/hostname` (the default) is the node's hostname.
+    /// A node fact ([`TopologyKey`]: hostname, the default, zone, region, instance type, os,
+    /// arch in seed 003's spelling or another), else a node attribute or label.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub topology_key: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -90,15 +91,13 @@ pub struct PodAffinityTerm {
     pub selector: LabelSelector,
 }
 
-/// The seed's default topology key.
-pub const HOSTNAME_TOPOLOGY: &str = "kubernetes.io/hostname";
-
 impl PodAffinityTerm {
-    /// The node attribute the term groups nodes by (`hostname` for the seed's default).
+    /// What the term groups nodes by: a well-known fact by its short name (`hostname` by
+    /// default, `zone` for `failure-domain.beta.kubernetes.io/zone`), else the key as written.
     pub fn topology(&self) -> &str {
         match self.topology_key.as_str() {
-            "" | HOSTNAME_TOPOLOGY => "hostname",
-            key => key,
+            "" => TopologyKey::Hostname.short(),
+            key => TopologyKey::parse(key).map_or(key, |k| k.short()),
         }
     }
 }
