@@ -106,8 +106,7 @@ enum Stream {
 }
 
 /// Where following one stream of a container's output stopped: the Docker timestamp of the
-/// last line taken, how many lines of exactly that stamp were taken, and the length the
-/// stream's log file had before that line was written. Kept in a small file beside the logs
+/// last line taken, and the length the stream's log file had before that line was written. Kept in a small file beside the logs
 /// (one per stream) and written before each line. At resume, a log file longer than that length
 /// holds the line (or was rotated since: taken as holding it); one of exactly that length lost
 /// the line to a crash between the two writes, so it is taken again.
@@ -118,13 +117,10 @@ struct StreamPosition {
     /// The stream's log file.
     log: PathBuf,
     container: String,
-    /// Sortable form of the last line's timestamp (see [`sortable_stamp`]); lines before it are
-    /// skipped, and as many of it as were taken.
+    /// Sortable form of the last line's timestamp (see [`sortable_stamp`]); lines at or before
+    /// it are skipped. (Docker stamps a stream's lines in nanoseconds, in order: a line of the
+    /// same stamp is that line again, as Docker repeats one where a follow's history ends.)
     last: String,
-    /// Lines of stamp `last` taken.
-    taken: u32,
-    /// Lines of stamp `last` met since the resume.
-    seen: u32,
 }
 
 impl StreamPosition {
@@ -137,21 +133,17 @@ impl StreamPosition {
             Some(data) => (Some(data), false),
             None => (read(legacy), true),
         };
-        let mut at =
-            StreamPosition { file, log, container: container.to_string(), last: String::new(), taken: 0, seen: 0 };
+        let mut at = StreamPosition { file, log, container: container.to_string(), last: String::new() };
         let Some(data) = data else { return at };
         let text = String::from_utf8_lossy(&data);
         let parts: Vec<&str> = text.split_whitespace().collect();
-        // "<container> <stamp> <taken> <previous stamp> <previous taken> <length before>", or the
-        // legacy "<container> <stamp> <previous stamp> <out|err> <length before>".
+        // "<container> <stamp> <previous stamp> <length before>", or the legacy "<container>
+        // <stamp> <previous stamp> <out|err> <length before>".
         let (id, stamp, previous, length) = match (old, parts.as_slice()) {
-            (false, [id, stamp, taken, previous, previous_taken, length]) => {
-                let count = |n: &str| n.parse::<u32>().unwrap_or(1);
-                (*id, (*stamp, count(taken)), (*previous, count(previous_taken)), Some(*length))
-            }
+            (false, [id, stamp, previous, length]) => (*id, *stamp, *previous, Some(*length)),
             (true, [id, stamp, previous, written_to, length]) => {
                 let ours = (*written_to == "err") == (stream == Stream::Err);
-                (*id, (*stamp, 1), (*previous, 1), ours.then_some(*length))
+                (*id, *stamp, *previous, ours.then_some(*length))
             }
             _ => return at,
         };
@@ -160,37 +152,21 @@ impl StreamPosition {
         }
         let now = crate::safefs::daemon_file_len(&at.log);
         let lost = length.is_some_and(|l| l.parse::<u64>().is_ok_and(|before| now == before));
-        let (last, taken) = if lost { previous } else { stamp };
-        at.last = last.trim_start_matches('-').to_string();
-        at.taken = if at.last.is_empty() { 0 } else { taken };
+        at.last = if lost { previous } else { stamp }.trim_start_matches('-').to_string();
         at
     }
 
-    /// Whether a line stamped `stamp` (met in order) is yet to be taken.
-    fn is_new(&mut self, stamp: &str) -> bool {
-        match stamp.cmp(self.last.as_str()) {
-            std::cmp::Ordering::Greater => true,
-            std::cmp::Ordering::Less => false,
-            std::cmp::Ordering::Equal => {
-                self.seen += 1;
-                self.seen > self.taken
-            }
-        }
+    /// Whether a line stamped `stamp` is yet to be taken.
+    fn is_new(&self, stamp: &str) -> bool {
+        stamp > self.last.as_str()
     }
 
     /// Records a line stamped `stamp` as taken, about to be appended to the log file.
     fn advance(&mut self, stamp: String) {
         let before = crate::safefs::daemon_file_len(&self.log);
         let previous = if self.last.is_empty() { "-".to_string() } else { self.last.clone() };
-        let previous_taken = self.taken;
-        if stamp == self.last {
-            self.taken += 1;
-        } else {
-            self.last = stamp;
-            self.taken = 1;
-        }
-        self.seen = self.taken;
-        let text = format!("{} {} {} {previous} {previous_taken} {before}\n", self.container, self.last, self.taken);
+        self.last = stamp;
+        let text = format!("{} {} {previous} {before}\n", self.container, self.last);
         if let Err(e) = write_small(&self.file, text.as_bytes()) {
             tracing::warn!("cannot record the log position in {}: {e}", self.file.display());
         }
@@ -264,15 +240,15 @@ mod log_position_tests {
         assert!(p.is_new("2026-01-01T00:00:00.000000001"), "nothing recorded: everything is new");
         p.advance(T1.into());
         // Crash before the line was appended: the file has the recorded length; taken again.
-        let mut again = resume(dir.path(), "abc", Stream::Out);
+        let again = resume(dir.path(), "abc", Stream::Out);
         assert!(again.is_new(T1));
         // Appended: skipped at resume.
         std::fs::write(&out, "line-1\nline-2\n").unwrap();
-        let mut after = resume(dir.path(), "abc", Stream::Out);
+        let after = resume(dir.path(), "abc", Stream::Out);
         assert!(!after.is_new(T1));
         assert!(after.is_new("2026-01-01T00:00:01.000000001"));
         // Another container (a new run): from its start.
-        let mut other = resume(dir.path(), "def", Stream::Out);
+        let other = resume(dir.path(), "def", Stream::Out);
         assert!(other.is_new("2000-01-01T00:00:00.000000000"));
     }
 
@@ -289,29 +265,22 @@ mod log_position_tests {
         assert!(err.is_new(T1));
         err.advance(T1.into());
         std::fs::write(files(dir.path(), "stderr").1, "err-1\n").unwrap();
-        let (mut out, mut err) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
+        let (out, err) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
         assert!(!out.is_new(T2) && !err.is_new(T1));
         assert!(err.is_new(T2), "stderr's own next line");
     }
 
-    /// Two lines of one stamp: after a resume the one taken is skipped, the other is not.
+    /// Docker repeats a line where a follow's history ends: the same stamp is that line again.
     #[test]
-    fn lines_of_one_stamp_are_counted() {
+    fn a_line_of_the_last_stamp_is_that_line_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut out = resume(dir.path(), "abc", Stream::Out);
         assert!(out.is_new(T1));
         out.advance(T1.into());
+        assert!(!out.is_new(T1), "repeated");
         std::fs::write(files(dir.path(), "stdout").1, "a\n").unwrap();
-        assert!(out.is_new(T1), "a second line of the same stamp is new");
-        out.advance(T1.into());
-        std::fs::write(files(dir.path(), "stdout").1, "a\nb\n").unwrap();
-        let mut again = resume(dir.path(), "abc", Stream::Out);
-        assert!(!again.is_new(T1) && !again.is_new(T1), "both taken");
-        assert!(again.is_new(T1), "a third is new");
-        // The second taken, but killed before it was written: the first is skipped, the second not.
-        std::fs::write(files(dir.path(), "stdout").1, "a\n").unwrap();
-        let mut crashed = resume(dir.path(), "abc", Stream::Out);
-        assert!(!crashed.is_new(T1) && crashed.is_new(T1));
+        let again = resume(dir.path(), "abc", Stream::Out);
+        assert!(!again.is_new(T1) && again.is_new(T2));
     }
 
     /// What an earlier stewardd kept (one position for both streams) is where each resumes.
@@ -321,12 +290,12 @@ mod log_position_tests {
         let (_, out, legacy) = files(dir.path(), "stdout");
         std::fs::write(&out, "a\n").unwrap();
         std::fs::write(&legacy, format!("abc {T2} {T1} out 0\n")).unwrap();
-        let (mut o, mut e) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
+        let (o, e) = (resume(dir.path(), "abc", Stream::Out), resume(dir.path(), "abc", Stream::Err));
         assert!(!o.is_new(T2) && !e.is_new(T2));
         assert!(o.is_new("2026-01-01T00:00:02.000000001") && e.is_new("2026-01-01T00:00:02.000000001"));
         // Its line not written (stdout has the recorded length): stdout takes it again.
         std::fs::write(&legacy, format!("abc {T2} {T1} out 2\n")).unwrap();
-        let mut o = resume(dir.path(), "abc", Stream::Out);
+        let o = resume(dir.path(), "abc", Stream::Out);
         assert!(o.is_new(T2));
     }
 }
