@@ -134,18 +134,32 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// TCP and UDP ports some socket holds (listening, connected or bound), from /proc/net.
+/// TCP ports something listens on and UDP ports held bound, from /proc/net: what `steward
+/// node` counts as not free (a steady figure: connections come and go).
 pub fn ports_in_use() -> std::collections::BTreeSet<u16> {
+    local_ports(|state| state == "0A")
+}
+
+/// Every port some socket holds, a connection's too (TIME_WAIT aside, which a server's bind
+/// with SO_REUSEADDR passes): what a new instance is never given. An outgoing connection's local
+/// port (an ephemeral one, or one bound on purpose) fails a server's bind to it, SO_REUSEADDR
+/// or not (issue 43: a surge instance given such a port exited 1 at once).
+pub fn ports_held() -> std::collections::BTreeSet<u16> {
+    local_ports(|state| state != "06")
+}
+
+/// Local ports of the TCP sockets whose state (`/proc/net/tcp`'s hex code) `tcp` takes, and of
+/// every UDP socket.
+fn local_ports(tcp: impl Fn(&str) -> bool) -> std::collections::BTreeSet<u16> {
     let mut ports = std::collections::BTreeSet::new();
-    for file in ["tcp", "tcp6", "udp", "udp6"] {
+    for (file, is_tcp) in [("tcp", true), ("tcp6", true), ("udp", false), ("udp6", false)] {
         let text = std::fs::read_to_string(format!("/proc/net/{file}")).unwrap_or_default();
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let Some(local) = fields.get(1) else { continue };
-            // Every socket holds its local port, not only a listening one: an outgoing
-            // connection's (an ephemeral port, or one bound on purpose) fails a server's bind
-            // to it, SO_REUSEADDR or not (issue 43: a surge instance given such a port exited
-            // 1 at once).
+            let (Some(local), Some(state)) = (fields.get(1), fields.get(3)) else { continue };
+            if is_tcp && !tcp(state) {
+                continue;
+            }
             if let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
                 ports.insert(port);
             }

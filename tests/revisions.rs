@@ -120,7 +120,13 @@ async fn history_is_bounded_and_survives_kill_9_and_sigterm() {
     for v in 1..=5 {
         d.apply_json(&versioned(&format!("v{v}"), 1)).await;
     }
-    let h = history(&d).await;
+    // Compared once the last rollout has its outcome (under load it may still be under way).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut h = history(&d).await;
+    while h.revisions.last().is_none_or(|r| r.outcome.is_none()) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        h = history(&d).await;
+    }
     assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [3, 4, 5], "{h:#?}");
     for kill9 in [true, false] {
         d.restart(kill9);

@@ -377,7 +377,7 @@ impl Supervisor {
         }
         let wants = spec.port_wants();
         // /proc/net/tcp walks the whole connection table: only read it when ports are wanted.
-        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_in_use() };
+        let host_ports = if wants.is_empty() { Default::default() } else { crate::host::ports_held() };
         let mut ports = self.shared.ports.lock().expect("ports lock");
         let mut trial = ports.clone();
         for id in ids {
