@@ -82,6 +82,11 @@ fn not_ready(dependency: &str) -> String {
     )
 }
 
+/// Whether a copy a rolling update moved is past [`COPY_READY_WITHIN_MS`] without being ready.
+fn late(moving: &DependencyCopy) -> bool {
+    moving.updated_ms.is_some_and(|at| crate::clock::now_ms().saturating_sub(at) >= COPY_READY_WITHIN_MS)
+}
+
 /// The dependencies an app's spec declares (read from the stored document: cheap enough to do
 /// for every app on every sweep, unlike a whole spec check).
 fn declared(app_spec: &Value) -> Vec<DependencyRef> {
@@ -387,8 +392,7 @@ impl Scheduler {
             let next = dep.copies.values().find(|c| c.revision < dep.revision && self.node_timeout(&c.node).is_some());
             let Some(next) = next.cloned() else { return };
             if let Some(moving) = self.copy_in_flight(&dep).await {
-                if moving.updated_ms.is_some_and(|at| crate::clock::now_ms().saturating_sub(at) >= COPY_READY_WITHIN_MS)
-                {
+                if late(&moving) {
                     emit(&line(SchedEvent::DependencyStarted {
                         dependency: dep.key.clone(),
                         instance: copy_instance(&dep.key, &moving.namespace),
@@ -458,8 +462,7 @@ impl Scheduler {
     /// [`COPY_READY_WITHIN_MS`] is said once.
     async fn update_turn(&self, dep: &Dependency, emit: &Emit) -> bool {
         let Some(moving) = self.copy_in_flight(dep).await else { return true };
-        let late =
-            moving.updated_ms.is_some_and(|at| crate::clock::now_ms().saturating_sub(at) >= COPY_READY_WITHIN_MS);
+        let late = late(&moving);
         let seen = (dep.key.clone(), dep.revision, DependencyCopy::key(&moving.node, &moving.namespace));
         if late && self.copy_checks.lock().expect("copy checks lock").said_late.insert(seen) {
             emit(&line(SchedEvent::DependencyStarted {
