@@ -497,3 +497,58 @@ async fn seed_003_topology_keys_place_and_an_unreported_key_warns() {
         "{err}"
     );
 }
+
+/// One app as YAML, as seed 003's users write it.
+fn yaml_app(name: &str, instances: &str) -> String {
+    format!(
+        "apiVersion: v4\nkind: process\nmetadata:\n  name: {name}\n  namespace: test\nspec:\n  instance: {instances}\n  template:\n    spec:\n      processes:\n        - procName: sh\n          workPath: ${{work_base_dir}}/${{namespace}}.${{processname}}.${{instanceid}}\n          startCmd: exec sleep 1000\n          startGracePeriod: 0\n"
+    )
+}
+
+#[tokio::test]
+async fn deploy_and_depend_apply_read_yaml_streams_and_stdin() {
+    let c = Cluster::start("y", ["a", "a", "a"]);
+    let write = |name: &str, text: &str| {
+        let path = std::env::temp_dir().join(format!("steward-sched-yaml-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // A stream with one bad document: it is named with its line, and nothing is deployed.
+    let bad = write("bad.yaml", &format!("{}---\n{}", yaml_app("ya", "2"), yaml_app("yb", "lots")));
+    let (code, out, err) = c.sched(&["deploy", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("bad.yaml (document 2)") && err.contains("spec.instance") && err.contains("(line 22, column 3)"),
+        "{err}"
+    );
+    assert_eq!(json_of(&c.sched(&["status"]).1), json!([]), "nothing deployed while one document is invalid");
+
+    // Both documents, in order.
+    let good = write("good.yaml", &format!("{}---\n{}", yaml_app("ya", "2"), yaml_app("yb", "1")));
+    let (code, out, err) = c.sched(&["deploy", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(hosts_of(&c, "ya").await.len(), 2);
+    assert_eq!(hosts_of(&c, "yb").await.len(), 1);
+    wait_running(&c, "yb").await;
+
+    // From stdin.
+    let mut deploy = c.sched_cmd(&["deploy", "-"]);
+    deploy
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = deploy.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), yaml_app("yc", "1").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hosts_of(&c, "yc").await.len(), 1);
+
+    // A dependency in YAML is stored as written.
+    let dep = write("dep.yaml", &yaml_app("ydep", "1"));
+    let (code, out, err) = c.sched(&["depend", "apply", dep.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(json_of(&out)["dependency"], "test/ydep", "{out}");
+    for f in [bad, good, dep] {
+        let _ = std::fs::remove_file(f);
+    }
+}

@@ -16,7 +16,7 @@ fn every_unit_validates() {
     let mut count = 0;
     for entry in std::fs::read_dir(unit("")).unwrap() {
         let path = entry.unwrap().path();
-        if matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "toml")) {
+        if matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "toml" | "yaml" | "yml")) {
             if let Err(e) = spec::load_file(&path, &roots) {
                 panic!("{}: {e}", path.display());
             }
@@ -123,4 +123,113 @@ fn every_hook_template_reads() {
         count += 1;
     }
     assert!(count >= 1, "expected the example hook template");
+}
+
+/// `value` as block-style YAML (what a user would write), for the three-syntax check below.
+fn to_yaml(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    fn scalar(v: &Value) -> String {
+        match v {
+            // A JSON string is a valid YAML double-quoted scalar (serde_json never writes `\/`).
+            Value::String(s) => serde_json::to_string(s).unwrap(),
+            other => other.to_string(),
+        }
+    }
+    fn write(v: &Value, indent: usize, out: &mut String) {
+        let pad = " ".repeat(indent);
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let key = serde_json::to_string(k).unwrap();
+                    match v {
+                        Value::Object(m) if !m.is_empty() => {
+                            out.push_str(&format!("{pad}{key}:\n"));
+                            write(v, indent + 2, out);
+                        }
+                        Value::Array(a) if !a.is_empty() => {
+                            out.push_str(&format!("{pad}{key}:\n"));
+                            write(v, indent, out);
+                        }
+                        Value::Object(_) => out.push_str(&format!("{pad}{key}: {{}}\n")),
+                        Value::Array(_) => out.push_str(&format!("{pad}{key}: []\n")),
+                        _ => out.push_str(&format!("{pad}{key}: {}\n", scalar(v))),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::Object(m) if !m.is_empty() => {
+                            // The item's first key on the dash's line, the rest under it.
+                            let mut inner = String::new();
+                            write(item, indent + 2, &mut inner);
+                            out.push_str(&format!("{pad}- {}", &inner[indent + 2..]));
+                        }
+                        Value::Array(a) if !a.is_empty() => {
+                            out.push_str(&format!("{pad}-\n"));
+                            write(item, indent + 2, out);
+                        }
+                        _ => out.push_str(&format!("{pad}- {}\n", scalar(item))),
+                    }
+                }
+            }
+            other => out.push_str(&format!("{pad}{}\n", scalar(other))),
+        }
+    }
+    let mut out = String::new();
+    write(value, 0, &mut out);
+    out
+}
+
+/// Every unit (and hook template) converted to JSON, TOML and YAML passes the real `steward
+/// validate`, each conversion reading back to the same document.
+#[test]
+fn every_unit_validates_in_json_toml_and_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    let mut units: Vec<PathBuf> = Vec::new();
+    for sub in ["", "hooks"] {
+        for entry in std::fs::read_dir(unit(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "toml" | "yaml" | "yml")) {
+                units.push(path);
+            }
+        }
+    }
+    units.sort();
+    for path in &units {
+        let text = std::fs::read_to_string(path).unwrap();
+        let format = spec::Format::for_path(path, &text);
+        let doc = spec::parse_document(&text, format).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stem = format!(
+            "{}{}",
+            if path.parent() == Some(&unit("hooks")) { "hooks-" } else { "" },
+            path.file_name().unwrap().to_str().unwrap().replace('.', "_")
+        );
+        let converted = [
+            ("json", serde_json::to_string_pretty(&doc).unwrap(), spec::Format::Json),
+            (
+                "toml",
+                toml::to_string(&doc).unwrap_or_else(|e| panic!("{}: as TOML: {e}", path.display())),
+                spec::Format::Toml,
+            ),
+            ("yaml", to_yaml(&doc), spec::Format::Yaml),
+        ];
+        for (ext, text, format) in converted {
+            let back = spec::parse_document(&text, format).unwrap_or_else(|e| panic!("{stem}.{ext}: {e}\n{text}"));
+            assert_eq!(back, doc, "{stem}.{ext} reads back to the unit");
+            let file = dir.path().join(format!("{stem}.{ext}"));
+            std::fs::write(&file, text).unwrap();
+            files.push(file);
+        }
+    }
+    assert!(files.len() >= 3 * 10, "{files:?}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["validate", "--offline"])
+        .args(&files)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches(": valid").count(), files.len(), "{stdout}");
 }

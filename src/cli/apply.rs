@@ -4,7 +4,7 @@
 use super::rollout::Fate;
 use super::steward::{exit, Output};
 use crate::client::{parse_instance_id, Client, ClientError};
-use crate::spec::{self, Format, InstanceId, Roots};
+use crate::spec::{self, InstanceId, Roots};
 use crate::supervisor::record::InstanceStatus;
 use crate::supervisor::state::Kind;
 use std::path::Path;
@@ -27,56 +27,30 @@ pub(super) async fn apply(
     how: How,
     output: Output,
 ) -> Result<i32, ClientError> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            crate::esay!("steward: cannot read {}: {e}", file.display());
-            return Ok(exit::INVALID);
-        }
-    };
-    let format = Format::for_path(file, &text);
-    let documents = match spec::parse_documents(&text, format) {
-        Ok(d) if d.is_empty() => {
-            crate::esay!("{}: no document in it", file.display());
-            return Ok(exit::INVALID);
-        }
+    let documents = match spec::source::documents_of(file) {
         Ok(d) => d,
         Err(e) => {
-            crate::esay!("{}: {e}", file.display());
+            crate::esay!("steward: {e}");
             return Ok(exit::INVALID);
-        }
-    };
-    let several = documents.len() > 1;
-    let label = |i: usize| {
-        if several {
-            format!("{} (document {})", file.display(), i + 1)
-        } else {
-            file.display().to_string()
         }
     };
     // Validate here first, so mistakes are named with the file (and a YAML one's line).
     let mut invalid = false;
-    for (i, (doc, located)) in documents.iter().enumerate() {
+    for doc in &documents {
         let checked = match roots {
-            Some(roots) => spec::from_document(doc, roots).map(drop),
-            None => crate::plugin::sched::check_spec(doc).map(drop),
+            Some(roots) => spec::from_document(&doc.value, roots).map(drop),
+            None => crate::plugin::sched::check_spec(&doc.value).map(drop),
         };
         if let Err(e) = checked {
-            let e = located.as_ref().map_or(e.clone(), |y| y.locate(e));
-            crate::esay!("{}: {e}", label(i));
+            crate::esay!("{}: {}", doc.label, doc.locate(e));
             invalid = true;
         }
     }
     if invalid {
         return Ok(exit::INVALID);
     }
-    for (i, (doc, located)) in documents.iter().enumerate() {
-        // What the daemon reads: the file as written, or each YAML document as JSON.
-        let (body, body_format) = match format {
-            Format::Yaml => (doc.to_string(), Format::Json),
-            _ => (text.clone(), format),
-        };
-        let code = apply_one(client, &label(i), (&body, body_format), located.as_ref(), &how, output).await?;
+    for doc in &documents {
+        let code = apply_one(client, doc, &how, output).await?;
         if code != exit::OK {
             return Ok(code);
         }
@@ -84,22 +58,21 @@ pub(super) async fn apply(
     Ok(exit::OK)
 }
 
-/// Applies one document (`label` names it in what is said) and waits as `how` says.
+/// Applies one document (its label names it in what is said) and waits as `how` says.
 async fn apply_one(
     client: &Client,
-    label: &str,
-    (text, format): (&str, Format),
-    located: Option<&spec::yaml::YamlDocument>,
+    doc: &spec::source::Document,
     &How { wait, timeout, auto_rollback }: &How,
     output: Output,
 ) -> Result<i32, ClientError> {
+    let (label, (text, format)) = (&doc.label, doc.body());
     let applied =
         match client.apply_with(text, format, None, crate::client::ApplyOptions { auto_rollback, retry: true }).await {
             Ok(a) => a,
             // What only the daemon could check (a remote daemon's paths), named with the file too.
             Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
                 let errors = spec::SpecErrors(errors);
-                crate::esay!("{label}: {}", located.map_or(errors.clone(), |y| y.locate(errors)));
+                crate::esay!("{label}: {}", doc.locate(errors));
                 return Ok(exit::INVALID);
             }
             Err(e) => return Err(e),

@@ -24,27 +24,35 @@ pub(super) async fn run(client: &Client, cmd: HookCommand, output: Output) -> Re
 async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> Result<i32, ClientError> {
     match cmd {
         HookTemplateCommand::Apply { file } => {
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
+            let documents = match crate::spec::source::documents_of(&file) {
+                Ok(d) => d,
                 Err(e) => {
-                    crate::esay!("steward: cannot read {}: {e}", file.display());
+                    crate::esay!("steward: {e}");
                     return Ok(exit::INVALID);
                 }
             };
-            let format = crate::spec::Format::for_path(&file, &text);
-            // Checked here first: every mistake at once, with the file's name.
-            let template = match crate::hooks::parse_template(&text, format) {
-                Ok(t) => t,
-                Err(errors) => {
-                    crate::esay!("steward: {}: {errors}", file.display());
-                    return Ok(exit::INVALID);
+            // Checked here first, every document before any is stored: every mistake at once,
+            // with the file's name (and a YAML one's line).
+            let mut templates = Vec::with_capacity(documents.len());
+            for doc in &documents {
+                match crate::hooks::template_from_document(&doc.value) {
+                    Ok(t) => templates.push(t),
+                    Err(errors) => crate::esay!("steward: {}: {}", doc.label, doc.locate(errors)),
                 }
-            };
-            let (ns, name) = (&template.metadata.namespace, &template.metadata.name);
-            let summary = client.put_hook_template(ns, name, &text, format).await?;
-            match output {
-                Output::Json => print_json(&summary),
-                Output::Text => crate::say!("hook template {ns}/{name}: {} metric(s) stored", summary.metrics.len()),
+            }
+            if templates.len() < documents.len() {
+                return Ok(exit::INVALID);
+            }
+            for (doc, template) in documents.iter().zip(&templates) {
+                let (ns, name) = (&template.metadata.namespace, &template.metadata.name);
+                let (text, format) = doc.body();
+                let summary = client.put_hook_template(ns, name, text, format).await?;
+                match output {
+                    Output::Json => print_json(&summary),
+                    Output::Text => {
+                        crate::say!("hook template {ns}/{name}: {} metric(s) stored", summary.metrics.len())
+                    }
+                }
             }
         }
         HookTemplateCommand::Ls { namespace } => {

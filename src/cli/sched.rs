@@ -46,7 +46,8 @@ pub enum SchedCommand {
     /// A change of what runs rolls out node by node. The spec a failed rollout left, deployed
     /// again, retries that rollout (`rollout undo` goes back instead).
     Deploy {
-        /// Process spec (JSON or TOML).
+        /// Process spec (JSON, TOML or YAML; `-`: stdin; each document of a YAML stream in order,
+        /// all checked first).
         file: PathBuf,
         /// Instances that fit on no node (cpu, memory, ports, constraints) are held Pending
         /// with each node's reason, and placed by the leading `run` once they fit, instead of
@@ -211,8 +212,9 @@ pub enum SchedCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum SchedDependCommand {
-    /// Store a dependency (a process or pod spec, JSON or TOML); nothing starts until a
-    /// dependent instance arrives on a host. Stored again: its copies take the new spec.
+    /// Store a dependency (a process or pod spec, JSON, TOML or YAML; `-`: stdin); nothing
+    /// starts until a dependent instance arrives on a host. Stored again: its copies take the
+    /// new spec.
     Apply {
         file: PathBuf,
         /// How long a copy without dependents stays: `300`, `90s`, `5m`, `1h` (default 5m).
@@ -309,8 +311,8 @@ pub enum SchedHookCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum SchedHookTemplateCommand {
-    /// Store a HookTemplate (JSON or TOML) and give it to every node (nodes away get it when
-    /// `run` hears them again).
+    /// Store a HookTemplate (JSON, TOML or YAML; `-`: stdin) and give it to every node (nodes
+    /// away get it when `run` hears them again).
     Apply { file: PathBuf },
     /// The stored templates.
     Ls,
@@ -659,25 +661,26 @@ async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOut
     let json = output == SchedOutput::Json;
     match command {
         SchedDependCommand::Apply { file, grace } => {
-            let spec_err = |errors| PluginError::Spec { path: file.clone(), errors };
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| spec_err(crate::spec::SpecErrors(vec![crate::spec::SpecError::new("", e.to_string())])))?;
-            let doc =
-                crate::spec::parse_document(&text, crate::spec::Format::for_path(&file, &text)).map_err(spec_err)?;
-            let stored = sched.put_dependency(doc, grace).await.map_err(|e| match e {
-                PluginError::Spec { errors, .. } => spec_err(errors),
-                e => e,
-            })?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
-            } else {
-                println!(
-                    "dependency {} stored (revision {}, grace {} s); {} cop(ies) running",
-                    stored.dependency,
-                    stored.revision,
-                    stored.grace_secs,
-                    stored.copies.len()
-                );
+            for doc in
+                crate::plugin::sched::checked_documents(&file, |doc| crate::plugin::sched::check_spec(doc).map(drop))?
+            {
+                let stored = sched.put_dependency(doc.value.clone(), grace).await.map_err(|e| match e {
+                    PluginError::Spec { errors, .. } => {
+                        PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
+                    }
+                    e => e,
+                })?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
+                } else {
+                    println!(
+                        "dependency {} stored (revision {}, grace {} s); {} cop(ies) running",
+                        stored.dependency,
+                        stored.revision,
+                        stored.grace_secs,
+                        stored.copies.len()
+                    );
+                }
             }
         }
         SchedDependCommand::Ls => {
@@ -725,22 +728,23 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
     };
     match command {
         SchedHookCommand::Template(SchedHookTemplateCommand::Apply { file }) => {
-            let text = std::fs::read_to_string(&file).map_err(|e| PluginError::Apply {
-                app: file.display().to_string(),
-                message: format!("cannot read it: {e}"),
-            })?;
-            let format = crate::spec::Format::for_path(&file, &text);
-            let stored = sched.put_hook_template(&text, format).await.map_err(|e| match e {
-                PluginError::Spec { errors, .. } => PluginError::Spec { path: file.clone(), errors },
-                e => e,
-            })?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
-            } else {
-                let t = &stored.template;
-                println!("hook template {}/{} stored; given to {}", t.namespace, t.name, stored.nodes.join(", "));
-                for (node, why) in &stored.unreachable {
-                    println!("  {node}: not given yet ({why}); `run` gives it when it hears the node");
+            let check = |doc: &serde_json::Value| crate::hooks::template_from_document(doc).map(drop);
+            for doc in crate::plugin::sched::checked_documents(&file, check)? {
+                let (text, format) = doc.body();
+                let stored = sched.put_hook_template(text, format).await.map_err(|e| match e {
+                    PluginError::Spec { errors, .. } => {
+                        PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
+                    }
+                    e => e,
+                })?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
+                } else {
+                    let t = &stored.template;
+                    println!("hook template {}/{} stored; given to {}", t.namespace, t.name, stored.nodes.join(", "));
+                    for (node, why) in &stored.unreachable {
+                        println!("  {node}: not given yet ({why}); `run` gives it when it hears the node");
+                    }
                 }
             }
         }

@@ -73,7 +73,8 @@ pub enum Output {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check spec files (JSON or TOML); print every mistake with its field path.
+    /// Check spec files and HookTemplates (JSON, TOML or YAML; `-`: stdin; every document of a
+    /// YAML stream); print every mistake with its field path (and a YAML one's line and column).
     ///
     /// The users a spec names (processes' user, the owners of their secret and configmap files)
     /// must exist on this host, as stewardd's apply here requires; --offline leaves that out.
@@ -85,8 +86,10 @@ pub enum Command {
         #[arg(long)]
         offline: bool,
     },
-    /// Print one instance of a spec with every variable resolved, as JSON.
+    /// Print one instance of a spec with every variable resolved, as JSON (one object per
+    /// document of a YAML stream).
     Render {
+        /// The spec (JSON, TOML or YAML; `-`: stdin).
         #[arg(value_name = "FILE")]
         file: PathBuf,
         /// Instance id (0 .. spec.instance-1).
@@ -103,6 +106,8 @@ pub enum Command {
     ///
     /// The spec a failed rollout left, applied again, retries that rollout.
     Apply {
+        /// The spec (JSON, TOML or YAML, told by the extension, else by the content; `-`:
+        /// stdin). Each document of a YAML stream is applied in order, all checked first.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: PathBuf,
         /// Wait until every instance is Running (or has failed), showing progress.
@@ -418,7 +423,8 @@ pub enum HookCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum HookTemplateCommand {
-    /// Create or replace the HookTemplate in FILE (JSON or TOML; checked here first).
+    /// Create or replace the HookTemplate(s) in FILE (JSON, TOML or YAML; `-`: stdin; checked
+    /// here first).
     Apply {
         #[arg(value_name = "FILE")]
         file: PathBuf,
@@ -686,6 +692,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 #[derive(Serialize)]
 struct FileReport<'a> {
     file: &'a Path,
+    /// Which of the file's documents (from 1), when it holds several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    document: Option<usize>,
+    /// How the text output names it: the file, and the document when there are several.
+    #[serde(skip)]
+    label: String,
     valid: bool,
     /// `namespace/name` of a valid spec (what `steward delete` takes for the whole app).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -697,35 +709,60 @@ struct FileReport<'a> {
     warnings: Vec<spec::SpecError>,
 }
 
+/// `steward validate`: every document of every file (`-`: stdin), each reported.
 fn validate(files: &[PathBuf], config: &Config, offline: bool, output: Output) -> i32 {
-    let roots = config.roots();
     let mut reports = Vec::new();
     for file in files {
-        let result = spec::load_file(file, &roots).and_then(|s| match offline {
-            true => Ok(s),
-            false => spec::users_on_this_host(&s).map(|()| s),
-        });
-        let (app, errors, warnings) = match result {
-            Ok(s) => (
-                Some(format!("{}/{}", s.metadata.namespace, s.metadata.name)),
-                Vec::new(),
-                pidfile_warnings(&s, config),
-            ),
-            Err(e) => (None, e.0, Vec::new()),
+        let source = spec::source::Source::read(file);
+        let documents = source
+            .as_ref()
+            .map_err(|e| SpecErrors(vec![spec::SpecError::new("", e.clone())]))
+            .and_then(|s| s.documents());
+        let label = source.as_ref().map_or_else(|_| file.display().to_string(), |s| s.name.clone());
+        let documents = match documents {
+            Ok(d) => d,
+            Err(e) => {
+                reports.push(FileReport {
+                    file,
+                    document: None,
+                    label,
+                    valid: false,
+                    app: None,
+                    errors: e.0,
+                    warnings: Vec::new(),
+                });
+                continue;
+            }
         };
-        reports.push(FileReport { file, valid: app.is_some(), app, errors, warnings });
+        let several = documents.len() > 1;
+        for (i, doc) in documents.iter().enumerate() {
+            let (app, errors, warnings) = match check_document(doc, config, offline) {
+                Ok((app, warnings)) => (Some(app), Vec::new(), warnings),
+                Err(e) => (None, e.0, Vec::new()),
+            };
+            let document = several.then_some(i + 1);
+            reports.push(FileReport {
+                file,
+                document,
+                label: doc.label.clone(),
+                valid: app.is_some(),
+                app,
+                errors,
+                warnings,
+            });
+        }
     }
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&reports).expect("reports serialize")),
         Output::Text => {
             for r in &reports {
                 if r.valid {
-                    println!("{}: valid", r.file.display());
+                    println!("{}: valid", r.label);
                     for w in &r.warnings {
-                        eprintln!("{}: warning: {}: {}", r.file.display(), w.path, w.message);
+                        eprintln!("{}: warning: {}: {}", r.label, w.path, w.message);
                     }
                 } else {
-                    eprintln!("{}: {}", r.file.display(), SpecErrors(r.errors.clone()));
+                    eprintln!("{}: {}", r.label, SpecErrors(r.errors.clone()));
                 }
             }
         }
@@ -735,6 +772,24 @@ fn validate(files: &[PathBuf], config: &Config, offline: bool, output: Output) -
     } else {
         exit::INVALID
     }
+}
+
+/// One document checked as what its `kind` says: a HookTemplate, else a process spec (its
+/// users looked up here unless `offline`). Ok: its `namespace/name` and the warnings.
+fn check_document(
+    doc: &spec::source::Document,
+    config: &Config,
+    offline: bool,
+) -> Result<(String, Vec<spec::SpecError>), SpecErrors> {
+    if doc.value.get("kind").and_then(|k| k.as_str()) == Some("HookTemplate") {
+        let t = crate::hooks::template_from_document(&doc.value).map_err(|e| doc.locate(e))?;
+        return Ok((format!("{}/{}", t.metadata.namespace, t.metadata.name), Vec::new()));
+    }
+    let s = doc.spec(&config.roots())?;
+    if !offline {
+        spec::users_on_this_host(&s).map_err(|e| doc.locate(e))?;
+    }
+    Ok((format!("{}/{}", s.metadata.namespace, s.metadata.name), pidfile_warnings(&s, config)))
 }
 
 /// A pidfile whose directory the process's user could not write, and that Steward would not
@@ -767,6 +822,8 @@ fn pidfile_warnings(parsed: &spec::ProcessSpec, config: &Config) -> Vec<spec::Sp
     warnings
 }
 
+/// `steward render`: one instance of each document in FILE (`-`: stdin), as JSON; several
+/// documents print one JSON object each, in order.
 fn render(
     file: &Path,
     instance: u32,
@@ -775,19 +832,32 @@ fn render(
     config: &Config,
 ) -> anyhow::Result<i32> {
     let roots = config.roots();
-    let parsed = match spec::load_file(file, &roots) {
-        Ok(s) => s,
+    let documents = match spec::source::documents_of(file) {
+        Ok(d) => d,
         Err(e) => {
-            eprintln!("{}: {e}", file.display());
+            eprintln!("steward: {e}");
             return Ok(exit::INVALID);
         }
     };
+    let mut parsed = Vec::with_capacity(documents.len());
+    for doc in &documents {
+        match doc.spec(&roots) {
+            Ok(s) => parsed.push(s),
+            Err(e) => {
+                eprintln!("{}: {e}", doc.label);
+                return Ok(exit::INVALID);
+            }
+        }
+    }
     let allocated: BTreeMap<String, u16> = ports.into_iter().collect();
-    // Processes' and pods' containers' ports alike.
-    let wants = parsed.port_wants();
-    let declared: Vec<&str> = wants.iter().map(|w| w.name.as_str()).collect();
-    if let Some(unknown) = allocated.keys().find(|k| !declared.contains(&k.as_str())) {
-        eprintln!("{}: --port {unknown}: the spec has no such port (ports: {})", file.display(), declared.join(", "));
+    // Processes' and pods' containers' ports alike; with several documents, of any of them.
+    let declared: Vec<String> = parsed.iter().flat_map(|p| p.port_wants()).map(|w| w.name).collect();
+    if let Some(unknown) = allocated.keys().find(|k| !declared.contains(k)) {
+        eprintln!(
+            "{file}: --port {unknown}: the spec has no such port (ports: {})",
+            declared.join(", "),
+            file = file.display()
+        );
         return Ok(exit::USAGE);
     }
     let ctx = RenderContext {
@@ -795,17 +865,17 @@ fn render(
         host_ip: hostip.unwrap_or_else(|| config.host_ip()).to_string(),
         allocated_ports: &allocated,
     };
-    match spec::render(&parsed, instance, &ctx) {
-        Ok(r) => {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            Ok(exit::OK)
-        }
-        Err(e) => {
-            eprintln!("{}: {e}", file.display());
-            if e.0.iter().any(|x| x.message.contains("no port was allocated")) {
-                eprintln!("hint: give random ports with --port NAME=PORT");
+    for (doc, parsed) in documents.iter().zip(&parsed) {
+        match spec::render(parsed, instance, &ctx) {
+            Ok(r) => println!("{}", serde_json::to_string_pretty(&r)?),
+            Err(e) => {
+                eprintln!("{}: {e}", doc.label);
+                if e.0.iter().any(|x| x.message.contains("no port was allocated")) {
+                    eprintln!("hint: give random ports with --port NAME=PORT");
+                }
+                return Ok(exit::INVALID);
             }
-            Ok(exit::INVALID)
         }
     }
+    Ok(exit::OK)
 }

@@ -22,15 +22,20 @@ pub use metric::{MeasurementPhase, MetricPhase, MetricResult};
 pub use model::{HookTemplate, Metric, NoData, Provider};
 pub use run::{CreateHookRun, HookRun, HookRunSummary, HookTemplateSummary};
 
-/// Reads a HookTemplate document (JSON or TOML): every mistake at once, each with its field path.
+/// Reads a HookTemplate document (JSON, TOML or YAML): every mistake at once, each with its
+/// field path.
 pub fn parse_template(text: &str, format: crate::spec::Format) -> Result<HookTemplate, crate::spec::SpecErrors> {
     let doc = crate::spec::parse_document(text, format)?;
-    let (template, mut errors) = crate::spec::decode_as::<HookTemplate>(&doc);
+    template_from_document(&doc)
+}
+
+/// As [`parse_template`], from a document already parsed.
+pub fn template_from_document(doc: &serde_json::Value) -> Result<HookTemplate, crate::spec::SpecErrors> {
+    let (template, errors) = crate::spec::decode_as::<HookTemplate>(doc);
     let Some(template) = template else { return Err(crate::spec::SpecErrors(errors)) };
     let mut found = crate::spec::error::Errors::default();
     validate::template(&template, &mut found);
-    errors.extend(found.0);
-    crate::spec::SpecErrors(errors).into_result(template)
+    crate::spec::SpecErrors(crate::spec::with_rule_errors(errors, found.0)).into_result(template)
 }
 
 /// `text` with each `{{ ... }}` replaced by what `each` makes of its trimmed inside; the

@@ -27,6 +27,9 @@ pub enum PluginError {
     Cluster { path: PathBuf, message: String },
     #[error("{path}: {errors}")]
     Spec { path: PathBuf, errors: crate::spec::SpecErrors },
+    /// Several documents' mistakes, each its own error.
+    #[error("{}", several(.0))]
+    Several(Vec<PluginError>),
     #[error("{0}")]
     Placement(#[from] placement::PlacementError),
     #[error("applying {app}: {message}")]
@@ -49,6 +52,11 @@ pub enum PluginError {
     /// The app changed in the store since it was read (another scheduler wrote it).
     #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
     Conflict { app: String },
+}
+
+/// One error per line.
+fn several(errors: &[PluginError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 /// `2026-11-25T18:02:11Z, 2h 5m ago`.

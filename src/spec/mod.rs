@@ -6,6 +6,7 @@ pub mod error;
 pub mod model;
 pub mod pod;
 pub mod render;
+pub mod source;
 pub mod template;
 pub mod validate;
 pub mod yaml;
@@ -182,14 +183,20 @@ pub fn from_document(doc: &serde_json::Value, roots: &Roots) -> Result<ProcessSp
     let mut found = error::Errors::default();
     validate::validate(&spec, &mut found);
     trial_render(&spec, roots, &mut found);
-    // A field that could not be decoded holds a neutral stand-in (0, "", the first enum value);
-    // rules that then fail on the stand-in would only repeat the mistake, so they are dropped.
-    let poisoned: Vec<String> = decode_errors.iter().map(poisoned_prefix).collect();
-    found.0.retain(|e| !poisoned.iter().any(|p| covers(p, &e.path)));
-    let mut all = decode_errors;
-    all.extend(found.0);
+    let mut all = with_rule_errors(decode_errors, found.0);
     sort_in_document_order(&mut all, doc);
     SpecErrors(all).into_result(spec)
+}
+
+/// A document's decode mistakes followed by the rules it breaks, less the rules broken only by
+/// a field that could not be decoded: it holds a neutral stand-in (0, "", the first enum value),
+/// and a rule failing on the stand-in would only repeat the mistake.
+pub fn with_rule_errors(decode_errors: Vec<SpecError>, mut rule_errors: Vec<SpecError>) -> Vec<SpecError> {
+    let poisoned: Vec<String> = decode_errors.iter().map(poisoned_prefix).collect();
+    rule_errors.retain(|e| !poisoned.iter().any(|p| covers(p, &e.path)));
+    let mut all = decode_errors;
+    all.extend(rule_errors);
+    all
 }
 
 /// The part of the spec a decode mistake makes unreliable: the field itself, or for an unknown

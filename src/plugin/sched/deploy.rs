@@ -7,6 +7,7 @@ use crate::plugin::placement::{self, Request};
 use crate::plugin::store::{App, Placement, PlacementState, RoomWait};
 use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, DesiredChange};
+use crate::spec::source::Document;
 use crate::spec::{Format, SpecErrors};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,22 +20,37 @@ type Placed = (u32, BTreeSet<u32>, BTreeMap<u32, String>, BTreeMap<u32, String>)
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Scheduler {
-    /// `deploy FILE`: places every instance of the spec and applies the placements.
-    /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
-    /// `run` once they fit) instead of the deploy being refused. `warn` is told of affinity
-    /// terms on keys no node reports, before anything is placed.
+    /// `deploy FILE` (`-`: stdin): each of its documents in order, every one checked before
+    /// any is deployed. The instances placed, of all of them.
     pub async fn deploy_file(
         &self,
         path: &Path,
         wait_for_room: bool,
         warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
     ) -> Result<Vec<PlacedInstance>, PluginError> {
-        let spec_err = |errors: SpecErrors| PluginError::Spec { path: path.to_path_buf(), errors };
-        let text = std::fs::read_to_string(path).map_err(|e| PluginError::Spec {
-            path: path.to_path_buf(),
-            errors: SpecErrors(vec![crate::spec::SpecError::new("", e.to_string())]),
-        })?;
-        let doc = crate::spec::parse_document(&text, Format::for_path(path, &text)).map_err(spec_err)?;
+        let documents = checked_documents(path, |doc| check_spec(doc).map(drop))?;
+        let mut placed = Vec::new();
+        for doc in &documents {
+            placed.extend(self.deploy_document(doc, wait_for_room, warn).await?);
+        }
+        Ok(placed)
+    }
+
+    /// Places every instance of the spec in `document` and applies the placements.
+    /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
+    /// `run` once they fit) instead of the deploy being refused. `warn` is told of affinity
+    /// terms on keys no node reports, before anything is placed.
+    pub async fn deploy_document(
+        &self,
+        document: &Document,
+        wait_for_room: bool,
+        warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
+    ) -> Result<Vec<PlacedInstance>, PluginError> {
+        let spec_err = |errors: SpecErrors| PluginError::Spec {
+            path: document.label.clone().into(),
+            errors: document.locate(errors),
+        };
+        let doc = document.value.clone();
         let spec = check_spec(&doc).map_err(spec_err)?;
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
         // the nodes) first.
@@ -520,6 +536,31 @@ fn grows_within_room(
             app: key.to_string(),
             message: format!("the new spec requests more than its nodes have free:\n  {}", short.join("\n  ")),
         }),
+    }
+}
+
+/// The documents of the file at `path` (`-`: stdin), each passing `check` (every failing one
+/// named, with its mistakes located) before any is used.
+pub fn checked_documents(
+    path: &Path,
+    check: impl Fn(&Value) -> Result<(), SpecErrors>,
+) -> Result<Vec<Document>, PluginError> {
+    let refused = |path: &Path, message: String| PluginError::Spec {
+        path: path.to_path_buf(),
+        errors: SpecErrors(vec![crate::spec::SpecError::new("", message)]),
+    };
+    let source = crate::spec::source::Source::read(path).map_err(|e| refused(path, e))?;
+    let documents =
+        source.documents().map_err(|errors| PluginError::Spec { path: source.name.clone().into(), errors })?;
+    let mut failed: Vec<PluginError> = documents
+        .iter()
+        .filter_map(|doc| check(&doc.value).err().map(|e| (doc, e)))
+        .map(|(doc, errors)| PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) })
+        .collect();
+    match failed.len() {
+        0 => Ok(documents),
+        1 => Err(failed.remove(0)),
+        _ => Err(PluginError::Several(failed)),
     }
 }
 

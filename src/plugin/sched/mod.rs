@@ -24,6 +24,7 @@ mod run;
 pub use config::{ConfigEntry, EngineConfig};
 pub use controls::{Drifted, EngineStatus};
 pub use depends::{CopyStatus, DependencyStatus, DEFAULT_GRACE_SECS, OWNER_LABEL};
+pub use deploy::checked_documents;
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
 pub use nodes::{NodeListing, NodeLive};
@@ -166,12 +167,11 @@ impl Seen {
 /// Parses and checks a spec document the way the daemons will (everything but the paths,
 /// which depend on each daemon's roots and are checked there).
 pub fn check_spec(doc: &Value) -> Result<ProcessSpec, SpecErrors> {
-    let (spec, mut errors) = crate::spec::decode(doc);
+    let (spec, errors) = crate::spec::decode(doc);
     let Some(spec) = spec else { return Err(SpecErrors(errors)) };
     let mut found = crate::spec::error::Errors::default();
     crate::spec::validate::validate(&spec, &mut found);
-    errors.extend(found.0);
-    SpecErrors(errors).into_result(spec)
+    SpecErrors(crate::spec::with_rule_errors(errors, found.0)).into_result(spec)
 }
 
 fn app_key(spec: &ProcessSpec) -> String {
