@@ -107,9 +107,9 @@ demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml units/rotate.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
-    units+=(units/webpod.json units/cnipod.json)
+    units+=(units/webpod.json units/cnipod.json units/webapp.yaml)
 else
-    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json) are skipped"
+    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml) are skipped"
     echo "   (why: $logs/dockerd-up.log)"
 fi
 
@@ -205,6 +205,11 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo "   (units/cnipod.json: with network_mode = \"cni\" in stewardd.toml its HOST is the address the"
     echo "   CNI plugins gave it, given back when it ends (docs/cni.md); here, Docker's networking)"
     $steward logs demo/cnipod/0 --container client --tail 1 || true
+    echo
+    echo "== units/webapp.yaml: written as seed 003's chart values are (YAML; command/args lists, a port's"
+    echo "   \`port\`, env[].from the configmap demo/vault-config, unavailable/surge/ready); steward validate:"
+    $steward validate units/webapp.yaml || true
+    $steward ls --name webapp || true
 fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then

@@ -92,20 +92,22 @@ impl Schedule {
             return Decision::Wait { next_ms: first };
         }
         // Every tick due by now: the latest may start; those before it are missed (never a burst).
-        let (mut latest, mut due) = (first, 1u32);
+        let late = |t: u64| deadline_secs > 0 && now_ms.saturating_sub(t) > deadline_secs.saturating_mul(1000);
+        let (mut latest, mut due, mut late_before) = (first, 1u32, 0u32);
         while due < MAX_COUNTED {
             match self.next_after(latest) {
                 Some(t) if t <= now_ms => {
+                    late_before += u32::from(late(latest));
                     latest = t;
                     due += 1;
                 }
                 _ => break,
             }
         }
-        if deadline_secs > 0 && now_ms.saturating_sub(latest) > deadline_secs.saturating_mul(1000) {
+        if late(latest) {
             Decision::Missed { tick_ms: latest, missed: due }
         } else {
-            Decision::Start { tick_ms: latest, missed: due - 1 }
+            Decision::Start { tick_ms: latest, missed: due - 1, late: late_before }
         }
     }
 }
@@ -116,10 +118,10 @@ pub enum Decision {
     /// Nothing due; the next tick is at `next_ms`.
     Wait { next_ms: u64 },
     /// Tick `tick_ms` starts a run; `missed` earlier ticks fell due without one (the daemon was
-    /// down).
-    Start { tick_ms: u64, missed: u32 },
+    /// down), `late` of them past the starting deadline (seed 003 counts those failed).
+    Start { tick_ms: u64, missed: u32, late: u32 },
     /// The latest due tick is past its starting deadline: it and the `missed - 1` before it are
-    /// missed.
+    /// missed, all of them late.
     Missed { tick_ms: u64, missed: u32 },
     /// The rule fires no more.
     Never,
@@ -223,13 +225,13 @@ mod tests {
         assert_eq!(s.decide(created, utc(2026, 1, 1, 0, 3), 0), Decision::Wait { next_ms: utc(2026, 1, 1, 0, 5) });
         assert_eq!(
             s.decide(created, utc(2026, 1, 1, 0, 5), 0),
-            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 5), missed: 0 }
+            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 5), missed: 0, late: 0 }
         );
         // Down from 00:06 to 00:31: the ticks 00:10 to 00:30 fell due; only 00:30 starts.
         let handled = utc(2026, 1, 1, 0, 5);
         assert_eq!(
             s.decide(handled, utc(2026, 1, 1, 0, 31), 0),
-            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4 }
+            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4, late: 0 }
         );
         // With a 30 s starting deadline, 00:30 is a minute late: missed too.
         assert_eq!(
@@ -238,11 +240,16 @@ mod tests {
         );
         assert_eq!(
             s.decide(handled, utc(2026, 1, 1, 0, 31), 120),
-            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4 }
+            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4, late: 4 }
+        );
+        // A 7-minute deadline: of the four passed over, 00:25 (6 min) was not yet late.
+        assert_eq!(
+            s.decide(handled, utc(2026, 1, 1, 0, 31), 420),
+            Decision::Start { tick_ms: utc(2026, 1, 1, 0, 30), missed: 4, late: 3 }
         );
         // A cron job running for a week, far older than its 30 s deadline: a tick 10 s late
         // still starts; the deadline counts from the tick, never from the job's creation.
         let week = s.decide(utc(2026, 1, 8, 0, 25), utc(2026, 1, 8, 0, 30) + 10_000, 30);
-        assert_eq!(week, Decision::Start { tick_ms: utc(2026, 1, 8, 0, 30), missed: 0 });
+        assert_eq!(week, Decision::Start { tick_ms: utc(2026, 1, 8, 0, 30), missed: 0, late: 0 });
     }
 }

@@ -98,7 +98,7 @@ async fn policies_forbid_replace_and_allow() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ticks_missed_while_down_start_once_or_are_missed_past_the_deadline() {
+async fn ticks_missed_while_down_start_once_or_are_missed_past_the_deadline_and_failed() {
     let mut d = Daemon::start("cron-down");
     let marks = d.path().join("marks");
     let start = format!("echo ran >> {}", marks.display());
@@ -120,6 +120,10 @@ async fn ticks_missed_while_down_start_once_or_are_missed_past_the_deadline() {
     let s = wait_cron(&d, "strict", 10, |c| c.status.missed > strict_before.missed).await;
     assert_eq!(s.status.started, strict_before.started, "past its 1 s deadline nothing starts: {s:#?}");
     assert_eq!(s.status.missed - strict_before.missed, 2, "{s:#?}");
+    // Seed 003: a tick missed past its starting deadline counts as failed too.
+    assert_eq!(s.status.failed - strict_before.failed, 2, "{s:#?}");
+    assert!(s.status.last_failure.contains("missed the 1 s starting deadline"), "{s:#?}");
+    assert_eq!(c.status.failed, 0, "without a deadline a tick passed over is missed, not failed: {c:#?}");
     // Each start ran once (a later tick may have started meanwhile).
     let c = wait_cron(&d, "lenient", 10, |c| c.status.succeeded >= 2).await;
     let text = std::fs::read_to_string(&marks).unwrap();

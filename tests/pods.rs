@@ -630,3 +630,28 @@ async fn pod_containers_are_under_the_cgroup_parent() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(!dir.exists(), "the instance's cgroup goes with it: {}", dir.display());
 }
+
+/// units/webapp.yaml, a Deployment-like app written as seed 003's chart values are (`command`
+/// and `args` lists, a port's `port`, `env[].from` a configmap, `unavailable`/`surge`/`ready`),
+/// applies and serves; its containers get the entrypoint and command Docker's would.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_seed_003_shaped_yaml_app_applies_and_serves() {
+    docker::shared_engine();
+    let d = Daemon::start("pods-seed003");
+    let unit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("units/webapp.yaml");
+    let (code, _, err) = d.cli(&["configmap", "create", "demo/vault-config", "--from-literal", "greeting=hello"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = d.cli(&["apply", "-f", unit.to_str().unwrap(), "--wait", "--timeout", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for index in 0..2 {
+        let s = d.wait_state(&id("demo", "webapp", index), Kind::Running, 30).await;
+        let page = http_get_within(s.ports["http"], 50).await;
+        assert_eq!(page.as_deref(), Some(format!("hello, from demo.webapp.{index}\n").as_str()), "instance {index}");
+        let inspect = docker::docker(SHARED_SOCKET, &["inspect", &s.containers[0].id]).1;
+        let inspect: Value = serde_json::from_str(&inspect).unwrap();
+        assert_eq!(inspect[0]["Config"]["Entrypoint"], json!(["/bin/sh"]), "{inspect:#}");
+        assert_eq!(inspect[0]["Config"]["Cmd"][0], "-c");
+    }
+    let (code, _, err) = d.cli(&["delete", "demo/webapp"]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -182,3 +182,48 @@ async fn env_from_and_optional_sources() {
     let st = d.wait_state(&id("test", "required", 0), Kind::Failed, 10).await;
     assert!(format!("{st:?}").contains("envFrom: configmap test/nowhere does not exist"), "{st:?}");
 }
+
+/// Seed 003's `env[].from` (a configmap's or a secret's key, `optional` honoured) and seed 000's
+/// prose `env` as an object, written in YAML as users copy them, reach the process at its start.
+#[tokio::test]
+async fn seed_env_forms_reach_the_process() {
+    let d = Daemon::start("env-forms");
+    let (code, _, err) = d.cli(&["secret", "create", "test/creds", "--from-literal", "token=tok-789"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["configmap", "create", "test/conf", "--from-literal", "level=7"]);
+    assert_eq!(code, 0, "{err}");
+    let app = |name: &str, env: &str| {
+        format!(
+            "apiVersion: v4\nkind: process\nmetadata: {{name: {name}, namespace: test}}\nspec:\n  instance: 1\n  template:\n    spec:\n      processes:\n        - procName: sleep\n          workPath: ${{work_base_dir}}/${{namespace}}.${{processname}}.${{instanceid}}\n          startCmd: exec sleep 1000\n          startGracePeriod: 0\n          env:\n{env}"
+        )
+    };
+    let from = app(
+        "from",
+        "            - {name: GREETING, value: hi}
+            - name: LEVEL
+              from: {type: ConfigMap, name: conf, key: level}
+            - name: TOKEN
+              from: {type: Secret, name: creds, key: token}
+            - name: ABSENT
+              from: {type: Secret, name: nosuch, key: token, optional: true}
+",
+    );
+    let prose = app("prose", "            hostip: ${hostip}\n            MODE: fast\n");
+    let file = d.path().join("env.yaml");
+    std::fs::write(&file, format!("{from}---\n{prose}")).unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", file.to_str().unwrap(), "--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let environ = |st: &steward::supervisor::record::InstanceStatus| {
+        let raw = std::fs::read(format!("/proc/{}/environ", st.pid.unwrap())).unwrap();
+        String::from_utf8_lossy(&raw).split('\0').map(String::from).collect::<Vec<_>>()
+    };
+    let st = d.wait_state(&id("test", "from", 0), Kind::Running, 10).await;
+    let env = environ(&st);
+    for expected in ["GREETING=hi", "LEVEL=7", "TOKEN=tok-789"] {
+        assert!(env.iter().any(|e| e == expected), "{expected}: {env:?}");
+    }
+    assert!(!env.iter().any(|e| e.starts_with("ABSENT=")), "an optional missing secret leaves it out: {env:?}");
+    let st = d.wait_state(&id("test", "prose", 0), Kind::Running, 10).await;
+    let env = environ(&st);
+    assert!(env.iter().any(|e| e == "MODE=fast") && env.iter().any(|e| e.starts_with("hostip=")), "{env:?}");
+}

@@ -224,6 +224,28 @@ fn every_unit_validates_in_json_toml_and_yaml() {
         }
     }
     assert!(files.len() >= 3 * 10, "{files:?}");
+    // The three syntaxes of each spec render the same instance, byte for byte.
+    let roots = Config::default().roots();
+    for three in files.chunks(3) {
+        let Ok(parsed) = spec::load_file(&three[0], &roots) else { continue };
+        let ports: Vec<String> =
+            parsed.port_wants().iter().enumerate().map(|(i, w)| format!("{}={}", w.name, 31100 + i)).collect();
+        let rendered: Vec<Vec<u8>> = three
+            .iter()
+            .map(|file| {
+                let mut render = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+                render.arg("render").arg(file).args(["--instance", "0", "--hostip", "192.0.2.7"]);
+                ports.iter().for_each(|p| {
+                    render.args(["--port", p]);
+                });
+                let out = render.output().unwrap();
+                assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+                out.stdout
+            })
+            .collect();
+        assert_eq!(rendered[0], rendered[1], "{} as JSON and TOML", three[0].display());
+        assert_eq!(rendered[0], rendered[2], "{} as JSON and YAML", three[0].display());
+    }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["validate", "--offline"])
         .args(&files)

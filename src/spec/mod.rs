@@ -7,6 +7,7 @@ pub mod model;
 pub mod pod;
 pub mod render;
 pub mod source;
+pub mod spellings;
 pub mod template;
 pub mod validate;
 pub mod yaml;
@@ -164,28 +165,49 @@ pub fn decode_as<T: serde::de::DeserializeOwned>(doc: &serde_json::Value) -> (Op
 }
 
 /// Reads a document into the model without validating it: types, enum values, unknown fields
-/// and alternative spellings only. Every mistake found is returned with the model.
+/// and alternative spellings only. Every mistake found is returned with the model, each at its
+/// field as written.
 pub fn decode(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>) {
-    let (spec, mut errors) = decode::decode::<ProcessSpec>(doc);
+    let (spec, errors, folded) = decode_folded(doc);
+    (spec, folded.errors_as_written(errors))
+}
+
+/// The seeds' spellings folded ([`spellings`]), then decoded and normalized; the mistakes at
+/// their paths in Steward's names, with the fold to name them as written.
+fn decode_folded(doc: &serde_json::Value) -> (Option<ProcessSpec>, Vec<SpecError>, spellings::Folded) {
+    let folded = spellings::fold(doc);
+    let (spec, mut errors) = decode::decode::<ProcessSpec>(&folded.doc);
     let spec = spec.map(|mut s| {
         errors.extend(s.normalize());
         s
     });
-    (spec, errors)
+    (spec, errors, folded)
+}
+
+/// Decodes `doc` and checks it by `rules`: every mistake, each at its field as written, in
+/// document order. The daemon's check ([`from_document`]) and steward-sched's (rules that hold
+/// on any host) differ only in their rules.
+pub fn check_document(
+    doc: &serde_json::Value,
+    rules: impl FnOnce(&ProcessSpec, &mut error::Errors),
+) -> Result<ProcessSpec, SpecErrors> {
+    let (spec, decode_errors, folded) = decode_folded(doc);
+    let Some(spec) = spec else {
+        return Err(SpecErrors(folded.errors_as_written(decode_errors)));
+    };
+    let mut found = error::Errors::default();
+    rules(&spec, &mut found);
+    let mut all = folded.errors_as_written(with_rule_errors(decode_errors, found.0));
+    sort_in_document_order(&mut all, doc);
+    SpecErrors(all).into_result(spec)
 }
 
 /// As [`parse`], from an already parsed document (an API request body, say).
 pub fn from_document(doc: &serde_json::Value, roots: &Roots) -> Result<ProcessSpec, SpecErrors> {
-    let (spec, decode_errors) = decode(doc);
-    let Some(spec) = spec else {
-        return Err(SpecErrors(decode_errors));
-    };
-    let mut found = error::Errors::default();
-    validate::validate(&spec, &mut found);
-    trial_render(&spec, roots, &mut found);
-    let mut all = with_rule_errors(decode_errors, found.0);
-    sort_in_document_order(&mut all, doc);
-    SpecErrors(all).into_result(spec)
+    check_document(doc, |spec, found| {
+        validate::validate(spec, found);
+        trial_render(spec, roots, found);
+    })
 }
 
 /// A document's decode mistakes followed by the rules it breaks, less the rules broken only by

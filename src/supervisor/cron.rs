@@ -19,6 +19,17 @@ use crate::cron::{Decision, Schedule};
 use crate::protocol::{CronBody, CronExecution, CronStatus, JobPhase, JobStatus, RunPhase};
 use crate::spec::model::ConcurrencyPolicy;
 
+/// Seed 003: a tick missed past its starting deadline adds to the failed count (beside
+/// `missed`, which counts every tick that started nothing).
+fn missed_late(status: &mut CronStatus, late: u32, deadline_secs: u64, now: u64) {
+    if late == 0 {
+        return;
+    }
+    status.failed += late;
+    status.last_failure_ms = Some(now);
+    status.last_failure = format!("{late} tick(s) missed the {deadline_secs} s starting deadline");
+}
+
 impl Supervisor {
     pub(super) fn spawn_cron(&self, app: String) {
         self.spawn_driver(app, Drive::Cron);
@@ -47,11 +58,13 @@ impl Supervisor {
                 Decision::Never => next.next_tick_ms = None,
                 Decision::Missed { tick_ms, missed } => {
                     next.missed += missed;
+                    missed_late(&mut next, missed, spec.deadline, now);
                     next.handled_ms = tick_ms;
                     events.push(DaemonEvent::CronTick { app: app.into(), tick_ms, outcome: "missed".into(), missed });
                 }
-                Decision::Start { tick_ms, missed } => {
+                Decision::Start { tick_ms, missed, late } => {
                     next.missed += missed;
+                    missed_late(&mut next, late, spec.deadline, now);
                     next.handled_ms = tick_ms;
                     next.last_tick_ms = Some(tick_ms);
                     let going = next.active() > 0;

@@ -167,11 +167,7 @@ impl Seen {
 /// Parses and checks a spec document the way the daemons will (everything but the paths,
 /// which depend on each daemon's roots and are checked there).
 pub fn check_spec(doc: &Value) -> Result<ProcessSpec, SpecErrors> {
-    let (spec, errors) = crate::spec::decode(doc);
-    let Some(spec) = spec else { return Err(SpecErrors(errors)) };
-    let mut found = crate::spec::error::Errors::default();
-    crate::spec::validate::validate(&spec, &mut found);
-    SpecErrors(crate::spec::with_rule_errors(errors, found.0)).into_result(spec)
+    crate::spec::check_document(doc, crate::spec::validate::validate)
 }
 
 fn app_key(spec: &ProcessSpec) -> String {
