@@ -20,6 +20,13 @@ pub fn rfc3339_utc(ms: u64) -> String {
     )
 }
 
+/// Unix milliseconds as RFC 3339 UTC to the second, as Kubernetes writes its times (seed
+/// 004's `2020-11-09T10:08:49Z`).
+pub fn rfc3339_utc_seconds(ms: u64) -> String {
+    let at = chrono::DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or_default();
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// A span for people, its two largest units: `45s`, `2m 5s`, `2h 5m`, `3d 4h`.
 pub fn span(ms: u64) -> String {
     let s = ms / 1000;

@@ -538,7 +538,8 @@ async fn a_rollout_across_hosts_keeps_the_budget_app_wide() {
 /// Hooks across hosts (issue 19): a template stored by steward-sched reaches every host; a
 /// deploy whose steps name it rolls out host by host, each host's canary checked by a hook run
 /// its daemon keeps; a run made on a named host is found and listed from steward-sched; a step
-/// naming a template that is not stored is refused before anything is placed.
+/// naming a template that is not stored, or leaving out an arg it needs, is refused before
+/// anything is placed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_gate_a_rollout_on_every_host() {
     let c = Cluster::start("k", ["a", "a", "a"]);
@@ -616,11 +617,18 @@ async fn hooks_gate_a_rollout_on_every_host() {
     assert_eq!(by_hand[0]["node"], "h2");
     assert_eq!(runs.as_array().unwrap().len(), 4, "three rollout runs and this one: {out}");
 
-    // Refused before anything is placed: a step naming a template that is not stored.
+    // Refused before anything is placed: a step naming a template that is not stored, and one
+    // leaving out an arg the template needs that no fact gives (`port` is no fact's name).
     let bad = web("3", json!([{"hook": {"template": "absent"}}]));
     let (code, _, err) = c.deploy("web", &bad);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("strategy.steps[0].hook.template") && err.contains("no hook template test/absent"), "{err}");
+    let short = web("3", json!([{"hook": {"template": "answers", "args": [{"name": "host", "value": "${hostip}"}]}}]));
+    let (code, _, err) = c.deploy("web", &short);
+    assert_eq!(code, 1, "{err}");
+    let missing = "strategy.steps[0].hook.args: template test/answers needs arg \"port\", which neither the template, \
+                   the step nor the controller gives";
+    assert!(err.contains(missing), "{err}");
     for h in &c.hosts {
         for s in h.daemon.client.list(&[("name", "web")]).await.unwrap() {
             assert_eq!(s.revision, 2, "{}: nothing moved", h.name);

@@ -49,6 +49,7 @@ impl From<SupervisorError> for ApiError {
             SupervisorError::Failed(_) => ApiError::new(StatusCode::CONFLICT, "failed", e.to_string()),
             SupervisorError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             SupervisorError::Invalid(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string()),
+            SupervisorError::InvalidSpec(errors) => ApiError::invalid_spec(errors),
             SupervisorError::Store(_) | SupervisorError::Cgroups(_) | SupervisorError::Io(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
             }

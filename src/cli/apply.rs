@@ -72,7 +72,8 @@ async fn apply_one(
             // What only the daemon could check (a remote daemon's paths), named with the file too.
             Err(ClientError::Api { status: 400 | 422, errors, .. }) if !errors.is_empty() => {
                 let errors = spec::SpecErrors(errors);
-                crate::esay!("{label}: {}", doc.locate(errors));
+                // One error a line, as `steward validate` prints them.
+                eprintln!("{}", crate::cli::safe_text::safe_text(&format!("{label}: {}", doc.locate(errors))));
                 return Ok(exit::INVALID);
             }
             Err(e) => return Err(e),

@@ -86,7 +86,8 @@ pub(super) fn report(e: ClientError, endpoint: &Endpoint) -> i32 {
             if errors.is_empty() {
                 crate::esay!("steward: {message}");
             } else {
-                crate::esay!("steward: {}", spec::SpecErrors(errors));
+                // One error a line.
+                eprintln!("{}", crate::cli::safe_text::safe_text(&format!("steward: {}", spec::SpecErrors(errors))));
             }
         }
         ClientError::Protocol(m) => crate::esay!("steward: {m}"),

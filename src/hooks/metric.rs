@@ -38,7 +38,7 @@ impl MetricPhase {
 }
 
 /// One call and its verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Measurement {
     pub phase: MeasurementPhase,
@@ -49,6 +49,37 @@ pub struct Measurement {
     pub finished_at_ms: u64,
     /// The URL or query after templating and why the verdict (the condition, the error).
     pub message: String,
+}
+
+/// A measurement as written out: its times also in RFC 3339, as seed 004 shows them (read
+/// back, the ms fields are what count).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MeasurementShown<'a> {
+    phase: MeasurementPhase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    started_at: String,
+    started_at_ms: u64,
+    finished_at: String,
+    finished_at_ms: u64,
+    message: &'a str,
+}
+
+impl Serialize for Measurement {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let rfc3339 = crate::clock::rfc3339_utc_seconds;
+        MeasurementShown {
+            phase: self.phase,
+            value: self.value.as_deref(),
+            started_at: rfc3339(self.started_at_ms),
+            started_at_ms: self.started_at_ms,
+            finished_at: rfc3339(self.finished_at_ms),
+            finished_at_ms: self.finished_at_ms,
+            message: &self.message,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// What a provider returned for one call.

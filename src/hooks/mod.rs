@@ -5,15 +5,19 @@
 //! conditions ([`condition`]), and the pure bookkeeping of a metric's measurements into its
 //! phase ([`metric`]), one call of a provider ([`provider`]) and one metric run to its verdict
 //! ([`runner`]); a run as stored ([`run`]) and the store-backed keeper of templates and runs
-//! that drives each unfinished run ([`keeper`]).
+//! that drives each unfinished run ([`keeper`]); what a controller knows of an instance and
+//! passes as args ([`facts`]), and a rollout step's args, checked when its spec is applied
+//! ([`steps`]).
 
 pub mod condition;
+pub mod facts;
 pub mod keeper;
 pub mod metric;
 pub mod model;
 pub mod provider;
 pub mod run;
 pub mod runner;
+pub mod steps;
 pub mod validate;
 
 pub use condition::Condition;

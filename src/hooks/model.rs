@@ -146,6 +146,18 @@ pub struct Prometheus {
 }
 
 impl Metric {
+    /// The texts its `{{ args.NAME }}` may be written in: a web URL and header values, a
+    /// Prometheus address and query.
+    pub fn templated_texts(&self) -> Vec<&str> {
+        let web = self
+            .provider
+            .web
+            .iter()
+            .flat_map(|w| std::iter::once(w.url.as_str()).chain(w.headers.iter().map(|h| h.value.as_str())));
+        let prometheus = self.provider.prometheus.iter().flat_map(|p| [p.address.as_str(), p.query.as_str()]);
+        web.chain(prometheus).collect()
+    }
+
     /// How many measurements it takes: Some(n), or None for "until stopped".
     pub fn planned(&self) -> Option<u32> {
         match (self.count, &self.interval) {

@@ -45,7 +45,7 @@ pub struct HookRunSpec {
     pub terminate: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HookRunStatus {
     pub phase: RunPhase,
@@ -57,6 +57,41 @@ pub struct HookRunStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     pub metric_results: Vec<MetricResult>,
+}
+
+/// A run's status as written out: its times also in RFC 3339, as seed 004 shows them (read
+/// back, the ms fields are what count).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HookRunStatusShown<'a> {
+    phase: RunPhase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_at_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_at_ms: Option<u64>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
+    metric_results: &'a [MetricResult],
+}
+
+impl Serialize for HookRunStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let rfc3339 = crate::clock::rfc3339_utc_seconds;
+        HookRunStatusShown {
+            phase: self.phase,
+            started_at: self.started_at_ms.map(rfc3339),
+            started_at_ms: self.started_at_ms,
+            finished_at: self.finished_at_ms.map(rfc3339),
+            finished_at_ms: self.finished_at_ms,
+            message: &self.message,
+            metric_results: &self.metric_results,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// What a listing shows of a run.
@@ -311,6 +346,15 @@ mod tests {
         assert_eq!(run.status.phase, MetricPhase::Failed);
         assert_eq!(run.status.finished_at_ms, Some(20));
         assert!(run.status.message.starts_with("metric b Failed"), "{}", run.status.message);
+
+        // Seed 004's status: the times also in RFC 3339, the run's and each measurement's.
+        run.status.started_at_ms = Some(1_604_916_529_000);
+        let shown = serde_json::to_value(&run.status).unwrap();
+        assert_eq!(shown["startedAt"], "2020-11-09T10:08:49Z");
+        assert_eq!(shown["finishedAt"], "1970-01-01T00:00:00Z");
+        assert_eq!(shown["metricResults"][1]["measurements"][0]["startedAt"], "1970-01-01T00:00:00Z");
+        let read: HookRunStatus = serde_json::from_value(shown).unwrap();
+        assert_eq!(read, run.status, "read back as written");
 
         let mut run = HookRun::new(&t, "r", &args, BTreeMap::new(), 5).unwrap();
         run.terminate(30);

@@ -69,13 +69,13 @@ impl Supervisor {
                 spec.spec.instance
             )));
         }
-        // A rollout's hooks run stored templates: one missing would only fail the rollout later.
-        for (path, hook) in spec.strategy.hooks() {
-            if self.hooks.template(&spec.metadata.namespace, &hook.template).is_none() {
-                return Err(SupervisorError::Invalid(format!(
-                    "strategy.{path}.template: no hook template {}/{} (steward hook template apply FILE)",
-                    spec.metadata.namespace, hook.template
-                )));
+        // A rollout's hooks run stored templates with every arg given: a template missing or an
+        // arg nothing gives would only fail the rollout at its gate. A rollback runs no hooks.
+        if rollback.is_none() {
+            let stored = |name: &str| self.hooks.template(&spec.metadata.namespace, name);
+            let errors = crate::hooks::steps::check(&spec, stored, "steward hook template apply");
+            if !errors.is_empty() {
+                return Err(SupervisorError::InvalidSpec(crate::spec::SpecErrors(errors)));
             }
         }
         let key = app_key(&spec.metadata.namespace, &spec.metadata.name);

@@ -15,6 +15,7 @@ mod cron;
 pub mod desired;
 mod driver;
 mod failed_rollout;
+mod hook_facts;
 mod job;
 mod load;
 mod paths;
@@ -156,6 +157,10 @@ pub enum SupervisorError {
     /// The request itself is wrong (a bad name, empty data).
     #[error("{0}")]
     Invalid(String),
+    /// A spec that breaks a rule only the daemon's state can check (a hook step's template and
+    /// args), each mistake with its field path.
+    #[error("{0}")]
+    InvalidSpec(crate::spec::SpecErrors),
     /// The request cannot be carried out as things are (a port is taken, none is free).
     #[error("{0}")]
     Conflict(String),

@@ -332,8 +332,10 @@ impl Supervisor {
         }
     }
 
-    /// The hook's args with the canary's values filled in: the lowest-numbered instance on the
-    /// revision (before any moved, the lowest-numbered instance).
+    /// The hook's args: the step's values with the canary's `${...}` filled in, then the
+    /// canary's facts for the template's args without a value ([`crate::hooks::steps::run_args`]).
+    /// The canary is the lowest-numbered instance on the revision (before any moved, the
+    /// lowest-numbered instance).
     fn hook_args(
         &self,
         entry: &SpecEntry,
@@ -347,32 +349,29 @@ impl Supervisor {
             .min()
             .or_else(|| members.iter().filter(|m| !m.spare).map(|m| m.id).min())
             .unwrap_or(0);
-        let id = entry_id(entry, canary);
-        let ports = self
-            .instances
-            .lock()
-            .expect("instances lock")
-            .get(&id)
-            .map(|h| h.status.borrow().ports.clone())
-            .unwrap_or_default();
+        let facts = self.instance_facts(entry, canary);
         let mut values = BTreeMap::from([
-            ("hostip".to_string(), self.shared.host_ip.clone()),
+            ("hostip".to_string(), facts.host_ip.clone()),
             ("instanceid".to_string(), canary.to_string()),
-            ("namespace".to_string(), id.namespace.clone()),
-            ("name".to_string(), id.name.clone()),
+            ("namespace".to_string(), facts.id.namespace.clone()),
+            ("name".to_string(), facts.id.name.clone()),
         ]);
-        for (port, number) in ports {
+        for (port, number) in &facts.ports {
             values.insert(format!("ports.{port}"), number.to_string());
         }
-        let mut args = BTreeMap::new();
+        let mut given = BTreeMap::new();
         for arg in &hook.args {
-            args.insert(
+            given.insert(
                 arg.name.clone(),
                 fill_instance_values(&arg.value, &values)
                     .map_err(|e| format!("hook {} arg {}: {e}", hook.template, arg.name))?,
             );
         }
-        Ok(args)
+        // No template: creating the run says so.
+        let Some(template) = self.hooks().template(&entry.spec.metadata.namespace, &hook.template) else {
+            return Ok(given);
+        };
+        Ok(crate::hooks::steps::run_args(&template, given, &facts.args()))
     }
 
     /// Ends the rollout as Failed with `reason`: its spares deleted first (their ports given

@@ -53,25 +53,14 @@ impl Scheduler {
         let doc = document.value.clone();
         let spec = check_spec(&doc).map_err(spec_err)?;
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
-        // the nodes) first.
-        let stored: BTreeSet<String> = self.store.hook_templates().await?.iter().map(|t| t.key()).collect();
-        let missing: Vec<crate::spec::SpecError> = spec
-            .strategy
-            .hooks()
-            .into_iter()
-            .filter(|(_, h)| !stored.contains(&crate::hooks::run::key(&spec.metadata.namespace, &h.template)))
-            .map(|(at, h)| {
-                crate::spec::SpecError::new(
-                    format!("strategy.{at}.template"),
-                    format!(
-                        "no hook template {}/{} (steward-sched hook template apply FILE)",
-                        spec.metadata.namespace, h.template
-                    ),
-                )
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(spec_err(SpecErrors(missing)));
+        // the nodes) first, with every arg they need given.
+        let stored: BTreeMap<String, crate::hooks::HookTemplate> =
+            self.store.hook_templates().await?.into_iter().map(|t| (t.key(), t)).collect();
+        let namespace = &spec.metadata.namespace;
+        let template = |name: &str| stored.get(&crate::hooks::run::key(namespace, name)).cloned();
+        let errors = crate::hooks::steps::check(&spec, template, "steward-sched hook template apply");
+        if !errors.is_empty() {
+            return Err(spec_err(SpecErrors(errors)));
         }
         self.check_dependencies(&spec).await.map_err(spec_err)?;
         if !spec.schedule.is_empty() {
