@@ -230,7 +230,7 @@ async fn a_user_unknown_on_the_host_is_refused_by_apply_with_1() {
         other => panic!("{other:?}"),
     }
     // Validated elsewhere (steward-sched's pure check), it applies where the user exists.
-    assert!(steward::plugin::sched::check_spec(&doc).is_ok());
+    assert!(steward::sched::scheduler::check_spec(&doc).is_ok());
     let mut here = doc.clone();
     here["spec"]["template"]["spec"]["processes"][0]["user"] = "nobody".into();
     let file = d.path().join("here.json");

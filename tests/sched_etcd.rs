@@ -7,12 +7,12 @@ mod common;
 use common::Etcd;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use steward::plugin::etcd::EtcdStore;
-use steward::plugin::store::{
+use steward::protocol::DesiredChange;
+use steward::sched::etcd::EtcdStore;
+use steward::sched::store::{
     App, Dependency, DependencyCopy, DesiredStore, NodeRecord, NodeState, Placement, PlacementState,
 };
-use steward::plugin::PluginError;
-use steward::protocol::DesiredChange;
+use steward::sched::SchedError;
 
 fn app(key: &str) -> App {
     App {
@@ -49,7 +49,7 @@ async fn records_are_swapped_by_revision_and_watched() {
     assert!(web.version.is_some());
     tokio::time::timeout(Duration::from_secs(5), changes.changed()).await.unwrap().unwrap();
     let mut again = app("ns/web");
-    assert!(matches!(a.put_app(&mut again, &deployed("ns/web")).await, Err(PluginError::Conflict { .. })));
+    assert!(matches!(a.put_app(&mut again, &deployed("ns/web")).await, Err(SchedError::Conflict { .. })));
 
     // Both read it; A writes first; B's write over the old version is refused, nothing lost.
     let mut by_a = b.app("ns/web").await.unwrap().unwrap();
@@ -104,7 +104,7 @@ async fn records_are_swapped_by_revision_and_watched() {
         what: "started".into(),
     };
     a.put_dependency(&mut cache, &copies).await.unwrap();
-    assert!(matches!(b.put_dependency(&mut stale, &stored).await, Err(PluginError::Conflict { .. })));
+    assert!(matches!(b.put_dependency(&mut stale, &stored).await, Err(SchedError::Conflict { .. })));
     assert_eq!(b.dependencies().await.unwrap(), vec![cache.clone()]);
     b.delete_dependency("infra/cache").await.unwrap();
     assert!(a.dependencies().await.unwrap().is_empty());

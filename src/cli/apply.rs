@@ -39,7 +39,7 @@ pub(super) async fn apply(
     for doc in &documents {
         let checked = match roots {
             Some(roots) => spec::from_document(&doc.value, roots).map(drop),
-            None => crate::plugin::sched::check_spec(&doc.value).map(drop),
+            None => crate::sched::scheduler::check_spec(&doc.value).map(drop),
         };
         if let Err(e) = checked {
             crate::esay!("{}: {}", doc.label, doc.locate(e));

@@ -1,8 +1,8 @@
 //! `steward-sched`: the thin, stateless scheduler plugin that talks to every host's stewardd.
 
-use crate::plugin::sched::{Intent, PlacedInstance};
-use crate::plugin::{Cluster, PluginError, Scheduler};
 use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
+use crate::sched::scheduler::{Intent, PlacedInstance};
+use crate::sched::{Cluster, SchedError, Scheduler};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -395,7 +395,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     if let Some(url) = &args.store {
-        if let Err(e) = crate::plugin::etcd::parse_url(url) {
+        if let Err(e) = crate::sched::etcd::parse_url(url) {
             eprintln!("steward-sched: --store: {e}");
             return Ok(3);
         }
@@ -559,7 +559,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             Err(e) => {
                 eprintln!("steward-sched: {e}");
                 Ok(match e {
-                    PluginError::Cluster { .. } | PluginError::Store(_) | PluginError::Tls(_) => 3,
+                    SchedError::Cluster { .. } | SchedError::Store(_) | SchedError::Tls(_) => 3,
                     _ => 1,
                 })
             }
@@ -567,7 +567,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     })
 }
 
-fn print_config(entries: &[crate::plugin::sched::ConfigEntry], output: SchedOutput) {
+fn print_config(entries: &[crate::sched::scheduler::ConfigEntry], output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(entries).unwrap_or_default());
         return;
@@ -578,7 +578,7 @@ fn print_config(entries: &[crate::plugin::sched::ConfigEntry], output: SchedOutp
     }
 }
 
-fn print_nodes(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput) {
+fn print_nodes(nodes: &[crate::sched::scheduler::NodeListing], output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(nodes).unwrap_or_default());
         return;
@@ -631,7 +631,7 @@ fn print_nodes(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput)
 }
 
 /// `node ls`: the leader's records (since when each node is up, lost or removed).
-fn print_node_records(nodes: &[crate::plugin::sched::NodeListing], output: SchedOutput) {
+fn print_node_records(nodes: &[crate::sched::scheduler::NodeListing], output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(nodes).unwrap_or_default());
         return;
@@ -657,16 +657,16 @@ fn print_node_records(nodes: &[crate::plugin::sched::NodeListing], output: Sched
 }
 
 /// `steward-sched depend ...`.
-async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOutput) -> Result<(), PluginError> {
+async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOutput) -> Result<(), SchedError> {
     let json = output == SchedOutput::Json;
     match command {
         SchedDependCommand::Apply { file, grace } => {
-            for doc in
-                crate::plugin::sched::checked_documents(&file, |doc| crate::plugin::sched::check_spec(doc).map(drop))?
-            {
+            for doc in crate::sched::scheduler::checked_documents(&file, |doc| {
+                crate::sched::scheduler::check_spec(doc).map(drop)
+            })? {
                 let stored = sched.put_dependency(doc.value.clone(), grace).await.map_err(|e| match e {
-                    PluginError::Spec { errors, .. } => {
-                        PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
+                    SchedError::Spec { errors, .. } => {
+                        SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
                     }
                     e => e,
                 })?;
@@ -718,22 +718,22 @@ async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOut
 }
 
 /// `steward-sched hook ...`; false: a run waited for did not succeed.
-async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput) -> Result<bool, PluginError> {
+async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput) -> Result<bool, SchedError> {
     let json = output == SchedOutput::Json;
-    let split = |id: &str| -> Result<(String, String), PluginError> {
+    let split = |id: &str| -> Result<(String, String), SchedError> {
         id.split_once('/')
             .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
             .map(|(ns, name)| (ns.to_string(), name.to_string()))
-            .ok_or_else(|| PluginError::Apply { app: id.to_string(), message: "expected namespace/name".into() })
+            .ok_or_else(|| SchedError::Apply { app: id.to_string(), message: "expected namespace/name".into() })
     };
     match command {
         SchedHookCommand::Template(SchedHookTemplateCommand::Apply { file }) => {
             let check = |doc: &serde_json::Value| crate::hooks::template_from_document(doc).map(drop);
-            for doc in crate::plugin::sched::checked_documents(&file, check)? {
+            for doc in crate::sched::scheduler::checked_documents(&file, check)? {
                 let (text, format) = doc.body();
                 let stored = sched.put_hook_template(text, format).await.map_err(|e| match e {
-                    PluginError::Spec { errors, .. } => {
-                        PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
+                    SchedError::Spec { errors, .. } => {
+                        SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
                     }
                     e => e,
                 })?;
@@ -776,7 +776,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
             let (namespace, template) = split(&template)?;
             let mut given = std::collections::BTreeMap::new();
             for a in args {
-                let (k, v) = a.split_once('=').ok_or_else(|| PluginError::Apply {
+                let (k, v) = a.split_once('=').ok_or_else(|| SchedError::Apply {
                     app: template.clone(),
                     message: format!("--arg {a:?}: expected NAME=VALUE"),
                 })?;
@@ -838,7 +838,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
 }
 
 /// Waits for a run's verdict (a minute per ask); true when Successful.
-async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result<bool, PluginError> {
+async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result<bool, SchedError> {
     loop {
         let (node, run) = sched.hook_run(ns, name, Some(std::time::Duration::from_secs(60))).await?;
         if run.is_done() {
@@ -851,7 +851,7 @@ async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result
     }
 }
 
-async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), PluginError> {
+async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), SchedError> {
     let note = |what: &str| eprintln!("{what}");
     let (app, drive) = match command {
         SchedRolloutCommand::Status { app } => {
@@ -873,14 +873,14 @@ async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedO
     };
     if drive {
         if let crate::protocol::RolloutPhase::Failed { reason } = sched.finish_rollout(&app, &note).await? {
-            return Err(PluginError::Apply { app, message: format!("the rollout failed: {reason}") });
+            return Err(SchedError::Apply { app, message: format!("the rollout failed: {reason}") });
         }
     }
     print_rollout(&sched.rollout_status(&app).await?, output);
     Ok(())
 }
 
-fn print_rollout(status: &crate::plugin::sched::SchedRolloutStatus, output: SchedOutput) {
+fn print_rollout(status: &crate::sched::scheduler::SchedRolloutStatus, output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(status).unwrap_or_default());
         return;
@@ -890,7 +890,7 @@ fn print_rollout(status: &crate::plugin::sched::SchedRolloutStatus, output: Sche
     }
 }
 
-fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<String> {
+fn rollout_lines(status: &crate::sched::scheduler::SchedRolloutStatus) -> Vec<String> {
     let p = &status.progress;
     let phase = match status.rollout.as_ref().map(|r| &r.phase) {
         None => "never rolled out".to_string(),
@@ -903,7 +903,7 @@ fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<Strin
     for (node, body) in &status.nodes {
         let done = status.rollout.as_ref().is_some_and(|r| r.done.contains(node));
         match body {
-            crate::plugin::sched::NodeRollout::Answered(b) => {
+            crate::sched::scheduler::NodeRollout::Answered(b) => {
                 let there = b.rollout.as_ref().map_or("-".to_string(), |r| r.phase.name().to_string());
                 let mark = if done { " (done)" } else { "" };
                 let p = &b.progress;
@@ -921,7 +921,7 @@ fn rollout_lines(status: &crate::plugin::sched::SchedRolloutStatus) -> Vec<Strin
                 };
                 out.push(format!("  {node:<12} revision {:<4} {there:<12} {line}{kept}", b.revision));
             }
-            crate::plugin::sched::NodeRollout::Unreachable { unreachable } => {
+            crate::sched::scheduler::NodeRollout::Unreachable { unreachable } => {
                 out.push(format!("  {node:<12} unreachable: {unreachable}"))
             }
         }
@@ -947,7 +947,7 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
                 "INSTANCE", "NODE", "PLACEMENT", "STATE", "READY", "RESTARTS"
             );
             for p in list {
-                use crate::plugin::store::PlacementState;
+                use crate::sched::store::PlacementState;
                 let placement = match &p.placement {
                     PlacementState::Placed => "Placed".to_string(),
                     PlacementState::Lost => "Lost".to_string(),
@@ -976,7 +976,7 @@ fn print_placed(list: &[PlacedInstance], output: SchedOutput) {
 }
 
 /// `engine: leader h-42; store …; maintenance off; cordoned h2 (hard)`.
-fn engine_line(e: &crate::plugin::sched::EngineStatus) -> String {
+fn engine_line(e: &crate::sched::scheduler::EngineStatus) -> String {
     let leader = e.leader.clone().unwrap_or_else(|| "none (no steward-sched run leads)".into());
     let maintenance = match &e.maintenance {
         Some(m) if m.reason.is_empty() => "ON".to_string(),
@@ -1001,7 +1001,7 @@ fn cordon_preferred(preferred: bool, soft: Option<bool>) -> bool {
     soft.map_or(preferred, |soft| !soft)
 }
 
-fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
+fn print_engine(e: &crate::sched::scheduler::EngineStatus, output: SchedOutput) {
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(e).unwrap_or_default()),
         SchedOutput::Text => println!("{}", engine_line(e)),
@@ -1010,7 +1010,7 @@ fn print_engine(e: &crate::plugin::sched::EngineStatus, output: SchedOutput) {
 
 /// Prints a drift's moves; an instance it was asked to move that stayed makes it fail (exit
 /// 1), each named above with why. Nothing to move off `from` is done (exit 0).
-fn drifted(from: &str, list: &[crate::plugin::sched::Drifted], output: SchedOutput) -> Result<(), PluginError> {
+fn drifted(from: &str, list: &[crate::sched::scheduler::Drifted], output: SchedOutput) -> Result<(), SchedError> {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(list).unwrap_or_default());
     } else if list.is_empty() {
@@ -1024,14 +1024,14 @@ fn drifted(from: &str, list: &[crate::plugin::sched::Drifted], output: SchedOutp
     }
     match list.iter().filter(|d| d.to.is_none()).count() {
         0 => Ok(()),
-        stayed => Err(PluginError::Node {
+        stayed => Err(SchedError::Node {
             node: from.into(),
             message: format!("{stayed} of {} instance(s) stayed (each said above, with why)", list.len()),
         }),
     }
 }
 
-fn print_deleted(d: &crate::plugin::sched::Deleted, output: SchedOutput) {
+fn print_deleted(d: &crate::sched::scheduler::Deleted, output: SchedOutput) {
     if output == SchedOutput::Json {
         println!("{}", serde_json::to_string_pretty(d).unwrap_or_default());
         return;
@@ -1155,8 +1155,8 @@ async fn copy_in(
     user: Option<String>,
     container: Option<String>,
     output: SchedOutput,
-) -> Result<(), PluginError> {
-    let refuse = |message: String| PluginError::Apply { app: target.to_string(), message };
+) -> Result<(), SchedError> {
+    let refuse = |message: String| SchedError::Apply { app: target.to_string(), message };
     let (id, path) = super::steward::split_copy_target(target).map_err(refuse)?;
     let data = super::cp::read(file).map_err(refuse)?;
     let key = format!("{}/{}", id.namespace, id.name);
@@ -1179,19 +1179,19 @@ mod tests {
     /// its instances is updated, though its daemon counts them up to date with what it has.
     #[test]
     fn a_node_not_reached_shows_none_updated() {
-        let rollout: crate::plugin::store::SchedRollout = serde_json::from_value(serde_json::json!({
+        let rollout: crate::sched::store::SchedRollout = serde_json::from_value(serde_json::json!({
             "phase": "progressing", "startedMs": 1, "updatedMs": 1, "applied": {"h1": 4}, "done": []
         }))
         .unwrap();
         let body = |revision| {
-            crate::plugin::sched::NodeRollout::Answered(Box::new(crate::protocol::RolloutBody {
+            crate::sched::scheduler::NodeRollout::Answered(Box::new(crate::protocol::RolloutBody {
                 app: "ns/web".into(),
                 revision,
                 rollout: None,
                 progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
             }))
         };
-        let status = crate::plugin::sched::SchedRolloutStatus {
+        let status = crate::sched::scheduler::SchedRolloutStatus {
             app: "ns/web".into(),
             rollout: Some(rollout),
             progress: crate::protocol::RolloutProgress { instances: 6, updated: 3, ready: 3, spares: 0 },
@@ -1207,7 +1207,7 @@ mod tests {
     /// it keeps its output.
     #[test]
     fn a_failed_rollout_says_how_to_retry_and_where_its_output_is() {
-        let rollout: crate::plugin::store::SchedRollout = serde_json::from_value(serde_json::json!({
+        let rollout: crate::sched::store::SchedRollout = serde_json::from_value(serde_json::json!({
             "phase": "failed", "reason": "h1: instance 3 of revision 2: it exited", "startedMs": 1,
             "updatedMs": 1, "applied": {"h1": 2}, "done": []
         }))
@@ -1219,13 +1219,13 @@ mod tests {
             "progress": {"instances": 1, "updated": 0, "ready": 1, "spares": 0}
         }))
         .unwrap();
-        let status = crate::plugin::sched::SchedRolloutStatus {
+        let status = crate::sched::scheduler::SchedRolloutStatus {
             app: "ns/web".into(),
             rollout: Some(rollout),
             progress: crate::protocol::RolloutProgress { instances: 1, updated: 0, ready: 1, spares: 0 },
             nodes: std::collections::BTreeMap::from([(
                 "h1".to_string(),
-                crate::plugin::sched::NodeRollout::Answered(Box::new(on_h1)),
+                crate::sched::scheduler::NodeRollout::Answered(Box::new(on_h1)),
             )]),
         };
         let lines = rollout_lines(&status);
@@ -1252,7 +1252,7 @@ mod tests {
         assert!(cordon(&["--preferred"]) && !cordon(&[]));
         assert!(SchedArgs::try_parse_from(["steward-sched", "node", "cordon", "h3", "--soft", "true", "--preferred"])
             .is_err());
-        let stored: crate::plugin::store::Cordon =
+        let stored: crate::sched::store::Cordon =
             serde_json::from_value(serde_json::json!({"soft": true, "sinceMs": 1})).unwrap();
         assert!(!stored.preferred, "{stored:?}");
     }

@@ -1,6 +1,7 @@
 //! The BCS process spec (seed 000): model, parsing from JSON or TOML, validation that reports
 //! every mistake with its field path, and rendering of one instance.
 
+pub mod app_id;
 mod decode;
 pub mod error;
 pub mod model;
@@ -12,6 +13,7 @@ pub mod template;
 pub mod validate;
 pub mod yaml;
 
+pub use app_id::AppId;
 pub use error::{SpecError, SpecErrors};
 pub use model::ProcessSpec;
 pub use render::{render, InstanceId, RenderContext, RenderedInstance, Roots};

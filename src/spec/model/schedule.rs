@@ -1,6 +1,6 @@
 //! `schedule`: seed 003's scheduling block — node affinity, pod affinity and anti-affinity to
 //! other apps' labels over a topology key, tolerations of cordoned hosts, and extra labels.
-//! Read by steward-sched (src/plugin/placement.rs); a daemon on its own only reports the labels.
+//! Read by steward-sched (src/sched/placement.rs); a daemon on its own only reports the labels.
 //!
 //! Seed 003 spells the soft kind `Prefered` and the effects `NoScheduler`/`PreferNoScheduler`;
 //! Kubernetes' spellings (`Preferred`, `NoSchedule`, `PreferNoSchedule`) are read too.

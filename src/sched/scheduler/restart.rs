@@ -7,8 +7,8 @@
 
 use super::{check_spec, instance_id, PlacedInstance, Scheduler};
 use crate::client::ClientError;
-use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, DesiredChange};
+use crate::sched::SchedError;
 
 use crate::supervisor::rollout::RESTARTED_AT_LABEL;
 
@@ -17,14 +17,14 @@ const RESTART_TIMEOUT_SECS: f64 = 120.0;
 
 impl Scheduler {
     /// `restart APP [--instance N]`.
-    pub async fn restart(&self, key: &str, index: Option<u32>) -> Result<Vec<PlacedInstance>, PluginError> {
+    pub async fn restart(&self, key: &str, index: Option<u32>) -> Result<Vec<PlacedInstance>, SchedError> {
         let app = self.stored(key).await?;
-        let refuse = |message: String| PluginError::Apply { app: key.to_string(), message };
+        let refuse = |message: String| SchedError::Apply { app: key.to_string(), message };
         let Some(i) = index else {
             let mut doc = app.spec.clone();
             doc["metadata"]["labels"][RESTARTED_AT_LABEL] =
                 serde_json::json!(crate::clock::rfc3339_utc(crate::clock::now_ms()));
-            let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+            let spec = check_spec(&doc).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
             return self.deploy_and_roll_out(doc, &spec, DeployCause::Restarted, None).await;
         };
         let placement = app
@@ -42,11 +42,11 @@ impl Scheduler {
         match client.action(&instance_id(key, i), "restart", Some(RESTART_TIMEOUT_SECS)).await {
             Ok(_) => {}
             Err(e @ ClientError::Api { .. }) => {
-                return Err(PluginError::Node { node, message: format!("restart {key}/{i}: {e}") })
+                return Err(SchedError::Node { node, message: format!("restart {key}/{i}: {e}") })
             }
             Err(e) => {
                 self.note_unreachable(&node, &e.to_string());
-                return Err(PluginError::Node { node, message: format!("restart {key}/{i}: {e}") });
+                return Err(SchedError::Node { node, message: format!("restart {key}/{i}: {e}") });
             }
         }
         let (views, _) = self.read_nodes().await;
@@ -64,9 +64,9 @@ impl Scheduler {
         path: &str,
         data: Vec<u8>,
         how: (bool, Option<&str>, Option<&str>),
-    ) -> Result<(String, crate::protocol::FileCopied), PluginError> {
+    ) -> Result<(String, crate::protocol::FileCopied), SchedError> {
         let app = self.stored(key).await?;
-        let refuse = |message: String| PluginError::Apply { app: key.to_string(), message };
+        let refuse = |message: String| SchedError::Apply { app: key.to_string(), message };
         let placement = app
             .placements
             .get(&index)
@@ -82,7 +82,7 @@ impl Scheduler {
                 if !matches!(e, ClientError::Api { .. }) {
                     self.note_unreachable(&node, &e.to_string());
                 }
-                Err(PluginError::Node { node, message: format!("cp to {key}/{index}: {e}") })
+                Err(SchedError::Node { node, message: format!("cp to {key}/{index}: {e}") })
             }
         }
     }

@@ -33,7 +33,7 @@ pub use rollout::{NodeRollout, SchedRolloutStatus};
 use super::cluster::Cluster;
 use super::placement::NodeView;
 use super::store::{App, DesiredStore, LocalStore, PlacementState};
-use super::PluginError;
+use super::SchedError;
 use crate::client::Client;
 use crate::protocol::DeployCause;
 use crate::spec::{InstanceId, ProcessSpec, SpecErrors};
@@ -183,10 +183,10 @@ impl Scheduler {
     /// Opens the cluster's clients and the embedded desired-state store.
     /// Opens the cluster's clients and its desired-state store: etcd when `store` (or the
     /// cluster file's `store`) names one, else the embedded store under `state_dir`.
-    pub async fn open(cluster: Cluster, store: Option<&str>) -> Result<Scheduler, PluginError> {
+    pub async fn open(cluster: Cluster, store: Option<&str>) -> Result<Scheduler, SchedError> {
         let url = store.or(cluster.store.as_deref()).map(String::from);
         let (store, shared): (Box<dyn DesiredStore>, bool) = match &url {
-            Some(url) => (Box::new(crate::plugin::etcd::EtcdStore::connect(url).await?), true),
+            Some(url) => (Box::new(crate::sched::etcd::EtcdStore::connect(url).await?), true),
             None => (Box::new(LocalStore::open(&cluster.state_dir)?), false),
         };
         let mut sched = Scheduler::with_store(cluster, store)?;
@@ -198,7 +198,7 @@ impl Scheduler {
     }
 
     /// With another [`DesiredStore`] (a distributed one, a test double).
-    pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, PluginError> {
+    pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, SchedError> {
         let nodes = std::sync::RwLock::new(std::sync::Arc::new(cluster.clients()?));
         let store_name = format!("embedded ({})", cluster.state_dir.display());
         Ok(Scheduler {
@@ -224,7 +224,7 @@ impl Scheduler {
 
     /// Takes the nodes of a reloaded cluster file: what was added, removed, changed (another
     /// address, name checked or token; with `new_roots`, every node kept).
-    pub fn set_nodes(&self, cluster: &Cluster, new_roots: bool) -> Result<NodesChanged, PluginError> {
+    pub fn set_nodes(&self, cluster: &Cluster, new_roots: bool) -> Result<NodesChanged, SchedError> {
         let fresh = cluster.clients()?;
         let mut nodes = self.nodes.write().expect("nodes lock");
         let old: BTreeMap<&str, &Client> = nodes.iter().map(|(n, c)| (n.as_str(), c)).collect();
@@ -456,7 +456,7 @@ impl Scheduler {
     }
 
     /// `status`: every app's placements with what the nodes report.
-    pub async fn status(&self) -> Result<Vec<PlacedInstance>, PluginError> {
+    pub async fn status(&self) -> Result<Vec<PlacedInstance>, SchedError> {
         let (views, _) = self.read_nodes().await;
         let mut out = Vec::new();
         for app in self.store.apps().await? {
@@ -474,7 +474,7 @@ impl Scheduler {
         key: &str,
         why: &crate::protocol::DesiredChange,
         change: impl Fn(&mut App) -> bool,
-    ) -> Result<Option<App>, PluginError> {
+    ) -> Result<Option<App>, SchedError> {
         for _ in 0..UPDATE_TRIES {
             let Some(mut app) = self.store.app(key).await? else { return Ok(None) };
             if !change(&mut app) {
@@ -482,18 +482,18 @@ impl Scheduler {
             }
             match self.store.put_app(&mut app, why).await {
                 Ok(()) => return Ok(Some(app)),
-                Err(PluginError::Conflict { .. }) => continue,
+                Err(SchedError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(PluginError::Conflict { app: key.to_string() })
+        Err(SchedError::Conflict { app: key.to_string() })
     }
 
     /// App `key` as stored, unless it is being deleted.
-    async fn stored(&self, key: &str) -> Result<App, PluginError> {
+    async fn stored(&self, key: &str) -> Result<App, SchedError> {
         let app = self.stored_any(key).await?;
         match &app.deleting {
-            Some(d) => Err(PluginError::Apply {
+            Some(d) => Err(SchedError::Apply {
                 app: key.to_string(),
                 message: format!(
                     "it is being deleted (nodes {} have yet to get the delete); deploy it again to bring it back",
@@ -505,7 +505,7 @@ impl Scheduler {
     }
 
     /// App `key` as stored, being deleted or not; a missing one's error says what was meant.
-    async fn stored_any(&self, key: &str) -> Result<App, PluginError> {
+    async fn stored_any(&self, key: &str) -> Result<App, SchedError> {
         if let Some(app) = self.store.app(key).await? {
             return Ok(app);
         }
@@ -524,7 +524,7 @@ impl Scheduler {
             (false, []) => "apps are named namespace/name; `steward-sched status` lists them".into(),
             (true, []) => "deploy it first; `steward-sched status` lists the apps".into(),
         };
-        Err(PluginError::NoApp { app: key.to_string(), hint })
+        Err(SchedError::NoApp { app: key.to_string(), hint })
     }
 
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
@@ -534,13 +534,12 @@ impl Scheduler {
         key: &str,
         instances: u32,
         wait_for_room: Option<bool>,
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
         let mut app = self.stored(key).await?;
-        let spec =
-            check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+        let spec = check_spec(&app.spec).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         if spec.daemon_set.is_some() {
             let message = "a daemon set runs one instance on every matching host: change its constraint".into();
-            return Err(PluginError::Apply { app: key.to_string(), message });
+            return Err(SchedError::Apply { app: key.to_string(), message });
         }
         app.spec["spec"]["instance"] = json!(instances);
         let cause = DeployCause::Scaled { instances };

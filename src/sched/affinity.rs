@@ -1,6 +1,6 @@
 //! Seed 003's `schedule` in placement: node affinity, pod affinity and anti-affinity over a
 //! topology key. Required kinds filter nodes; Prefered kinds score them, and the placement
-//! takes the highest score before it spreads (src/plugin/placement.rs).
+//! takes the highest score before it spreads (src/sched/placement.rs).
 //!
 //! - Node affinity, Required: at least one term holds (a term: all its expressions). Prefered:
 //!   each term that holds adds its weight.
@@ -205,7 +205,7 @@ fn describe_selector(s: &LabelSelector) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::plugin::placement::{place, NodeView, Request};
+    use crate::sched::placement::{place, NodeView, Request};
     use crate::spec::model::Schedule;
     use serde_json::json;
     use std::collections::BTreeMap;

@@ -12,9 +12,9 @@
 
 use super::{app_key, check_spec, Scheduler};
 use crate::client::ClientError;
-use crate::plugin::store::{App, SchedRollout};
-use crate::plugin::PluginError;
 use crate::protocol::{DesiredChange, RolloutBody, RolloutPhase, RolloutProgress};
+use crate::sched::store::{App, SchedRollout};
+use crate::sched::SchedError;
 use crate::spec::Format;
 use serde::Serialize;
 use serde_json::Value;
@@ -158,7 +158,7 @@ impl Scheduler {
     /// Drives `key`'s rollout until it is no longer progressing (complete, failed, paused, or
     /// taken over), telling `note` each step. Returns the phase it ended in.
     /// A rollout that failed and went back (autoRollback) ends Failed, once back.
-    pub async fn drive_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, PluginError> {
+    pub async fn drive_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
         let mut went_back: Option<String> = None;
         loop {
             let app = self.stored(key).await?;
@@ -236,7 +236,7 @@ impl Scheduler {
     /// drives rollouts: two drivers would apply each step twice), in which case this follows
     /// what the leader does, telling `note` each node's step. Returns the phase it ended in (a
     /// rollout that failed and went back: Failed).
-    pub async fn finish_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, PluginError> {
+    pub async fn finish_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
         let first = self.stored(key).await?.rollout;
         match &first {
             None => return Ok(RolloutPhase::Complete),
@@ -321,7 +321,7 @@ impl Scheduler {
         key: &str,
         why: &DesiredChange,
         change: impl Fn(&mut SchedRollout),
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), SchedError> {
         self.update_app(key, why, |app| {
             let Some(rollout) = app.rollout.as_mut() else { return false };
             change(rollout);
@@ -333,7 +333,7 @@ impl Scheduler {
     }
 
     /// `rollout status APP`.
-    pub async fn rollout_status(&self, key: &str) -> Result<SchedRolloutStatus, PluginError> {
+    pub async fn rollout_status(&self, key: &str) -> Result<SchedRolloutStatus, SchedError> {
         let app = self.stored(key).await?;
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         let mut nodes = BTreeMap::new();
@@ -361,22 +361,22 @@ impl Scheduler {
     }
 
     /// `rollout pause APP`: no node gets the spec until resumed, and the node rolling pauses.
-    pub async fn pause_rollout(&self, key: &str) -> Result<(), PluginError> {
+    pub async fn pause_rollout(&self, key: &str) -> Result<(), SchedError> {
         self.set_phase(key, RolloutPhase::Paused, "pause").await
     }
 
     /// `rollout resume APP`: the node that was rolling goes on, then the next ones.
-    pub async fn resume_rollout(&self, key: &str) -> Result<(), PluginError> {
+    pub async fn resume_rollout(&self, key: &str) -> Result<(), SchedError> {
         self.set_phase(key, RolloutPhase::Progressing, "resume").await
     }
 
-    async fn set_phase(&self, key: &str, phase: RolloutPhase, action: &str) -> Result<(), PluginError> {
+    async fn set_phase(&self, key: &str, phase: RolloutPhase, action: &str) -> Result<(), SchedError> {
         let app = self.stored(key).await?;
         let Some(rollout) = app.rollout.clone() else {
-            return Err(PluginError::Apply { app: key.into(), message: "it has no rollout".into() });
+            return Err(SchedError::Apply { app: key.into(), message: "it has no rollout".into() });
         };
         if !matches!(rollout.phase, RolloutPhase::Progressing | RolloutPhase::Paused) {
-            return Err(PluginError::Apply {
+            return Err(SchedError::Apply {
                 app: key.into(),
                 message: format!("its rollout is {}; nothing to {action}", rollout.phase.name()),
             });
@@ -406,10 +406,10 @@ impl Scheduler {
 
     /// `rollout undo APP`: the spec deployed before the current one, deployed again (with
     /// today's count), rolled out the same way.
-    pub async fn undo_rollout(&self, key: &str) -> Result<(), PluginError> {
+    pub async fn undo_rollout(&self, key: &str) -> Result<(), SchedError> {
         let app = self.stored(key).await?;
         let Some(mut previous) = app.previous.clone() else {
-            return Err(PluginError::Apply { app: key.into(), message: "no earlier spec to go back to".into() });
+            return Err(SchedError::Apply { app: key.into(), message: "no earlier spec to go back to".into() });
         };
         previous["spec"]["instance"] = app.spec["spec"]["instance"].clone();
         // Rolled out as the app rolls out now.
@@ -419,7 +419,7 @@ impl Scheduler {
             doc.remove("strategy");
         }
         let spec =
-            check_spec(&previous).map_err(|errors| PluginError::Spec { path: "(previous spec)".into(), errors })?;
+            check_spec(&previous).map_err(|errors| SchedError::Spec { path: "(previous spec)".into(), errors })?;
         debug_assert_eq!(app_key(&spec), key);
         self.deploy_doc(previous, &BTreeSet::new(), crate::protocol::DeployCause::Deployed).await?;
         Ok(())

@@ -3,7 +3,7 @@
 //! failures as local checks; when the failures add up, the instance is failed through its
 //! daemon, whose restart policy restarts it (counted in RESTARTS, after its backoff) or gives up.
 
-use super::sched::{check_spec, Scheduler};
+use super::scheduler::{check_spec, Scheduler};
 use super::store::{App, PlacementState};
 use crate::clock::now_ms;
 use crate::health::{Outcome, Prober, Tracker, Verdict};

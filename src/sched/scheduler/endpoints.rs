@@ -285,7 +285,7 @@ impl Scheduler {
     }
 
     /// `endpoints APP`: the app's endpoints as stored (None: none yet: nothing was ever ready).
-    pub async fn stored_endpoints(&self, key: &str) -> Result<Option<AppEndpoints>, super::PluginError> {
+    pub async fn stored_endpoints(&self, key: &str) -> Result<Option<AppEndpoints>, super::SchedError> {
         self.stored_any(key).await?;
         Ok(self.store.endpoints().await?.into_iter().find(|e| e.key() == key))
     }
@@ -297,7 +297,7 @@ impl Scheduler {
         &self,
         key: &str,
         mut each: impl FnMut(Option<&AppEndpoints>) -> bool,
-    ) -> Result<(), super::PluginError> {
+    ) -> Result<(), super::SchedError> {
         let mut changes = self.store.changes();
         let mut last: Option<u64> = None;
         loop {

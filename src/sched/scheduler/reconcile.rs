@@ -9,9 +9,9 @@
 
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::client::ClientError;
-use crate::plugin::placement::NodeView;
-use crate::plugin::store::{App, Placement, PlacementState};
 use crate::protocol::{DeployCause, DesiredChange, RolloutPhase, SchedEvent, SchedLine, WatchLine};
+use crate::sched::placement::NodeView;
+use crate::sched::store::{App, Placement, PlacementState};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How often the leader reconciles without being asked.

@@ -3,12 +3,12 @@
 
 use super::follow::HeardAt;
 use super::{check_spec, instance_id, Emit, Scheduler};
-use crate::plugin::store::{App, PlacementState};
-use crate::plugin::PluginError;
 use crate::protocol::{
     DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem, NodeState,
     SchedEvent, SchedLine, State, WatchLine,
 };
+use crate::sched::store::{App, PlacementState};
+use crate::sched::SchedError;
 use crate::spec::model::RestartPolicyKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -28,10 +28,10 @@ impl Scheduler {
         self: Arc<Self>,
         cluster_file: Option<std::path::PathBuf>,
         emit: impl Fn(&WatchLine) + Send + Sync + 'static,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), SchedError> {
         let who = format!("{}-{}", crate::host::hostname(), std::process::id());
         // Notifications (seed 002's callbacks) of what the leader sees and does.
-        let notifier = Arc::new(crate::plugin::notify::Notifier::new(&who));
+        let notifier = Arc::new(crate::sched::notify::Notifier::new(&who));
         let emit: Emit = {
             let notifier = notifier.clone();
             Arc::new(move |line: &WatchLine| {
@@ -48,17 +48,17 @@ impl Scheduler {
         }
         let mut reload = cluster_file.map(ClusterWatch::new);
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(|e| PluginError::Store(format!("SIGHUP handler: {e}")))?;
+            .map_err(|e| SchedError::Store(format!("SIGHUP handler: {e}")))?;
         let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         let mut lost: BTreeSet<String> = BTreeSet::new();
         let mut heard: BTreeSet<String> = BTreeSet::new();
-        let checks = crate::plugin::checks::RemoteChecks::new(self.clone(), emit.clone());
+        let checks = crate::sched::checks::RemoteChecks::new(self.clone(), emit.clone());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
         // Several `run`s may share one store: one leads and acts; the others print what they
         // see and wait to take over (etcd: an election under a lease; embedded: a lock file).
         let mut campaign = Some(self.campaign(&who, Duration::ZERO));
-        let mut leadership: Option<crate::plugin::store::Leadership> = None;
+        let mut leadership: Option<crate::sched::store::Leadership> = None;
         let mut changes = self.store.changes();
         // The reconcile: on a period, and soon after an instance is deleted on a node.
         let mut last_reconcile = Instant::now();
@@ -331,8 +331,8 @@ impl Scheduler {
 
     /// Notifications for what a node's event says of an instance of a known app: it exited, it
     /// is restarting (counted), it runs without a port it declares.
-    async fn notify_event(&self, node: &str, ev: &Event, notifier: &crate::plugin::notify::Notifier) {
-        use crate::plugin::notify::Kind as Note;
+    async fn notify_event(&self, node: &str, ev: &Event, notifier: &crate::sched::notify::Notifier) {
+        use crate::sched::notify::Kind as Note;
         let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
             return;
         };
@@ -388,7 +388,7 @@ impl Scheduler {
         self: &Arc<Self>,
         who: &str,
         delay: Duration,
-    ) -> tokio::task::JoinHandle<Result<crate::plugin::store::Leadership, PluginError>> {
+    ) -> tokio::task::JoinHandle<Result<crate::sched::store::Leadership, SchedError>> {
         let (sched, who) = (self.clone(), who.to_string());
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -418,7 +418,7 @@ impl Scheduler {
                 }
                 Ok(_) => {}
                 // Changed meanwhile (a deploy): looked at again with the change.
-                Err(PluginError::Conflict { .. }) => {}
+                Err(SchedError::Conflict { .. }) => {}
                 Err(e) => tracing::warn!("applying the pending placements of {}: {e}", app.key),
             }
         }
@@ -702,7 +702,7 @@ impl Scheduler {
     }
 
     /// Marks the Lost placements `ids` on `node` Placed again (a returning node still runs them).
-    async fn placed_again(&self, key: &str, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), PluginError> {
+    async fn placed_again(&self, key: &str, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), SchedError> {
         self.update_app(key, why, |a| {
             let mut any = false;
             for i in ids {
@@ -877,20 +877,20 @@ impl ClusterWatch {
 
     fn read(&self) -> Option<(Vec<u8>, Vec<u8>)> {
         let file = std::fs::read(&self.path).ok()?;
-        let ca = crate::plugin::Cluster::load(&self.path).ok().and_then(|c| std::fs::read(c.ca).ok());
+        let ca = crate::sched::Cluster::load(&self.path).ok().and_then(|c| std::fs::read(c.ca).ok());
         Some((file, ca.unwrap_or_default()))
     }
 
     /// The cluster file again, when it (or its CA) changed or a SIGHUP asked for it.
     /// With whether the CA changed (then every node is followed anew, with the new roots).
-    fn changed(&mut self) -> Option<Result<(crate::plugin::Cluster, bool), PluginError>> {
+    fn changed(&mut self) -> Option<Result<(crate::sched::Cluster, bool), SchedError>> {
         let now = self.read();
         if now == self.seen && !std::mem::take(&mut self.forced) {
             return None;
         }
         let ca_changed = now.as_ref().map(|n| &n.1) != self.seen.as_ref().map(|s| &s.1);
         self.seen = now;
-        Some(crate::plugin::Cluster::load(&self.path).map(|c| (c, ca_changed)))
+        Some(crate::sched::Cluster::load(&self.path).map(|c| (c, ca_changed)))
     }
 }
 
@@ -899,8 +899,8 @@ const MAXTIMES_REACHED: &str = "maxtimes reached";
 
 /// Notifications for what the leader itself saw: an instance missing on its node, or on a node
 /// that was lost.
-fn notify_of(notifier: &crate::plugin::notify::Notifier, line: &WatchLine) {
-    use crate::plugin::notify::Kind as Note;
+fn notify_of(notifier: &crate::sched::notify::Notifier, line: &WatchLine) {
+    use crate::sched::notify::Kind as Note;
     let WatchLine::Sched(l) = line else { return };
     match &l.body {
         SchedEvent::InstanceMissing { instance, node } => {

@@ -12,9 +12,9 @@
 
 use super::{check_spec, Emit, Scheduler, UPDATE_TRIES};
 use crate::client::ClientError;
-use crate::plugin::store::{App, Dependency, DependencyCopy};
-use crate::plugin::PluginError;
 use crate::protocol::{DesiredChange, SchedEvent, SchedLine, WatchLine};
+use crate::sched::store::{App, Dependency, DependencyCopy};
+use crate::sched::SchedError;
 use crate::spec::model::{DependencyRef, DependencyScope};
 use crate::spec::{Format, ProcessSpec, SpecError, SpecErrors};
 use serde::Serialize;
@@ -153,8 +153,8 @@ impl Scheduler {
     /// `depend apply FILE`: stores a dependency (a changed spec bumps its revision, and its
     /// copies take it: here unless a leader applies, else by the leader's sweep). Deploys nothing
     /// new: copies start with their first dependent.
-    pub async fn put_dependency(&self, doc: Value, grace_secs: Option<u64>) -> Result<DependencyStatus, PluginError> {
-        let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(dependency)".into(), errors })?;
+    pub async fn put_dependency(&self, doc: Value, grace_secs: Option<u64>) -> Result<DependencyStatus, SchedError> {
+        let spec = check_spec(&doc).map_err(|errors| SchedError::Spec { path: "(dependency)".into(), errors })?;
         let mut refused = Vec::new();
         if spec.runs_to_completion() {
             refused.push(SpecError::new("job", "a dependency runs beside its dependents: it cannot be a job"));
@@ -169,7 +169,7 @@ impl Scheduler {
             refused.push(SpecError::new("metadata.name", why));
         }
         if !refused.is_empty() {
-            return Err(PluginError::Spec { path: "(dependency)".into(), errors: SpecErrors(refused) });
+            return Err(SchedError::Spec { path: "(dependency)".into(), errors: SpecErrors(refused) });
         }
         let mut doc = doc;
         doc["spec"]["instance"] = json!(1);
@@ -203,23 +203,23 @@ impl Scheduler {
                     }
                     return self.dependency_status(&key).await;
                 }
-                Err(PluginError::Conflict { .. }) => continue,
+                Err(SchedError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(PluginError::Conflict { app: format!("dependency {key}") })
+        Err(SchedError::Conflict { app: format!("dependency {key}") })
     }
 
     /// `depend ls`: every dependency, its dependents and copies.
-    pub async fn dependency_statuses(&self) -> Result<Vec<DependencyStatus>, PluginError> {
+    pub async fn dependency_statuses(&self) -> Result<Vec<DependencyStatus>, SchedError> {
         let apps = self.store.apps().await?;
         let wanted = wanted(&apps);
         Ok(self.store.dependencies().await?.iter().map(|d| status_of(d, &apps, &wanted)).collect())
     }
 
-    async fn dependency_status(&self, key: &str) -> Result<DependencyStatus, PluginError> {
+    async fn dependency_status(&self, key: &str) -> Result<DependencyStatus, SchedError> {
         let all = self.dependency_statuses().await?;
-        all.into_iter().find(|d| d.dependency == key).ok_or_else(|| PluginError::Apply {
+        all.into_iter().find(|d| d.dependency == key).ok_or_else(|| SchedError::Apply {
             app: key.to_string(),
             message: "no such dependency (`steward-sched depend ls` lists them)".into(),
         })
@@ -228,17 +228,17 @@ impl Scheduler {
     /// `depend rm KEY [--force]`: refused while an app declares it, unless forced: then its
     /// copies are deleted on every node that answers. Returns the nodes that did not (their
     /// copies stay until removed there).
-    pub async fn delete_dependency(&self, key: &str, force: bool) -> Result<Vec<String>, PluginError> {
+    pub async fn delete_dependency(&self, key: &str, force: bool) -> Result<Vec<String>, SchedError> {
         let apps = self.store.apps().await?;
         let Some(dep) = self.store.dependencies().await?.into_iter().find(|d| d.key == key) else {
-            return Err(PluginError::Apply {
+            return Err(SchedError::Apply {
                 app: key.to_string(),
                 message: "no such dependency (`steward-sched depend ls` lists them)".into(),
             });
         };
         let dependents = dependents_of(key, &apps);
         if !dependents.is_empty() && !force {
-            return Err(PluginError::Apply {
+            return Err(SchedError::Apply {
                 app: key.to_string(),
                 message: format!(
                     "{} depend(s) on it: delete them first, or --force (its copies are removed under them)",
@@ -359,7 +359,7 @@ impl Scheduler {
         copy: &str,
         what: &str,
         change: impl Fn(&mut Dependency),
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), SchedError> {
         for _ in 0..UPDATE_TRIES {
             let Some(mut dep) = self.store.dependencies().await?.into_iter().find(|d| d.key == key) else {
                 return Ok(());
@@ -372,11 +372,11 @@ impl Scheduler {
             };
             match self.store.put_dependency(&mut dep, &why).await {
                 Ok(()) => return Ok(()),
-                Err(PluginError::Conflict { .. }) => continue,
+                Err(SchedError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(PluginError::Conflict { app: format!("dependency {key}") })
+        Err(SchedError::Conflict { app: format!("dependency {key}") })
     }
 
     /// Copies on an older revision of dependency `key` take the new one, one node at a time, the
@@ -626,7 +626,7 @@ fn status_of(dep: &Dependency, apps: &[App], wanted: &BTreeMap<String, BTreeMap<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::store::{Placement, PlacementState};
+    use crate::sched::store::{Placement, PlacementState};
 
     fn app(key: &str, deps: Value, nodes: &[&str]) -> App {
         App {
@@ -656,7 +656,7 @@ mod tests {
         let node = json!([{"name": "infra/cache"}]);
         let per_ns = json!([{"name": "infra/cache", "scope": "namespace"}]);
         let mut gone = app("a/gone", node.clone(), &["h1"]);
-        gone.deleting = Some(crate::plugin::store::Deleting { since_ms: 1, nodes: Default::default() });
+        gone.deleting = Some(crate::sched::store::Deleting { since_ms: 1, nodes: Default::default() });
         let apps = vec![
             app("a/one", node.clone(), &["h1", "h1", "h2"]),
             app("b/two", node.clone(), &["h1"]),

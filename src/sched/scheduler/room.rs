@@ -4,10 +4,10 @@
 
 use super::run::sched_line;
 use super::{check_spec, Emit, Scheduler};
-use crate::plugin::placement::NodeView;
-use crate::plugin::store::{App, Settings};
-use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, SchedEvent};
+use crate::sched::placement::NodeView;
+use crate::sched::store::{App, Settings};
+use crate::sched::SchedError;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
@@ -61,7 +61,7 @@ impl Scheduler {
         let why = DeployCause::Rescheduled { reason: "room found".into() };
         match self.place_counted(key, &spec, Some(app), &avoid, views, down, settings, &hold, &why) {
             Ok(_) => true,
-            Err(PluginError::Placement(e)) => e.index > first,
+            Err(SchedError::Placement(e)) => e.index > first,
             Err(_) => false,
         }
     }

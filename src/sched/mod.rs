@@ -12,24 +12,24 @@ pub mod notify;
 pub mod placement;
 #[cfg(test)]
 mod placement_bench;
-pub mod sched;
+pub mod scheduler;
 pub mod store;
 pub mod unreported_keys;
 
 pub use cluster::Cluster;
-pub use sched::Scheduler;
+pub use scheduler::Scheduler;
 
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PluginError {
+pub enum SchedError {
     #[error("cluster file {path}: {message}")]
     Cluster { path: PathBuf, message: String },
     #[error("{path}: {errors}")]
     Spec { path: PathBuf, errors: crate::spec::SpecErrors },
     /// Several documents' mistakes, each its own error.
     #[error("{}", several(.0))]
-    Several(Vec<PluginError>),
+    Several(Vec<SchedError>),
     #[error("{0}")]
     Placement(#[from] placement::PlacementError),
     #[error("applying {app}: {message}")]
@@ -55,7 +55,7 @@ pub enum PluginError {
 }
 
 /// One error per line.
-fn several(errors: &[PluginError]) -> String {
+fn several(errors: &[SchedError]) -> String {
     errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn the_maintenance_refusal_says_when_for_people() {
         let since_ms = crate::clock::now_ms() - (2 * 3600 + 5 * 60) * 1000;
-        let e = PluginError::Maintenance { since_ms, reason: "moving racks".into() }.to_string();
+        let e = SchedError::Maintenance { since_ms, reason: "moving racks".into() }.to_string();
         let utc = crate::clock::rfc3339_utc(since_ms);
         assert!(e.contains(&utc[..19]) && e.contains("2h 5m ago"), "{e}");
         assert!(!e.contains(&since_ms.to_string()) && e.contains(": moving racks"), "{e}");

@@ -60,7 +60,7 @@ fn what_nodes_report(nodes: &[NodeView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::unreported_keys;
-    use crate::plugin::placement::NodeView;
+    use crate::sched::placement::NodeView;
     use serde_json::json;
 
     fn node(topology: &[(&str, &str)], attributes: &[(&str, &str)]) -> NodeView {

@@ -2,7 +2,7 @@
 //! so a distributed store (etcd) can replace the embedded one; [`LocalStore`] keeps it in the
 //! project's redb store (durable commits, a journal of the scheduler's decisions).
 
-use super::PluginError;
+use super::SchedError;
 use crate::protocol::DesiredChange;
 use crate::store::{Batch, Store, Table};
 use serde::{Deserialize, Serialize};
@@ -197,42 +197,42 @@ pub use crate::protocol::NodeState;
 /// Where desired state lives. Every method is one durable step.
 #[async_trait::async_trait]
 pub trait DesiredStore: Send + Sync {
-    async fn apps(&self) -> Result<Vec<App>, PluginError>;
-    async fn app(&self, key: &str) -> Result<Option<App>, PluginError>;
+    async fn apps(&self) -> Result<Vec<App>, SchedError>;
+    async fn app(&self, key: &str) -> Result<Option<App>, SchedError>;
     /// Creates or replaces; `why` is journaled with it. A store that keeps versions (etcd)
     /// writes only over the version `app` was read at (a new app: only when there is none),
-    /// else fails with [`PluginError::Conflict`]; `app.version` is then the one written.
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError>;
-    async fn delete_app(&self, key: &str) -> Result<(), PluginError>;
+    /// else fails with [`SchedError::Conflict`]; `app.version` is then the one written.
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError>;
+    async fn delete_app(&self, key: &str) -> Result<(), SchedError>;
     /// Every HookTemplate (seed 004) the cluster's rollouts and runs use.
-    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError>;
-    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError>;
-    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError>;
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, SchedError>;
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), SchedError>;
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), SchedError>;
     /// Every dependency (seed 002's dependency pods).
-    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError>;
+    async fn dependencies(&self) -> Result<Vec<Dependency>, SchedError>;
     /// Creates or replaces by compare-and-swap, as [`DesiredStore::put_app`].
-    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError>;
-    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError>;
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), SchedError>;
+    async fn delete_dependency(&self, key: &str) -> Result<(), SchedError>;
     /// Every node record the leading `run` wrote.
-    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError>;
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, SchedError>;
     /// Writes a node's record (the leader alone writes them: no compare-and-swap).
-    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError>;
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError>;
     /// Every app's endpoints the leading `run` wrote (issue 27).
-    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError>;
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, SchedError>;
     /// Writes an app's endpoints (the leader alone writes them: no compare-and-swap).
-    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError>;
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), SchedError>;
     /// Removes an app's endpoints (`namespace/name`; nothing to remove is no error).
-    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError>;
+    async fn delete_endpoints(&self, key: &str) -> Result<(), SchedError>;
     /// The cluster's controls (default when never written).
-    async fn settings(&self) -> Result<Settings, PluginError>;
-    /// Writes them over the version read (else [`PluginError::Conflict`]), journaling `why`.
-    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError>;
+    async fn settings(&self) -> Result<Settings, SchedError>;
+    /// Writes them over the version read (else [`SchedError::Conflict`]), journaling `why`.
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), SchedError>;
     /// Who leads the `run`s, if one does.
     async fn leader(&self) -> Option<String>;
     /// Waits until this process leads the `run`s sharing the store (one acts, the others follow
     /// and take over when it dies); the leadership lasts while the returned value is held and its
     /// `lost` has not fired.
-    async fn lead(&self, who: &str) -> Result<Leadership, PluginError>;
+    async fn lead(&self, who: &str) -> Result<Leadership, SchedError>;
     /// Wakes whenever the desired state may have changed (a watch), if the store can tell;
     /// None: the caller polls.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -256,8 +256,8 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<String>,
     /// The scheduler's own settings (seed 002's engine config; `config get|set`).
-    #[serde(default, skip_serializing_if = "crate::plugin::sched::EngineConfig::is_default")]
-    pub config: crate::plugin::sched::EngineConfig,
+    #[serde(default, skip_serializing_if = "crate::sched::scheduler::EngineConfig::is_default")]
+    pub config: crate::sched::scheduler::EngineConfig,
     /// The store's version of the record as read; not stored in it.
     #[serde(skip)]
     pub version: Option<i64>,
@@ -339,13 +339,13 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_millis(500);
 const YIELD_FOR: std::time::Duration = std::time::Duration::from_millis(25);
 
 impl LocalStore {
-    pub fn open(dir: &Path) -> Result<LocalStore, PluginError> {
+    pub fn open(dir: &Path) -> Result<LocalStore, SchedError> {
         let local = LocalStore { dir: dir.to_path_buf(), held: Default::default() };
         local.with(|_| Ok(()))?;
         Ok(local)
     }
 
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, PluginError>) -> Result<T, PluginError> {
+    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, SchedError>) -> Result<T, SchedError> {
         let mut held = self.held.lock().expect("store handle lock");
         if held.as_ref().is_some_and(|h| h.opened.elapsed() >= HOLD_AT_MOST) {
             *held = None;
@@ -393,7 +393,7 @@ impl LocalStore {
         read: Option<i64>,
         mut value: serde_json::Value,
         why: &DesiredChange,
-    ) -> Result<Option<i64>, PluginError> {
+    ) -> Result<Option<i64>, SchedError> {
         let why = serde_json::to_value(why).map_err(store_err)?;
         self.with(|s| {
             let current = s.get(table, key).map_err(store_err)?.map(|v| version_of(&v));
@@ -418,24 +418,24 @@ fn version_of(record: &serde_json::Value) -> i64 {
     record.get(STORE_VERSION).and_then(serde_json::Value::as_i64).unwrap_or(0)
 }
 
-fn read_app(key: &str, record: &serde_json::Value) -> Result<App, PluginError> {
+fn read_app(key: &str, record: &serde_json::Value) -> Result<App, SchedError> {
     let mut app: App = serde_json::from_value(record.clone()).map_err(|e| store_err(format!("app {key}: {e}")))?;
     app.version = Some(version_of(record));
     Ok(app)
 }
 
-fn store_err(e: impl std::fmt::Display) -> PluginError {
-    PluginError::Store(e.to_string())
+fn store_err(e: impl std::fmt::Display) -> SchedError {
+    SchedError::Store(e.to_string())
 }
 
 #[async_trait::async_trait]
 impl DesiredStore for LocalStore {
-    async fn apps(&self) -> Result<Vec<App>, PluginError> {
+    async fn apps(&self) -> Result<Vec<App>, SchedError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot.table(Table::Specs).map(|(key, v)| read_app(key, v)).collect()
     }
 
-    async fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
+    async fn app(&self, key: &str) -> Result<Option<App>, SchedError> {
         match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
             Some(v) => read_app(key, &v).map(Some),
             None => Ok(None),
@@ -445,20 +445,20 @@ impl DesiredStore for LocalStore {
     /// Compare-and-swap on the record's `storeVersion`, read and written while this process
     /// alone holds the store (redb's one handle): the `run` and the commands beside it never
     /// overwrite each other's change unseen.
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*app).map_err(store_err)?;
         let written = self.swap(Table::Specs, &app.key, app.version, value, why)?;
-        app.version = Some(written.ok_or_else(|| PluginError::Conflict { app: app.key.clone() })?);
+        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.clone() })?);
         Ok(())
     }
 
-    async fn delete_app(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_app(&self, key: &str) -> Result<(), SchedError> {
         let why = serde_json::to_value(DesiredChange::AppDeleted { app: key.to_string() }).map_err(store_err)?;
         let batch = Batch::new().delete(Table::Specs, key).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, SchedError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::HookTemplates)
@@ -468,7 +468,7 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), SchedError> {
         let value = serde_json::to_value(template).map_err(store_err)?;
         let (namespace, name) = (template.metadata.namespace.clone(), template.metadata.name.clone());
         let why = serde_json::to_value(DesiredChange::HookTemplateStored { namespace, name }).map_err(store_err)?;
@@ -476,7 +476,7 @@ impl DesiredStore for LocalStore {
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), SchedError> {
         let key = crate::hooks::run::key(namespace, name);
         let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
         let batch =
@@ -484,7 +484,7 @@ impl DesiredStore for LocalStore {
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError> {
+    async fn dependencies(&self) -> Result<Vec<Dependency>, SchedError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::Depends)
@@ -497,21 +497,21 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*dependency).map_err(store_err)?;
         let written = self.swap(Table::Depends, &dependency.key, dependency.version, value, why)?;
-        let conflict = || PluginError::Conflict { app: format!("dependency {}", dependency.key) };
+        let conflict = || SchedError::Conflict { app: format!("dependency {}", dependency.key) };
         dependency.version = Some(written.ok_or_else(conflict)?);
         Ok(())
     }
 
-    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_dependency(&self, key: &str) -> Result<(), SchedError> {
         let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
         let batch = Batch::new().delete(Table::Depends, key).event(serde_json::to_value(why).map_err(store_err)?);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError> {
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, SchedError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::SchedNodes)
@@ -519,7 +519,7 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError> {
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError> {
         let value = serde_json::to_value(record).map_err(store_err)?;
         let why = DesiredChange::NodeState { node: record.name.clone(), state: record.state };
         let batch = Batch::new()
@@ -528,7 +528,7 @@ impl DesiredStore for LocalStore {
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError> {
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, SchedError> {
         let snapshot = self.with(|s| s.snapshot().map_err(store_err))?;
         snapshot
             .table(Table::Endpoints)
@@ -536,18 +536,18 @@ impl DesiredStore for LocalStore {
             .collect()
     }
 
-    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError> {
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), SchedError> {
         let value = serde_json::to_value(endpoints).map_err(store_err)?;
         let batch = Batch::new().put(Table::Endpoints, &endpoints.key(), &value);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_endpoints(&self, key: &str) -> Result<(), SchedError> {
         let batch = Batch::new().delete(Table::Endpoints, key);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
-    async fn settings(&self) -> Result<Settings, PluginError> {
+    async fn settings(&self) -> Result<Settings, SchedError> {
         match self.with(|s| s.get(Table::Meta, SETTINGS_KEY).map_err(store_err))? {
             Some(v) => {
                 let mut settings: Settings =
@@ -559,10 +559,10 @@ impl DesiredStore for LocalStore {
         }
     }
 
-    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*settings).map_err(store_err)?;
         let written = self.swap(Table::Meta, SETTINGS_KEY, settings.version, value, why)?;
-        settings.version = Some(written.ok_or_else(|| PluginError::Conflict { app: "the cluster's settings".into() })?);
+        settings.version = Some(written.ok_or_else(|| SchedError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }
 
@@ -578,7 +578,7 @@ impl DesiredStore for LocalStore {
 
     /// The `run` that holds `run.lock` in the state directory leads; another waits for it (a
     /// kill -9 frees the lock with the process).
-    async fn lead(&self, _who: &str) -> Result<Leadership, PluginError> {
+    async fn lead(&self, _who: &str) -> Result<Leadership, SchedError> {
         let path = self.dir.join("run.lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -655,11 +655,11 @@ mod tests {
         s.put_app(&mut first, &DesiredChange::Applied { app: "ns/web".into() }).await.unwrap();
         assert_eq!(first.version, Some(2));
         let e = s.put_app(&mut second, &DesiredChange::Applied { app: "ns/web".into() }).await;
-        assert!(matches!(e, Err(PluginError::Conflict { .. })), "{e:?}");
+        assert!(matches!(e, Err(SchedError::Conflict { .. })), "{e:?}");
         let mut new = App { version: None, ..app.clone() };
         assert!(matches!(
             s.put_app(&mut new, &DesiredChange::Applied { app: "ns/web".into() }).await,
-            Err(PluginError::Conflict { .. })
+            Err(SchedError::Conflict { .. })
         ));
         s.delete_app("ns/web").await.unwrap();
         assert_eq!(s.app("ns/web").await.unwrap(), None);

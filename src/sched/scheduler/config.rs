@@ -4,8 +4,8 @@
 //! them again every second, so a change takes effect without a restart.
 
 use super::Scheduler;
-use crate::plugin::PluginError;
 use crate::protocol::DesiredChange;
+use crate::sched::SchedError;
 use serde::{Deserialize, Serialize};
 
 /// Every key with its default, range and meaning (what `config get` lists).
@@ -100,18 +100,18 @@ pub struct ConfigEntry {
 
 impl Scheduler {
     /// `config get [KEY]`.
-    pub async fn config(&self, key: Option<&str>) -> Result<Vec<ConfigEntry>, PluginError> {
+    pub async fn config(&self, key: Option<&str>) -> Result<Vec<ConfigEntry>, SchedError> {
         if let Some(k) = key {
-            key_of(k).map_err(PluginError::Config)?;
+            key_of(k).map_err(SchedError::Config)?;
         }
         let all = self.store.settings().await?.config.listing();
         Ok(all.into_iter().filter(|e| key.is_none_or(|k| e.key == k)).collect())
     }
 
     /// `config set KEY VALUE` (`default` puts a key back to its default).
-    pub async fn set_config(&self, key: &str, text: &str) -> Result<Vec<ConfigEntry>, PluginError> {
+    pub async fn set_config(&self, key: &str, text: &str) -> Result<Vec<ConfigEntry>, SchedError> {
         let mut check = self.store.settings().await?.config;
-        let value = check.set(key, text).map_err(PluginError::Config)?;
+        let value = check.set(key, text).map_err(SchedError::Config)?;
         let why = DesiredChange::ConfigChanged { key: key.to_string(), value };
         self.update_settings(&why, |s| {
             let _ = s.config.set(key, text);

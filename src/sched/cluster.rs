@@ -1,7 +1,7 @@
 //! The cluster file (`/etc/steward/cluster.toml`): where every daemon's remote API is, the
 //! token to present and the CA that signs the daemons' certificates.
 
-use super::PluginError;
+use super::SchedError;
 use crate::client::Client;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -58,8 +58,8 @@ fn default_heartbeat_timeout() -> u64 {
 }
 
 impl Cluster {
-    pub fn load(path: &Path) -> Result<Cluster, PluginError> {
-        let err = |message: String| PluginError::Cluster { path: path.to_path_buf(), message };
+    pub fn load(path: &Path) -> Result<Cluster, SchedError> {
+        let err = |message: String| SchedError::Cluster { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let mut cluster: Cluster = toml::from_str(&text).map_err(|e| err(e.to_string().trim_end().to_string()))?;
         if cluster.nodes.is_empty() {
@@ -75,7 +75,7 @@ impl Cluster {
             }
         }
         if let Some(url) = &cluster.store {
-            crate::plugin::etcd::parse_url(url).map_err(|e| err(format!("store: {e}")))?;
+            crate::sched::etcd::parse_url(url).map_err(|e| err(format!("store: {e}")))?;
         }
         if cluster.service_range.prefix_len() > 30 {
             return Err(err(format!("service_range {} holds no address to give (at most /30)", cluster.service_range)));
@@ -97,8 +97,8 @@ impl Cluster {
     }
 
     /// A client for every node, in the file's order.
-    pub fn clients(&self) -> Result<Vec<(String, Client)>, PluginError> {
-        let tls = crate::tls::client_config(&self.ca).map_err(|e| PluginError::Tls(e.to_string()))?;
+    pub fn clients(&self) -> Result<Vec<(String, Client)>, SchedError> {
+        let tls = crate::tls::client_config(&self.ca).map_err(|e| SchedError::Tls(e.to_string()))?;
         let default_token = read_token(&self.token_file)?;
         self.nodes
             .iter()
@@ -108,15 +108,15 @@ impl Cluster {
                     None => default_token.clone(),
                 };
                 let client = Client::remote(&n.address, n.server_name.as_deref(), tls.clone(), &token)
-                    .map_err(|e| PluginError::Node { node: n.name.clone(), message: e.to_string() })?;
+                    .map_err(|e| SchedError::Node { node: n.name.clone(), message: e.to_string() })?;
                 Ok((n.name.clone(), client))
             })
             .collect()
     }
 }
 
-fn read_token(path: &Path) -> Result<String, PluginError> {
-    crate::client::read_token_file(path).map_err(|e| PluginError::Cluster { path: e.path, message: e.message })
+fn read_token(path: &Path) -> Result<String, SchedError> {
+    crate::client::read_token_file(path).map_err(|e| SchedError::Cluster { path: e.path, message: e.message })
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! every scheduler sharing it and `node ls` see the same.
 
 use super::{Scheduler, NODE_TIMEOUT};
-use crate::plugin::store::{NodeRecord, NodeState};
-use crate::plugin::PluginError;
+use crate::sched::store::{NodeRecord, NodeState};
+use crate::sched::SchedError;
 use serde::Serialize;
 
 /// A node as `node ls` shows it: the cluster file's, with the leader's record and its cordon.
@@ -18,7 +18,7 @@ pub struct NodeListing {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<NodeRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cordon: Option<crate::plugin::store::Cordon>,
+    pub cordon: Option<crate::sched::store::Cordon>,
     /// What its daemon says now (seed 002's GET /api/nodes); None: it did not answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<NodeLive>,
@@ -78,7 +78,7 @@ impl Scheduler {
 
     /// `nodes` / `node ls`: the cluster file's nodes, each as its daemon describes itself now,
     /// and every node the leader recorded.
-    pub async fn node_listing(&self) -> Result<Vec<NodeListing>, PluginError> {
+    pub async fn node_listing(&self) -> Result<Vec<NodeListing>, SchedError> {
         let records = self.store.node_records().await?;
         let settings = self.store.settings().await?;
         let mut live: std::collections::BTreeMap<String, Result<NodeLive, String>> = self

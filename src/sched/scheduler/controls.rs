@@ -12,10 +12,10 @@
 
 use super::{check_spec, instance_id, Scheduler, NODE_TIMEOUT};
 use crate::client::ClientError;
-use crate::plugin::placement::{self, NodeView, PlacementError, Request};
-use crate::plugin::store::{Cordon, Maintenance, Placement, PlacementState, Settings};
-use crate::plugin::PluginError;
 use crate::protocol::{DesiredChange, Kind};
+use crate::sched::placement::{self, NodeView, PlacementError, Request};
+use crate::sched::store::{Cordon, Maintenance, Placement, PlacementState, Settings};
+use crate::sched::SchedError;
 use crate::spec::Format;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ pub(super) fn place_around_cordons(
     views: &[NodeView],
     settings: &Settings,
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
-    let tolerated = |c: &crate::plugin::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
+    let tolerated = |c: &crate::sched::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
     let untolerated = || settings.cordons.iter().filter(|(_, c)| !tolerated(c));
     let mut closed = req.closed.clone();
     closed.extend(untolerated().filter(|(_, c)| !c.preferred).map(|(n, c)| {
@@ -94,9 +94,9 @@ pub(super) fn drift_target(
 
 impl Scheduler {
     /// Fails when maintenance mode is on: nothing may change what runs.
-    pub async fn refuse_in_maintenance(&self) -> Result<(), PluginError> {
+    pub async fn refuse_in_maintenance(&self) -> Result<(), SchedError> {
         match self.store.settings().await?.maintenance {
-            Some(m) => Err(PluginError::Maintenance { since_ms: m.since_ms, reason: m.reason }),
+            Some(m) => Err(SchedError::Maintenance { since_ms: m.since_ms, reason: m.reason }),
             None => Ok(()),
         }
     }
@@ -106,21 +106,21 @@ impl Scheduler {
         &self,
         why: &DesiredChange,
         change: impl Fn(&mut Settings),
-    ) -> Result<Settings, PluginError> {
+    ) -> Result<Settings, SchedError> {
         for _ in 0..super::UPDATE_TRIES {
             let mut settings = self.store.settings().await?;
             change(&mut settings);
             match self.store.put_settings(&mut settings, why).await {
                 Ok(()) => return Ok(settings),
-                Err(PluginError::Conflict { .. }) => continue,
+                Err(SchedError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(PluginError::Conflict { app: "the cluster's settings".into() })
+        Err(SchedError::Conflict { app: "the cluster's settings".into() })
     }
 
     /// `maintenance on [--reason R]` / `maintenance off`.
-    pub async fn set_maintenance(&self, on: bool, reason: &str) -> Result<EngineStatus, PluginError> {
+    pub async fn set_maintenance(&self, on: bool, reason: &str) -> Result<EngineStatus, SchedError> {
         let why = if on {
             DesiredChange::MaintenanceOn { reason: reason.to_string() }
         } else {
@@ -135,9 +135,9 @@ impl Scheduler {
     }
 
     /// `node cordon NODE [--preferred]` / `node uncordon NODE`.
-    pub async fn cordon(&self, node: &str, cordon: Option<(bool, &str)>) -> Result<EngineStatus, PluginError> {
+    pub async fn cordon(&self, node: &str, cordon: Option<(bool, &str)>) -> Result<EngineStatus, SchedError> {
         if self.client(node).is_none() {
-            return Err(PluginError::Node { node: node.into(), message: "not in the cluster file".into() });
+            return Err(SchedError::Node { node: node.into(), message: "not in the cluster file".into() });
         }
         let why = match cordon {
             Some((preferred, reason)) => {
@@ -159,11 +159,11 @@ impl Scheduler {
     }
 
     /// `notify add URL` / `notify rm URL`: the URLs the leader POSTs notifications to.
-    pub async fn set_webhook(&self, url: &str, add: bool) -> Result<Vec<String>, PluginError> {
+    pub async fn set_webhook(&self, url: &str, add: bool) -> Result<Vec<String>, SchedError> {
         let parsed =
             reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
         if add && parsed.is_none() {
-            return Err(PluginError::Apply { app: url.into(), message: "not an http:// or https:// URL".into() });
+            return Err(SchedError::Apply { app: url.into(), message: "not an http:// or https:// URL".into() });
         }
         let why = match add {
             true => DesiredChange::NotifyAdded { url: url.into() },
@@ -171,7 +171,7 @@ impl Scheduler {
         };
         let current = self.store.settings().await?.webhooks;
         if !add && !current.iter().any(|u| u == url) {
-            return Err(PluginError::Apply { app: url.into(), message: "not registered (notify ls)".into() });
+            return Err(SchedError::Apply { app: url.into(), message: "not registered (notify ls)".into() });
         }
         let settings = self
             .update_settings(&why, |s| {
@@ -184,12 +184,12 @@ impl Scheduler {
         Ok(settings.webhooks)
     }
 
-    pub async fn webhooks(&self) -> Result<Vec<String>, PluginError> {
+    pub async fn webhooks(&self) -> Result<Vec<String>, SchedError> {
         Ok(self.store.settings().await?.webhooks)
     }
 
     /// The engine: who leads, the store, maintenance, cordons, nodes that do not answer.
-    pub async fn engine_status(&self) -> Result<EngineStatus, PluginError> {
+    pub async fn engine_status(&self) -> Result<EngineStatus, SchedError> {
         let settings = self.store.settings().await?;
         let (_, unreachable) = self.read_nodes().await;
         Ok(EngineStatus {
@@ -210,14 +210,14 @@ impl Scheduler {
         instance: Option<u32>,
         force: bool,
         note: &(dyn Fn(&str) + Sync),
-    ) -> Result<Vec<Drifted>, PluginError> {
+    ) -> Result<Vec<Drifted>, SchedError> {
         self.refuse_in_maintenance().await?;
         if to == Some(from) {
-            return Err(PluginError::Node { node: from.into(), message: "--to names the node drifted from".into() });
+            return Err(SchedError::Node { node: from.into(), message: "--to names the node drifted from".into() });
         }
         for n in [Some(from), to].into_iter().flatten() {
             if self.client(n).is_none() {
-                return Err(PluginError::Node { node: n.into(), message: "not in the cluster file".into() });
+                return Err(SchedError::Node { node: n.into(), message: "not in the cluster file".into() });
             }
         }
         let apps = match app {
@@ -237,7 +237,7 @@ impl Scheduler {
                 .map(|(i, _)| *i)
                 .collect();
             if instance.is_some() && ids.is_empty() {
-                return Err(PluginError::Apply {
+                return Err(SchedError::Apply {
                     app: app.key.clone(),
                     message: format!("instance {} is not placed on {from}", instance.unwrap_or_default()),
                 });
@@ -285,13 +285,12 @@ impl Scheduler {
     /// Moves instance `i` of `key` off `from` (seed 002: removed, then deployed on the target),
     /// and waits until it runs there. The new placement is stored first: if this process dies
     /// midway, the leader applies it and the reconcile removes what is left on `from`.
-    async fn move_instance(&self, key: &str, i: u32, from: &str, to: Option<&str>) -> Result<String, PluginError> {
+    async fn move_instance(&self, key: &str, i: u32, from: &str, to: Option<&str>) -> Result<String, SchedError> {
         let app = self.stored(key).await?;
-        let spec =
-            check_spec(&app.spec).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+        let spec = check_spec(&app.spec).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         let (views, _) = self.read_nodes().await;
         if let Some(t) = to.filter(|t| !views.iter().any(|v| v.name == *t)) {
-            return Err(PluginError::Node { node: t.into(), message: "does not answer".into() });
+            return Err(SchedError::Node { node: t.into(), message: "does not answer".into() });
         }
         let req = Request {
             keep: app.placements.iter().map(|(n, p)| (*n, p.node.clone())).collect(),
@@ -312,7 +311,7 @@ impl Scheduler {
             _ => false,
         });
         let Some(app) = moved.await? else {
-            return Err(PluginError::Apply { app: key.into(), message: format!("instance {i} left {from} meanwhile") });
+            return Err(SchedError::Apply { app: key.into(), message: format!("instance {i} left {from} meanwhile") });
         };
         // Removed first (seed 002's drift), then deployed on the target.
         let id = instance_id(key, i);
@@ -327,7 +326,7 @@ impl Scheduler {
         client
             .apply_selected(&text, Format::Json, Some(&app.ids_on(&target)))
             .await
-            .map_err(|e| PluginError::Node { node: target.clone(), message: e.to_string() })?;
+            .map_err(|e| SchedError::Node { node: target.clone(), message: e.to_string() })?;
         self.update_app(key, &DesiredChange::Applied { app: key.into() }, |a| match a.placements.get_mut(&i) {
             Some(p) if p.node == target => {
                 p.state = PlacementState::Placed;
@@ -344,7 +343,7 @@ impl Scheduler {
                 }
             }
             if std::time::Instant::now() > deadline {
-                return Err(PluginError::Apply {
+                return Err(SchedError::Apply {
                     app: key.into(),
                     message: format!("{id} was moved to {target} but does not run there"),
                 });
@@ -357,7 +356,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::store::Cordon;
+    use crate::sched::store::Cordon;
     use crate::spec::model::Schedule;
 
     fn view(name: &str) -> NodeView {

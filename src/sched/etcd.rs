@@ -14,7 +14,7 @@
 //! `--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (or `store =` in the cluster file) selects it.
 
 use super::store::{App, Dependency, DesiredStore, Leadership, NodeRecord, Settings};
-use super::PluginError;
+use super::SchedError;
 use crate::protocol::DesiredChange;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,14 +48,14 @@ pub fn parse_url(url: &str) -> Result<(Vec<String>, String), String> {
     Ok((endpoints, prefix))
 }
 
-fn etcd_err(e: impl std::fmt::Display) -> PluginError {
-    PluginError::Store(format!("etcd: {e}"))
+fn etcd_err(e: impl std::fmt::Display) -> SchedError {
+    SchedError::Store(format!("etcd: {e}"))
 }
 
 impl EtcdStore {
     /// Connects (within 5 s) and starts watching the prefix.
-    pub async fn connect(url: &str) -> Result<EtcdStore, PluginError> {
-        let (endpoints, prefix) = parse_url(url).map_err(PluginError::Store)?;
+    pub async fn connect(url: &str) -> Result<EtcdStore, SchedError> {
+        let (endpoints, prefix) = parse_url(url).map_err(SchedError::Store)?;
         let options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(std::time::Duration::from_secs(5))
             .with_timeout(std::time::Duration::from_secs(10));
@@ -80,7 +80,7 @@ impl EtcdStore {
     }
 
     /// A journal entry for `why`, ordered by time, then by writer.
-    fn journal_put(&self, why: &DesiredChange) -> Result<TxnOp, PluginError> {
+    fn journal_put(&self, why: &DesiredChange) -> Result<TxnOp, SchedError> {
         let n = self.written.fetch_add(1, Ordering::Relaxed);
         let key = format!("{}journal/{:013}-{}-{n:09}", self.prefix, crate::clock::now_ms(), self.holder);
         Ok(TxnOp::put(key, serde_json::to_vec(why).map_err(etcd_err)?, None))
@@ -116,7 +116,7 @@ impl EtcdStore {
         read: Option<i64>,
         value: Vec<u8>,
         why: &DesiredChange,
-    ) -> Result<Option<i64>, PluginError> {
+    ) -> Result<Option<i64>, SchedError> {
         let guard = match read {
             Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
             None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
@@ -126,7 +126,7 @@ impl EtcdStore {
         Ok(resp.succeeded().then(|| resp.header().map_or(0, |h| h.revision())))
     }
 
-    async fn list<T: serde::de::DeserializeOwned>(&self, under: &str) -> Result<Vec<(T, i64)>, PluginError> {
+    async fn list<T: serde::de::DeserializeOwned>(&self, under: &str) -> Result<Vec<(T, i64)>, SchedError> {
         let resp = self
             .client
             .kv_client()
@@ -170,7 +170,7 @@ fn watch_prefix(client: Client, prefix: String) -> tokio::sync::watch::Receiver<
 
 #[async_trait::async_trait]
 impl DesiredStore for EtcdStore {
-    async fn apps(&self) -> Result<Vec<App>, PluginError> {
+    async fn apps(&self) -> Result<Vec<App>, SchedError> {
         Ok(self
             .list::<App>("apps/")
             .await?
@@ -182,7 +182,7 @@ impl DesiredStore for EtcdStore {
             .collect())
     }
 
-    async fn app(&self, key: &str) -> Result<Option<App>, PluginError> {
+    async fn app(&self, key: &str) -> Result<Option<App>, SchedError> {
         let resp = self.client.kv_client().get(self.app_key(key), None).await.map_err(etcd_err)?;
         let Some(kv) = resp.kvs().first() else { return Ok(None) };
         let mut app: App = serde_json::from_slice(kv.value()).map_err(|e| etcd_err(format!("app {key}: {e}")))?;
@@ -190,26 +190,26 @@ impl DesiredStore for EtcdStore {
         Ok(Some(app))
     }
 
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*app).map_err(etcd_err)?;
         let written = self.swap(self.app_key(&app.key), app.version, value, why).await?;
-        app.version = Some(written.ok_or_else(|| PluginError::Conflict { app: app.key.clone() })?);
+        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.clone() })?);
         self.prune_journal().await;
         Ok(())
     }
 
-    async fn delete_app(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_app(&self, key: &str) -> Result<(), SchedError> {
         let why = DesiredChange::AppDeleted { app: key.to_string() };
         let txn = Txn::new().and_then([TxnOp::delete(self.app_key(key), None), self.journal_put(&why)?]);
         self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
         Ok(())
     }
 
-    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, PluginError> {
+    async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, SchedError> {
         Ok(self.list("hooktemplates/").await?.into_iter().map(|(t, _)| t).collect())
     }
 
-    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), PluginError> {
+    async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), SchedError> {
         let (namespace, name) = (template.metadata.namespace.clone(), template.metadata.name.clone());
         let key = self.template_key(&namespace, &name);
         let why = DesiredChange::HookTemplateStored { namespace, name };
@@ -219,14 +219,14 @@ impl DesiredStore for EtcdStore {
         Ok(())
     }
 
-    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), PluginError> {
+    async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<(), SchedError> {
         let why = DesiredChange::HookTemplateDeleted { namespace: namespace.into(), name: name.into() };
         let ops = [TxnOp::delete(self.template_key(namespace, name), None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
         Ok(())
     }
 
-    async fn dependencies(&self) -> Result<Vec<Dependency>, PluginError> {
+    async fn dependencies(&self) -> Result<Vec<Dependency>, SchedError> {
         Ok(self
             .list::<Dependency>("depends/")
             .await?
@@ -238,28 +238,28 @@ impl DesiredStore for EtcdStore {
             .collect())
     }
 
-    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*dependency).map_err(etcd_err)?;
         let key = format!("{}depends/{}", self.prefix, dependency.key);
         let written = self.swap(key, dependency.version, value, why).await?;
-        let conflict = || PluginError::Conflict { app: format!("dependency {}", dependency.key) };
+        let conflict = || SchedError::Conflict { app: format!("dependency {}", dependency.key) };
         dependency.version = Some(written.ok_or_else(conflict)?);
         self.prune_journal().await;
         Ok(())
     }
 
-    async fn delete_dependency(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_dependency(&self, key: &str) -> Result<(), SchedError> {
         let why = DesiredChange::DependencyDeleted { dependency: key.to_string() };
         let ops = [TxnOp::delete(format!("{}depends/{key}", self.prefix), None), self.journal_put(&why)?];
         self.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(etcd_err)?;
         Ok(())
     }
 
-    async fn node_records(&self) -> Result<Vec<NodeRecord>, PluginError> {
+    async fn node_records(&self) -> Result<Vec<NodeRecord>, SchedError> {
         Ok(self.list::<NodeRecord>("nodes/").await?.into_iter().map(|(r, _)| r).collect())
     }
 
-    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), PluginError> {
+    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError> {
         let why = DesiredChange::NodeState { node: record.name.clone(), state: record.state };
         let value = serde_json::to_vec(record).map_err(etcd_err)?;
         let ops = [TxnOp::put(format!("{}nodes/{}", self.prefix, record.name), value, None), self.journal_put(&why)?];
@@ -268,23 +268,23 @@ impl DesiredStore for EtcdStore {
         Ok(())
     }
 
-    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, PluginError> {
+    async fn endpoints(&self) -> Result<Vec<crate::protocol::AppEndpoints>, SchedError> {
         Ok(self.list::<crate::protocol::AppEndpoints>("endpoints/").await?.into_iter().map(|(e, _)| e).collect())
     }
 
-    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), PluginError> {
+    async fn put_endpoints(&self, endpoints: &crate::protocol::AppEndpoints) -> Result<(), SchedError> {
         let value = serde_json::to_vec(endpoints).map_err(etcd_err)?;
         let key = format!("{}endpoints/{}", self.prefix, endpoints.key());
         self.client.kv_client().put(key, value, None).await.map_err(etcd_err)?;
         Ok(())
     }
 
-    async fn delete_endpoints(&self, key: &str) -> Result<(), PluginError> {
+    async fn delete_endpoints(&self, key: &str) -> Result<(), SchedError> {
         self.client.kv_client().delete(format!("{}endpoints/{key}", self.prefix), None).await.map_err(etcd_err)?;
         Ok(())
     }
 
-    async fn settings(&self) -> Result<Settings, PluginError> {
+    async fn settings(&self) -> Result<Settings, SchedError> {
         let resp = self.client.kv_client().get(format!("{}settings", self.prefix), None).await.map_err(etcd_err)?;
         let Some(kv) = resp.kvs().first() else { return Ok(Settings::default()) };
         let mut settings: Settings =
@@ -293,10 +293,10 @@ impl DesiredStore for EtcdStore {
         Ok(settings)
     }
 
-    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), PluginError> {
+    async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*settings).map_err(etcd_err)?;
         let written = self.swap(format!("{}settings", self.prefix), settings.version, value, why).await?;
-        settings.version = Some(written.ok_or_else(|| PluginError::Conflict { app: "the cluster's settings".into() })?);
+        settings.version = Some(written.ok_or_else(|| SchedError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }
 
@@ -309,7 +309,7 @@ impl DesiredStore for EtcdStore {
     /// An etcd election on `{prefix}leader` under a lease kept alive every third of its TTL:
     /// when this process dies (or cannot reach etcd), the lease runs out within
     /// [`LEASE_TTL_SECS`] and the next candidate leads.
-    async fn lead(&self, who: &str) -> Result<Leadership, PluginError> {
+    async fn lead(&self, who: &str) -> Result<Leadership, SchedError> {
         let mut client = self.client.clone();
         let lease = client.lease_grant(LEASE_TTL_SECS, None).await.map_err(etcd_err)?.id();
         let (mut keeper, mut replies) = client.lease_keep_alive(lease).await.map_err(etcd_err)?;

@@ -7,7 +7,7 @@
 use super::Scheduler;
 use crate::client::ClientError;
 use crate::hooks::{CreateHookRun, HookRun, HookRunSummary, HookTemplate, HookTemplateSummary};
-use crate::plugin::PluginError;
+use crate::sched::SchedError;
 use crate::spec::Format;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,15 +31,15 @@ pub struct RunOnNode {
     pub run: HookRunSummary,
 }
 
-fn node_err(node: &str, e: ClientError) -> PluginError {
-    PluginError::Node { node: node.to_string(), message: e.to_string() }
+fn node_err(node: &str, e: ClientError) -> SchedError {
+    SchedError::Node { node: node.to_string(), message: e.to_string() }
 }
 
 impl Scheduler {
     /// Checks a HookTemplate document, stores it, and gives it to every node.
-    pub async fn put_hook_template(&self, text: &str, format: Format) -> Result<TemplateStored, PluginError> {
+    pub async fn put_hook_template(&self, text: &str, format: Format) -> Result<TemplateStored, SchedError> {
         let template = crate::hooks::parse_template(text, format)
-            .map_err(|errors| PluginError::Spec { path: "the template".into(), errors })?;
+            .map_err(|errors| SchedError::Spec { path: "the template".into(), errors })?;
         self.store().put_hook_template(&template).await?;
         let (mut nodes, mut unreachable) = (Vec::new(), BTreeMap::new());
         for (node, client) in self.nodes().iter() {
@@ -63,15 +63,15 @@ impl Scheduler {
             .map(|_| ())
     }
 
-    pub async fn hook_templates(&self) -> Result<Vec<HookTemplateSummary>, PluginError> {
+    pub async fn hook_templates(&self) -> Result<Vec<HookTemplateSummary>, SchedError> {
         Ok(self.store().hook_templates().await?.iter().map(HookTemplate::summary).collect())
     }
 
     /// Removes a template from the desired store and from every node that answers.
-    pub async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<Vec<String>, PluginError> {
+    pub async fn delete_hook_template(&self, namespace: &str, name: &str) -> Result<Vec<String>, SchedError> {
         let key = crate::hooks::run::key(namespace, name);
         if !self.store().hook_templates().await?.iter().any(|t| t.key() == key) {
-            return Err(PluginError::Apply { app: key, message: "no such hook template".into() });
+            return Err(SchedError::Apply { app: key, message: "no such hook template".into() });
         }
         self.store().delete_hook_template(namespace, name).await?;
         let mut away = Vec::new();
@@ -105,10 +105,10 @@ impl Scheduler {
         &self,
         req: &CreateHookRun,
         node: Option<&str>,
-    ) -> Result<(String, HookRun), PluginError> {
+    ) -> Result<(String, HookRun), SchedError> {
         let key = crate::hooks::run::key(&req.namespace, &req.template);
         if !self.store().hook_templates().await?.iter().any(|t| t.key() == key) {
-            return Err(PluginError::Apply {
+            return Err(SchedError::Apply {
                 app: key,
                 message: "no such hook template (steward-sched hook template apply FILE)".into(),
             });
@@ -118,7 +118,7 @@ impl Scheduler {
             Some(n) => {
                 let found = nodes.iter().find(|(name, _)| name == n);
                 vec![found
-                    .ok_or_else(|| PluginError::Node { node: n.into(), message: "not in the cluster file".into() })?]
+                    .ok_or_else(|| SchedError::Node { node: n.into(), message: "not in the cluster file".into() })?]
             }
             None => nodes.iter().collect(),
         };
@@ -135,7 +135,7 @@ impl Scheduler {
                 Err(e) => return Err(node_err(name, e)),
             }
         }
-        Err(PluginError::Apply { app: key, message: format!("no node could take the run: {}", why.join("; ")) })
+        Err(SchedError::Apply { app: key, message: format!("no node could take the run: {}", why.join("; ")) })
     }
 
     /// Every node's runs, and the nodes that did not answer.
@@ -162,7 +162,7 @@ impl Scheduler {
         namespace: &str,
         name: &str,
         wait: Option<std::time::Duration>,
-    ) -> Result<(String, HookRun), PluginError> {
+    ) -> Result<(String, HookRun), SchedError> {
         let mut away = Vec::new();
         for (node, client) in self.nodes().iter() {
             match client.hook_run(namespace, name, None).await {
@@ -178,13 +178,13 @@ impl Scheduler {
             }
         }
         let also = if away.is_empty() { String::new() } else { format!(" (not asked: {})", away.join("; ")) };
-        Err(PluginError::Apply {
+        Err(SchedError::Apply {
             app: crate::hooks::run::key(namespace, name),
             message: format!("no node holds this hook run{also}"),
         })
     }
 
-    pub async fn terminate_hook_run(&self, namespace: &str, name: &str) -> Result<(String, HookRun), PluginError> {
+    pub async fn terminate_hook_run(&self, namespace: &str, name: &str) -> Result<(String, HookRun), SchedError> {
         let (node, _) = self.hook_run(namespace, name, None).await?;
         let client = self.client(&node).expect("found on a cluster node");
         let run = client.terminate_hook_run(namespace, name).await.map_err(|e| node_err(&node, e))?;

@@ -10,9 +10,9 @@
 //! the later ones wait as Pending (`deploy` waits for them; the leading `run` goes on with them).
 
 use super::Scheduler;
-use crate::plugin::placement::{self, NodeView, Request};
-use crate::plugin::store::{App, Placement, PlacementState, Settings};
-use crate::plugin::PluginError;
+use crate::sched::placement::{self, NodeView, Request};
+use crate::sched::store::{App, Placement, PlacementState, Settings};
+use crate::sched::SchedError;
 use crate::spec::ProcessSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,7 +60,7 @@ impl Scheduler {
 
     /// Applies a stateful set's waiting instances as the earlier ones become ready, within the
     /// spec's progress deadline (the leading `run` goes on with what is left).
-    pub(super) async fn start_in_order(&self, key: &str, note: &dyn Fn(&str)) -> Result<(), PluginError> {
+    pub(super) async fn start_in_order(&self, key: &str, note: &dyn Fn(&str)) -> Result<(), SchedError> {
         let started = std::time::Instant::now();
         loop {
             let app = self.stored(key).await?;
@@ -77,7 +77,7 @@ impl Scheduler {
             if started.elapsed().as_secs() >= deadline {
                 let waiting: Vec<String> =
                     app.placements.iter().filter(|(_, p)| is_waiting(p)).map(|(i, _)| i.to_string()).collect();
-                return Err(PluginError::Apply {
+                return Err(SchedError::Apply {
                     app: key.to_string(),
                     message: format!(
                         "instances {} still wait for an earlier one to be ready after {deadline} s \
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_daemon_set_keeps_its_hosts_indexes_and_fills_the_lowest_free_one() {
-        let spec = crate::plugin::sched::check_spec(&serde_json::json!({
+        let spec = crate::sched::scheduler::check_spec(&serde_json::json!({
             "apiVersion": "v4", "kind": "process", "metadata": {"name": "agent", "namespace": "ns"},
             "daemonSet": {},
             "constraint": {"intersectionItem": [{"unionData": [
@@ -242,7 +242,7 @@ mod tests {
         let mut settings = Settings::default();
         settings
             .cordons
-            .insert("h5".into(), crate::plugin::store::Cordon { preferred: false, since_ms: 0, reason: String::new() });
+            .insert("h5".into(), crate::sched::store::Cordon { preferred: false, since_ms: 0, reason: String::new() });
         let (keep, new) = daemon_set_placements("ns/agent", &spec, &old, &nodes, &views, &settings);
         assert_eq!(keep, BTreeMap::from([(0, "h1".to_string()), (1, "h2".to_string())]));
         assert_eq!(new, BTreeMap::from([(2, "h4".to_string()), (3, "h6".to_string())]));

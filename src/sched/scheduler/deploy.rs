@@ -3,10 +3,10 @@
 
 use super::{app_key, check_spec, instance_id, PlacedInstance, Scheduler};
 use crate::client::ClientError;
-use crate::plugin::placement::{self, Request};
-use crate::plugin::store::{App, Placement, PlacementState, RoomWait};
-use crate::plugin::PluginError;
 use crate::protocol::{DeployCause, DesiredChange};
+use crate::sched::placement::{self, Request};
+use crate::sched::store::{App, Placement, PlacementState, RoomWait};
+use crate::sched::SchedError;
 use crate::spec::source::Document;
 use crate::spec::{Format, SpecErrors};
 use serde_json::{json, Value};
@@ -27,7 +27,7 @@ impl Scheduler {
         path: &Path,
         wait_for_room: bool,
         warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
         let documents = checked_documents(path, |doc| check_spec(doc).map(drop))?;
         let mut placed = Vec::new();
         for doc in &documents {
@@ -45,8 +45,8 @@ impl Scheduler {
         document: &Document,
         wait_for_room: bool,
         warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
-        let spec_err = |errors: SpecErrors| PluginError::Spec {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
+        let spec_err = |errors: SpecErrors| SchedError::Spec {
             path: document.label.clone().into(),
             errors: document.locate(errors),
         };
@@ -65,7 +65,7 @@ impl Scheduler {
         self.check_dependencies(&spec).await.map_err(spec_err)?;
         if !spec.schedule.is_empty() {
             let (views, _) = self.nodes_to_place_on().await;
-            crate::plugin::unreported_keys::unreported_keys(&spec.schedule, &views).iter().for_each(warn);
+            crate::sched::unreported_keys::unreported_keys(&spec.schedule, &views).iter().for_each(warn);
         }
         let doc = self.assign_service_addresses(doc, &spec).await.map_err(spec_err)?;
         let spec = check_spec(&doc).map_err(spec_err)?;
@@ -80,7 +80,7 @@ impl Scheduler {
         spec: &crate::spec::ProcessSpec,
         cause: DeployCause,
         wait_for_room: Option<bool>,
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
         let placed = self.deploy_doc_with(doc, &BTreeSet::new(), cause, wait_for_room).await?;
         let key = app_key(spec);
         if self.hands_off() {
@@ -94,7 +94,7 @@ impl Scheduler {
         let note = |what: &str| eprintln!("rollout of {key}: {what}");
         match self.finish_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
-                Err(PluginError::Apply { app: key.clone(), message: format!("the rollout failed: {reason}") })
+                Err(SchedError::Apply { app: key.clone(), message: format!("the rollout failed: {reason}") })
             }
             _ => {
                 let (views, _) = self.read_nodes().await;
@@ -127,7 +127,7 @@ impl Scheduler {
     /// longer Pending, its rollout no longer progressing, no instance left on a node it is no
     /// longer placed on: a scale down is done once the removed instances are gone), then
     /// describes it.
-    pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, PluginError> {
+    pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, SchedError> {
         let deadline = std::time::Instant::now() + HAND_OFF_WAIT;
         let mut strays = Vec::new();
         loop {
@@ -137,7 +137,7 @@ impl Scheduler {
             if !pending && !rolling {
                 if let Some(crate::protocol::RolloutPhase::Failed { reason }) = app.rollout.as_ref().map(|r| &r.phase) {
                     let message = format!("the rollout failed: {reason}");
-                    return Err(PluginError::Apply { app: key.to_string(), message });
+                    return Err(SchedError::Apply { app: key.to_string(), message });
                 }
                 let (views, _) = self.read_nodes().await;
                 let described = self.describe(&app, &views).await;
@@ -159,7 +159,7 @@ impl Scheduler {
                     "stored, but no steward-sched run applied it within {} s{left}: one that leads will",
                     HAND_OFF_WAIT.as_secs()
                 );
-                return Err(PluginError::Apply { app: key.to_string(), message });
+                return Err(SchedError::Apply { app: key.to_string(), message });
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
@@ -173,7 +173,7 @@ impl Scheduler {
         doc: Value,
         avoid: &BTreeSet<String>,
         why: DeployCause,
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
         self.deploy_doc_with(doc, avoid, why, None).await
     }
 
@@ -185,12 +185,12 @@ impl Scheduler {
         avoid: &BTreeSet<String>,
         why: DeployCause,
         wait_for_room: Option<bool>,
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
         // Another writer between this deploy's read and its first write: placed again from
         // what it wrote (a mark of Lost, a stop), never over it.
         for _ in 1..super::UPDATE_TRIES {
             match self.deploy_doc_once(doc.clone(), avoid, why.clone(), wait_for_room).await {
-                Err(PluginError::Conflict { .. }) => continue,
+                Err(SchedError::Conflict { .. }) => continue,
                 done => return done,
             }
         }
@@ -206,12 +206,12 @@ impl Scheduler {
         spec: &crate::spec::ProcessSpec,
         previous: Option<&App>,
         avoid: &BTreeSet<String>,
-        views: &[crate::plugin::placement::NodeView],
+        views: &[crate::sched::placement::NodeView],
         down: &BTreeMap<String, String>,
-        settings: &crate::plugin::store::Settings,
+        settings: &crate::sched::store::Settings,
         hold: &BTreeSet<u32>,
         why: &DeployCause,
-    ) -> Result<Placed, PluginError> {
+    ) -> Result<Placed, SchedError> {
         // A job or cron job is placed whole on one node, whose daemon makes its runs (ids of
         // their own): so a cron tick runs on exactly one host.
         let total = if spec.runs_to_completion() { 1 } else { spec.spec.instance };
@@ -242,7 +242,7 @@ impl Scheduler {
                     reason: format!("unreachable: {why}"),
                 });
             }
-            PluginError::Placement(e)
+            SchedError::Placement(e)
         })?;
         Ok((total, stopped, keep, placed))
     }
@@ -253,8 +253,8 @@ impl Scheduler {
         avoid: &BTreeSet<String>,
         why: DeployCause,
         wait_for_room: Option<bool>,
-    ) -> Result<Vec<PlacedInstance>, PluginError> {
-        let spec = check_spec(&doc).map_err(|errors| PluginError::Spec { path: "(stored spec)".into(), errors })?;
+    ) -> Result<Vec<PlacedInstance>, SchedError> {
+        let spec = check_spec(&doc).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
         let stored = self.store.app(&key).await?;
         // An app being deleted is deployed anew: none of its placements stays, and those on
@@ -294,7 +294,7 @@ impl Scheduler {
                 let prev = previous.as_ref();
                 match self.place_counted(&key, &spec, prev, avoid, &views, &down, &settings, &hold, &why) {
                     Ok(placed) => break placed,
-                    Err(PluginError::Placement(e)) if wait_for_room && !hold.contains(&e.index) => {
+                    Err(SchedError::Placement(e)) if wait_for_room && !hold.contains(&e.index) => {
                         hold.extend(e.index..spec.spec.instance);
                         reason = e.to_string();
                     }
@@ -440,7 +440,7 @@ impl Scheduler {
             };
         }
         let applied = DesiredChange::Applied { app: key.clone() };
-        if let Err(PluginError::Conflict { .. }) = self.store.put_app(&mut app, &applied).await {
+        if let Err(SchedError::Conflict { .. }) = self.store.put_app(&mut app, &applied).await {
             // Changed meanwhile (a node lost, an instance stopped): only what the applies did
             // is marked, on the app as it is now.
             let marks: BTreeMap<u32, Placement> = app
@@ -475,7 +475,7 @@ impl Scheduler {
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {
-            return Err(PluginError::Apply { app: key, message: failed.join("; ") });
+            return Err(SchedError::Apply { app: key, message: failed.join("; ") });
         }
         Ok(self.describe(&app, &views).await)
     }
@@ -500,7 +500,7 @@ fn grows_within_room(
     keep: &BTreeMap<u32, String>,
     placed: &BTreeMap<u32, String>,
     views: &[placement::NodeView],
-) -> Result<(), PluginError> {
+) -> Result<(), SchedError> {
     let (old, new) = (before.instance_requests(), after.instance_requests());
     let growth = new.minus(old);
     if growth.is_zero() {
@@ -521,7 +521,7 @@ fn grows_within_room(
     }
     match short.is_empty() {
         true => Ok(()),
-        false => Err(PluginError::Apply {
+        false => Err(SchedError::Apply {
             app: key.to_string(),
             message: format!("the new spec requests more than its nodes have free:\n  {}", short.join("\n  ")),
         }),
@@ -533,23 +533,23 @@ fn grows_within_room(
 pub fn checked_documents(
     path: &Path,
     check: impl Fn(&Value) -> Result<(), SpecErrors>,
-) -> Result<Vec<Document>, PluginError> {
-    let refused = |path: &Path, message: String| PluginError::Spec {
+) -> Result<Vec<Document>, SchedError> {
+    let refused = |path: &Path, message: String| SchedError::Spec {
         path: path.to_path_buf(),
         errors: SpecErrors(vec![crate::spec::SpecError::new("", message)]),
     };
     let source = crate::spec::source::Source::read(path).map_err(|e| refused(path, e))?;
     let documents =
-        source.documents().map_err(|errors| PluginError::Spec { path: source.name.clone().into(), errors })?;
-    let mut failed: Vec<PluginError> = documents
+        source.documents().map_err(|errors| SchedError::Spec { path: source.name.clone().into(), errors })?;
+    let mut failed: Vec<SchedError> = documents
         .iter()
         .filter_map(|doc| check(&doc.value).err().map(|e| (doc, e)))
-        .map(|(doc, errors)| PluginError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) })
+        .map(|(doc, errors)| SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) })
         .collect();
     match failed.len() {
         0 => Ok(documents),
         1 => Err(failed.remove(0)),
-        _ => Err(PluginError::Several(failed)),
+        _ => Err(SchedError::Several(failed)),
     }
 }
 
@@ -573,19 +573,19 @@ mod tests {
         let pod = spec::parse(&pod.to_string(), Format::Json, &roots).unwrap();
         assert_eq!(pod.random_ports(), 2);
         // As placement takes it: a node with one free port cannot take an instance.
-        let node = |name: &str, free_ports| crate::plugin::placement::NodeView {
+        let node = |name: &str, free_ports| crate::sched::placement::NodeView {
             name: name.into(),
             hostname: name.into(),
             free_ports,
             ..Default::default()
         };
-        let req = crate::plugin::placement::Request {
+        let req = crate::sched::placement::Request {
             ports_per_instance: pod.random_ports(),
-            ..crate::plugin::placement::Request::bare("ns/web", 1)
+            ..crate::sched::placement::Request::bare("ns/web", 1)
         };
-        let e = crate::plugin::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
+        let e = crate::sched::placement::place(&req, &[node("small", 1)]).unwrap_err().to_string();
         assert!(e.contains("small: 1 free port(s), an instance needs 2"), "{e}");
-        let placed = crate::plugin::placement::place(&req, &[node("small", 1), node("big", 2)]).unwrap();
+        let placed = crate::sched::placement::place(&req, &[node("small", 1), node("big", 2)]).unwrap();
         assert_eq!(placed.get(&0).map(String::as_str), Some("big"));
         let process = serde_json::json!({
             "apiVersion": "v4", "kind": "process", "metadata": {"name": "svc", "namespace": "ns"},

@@ -5,12 +5,12 @@
 
 use super::{instance_id, Emit, Scheduler};
 use crate::client::ClientError;
-use crate::plugin::store::{App, Deleting};
-use crate::plugin::PluginError;
 use crate::protocol::{
     DesiredChange, Event, EventBody, InstanceChange, InstanceEvent, Kind, SchedEvent, SchedLine, State, StopGoal,
     WatchLine,
 };
+use crate::sched::store::{App, Deleting};
+use crate::sched::SchedError;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +38,7 @@ pub enum Intent {
 impl Scheduler {
     /// `delete APP`: the intent stored first, then the app removed from every node that
     /// answers; the record goes once no node is left to tell.
-    pub async fn delete(&self, key: &str) -> Result<Deleted, PluginError> {
+    pub async fn delete(&self, key: &str) -> Result<Deleted, SchedError> {
         self.stored_any(key).await?;
         let every: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         let now = crate::clock::now_ms();
@@ -49,7 +49,7 @@ impl Scheduler {
             true
         });
         if marked.await?.is_none() {
-            return Err(PluginError::NoApp { app: key.to_string(), hint: "deleted meanwhile".into() });
+            return Err(SchedError::NoApp { app: key.to_string(), hint: "deleted meanwhile".into() });
         }
         let (views, mut pending) = self.read_nodes().await;
         let mut removed = 0;
@@ -136,12 +136,12 @@ impl Scheduler {
         key: &str,
         index: Option<u32>,
         intent: Intent,
-    ) -> Result<Vec<super::PlacedInstance>, PluginError> {
+    ) -> Result<Vec<super::PlacedInstance>, SchedError> {
         let app = self.stored(key).await?;
         let indexes: Vec<u32> = match index {
             Some(i) if app.placements.contains_key(&i) => vec![i],
             Some(i) => {
-                return Err(PluginError::Apply {
+                return Err(SchedError::Apply {
                     app: key.to_string(),
                     message: format!("no instance {i} (it has {})", app.placements.len()),
                 })
@@ -160,7 +160,7 @@ impl Scheduler {
             a.deleting.is_none()
         });
         let Some(app) = marked.await? else {
-            return Err(PluginError::NoApp { app: key.into(), hint: "deleted meanwhile".into() });
+            return Err(SchedError::NoApp { app: key.into(), hint: "deleted meanwhile".into() });
         };
         let action = if intent == Intent::Stop { "stop" } else { "start" };
         for i in &indexes {
@@ -169,7 +169,7 @@ impl Scheduler {
             match client.action(&instance_id(key, *i), action, Some(DELETE_TIMEOUT_SECS)).await {
                 Ok(_) | Err(ClientError::Api { status: 404, .. }) => {}
                 Err(e @ ClientError::Api { .. }) => {
-                    return Err(PluginError::Node { node: node.clone(), message: format!("{action} {key}/{i}: {e}") })
+                    return Err(SchedError::Node { node: node.clone(), message: format!("{action} {key}/{i}: {e}") })
                 }
                 Err(e) => self.note_unreachable(node, &e.to_string()),
             }
