@@ -16,7 +16,7 @@ use steward::sched::SchedError;
 
 fn app(key: &str) -> App {
     App {
-        key: key.into(),
+        key: steward::spec::AppId::from_key(key),
         spec: serde_json::json!({"metadata": {"name": "web", "namespace": "ns"}}),
         placements: BTreeMap::from([(
             0,
@@ -52,8 +52,8 @@ async fn records_are_swapped_by_revision_and_watched() {
     assert!(matches!(a.put_app(&mut again, &deployed("ns/web")).await, Err(SchedError::Conflict { .. })));
 
     // Both read it; A writes first; B's write over the old version is refused, nothing lost.
-    let mut by_a = b.app("ns/web").await.unwrap().unwrap();
-    let mut by_b = b.app("ns/web").await.unwrap().unwrap();
+    let mut by_a = b.app(&steward::spec::AppId::new("ns", "web")).await.unwrap().unwrap();
+    let mut by_b = b.app(&steward::spec::AppId::new("ns", "web")).await.unwrap().unwrap();
     by_a.placements.get_mut(&0).unwrap().state = PlacementState::Lost;
     a.put_app(&mut by_a, &DesiredChange::Lost { app: "ns/web".into(), node: "h1".into(), instances: vec![0] })
         .await
@@ -61,7 +61,7 @@ async fn records_are_swapped_by_revision_and_watched() {
     by_b.stopped.insert(0);
     let e = b.put_app(&mut by_b, &DesiredChange::Stopped { app: "ns/web".into(), instances: vec![0] }).await;
     assert!(e.unwrap_err().to_string().contains("changed by another steward-sched"));
-    let now = b.app("ns/web").await.unwrap().unwrap();
+    let now = b.app(&steward::spec::AppId::new("ns", "web")).await.unwrap().unwrap();
     assert_eq!((now.placements[&0].state.clone(), now.stopped.len()), (PlacementState::Lost, 0));
     // Read again, written: its version moves on with each write.
     let mut fresh = now.clone();
@@ -71,8 +71,8 @@ async fn records_are_swapped_by_revision_and_watched() {
     assert_eq!(a.apps().await.unwrap().len(), 1);
 
     // Gone, and its templates' kind too.
-    a.delete_app("ns/web").await.unwrap();
-    assert!(b.app("ns/web").await.unwrap().is_none());
+    a.delete_app(&steward::spec::AppId::new("ns", "web")).await.unwrap();
+    assert!(b.app(&steward::spec::AppId::new("ns", "web")).await.unwrap().is_none());
     assert!(a.apps().await.unwrap().is_empty());
 
     // A dependency (seed 002) likewise: created once, swapped by revision, its copies kept.

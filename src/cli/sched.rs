@@ -3,6 +3,7 @@
 use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
 use crate::sched::scheduler::{Intent, PlacedInstance};
 use crate::sched::{Cluster, SchedError, Scheduler};
+use crate::spec::AppId;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -433,7 +434,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             }
             SchedCommand::Scale { app, instances, wait_for_room } => {
                 let wait = wait_for_room.then_some(true);
-                sched.scale(&app, instances, wait).await.map(|p| print_placed(&p, output))
+                sched.scale(&AppId::from_key(&app), instances, wait).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Status => match sched.status().await {
                 Ok(p) => {
@@ -447,22 +448,28 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
                 }
                 Err(e) => Err(e),
             },
-            SchedCommand::Delete { app } => sched.delete(&app).await.map(|d| print_deleted(&d, output)),
-            SchedCommand::Stop { app, index, instance } => {
-                sched.set_stopped(&app, index.or(instance), Intent::Stop).await.map(|p| print_placed(&p, output))
+            SchedCommand::Delete { app } => {
+                sched.delete(&AppId::from_key(&app)).await.map(|d| print_deleted(&d, output))
             }
-            SchedCommand::Start { app, index, instance } => {
-                sched.set_stopped(&app, index.or(instance), Intent::Start).await.map(|p| print_placed(&p, output))
-            }
+            SchedCommand::Stop { app, index, instance } => sched
+                .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Stop)
+                .await
+                .map(|p| print_placed(&p, output)),
+            SchedCommand::Start { app, index, instance } => sched
+                .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Start)
+                .await
+                .map(|p| print_placed(&p, output)),
             SchedCommand::Restart { app, instance } => {
-                sched.restart(&app, instance).await.map(|p| print_placed(&p, output))
+                sched.restart(&AppId::from_key(&app), instance).await.map(|p| print_placed(&p, output))
             }
             SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
-            SchedCommand::Endpoints { app, watch: false } => sched.stored_endpoints(&app).await.map(|e| {
-                print_endpoints(&app, e.as_ref(), output, false);
-            }),
+            SchedCommand::Endpoints { app, watch: false } => {
+                sched.stored_endpoints(&AppId::from_key(&app)).await.map(|e| {
+                    print_endpoints(&app, e.as_ref(), output, false);
+                })
+            }
             SchedCommand::Endpoints { app, watch: true } => {
-                sched.watch_endpoints(&app, |e| print_endpoints(&app, e, output, true)).await
+                sched.watch_endpoints(&AppId::from_key(&app), |e| print_endpoints(&app, e, output, true)).await
             }
             SchedCommand::Cp { file, target, mode, user, container } => {
                 copy_in(&sched, (&file, &target), mode, user, container, output).await
@@ -519,7 +526,7 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             SchedCommand::Drift { from, to, app, instance, force } => {
                 let note = |what: &str| eprintln!("drift: {what}");
                 sched
-                    .drift(&from, to.as_deref(), app.as_deref(), instance, force, &note)
+                    .drift(&from, to.as_deref(), app.as_deref().map(AppId::from_key).as_ref(), instance, force, &note)
                     .await
                     .and_then(|d| drifted(&from, &d, output))
             }
@@ -855,25 +862,29 @@ async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedO
     let note = |what: &str| eprintln!("{what}");
     let (app, drive) = match command {
         SchedRolloutCommand::Status { app } => {
+            let app = AppId::from_key(&app);
             print_rollout(&sched.rollout_status(&app).await?, output);
             return Ok(());
         }
         SchedRolloutCommand::Pause { app } => {
+            let app = AppId::from_key(&app);
             sched.pause_rollout(&app).await?;
             (app, false)
         }
         SchedRolloutCommand::Resume { app } => {
+            let app = AppId::from_key(&app);
             sched.resume_rollout(&app).await?;
             (app, true)
         }
         SchedRolloutCommand::Undo { app } => {
+            let app = AppId::from_key(&app);
             sched.undo_rollout(&app).await?;
             (app, true)
         }
     };
     if drive {
         if let crate::protocol::RolloutPhase::Failed { reason } = sched.finish_rollout(&app, &note).await? {
-            return Err(SchedError::Apply { app, message: format!("the rollout failed: {reason}") });
+            return Err(SchedError::Apply { app: app.to_string(), message: format!("the rollout failed: {reason}") });
         }
     }
     print_rollout(&sched.rollout_status(&app).await?, output);
@@ -1161,8 +1172,9 @@ async fn copy_in(
     let data = super::cp::read(file).map_err(refuse)?;
     let key = format!("{}/{}", id.namespace, id.name);
     let writable = mode == super::steward::CopyMode::Rw;
-    let (node, copied) =
-        sched.copy_in(&key, id.index, &path, data, (writable, user.as_deref(), container.as_deref())).await?;
+    let (node, copied) = sched
+        .copy_in(&AppId::from_key(&key), id.index, &path, data, (writable, user.as_deref(), container.as_deref()))
+        .await?;
     match output {
         SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&copied).unwrap_or_default()),
         SchedOutput::Text => println!("{id} on {node}: {}", super::cp::describe(&copied)),

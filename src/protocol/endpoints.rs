@@ -40,7 +40,12 @@ pub struct OrdinalNames {
 impl AppEndpoints {
     /// `namespace/name`.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        self.app().to_string()
+    }
+
+    /// Its app.
+    pub fn app(&self) -> crate::spec::AppId {
+        crate::spec::AppId::new(&self.namespace, &self.name)
     }
 }
 

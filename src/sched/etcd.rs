@@ -71,7 +71,7 @@ impl EtcdStore {
         Ok(EtcdStore { client, prefix, holder, written: AtomicU64::new(0), changes })
     }
 
-    fn app_key(&self, key: &str) -> String {
+    fn app_key(&self, key: &crate::spec::AppId) -> String {
         format!("{}apps/{key}", self.prefix)
     }
 
@@ -182,7 +182,7 @@ impl DesiredStore for EtcdStore {
             .collect())
     }
 
-    async fn app(&self, key: &str) -> Result<Option<App>, SchedError> {
+    async fn app(&self, key: &crate::spec::AppId) -> Result<Option<App>, SchedError> {
         let resp = self.client.kv_client().get(self.app_key(key), None).await.map_err(etcd_err)?;
         let Some(kv) = resp.kvs().first() else { return Ok(None) };
         let mut app: App = serde_json::from_slice(kv.value()).map_err(|e| etcd_err(format!("app {key}: {e}")))?;
@@ -193,12 +193,12 @@ impl DesiredStore for EtcdStore {
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*app).map_err(etcd_err)?;
         let written = self.swap(self.app_key(&app.key), app.version, value, why).await?;
-        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.clone() })?);
+        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.to_string() })?);
         self.prune_journal().await;
         Ok(())
     }
 
-    async fn delete_app(&self, key: &str) -> Result<(), SchedError> {
+    async fn delete_app(&self, key: &crate::spec::AppId) -> Result<(), SchedError> {
         let why = DesiredChange::AppDeleted { app: key.to_string() };
         let txn = Txn::new().and_then([TxnOp::delete(self.app_key(key), None), self.journal_put(&why)?]);
         self.client.kv_client().txn(txn).await.map_err(etcd_err)?;

@@ -4,6 +4,7 @@
 
 use super::SchedError;
 use crate::protocol::DesiredChange;
+use crate::spec::AppId;
 use crate::store::{Batch, Store, Table};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +14,8 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct App {
-    /// `namespace/name`.
-    pub key: String,
+    /// Stored as `namespace/name`.
+    pub key: AppId,
     /// The spec document as deployed (JSON), `spec.instance` kept current by `scale`.
     pub spec: serde_json::Value,
     /// Instance id → where it is meant to run.
@@ -198,12 +199,12 @@ pub use crate::protocol::NodeState;
 #[async_trait::async_trait]
 pub trait DesiredStore: Send + Sync {
     async fn apps(&self) -> Result<Vec<App>, SchedError>;
-    async fn app(&self, key: &str) -> Result<Option<App>, SchedError>;
+    async fn app(&self, key: &AppId) -> Result<Option<App>, SchedError>;
     /// Creates or replaces; `why` is journaled with it. A store that keeps versions (etcd)
     /// writes only over the version `app` was read at (a new app: only when there is none),
     /// else fails with [`SchedError::Conflict`]; `app.version` is then the one written.
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError>;
-    async fn delete_app(&self, key: &str) -> Result<(), SchedError>;
+    async fn delete_app(&self, key: &AppId) -> Result<(), SchedError>;
     /// Every HookTemplate (seed 004) the cluster's rollouts and runs use.
     async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, SchedError>;
     async fn put_hook_template(&self, template: &crate::hooks::HookTemplate) -> Result<(), SchedError>;
@@ -435,9 +436,10 @@ impl DesiredStore for LocalStore {
         snapshot.table(Table::Specs).map(|(key, v)| read_app(key, v)).collect()
     }
 
-    async fn app(&self, key: &str) -> Result<Option<App>, SchedError> {
-        match self.with(|s| s.get(Table::Specs, key).map_err(store_err))? {
-            Some(v) => read_app(key, &v).map(Some),
+    async fn app(&self, key: &AppId) -> Result<Option<App>, SchedError> {
+        let key = key.to_string();
+        match self.with(|s| s.get(Table::Specs, &key).map_err(store_err))? {
+            Some(v) => read_app(&key, &v).map(Some),
             None => Ok(None),
         }
     }
@@ -447,14 +449,14 @@ impl DesiredStore for LocalStore {
     /// overwrite each other's change unseen.
     async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*app).map_err(store_err)?;
-        let written = self.swap(Table::Specs, &app.key, app.version, value, why)?;
-        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.clone() })?);
+        let written = self.swap(Table::Specs, &app.key.to_string(), app.version, value, why)?;
+        app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.to_string() })?);
         Ok(())
     }
 
-    async fn delete_app(&self, key: &str) -> Result<(), SchedError> {
+    async fn delete_app(&self, key: &AppId) -> Result<(), SchedError> {
         let why = serde_json::to_value(DesiredChange::AppDeleted { app: key.to_string() }).map_err(store_err)?;
-        let batch = Batch::new().delete(Table::Specs, key).event(why);
+        let batch = Batch::new().delete(Table::Specs, &key.to_string()).event(why);
         self.with(|s| s.commit_blocking(batch).map(|_| ()).map_err(store_err))
     }
 
@@ -608,7 +610,7 @@ mod tests {
     async fn apps_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let app = App {
-            key: "ns/web".into(),
+            key: AppId::new("ns", "web"),
             spec: serde_json::json!({"metadata": {"name": "web"}}),
             placements: BTreeMap::from([
                 (0, Placement { node: "h1".into(), state: PlacementState::Placed, reschedules: 0 }),
@@ -632,7 +634,7 @@ mod tests {
         {
             let s = LocalStore::open(dir.path()).unwrap();
             let mut app = app.clone();
-            let why = DesiredChange::Deployed { app: app.key.clone(), placements: BTreeMap::new() };
+            let why = DesiredChange::Deployed { app: app.key.to_string(), placements: BTreeMap::new() };
             s.put_app(&mut app, &why).await.unwrap();
         }
         let s = LocalStore::open(dir.path()).unwrap();
@@ -647,7 +649,7 @@ mod tests {
             drop(held);
         });
         let app = App { version: Some(1), ..app };
-        assert_eq!(s.app("ns/web").await.unwrap(), Some(app.clone()));
+        assert_eq!(s.app(&AppId::new("ns", "web")).await.unwrap(), Some(app.clone()));
         release.join().unwrap();
         assert_eq!(s.apps().await.unwrap(), vec![app.clone()]);
         // A write over a version another writer has replaced is refused.
@@ -661,7 +663,7 @@ mod tests {
             s.put_app(&mut new, &DesiredChange::Applied { app: "ns/web".into() }).await,
             Err(SchedError::Conflict { .. })
         ));
-        s.delete_app("ns/web").await.unwrap();
-        assert_eq!(s.app("ns/web").await.unwrap(), None);
+        s.delete_app(&AppId::new("ns", "web")).await.unwrap();
+        assert_eq!(s.app(&AppId::new("ns", "web")).await.unwrap(), None);
     }
 }

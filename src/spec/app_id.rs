@@ -55,6 +55,19 @@ impl std::str::FromStr for AppId {
     }
 }
 
+/// Where a message or a wire type holds the key as text.
+impl From<&AppId> for String {
+    fn from(id: &AppId) -> String {
+        id.to_string()
+    }
+}
+
+impl From<AppId> for String {
+    fn from(id: AppId) -> String {
+        id.to_string()
+    }
+}
+
 /// Stored and sent as its key, `namespace/name`, as it always was.
 impl Serialize for AppId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

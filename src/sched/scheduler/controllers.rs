@@ -13,6 +13,7 @@ use super::Scheduler;
 use crate::sched::placement::{self, NodeView, Request};
 use crate::sched::store::{App, Placement, PlacementState, Settings};
 use crate::sched::SchedError;
+use crate::spec::AppId;
 use crate::spec::ProcessSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,7 +61,7 @@ impl Scheduler {
 
     /// Applies a stateful set's waiting instances as the earlier ones become ready, within the
     /// spec's progress deadline (the leading `run` goes on with what is left).
-    pub(super) async fn start_in_order(&self, key: &str, note: &dyn Fn(&str)) -> Result<(), SchedError> {
+    pub(super) async fn start_in_order(&self, key: &AppId, note: &dyn Fn(&str)) -> Result<(), SchedError> {
         let started = std::time::Instant::now();
         loop {
             let app = self.stored(key).await?;
@@ -157,7 +158,7 @@ pub(super) fn daemon_set_drifted(
     views: &[NodeView],
     settings: &Settings,
 ) -> bool {
-    let (keep, placed) = daemon_set_placements(&app.key, spec, &app.placements, nodes, views, settings);
+    let (keep, placed) = daemon_set_placements(&app.key.to_string(), spec, &app.placements, nodes, views, settings);
     !placed.is_empty() || keep.len() != app.placements.len()
 }
 

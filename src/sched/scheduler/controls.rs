@@ -16,6 +16,7 @@ use crate::protocol::{DesiredChange, Kind};
 use crate::sched::placement::{self, NodeView, PlacementError, Request};
 use crate::sched::store::{Cordon, Maintenance, Placement, PlacementState, Settings};
 use crate::sched::SchedError;
+use crate::spec::AppId;
 use crate::spec::Format;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -206,7 +207,7 @@ impl Scheduler {
         &self,
         from: &str,
         to: Option<&str>,
-        app: Option<&str>,
+        app: Option<&AppId>,
         instance: Option<u32>,
         force: bool,
         note: &(dyn Fn(&str) + Sync),
@@ -238,7 +239,7 @@ impl Scheduler {
                 .collect();
             if instance.is_some() && ids.is_empty() {
                 return Err(SchedError::Apply {
-                    app: app.key.clone(),
+                    app: app.key.to_string(),
                     message: format!("instance {} is not placed on {from}", instance.unwrap_or_default()),
                 });
             }
@@ -285,16 +286,17 @@ impl Scheduler {
     /// Moves instance `i` of `key` off `from` (seed 002: removed, then deployed on the target),
     /// and waits until it runs there. The new placement is stored first: if this process dies
     /// midway, the leader applies it and the reconcile removes what is left on `from`.
-    async fn move_instance(&self, key: &str, i: u32, from: &str, to: Option<&str>) -> Result<String, SchedError> {
+    async fn move_instance(&self, key: &AppId, i: u32, from: &str, to: Option<&str>) -> Result<String, SchedError> {
         let app = self.stored(key).await?;
         let spec = check_spec(&app.spec).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         let (views, _) = self.read_nodes().await;
         if let Some(t) = to.filter(|t| !views.iter().any(|v| v.name == *t)) {
             return Err(SchedError::Node { node: t.into(), message: "does not answer".into() });
         }
+        let app_key = key.to_string();
         let req = Request {
             keep: app.placements.iter().map(|(n, p)| (*n, p.node.clone())).collect(),
-            ..Request::new(key, &spec)
+            ..Request::new(&app_key, &spec)
         };
         let target = drift_target(&req, i, from, to, &views, &self.store.settings().await?)?;
         let why = DesiredChange::Drifted { app: key.into(), instance: i, from: from.into(), to: target.clone() };

@@ -63,7 +63,7 @@ impl Scheduler {
 /// to each node until it is done (intents.rs); a set racing the operator's `delete` would only
 /// take its count of what it removed.
 fn placed_on(apps: &[crate::sched::store::App], node: &str) -> Vec<String> {
-    let keys: BTreeSet<&str> =
-        apps.iter().filter(|a| a.placements.values().any(|p| p.node == node)).map(|a| a.key.as_str()).collect();
-    keys.into_iter().map(String::from).collect()
+    let keys: BTreeSet<String> =
+        apps.iter().filter(|a| a.placements.values().any(|p| p.node == node)).map(|a| a.key.to_string()).collect();
+    keys.into_iter().collect()
 }

@@ -114,7 +114,7 @@ fn copy_namespace<'a>(dependency: &'a str, scope: DependencyScope, app_namespace
 fn wanted(apps: &[App]) -> BTreeMap<String, BTreeMap<String, Wanted>> {
     let mut out: BTreeMap<String, BTreeMap<String, Wanted>> = BTreeMap::new();
     for app in apps.iter().filter(|a| a.deleting.is_none()) {
-        let app_namespace = namespace_of(&app.key);
+        let app_namespace = app.key.namespace.as_str();
         for d in declared(&app.spec) {
             let key = d.key(app_namespace);
             let namespace = copy_namespace(&key, d.scope, app_namespace).to_string();
@@ -162,9 +162,9 @@ impl Scheduler {
         if !spec.dependencies.is_empty() {
             refused.push(SpecError::new("dependencies", "a dependency cannot have dependencies of its own"));
         }
-        let key = super::app_key(&spec);
+        let key = super::app_key(&spec).to_string();
         let name = spec.metadata.name.clone();
-        if let Some(app) = self.store.apps().await?.into_iter().find(|a| name_of(&a.key) == name) {
+        if let Some(app) = self.store.apps().await?.into_iter().find(|a| a.key.name == name) {
             let why = format!("an app is named {name} ({}): a copy in its namespace would replace it", app.key);
             refused.push(SpecError::new("metadata.name", why));
         }
@@ -187,7 +187,7 @@ impl Scheduler {
                     d
                 }
                 None => Dependency {
-                    key: key.clone(),
+                    key: key.to_string(),
                     spec: doc.clone(),
                     revision: 1,
                     grace_secs: grace_secs.unwrap_or(default_grace),
@@ -195,7 +195,7 @@ impl Scheduler {
                     version: None,
                 },
             };
-            let why = DesiredChange::DependencyStored { dependency: key.clone(), revision: dep.revision };
+            let why = DesiredChange::DependencyStored { dependency: key.to_string(), revision: dep.revision };
             match self.store.put_dependency(&mut dep, &why).await {
                 Ok(()) => {
                     if !self.hands_off() {
@@ -597,8 +597,8 @@ impl Scheduler {
 /// The apps that declare `dependency`.
 fn dependents_of(dependency: &str, apps: &[App]) -> Vec<String> {
     apps.iter()
-        .filter(|a| declared(&a.spec).iter().any(|d| d.key(namespace_of(&a.key)) == dependency))
-        .map(|a| a.key.clone())
+        .filter(|a| declared(&a.spec).iter().any(|d| d.key(&a.key.namespace) == dependency))
+        .map(|a| a.key.to_string())
         .collect()
 }
 
@@ -630,7 +630,7 @@ mod tests {
 
     fn app(key: &str, deps: Value, nodes: &[&str]) -> App {
         App {
-            key: key.into(),
+            key: crate::spec::AppId::from_key(key),
             spec: json!({"dependencies": deps}),
             placements: nodes
                 .iter()

@@ -8,6 +8,7 @@ use crate::sched::placement::{self, Request};
 use crate::sched::store::{App, Placement, PlacementState, RoomWait};
 use crate::sched::SchedError;
 use crate::spec::source::Document;
+use crate::spec::AppId;
 use crate::spec::{Format, SpecErrors};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -94,7 +95,7 @@ impl Scheduler {
         let note = |what: &str| eprintln!("rollout of {key}: {what}");
         match self.finish_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
-                Err(SchedError::Apply { app: key.clone(), message: format!("the rollout failed: {reason}") })
+                Err(SchedError::Apply { app: key.to_string(), message: format!("the rollout failed: {reason}") })
             }
             _ => {
                 let (views, _) = self.read_nodes().await;
@@ -107,7 +108,7 @@ impl Scheduler {
     /// Starts again the instances just applied to their nodes that their nodes had given up on
     /// (Failed): a deploy placing a failed instance where it is — the same spec or not — is
     /// the operator asking for it to run, which an unchanged apply alone would not do.
-    async fn start_failed(&self, key: &str, applied: &BTreeMap<String, Vec<u32>>) {
+    async fn start_failed(&self, key: &AppId, applied: &BTreeMap<String, Vec<u32>>) {
         let id = instance_id(key, 0);
         for (node, ids) in applied {
             let Some(client) = self.client(node) else { continue };
@@ -127,7 +128,7 @@ impl Scheduler {
     /// longer Pending, its rollout no longer progressing, no instance left on a node it is no
     /// longer placed on: a scale down is done once the removed instances are gone), then
     /// describes it.
-    pub(super) async fn wait_applied(&self, key: &str) -> Result<Vec<PlacedInstance>, SchedError> {
+    pub(super) async fn wait_applied(&self, key: &AppId) -> Result<Vec<PlacedInstance>, SchedError> {
         let deadline = std::time::Instant::now() + HAND_OFF_WAIT;
         let mut strays = Vec::new();
         loop {
@@ -256,6 +257,7 @@ impl Scheduler {
     ) -> Result<Vec<PlacedInstance>, SchedError> {
         let spec = check_spec(&doc).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
+        let key_text = key.to_string();
         let stored = self.store.app(&key).await?;
         // An app being deleted is deployed anew: none of its placements stays, and those on
         // nodes that answer now are removed below like any stale one.
@@ -278,7 +280,7 @@ impl Scheduler {
             let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
             let live = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
             let (keep, placed) =
-                super::controllers::daemon_set_placements(&key, &spec, &live, &nodes, &views, &settings);
+                super::controllers::daemon_set_placements(&key_text, &spec, &live, &nodes, &views, &settings);
             let total = keep.keys().chain(placed.keys()).max().map_or(0, |m| m + 1);
             let stopped: BTreeSet<u32> = previous
                 .as_ref()
@@ -292,7 +294,7 @@ impl Scheduler {
             let mut reason = String::new();
             let placed = loop {
                 let prev = previous.as_ref();
-                match self.place_counted(&key, &spec, prev, avoid, &views, &down, &settings, &hold, &why) {
+                match self.place_counted(&key_text, &spec, prev, avoid, &views, &down, &settings, &hold, &why) {
                     Ok(placed) => break placed,
                     Err(SchedError::Placement(e)) if wait_for_room && !hold.contains(&e.index) => {
                         hold.extend(e.index..spec.spec.instance);
@@ -312,7 +314,7 @@ impl Scheduler {
             placed
         };
         if let Some(before) = previous.as_ref().and_then(|a| check_spec(&a.spec).ok()) {
-            grows_within_room(&key, &before, &spec, &keep, &placed, &views)?;
+            grows_within_room(&key_text, &before, &spec, &keep, &placed, &views)?;
         }
         self.placed_in_pass(&key, &spec, &placed);
         drop(placing);
@@ -346,9 +348,9 @@ impl Scheduler {
             version: stored.as_ref().and_then(|a| a.version),
         };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
-        self.store.put_app(&mut app, &why.change(&key, placements)).await?;
+        self.store.put_app(&mut app, &why.change(&key_text, placements)).await?;
         if starts {
-            self.store.put_app(&mut app, &DesiredChange::RolloutStarted { app: key.clone() }).await?;
+            self.store.put_app(&mut app, &DesiredChange::RolloutStarted { app: key.to_string() }).await?;
         }
         if self.hands_off() {
             // Shared store: the leading `run` applies what was stored (see `wait_applied`).
@@ -439,7 +441,7 @@ impl Scheduler {
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
-        let applied = DesiredChange::Applied { app: key.clone() };
+        let applied = DesiredChange::Applied { app: key.to_string() };
         if let Err(SchedError::Conflict { .. }) = self.store.put_app(&mut app, &applied).await {
             // Changed meanwhile (a node lost, an instance stopped): only what the applies did
             // is marked, on the app as it is now.
@@ -475,7 +477,7 @@ impl Scheduler {
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {
-            return Err(SchedError::Apply { app: key, message: failed.join("; ") });
+            return Err(SchedError::Apply { app: key_text, message: failed.join("; ") });
         }
         Ok(self.describe(&app, &views).await)
     }

@@ -9,6 +9,7 @@
 
 use super::{Emit, Scheduler};
 use crate::protocol::{AppEndpoints, Endpoint, Event, EventBody, InstanceEvent, SchedEvent};
+use crate::spec::AppId;
 use crate::supervisor::state::Kind;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,8 +20,8 @@ type Ports = BTreeMap<String, Vec<Endpoint>>;
 /// revisions as stored.
 #[derive(Default)]
 pub(super) struct EndpointBook {
-    seen: BTreeMap<String, BTreeMap<String, Ports>>,
-    stored: BTreeMap<String, AppEndpoints>,
+    seen: BTreeMap<AppId, BTreeMap<String, Ports>>,
+    stored: BTreeMap<AppId, AppEndpoints>,
     /// Each node's address (its daemon's `host_ip`).
     ips: BTreeMap<String, String>,
 }
@@ -31,7 +32,7 @@ impl Scheduler {
     pub(super) async fn endpoints_lead(&self, book: &mut EndpointBook) {
         *book = EndpointBook::default();
         match self.store.endpoints().await {
-            Ok(all) => book.stored = all.into_iter().map(|e| (e.key(), e)).collect(),
+            Ok(all) => book.stored = all.into_iter().map(|e| (e.app(), e)).collect(),
             Err(e) => tracing::warn!("reading the stored endpoints: {e}"),
         }
         // What was stored stands for each node until that node says otherwise (or is lost):
@@ -71,13 +72,18 @@ impl Scheduler {
     pub(super) async fn endpoints_on_event(&self, book: &mut EndpointBook, node: &str, event: &Event, emit: &Emit) {
         let EventBody::Instance(InstanceEvent { instance, .. }) = &event.body else { return };
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
-        let app = format!("{}/{}", id.namespace, id.name);
-        self.endpoints_refresh(book, node, Some(&app), emit).await;
+        self.endpoints_refresh(book, node, Some(&id.app()), emit).await;
     }
 
     /// Lists what `node` runs (of `app`, or everything) and publishes each app whose ready
     /// endpoints there changed.
-    pub(super) async fn endpoints_refresh(&self, book: &mut EndpointBook, node: &str, app: Option<&str>, emit: &Emit) {
+    pub(super) async fn endpoints_refresh(
+        &self,
+        book: &mut EndpointBook,
+        node: &str,
+        app: Option<&AppId>,
+        emit: &Emit,
+    ) {
         let Some(client) = self.client(node) else { return };
         // Within the node's heartbeat deadline: a node cut off must not hold up its loss.
         let Some(limit) = self.node_timeout(node) else { return };
@@ -91,17 +97,17 @@ impl Scheduler {
                 Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
             },
         };
-        let filters: Vec<(&str, &str)> = match app.and_then(|a| a.split_once('/')) {
-            Some((namespace, name)) => vec![("namespace", namespace), ("name", name)],
+        let filters: Vec<(&str, &str)> = match app {
+            Some(a) => vec![("namespace", &a.namespace), ("name", &a.name)],
             None => Vec::new(),
         };
         let listed = match within(limit, client.list(&filters)).await {
             Ok(listed) => listed,
             Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
         };
-        let mut now: BTreeMap<String, Ports> = BTreeMap::new();
+        let mut now: BTreeMap<AppId, Ports> = BTreeMap::new();
         for s in listed {
-            let key = format!("{}/{}", s.id.namespace, s.id.name);
+            let key = s.id.app();
             let ports = now.entry(key).or_default();
             if !(s.ready && s.state.kind() == Kind::Running) {
                 continue;
@@ -112,8 +118,8 @@ impl Scheduler {
             }
         }
         // Apps the node ran before and runs no more (all looked at when listing everything).
-        let gone: Vec<String> = match app {
-            Some(a) => vec![a.to_string()],
+        let gone: Vec<AppId> = match app {
+            Some(a) => vec![a.clone()],
             None => book.seen.iter().filter(|(_, nodes)| nodes.contains_key(node)).map(|(a, _)| a.clone()).collect(),
         };
         let mut touched = BTreeSet::new();
@@ -138,7 +144,7 @@ impl Scheduler {
     /// The app's endpoints over every node: a new revision when they changed, stored, then
     /// handed to every daemon. An app gone from the desired store (or being deleted) loses
     /// them, in the store and on every daemon that answers.
-    async fn endpoints_publish(&self, book: &mut EndpointBook, key: &str, emit: &Emit) {
+    async fn endpoints_publish(&self, book: &mut EndpointBook, key: &AppId, emit: &Emit) {
         let mut ports: Ports = BTreeMap::new();
         for node_ports in book.seen.get(key).into_iter().flat_map(|nodes| nodes.values()) {
             for (name, list) in node_ports {
@@ -161,11 +167,11 @@ impl Scheduler {
         if exists && kept.is_some_and(|k| k.ports == ports && named.is_in(k)) {
             return;
         }
-        let Some((namespace, name)) = key.split_once('/') else { return };
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
         // A deleted app's endpoints go at once, whatever still stops on its nodes.
         if !exists {
             if kept.is_some() {
-                if let Err(e) = self.store.delete_endpoints(key).await {
+                if let Err(e) = self.store.delete_endpoints(&key.to_string()).await {
                     return tracing::warn!("removing the endpoints of {key}: {e}");
                 }
                 book.stored.remove(key);
@@ -191,7 +197,7 @@ impl Scheduler {
         if let Err(e) = self.store.put_endpoints(&endpoints).await {
             return tracing::warn!("storing the endpoints of {key}: {e}");
         }
-        book.stored.insert(key.to_string(), endpoints.clone());
+        book.stored.insert(key.clone(), endpoints.clone());
         // Handed over in the background (the leader goes on at once; a daemon refuses a
         // revision older than its own, so hand-overs that cross cannot roll one back), and
         // reported once every node answered or timed out.
@@ -278,16 +284,16 @@ impl Scheduler {
     /// Every app the leader knows endpoints of, published again if its services changed (a
     /// deploy that changed only them): at each reconcile pass.
     pub(super) async fn endpoints_republish(&self, book: &mut EndpointBook, emit: &Emit) {
-        let keys: BTreeSet<String> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
+        let keys: BTreeSet<AppId> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
         for key in keys {
             self.endpoints_publish(book, &key, emit).await;
         }
     }
 
     /// `endpoints APP`: the app's endpoints as stored (None: none yet: nothing was ever ready).
-    pub async fn stored_endpoints(&self, key: &str) -> Result<Option<AppEndpoints>, super::SchedError> {
+    pub async fn stored_endpoints(&self, key: &AppId) -> Result<Option<AppEndpoints>, super::SchedError> {
         self.stored_any(key).await?;
-        Ok(self.store.endpoints().await?.into_iter().find(|e| e.key() == key))
+        Ok(self.store.endpoints().await?.into_iter().find(|e| e.app() == *key))
     }
 
     /// `endpoints APP --watch`: calls `each` with every new revision (the first with what is
@@ -295,7 +301,7 @@ impl Scheduler {
     /// every 200 ms.
     pub async fn watch_endpoints(
         &self,
-        key: &str,
+        key: &AppId,
         mut each: impl FnMut(Option<&AppEndpoints>) -> bool,
     ) -> Result<(), super::SchedError> {
         let mut changes = self.store.changes();
@@ -331,7 +337,7 @@ impl Scheduler {
         spec: &crate::spec::ProcessSpec,
     ) -> Result<serde_json::Value, crate::spec::SpecErrors> {
         use crate::spec::model::{Protocol, ServiceType, NODE_PORTS};
-        let key = format!("{}/{}", spec.metadata.namespace, spec.metadata.name);
+        let key = AppId::of(spec);
         let stored = self.store.apps().await.map_err(|e| one_error("services", e.to_string()))?;
         // Every stored spec parsed once, for the three checks below.
         let apps: Vec<Stored> = stored
@@ -348,7 +354,7 @@ impl Scheduler {
             for s in &app.spec.services {
                 for p in s.ports.iter().filter(|p| p.node_port > 0) {
                     let udp = p.protocol == Protocol::Udp;
-                    if app.key == key {
+                    if *app.key == key {
                         before.insert((s.name.clone(), p.port, udp), p.node_port);
                     } else {
                         taken.insert((udp, p.node_port), app.key.to_string());
@@ -382,7 +388,7 @@ impl Scheduler {
                         None => n,
                     },
                 };
-                taken.insert((udp, port), key.clone());
+                taken.insert((udp, port), key.to_string());
                 doc["services"][i]["ports"][k]["nodePort"] = serde_json::json!(port);
             }
         }
@@ -402,7 +408,7 @@ impl Scheduler {
         &self,
         doc: &mut serde_json::Value,
         spec: &crate::spec::ProcessSpec,
-        key: &str,
+        key: &AppId,
         apps: &[Stored],
     ) -> Vec<crate::spec::SpecError> {
         let range = self.cluster.service_range;
@@ -456,7 +462,7 @@ impl Scheduler {
 
 /// A stored app as a deploy's service checks read it: its spec parsed once.
 struct Stored<'a> {
-    key: &'a str,
+    key: &'a AppId,
     deleting: bool,
     spec: crate::spec::ProcessSpec,
 }
@@ -474,7 +480,7 @@ fn dns_names(spec: &crate::spec::ProcessSpec) -> Vec<(String, String)> {
 
 /// Seed 003: in one namespace a name means one thing — no two apps' stateful set domains, and
 /// no domain or service named like another app's (its name, domain or service).
-fn name_clashes(spec: &crate::spec::ProcessSpec, key: &str, apps: &[Stored]) -> Vec<crate::spec::SpecError> {
+fn name_clashes(spec: &crate::spec::ProcessSpec, key: &AppId, apps: &[Stored]) -> Vec<crate::spec::SpecError> {
     let mut held: BTreeMap<String, String> = BTreeMap::new();
     for app in apps.iter().filter(|a| a.key != key && !a.deleting) {
         if app.spec.metadata.namespace != spec.metadata.namespace {

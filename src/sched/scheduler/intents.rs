@@ -11,6 +11,7 @@ use crate::protocol::{
 };
 use crate::sched::store::{App, Deleting};
 use crate::sched::SchedError;
+use crate::spec::AppId;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +39,7 @@ pub enum Intent {
 impl Scheduler {
     /// `delete APP`: the intent stored first, then the app removed from every node that
     /// answers; the record goes once no node is left to tell.
-    pub async fn delete(&self, key: &str) -> Result<Deleted, SchedError> {
+    pub async fn delete(&self, key: &AppId) -> Result<Deleted, SchedError> {
         self.stored_any(key).await?;
         let every: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         let now = crate::clock::now_ms();
@@ -82,7 +83,7 @@ impl Scheduler {
     }
 
     /// Removes app `key` from `node`: how many instances it had there.
-    async fn delete_on(&self, node: &str, key: &str) -> Result<usize, String> {
+    async fn delete_on(&self, node: &str, key: &AppId) -> Result<usize, String> {
         let client = self.client(node).ok_or_else(|| "not in the cluster file".to_string())?;
         let id = instance_id(key, 0);
         let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
@@ -109,7 +110,7 @@ impl Scheduler {
                     continue;
                 }
             };
-            let why = DesiredChange::DeletedOn { app: app.key.clone(), node: node.to_string() };
+            let why = DesiredChange::DeletedOn { app: app.key.to_string(), node: node.to_string() };
             let marked = self.update_app(&app.key, &why, |a| match a.deleting.as_mut() {
                 Some(d) => d.nodes.remove(node),
                 None => false,
@@ -122,7 +123,7 @@ impl Scheduler {
                 Err(e) => Err(e),
             };
             if stored.is_ok() {
-                let (app, node) = (app.key.clone(), node.to_string());
+                let (app, node) = (app.key.to_string(), node.to_string());
                 emit(&WatchLine::Sched(SchedLine::now(SchedEvent::DeleteDone { app, node, removed })));
             }
         }
@@ -133,7 +134,7 @@ impl Scheduler {
     /// scheduler; a node away at the stop stops it when it answers again (`run`).
     pub async fn set_stopped(
         &self,
-        key: &str,
+        key: &AppId,
         index: Option<u32>,
         intent: Intent,
     ) -> Result<Vec<super::PlacedInstance>, SchedError> {
@@ -206,15 +207,15 @@ impl Scheduler {
             _ => return,
         };
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
-        let key = format!("{}/{}", id.namespace, id.name);
+        let key = id.app();
         let (instances, instance, on) = (vec![id.index], id.to_string(), node.to_string());
         let (change, line) = match intent {
             Intent::Stop => (
-                DesiredChange::Stopped { app: key.clone(), instances },
+                DesiredChange::Stopped { app: key.to_string(), instances },
                 SchedEvent::InstanceStopped { instance, node: on },
             ),
             Intent::Start => (
-                DesiredChange::Started { app: key.clone(), instances },
+                DesiredChange::Started { app: key.to_string(), instances },
                 SchedEvent::InstanceStarted { instance, node: on },
             ),
         };

@@ -36,7 +36,7 @@ use super::store::{App, DesiredStore, LocalStore, PlacementState};
 use super::SchedError;
 use crate::client::Client;
 use crate::protocol::DeployCause;
-use crate::spec::{InstanceId, ProcessSpec, SpecErrors};
+use crate::spec::{AppId, InstanceId, ProcessSpec, SpecErrors};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,7 +76,7 @@ pub struct Scheduler {
     placing: tokio::sync::Mutex<()>,
     /// A lost node's instances waiting out their app's `disconnect.replaceAfterSecs`:
     /// (app, node) → (when they are placed elsewhere, which).
-    deferred: std::sync::Mutex<BTreeMap<(String, String), Deferred>>,
+    deferred: std::sync::Mutex<BTreeMap<(AppId, String), Deferred>>,
     /// Copies a dependency's rolling update found ready (depends.rs).
     copy_checks: std::sync::Mutex<depends::CopyChecks>,
 }
@@ -170,13 +170,12 @@ pub fn check_spec(doc: &Value) -> Result<ProcessSpec, SpecErrors> {
     crate::spec::check_document(doc, crate::spec::validate::validate)
 }
 
-fn app_key(spec: &ProcessSpec) -> String {
-    format!("{}/{}", spec.metadata.namespace, spec.metadata.name)
+fn app_key(spec: &ProcessSpec) -> AppId {
+    AppId::of(spec)
 }
 
-fn instance_id(key: &str, index: u32) -> InstanceId {
-    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-    InstanceId { namespace: namespace.into(), name: name.into(), index }
+fn instance_id(key: &AppId, index: u32) -> InstanceId {
+    key.instance(index)
 }
 
 impl Scheduler {
@@ -334,7 +333,7 @@ impl Scheduler {
 
     /// What a placement took, out of the pass's view (when one is set): the app's instances
     /// there, their random ports and their requests.
-    pub(super) fn placed_in_pass(&self, key: &str, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
+    pub(super) fn placed_in_pass(&self, key: &AppId, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
         let mut view = self.pass_view.lock().expect("pass view lock");
         let Some((views, _)) = view.as_mut() else { return };
         for node in placed.values() {
@@ -471,7 +470,7 @@ impl Scheduler {
     /// was written).
     pub(super) async fn update_app(
         &self,
-        key: &str,
+        key: &AppId,
         why: &crate::protocol::DesiredChange,
         change: impl Fn(&mut App) -> bool,
     ) -> Result<Option<App>, SchedError> {
@@ -490,7 +489,7 @@ impl Scheduler {
     }
 
     /// App `key` as stored, unless it is being deleted.
-    async fn stored(&self, key: &str) -> Result<App, SchedError> {
+    async fn stored(&self, key: &AppId) -> Result<App, SchedError> {
         let app = self.stored_any(key).await?;
         match &app.deleting {
             Some(d) => Err(SchedError::Apply {
@@ -505,20 +504,19 @@ impl Scheduler {
     }
 
     /// App `key` as stored, being deleted or not; a missing one's error says what was meant.
-    async fn stored_any(&self, key: &str) -> Result<App, SchedError> {
+    async fn stored_any(&self, key: &AppId) -> Result<App, SchedError> {
         if let Some(app) = self.store.app(key).await? {
             return Ok(app);
         }
-        let name = key.rsplit('/').next().unwrap_or(key);
         let like: Vec<String> = self
             .store
             .apps()
             .await?
             .into_iter()
-            .map(|a| a.key)
-            .filter(|k| k.rsplit('/').next() == Some(name))
+            .filter(|a| a.key.name == key.name)
+            .map(|a| a.key.to_string())
             .collect();
-        let hint = match (key.contains('/'), like.as_slice()) {
+        let hint = match (!key.namespace.is_empty(), like.as_slice()) {
             (_, [one]) => format!("apps are named namespace/name: did you mean {one}?"),
             (_, [_, ..]) => format!("apps are named namespace/name: one of {}?", like.join(", ")),
             (false, []) => "apps are named namespace/name; `steward-sched status` lists them".into(),
@@ -531,7 +529,7 @@ impl Scheduler {
     /// `wait_for_room`: as for `deploy` (None: the app's own choice at its deploy).
     pub async fn scale(
         &self,
-        key: &str,
+        key: &AppId,
         instances: u32,
         wait_for_room: Option<bool>,
     ) -> Result<Vec<PlacedInstance>, SchedError> {

@@ -12,6 +12,7 @@ use crate::client::ClientError;
 use crate::protocol::{DeployCause, DesiredChange, RolloutPhase, SchedEvent, SchedLine, WatchLine};
 use crate::sched::placement::NodeView;
 use crate::sched::store::{App, Placement, PlacementState};
+use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How often the leader reconciles without being asked.
@@ -25,15 +26,14 @@ impl Scheduler {
     /// One pass over the nodes in `ready` (heard, not lost).
     pub(super) async fn reconcile(&self, ready: &BTreeSet<String>, emit: &Emit) {
         let Ok(apps) = self.store.apps().await else { return };
-        let settled: BTreeMap<&str, &App> =
-            apps.iter().filter(|a| is_settled(a)).map(|a| (a.key.as_str(), a)).collect();
+        let settled: BTreeMap<&AppId, &App> = apps.iter().filter(|a| is_settled(a)).map(|a| (&a.key, a)).collect();
         if settled.is_empty() {
             return;
         }
-        let mut missing: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        let mut missing: BTreeMap<AppId, Vec<(String, u32)>> = BTreeMap::new();
         let mut failed: Vec<(String, crate::spec::InstanceId)> = Vec::new();
         let mut behind: Vec<(String, &App)> = Vec::new();
-        let mut healthy: Vec<(String, String, u32)> = Vec::new();
+        let mut healthy: Vec<(String, AppId, u32)> = Vec::new();
         let mut views = Vec::new();
         for node in ready {
             let Some(client) = self.client(node) else { continue };
@@ -41,10 +41,10 @@ impl Scheduler {
             let Some(limit) = self.node_timeout(node) else { continue };
             let Ok(Ok(doc)) = tokio::time::timeout(limit, client.node()).await else { continue };
             views.push(NodeView::from_node(node, &doc));
-            let mut present: BTreeSet<(String, u32)> = BTreeSet::new();
+            let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
             for on_node in &doc.apps {
-                let key = format!("{}/{}", on_node.namespace, on_node.name);
-                let Some(app) = settled.get(key.as_str()) else { continue };
+                let key = AppId::new(&on_node.namespace, &on_node.name);
+                let Some(app) = settled.get(&key) else { continue };
                 // It runs another spec than the one meant for it here (it missed a rollout, or
                 // one was undone there): applied again, rolled out there by the spec's strategy.
                 if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == *node) {
@@ -122,7 +122,7 @@ impl Scheduler {
         }
         self.follow_hosts(&settled, &views, emit).await;
         for (key, lacking) in missing {
-            let Some(app) = settled.get(key.as_str()) else { continue };
+            let Some(app) = settled.get(&key) else { continue };
             for (node, i) in &lacking {
                 emit(&line(SchedEvent::InstanceMissing { instance: format!("{key}/{i}"), node: node.clone() }));
             }
@@ -130,7 +130,7 @@ impl Scheduler {
             let why = DeployCause::Rescheduled { reason: format!("reconcile: missing {}", what.join(", ")) };
             if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 emit(&line(SchedEvent::RescheduleFailed {
-                    app: key.clone(),
+                    app: key.to_string(),
                     from: lacking[0].0.clone(),
                     error: format!("reconcile: {e}"),
                 }));
@@ -156,7 +156,7 @@ impl Scheduler {
         let text = app.doc_for(node).to_string();
         let r = client.apply_outcome(&text, crate::spec::Format::Json, Some(&app.ids_on(node))).await;
         emit(&line(SchedEvent::RevisionBehind {
-            app: app.key.clone(),
+            app: app.key.to_string(),
             node: node.to_string(),
             revision: r.as_ref().ok().map(|a| a.revision),
             error: r.err().map(|e| e.to_string()),
@@ -166,7 +166,7 @@ impl Scheduler {
     /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
     /// no longer matches (or left the cluster) loses it. Only the nodes in `views` (heard, not
     /// lost, answering) are placed on.
-    async fn follow_hosts(&self, settled: &BTreeMap<&str, &App>, views: &[NodeView], emit: &Emit) {
+    async fn follow_hosts(&self, settled: &BTreeMap<&AppId, &App>, views: &[NodeView], emit: &Emit) {
         let Ok(settings) = self.store.settings().await else { return };
         let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         for app in settled.values() {
@@ -179,7 +179,7 @@ impl Scheduler {
             let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
             if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 emit(&line(SchedEvent::RescheduleFailed {
-                    app: app.key.clone(),
+                    app: app.key.to_string(),
                     from: String::new(),
                     error: format!("daemon set: {e}"),
                 }));
@@ -218,7 +218,7 @@ fn reschedules_reset(p: &Placement, running_ready: bool, started_ms: Option<u64>
 impl Scheduler {
     /// Resets, durably, the reschedule count of each instance (node, app, index) that has run
     /// healthy for the window on its node, by its status there (its last start).
-    async fn reset_reschedules(&self, healthy: Vec<(String, String, u32)>) {
+    async fn reset_reschedules(&self, healthy: Vec<(String, AppId, u32)>) {
         let (now, window) = (crate::clock::now_ms(), reset_window_ms());
         for (node, key, i) in healthy {
             let (Some(client), Some(limit)) = (self.client(&node), self.node_timeout(&node)) else { continue };
@@ -228,7 +228,7 @@ impl Scheduler {
             let running_ready = s.state.kind() == crate::protocol::Kind::Running && s.ready;
             let why = DesiredChange::Rescheduled {
                 reason: format!("reschedule count reset: ran healthy {}", crate::clock::span(window)),
-                app: key.clone(),
+                app: key.to_string(),
                 placements: BTreeMap::from([(i.to_string(), node.clone())]),
             };
             let reset = self.update_app(&key, &why, |a| match a.placements.get_mut(&i) {

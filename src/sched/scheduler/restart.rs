@@ -9,6 +9,7 @@ use super::{check_spec, instance_id, PlacedInstance, Scheduler};
 use crate::client::ClientError;
 use crate::protocol::{DeployCause, DesiredChange};
 use crate::sched::SchedError;
+use crate::spec::AppId;
 
 use crate::supervisor::rollout::RESTARTED_AT_LABEL;
 
@@ -17,7 +18,7 @@ const RESTART_TIMEOUT_SECS: f64 = 120.0;
 
 impl Scheduler {
     /// `restart APP [--instance N]`.
-    pub async fn restart(&self, key: &str, index: Option<u32>) -> Result<Vec<PlacedInstance>, SchedError> {
+    pub async fn restart(&self, key: &AppId, index: Option<u32>) -> Result<Vec<PlacedInstance>, SchedError> {
         let app = self.stored(key).await?;
         let refuse = |message: String| SchedError::Apply { app: key.to_string(), message };
         let Some(i) = index else {
@@ -59,7 +60,7 @@ impl Scheduler {
     /// daemon's PUT .../files), with the same rules as `steward cp` there.
     pub async fn copy_in(
         &self,
-        key: &str,
+        key: &AppId,
         index: u32,
         path: &str,
         data: Vec<u8>,

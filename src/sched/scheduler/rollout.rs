@@ -15,6 +15,7 @@ use crate::client::ClientError;
 use crate::protocol::{DesiredChange, RolloutBody, RolloutPhase, RolloutProgress};
 use crate::sched::store::{App, SchedRollout};
 use crate::sched::SchedError;
+use crate::spec::AppId;
 use crate::spec::Format;
 use serde::Serialize;
 use serde_json::Value;
@@ -158,7 +159,7 @@ impl Scheduler {
     /// Drives `key`'s rollout until it is no longer progressing (complete, failed, paused, or
     /// taken over), telling `note` each step. Returns the phase it ended in.
     /// A rollout that failed and went back (autoRollback) ends Failed, once back.
-    pub async fn drive_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
+    pub async fn drive_rollout(&self, key: &AppId, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
         let mut went_back: Option<String> = None;
         loop {
             let app = self.stored(key).await?;
@@ -236,7 +237,7 @@ impl Scheduler {
     /// drives rollouts: two drivers would apply each step twice), in which case this follows
     /// what the leader does, telling `note` each node's step. Returns the phase it ended in (a
     /// rollout that failed and went back: Failed).
-    pub async fn finish_rollout(&self, key: &str, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
+    pub async fn finish_rollout(&self, key: &AppId, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
         let first = self.stored(key).await?.rollout;
         match &first {
             None => return Ok(RolloutPhase::Complete),
@@ -284,7 +285,7 @@ impl Scheduler {
 
     /// The first node (by name) not done decides: it needs the spec, it rolls, it failed.
     async fn next_step(&self, app: &App, rollout: &SchedRollout) -> Next {
-        let (namespace, name) = app.key.split_once('/').unwrap_or(("", &app.key));
+        let (namespace, name) = (app.key.namespace.as_str(), app.key.name.as_str());
         for node in app.nodes() {
             if rollout.done.contains(&node) {
                 continue;
@@ -318,7 +319,7 @@ impl Scheduler {
     /// writer changed meanwhile: a pause stays a pause).
     async fn change_rollout(
         &self,
-        key: &str,
+        key: &AppId,
         why: &DesiredChange,
         change: impl Fn(&mut SchedRollout),
     ) -> Result<(), SchedError> {
@@ -333,9 +334,9 @@ impl Scheduler {
     }
 
     /// `rollout status APP`.
-    pub async fn rollout_status(&self, key: &str) -> Result<SchedRolloutStatus, SchedError> {
+    pub async fn rollout_status(&self, key: &AppId) -> Result<SchedRolloutStatus, SchedError> {
         let app = self.stored(key).await?;
-        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
         let mut nodes = BTreeMap::new();
         let mut progress = RolloutProgress::default();
         for node in app.nodes() {
@@ -361,16 +362,16 @@ impl Scheduler {
     }
 
     /// `rollout pause APP`: no node gets the spec until resumed, and the node rolling pauses.
-    pub async fn pause_rollout(&self, key: &str) -> Result<(), SchedError> {
+    pub async fn pause_rollout(&self, key: &AppId) -> Result<(), SchedError> {
         self.set_phase(key, RolloutPhase::Paused, "pause").await
     }
 
     /// `rollout resume APP`: the node that was rolling goes on, then the next ones.
-    pub async fn resume_rollout(&self, key: &str) -> Result<(), SchedError> {
+    pub async fn resume_rollout(&self, key: &AppId) -> Result<(), SchedError> {
         self.set_phase(key, RolloutPhase::Progressing, "resume").await
     }
 
-    async fn set_phase(&self, key: &str, phase: RolloutPhase, action: &str) -> Result<(), SchedError> {
+    async fn set_phase(&self, key: &AppId, phase: RolloutPhase, action: &str) -> Result<(), SchedError> {
         let app = self.stored(key).await?;
         let Some(rollout) = app.rollout.clone() else {
             return Err(SchedError::Apply { app: key.into(), message: "it has no rollout".into() });
@@ -392,7 +393,7 @@ impl Scheduler {
             }
         })
         .await?;
-        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
         for node in rollout.applied.keys().filter(|n| !rollout.done.contains(n)) {
             let Some(client) = self.client(node) else { continue };
             match client.rollout_action(namespace, name, action).await {
@@ -406,7 +407,7 @@ impl Scheduler {
 
     /// `rollout undo APP`: the spec deployed before the current one, deployed again (with
     /// today's count), rolled out the same way.
-    pub async fn undo_rollout(&self, key: &str) -> Result<(), SchedError> {
+    pub async fn undo_rollout(&self, key: &AppId) -> Result<(), SchedError> {
         let app = self.stored(key).await?;
         let Some(mut previous) = app.previous.clone() else {
             return Err(SchedError::Apply { app: key.into(), message: "no earlier spec to go back to".into() });
@@ -420,7 +421,7 @@ impl Scheduler {
         }
         let spec =
             check_spec(&previous).map_err(|errors| SchedError::Spec { path: "(previous spec)".into(), errors })?;
-        debug_assert_eq!(app_key(&spec), key);
+        debug_assert_eq!(&app_key(&spec), key);
         self.deploy_doc(previous, &BTreeSet::new(), crate::protocol::DeployCause::Deployed).await?;
         Ok(())
     }

@@ -43,7 +43,7 @@ impl Scheduler {
                     }
                 }
                 Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
-                    app: app.key.clone(),
+                    app: app.key.to_string(),
                     from: "(waiting for room)".into(),
                     error: e.to_string(),
                 })),
@@ -56,10 +56,10 @@ impl Scheduler {
     fn more_fits(&self, app: &App, views: &[NodeView], down: &BTreeMap<String, String>, settings: &Settings) -> bool {
         let Some(first) = app.waiting.as_ref().and_then(|w| w.instances.first().copied()) else { return false };
         let Ok(spec) = check_spec(&app.spec) else { return false };
-        let key = app.key.as_str();
+        let key = app.key.to_string();
         let (avoid, hold) = (BTreeSet::new(), BTreeSet::new());
         let why = DeployCause::Rescheduled { reason: "room found".into() };
-        match self.place_counted(key, &spec, Some(app), &avoid, views, down, settings, &hold, &why) {
+        match self.place_counted(&key, &spec, Some(app), &avoid, views, down, settings, &hold, &why) {
             Ok(_) => true,
             Err(SchedError::Placement(e)) => e.index > first,
             Err(_) => false,

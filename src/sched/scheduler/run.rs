@@ -10,6 +10,7 @@ use crate::protocol::{
 use crate::sched::store::{App, PlacementState};
 use crate::sched::SchedError;
 use crate::spec::model::RestartPolicyKind;
+use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ impl Scheduler {
         let mut maintenance = false;
         let mut last_settings = Instant::now() - Duration::from_secs(60);
         // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
-        let driving: Arc<std::sync::Mutex<BTreeSet<String>>> = Default::default();
+        let driving: Arc<std::sync::Mutex<BTreeSet<AppId>>> = Default::default();
         // Apps' endpoints as the leader knows them (issue 27).
         let mut book = super::endpoints::EndpointBook::default();
         // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
@@ -341,7 +342,7 @@ impl Scheduler {
             return;
         }
         let Ok(id) = crate::client::parse_instance_id(instance) else { return };
-        let Ok(Some(app)) = self.store.app(&format!("{}/{}", id.namespace, id.name)).await else { return };
+        let Ok(Some(app)) = self.store.app(&id.app()).await else { return };
         if app.placements.get(&id.index).is_none_or(|p| p.node != node) {
             return;
         }
@@ -414,7 +415,7 @@ impl Scheduler {
             let why = DeployCause::PendingApplied;
             match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 Ok(placed) if !placed.is_empty() => {
-                    emit(&sched_line(SchedEvent::PendingApplied { app: app.key.clone() }))
+                    emit(&sched_line(SchedEvent::PendingApplied { app: app.key.to_string() }))
                 }
                 Ok(_) => {}
                 // Changed meanwhile (a deploy): looked at again with the change.
@@ -425,7 +426,7 @@ impl Scheduler {
     }
 
     /// Drives every progressing rollout that nothing here drives yet.
-    fn resume_rollouts(self: &Arc<Self>, apps: &[App], driving: &Arc<std::sync::Mutex<BTreeSet<String>>>) {
+    fn resume_rollouts(self: &Arc<Self>, apps: &[App], driving: &Arc<std::sync::Mutex<BTreeSet<AppId>>>) {
         let progressing = apps
             .iter()
             .filter(|a| a.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing));
@@ -470,7 +471,8 @@ impl Scheduler {
         if mine.is_empty() {
             return;
         }
-        let lost_here = DesiredChange::Lost { app: app.key.clone(), node: node.to_string(), instances: mine.clone() };
+        let lost_here =
+            DesiredChange::Lost { app: app.key.to_string(), node: node.to_string(), instances: mine.clone() };
         let marked = self.update_app(&app.key, &lost_here, |a| {
             let mut any = false;
             for i in &mine {
@@ -489,7 +491,7 @@ impl Scheduler {
         let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
         if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
             emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.clone()),
+                app: Some(app.key.to_string()),
                 instance: None,
                 node: node.to_string(),
                 policy,
@@ -501,7 +503,7 @@ impl Scheduler {
         }
         if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
             emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.clone()),
+                app: Some(app.key.to_string()),
                 instance: None,
                 node: node.to_string(),
                 policy,
@@ -511,7 +513,7 @@ impl Scheduler {
         }
         if policy != RestartPolicyKind::Always {
             emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.clone()),
+                app: Some(app.key.to_string()),
                 instance: None,
                 node: node.to_string(),
                 policy,
@@ -550,7 +552,7 @@ impl Scheduler {
         if !moving.is_empty() && wait > 0 {
             // disconnect: the host may still run them (and stops them itself by then).
             emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.clone()),
+                app: Some(app.key.to_string()),
                 instance: None,
                 node: node.to_string(),
                 policy,
@@ -587,7 +589,7 @@ impl Scheduler {
                 }
             }
             Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
-                app: app.key.clone(),
+                app: app.key.to_string(),
                 from: from.to_string(),
                 error: e.to_string(),
             })),
@@ -612,7 +614,7 @@ impl Scheduler {
                 // A job's runs: its own on its node; on any other node, a copy that must stop.
                 match app.placements.get_mut(&0) {
                     Some(p) if p.node == node && p.state == PlacementState::Lost => {
-                        let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
+                        let back = DesiredChange::NodeBack { app: app.key.to_string(), node: node.to_string() };
                         let _ = self.placed_again(&app.key, node, &[0], &back).await;
                     }
                     Some(p) if p.node == node => {}
@@ -655,7 +657,7 @@ impl Scheduler {
                 }
             }
             if !back_here.is_empty() {
-                let back = DesiredChange::NodeBack { app: app.key.clone(), node: node.to_string() };
+                let back = DesiredChange::NodeBack { app: app.key.to_string(), node: node.to_string() };
                 let _ = self.placed_again(&app.key, node, &back_here, &back).await;
             }
         }
@@ -664,7 +666,7 @@ impl Scheduler {
 
     /// Moves instance `i`'s placement back from `from` to `to` (a returning node whose copy
     /// stays: disconnect.reconcile keepOriginal), as Lost there until marked back. Whether it did.
-    async fn take_back(&self, key: &str, i: u32, from: &str, to: &str) -> bool {
+    async fn take_back(&self, key: &AppId, i: u32, from: &str, to: &str) -> bool {
         let back = DesiredChange::NodeBack { app: key.to_string(), node: to.to_string() };
         let moved = self.update_app(key, &back, |a| match a.placements.get_mut(&i) {
             Some(p) if p.node == from && a.deleting.is_none() => {
@@ -680,11 +682,11 @@ impl Scheduler {
     /// Replaces what waited out its app's `disconnect.replaceAfterSecs` on a node still lost;
     /// what waits on a node heard again is dropped (its node runs it).
     async fn replace_deferred(&self, lost: &BTreeSet<String>, emit: &Emit) {
-        let due: Vec<((String, String), Vec<u32>)> = {
+        let due: Vec<((AppId, String), Vec<u32>)> = {
             let mut deferred = self.deferred.lock().expect("deferred lock");
             deferred.retain(|(_, node), _| lost.contains(node));
             let now = Instant::now();
-            let keys: Vec<(String, String)> =
+            let keys: Vec<(AppId, String)> =
                 deferred.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
             keys.into_iter().filter_map(|k| deferred.remove(&k).map(|(_, ids)| (k, ids))).collect()
         };
@@ -702,7 +704,7 @@ impl Scheduler {
     }
 
     /// Marks the Lost placements `ids` on `node` Placed again (a returning node still runs them).
-    async fn placed_again(&self, key: &str, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), SchedError> {
+    async fn placed_again(&self, key: &AppId, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), SchedError> {
         self.update_app(key, why, |a| {
             let mut any = false;
             for i in ids {
@@ -728,7 +730,7 @@ impl Scheduler {
             let why = DeployCause::Rescheduled { reason: format!("resync of {node}: its journal started over") };
             if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 emit(&sched_line(SchedEvent::RescheduleFailed {
-                    app: app.key.clone(),
+                    app: app.key.to_string(),
                     from: node.to_string(),
                     error: format!("resync: {e}"),
                 }));
@@ -766,7 +768,7 @@ impl Scheduler {
         why: &str,
         emit: &Emit,
     ) {
-        let key = format!("{}/{}", id.namespace, id.name);
+        let key = id.app();
         let Ok(Some(mut app)) = self.store.app(&key).await else { return };
         // A job's runs end by design; its daemon retries them by its backoff. Nothing of an
         // app being deleted, or an instance the operator stopped, is placed again.
