@@ -98,6 +98,58 @@ pub struct Config {
     /// spec sets no `limits.pids`: `N%` of the kernel's pid_max and threads-max (the smaller),
     /// a count, or `infinity` (systemd's DefaultTasksMax, and its default).
     pub default_tasks_max: String,
+    /// What runs instances: `real` (processes and containers) or `hollow` (nothing: see
+    /// [`HollowConfig`]).
+    pub runtime: RuntimeMode,
+    /// What a hollow host claims to have and its instances to use.
+    pub hollow: HollowConfig,
+}
+
+/// What runs this daemon's instances.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeMode {
+    /// Processes in cgroups, pods in Docker.
+    #[default]
+    Real,
+    /// A hollow host (issue 46 item 4): the supervisor, store, journal, events, admission and
+    /// API are real; instances run nothing, start and stop at once, and report simulated use.
+    /// For proving steward-sched at fleet scale with many daemons on one machine.
+    Hollow,
+}
+
+/// `[hollow]`: the simulated host of `runtime = "hollow"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HollowConfig {
+    /// The cpus it reports and admits by (cores, or "500m").
+    pub cpu: crate::spec::model::NumberText,
+    /// The memory it reports and admits by (MiB, or "64Gi").
+    pub memory: crate::spec::model::NumberText,
+}
+
+impl Default for HollowConfig {
+    fn default() -> Self {
+        HollowConfig {
+            cpu: crate::spec::model::NumberText("16".into()),
+            memory: crate::spec::model::NumberText("64Gi".into()),
+        }
+    }
+}
+
+impl HollowConfig {
+    /// The simulated host's capacity.
+    pub fn capacity(&self) -> Result<crate::resources::Requests, String> {
+        use crate::resources::{parse_cpu, parse_memory, Quantity};
+        let amount = |key: &str, parsed: Result<Quantity, String>| match parsed {
+            Ok(Quantity::Amount(n)) if n > 0.0 => Ok(n),
+            Ok(_) => Err(format!("hollow.{key} must be a positive amount")),
+            Err(why) => Err(format!("hollow.{key}: {why}")),
+        };
+        let cpu = amount("cpu", parse_cpu(&self.cpu.0))?;
+        let memory = amount("memory", parse_memory(&self.memory.0))?;
+        Ok(crate::resources::Requests::of(cpu, memory))
+    }
 }
 
 /// `[services]`.
@@ -329,6 +381,8 @@ impl Default for Config {
             connections: ConnectionsConfig::default(),
             hook_max_response_bytes: crate::hooks::provider::DEFAULT_MAX_RESPONSE_BYTES,
             default_tasks_max: "15%".into(),
+            runtime: RuntimeMode::Real,
+            hollow: HollowConfig::default(),
         }
     }
 }
@@ -393,6 +447,7 @@ impl Config {
             ));
         }
         config.reserved()?;
+        config.hollow.capacity()?;
         let max = crate::spec::validate::MAX_INSTANCES;
         if !(1..=1000).contains(&config.revision_history) {
             return Err(format!("revision_history {} must be 1-1000", config.revision_history));
@@ -498,6 +553,16 @@ mod tests {
         let e = Config::parse("network_mode = \"calico\"").unwrap_err();
         assert!(e.contains("network_mode") && e.contains("cnm") && e.contains("cni"), "{e}");
         assert!(Config::parse("cni_bin_dir = \"bin\"").unwrap_err().contains("cni_bin_dir"));
+    }
+
+    #[test]
+    fn a_hollow_host_has_a_positive_capacity() {
+        let c = Config::parse("runtime = \"hollow\"\n[hollow]\ncpu = \"500m\"\nmemory = \"2Gi\"\n").unwrap();
+        assert_eq!(c.runtime, RuntimeMode::Hollow);
+        assert_eq!(c.hollow.capacity().unwrap(), crate::resources::Requests::of(0.5, 2048.0));
+        let e = Config::parse("[hollow]\ncpu = \"0\"\n").unwrap_err();
+        assert!(e.contains("hollow.cpu must be a positive amount"), "{e}");
+        assert!(Config::parse("runtime = \"ghost\"\n").is_err());
     }
 
     #[test]

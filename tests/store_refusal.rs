@@ -31,6 +31,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         resources: steward::resources::HostResources::detect(Default::default()),
         hook_max_response_bytes: 1 << 20,
         default_tasks_max: None,
+        hollow: false,
     })
     .await
     .unwrap();

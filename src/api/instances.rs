@@ -75,7 +75,15 @@ pub(super) struct ActionQuery {
     timeout: Option<f64>,
     /// `fail`: why (a REMOTE check's verdict), shown as the instance's stop reason.
     reason: Option<String>,
+    /// `crash` (a hollow host's): the exit code its run ends with (1 by default)...
+    #[serde(rename = "exitCode")]
+    exit_code: Option<i32>,
+    /// ...or the signal that ends it.
+    signal: Option<i32>,
 }
+
+/// The instance actions, as the route's `{action}` names them.
+const ACTIONS: &str = "start, stop, restart, reload, fail, crash";
 
 pub(super) async fn action(
     State(app): State<Arc<AppState>>,
@@ -86,11 +94,15 @@ pub(super) async fn action(
     app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
-    if !["start", "stop", "restart", "reload", "fail"].contains(&action.as_str()) {
-        let message = format!("no action {action:?} (start, stop, restart, reload, fail)");
+    if !ACTIONS.split(", ").any(|a| a == action) {
+        let message = format!("no action {action:?} ({ACTIONS})");
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message).field("action"));
     }
     let reason = q.reason.clone().unwrap_or_else(|| "failed by request".to_string());
+    let crash = match (q.signal, q.exit_code) {
+        (Some(signal), _) => crate::supervisor::state::ExitStatus::Signal(signal),
+        (None, code) => crate::supervisor::state::ExitStatus::Code(code.unwrap_or(1)),
+    };
     let sup_app = app.clone();
     let id2 = id.clone();
     let work = async move {
@@ -101,7 +113,8 @@ pub(super) async fn action(
             "restart" => s.restart(&id2).await,
             "reload" => s.reload(&id2).await,
             "fail" => s.fail(&id2, reason).await,
-            other => Err(SupervisorError::NotFound(format!("action {other:?} (start, stop, restart, reload, fail)"))),
+            "crash" => s.crash(&id2, crash).await,
+            other => Err(SupervisorError::NotFound(format!("action {other:?} ({ACTIONS})"))),
         }
     };
     run_maybe_waiting(&app, &id, q.timeout, work).await

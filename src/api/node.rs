@@ -16,7 +16,10 @@ use std::sync::Arc;
 pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Json<NodeDocument>, ApiError> {
     let live = app.live();
     live.access.require_read(&caller)?;
-    let usage = app.usage.sample();
+    let usage = match app.supervisor.is_hollow() {
+        true => hollow_sample(&app),
+        false => app.usage.sample(),
+    };
     let instances = app.supervisor.list(&ListFilter::default());
     // Every app with instances here, with its labels (EXCLUDE places by them).
     let apps = app
@@ -76,6 +79,20 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
         version: env!("CARGO_PKG_VERSION").to_string(),
         desired_mark: app.supervisor.desired_mark(),
     }))
+}
+
+/// A hollow host's cpus and memory as configured, its use what its instances simulate.
+fn hollow_sample(app: &AppState) -> crate::host::UsageSample {
+    let capacity = app.supervisor.host_resources().capacity;
+    let (busy_milli_cpu, memory_used_bytes) = app.supervisor.hollow_load();
+    let memory_used_bytes = memory_used_bytes.min(capacity.memory_bytes);
+    crate::host::UsageSample {
+        cpus: capacity.milli_cpu.div_ceil(1000).max(1) as usize,
+        cpu_usage_percent: (busy_milli_cpu as f64 * 100.0 / capacity.milli_cpu.max(1) as f64).min(100.0) as f32,
+        memory_total_bytes: capacity.memory_bytes,
+        memory_available_bytes: capacity.memory_bytes - memory_used_bytes,
+        memory_used_bytes,
+    }
 }
 
 pub(super) async fn health() -> Json<HealthBody> {

@@ -31,6 +31,7 @@ pub async fn run(command: Command, endpoint: &Endpoint, output: Output) -> anyho
         Command::Restart(t) => super::act::run(client, "restart", t, output).await,
         Command::Reload(t) => super::act::run(client, "reload", t, output).await,
         Command::Delete(t) => delete(client, t, output).await,
+        Command::Crash { ids, exit_code, signal } => crash(client, &ids, exit_code, signal, output).await,
         Command::Events { follow, since } => super::events::run(client, since, follow, output).await,
         Command::Logs { id, follow, tail, stream, container, timestamps } => {
             let request = super::logs::LogsRequest { id: &id, follow, tail, stream, process: container, timestamps };
@@ -136,4 +137,42 @@ pub(super) async fn targets(client: &Client, t: &Targets) -> Result<Vec<Instance
         return client.list(&[]).await.map(|l| l.into_iter().map(|s| s.id).collect());
     }
     Ok(t.ids.iter().map(|i| parse_instance_id(i).expect("clap checked the instance ids")).collect())
+}
+
+/// `steward crash`: each instance in turn; the exit code is the first failure's.
+async fn crash(
+    client: &Client,
+    ids: &[String],
+    exit_code: i32,
+    signal: Option<i32>,
+    output: super::steward::Output,
+) -> Result<i32, ClientError> {
+    let how = match signal {
+        Some(s) => format!("signal {s}"),
+        None => format!("exit code {exit_code}"),
+    };
+    let mut code = exit::OK;
+    let mut results = Vec::new();
+    for id in ids {
+        let id = parse_instance_id(id).expect("clap checked the instance ids");
+        match client.crash(&id, exit_code, signal).await {
+            Ok(s) => {
+                if output == super::steward::Output::Text {
+                    crate::say!("{id}: crashed ({how}); its restart policy follows");
+                }
+                results.push(s);
+            }
+            Err(e) if ends_the_command(&e) => return Err(e),
+            Err(e) => {
+                crate::esay!("steward: {id}: {e}");
+                if code == exit::OK {
+                    code = self::exit_code(&e);
+                }
+            }
+        }
+    }
+    if output == super::steward::Output::Json {
+        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+    }
+    Ok(code)
 }

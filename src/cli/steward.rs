@@ -144,6 +144,20 @@ pub enum Command {
     Restart(Targets),
     /// Reload instances (reloadCmd or SIGHUP).
     Reload(Targets),
+    /// Tell a hollow host's instances to crash (runtime = "hollow" only): each run ends as if
+    /// its process exited so, and its restart policy follows (backoff, maxtimes), as for a real
+    /// process.
+    Crash {
+        /// Instance ids (namespace/name/index).
+        #[arg(value_name = "ID", required = true, value_parser = instance_arg)]
+        ids: Vec<String>,
+        /// The exit code the run ends with.
+        #[arg(long, default_value_t = 1)]
+        exit_code: i32,
+        /// End it by this signal (a number: 9 for SIGKILL) instead of an exit code.
+        #[arg(long, conflicts_with = "exit_code")]
+        signal: Option<i32>,
+    },
     /// Stop and remove instances (namespace/name/index), or whole apps (namespace/name: every
     /// instance, then the spec). An instance deleted alone comes back at the next apply.
     Delete(DeleteTargets),

@@ -508,6 +508,24 @@ impl Client {
         self.call(Method::POST, &path, None).await.map(|_| ())
     }
 
+    /// Ends a hollow instance's run as if its process exited with `exit_code`, or was killed
+    /// by `signal` (POST .../crash): its restart policy follows. The daemon refuses (409)
+    /// unless it is a hollow host. The status is the instance's as the crash is reported.
+    pub async fn crash(
+        &self,
+        id: &InstanceId,
+        exit_code: i32,
+        signal: Option<i32>,
+    ) -> Result<InstanceStatus, ClientError> {
+        let how = match signal {
+            Some(signal) => format!("signal={signal}"),
+            None => format!("exitCode={exit_code}"),
+        };
+        let path = format!("{}/crash?{how}&timeout=10", instance_path(id));
+        let (_, bytes) = self.call(Method::POST, &path, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
     pub async fn delete(&self, id: &InstanceId, timeout: Option<f64>) -> Result<(), ClientError> {
         self.delete_finished(id, timeout).await.map(|_| ())
     }

@@ -7,7 +7,7 @@ pub mod notify;
 
 use crate::api::{self, auth::Access, AppState, LiveConfig};
 use crate::cgroups::CgroupConfig;
-use crate::config::Config;
+use crate::config::{Config, RuntimeMode};
 use crate::supervisor::{LogRotation, Supervisor, SupervisorConfig};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -56,7 +56,11 @@ pub const REQUEST_GRACE: std::time::Duration = std::time::Duration::from_secs(5)
 /// re-read on SIGHUP. The end is bounded: [`REQUEST_GRACE`] for requests, then
 /// [`BLOCKING_GRACE`] for blocking work, then the store's close (one commit at most).
 pub fn run(config: Config, config_path: Option<&Path>) -> Result<Ending, DaemonError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    // A hollow host does no work of its own: one thread, so that a thousand fit on a machine.
+    let runtime = match config.runtime {
+        RuntimeMode::Hollow => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        RuntimeMode::Real => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?,
+    };
     let ending = runtime.block_on(serve(config, config_path));
     runtime.shutdown_timeout(BLOCKING_GRACE);
     ending
@@ -185,6 +189,9 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
             if new.default_tasks_max != running.default_tasks_max {
                 needs_restart.push("default_tasks_max");
             }
+            if (new.runtime, &new.hollow) != (running.runtime, &running.hollow) {
+                needs_restart.push("runtime/hollow");
+            }
             if new.hook_max_response_bytes != running.hook_max_response_bytes {
                 needs_restart.push("hook_max_response_bytes");
             }
@@ -245,7 +252,13 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     let mut usr2 = signal(SignalKind::user_defined2())?;
     let host_ip = config.host_ip().to_string();
     let nofile = crate::host::raise_open_files_limit();
-    if config.cgroup_favor_dynmods {
+    let hollow = config.runtime == RuntimeMode::Hollow;
+    if hollow {
+        tracing::info!(
+            "runtime = \"hollow\": instances run nothing; no cgroups, Docker, CNI, node ports, DNS or package fetching"
+        );
+    }
+    if config.cgroup_favor_dynmods && !hollow {
         favor_dynamic_moves(&config.cgroup_root);
     }
     let supervisor = Supervisor::open(SupervisorConfig {
@@ -260,8 +273,8 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
         },
         port_range: (config.port_range_start, config.port_range_end),
         revision_history: config.revision_history,
-        // The reserve was checked when the config was read.
-        resources: crate::resources::HostResources::detect(config.reserved().unwrap_or_default()),
+        // The reserve and the hollow capacity were checked when the config was read.
+        resources: host_resources(&config),
         cni: crate::supervisor::CniSettings {
             enabled: config.network_mode == crate::config::NetworkModeConfig::Cni,
             bin_dir: config.cni_bin_dir.clone(),
@@ -285,28 +298,25 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             ("fetch_cache_dir".into(), config.fetch_cache_dir.clone()),
             ("socket".into(), config.socket.clone()),
         ],
+        hollow,
     })
     .await?;
-    keep_ephemeral_ports_out((config.port_range_start, config.port_range_end), config.reserve_port_range);
-    let reaper = supervisor.reaper().clone();
-    let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
-    tracing::info!("node ports: {node_ports:?}");
-    let proxy = proxy_limits(&config.services, nofile);
-    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper, proxy));
-    if let Some(address) = config.services.dns {
-        let zone = &config.services.dns_domain;
-        // The daemon supervises on without it: its instances matter more than their names.
-        match crate::services::dns::serve(address, zone, supervisor.endpoints().clone()).await {
-            Ok(()) => tracing::info!("dns: answering for {zone} on {address}"),
-            Err(e) => tracing::error!("dns: not answering: {e}"),
-        }
+    // A hollow host keeps the endpoints it is handed (the API serves them) and forwards nothing.
+    if !hollow {
+        forward_services(&config, &supervisor, nofile).await;
     }
     let listener = bind_socket(&config.socket, &config.socket_group, config.allow_read_for_all)?;
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {
         supervisor,
         roots: config.roots(),
-        host: crate::spec::validate::HostCapacity::of_this_host(config.max_instances_per_app),
+        host: match hollow {
+            true => crate::spec::validate::HostCapacity::hollow(
+                host_resources(&config).capacity,
+                config.max_instances_per_app,
+            ),
+            false => crate::spec::validate::HostCapacity::of_this_host(config.max_instances_per_app),
+        },
         live: RwLock::new(live_config(&config)),
         shutdown: shutdown.clone(),
         usage: crate::host::UsageSampler::default(),
@@ -389,8 +399,37 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     Ok(ending.await.unwrap_or(Ending::Stopped))
 }
 
-/// Starts the remote listener (TLS, bearer tokens, rate and size limits) on `addr`; it stops
-/// when `shutdown` turns true.
+/// What instances may request here: the host's cpus and memory, or a hollow host's configured
+/// ones; less the reserve.
+fn host_resources(config: &Config) -> crate::resources::HostResources {
+    let reserved = config.reserved().unwrap_or_default();
+    match config.runtime {
+        RuntimeMode::Real => crate::resources::HostResources::detect(reserved),
+        RuntimeMode::Hollow => {
+            crate::resources::HostResources { capacity: config.hollow.capacity().unwrap_or_default(), reserved }
+        }
+    }
+}
+
+/// The host's side of services: its port range kept from the kernel's ephemeral ports, node
+/// ports forwarded (nftables or the userspace proxy), and the DNS responder.
+async fn forward_services(config: &Config, supervisor: &Supervisor, nofile: u64) {
+    keep_ephemeral_ports_out((config.port_range_start, config.port_range_end), config.reserve_port_range);
+    let reaper = supervisor.reaper().clone();
+    let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
+    tracing::info!("node ports: {node_ports:?}");
+    let proxy = proxy_limits(&config.services, nofile);
+    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper, proxy));
+    if let Some(address) = config.services.dns {
+        let zone = &config.services.dns_domain;
+        // The daemon supervises on without it: its instances matter more than their names.
+        match crate::services::dns::serve(address, zone, supervisor.endpoints().clone()).await {
+            Ok(()) => tracing::info!("dns: answering for {zone} on {address}"),
+            Err(e) => tracing::error!("dns: not answering: {e}"),
+        }
+    }
+}
+
 /// The userspace proxy's caps (issue 51 finding 6), within the descriptor limit `nofile`.
 fn proxy_limits(services: &crate::config::ServicesConfig, nofile: u64) -> crate::services::proxy::Limits {
     let budget = crate::services::proxy::descriptor_budget(services.proxy_max_connections, nofile);
@@ -401,6 +440,8 @@ fn proxy_limits(services: &crate::config::ServicesConfig, nofile: u64) -> crate:
     crate::services::proxy::Limits::new(budget, services.proxy_max_connections_per_port)
 }
 
+/// Starts the remote listener (TLS, bearer tokens, rate and size limits) on `addr`; it stops
+/// when `shutdown` turns true.
 async fn serve_remote(
     addr: std::net::SocketAddr,
     config: &Config,

@@ -50,6 +50,11 @@ pub struct DirGuard {
 impl DirWatch {
     /// The shared inotify instance and its reader (inside a tokio runtime); without inotify,
     /// a watch that gives no guards (callers poll).
+    /// No watch: pidfiles are polled for (a hollow host has none).
+    pub fn off() -> DirWatch {
+        DirWatch { inner: None }
+    }
+
     pub fn start() -> DirWatch {
         let made =
             Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(|e| e.to_string()).and_then(|i| {

@@ -1,7 +1,7 @@
 //! Instance actors, run and watched: an actor that panics (a bug) must not leave its instance
 //! wedged.
 
-use super::instance::{Actor, Pod, Processes, Workload};
+use super::instance::{Actor, Hollow, Pod, Processes, Workload};
 use super::record::InstanceRecord;
 use super::{app_key, Handle, Shared, SpecEntry};
 use crate::spec::InstanceId;
@@ -38,7 +38,9 @@ impl ActorWatch {
         panicked: Option<(String, u32)>,
     ) -> oneshot::Receiver<()> {
         // A spec never changes kind (see `Supervisor::apply`): the instance keeps its workload.
-        if spec.spec.is_pod() {
+        if self.shared.hollow {
+            self.spawn_as::<Hollow>(rec, spec, panicked)
+        } else if spec.spec.is_pod() {
             self.spawn_as::<Pod>(rec, spec, panicked)
         } else {
             self.spawn_as::<Processes>(rec, spec, panicked)

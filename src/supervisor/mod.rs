@@ -70,6 +70,9 @@ pub struct SupervisorConfig {
     /// The tasks limit of a process or container that sets none (`default_tasks_max`
     /// resolved; None: unlimited).
     pub default_tasks_max: Option<u64>,
+    /// `runtime = "hollow"`: every instance is hollow (instance/hollow.rs), and nothing of the
+    /// host's runtime is used (no pidfile watch, no log rotation, no CNI retries).
+    pub hollow: bool,
 }
 
 /// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
@@ -129,6 +132,8 @@ pub struct Shared {
     pub applied_marks: desired::Marked,
     /// When a scheduler last reached this daemon (its fences count from it).
     pub contact: desired::Contact,
+    /// Every instance is hollow (see [`SupervisorConfig::hollow`]).
+    pub hollow: bool,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -251,7 +256,12 @@ impl Supervisor {
             }
         }
         let shared = Arc::new(Shared {
-            dirs: crate::runtime::dirwatch::DirWatch::start(),
+            // One inotify instance each: a thousand hollow daemons on one machine would run out.
+            dirs: if config.hollow {
+                crate::runtime::dirwatch::DirWatch::off()
+            } else {
+                crate::runtime::dirwatch::DirWatch::start()
+            },
             default_tasks_max: config.default_tasks_max,
             networks,
             cni_mode: config.cni.enabled,
@@ -272,6 +282,7 @@ impl Supervisor {
             marks,
             applied_marks: Default::default(),
             contact: Default::default(),
+            hollow: config.hollow,
         });
         let sup = Supervisor {
             shared,
@@ -288,10 +299,13 @@ impl Supervisor {
         // Before any actor may ADD: leases nothing names are given back.
         sup.settle_pod_networks().await?;
         sup.load(config.port_range).await?;
-        sup.shared.networks.spawn_retries();
         sup.hooks.resume();
         sup.spawn_fence_watch();
-        tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
+        // A hollow host owes no CNI DELs and writes no logs.
+        if !config.hollow {
+            sup.shared.networks.spawn_retries();
+            tokio::spawn(rotate_logs(sup.shared.roots.run_base_dir.clone(), config.logs));
+        }
         Ok(sup)
     }
 
@@ -500,15 +514,57 @@ impl Supervisor {
             }
             r
         };
-        let cgroup = self.shared.cgroups.instance(&instance::cgroup_key(&rec));
-        let usage = cgroup.usage().ok().map(|u| Usage {
+        let usage = if self.shared.hollow { self.hollow_usage(&rec) } else { self.cgroup_usage(&rec) };
+        Ok(InstanceStatus { kept: self.kept_ids().contains(id), ..InstanceStatus::from_record(&rec, usage) })
+    }
+
+    /// What the kernel accounts to the instance's cgroup.
+    fn cgroup_usage(&self, rec: &InstanceRecord) -> Option<Usage> {
+        let cgroup = self.shared.cgroups.instance(&instance::cgroup_key(rec));
+        cgroup.usage().ok().map(|u| Usage {
             cpu_usage_usec: u.cpu_usage_usec,
             memory_bytes: u.memory_bytes,
             oom_kills: u.oom_kills,
             tasks: u.tasks,
             tasks_max: u.tasks_max,
-        });
-        Ok(InstanceStatus { kept: self.kept_ids().contains(id), ..InstanceStatus::from_record(&rec, usage) })
+        })
+    }
+
+    /// A hollow instance's simulated use (see instance/hollow.rs).
+    fn hollow_usage(&self, rec: &InstanceRecord) -> Option<Usage> {
+        let entry = self.specs.lock().expect("specs lock").get(&app_key(&rec.id.namespace, &rec.id.name)).cloned()?;
+        instance::hollow::usage(&entry.spec, rec, now_ms())
+    }
+
+    /// Whether this is a hollow host (`runtime = "hollow"`).
+    pub fn is_hollow(&self) -> bool {
+        self.shared.hollow
+    }
+
+    /// A hollow host's simulated use of its instances together: (thousandths of a core kept
+    /// busy, memory bytes held), as `steward node` reports them.
+    pub fn hollow_load(&self) -> (u64, u64) {
+        let specs = self.specs.lock().expect("specs lock").clone();
+        let instances = self.instances.lock().expect("instances lock");
+        let now = now_ms();
+        instances.iter().fold((0, 0), |(cpu, memory), (id, h)| {
+            let Some(entry) = specs.get(&app_key(&id.namespace, &id.name)) else { return (cpu, memory) };
+            match instance::hollow::usage(&entry.spec, &h.status.borrow(), now) {
+                Some(u) => (cpu + instance::hollow::busy_milli_cpu(&entry.spec), memory + u.memory_bytes),
+                None => (cpu, memory),
+            }
+        })
+    }
+
+    /// Tells a hollow instance's run to end as if its main process exited with `status`: its
+    /// restart policy follows. Refused (409) unless this is a hollow host.
+    pub async fn crash(&self, id: &InstanceId, status: state::ExitStatus) -> Result<(), SupervisorError> {
+        if !self.shared.hollow {
+            return Err(SupervisorError::Conflict(
+                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
+            ));
+        }
+        self.request(id, Command::Crash(status)).await
     }
 
     /// Whether `name` is one of instance `id`'s processes (procName) or, for a pod, containers
@@ -628,7 +684,7 @@ impl Supervisor {
 
 #[cfg(test)]
 mod footprint {
-    use super::instance::{Actor, Pod, Processes, Workload};
+    use super::instance::{Actor, Hollow, Pod, Processes, Workload};
 
     fn future_size<F: Fn(A) -> Fut, A, Fut>(_: &F) -> usize {
         std::mem::size_of::<Fut>()
@@ -647,6 +703,7 @@ mod footprint {
     #[test]
     fn an_idle_actor_future_is_small() {
         idle_actor_future_is_small::<Processes>();
+        idle_actor_future_is_small::<Hollow>();
         idle_actor_future_is_small::<Pod>();
     }
 }

@@ -630,7 +630,16 @@ pub struct HostCapacity {
 impl HostCapacity {
     /// This host's online cpus and physical memory.
     pub fn of_this_host(max_instances: u32) -> HostCapacity {
-        let has = crate::resources::HostResources::detect(Default::default()).capacity;
+        Self::of(crate::resources::HostResources::detect(Default::default()).capacity, max_instances)
+    }
+
+    /// A hollow host's (`runtime = "hollow"`): its configured capacity, and every user, since
+    /// nothing runs as one.
+    pub fn hollow(has: crate::resources::Requests, max_instances: u32) -> HostCapacity {
+        HostCapacity { has_user: |_| true, ..Self::of(has, max_instances) }
+    }
+
+    fn of(has: crate::resources::Requests, max_instances: u32) -> HostCapacity {
         let memory_mib = match has.memory_bytes {
             0 => MAX_MEMORY_MIB,
             bytes => bytes as f64 / 1048576.0,

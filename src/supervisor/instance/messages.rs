@@ -63,6 +63,8 @@ pub enum Command {
     /// what follows, as for a failed local check.
     Fail(String),
     Reload,
+    /// A hollow instance's run ends as if its main process exited so (see `Workload::crash`).
+    Crash(crate::supervisor::state::ExitStatus),
     Delete,
     /// A file into what runs (`steward cp`); answered on its own channel with where it went.
     CopyIn(Box<FileCopy>, oneshot::Sender<Result<crate::protocol::FileCopied, String>>),
@@ -81,6 +83,7 @@ impl Command {
             Command::Restart => "restart",
             Command::Fail(_) => "fail",
             Command::Reload => "reload",
+            Command::Crash(_) => "crash",
             Command::Delete => "delete",
             Command::CopyIn(..) => "copy",
             Command::Replace(..) => "replace",

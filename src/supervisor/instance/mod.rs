@@ -5,7 +5,8 @@
 //! The rooms: [`messages`] (what the actor is told), [`flows`] (start, stop, end, resume,
 //! delete), [`staging`] (render, directories, downloads), [`transition`] (the state machine's
 //! steps on the record), [`journal`] (commits and the status watch), [`health`] (checks and
-//! their verdicts), [`workload`] (the interface) with [`process`] and [`pod`] behind it.
+//! their verdicts), [`workload`] (the interface) with [`process`], [`pod`] and [`hollow`]
+//! behind it.
 
 use super::record::{now_ms, InstanceRecord};
 use super::state::{self, Event, State, StopGoal};
@@ -19,6 +20,7 @@ pub(crate) use workload::Workload;
 
 mod flows;
 mod health;
+pub(super) mod hollow;
 mod hooks;
 mod journal;
 pub(super) mod messages;
@@ -28,6 +30,7 @@ mod staging;
 mod transition;
 mod workload;
 
+pub(crate) use hollow::Hollow;
 pub use messages::{Command, Fenced, FileCopy, Mailbox, Msg, Reply, SpecEntry, MAX_COPY_BYTES};
 pub(crate) use pod::Pod;
 pub(crate) use process::Processes;
@@ -256,6 +259,10 @@ impl<W: Workload> Actor<W> {
                     state::Kind::Running => self.reload().await,
                     kind => Err(format!("cannot reload: instance is {kind}")),
                 };
+                return answer(reply, result);
+            }
+            Command::Crash(status) => {
+                let result = self.workload.crash(&mut cx!(self), status);
                 return answer(reply, result);
             }
             Command::CopyIn(file, done) => {

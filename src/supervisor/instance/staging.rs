@@ -40,6 +40,9 @@ impl<W: Workload> Actor<W> {
         &mut self,
         rendered: &RenderedInstance,
     ) -> Result<Option<(Command, Option<Reply>)>, String> {
+        if !W::FETCHES_PACKAGES {
+            return Ok(None);
+        }
         for p in &rendered.processes {
             if p.uris.is_empty() {
                 continue;
@@ -72,7 +75,7 @@ impl<W: Workload> Actor<W> {
 
     /// Whether staging downloads anything (then it is long, and Staging is committed first).
     pub(super) fn needs_fetch(&self) -> bool {
-        self.spec.spec.spec.template.spec.processes.iter().any(|p| !p.uris.is_empty())
+        W::FETCHES_PACKAGES && self.spec.spec.spec.template.spec.processes.iter().any(|p| !p.uris.is_empty())
     }
 
     /// The rendering of the current run (see `rendered`), made now if there is none yet.

@@ -139,6 +139,9 @@ pub(crate) struct Probe {
 /// The work that differs by kind of instance. Every step reports; the actor journals and
 /// decides. Methods return `Send` futures so that one generic actor runs on tokio's pool.
 pub(crate) trait Workload: Send + Sync + Sized + 'static {
+    /// Whether staging fetches the spec's packages (`uris`) for it.
+    const FETCHES_PACKAGES: bool = true;
+
     fn new(shared: &Shared, rec: &InstanceRecord) -> Self;
 
     /// Staging's kind-specific part, after the run directory (`run_dir`, opened) exists:
@@ -238,4 +241,10 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
 
     /// After the record went: the runtime's leftovers (cgroup, stopped containers).
     fn remove(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = ()> + Send;
+
+    /// Ends the run as if main 0 exited with `status` (`POST …/crash`): only a hollow
+    /// instance, which has no process to kill, can be told to.
+    fn crash(&mut self, _cx: &mut Cx<'_>, _status: ExitStatus) -> Result<(), String> {
+        Err("only a hollow host's instances can be told to crash (runtime = \"hollow\")".into())
+    }
 }
