@@ -522,7 +522,9 @@ impl Scheduler {
             (false, []) => "apps are named namespace/name; `steward-sched status` lists them".into(),
             (true, []) => "deploy it first; `steward-sched status` lists the apps".into(),
         };
-        Err(SchedError::NoApp { app: key.to_string(), hint })
+        // As the operator wrote it: a name alone, when they left the namespace out.
+        let asked = if key.namespace.is_empty() { key.name.clone() } else { key.to_string() };
+        Err(SchedError::NoApp { app: asked, hint })
     }
 
     /// `scale APP N`: new instances are placed, ones from N up deleted; the others stay.
