@@ -27,29 +27,23 @@ pub(super) async fn apply(
     how: How,
     output: Output,
 ) -> Result<i32, ClientError> {
-    let documents = match spec::source::documents_of(file) {
+    // Validated here first, so mistakes are named with the file (and a YAML one's line).
+    let check = |doc: &serde_json::Value| match roots {
+        Some(roots) => spec::from_document(doc, roots).map(drop),
+        None => crate::sched::scheduler::check_spec(doc).map(drop),
+    };
+    let documents = match spec::source::read_checked(file, check) {
         Ok(d) => d,
-        Err(e) => {
-            crate::esay!("steward: {e}");
+        Err(spec::source::Refused::Unreadable(why)) => {
+            crate::esay!("steward: {why}");
+            return Ok(exit::INVALID);
+        }
+        Err(refused) => {
+            crate::esay!("{refused}");
             return Ok(exit::INVALID);
         }
     };
-    // Validate here first, so mistakes are named with the file (and a YAML one's line).
-    let mut invalid = false;
-    for doc in &documents {
-        let checked = match roots {
-            Some(roots) => spec::from_document(&doc.value, roots).map(drop),
-            None => crate::sched::scheduler::check_spec(&doc.value).map(drop),
-        };
-        if let Err(e) = checked {
-            crate::esay!("{}: {}", doc.label, doc.locate(e));
-            invalid = true;
-        }
-    }
-    if invalid {
-        return Ok(exit::INVALID);
-    }
-    for doc in &documents {
+    for (doc, ()) in &documents {
         let code = apply_one(client, doc, &how, output).await?;
         if code != exit::OK {
             return Ok(code);

@@ -24,26 +24,16 @@ pub(super) async fn run(client: &Client, cmd: HookCommand, output: Output) -> Re
 async fn template(client: &Client, cmd: HookTemplateCommand, output: Output) -> Result<i32, ClientError> {
     match cmd {
         HookTemplateCommand::Apply { file } => {
-            let documents = match crate::spec::source::documents_of(&file) {
-                Ok(d) => d,
-                Err(e) => {
-                    crate::esay!("steward: {e}");
+            // Checked here first, every document before any is stored: every mistake at once,
+            // with the file's name (and a YAML one's line).
+            let templates = match crate::spec::source::read_checked(&file, crate::hooks::template_from_document) {
+                Ok(t) => t,
+                Err(refused) => {
+                    crate::esay!("steward: {refused}");
                     return Ok(exit::INVALID);
                 }
             };
-            // Checked here first, every document before any is stored: every mistake at once,
-            // with the file's name (and a YAML one's line).
-            let mut templates = Vec::with_capacity(documents.len());
-            for doc in &documents {
-                match crate::hooks::template_from_document(&doc.value) {
-                    Ok(t) => templates.push(t),
-                    Err(errors) => crate::esay!("steward: {}: {}", doc.label, doc.locate(errors)),
-                }
-            }
-            if templates.len() < documents.len() {
-                return Ok(exit::INVALID);
-            }
-            for (doc, template) in documents.iter().zip(&templates) {
+            for (doc, template) in &templates {
                 let (ns, name) = (&template.metadata.namespace, &template.metadata.name);
                 let (text, format) = doc.body();
                 let summary = client.put_hook_template(ns, name, text, format).await?;

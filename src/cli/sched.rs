@@ -668,15 +668,8 @@ async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOut
     let json = output == SchedOutput::Json;
     match command {
         SchedDependCommand::Apply { file, grace } => {
-            for doc in crate::sched::scheduler::checked_documents(&file, |doc| {
-                crate::sched::scheduler::check_spec(doc).map(drop)
-            })? {
-                let stored = sched.put_dependency(doc.value.clone(), grace).await.map_err(|e| match e {
-                    SchedError::Spec { errors, .. } => {
-                        SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
-                    }
-                    e => e,
-                })?;
+            for (doc, _) in crate::sched::scheduler::checked_documents(&file, crate::sched::scheduler::check_spec)? {
+                let stored = sched.put_dependency(doc.value.clone(), grace).await.map_err(|e| e.in_document(&doc))?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
                 } else {
@@ -735,15 +728,9 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
     };
     match command {
         SchedHookCommand::Template(SchedHookTemplateCommand::Apply { file }) => {
-            let check = |doc: &serde_json::Value| crate::hooks::template_from_document(doc).map(drop);
-            for doc in crate::sched::scheduler::checked_documents(&file, check)? {
+            for (doc, _) in crate::sched::scheduler::checked_documents(&file, crate::hooks::template_from_document)? {
                 let (text, format) = doc.body();
-                let stored = sched.put_hook_template(text, format).await.map_err(|e| match e {
-                    SchedError::Spec { errors, .. } => {
-                        SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) }
-                    }
-                    e => e,
-                })?;
+                let stored = sched.put_hook_template(text, format).await.map_err(|e| e.in_document(&doc))?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
                 } else {

@@ -846,23 +846,18 @@ fn render(
     config: &Config,
 ) -> anyhow::Result<i32> {
     let roots = config.roots();
-    let documents = match spec::source::documents_of(file) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("steward: {e}");
-            return Ok(exit::INVALID);
-        }
-    };
-    let mut parsed = Vec::with_capacity(documents.len());
-    for doc in &documents {
-        match doc.spec(&roots) {
-            Ok(s) => parsed.push(s),
-            Err(e) => {
-                eprintln!("{}: {e}", doc.label);
+    let (documents, parsed): (Vec<_>, Vec<_>) =
+        match spec::source::read_checked(file, |doc| spec::from_document(doc, &roots)) {
+            Ok(d) => d.into_iter().unzip(),
+            Err(spec::source::Refused::Unreadable(why)) => {
+                eprintln!("steward: {why}");
                 return Ok(exit::INVALID);
             }
-        }
-    }
+            Err(refused) => {
+                eprintln!("{refused}");
+                return Ok(exit::INVALID);
+            }
+        };
     let allocated: BTreeMap<String, u16> = ports.into_iter().collect();
     // Processes' and pods' containers' ports alike; with several documents, of any of them.
     let declared: Vec<String> = parsed.iter().flat_map(|p| p.port_wants()).map(|w| w.name).collect();

@@ -90,8 +90,47 @@ impl Document {
     }
 }
 
-/// Reads `path` and cuts it into documents; a failure is said as "NAME: why".
-pub fn documents_of(path: &Path) -> Result<Vec<Document>, String> {
-    let source = Source::read(path)?;
-    source.documents().map_err(|e| format!("{}: {e}", source.name))
+/// Why the documents of a file were not used.
+#[derive(Debug)]
+pub enum Refused {
+    /// The file could not be read: the message names it.
+    Unreadable(String),
+    /// Each document that failed (its label) with its mistakes, located; a syntax error is the
+    /// file's.
+    Invalid(Vec<(String, SpecErrors)>),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Unreadable(why) => f.write_str(why),
+            Refused::Invalid(failed) => {
+                let lines: Vec<String> = failed.iter().map(|(label, errors)| format!("{label}: {errors}")).collect();
+                f.write_str(&lines.join("\n"))
+            }
+        }
+    }
+}
+
+/// The documents of `path` (`-`: stdin), each with what `check` made of it; when any fails,
+/// every failing one is named and none is used: "all validated before any is applied".
+pub fn read_checked<T>(
+    path: &Path,
+    check: impl Fn(&Value) -> Result<T, SpecErrors>,
+) -> Result<Vec<(Document, T)>, Refused> {
+    let source = Source::read(path).map_err(Refused::Unreadable)?;
+    let documents = source.documents().map_err(|errors| Refused::Invalid(vec![(source.name.clone(), errors)]))?;
+    let mut checked = Vec::with_capacity(documents.len());
+    let mut failed = Vec::new();
+    for doc in documents {
+        match check(&doc.value) {
+            Ok(t) => checked.push((doc, t)),
+            Err(errors) => failed.push((doc.label.clone(), doc.locate(errors))),
+        }
+    }
+    if failed.is_empty() {
+        Ok(checked)
+    } else {
+        Err(Refused::Invalid(failed))
+    }
 }

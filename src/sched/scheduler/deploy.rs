@@ -12,7 +12,7 @@ use crate::spec::AppId;
 use crate::spec::{Format, SpecErrors};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// (total, stopped, kept: index → node, placed: index → node).
 type Placed = (u32, BTreeSet<u32>, BTreeMap<u32, String>, BTreeMap<u32, String>);
@@ -29,30 +29,27 @@ impl Scheduler {
         wait_for_room: bool,
         warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
     ) -> Result<Vec<PlacedInstance>, SchedError> {
-        let documents = checked_documents(path, |doc| check_spec(doc).map(drop))?;
         let mut placed = Vec::new();
-        for doc in &documents {
-            placed.extend(self.deploy_document(doc, wait_for_room, warn).await?);
+        for (doc, spec) in checked_documents(path, check_spec)? {
+            placed.extend(self.deploy_document(&doc, spec, wait_for_room, warn).await?);
         }
         Ok(placed)
     }
 
-    /// Places every instance of the spec in `document` and applies the placements.
+    /// Places every instance of the spec in `document` (checked as `spec`) and applies the
+    /// placements.
     /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
     /// `run` once they fit) instead of the deploy being refused. `warn` is told of affinity
     /// terms on keys no node reports, before anything is placed.
     pub async fn deploy_document(
         &self,
         document: &Document,
+        spec: crate::spec::ProcessSpec,
         wait_for_room: bool,
         warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
     ) -> Result<Vec<PlacedInstance>, SchedError> {
-        let spec_err = |errors: SpecErrors| SchedError::Spec {
-            path: document.label.clone().into(),
-            errors: document.locate(errors),
-        };
+        let spec_err = |errors: SpecErrors| SchedError::Spec { path: PathBuf::new(), errors }.in_document(document);
         let doc = document.value.clone();
-        let spec = check_spec(&doc).map_err(spec_err)?;
         // Each node's rollout runs the steps' hooks: their templates must be stored (and so on
         // the nodes) first, with every arg they need given.
         let stored: BTreeMap<String, crate::hooks::HookTemplate> =
@@ -530,28 +527,38 @@ fn grows_within_room(
     }
 }
 
-/// The documents of the file at `path` (`-`: stdin), each passing `check` (every failing one
-/// named, with its mistakes located) before any is used.
-pub fn checked_documents(
+/// The documents of the file at `path` (`-`: stdin), each with what `check` made of it, as
+/// [`crate::spec::source::read_checked`]: every failing one named, none used.
+pub fn checked_documents<T>(
     path: &Path,
-    check: impl Fn(&Value) -> Result<(), SpecErrors>,
-) -> Result<Vec<Document>, SchedError> {
-    let refused = |path: &Path, message: String| SchedError::Spec {
-        path: path.to_path_buf(),
-        errors: SpecErrors(vec![crate::spec::SpecError::new("", message)]),
-    };
-    let source = crate::spec::source::Source::read(path).map_err(|e| refused(path, e))?;
-    let documents =
-        source.documents().map_err(|errors| SchedError::Spec { path: source.name.clone().into(), errors })?;
-    let mut failed: Vec<SchedError> = documents
-        .iter()
-        .filter_map(|doc| check(&doc.value).err().map(|e| (doc, e)))
-        .map(|(doc, errors)| SchedError::Spec { path: doc.label.clone().into(), errors: doc.locate(errors) })
-        .collect();
-    match failed.len() {
-        0 => Ok(documents),
-        1 => Err(failed.remove(0)),
-        _ => Err(SchedError::Several(failed)),
+    check: impl Fn(&Value) -> Result<T, SpecErrors>,
+) -> Result<Vec<(Document, T)>, SchedError> {
+    use crate::spec::source::{read_checked, Refused};
+    read_checked(path, check).map_err(|refused| match refused {
+        Refused::Unreadable(why) => SchedError::Spec {
+            path: path.to_path_buf(),
+            errors: SpecErrors(vec![crate::spec::SpecError::new("", why)]),
+        },
+        Refused::Invalid(mut failed) if failed.len() == 1 => {
+            let (label, errors) = failed.remove(0);
+            SchedError::Spec { path: label.into(), errors }
+        }
+        Refused::Invalid(failed) => SchedError::Several(
+            failed.into_iter().map(|(label, errors)| SchedError::Spec { path: label.into(), errors }).collect(),
+        ),
+    })
+}
+
+impl SchedError {
+    /// A spec mistake found later (by the store, the nodes) named with `document` and located
+    /// in it, as the mistakes found reading it are.
+    pub fn in_document(self, document: &Document) -> SchedError {
+        match self {
+            SchedError::Spec { errors, .. } => {
+                SchedError::Spec { path: document.label.clone().into(), errors: document.locate(errors) }
+            }
+            e => e,
+        }
     }
 }
 
