@@ -945,6 +945,16 @@ fn all_desired_changes() -> Vec<DesiredChange> {
         DesiredChange::MaintenanceOff {},
         DesiredChange::Cordoned { node: "h2".into(), preferred: true, reason: "disk".into() },
         DesiredChange::Uncordoned { node: "h2".into() },
+        DesiredChange::ConstraintSet {
+            constraint: steward::protocol::Constraint {
+                kind: "node".into(),
+                value: "h3".into(),
+                equal: false,
+                soft: true,
+                since_ms: 1,
+            },
+        },
+        DesiredChange::ConstraintRemoved { kind: "node".into(), value: Some("h3".into()) },
         DesiredChange::NotifyAdded { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::NotifyRemoved { url: "http://127.0.0.1:9/hook".into() },
         DesiredChange::Drifted { app: app.clone(), instance: 1, from: "h2".into(), to: "h3".into() },
@@ -985,6 +995,8 @@ fn all_desired_changes() -> Vec<DesiredChange> {
             | DesiredChange::MaintenanceOff {}
             | DesiredChange::Cordoned { .. }
             | DesiredChange::Uncordoned { .. }
+            | DesiredChange::ConstraintSet { .. }
+            | DesiredChange::ConstraintRemoved { .. }
             | DesiredChange::NotifyAdded { .. }
             | DesiredChange::NotifyRemoved { .. }
             | DesiredChange::Drifted { .. }

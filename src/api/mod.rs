@@ -3,7 +3,7 @@
 
 pub mod auth;
 pub mod error;
-mod extract;
+pub mod extract;
 mod metrics;
 pub mod remote;
 pub mod serve;

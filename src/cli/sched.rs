@@ -1,6 +1,7 @@
 //! `steward-sched`: the thin, stateless scheduler plugin that talks to every host's stewardd.
 
-use crate::protocol::{EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
+use crate::protocol::{Cursors, EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
+use crate::sched::ops::SchedOps;
 use crate::sched::scheduler::{Intent, PlacedInstance};
 use crate::sched::{Cluster, SchedError, Scheduler};
 use crate::spec::AppId;
@@ -22,6 +23,10 @@ pub struct SchedArgs {
     /// (overrides the cluster file's `store`). Default: the embedded store in `state_dir`.
     #[arg(long, global = true, value_name = "URL", env = "STEWARD_SCHED_STORE")]
     pub store: Option<String>,
+    /// A `steward-sched serve` to ask (`host:port` or `https://host:port`; the cluster file's
+    /// `server` otherwise): commands become its clients instead of acting themselves.
+    #[arg(long, global = true, value_name = "URL", env = "STEWARD_SCHED_SERVER")]
+    pub server: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = SchedOutput::Text)]
     pub output: SchedOutput,
@@ -55,6 +60,10 @@ pub enum SchedCommand {
         /// the deploy being refused whole.
         #[arg(long)]
         wait_for_room: bool,
+        /// Refuse an app that exists already (seed 002's create: NotAllowed) instead of
+        /// updating it.
+        #[arg(long)]
+        create_only: bool,
     },
     /// Show every application's instances across the cluster.
     Status,
@@ -63,7 +72,7 @@ pub enum SchedCommand {
         /// Where to start: `N` (after event N on every node; 0: everything kept) or per node
         /// `h1=40,h2=12` (sequence numbers are each daemon's own; nodes not named start from
         /// now). Default: from now. A cursor beyond a daemon's journal resyncs to its newest.
-        #[arg(long, value_name = "N|NODE=N,...", value_parser = parse_cursors)]
+        #[arg(long, value_name = "N|NODE=N,...", value_parser = Cursors::parse)]
         since: Option<Cursors>,
     },
     /// Change an application's instance count.
@@ -152,6 +161,20 @@ pub enum SchedCommand {
     /// rollouts a killed deploy left. Prints what it sees and does. Reads the cluster file
     /// again on SIGHUP or when it changes (nodes added, removed or moved).
     Run,
+    /// Serve steward-sched's HTTP API (the cluster file's `[serve]`: listen, cert, key,
+    /// tokens_file) and lead like `run`: several may share an etcd store (any answers, one
+    /// leads). Commands given `--server` (or the cluster file's `server`) are its clients.
+    Serve {
+        /// Listen here instead of `[serve] listen`.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Seed 002's constraints: nodes whose name is (`--equal`) or is not the value take new
+    /// instances; `--soft true` (the default) must hold, `--soft false` only prefers.
+    Constraint {
+        #[command(subcommand)]
+        command: SchedConstraintCommand,
+    },
     /// An application's rollout across its nodes (a deploy that changes what runs rolls it out
     /// one node at a time, by the spec's strategy, the budget counted over the whole app).
     Rollout {
@@ -208,6 +231,32 @@ pub enum SchedCommand {
     Notify {
         #[command(subcommand)]
         command: SchedNotifyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedConstraintCommand {
+    /// Every constraint.
+    Ls,
+    /// Set the constraint of TYPE on VALUE (type `node`: a node's name).
+    Set {
+        #[arg(long = "type", default_value = "node")]
+        kind: String,
+        #[arg(long)]
+        value: String,
+        /// true: only nodes equal to VALUE take new instances; false: all but VALUE.
+        #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+        equal: bool,
+        /// true: it must hold (seed 002); false: preferred.
+        #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+        soft: bool,
+    },
+    /// Remove the constraints of TYPE (on VALUE only, with --value).
+    Rm {
+        #[arg(long = "type", default_value = "node")]
+        kind: String,
+        #[arg(long)]
+        value: Option<String>,
     },
 }
 
@@ -385,7 +434,7 @@ pub enum SchedRolloutCommand {
 }
 
 /// Exit codes: 0 done, 1 the request failed (invalid spec, impossible placement, a node
-/// refused), 2 usage, 3 the cluster file or the store cannot be used.
+/// refused), 2 usage, 3 the cluster file, the store or the server cannot be used.
 pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     let cluster = match Cluster::load(&args.cluster) {
         Ok(c) => c,
@@ -401,6 +450,19 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             return Ok(3);
         }
     }
+    let output = args.output;
+    let server = args.server.clone().or_else(|| cluster.server.clone());
+    let acts_here = matches!(args.command, SchedCommand::Run | SchedCommand::Serve { .. });
+    if let (Some(server), false) = (server, acts_here) {
+        let client = match cluster.server_client(&server) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("steward-sched: --server {server}: {e}");
+                return Ok(3);
+            }
+        };
+        return runtime.block_on(execute(&client, args.command, output, args.strict));
+    }
     let sched = match runtime.block_on(Scheduler::open(cluster, args.store.as_deref())) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -408,170 +470,261 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
             return Ok(3);
         }
     };
-    let output = args.output;
     runtime.block_on(async move {
-        // What changes what runs waits for maintenance mode to be turned off.
-        let changes_what_runs = matches!(
-            args.command,
-            SchedCommand::Deploy { .. }
-                | SchedCommand::Scale { .. }
-                | SchedCommand::Delete { .. }
-                | SchedCommand::Stop { .. }
-                | SchedCommand::Start { .. }
-                | SchedCommand::Restart { .. }
-                | SchedCommand::Node { command: SchedNodeCommand::Drain { .. } }
-                | SchedCommand::Depend { command: SchedDependCommand::Apply { .. } | SchedDependCommand::Rm { .. } }
-                | SchedCommand::Rollout {
-                    command: SchedRolloutCommand::Resume { .. } | SchedRolloutCommand::Undo { .. }
-                }
-        );
-        let allowed = if changes_what_runs { sched.refuse_in_maintenance().await } else { Ok(()) };
         let result = match args.command {
-            _ if allowed.is_err() => allowed,
-            SchedCommand::Deploy { file, wait_for_room } => {
-                let warn = |w: &crate::spec::SpecError| print_warning(w, output);
-                sched.deploy_file(&file, wait_for_room, &warn).await.map(|p| print_placed(&p, output))
+            SchedCommand::Run => sched.clone().run(Some(args.cluster), move |v| print_line(v, output)).await,
+            SchedCommand::Serve { listen } => serve(sched.clone(), args.cluster, listen, output).await,
+            command => return execute(&sched, command, output, args.strict).await,
+        };
+        Ok(finish(result, &sched.unreachable(), args.strict))
+    })
+}
+
+/// `serve`: the API and the `run` loop, until SIGTERM or SIGINT (or either fails).
+async fn serve(
+    sched: Arc<Scheduler>,
+    cluster_file: PathBuf,
+    listen: Option<std::net::SocketAddr>,
+    output: SchedOutput,
+) -> Result<(), SchedError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Some(section) = sched.cluster.serve.clone() else {
+        let message = "has no [serve] section (listen, cert, key, tokens_file)".to_string();
+        return Err(SchedError::Cluster { path: cluster_file, message });
+    };
+    let config = section.remote_config(listen);
+    let (lines, _) = tokio::sync::broadcast::channel(1024);
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let served = Arc::new(crate::sched::api::Served { sched: sched.clone(), lines: lines.clone(), shutdown });
+    let limits = crate::config::ServeLimits {
+        header_timeout: std::time::Duration::from_secs(30),
+        max_connections: 4096,
+        max_connections_per_peer: 1024,
+    };
+    let api = crate::sched::api::serve(served, &config, limits);
+    let leading = sched.run(Some(cluster_file), move |v| {
+        print_line(v, output);
+        let _ = lines.send(v.clone());
+    });
+    let mut term = signal(SignalKind::terminate()).map_err(|e| SchedError::Store(format!("SIGTERM handler: {e}")))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| SchedError::Store(format!("SIGINT handler: {e}")))?;
+    tokio::pin!(api, leading);
+    let result = tokio::select! {
+        r = &mut api => r.map_err(|e| SchedError::Config(e.to_string())),
+        r = &mut leading => r,
+        _ = term.recv() => Ok(()),
+        _ = int.recv() => Ok(()),
+    };
+    let _ = stop.send(true);
+    result
+}
+
+/// What a command's result makes the exit code, every node that did not answer reported first
+/// (the operator must know, success or not).
+fn finish(
+    result: Result<(), SchedError>,
+    unreachable: &std::collections::BTreeMap<String, String>,
+    strict: bool,
+) -> i32 {
+    for (node, why) in unreachable {
+        eprintln!("steward-sched: node {node} did not answer: {why}");
+    }
+    match result {
+        Ok(()) if strict && !unreachable.is_empty() => {
+            eprintln!("steward-sched: --strict: {} node(s) did not answer", unreachable.len());
+            1
+        }
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("steward-sched: {e}");
+            match e {
+                SchedError::Cluster { .. } | SchedError::Store(_) | SchedError::Tls(_) => 3,
+                SchedError::Server { code, .. } if code == "unavailable" => 3,
+                _ => 1,
             }
-            SchedCommand::Scale { app, instances, wait_for_room } => {
-                let wait = wait_for_room.then_some(true);
-                sched.scale(&AppId::from_key(&app), instances, wait).await.map(|p| print_placed(&p, output))
-            }
-            SchedCommand::Status => match sched.status().await {
-                Ok(p) => {
-                    if output == SchedOutput::Text {
-                        if let Ok(engine) = sched.engine_status().await {
-                            println!("{}", engine_line(&engine));
-                        }
+        }
+    }
+}
+
+/// One command, in this process or asked of a server: the exit code.
+async fn execute<S: SchedOps>(
+    sched: &S,
+    command: SchedCommand,
+    output: SchedOutput,
+    strict: bool,
+) -> anyhow::Result<i32> {
+    // What changes what runs waits for maintenance mode to be turned off.
+    let changes_what_runs = matches!(
+        command,
+        SchedCommand::Deploy { .. }
+            | SchedCommand::Scale { .. }
+            | SchedCommand::Delete { .. }
+            | SchedCommand::Stop { .. }
+            | SchedCommand::Start { .. }
+            | SchedCommand::Restart { .. }
+            | SchedCommand::Node { command: SchedNodeCommand::Drain { .. } }
+            | SchedCommand::Depend { command: SchedDependCommand::Apply { .. } | SchedDependCommand::Rm { .. } }
+            | SchedCommand::Rollout { command: SchedRolloutCommand::Resume { .. } | SchedRolloutCommand::Undo { .. } }
+    );
+    let allowed = if changes_what_runs { sched.refuse_in_maintenance().await } else { Ok(()) };
+    let result = match command {
+        _ if allowed.is_err() => allowed,
+        SchedCommand::Deploy { file, wait_for_room, create_only } => {
+            deploy(sched, &file, wait_for_room, create_only, output).await
+        }
+        SchedCommand::Scale { app, instances, wait_for_room } => {
+            let wait = wait_for_room.then_some(true);
+            sched.scale(&AppId::from_key(&app), instances, wait).await.map(|p| print_placed(&p, output))
+        }
+        SchedCommand::Status => match sched.status().await {
+            Ok(p) => {
+                if output == SchedOutput::Text {
+                    if let Ok(engine) = sched.engine_status().await {
+                        println!("{}", engine_line(&engine));
                     }
-                    print_placed(&p, output);
-                    Ok(())
                 }
-                Err(e) => Err(e),
-            },
-            SchedCommand::Delete { app } => {
-                sched.delete(&AppId::from_key(&app)).await.map(|d| print_deleted(&d, output))
-            }
-            SchedCommand::Stop { app, index, instance } => sched
-                .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Stop)
-                .await
-                .map(|p| print_placed(&p, output)),
-            SchedCommand::Start { app, index, instance } => sched
-                .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Start)
-                .await
-                .map(|p| print_placed(&p, output)),
-            SchedCommand::Restart { app, instance } => {
-                sched.restart(&AppId::from_key(&app), instance).await.map(|p| print_placed(&p, output))
-            }
-            SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
-            SchedCommand::Endpoints { app, watch: false } => {
-                sched.stored_endpoints(&AppId::from_key(&app)).await.map(|e| {
-                    print_endpoints(&app, e.as_ref(), output, false);
-                })
-            }
-            SchedCommand::Endpoints { app, watch: true } => {
-                sched.watch_endpoints(&AppId::from_key(&app), |e| print_endpoints(&app, e, output, true)).await
-            }
-            SchedCommand::Cp { file, target, mode, user, container } => {
-                copy_in(&sched, (&file, &target), mode, user, container, output).await
-            }
-            SchedCommand::Config { command } => {
-                let entries = match command {
-                    SchedConfigCommand::Get { key } => sched.config(key.as_deref()).await,
-                    SchedConfigCommand::Set { key, value } => sched.set_config(&key, &value).await,
-                };
-                entries.map(|entries| print_config(&entries, output))
-            }
-            SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
-            SchedCommand::Depend { command } => depend(&sched, command, output).await,
-            SchedCommand::Notify { command } => {
-                let urls = match command {
-                    SchedNotifyCommand::Add { url } => sched.set_webhook(&url, true).await,
-                    SchedNotifyCommand::Rm { url } => sched.set_webhook(&url, false).await,
-                    SchedNotifyCommand::Ls => sched.webhooks().await,
-                };
-                urls.map(|urls| match output {
-                    SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&urls).unwrap_or_default()),
-                    SchedOutput::Text => urls.iter().for_each(|u| println!("{u}")),
-                })
-            }
-            SchedCommand::Maintenance { command } => {
-                let (on, reason) = match command {
-                    SchedMaintenanceCommand::On { reason } => (true, reason),
-                    SchedMaintenanceCommand::Off => (false, String::new()),
-                };
-                sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
-            }
-            SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, soft, reason } } => {
-                let preferred = cordon_preferred(preferred, soft);
-                sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
-            }
-            SchedCommand::Node { command: SchedNodeCommand::Ls } => {
-                sched.node_listing().await.map(|nodes| print_node_records(&nodes, output))
-            }
-            SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
-                sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
-            }
-            SchedCommand::Node { command: SchedNodeCommand::Drain { node, force } } => {
-                match sched.cordon(&node, Some((false, "drained"))).await {
-                    Ok(_) => {
-                        let note = |what: &str| eprintln!("drain {node}: {what}");
-                        sched
-                            .drift(&node, None, None, None, force, &note)
-                            .await
-                            .and_then(|d| drifted(&node, &d, output))
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            SchedCommand::Drift { from, to, app, instance, force } => {
-                let note = |what: &str| eprintln!("drift: {what}");
-                sched
-                    .drift(&from, to.as_deref(), app.as_deref().map(AppId::from_key).as_ref(), instance, force, &note)
-                    .await
-                    .and_then(|d| drifted(&from, &d, output))
-            }
-            SchedCommand::Watch { since } => {
-                let mut rx = match since {
-                    None => sched.follow(None),
-                    Some(Cursors::All(n)) => sched.follow(Some(n)),
-                    Some(Cursors::PerNode(map)) => sched.follow_from(&map),
-                };
-                while let Some(item) = rx.recv().await {
-                    if let NodeItem::Heartbeat { .. } = item.item {
-                        continue;
-                    }
-                    print_line(&WatchLine::Node(item), output);
-                }
+                print_placed(&p, output);
                 Ok(())
             }
-            SchedCommand::Run => sched.clone().run(Some(args.cluster), move |v| print_line(v, output)).await,
-            SchedCommand::Rollout { command } => rollout(&sched, command, output).await,
-            SchedCommand::Hook { command } => match hook(&sched, command, output).await {
-                Ok(true) => Ok(()),
-                Ok(false) => return Ok(1),
-                Err(e) => Err(e),
-            },
-        };
-        // Every node that did not answer, success or not: the operator must know.
-        let unreachable = sched.unreachable();
-        for (node, why) in &unreachable {
-            eprintln!("steward-sched: node {node} did not answer: {why}");
+            Err(e) => Err(e),
+        },
+        SchedCommand::Delete { app } => sched.delete(&AppId::from_key(&app)).await.map(|d| print_deleted(&d, output)),
+        SchedCommand::Stop { app, index, instance } => sched
+            .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Stop)
+            .await
+            .map(|p| print_placed(&p, output)),
+        SchedCommand::Start { app, index, instance } => sched
+            .set_stopped(&AppId::from_key(&app), index.or(instance), Intent::Start)
+            .await
+            .map(|p| print_placed(&p, output)),
+        SchedCommand::Restart { app, instance } => {
+            sched.restart(&AppId::from_key(&app), instance).await.map(|p| print_placed(&p, output))
         }
-        match result {
-            Ok(()) if args.strict && !unreachable.is_empty() => {
-                eprintln!("steward-sched: --strict: {} node(s) did not answer", unreachable.len());
-                Ok(1)
-            }
-            Ok(()) => Ok(0),
-            Err(e) => {
-                eprintln!("steward-sched: {e}");
-                Ok(match e {
-                    SchedError::Cluster { .. } | SchedError::Store(_) | SchedError::Tls(_) => 3,
-                    _ => 1,
+        SchedCommand::Nodes => sched.node_listing().await.map(|nodes| print_nodes(&nodes, output)),
+        SchedCommand::Endpoints { app, watch: false } => {
+            sched.stored_endpoints(&AppId::from_key(&app)).await.map(|e| {
+                print_endpoints(&app, e.as_ref(), output, false);
+            })
+        }
+        SchedCommand::Endpoints { app, watch: true } => {
+            sched.watch_endpoints(&AppId::from_key(&app), |e| print_endpoints(&app, e, output, true)).await
+        }
+        SchedCommand::Cp { file, target, mode, user, container } => {
+            copy_in(sched, (&file, &target), mode, user, container, output).await
+        }
+        SchedCommand::Config { command } => {
+            let entries = match command {
+                SchedConfigCommand::Get { key } => sched.config(key.as_deref()).await,
+                SchedConfigCommand::Set { key, value } => sched.set_config(&key, &value).await,
+            };
+            entries.map(|entries| print_config(&entries, output))
+        }
+        SchedCommand::Engine => sched.engine_status().await.map(|e| print_engine(&e, output)),
+        SchedCommand::Depend { command } => depend(sched, command, output).await,
+        SchedCommand::Notify { command } => {
+            let urls = match command {
+                SchedNotifyCommand::Add { url } => sched.set_webhook(&url, true).await,
+                SchedNotifyCommand::Rm { url } => sched.set_webhook(&url, false).await,
+                SchedNotifyCommand::Ls => sched.webhooks().await,
+            };
+            urls.map(|urls| match output {
+                SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&urls).unwrap_or_default()),
+                SchedOutput::Text => urls.iter().for_each(|u| println!("{u}")),
+            })
+        }
+        SchedCommand::Maintenance { command } => {
+            let (on, reason) = match command {
+                SchedMaintenanceCommand::On { reason } => (true, reason),
+                SchedMaintenanceCommand::Off => (false, String::new()),
+            };
+            sched.set_maintenance(on, &reason).await.map(|e| print_engine(&e, output))
+        }
+        SchedCommand::Constraint { command } => constraint(sched, command, output).await,
+        SchedCommand::Node { command: SchedNodeCommand::Cordon { node, preferred, soft, reason } } => {
+            let preferred = cordon_preferred(preferred, soft);
+            sched.cordon(&node, Some((preferred, &reason))).await.map(|e| print_engine(&e, output))
+        }
+        SchedCommand::Node { command: SchedNodeCommand::Ls } => {
+            sched.node_listing().await.map(|nodes| print_node_records(&nodes, output))
+        }
+        SchedCommand::Node { command: SchedNodeCommand::Uncordon { node } } => {
+            sched.cordon(&node, None).await.map(|e| print_engine(&e, output))
+        }
+        SchedCommand::Node { command: SchedNodeCommand::Drain { node, force } } => {
+            sched.drain(&node, force).await.and_then(|d| drifted(&node, &d, output))
+        }
+        SchedCommand::Drift { from, to, app, instance, force } => {
+            let req = crate::protocol::DriftRequest { from: from.clone(), to, app, instance, force };
+            sched.drift(&req).await.and_then(|d| drifted(&from, &d, output))
+        }
+        SchedCommand::Watch { since } => {
+            sched
+                .watch(since, |line| {
+                    let heartbeat = matches!(&line, WatchLine::Node(n) if matches!(n.item, NodeItem::Heartbeat { .. }));
+                    if !heartbeat {
+                        print_line(&line, output);
+                    }
+                    true
                 })
+                .await
+        }
+        SchedCommand::Run | SchedCommand::Serve { .. } => {
+            Err(SchedError::Config("run and serve act in this process: give no --server".into()))
+        }
+        SchedCommand::Rollout { command } => rollout(sched, command, output).await,
+        SchedCommand::Hook { command } => match hook(sched, command, output).await {
+            Ok(true) => Ok(()),
+            Ok(false) => return Ok(1),
+            Err(e) => Err(e),
+        },
+    };
+    Ok(finish(result, &sched.unreachable(), strict))
+}
+
+/// `deploy FILE`: every document checked here first (each mistake named with its file and
+/// line), then deployed in order.
+async fn deploy<S: SchedOps>(
+    sched: &S,
+    file: &std::path::Path,
+    wait_for_room: bool,
+    create_only: bool,
+    output: SchedOutput,
+) -> Result<(), SchedError> {
+    let mut placed = Vec::new();
+    for (doc, spec) in crate::sched::scheduler::checked_documents(file, crate::sched::scheduler::check_spec)? {
+        let deployed = sched.deploy(&doc, spec, wait_for_room, create_only).await.map_err(|e| e.in_document(&doc))?;
+        deployed.warnings.iter().for_each(|w| print_warning(w, output));
+        placed.extend(deployed.instances);
+    }
+    print_placed(&placed, output);
+    Ok(())
+}
+
+/// `constraint ls|set|rm`.
+async fn constraint<S: SchedOps>(
+    sched: &S,
+    command: SchedConstraintCommand,
+    output: SchedOutput,
+) -> Result<(), SchedError> {
+    let list = match command {
+        SchedConstraintCommand::Ls => sched.constraints().await?,
+        SchedConstraintCommand::Set { kind, value, equal, soft } => {
+            sched.set_constraint(crate::protocol::Constraint { kind, value, equal, soft, since_ms: 0 }).await?
+        }
+        SchedConstraintCommand::Rm { kind, value } => sched.remove_constraint(&kind, value.as_deref()).await?,
+    };
+    match output {
+        SchedOutput::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
+        SchedOutput::Text => {
+            println!("{:<8} {:<4} {:<16} {:<9} SINCE", "TYPE", "OP", "VALUE", "SOFT");
+            for c in list {
+                let op = if c.equal { "==" } else { "!=" };
+                let soft = if c.soft { "required" } else { "preferred" };
+                println!("{:<8} {op:<4} {:<16} {soft:<9} {}", c.kind, c.value, crate::clock::rfc3339_utc(c.since_ms));
             }
         }
-    })
+    }
+    Ok(())
 }
 
 fn print_config(entries: &[crate::sched::scheduler::ConfigEntry], output: SchedOutput) {
@@ -664,12 +817,12 @@ fn print_node_records(nodes: &[crate::sched::scheduler::NodeListing], output: Sc
 }
 
 /// `steward-sched depend ...`.
-async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOutput) -> Result<(), SchedError> {
+async fn depend<S: SchedOps>(sched: &S, command: SchedDependCommand, output: SchedOutput) -> Result<(), SchedError> {
     let json = output == SchedOutput::Json;
     match command {
         SchedDependCommand::Apply { file, grace } => {
             for (doc, _) in crate::sched::scheduler::checked_documents(&file, crate::sched::scheduler::check_spec)? {
-                let stored = sched.put_dependency(doc.value.clone(), grace).await.map_err(|e| e.in_document(&doc))?;
+                let stored = sched.put_dependency(&doc, grace).await.map_err(|e| e.in_document(&doc))?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
                 } else {
@@ -718,7 +871,7 @@ async fn depend(sched: &Scheduler, command: SchedDependCommand, output: SchedOut
 }
 
 /// `steward-sched hook ...`; false: a run waited for did not succeed.
-async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput) -> Result<bool, SchedError> {
+async fn hook<S: SchedOps>(sched: &S, command: SchedHookCommand, output: SchedOutput) -> Result<bool, SchedError> {
     let json = output == SchedOutput::Json;
     let split = |id: &str| -> Result<(String, String), SchedError> {
         id.split_once('/')
@@ -729,8 +882,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
     match command {
         SchedHookCommand::Template(SchedHookTemplateCommand::Apply { file }) => {
             for (doc, _) in crate::sched::scheduler::checked_documents(&file, crate::hooks::template_from_document)? {
-                let (text, format) = doc.body();
-                let stored = sched.put_hook_template(text, format).await.map_err(|e| e.in_document(&doc))?;
+                let stored = sched.put_hook_template(&doc).await.map_err(|e| e.in_document(&doc))?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&stored).unwrap_or_default());
                 } else {
@@ -790,7 +942,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
             return wait_run(sched, &run.metadata.namespace, &run.metadata.name, json).await;
         }
         SchedHookCommand::Run(SchedHookRunCommand::Ls { namespace }) => {
-            let (runs, away) = sched.hook_runs(namespace.as_deref()).await;
+            let (runs, away) = sched.hook_runs(namespace.as_deref()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&runs).unwrap_or_default());
             } else {
@@ -832,7 +984,7 @@ async fn hook(sched: &Scheduler, command: SchedHookCommand, output: SchedOutput)
 }
 
 /// Waits for a run's verdict (a minute per ask); true when Successful.
-async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result<bool, SchedError> {
+async fn wait_run<S: SchedOps>(sched: &S, ns: &str, name: &str, json: bool) -> Result<bool, SchedError> {
     loop {
         let (node, run) = sched.hook_run(ns, name, Some(std::time::Duration::from_secs(60))).await?;
         if run.is_done() {
@@ -845,36 +997,17 @@ async fn wait_run(sched: &Scheduler, ns: &str, name: &str, json: bool) -> Result
     }
 }
 
-async fn rollout(sched: &Scheduler, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), SchedError> {
-    let note = |what: &str| eprintln!("{what}");
-    let (app, drive) = match command {
+async fn rollout<S: SchedOps>(sched: &S, command: SchedRolloutCommand, output: SchedOutput) -> Result<(), SchedError> {
+    let (app, action) = match command {
         SchedRolloutCommand::Status { app } => {
-            let app = AppId::from_key(&app);
-            print_rollout(&sched.rollout_status(&app).await?, output);
+            print_rollout(&sched.rollout_status(&AppId::from_key(&app)).await?, output);
             return Ok(());
         }
-        SchedRolloutCommand::Pause { app } => {
-            let app = AppId::from_key(&app);
-            sched.pause_rollout(&app).await?;
-            (app, false)
-        }
-        SchedRolloutCommand::Resume { app } => {
-            let app = AppId::from_key(&app);
-            sched.resume_rollout(&app).await?;
-            (app, true)
-        }
-        SchedRolloutCommand::Undo { app } => {
-            let app = AppId::from_key(&app);
-            sched.undo_rollout(&app).await?;
-            (app, true)
-        }
+        SchedRolloutCommand::Pause { app } => (app, "pause"),
+        SchedRolloutCommand::Resume { app } => (app, "resume"),
+        SchedRolloutCommand::Undo { app } => (app, "undo"),
     };
-    if drive {
-        if let crate::protocol::RolloutPhase::Failed { reason } = sched.finish_rollout(&app, &note).await? {
-            return Err(SchedError::Apply { app: app.to_string(), message: format!("the rollout failed: {reason}") });
-        }
-    }
-    print_rollout(&sched.rollout_status(&app).await?, output);
+    print_rollout(&sched.rollout_action(&AppId::from_key(&app), action).await?, output);
     Ok(())
 }
 
@@ -1111,26 +1244,6 @@ fn stamp(ms: u64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// `watch --since`: one cursor for every node, or one per node.
-#[derive(Debug, Clone)]
-pub enum Cursors {
-    All(u64),
-    PerNode(std::collections::BTreeMap<String, u64>),
-}
-
-fn parse_cursors(s: &str) -> Result<Cursors, String> {
-    if let Ok(n) = s.parse() {
-        return Ok(Cursors::All(n));
-    }
-    let mut map = std::collections::BTreeMap::new();
-    for part in s.split(',') {
-        let (node, n) = part.split_once('=').ok_or_else(|| format!("{part:?}: expected NODE=N"))?;
-        let n = n.parse().map_err(|_| format!("{part:?}: {n:?} is not a sequence number"))?;
-        map.insert(node.to_string(), n);
-    }
-    Ok(Cursors::PerNode(map))
-}
-
 /// An app's endpoints: a line per port name (or the JSON document); true to go on watching.
 fn print_endpoints(app: &str, e: Option<&crate::protocol::AppEndpoints>, output: SchedOutput, watching: bool) -> bool {
     use std::io::Write;
@@ -1146,8 +1259,8 @@ fn print_endpoints(app: &str, e: Option<&crate::protocol::AppEndpoints>, output:
 }
 
 /// `steward-sched cp FILE INSTANCE:PATH`.
-async fn copy_in(
-    sched: &Scheduler,
+async fn copy_in<S: SchedOps>(
+    sched: &S,
     (file, target): (&std::path::Path, &str),
     mode: super::steward::CopyMode,
     user: Option<String>,

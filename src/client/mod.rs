@@ -145,6 +145,37 @@ impl Client {
         path: &str,
         body: Option<(&str, Vec<u8>)>,
     ) -> Result<(StatusCode, Bytes), ClientError> {
+        self.call_with_headers(method, path, body).await.map(|(status, _, bytes)| (status, bytes))
+    }
+
+    /// One request to any path of the server (steward-sched's API, say): its JSON answer and
+    /// headers; non-2xx answers become [`ClientError::Api`] (with the headers).
+    pub async fn request<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<(T, hyper::HeaderMap), ClientError> {
+        let (_, headers, bytes) = self.call_with_headers(method, path, body).await?;
+        let value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))?;
+        Ok((value, headers))
+    }
+
+    /// GETs `path` and hands each NDJSON line to `on_line` as it arrives (false: stop).
+    pub async fn lines<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        on_line: impl FnMut(T) -> bool,
+    ) -> Result<(), ClientError> {
+        self.ndjson(path, on_line).await
+    }
+
+    async fn call_with_headers(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), ClientError> {
         let mut req =
             Request::builder().method(method).uri(format!("http://localhost{path}")).header("host", "localhost");
         let body = match body {
@@ -157,9 +188,10 @@ impl Client {
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let resp = self.send(req).await?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
         if status.is_success() {
-            Ok((status, bytes))
+            Ok((status, headers, bytes))
         } else {
             Err(api_error(status, &bytes))
         }
@@ -690,7 +722,7 @@ fn instance_path(id: &InstanceId) -> String {
 }
 
 /// Percent-encodes what may not stand in a path segment or query value.
-fn encode(s: &str) -> String {
+pub fn encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {

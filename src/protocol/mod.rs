@@ -16,6 +16,7 @@ pub mod job;
 pub mod node;
 pub mod rollout;
 pub mod sched;
+pub mod sched_api;
 pub mod state;
 pub mod status;
 
@@ -36,5 +37,10 @@ pub use node::{
 };
 pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, SchedEvent, SchedLine, WatchLine};
+pub use sched_api::{
+    AppDetail, ConfigValue, Constraint, CopiedOnNode, CordonRequest, Cursors, DependencyRequest, DeployRequest,
+    Deployed, DrainRequest, DriftRequest, EngineRun, EngineRunBody, HookRunRequest, InstanceRequest,
+    MaintenanceRequest, Removed, RunFound, RunsListing, ScaleRequest, UrlRequest, UNREACHABLE_HEADER,
+};
 pub use state::{ExitStatus, Kind, State, StopGoal};
 pub use status::{InstanceList, InstanceStatus, Usage};

@@ -386,6 +386,16 @@ pub enum DesiredChange {
     Uncordoned {
         node: String,
     },
+    /// Seed 002's constraint set (`type==value` or `type!=value`).
+    ConstraintSet {
+        constraint: super::Constraint,
+    },
+    /// Constraints of `kind` (on `value`, or all of them) removed.
+    ConstraintRemoved {
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+    },
     /// The leading run saw the node's state change (up, lost, removed from the cluster file).
     NodeState {
         node: String,

@@ -28,8 +28,65 @@ pub struct Cluster {
     /// nowhere else, the same for every scheduler sharing the store.
     #[serde(default = "default_service_range")]
     pub service_range: ipnet::Ipv4Net,
+    /// Where `steward-sched serve` answers (`host:port`, or `https://host:port`): commands
+    /// given this file are its clients instead of acting themselves (`--server` overrides it).
+    #[serde(default)]
+    pub server: Option<String>,
+    /// The name the server's certificate is checked for; the host part of `server` by default.
+    #[serde(default)]
+    pub server_name: Option<String>,
+    /// The token presented to the server; `token_file` by default.
+    #[serde(default)]
+    pub server_token_file: Option<PathBuf>,
+    /// `steward-sched serve`'s own listener.
+    #[serde(default)]
+    pub serve: Option<ServeSection>,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
+}
+
+/// `[serve]`: where `steward-sched serve` listens, with the daemons' remote listener's TLS,
+/// tokens (`TOKEN [read|write]` per line, root's, mode 0600) and limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    pub listen: std::net::SocketAddr,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub tokens_file: PathBuf,
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    #[serde(default = "default_rate")]
+    pub rate_per_sec: f64,
+    #[serde(default = "default_burst")]
+    pub rate_burst: u32,
+}
+
+fn default_max_body() -> usize {
+    crate::config::MAX_BODY
+}
+
+fn default_rate() -> f64 {
+    200.0
+}
+
+fn default_burst() -> u32 {
+    400
+}
+
+impl ServeSection {
+    /// As the daemons' remote listener takes it.
+    pub fn remote_config(&self, listen: Option<std::net::SocketAddr>) -> crate::config::RemoteConfig {
+        crate::config::RemoteConfig {
+            listen: Some(listen.unwrap_or(self.listen)),
+            cert: Some(self.cert.clone()),
+            key: Some(self.key.clone()),
+            tokens_file: self.tokens_file.clone(),
+            max_body_bytes: self.max_body_bytes,
+            rate_per_sec: self.rate_per_sec,
+            rate_burst: self.rate_burst,
+        }
+    }
 }
 
 fn default_service_range() -> ipnet::Ipv4Net {
@@ -62,8 +119,8 @@ impl Cluster {
         let err = |message: String| SchedError::Cluster { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let mut cluster: Cluster = toml::from_str(&text).map_err(|e| err(e.to_string().trim_end().to_string()))?;
-        if cluster.nodes.is_empty() {
-            return Err(err("lists no [[node]]".into()));
+        if cluster.nodes.is_empty() && cluster.server.is_none() {
+            return Err(err("lists no [[node]] (and no `server` to be a client of)".into()));
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, n) in cluster.nodes.iter().enumerate() {
@@ -85,8 +142,11 @@ impl Cluster {
         }
         // Relative paths are relative to the cluster file.
         let base = path.parent().unwrap_or(Path::new("."));
+        let serve = cluster.serve.as_mut().map(|s| [&mut s.cert, &mut s.key, &mut s.tokens_file]);
         for p in [&mut cluster.state_dir, &mut cluster.ca, &mut cluster.token_file]
             .into_iter()
+            .chain(cluster.server_token_file.as_mut())
+            .chain(serve.into_iter().flatten())
             .chain(cluster.nodes.iter_mut().filter_map(|n| n.token_file.as_mut()))
         {
             if p.is_relative() {
@@ -112,6 +172,19 @@ impl Cluster {
                 Ok((n.name.clone(), client))
             })
             .collect()
+    }
+}
+
+impl Cluster {
+    /// A client of `steward-sched serve` at `server` (`host:port` or `https://host:port`),
+    /// checked against the cluster's CA, presenting `server_token_file` (else `token_file`).
+    pub fn server_client(&self, server: &str) -> Result<crate::sched::client::SchedClient, SchedError> {
+        let addr = server.trim_start_matches("https://").trim_end_matches('/');
+        let tls = crate::tls::client_config(&self.ca).map_err(|e| SchedError::Tls(e.to_string()))?;
+        let token = read_token(self.server_token_file.as_ref().unwrap_or(&self.token_file))?;
+        let client = Client::remote(addr, self.server_name.as_deref(), tls, &token)
+            .map_err(|e| SchedError::Node { node: addr.to_string(), message: e.to_string() })?;
+        Ok(crate::sched::client::SchedClient::new(client))
     }
 }
 

@@ -5,10 +5,13 @@
 //! truth for what runs.
 
 pub mod affinity;
+pub mod api;
 pub mod checks;
+pub mod client;
 pub mod cluster;
 pub mod etcd;
 pub mod notify;
+pub mod ops;
 pub mod placement;
 #[cfg(test)]
 mod placement_bench;
@@ -49,6 +52,15 @@ pub enum SchedError {
     /// A scheduler setting the operator gave is unknown or out of range.
     #[error("config: {0}")]
     Config(String),
+    /// A thing asked for (a constraint, a notification URL) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// An app or dependency asked to be created exists already (seed 002's NotAllowed).
+    #[error("{what} exists already (deploy it to update it)")]
+    Exists { what: String },
+    /// What a steward-sched server answered (`--server`): its message, and its code.
+    #[error("{message}")]
+    Server { status: u16, code: String, message: String },
     /// The app changed in the store since it was read (another scheduler wrote it).
     #[error("{app} was changed by another steward-sched meanwhile; nothing was written (try again)")]
     Conflict { app: String },

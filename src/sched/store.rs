@@ -253,6 +253,10 @@ pub struct Settings {
     /// fits (preferred; seed 002's constraint `soft: false`, DESIGN § 7).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cordons: BTreeMap<String, Cordon>,
+    /// Seed 002's constraints (`node==h1`, `node!=h3`): a node one does not let in counts as
+    /// cordoned, required when the constraint is `soft` (it must hold), else preferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<crate::protocol::Constraint>,
     /// Where notifications go (seed 002's notify callbacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<String>,
@@ -262,6 +266,32 @@ pub struct Settings {
     /// The store's version of the record as read; not stored in it.
     #[serde(skip)]
     pub version: Option<i64>,
+}
+
+impl Settings {
+    /// `node`'s cordon: the operator's, or one a constraint makes (a required one wins).
+    pub fn cordon_of(&self, node: &str) -> Option<Cordon> {
+        let own = self.cordons.get(node).cloned();
+        let by_constraint = self
+            .constraints
+            .iter()
+            .filter(|c| c.kind == "node" && (c.value == node) != c.equal)
+            .map(|c| Cordon {
+                preferred: !c.soft,
+                since_ms: c.since_ms,
+                reason: format!("constraint node{}{}", if c.equal { "==" } else { "!=" }, c.value),
+            })
+            .min_by_key(|c| c.preferred);
+        match (own, by_constraint) {
+            (Some(own), Some(c)) if own.preferred && !c.preferred => Some(c),
+            (own, c) => own.or(c),
+        }
+    }
+
+    /// The cordons of `nodes` (see [`Settings::cordon_of`]).
+    pub fn cordons_over<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, Cordon> {
+        nodes.into_iter().filter_map(|n| self.cordon_of(n).map(|c| (n.to_string(), c))).collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -605,6 +635,30 @@ impl DesiredStore for LocalStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seed 002's constraints cordon the nodes they do not let in: `node==h1` every other
+    /// node, `node!=h3` h3; soft (it must hold) makes the cordon required, and a required
+    /// one wins over the operator's preferred cordon.
+    #[test]
+    fn constraints_cordon_the_nodes_they_keep_out() {
+        let c = |value: &str, equal, soft| crate::protocol::Constraint {
+            kind: "node".into(),
+            value: value.into(),
+            equal,
+            soft,
+            since_ms: 1,
+        };
+        let mut s = Settings { constraints: vec![c("h1", true, true)], ..Default::default() };
+        assert!(s.cordon_of("h1").is_none());
+        let h2 = s.cordon_of("h2").unwrap();
+        assert!(!h2.preferred && h2.reason == "constraint node==h1", "{h2:?}");
+        s.constraints = vec![c("h3", false, false)];
+        assert!(s.cordon_of("h1").is_none() && s.cordon_of("h3").unwrap().preferred);
+        s.constraints = vec![c("h3", false, true)];
+        s.cordons.insert("h3".into(), Cordon { preferred: true, since_ms: 1, reason: "disk".into() });
+        assert!(!s.cordon_of("h3").unwrap().preferred);
+        assert_eq!(s.cordons_over(["h1", "h2", "h3"]).keys().collect::<Vec<_>>(), ["h3"]);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn apps_survive_reopening() {

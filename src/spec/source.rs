@@ -71,6 +71,11 @@ impl Source {
 }
 
 impl Document {
+    /// A document that came as JSON (an API request's body): `label` names it in mistakes.
+    pub fn of_value(label: &str, value: Value) -> Document {
+        Document { label: label.to_string(), body: (value.to_string(), Format::Json), value, located: None }
+    }
+
     /// `errors` with the line and column of each field, where the document knows them.
     pub fn locate(&self, errors: SpecErrors) -> SpecErrors {
         match &self.located {

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use steward::supervisor::state::Kind;
 
 pub const TOKEN: &str = "sched-token-0123456789abcdef";
+/// A token `steward-sched serve` accepts for reading only.
+pub const READ_TOKEN: &str = "sched-read-token-0123456789";
 
 pub fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().unwrap();
@@ -238,6 +240,57 @@ impl Cluster {
         let text = std::fs::read_to_string(&self.file).unwrap();
         std::fs::write(&shared, format!("store = \"{}\"\n{text}", etcd.url)).unwrap();
         (etcd, shared)
+    }
+
+    /// `steward-sched serve` on 127.0.0.1:`port` in the control namespace over the store of
+    /// cluster file `file`, started and answering: it, and a cluster file whose commands are
+    /// its clients (`server`). Its tokens: [`TOKEN`] writes, [`READ_TOKEN`] only reads.
+    pub fn serve(&self, file: &std::path::Path, port: u16) -> (Follower, PathBuf) {
+        let d = self.dir.path();
+        let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["cert", "--dir"])
+            .arg(d)
+            .args(["--name", "sched", "--ip", "127.0.0.1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "steward cert: {}", String::from_utf8_lossy(&out.stderr));
+        let tokens = d.join("serve-tokens");
+        std::fs::write(&tokens, format!("{TOKEN} write\n{READ_TOKEN} read\n")).unwrap();
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(d.join("read.token"), format!("{READ_TOKEN}\n")).unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let served = d.join(format!("serve-{port}.toml"));
+        std::fs::write(
+            &served,
+            format!(
+                "{text}\n[serve]\nlisten = \"127.0.0.1:{port}\"\ncert = \"sched.pem\"\nkey = \"sched-key.pem\"\n\
+                 tokens_file = \"serve-tokens\"\n"
+            ),
+        )
+        .unwrap();
+        let client = d.join(format!("client-{port}.toml"));
+        std::fs::write(&client, format!("server = \"https://127.0.0.1:{port}\"\n{text}")).unwrap();
+        let server = Follower::spawn(self.sched_cmd_with(&served, &["serve"]));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = self.sched_cmd_with(&client, &["engine"]).output().unwrap();
+            if out.status.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "serve on {port}: {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (server, client)
+    }
+
+    /// Runs steward-sched with cluster file `file`: (exit code, stdout, stderr).
+    pub fn sched_with(&self, file: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+        let out = self.sched_cmd_with(file, args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     }
 
     pub fn follow(&self, args: &[&str]) -> Follower {

@@ -88,7 +88,7 @@ impl EngineConfig {
 }
 
 /// One line of `config get`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigEntry {
     pub key: String,

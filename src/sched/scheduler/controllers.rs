@@ -61,7 +61,7 @@ impl Scheduler {
 
     /// Applies a stateful set's waiting instances as the earlier ones become ready, within the
     /// spec's progress deadline (the leading `run` goes on with what is left).
-    pub(super) async fn start_in_order(&self, key: &AppId, note: &dyn Fn(&str)) -> Result<(), SchedError> {
+    pub(super) async fn start_in_order(&self, key: &AppId, note: &(dyn Fn(&str) + Sync)) -> Result<(), SchedError> {
         let started = std::time::Instant::now();
         loop {
             let app = self.stored(key).await?;
@@ -105,7 +105,7 @@ pub(super) fn daemon_set_placements(
     let fits = |view: &NodeView| {
         // A required cordon keeps it off unless tolerated (seed 003 tolerations).
         let closed =
-            settings.cordons.get(&view.name).is_some_and(|c| !c.preferred && !spec.schedule.tolerates_cordon(true));
+            settings.cordon_of(&view.name).is_some_and(|c| !c.preferred && !spec.schedule.tolerates_cordon(true));
         !closed && fits_one(key, spec, view, spec.random_ports())
     };
     let answering: BTreeMap<&str, &NodeView> = views.iter().map(|v| (v.name.as_str(), v)).collect();

@@ -12,6 +12,7 @@
 
 use super::{check_spec, instance_id, Scheduler, NODE_TIMEOUT};
 use crate::client::ClientError;
+use crate::protocol::Constraint;
 use crate::protocol::{DesiredChange, Kind};
 use crate::sched::placement::{self, NodeView, PlacementError, Request};
 use crate::sched::store::{Cordon, Maintenance, Placement, PlacementState, Settings};
@@ -28,7 +29,7 @@ pub const STATEFUL_LABEL: &str = "steward/stateful";
 const MOVED_RUNNING_WAIT: Duration = Duration::from_secs(120);
 
 /// The engine as `status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineStatus {
     /// The `run` that leads (acts), if one does.
@@ -37,19 +38,22 @@ pub struct EngineStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<Maintenance>,
     pub cordons: BTreeMap<String, Cordon>,
+    /// Seed 002's constraints, which cordon the nodes they do not let in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<Constraint>,
     /// Node → why it did not answer.
     pub unreachable: BTreeMap<String, String>,
 }
 
 /// One instance a drift moved (or could not).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Drifted {
     pub instance: String,
     pub from: String,
     /// Where it runs now; None when it was not moved (`reason` says why).
     pub to: Option<String>,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
 }
 
@@ -63,7 +67,8 @@ pub(super) fn place_around_cordons(
     settings: &Settings,
 ) -> Result<BTreeMap<u32, String>, PlacementError> {
     let tolerated = |c: &crate::sched::store::Cordon| req.schedule.is_some_and(|s| s.tolerates_cordon(!c.preferred));
-    let untolerated = || settings.cordons.iter().filter(|(_, c)| !tolerated(c));
+    let cordons = settings.cordons_over(views.iter().map(|v| v.name.as_str()));
+    let untolerated = || cordons.iter().filter(|(_, c)| !tolerated(c));
     let mut closed = req.closed.clone();
     closed.extend(untolerated().filter(|(_, c)| !c.preferred).map(|(n, c)| {
         let why = if c.reason.is_empty() { String::new() } else { format!(": {}", c.reason) };
@@ -159,6 +164,44 @@ impl Scheduler {
         self.engine_status().await
     }
 
+    /// Seed 002's `PATCH /api/constraints`: stores `c` in place of the constraint of its type
+    /// on its value.
+    pub async fn set_constraint(&self, mut c: crate::protocol::Constraint) -> Result<Vec<Constraint>, SchedError> {
+        if c.kind != "node" {
+            let message = format!("constraint type {:?}: the one type is node (a node's name)", c.kind);
+            return Err(SchedError::Config(message));
+        }
+        if c.value.is_empty() {
+            return Err(SchedError::Config("constraint value: a node's name is required".into()));
+        }
+        c.since_ms = crate::clock::now_ms();
+        let why = DesiredChange::ConstraintSet { constraint: c.clone() };
+        let settings = self
+            .update_settings(&why, |s| {
+                s.constraints.retain(|o| !(o.kind == c.kind && o.value == c.value));
+                s.constraints.push(c.clone());
+            })
+            .await?;
+        Ok(settings.constraints)
+    }
+
+    /// Seed 002's `DELETE /api/constraints?type=`: every constraint of `kind`, or only the one
+    /// on `value`; none such is an error.
+    pub async fn remove_constraint(&self, kind: &str, value: Option<&str>) -> Result<Vec<Constraint>, SchedError> {
+        let matching = |c: &Constraint| c.kind == kind && value.is_none_or(|v| c.value == v);
+        if !self.store.settings().await?.constraints.iter().any(matching) {
+            let on = value.map(|v| format!(" on {v}")).unwrap_or_default();
+            return Err(SchedError::NotFound(format!("no constraint of type {kind}{on}")));
+        }
+        let why = DesiredChange::ConstraintRemoved { kind: kind.into(), value: value.map(String::from) };
+        let settings = self.update_settings(&why, |s| s.constraints.retain(|c| !matching(c))).await?;
+        Ok(settings.constraints)
+    }
+
+    pub async fn constraints(&self) -> Result<Vec<Constraint>, SchedError> {
+        Ok(self.store.settings().await?.constraints)
+    }
+
     /// `notify add URL` / `notify rm URL`: the URLs the leader POSTs notifications to.
     pub async fn set_webhook(&self, url: &str, add: bool) -> Result<Vec<String>, SchedError> {
         let parsed =
@@ -198,6 +241,7 @@ impl Scheduler {
             store: self.store_name.clone(),
             maintenance: settings.maintenance,
             cordons: settings.cordons,
+            constraints: settings.constraints,
             unreachable,
         })
     }

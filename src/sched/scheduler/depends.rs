@@ -27,7 +27,7 @@ pub const OWNER_LABEL: &str = "steward/dependency";
 pub const DEFAULT_GRACE_SECS: u64 = 300;
 
 /// A dependency as `depend ls` shows it: each copy with its dependents.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyStatus {
     pub dependency: String,
@@ -38,7 +38,7 @@ pub struct DependencyStatus {
     pub copies: Vec<CopyStatus>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CopyStatus {
     /// The copy's instance (`namespace/name/0`).

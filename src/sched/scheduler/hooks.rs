@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What storing a template did: the nodes that took it, and why the others did not.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateStored {
     pub template: HookTemplateSummary,
@@ -23,7 +23,7 @@ pub struct TemplateStored {
 }
 
 /// A run and the node that holds it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunOnNode {
     pub node: String,

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 const DELETE_TIMEOUT_SECS: f64 = 60.0;
 
 /// What `delete` did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Deleted {
     pub app: String,

@@ -95,6 +95,11 @@ pub(super) struct Silence {
     pub heard: Option<(follow::HeardAt, Duration)>,
 }
 
+tokio::task_local! {
+    /// The nodes that did not answer the API request this task serves.
+    static REQUEST_UNREACHABLE: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>;
+}
+
 /// The shortest a read of a node past its heartbeat deadline may take.
 const LATE_NODE_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -120,7 +125,7 @@ impl NodesChanged {
 }
 
 /// One instance's placement, as deploy and status report it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacedInstance {
     pub instance: String,
@@ -248,6 +253,19 @@ impl Scheduler {
     /// Notes that `node` did not answer (see [`Scheduler::unreachable`]).
     pub fn note_unreachable(&self, node: &str, why: &str) {
         self.unreachable.lock().expect("unreachable lock").insert(node.to_string(), why.to_string());
+        // An API request's own: what `serve` answers that request with (its process-wide map
+        // holds every request's and the leader loop's).
+        let _ = REQUEST_UNREACHABLE
+            .try_with(|mine| mine.lock().expect("request unreachable lock").insert(node.to_string(), why.to_string()));
+    }
+
+    /// Runs `request` noting the nodes that did not answer it apart from every other request:
+    /// its result, with them.
+    pub async fn noting_unreachable<T>(request: impl std::future::Future<Output = T>) -> (T, BTreeMap<String, String>) {
+        let mine = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+        let out = REQUEST_UNREACHABLE.scope(mine.clone(), request).await;
+        let noted = mine.lock().expect("request unreachable lock").clone();
+        (out, noted)
     }
 
     /// Every node that did not answer this process, and the last reason.
@@ -462,6 +480,19 @@ impl Scheduler {
             out.extend(self.describe(&app, &views).await);
         }
         Ok(out)
+    }
+
+    /// Whether app `key` is stored (and not being deleted).
+    pub async fn app_exists(&self, key: &AppId) -> Result<bool, SchedError> {
+        Ok(self.store.app(key).await?.is_some_and(|a| a.deleting.is_none()))
+    }
+
+    /// One app as stored (spec, placements, rollout, stops) with what its nodes report.
+    pub async fn app_detail(&self, key: &AppId) -> Result<crate::protocol::AppDetail, SchedError> {
+        let app = self.stored_any(key).await?;
+        let (views, _) = self.read_nodes().await;
+        let instances = self.describe(&app, &views).await;
+        Ok(crate::protocol::AppDetail { app, instances })
     }
 
     /// Reads app `key`, lets `change` modify it and writes it — from a fresh read again when

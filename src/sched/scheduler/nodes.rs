@@ -8,7 +8,7 @@ use crate::sched::SchedError;
 use serde::Serialize;
 
 /// A node as `node ls` shows it: the cluster file's, with the leader's record and its cordon.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeListing {
     pub name: String,
@@ -29,7 +29,7 @@ pub struct NodeListing {
 
 /// A node as its daemon describes itself now: its labels and attributes (what constraints and
 /// affinities read), its cpu and memory (capacity, allocatable, what is admitted) and load.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeLive {
     pub hostname: String,
@@ -110,7 +110,7 @@ impl Scheduler {
             .map(|name| NodeListing {
                 in_cluster_file: self.client(&name).is_some(),
                 record: records.iter().find(|r| r.name == name).cloned(),
-                cordon: settings.cordons.get(&name).cloned(),
+                cordon: settings.cordon_of(&name),
                 live: live.get(&name).and_then(|r| r.as_ref().ok()).cloned(),
                 unreachable: live.remove(&name).and_then(Result::err),
                 name,

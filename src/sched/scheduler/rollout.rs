@@ -26,7 +26,7 @@ use std::time::Duration;
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 
 /// `steward-sched rollout status`: the app's rollout and each node's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedRolloutStatus {
     pub app: String,
@@ -38,7 +38,7 @@ pub struct SchedRolloutStatus {
 }
 
 /// A node's answer to GET /v1/apps/{namespace}/{name}/rollout, or why there was none.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(untagged)]
 pub enum NodeRollout {
     Answered(Box<RolloutBody>),

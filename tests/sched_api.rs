@@ -1,0 +1,263 @@
+//! steward-sched as a service (issue 46): `steward-sched serve` answers its HTTP API over the
+//! desired store, and every command given `--server` (here the cluster file's `server`) is its
+//! client: deploy (create or update, and seed 002's create-only), status, scale, stop, start,
+//! restart, endpoints, rollouts, nodes and their controls, seed 002's constraints with `equal`,
+//! config, notifications, maintenance and seed 002's engine stop/start, dependencies, hook
+//! templates, the merged event stream, drift, drain and delete; over the embedded store and over
+//! etcd with two `serve` (either answers, one leads, the other takes over). A read token reads
+//! and is refused every change.
+
+mod cluster;
+mod common;
+
+use cluster::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Runs a command through `client` and asserts it worked: its JSON output.
+fn ok(c: &Cluster, client: &Path, args: &[&str]) -> Value {
+    let (code, out, err) = c.sched_with(client, args);
+    assert_eq!(code, 0, "{args:?}: {out}\n{err}");
+    if out.trim().is_empty() {
+        Value::Null
+    } else {
+        json_of(&out)
+    }
+}
+
+/// Waits until `status` through `client` shows `n` instances of `app` Running.
+fn wait_running(c: &Cluster, client: &Path, app: &str, n: usize) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = ok(c, client, &["status"]);
+        let running = status
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["instance"].as_str().unwrap().starts_with(&format!("{app}/")) && p["state"] == "Running")
+            .count();
+        if running == n {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{app}: {running} of {n} Running: {status:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn write_spec(c: &Cluster, name: &str, spec: &Value) -> String {
+    let path = c.dir.path().join(format!("{name}.json"));
+    std::fs::write(&path, spec.to_string()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// `curl` in the control namespace against the server: (HTTP status, body).
+fn curl(c: &Cluster, port: u16, token: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let mut cmd = std::process::Command::new("nsenter");
+    cmd.arg(format!("--net=/run/netns/{}", c.ctl))
+        .args(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", "--cacert"])
+        .arg(c.dir.path().join("ca.pem"))
+        .args(["-H", &format!("Authorization: Bearer {token}"), "-X", method])
+        .arg(format!("https://127.0.0.1:{port}{path}"));
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_verb_works_through_the_api_over_the_embedded_store() {
+    let c = Cluster::start("a", ["a", "b", "b"]);
+    let (_serve, client) = c.serve(&c.file, 7480);
+
+    // Deploy (create or update), then seed 002's create-only refuses it: NotAllowed.
+    let web = write_spec(&c, "web", &app("web", 3, json!({})));
+    let placed = ok(&c, &client, &["deploy", &web]);
+    assert_eq!(placed.as_array().unwrap().len(), 3, "{placed:#}");
+    wait_running(&c, &client, "test/web", 3);
+    let (code, _, err) = c.sched_with(&client, &["deploy", "--create-only", &web]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("app test/web exists already"), "{err}");
+    let (status, body) =
+        curl(&c, 7480, TOKEN, "POST", "/v1/apps", Some(&json!({"spec": app("web", 3, json!({}))}).to_string()));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json_of(&body)["error"]["code"], "not_allowed", "{body}");
+
+    // One app with its spec and live state.
+    let (status, body) = curl(&c, 7480, READ_TOKEN, "GET", "/v1/apps/test/web", None);
+    assert_eq!(status, 200, "{body}");
+    let detail = json_of(&body);
+    assert_eq!(detail["app"]["spec"]["metadata"]["name"], "web", "{detail:#}");
+    assert_eq!(detail["instances"].as_array().unwrap().len(), 3, "{detail:#}");
+    let (status, body) = curl(&c, 7480, READ_TOKEN, "GET", "/v1/apps/test/nothing", None);
+    assert_eq!((status, json_of(&body)["error"]["code"].clone()), (404, json!("not_found")), "{body}");
+
+    // Scale, stop one, start it, restart one in place.
+    let scaled = ok(&c, &client, &["scale", "test/web", "4"]);
+    assert_eq!(scaled.as_array().unwrap().len(), 4, "{scaled:#}");
+    wait_running(&c, &client, "test/web", 4);
+    ok(&c, &client, &["stop", "test/web", "0"]);
+    wait_running(&c, &client, "test/web", 3);
+    ok(&c, &client, &["start", "test/web", "0"]);
+    wait_running(&c, &client, "test/web", 4);
+    ok(&c, &client, &["restart", "test/web", "--instance", "1"]);
+    wait_running(&c, &client, "test/web", 4);
+    let rollout = ok(&c, &client, &["rollout", "status", "test/web"]);
+    assert_eq!(rollout["app"], "test/web", "{rollout:#}");
+    ok(&c, &client, &["endpoints", "test/web"]);
+
+    // Nodes, a cordon, seed 002's constraints: `node==h1` (equal) puts a new app on h1 only.
+    let nodes = ok(&c, &client, &["nodes"]);
+    assert_eq!(nodes.as_array().unwrap().len(), 3, "{nodes:#}");
+    let engine = ok(&c, &client, &["node", "cordon", "h3", "--reason", "disk"]);
+    assert_eq!(engine["cordons"]["h3"]["preferred"], false, "{engine:#}");
+    ok(&c, &client, &["node", "uncordon", "h3"]);
+    let set = ok(&c, &client, &["constraint", "set", "--value", "h1", "--equal", "true"]);
+    assert_eq!(set[0]["equal"], true, "{set:#}");
+    let pinned = write_spec(&c, "pinned", &app("pinned", 2, json!({})));
+    let placed = ok(&c, &client, &["deploy", &pinned]);
+    assert!(placed.as_array().unwrap().iter().all(|p| p["node"] == "h1"), "{placed:#}");
+    let (status, body) = curl(&c, 7480, TOKEN, "DELETE", "/v1/constraints?type=node&value=h1", None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = curl(&c, 7480, TOKEN, "DELETE", "/v1/constraints?type=node", None);
+    assert_eq!(status, 404, "{body}");
+    // Seed 002's spelling: node != h2, soft (it must hold).
+    let (status, body) =
+        curl(&c, 7480, TOKEN, "PATCH", "/v1/constraints?type=node&value=h2&equal=false&soft=true", None);
+    assert_eq!(status, 200, "{body}");
+    let listed = ok(&c, &client, &["node", "ls"]);
+    let h2 = listed.as_array().unwrap().iter().find(|n| n["name"] == "h2").unwrap();
+    assert_eq!(h2["cordon"]["reason"], "constraint node!=h2", "{listed:#}");
+    ok(&c, &client, &["constraint", "rm"]);
+
+    // Settings, notifications, maintenance and seed 002's engine stop/start.
+    let config = ok(&c, &client, &["config", "set", "reconcileSecs", "20"]);
+    assert!(config.as_array().unwrap().iter().any(|e| e["key"] == "reconcileSecs" && e["value"] == 20), "{config:#}");
+    ok(&c, &client, &["config", "set", "reconcileSecs", "default"]);
+    ok(&c, &client, &["notify", "add", "http://127.0.0.1:9/hook"]);
+    assert_eq!(ok(&c, &client, &["notify", "ls"]), json!(["http://127.0.0.1:9/hook"]));
+    ok(&c, &client, &["notify", "rm", "http://127.0.0.1:9/hook"]);
+    let (status, body) = curl(&c, 7480, TOKEN, "PATCH", "/v1/status", Some(r#"{"status": "stop"}"#));
+    assert_eq!(status, 200, "{body}");
+    let (code, _, err) = c.sched_with(&client, &["scale", "test/web", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("maintenance mode is on"), "{err}");
+    let (_, body) = curl(&c, 7480, READ_TOKEN, "GET", "/v1/status", None);
+    assert_eq!(json_of(&body)["status"], "stop", "{body}");
+    ok(&c, &client, &["maintenance", "off"]);
+
+    // A read token reads, and is refused every change.
+    let reader = c.dir.path().join("reader.toml");
+    let text = std::fs::read_to_string(&client).unwrap();
+    std::fs::write(&reader, format!("server_token_file = \"read.token\"\n{text}")).unwrap();
+    assert_eq!(ok(&c, &reader, &["status"]).as_array().unwrap().len(), 6);
+    for args in [vec!["scale", "test/web", "1"], vec!["delete", "test/web"], vec!["deploy", &web]] {
+        let (code, _, err) = c.sched_with(&reader, &args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains("this token may only read"), "{args:?}: {err}");
+    }
+    let (status, _) = curl(&c, 7480, "not-a-token-0123456789", "GET", "/v1/apps", None);
+    assert_eq!(status, 401);
+    assert_eq!(ok(&c, &client, &["status"]).as_array().unwrap().len(), 6, "nothing changed");
+
+    // The merged event stream, resumable from the start of every node's journal.
+    let mut watch = Follower::spawn(c.sched_cmd_with(&client, &["watch", "--since", "0"]));
+    watch.wait_for(20, "a transition of test/web", |v| {
+        v["body"]["instance"].as_str().is_some_and(|i| i.starts_with("test/web/"))
+    });
+    drop(watch);
+
+    // Drift one instance, drain a node, delete both apps.
+    let on_h2: Vec<Value> = ok(&c, &client, &["status"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["node"] == "h2" && p["instance"].as_str().unwrap().starts_with("test/web/"))
+        .cloned()
+        .collect();
+    if let Some(one) = on_h2.first() {
+        let index = one["instance"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+        let moved =
+            ok(&c, &client, &["drift", "--from", "h2", "--to", "h3", "--app", "test/web", "--instance", &index]);
+        assert_eq!(moved[0]["to"], "h3", "{moved:#}");
+    }
+    let drained = ok(&c, &client, &["node", "drain", "h3"]);
+    assert!(drained.as_array().unwrap().iter().all(|d| d["to"].is_string()), "{drained:#}");
+    ok(&c, &client, &["node", "uncordon", "h3"]);
+    assert_eq!(ok(&c, &client, &["delete", "test/web"])["removed"], 4);
+    ok(&c, &client, &["delete", "test/pinned"]);
+    assert_eq!(ok(&c, &client, &["status"]), json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_and_hook_templates_through_the_api() {
+    let c = Cluster::start("b", ["a", "b", "b"]);
+    let (_serve, client) = c.serve(&c.file, 7480);
+    let mut cache = app("cache", 1, json!({}));
+    cache["metadata"]["namespace"] = json!("infra");
+    let cache = write_spec(&c, "cache", &cache);
+    let stored = ok(&c, &client, &["depend", "apply", &cache, "--grace", "30s"]);
+    assert_eq!(stored["dependency"], "infra/cache", "{stored:#}");
+    assert_eq!(ok(&c, &client, &["depend", "ls"])[0]["graceSecs"], 30);
+    let (status, body) = curl(
+        &c,
+        7480,
+        TOKEN,
+        "POST",
+        "/v1/dependencies",
+        Some(
+            &json!({"spec": serde_json::from_str::<Value>(&std::fs::read_to_string(&cache).unwrap()).unwrap()})
+                .to_string(),
+        ),
+    );
+    assert_eq!((status, json_of(&body)["error"]["code"].clone()), (409, json!("not_allowed")), "{body}");
+    let (code, out, err) = c.sched_with(&client, &["depend", "rm", "infra/cache"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(ok(&c, &client, &["depend", "ls"]), json!([]));
+
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("units/hooks/gamesvc-check.toml");
+    let stored = ok(&c, &client, &["hook", "template", "apply", template.to_str().unwrap()]);
+    assert_eq!(stored["nodes"].as_array().unwrap().len(), 3, "{stored:#}");
+    assert_eq!(ok(&c, &client, &["hook", "template", "ls"])[0]["name"], "gamesvc-check");
+    let (code, out, err) = c.sched_with(&client, &["hook", "template", "rm", "demo/gamesvc-check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(ok(&c, &client, &["hook", "template", "ls"]), json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serves_on_etcd_either_answers_and_one_takes_over() {
+    let c = Cluster::start("c", ["a", "b", "b"]);
+    let (_etcd, shared) = c.with_etcd();
+    let (first, client1) = c.serve(&shared, 7480);
+    let (second, client2) = c.serve(&shared, 7481);
+
+    // Either answers: a deploy through each, and both see both apps.
+    let one = write_spec(&c, "one", &app("one", 2, json!({})));
+    let two = write_spec(&c, "two", &app("two", 2, json!({})));
+    ok(&c, &client1, &["deploy", &one]);
+    ok(&c, &client2, &["deploy", &two]);
+    wait_running(&c, &client1, "test/two", 2);
+    wait_running(&c, &client2, "test/one", 2);
+    let leader = ok(&c, &client2, &["engine"])["leader"].as_str().unwrap().to_string();
+
+    // The leader killed -9: the other leads, and goes on answering and applying.
+    let (mut survivor, survivor_client, mut killed) = if leader.ends_with(&format!("-{}", first.child.id())) {
+        (second, client2, first)
+    } else {
+        (first, client1, second)
+    };
+    let _ = killed.child.kill();
+    let _ = killed.child.wait();
+    survivor.wait_for(30, "the survivor leading", |v| body_type(v) == "leading");
+    let three = write_spec(&c, "three", &app("three", 2, json!({})));
+    ok(&c, &survivor_client, &["deploy", &three]);
+    let status = wait_running(&c, &survivor_client, "test/three", 2);
+    assert_eq!(status.as_array().unwrap().len(), 6, "nothing lost or doubled: {status:#}");
+}
