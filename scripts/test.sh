@@ -9,8 +9,12 @@ bash scripts/install-deps.sh
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
-cargo build --bin stewardd
+cargo build --bins
 bash scripts/check-systemd.sh target/debug/stewardd
 bash scripts/schemathesis.sh          # fuzzes the real daemon against docs/openapi.json
+bash scripts/schemathesis-sched.sh    # fuzzes steward-sched serve against docs/sched-openapi.json
 bash scripts/test-package.sh          # builds, lints, installs, upgrades and purges the packages
+# The cluster tests again with every command asking `steward-sched serve --no-run` (issue 46).
+STEWARD_TEST_VIA_SERVE=1 cargo test --test sched_convergence --test sched_placement \
+    --test sched_failed_rollouts --test sched_endpoints
 cargo test --all-targets              # last, so its summary closes the output

@@ -2305,3 +2305,97 @@ async fn follow_one_new_event(d: &Daemon, c: &Checker<'_>, since: u64) -> Value 
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// steward-sched serve's own document (docs/sched-openapi.json, issue 46).
+
+const SCHED_DOC_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sched-openapi.json");
+const SCHED_API_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sched/api/mod.rs");
+
+fn sched_doc() -> Value {
+    let text = std::fs::read_to_string(SCHED_DOC_FILE).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{SCHED_DOC_FILE} is not JSON: {e}"))
+}
+
+/// Its schemas use only what the checker checks, every reference resolves, every operation has
+/// an id and a described answer, and its operations are exactly the routes src/sched/api serves
+/// (its read and write routers, merged).
+#[test]
+fn the_sched_document_is_the_routes_served() {
+    let doc = sched_doc();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0."));
+    assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    let checker = Checker::new(&doc);
+    checker.lint(&doc, "#", false);
+    let mut documented = BTreeSet::new();
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap().iter().filter(|(m, _)| METHODS.contains(&m.as_str())) {
+            assert!(ids.insert(op["operationId"].as_str().unwrap().to_string()), "{method} {path}: id twice");
+            for (status, r) in op["responses"].as_object().unwrap() {
+                assert!(status == "default" || status.parse::<u16>().is_ok(), "{method} {path}: {status}");
+                assert!(checker.deref(r)["description"].is_string(), "{method} {path} {status}");
+            }
+            documented.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    let src = std::fs::read_to_string(SCHED_API_SOURCE).unwrap();
+    let served = parse_routes(&src.replace("reads\n        .merge(writes)", "reads"));
+    assert!(served.len() > 30, "{served:?}");
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    let unserved: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        undocumented.is_empty() && unserved.is_empty(),
+        "served but not in docs/sched-openapi.json: {undocumented:?}\nin it but not served: {unserved:?}"
+    );
+}
+
+/// What the server answers and takes, as serde writes it, against the document's schemas.
+#[test]
+fn the_sched_types_match_their_schemas() {
+    use steward::protocol::{Constraint, DeployRequest, DriftRequest, EngineRun, EngineRunBody, ScaleRequest};
+    use steward::sched::scheduler::{ConfigEntry, Drifted, PlacedInstance};
+    use steward::sched::store::PlacementState;
+    let doc = sched_doc();
+    let c = Checker::new(&doc);
+    let check = |name: &str, v: Value| c.check(c.schema(name), &v).unwrap_or_else(|e| panic!("{name} {v}: {e}"));
+    for placement in [PlacementState::Placed, PlacementState::Pending { reason: "applying".into() }] {
+        let p = PlacedInstance {
+            instance: "ns/web/0".into(),
+            node: "h1".into(),
+            placement,
+            state: "Running".into(),
+            ready: true,
+            restarts: 2,
+            message: String::new(),
+        };
+        check("PlacedInstance", serde_json::to_value(&p).unwrap());
+    }
+    let deployed = steward::protocol::Deployed { instances: vec![], warnings: vec![] };
+    check("Deployed", serde_json::to_value(&deployed).unwrap());
+    check(
+        "DeployRequest",
+        serde_json::to_value(DeployRequest { spec: serde_json::json!({}), wait_for_room: true }).unwrap(),
+    );
+    check("ScaleRequest", serde_json::to_value(ScaleRequest { instances: 3, wait_for_room: None }).unwrap());
+    let drift = DriftRequest {
+        from: "h1".into(),
+        to: Some("h2".into()),
+        app: Some("ns/web".into()),
+        instance: Some(1),
+        force: true,
+    };
+    check("DriftRequest", serde_json::to_value(&drift).unwrap());
+    for d in [
+        Drifted { instance: "ns/web/1".into(), from: "h1".into(), to: Some("h2".into()), reason: String::new() },
+        Drifted { instance: "ns/web/1".into(), from: "h1".into(), to: None, reason: "stateful".into() },
+    ] {
+        check("Drifted", serde_json::to_value(&d).unwrap());
+    }
+    let constraint = Constraint { kind: "node".into(), value: "h3".into(), equal: true, soft: false, since_ms: 5 };
+    check("Constraint", serde_json::to_value(&constraint).unwrap());
+    check("EngineRunBody", serde_json::to_value(EngineRunBody { status: EngineRun::Stop }).unwrap());
+    let entry =
+        ConfigEntry { key: "reconcileSecs".into(), value: 30, default: 30, range: "1-3600".into(), about: "x".into() };
+    check("ConfigEntry", serde_json::to_value(&entry).unwrap());
+}

@@ -168,6 +168,18 @@ pub enum SchedCommand {
         /// Listen here instead of `[serve] listen`.
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// The certificate, key and tokens file instead of `[serve]`'s (with --listen, no
+        /// `[serve]` section is needed).
+        #[arg(long, value_name = "FILE", requires_all = ["key", "tokens_file", "listen"])]
+        cert: Option<PathBuf>,
+        #[arg(long, value_name = "FILE", requires = "cert")]
+        key: Option<PathBuf>,
+        #[arg(long, value_name = "FILE", requires = "cert")]
+        tokens_file: Option<PathBuf>,
+        /// Answer the API only, without the `run` loop: each request acts as the command
+        /// would in this process (on a shared store, a `run` elsewhere leads and applies).
+        #[arg(long)]
+        no_run: bool,
     },
     /// Seed 002's constraints: nodes whose name is (`--equal`) or is not the value take new
     /// instances; `--soft true` (the default) must hold, `--soft false` only prefers.
@@ -473,7 +485,15 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         let result = match args.command {
             SchedCommand::Run => sched.clone().run(Some(args.cluster), move |v| print_line(v, output)).await,
-            SchedCommand::Serve { listen } => serve(sched.clone(), args.cluster, listen, output).await,
+            SchedCommand::Serve { listen, cert, key, tokens_file, no_run } => {
+                let given = match (listen, cert, key, tokens_file) {
+                    (Some(listen), Some(cert), Some(key), Some(tokens_file)) => {
+                        Some(crate::sched::cluster::ServeSection::new(listen, cert, key, tokens_file))
+                    }
+                    _ => None,
+                };
+                serve(sched.clone(), args.cluster, (listen, given), no_run, output).await
+            }
             command => return execute(&sched, command, output, args.strict).await,
         };
         Ok(finish(result, &sched.unreachable(), args.strict))
@@ -484,28 +504,39 @@ pub fn run(args: SchedArgs) -> anyhow::Result<i32> {
 async fn serve(
     sched: Arc<Scheduler>,
     cluster_file: PathBuf,
-    listen: Option<std::net::SocketAddr>,
+    (listen, given): (Option<std::net::SocketAddr>, Option<crate::sched::cluster::ServeSection>),
+    no_run: bool,
     output: SchedOutput,
 ) -> Result<(), SchedError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let Some(section) = sched.cluster.serve.clone() else {
-        let message = "has no [serve] section (listen, cert, key, tokens_file)".to_string();
+    let Some(section) = given.or_else(|| sched.cluster.serve.clone()) else {
+        let message =
+            "has no [serve] section (listen, cert, key, tokens_file), and serve was not given them".to_string();
         return Err(SchedError::Cluster { path: cluster_file, message });
     };
     let config = section.remote_config(listen);
     let (lines, _) = tokio::sync::broadcast::channel(1024);
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let served = Arc::new(crate::sched::api::Served { sched: sched.clone(), lines: lines.clone(), shutdown });
+    let nodes_watch = no_run.then(|| crate::sched::scheduler::NodesWatch::new(cluster_file.clone()));
+    let served =
+        Arc::new(crate::sched::api::Served { sched: sched.clone(), lines: lines.clone(), shutdown, nodes_watch });
     let limits = crate::config::ServeLimits {
         header_timeout: std::time::Duration::from_secs(30),
         max_connections: 4096,
         max_connections_per_peer: 1024,
     };
     let api = crate::sched::api::serve(served, &config, limits);
-    let leading = sched.run(Some(cluster_file), move |v| {
-        print_line(v, output);
-        let _ = lines.send(v.clone());
-    });
+    let leading = async {
+        if no_run {
+            return std::future::pending().await;
+        }
+        sched
+            .run(Some(cluster_file), move |v| {
+                print_line(v, output);
+                let _ = lines.send(v.clone());
+            })
+            .await
+    };
     let mut term = signal(SignalKind::terminate()).map_err(|e| SchedError::Store(format!("SIGTERM handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| SchedError::Store(format!("SIGINT handler: {e}")))?;
     tokio::pin!(api, leading);

@@ -148,19 +148,6 @@ impl Client {
         self.call_with_headers(method, path, body).await.map(|(status, _, bytes)| (status, bytes))
     }
 
-    /// One request to any path of the server (steward-sched's API, say): its JSON answer and
-    /// headers; non-2xx answers become [`ClientError::Api`] (with the headers).
-    pub async fn request<T: serde::de::DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<(&str, Vec<u8>)>,
-    ) -> Result<(T, hyper::HeaderMap), ClientError> {
-        let (_, headers, bytes) = self.call_with_headers(method, path, body).await?;
-        let value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(format!("{path}: {e}")))?;
-        Ok((value, headers))
-    }
-
     /// GETs `path` and hands each NDJSON line to `on_line` as it arrives (false: stop).
     pub async fn lines<T: serde::de::DeserializeOwned>(
         &self,
@@ -171,6 +158,22 @@ impl Client {
     }
 
     async fn call_with_headers(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), ClientError> {
+        let (status, headers, bytes) = self.request_raw(method, path, body).await?;
+        if status.is_success() {
+            Ok((status, headers, bytes))
+        } else {
+            Err(api_error(status, &bytes))
+        }
+    }
+
+    /// One request, its status, headers and whole body, whatever the status (see
+    /// [`api_error`] for a failure's).
+    pub async fn request_raw(
         &self,
         method: Method,
         path: &str,
@@ -190,11 +193,7 @@ impl Client {
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
-        if status.is_success() {
-            Ok((status, headers, bytes))
-        } else {
-            Err(api_error(status, &bytes))
-        }
+        Ok((status, headers, bytes))
     }
 
     async fn json<T: serde::de::DeserializeOwned>(&self, method: Method, path: &str) -> Result<T, ClientError> {
@@ -734,7 +733,8 @@ pub fn encode(s: &str) -> String {
     out
 }
 
-fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
+/// A failed answer's error: the API's error shape, or the status and body as they came.
+pub fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorResponse>(bytes) {
         Ok(w) => ClientError::Api {
             status: status.as_u16(),

@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 /// → why), so a client can report them as the in-process commands do.
 pub const UNREACHABLE_HEADER: &str = "steward-unreachable";
 
+/// The header an answer carries what the request said as it went in (JSON: lines in order, a
+/// rollout's progress say), for a client to print where the command would have.
+pub const NOTES_HEADER: &str = "steward-notes";
+
 /// `PUT /v1/apps` (create or update) and `POST /v1/apps` (create only: seed 002's PodGroup POST).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

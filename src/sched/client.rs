@@ -13,7 +13,7 @@ use crate::hooks::{CreateHookRun, HookRun, HookTemplateSummary};
 use crate::protocol::{
     AppEndpoints, ConfigValue, Constraint, CopiedOnNode, CordonRequest, Cursors, DependencyRequest, DeployRequest,
     Deployed, DrainRequest, DriftRequest, FileCopied, HookRunRequest, InstanceRequest, MaintenanceRequest, Removed,
-    RunFound, RunsListing, ScaleRequest, UrlRequest, WatchLine, UNREACHABLE_HEADER,
+    RunFound, RunsListing, ScaleRequest, UrlRequest, WatchLine, NOTES_HEADER, UNREACHABLE_HEADER,
 };
 use crate::spec::source::Document;
 use crate::spec::{AppId, ProcessSpec};
@@ -41,13 +41,30 @@ impl SchedClient {
         body: Option<&impl Serialize>,
     ) -> Result<T, SchedError> {
         let body = body.map(|b| ("application/json", serde_json::to_vec(b).expect("a body serializes")));
-        let (value, headers) = self.client.request(method, path, body).await.map_err(server_err)?;
-        if let Some(away) = headers.get(UNREACHABLE_HEADER).and_then(|v| v.to_str().ok()) {
-            if let Ok(map) = serde_json::from_str::<Away>(away) {
-                self.away.lock().expect("away lock").extend(map);
-            }
+        self.send(method, path, body).await
+    }
+
+    /// Sends a request; what the server told besides its answer (notes, printed on stderr as
+    /// the command acting itself would; nodes that did not answer, kept for the end), then the
+    /// answer or its error.
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<T, SchedError> {
+        let (status, headers, bytes) = self.client.request_raw(method, path, body).await.map_err(server_err)?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        if let Some(notes) = header(NOTES_HEADER).and_then(|n| serde_json::from_str::<Vec<String>>(n).ok()) {
+            notes.iter().for_each(|n| eprintln!("{n}"));
         }
-        Ok(value)
+        if let Some(away) = header(UNREACHABLE_HEADER).and_then(|a| serde_json::from_str::<Away>(a).ok()) {
+            self.away.lock().expect("away lock").extend(away);
+        }
+        if !status.is_success() {
+            return Err(server_err(crate::client::api_error(status, &bytes)));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| SchedError::Store(format!("steward-sched serve: {path}: {e}")))
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, SchedError> {
@@ -153,11 +170,7 @@ impl SchedOps for SchedClient {
             query.push_str(&format!("&container={}", encode(c)));
         }
         let uri = format!("{}/instances/{index}/files?{query}", app_path(app));
-        let (copied, _): (CopiedOnNode, _) = self
-            .client
-            .request(Method::PUT, &uri, Some(("application/octet-stream", data)))
-            .await
-            .map_err(server_err)?;
+        let copied: CopiedOnNode = self.send(Method::PUT, &uri, Some(("application/octet-stream", data))).await?;
         Ok((copied.node, copied.copied))
     }
 

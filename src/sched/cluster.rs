@@ -75,6 +75,19 @@ fn default_burst() -> u32 {
 }
 
 impl ServeSection {
+    /// As given on the command line, with the default limits.
+    pub fn new(listen: std::net::SocketAddr, cert: PathBuf, key: PathBuf, tokens_file: PathBuf) -> ServeSection {
+        ServeSection {
+            listen,
+            cert,
+            key,
+            tokens_file,
+            max_body_bytes: default_max_body(),
+            rate_per_sec: default_rate(),
+            rate_burst: default_burst(),
+        }
+    }
+
     /// As the daemons' remote listener takes it.
     pub fn remote_config(&self, listen: Option<std::net::SocketAddr>) -> crate::config::RemoteConfig {
         crate::config::RemoteConfig {

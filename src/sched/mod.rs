@@ -52,6 +52,12 @@ pub enum SchedError {
     /// A scheduler setting the operator gave is unknown or out of range.
     #[error("config: {0}")]
     Config(String),
+    /// A request that cannot be carried out as asked (seed 002's BadRequest).
+    #[error("{0}")]
+    Invalid(String),
+    /// A node the request names is not in the cluster file.
+    #[error("node {node}: not in the cluster file")]
+    NoNode { node: String },
     /// A thing asked for (a constraint, a notification URL) does not exist.
     #[error("{0}")]
     NotFound(String),

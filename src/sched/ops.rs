@@ -3,8 +3,8 @@
 //! ([`super::client::SchedClient`]). The CLI is written against this trait only.
 
 use super::scheduler::{
-    ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, Intent, NodeListing, PlacedInstance, RunOnNode,
-    SchedRolloutStatus, TemplateStored,
+    tell, ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, Intent, NodeListing, PlacedInstance,
+    RunOnNode, SchedRolloutStatus, TemplateStored,
 };
 use super::{SchedError, Scheduler};
 use crate::hooks::{CreateHookRun, HookRun, HookTemplateSummary};
@@ -190,12 +190,12 @@ impl SchedOps for Arc<Scheduler> {
 
     async fn drain(&self, node: &str, force: bool) -> Result<Vec<Drifted>, SchedError> {
         Scheduler::cordon(self, node, Some((false, "drained"))).await?;
-        let note = |what: &str| eprintln!("drain {node}: {what}");
+        let note = |what: &str| tell(&format!("drain {node}: {what}"));
         Scheduler::drift(self, node, None, None, None, force, &note).await
     }
 
     async fn drift(&self, req: &DriftRequest) -> Result<Vec<Drifted>, SchedError> {
-        let note = |what: &str| eprintln!("drift: {what}");
+        let note = |what: &str| tell(&format!("drift: {what}"));
         let app = req.app.as_deref().map(AppId::from_key);
         Scheduler::drift(self, &req.from, req.to.as_deref(), app.as_ref(), req.instance, req.force, &note).await
     }
@@ -244,7 +244,7 @@ impl SchedOps for Arc<Scheduler> {
                     "resume" => self.resume_rollout(app).await?,
                     _ => self.undo_rollout(app).await?,
                 }
-                let note = |what: &str| eprintln!("{what}");
+                let note = |what: &str| tell(what);
                 if let crate::protocol::RolloutPhase::Failed { reason } = self.finish_rollout(app, &note).await? {
                     let message = format!("the rollout failed: {reason}");
                     return Err(SchedError::Apply { app: app.to_string(), message });

@@ -45,7 +45,10 @@ pub struct Host {
 }
 
 pub struct Cluster {
-    // Dropped in this order: daemons (and their instances) first, then the network.
+    // Dropped in this order: the server, daemons (and their instances), then the network.
+    /// With STEWARD_TEST_VIA_SERVE: per cluster file, the `serve --no-run` over it that
+    /// commands ask, and its client file.
+    pub via_serve: Option<std::sync::Mutex<BTreeMap<PathBuf, (Follower, PathBuf)>>>,
     pub hosts: Vec<Host>,
     pub _net: Net,
     pub hub: String,
@@ -196,7 +199,63 @@ impl Cluster {
             ),
         )
         .unwrap();
-        Cluster { hosts, _net: net, hub, ctl, dir, file }
+        // STEWARD_TEST_VIA_SERVE=1: every command on the cluster's file but run and serve asks
+        // a `serve --no-run` over that file instead of acting itself (issue 46: the cluster
+        // tests pass through the API).
+        let via_serve = std::env::var_os("STEWARD_TEST_VIA_SERVE").map(|_| Default::default());
+        Cluster { via_serve, hosts, _net: net, hub, ctl, dir, file }
+    }
+
+    /// `steward-sched serve --no-run` over cluster file `file` (it follows its changes) on
+    /// 127.0.0.1:`port` of the control namespace: it, and a client's cluster file.
+    fn serve_no_run(&self, file: &std::path::Path, port: u16) -> (Follower, PathBuf) {
+        let d = self.dir.path();
+        self.serve_credentials();
+        let client = d.join(format!("via-{port}.toml"));
+        std::fs::write(
+            &client,
+            format!("server = \"127.0.0.1:{port}\"\nca = \"ca.pem\"\ntoken_file = \"sched.token\"\n"),
+        )
+        .unwrap();
+        let mut cmd = self.sched_cmd_here(file, &["serve", "--no-run", "--listen", &format!("127.0.0.1:{port}")]);
+        cmd.arg("--cert").arg(d.join("sched.pem")).arg("--key").arg(d.join("sched-key.pem"));
+        cmd.arg("--tokens-file").arg(d.join("serve-tokens"));
+        let server = Follower::spawn(cmd);
+        self.wait_answering(&client, port);
+        (server, client)
+    }
+
+    /// The server's certificate (for 127.0.0.1) and its tokens file: [`TOKEN`] writes,
+    /// [`READ_TOKEN`] only reads.
+    fn serve_credentials(&self) {
+        let d = self.dir.path();
+        if d.join("sched.pem").exists() {
+            return;
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["cert", "--dir"])
+            .arg(d)
+            .args(["--name", "sched", "--ip", "127.0.0.1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "steward cert: {}", String::from_utf8_lossy(&out.stderr));
+        let tokens = d.join("serve-tokens");
+        std::fs::write(&tokens, format!("{TOKEN} write\n{READ_TOKEN} read\n")).unwrap();
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(d.join("read.token"), format!("{READ_TOKEN}\n")).unwrap();
+    }
+
+    /// Waits until a server answers `engine` through cluster file `client`.
+    fn wait_answering(&self, client: &std::path::Path, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = self.sched_cmd_here(client, &["engine"]).output().unwrap();
+            if out.status.success() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "serve on {port}: {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     pub fn sched_cmd(&self, args: &[&str]) -> Command {
@@ -204,6 +263,21 @@ impl Cluster {
     }
 
     pub fn sched_cmd_with(&self, cluster: &std::path::Path, args: &[&str]) -> Command {
+        let acts_here = matches!(args.first(), Some(&"run" | &"serve"));
+        match &self.via_serve {
+            Some(serves) if cluster == self.file && !acts_here => {
+                let mut serves = serves.lock().unwrap();
+                let port = 7470 + serves.len() as u16;
+                let (_, client) =
+                    serves.entry(cluster.to_path_buf()).or_insert_with(|| self.serve_no_run(cluster, port));
+                self.sched_cmd_here(client, args)
+            }
+            _ => self.sched_cmd_here(cluster, args),
+        }
+    }
+
+    /// steward-sched in the control namespace with cluster file `cluster`, as given.
+    fn sched_cmd_here(&self, cluster: &std::path::Path, args: &[&str]) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--net=/run/netns/{}", self.ctl))
             .arg(env!("CARGO_BIN_EXE_steward-sched"))
@@ -247,17 +321,7 @@ impl Cluster {
     /// its clients (`server`). Its tokens: [`TOKEN`] writes, [`READ_TOKEN`] only reads.
     pub fn serve(&self, file: &std::path::Path, port: u16) -> (Follower, PathBuf) {
         let d = self.dir.path();
-        let out = Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["cert", "--dir"])
-            .arg(d)
-            .args(["--name", "sched", "--ip", "127.0.0.1"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "steward cert: {}", String::from_utf8_lossy(&out.stderr));
-        let tokens = d.join("serve-tokens");
-        std::fs::write(&tokens, format!("{TOKEN} write\n{READ_TOKEN} read\n")).unwrap();
-        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::fs::write(d.join("read.token"), format!("{READ_TOKEN}\n")).unwrap();
+        self.serve_credentials();
         let text = std::fs::read_to_string(file).unwrap();
         let served = d.join(format!("serve-{port}.toml"));
         std::fs::write(
@@ -270,16 +334,8 @@ impl Cluster {
         .unwrap();
         let client = d.join(format!("client-{port}.toml"));
         std::fs::write(&client, format!("server = \"https://127.0.0.1:{port}\"\n{text}")).unwrap();
-        let server = Follower::spawn(self.sched_cmd_with(&served, &["serve"]));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let out = self.sched_cmd_with(&client, &["engine"]).output().unwrap();
-            if out.status.success() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "serve on {port}: {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let server = Follower::spawn(self.sched_cmd_here(&served, &["serve"]));
+        self.wait_answering(&client, port);
         (server, client)
     }
 

@@ -135,7 +135,7 @@ pub async fn rollout_action(
                     "resume" => s.sched.resume_rollout(&key).await?,
                     _ => s.sched.undo_rollout(&key).await?,
                 }
-                let note = |what: &str| tracing::info!("rollout of {key}: {what}");
+                let note = |what: &str| crate::sched::scheduler::tell(what);
                 if let crate::protocol::RolloutPhase::Failed { reason } = s.sched.finish_rollout(&key, &note).await? {
                     let message = format!("the rollout failed: {reason}");
                     return Err(SchedError::Apply { app: key.to_string(), message });

@@ -47,7 +47,7 @@ pub async fn drain(With(s): State, Path(node): Path<String>, Body(bytes): Body) 
     answer(async move {
         s.sched.refuse_in_maintenance().await?;
         s.sched.cordon(&node, Some((false, "drained"))).await?;
-        let note = |what: &str| tracing::info!("drain {node}: {what}");
+        let note = |what: &str| crate::sched::scheduler::tell(&format!("drain {node}: {what}"));
         s.sched.drift(&node, None, None, None, req.force, &note).await
     })
     .await
@@ -62,9 +62,9 @@ pub async fn drift(With(s): State, Body(bytes): Body) -> Response {
     answer(async move {
         let app = req.app.as_deref().map(AppId::from_key);
         if req.instance.is_some() && app.is_none() {
-            return Err(SchedError::Config("instance: names an instance of `app`, which is missing".into()));
+            return Err(SchedError::Invalid("instance: names an instance of `app`, which is missing".into()));
         }
-        let note = |what: &str| tracing::info!("drift: {what}");
+        let note = |what: &str| crate::sched::scheduler::tell(&format!("drift: {what}"));
         s.sched.drift(&req.from, req.to.as_deref(), app.as_ref(), req.instance, req.force, &note).await
     })
     .await
@@ -94,7 +94,7 @@ fn yes() -> bool {
 /// `PATCH /v1/constraints?type=node&value=h3&equal=false&soft=true` (seed 002's).
 pub async fn set_constraint(With(s): State, Query(q): Query<ConstraintQuery>) -> Response {
     answer(async move {
-        let value = q.value.ok_or_else(|| SchedError::Config("value: required (the node's name)".into()))?;
+        let value = q.value.ok_or_else(|| SchedError::Invalid("value: required (the node's name)".into()))?;
         s.sched.set_constraint(Constraint { kind: q.kind, value, equal: q.equal, soft: q.soft, since_ms: 0 }).await
     })
     .await

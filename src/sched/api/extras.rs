@@ -2,7 +2,9 @@
 
 use super::{answer, body, ndjson, State};
 use crate::api::extract::{Body, Path, Query};
-use crate::protocol::{Cursors, DependencyRequest, HookRunRequest, Removed, RunFound, RunsListing, WatchLine};
+use crate::protocol::{
+    Cursors, DependencyRequest, HookRunRequest, NodeItem, NodeLine, Removed, RunFound, RunsListing, WatchLine,
+};
 use crate::sched::SchedError;
 use crate::spec::Format;
 use axum::extract::State as With;
@@ -74,7 +76,7 @@ pub async fn hook_templates(With(s): State) -> Response {
 /// `PUT /v1/hooktemplates`: a HookTemplate document (JSON), stored and given to every node.
 pub async fn put_hook_template(With(s): State, Body(bytes): Body) -> Response {
     answer(async move {
-        let text = std::str::from_utf8(&bytes).map_err(|_| SchedError::Config("body: not UTF-8".into()))?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| SchedError::Invalid("body: not UTF-8".into()))?;
         s.sched.put_hook_template(text, Format::Json).await
     })
     .await
@@ -148,6 +150,8 @@ pub async fn terminate_hook_run(With(s): State, Path((namespace, name)): Path<(S
 pub struct EventsQuery {
     /// `N` (after event N on every node; 0: all kept) or `h1=40,h2=12`; default: from now.
     since: Option<String>,
+    /// false: each node's kept events after its cursor, then the end (default: follow).
+    follow: Option<bool>,
 }
 
 /// Every node's events merged with what this scheduler's `run` sees and does, as NDJSON lines
@@ -160,6 +164,9 @@ pub async fn events(With(s): State, Query(q): Query<EventsQuery>) -> Response {
             return crate::api::error::ApiError::bad_request(format!("since: {e}")).field("since").into_response()
         }
     };
+    if q.follow == Some(false) {
+        return backlog(s, cursors);
+    }
     let mut nodes = match cursors {
         None => s.sched.follow(None),
         Some(Cursors::All(n)) => s.sched.follow(Some(n)),
@@ -183,6 +190,40 @@ pub async fn events(With(s): State, Query(q): Query<EventsQuery>) -> Response {
             // Heartbeats go too: they keep an idle stream's connection alive.
             if tx.send(serde_json::to_vec(&line).unwrap_or_default()).await.is_err() {
                 return;
+            }
+        }
+    });
+    ndjson(rx, s.shutdown.clone())
+}
+
+/// Each node's kept events after its cursor (a node without one: none), node by node, then the
+/// end of the stream.
+fn backlog(s: std::sync::Arc<super::Served>, cursors: Option<Cursors>) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let nodes = s.sched.nodes();
+    tokio::spawn(async move {
+        for (name, client) in nodes.iter() {
+            let since = match &cursors {
+                None => continue,
+                Some(Cursors::All(n)) => *n,
+                Some(Cursors::PerNode(map)) => match map.get(name) {
+                    Some(n) => *n,
+                    None => continue,
+                },
+            };
+            let mut events = Vec::new();
+            let read = client.events(since, false, |e| {
+                events.push(e);
+                true
+            });
+            if tokio::time::timeout(std::time::Duration::from_secs(10), read).await.is_err() {
+                tracing::info!(node = %name, "events: no backlog within 10 s");
+            }
+            for e in events {
+                let line = WatchLine::Node(NodeLine { node: name.clone(), item: NodeItem::Event(e) });
+                if tx.send(serde_json::to_vec(&line).unwrap_or_default()).await.is_err() {
+                    return;
+                }
             }
         }
     });

@@ -13,14 +13,13 @@ mod extras;
 
 use crate::api::auth::{Caller, TokenRole};
 use crate::api::error::ApiError;
-use crate::protocol::{WatchLine, UNREACHABLE_HEADER};
+use crate::protocol::{WatchLine, NOTES_HEADER, UNREACHABLE_HEADER};
 use crate::sched::{SchedError, Scheduler};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The OpenAPI description of this API (docs/sched-openapi.json), served at /v1/openapi.json.
@@ -33,6 +32,9 @@ pub struct Served {
     pub lines: tokio::sync::broadcast::Sender<WatchLine>,
     /// Turns true when serving stops: open streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Without the `run` loop (`serve --no-run`): the cluster file, looked at before each
+    /// request (the loop follows it itself).
+    pub nodes_watch: Option<crate::sched::scheduler::NodesWatch>,
 }
 
 type State = axum::extract::State<Arc<Served>>;
@@ -89,8 +91,21 @@ pub fn router(served: Arc<Served>, max_body: usize) -> Router {
         .merge(writes)
         .fallback(crate::api::extract::not_found)
         .method_not_allowed_fallback(crate::api::extract::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(served.clone(), current_nodes))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(served)
+}
+
+/// Without the `run` loop, each request sees the cluster file's nodes as they are now.
+async fn current_nodes(
+    axum::extract::State(s): State,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(watch) = &s.nodes_watch {
+        watch.refresh(&s.sched);
+    }
+    next.run(req).await
 }
 
 /// Changes need a write token.
@@ -113,7 +128,9 @@ async fn openapi() -> Response {
 impl From<SchedError> for ApiError {
     fn from(e: SchedError) -> ApiError {
         let (status, code) = match &e {
-            SchedError::NoApp { .. } | SchedError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            SchedError::NoApp { .. } | SchedError::NoNode { .. } | SchedError::NotFound(_) => {
+                (StatusCode::NOT_FOUND, "not_found")
+            }
             SchedError::Spec { errors, .. } => {
                 let mut out = ApiError::invalid_spec(errors.clone());
                 out.body.message = e.to_string();
@@ -125,7 +142,7 @@ impl From<SchedError> for ApiError {
             SchedError::Maintenance { .. } => (StatusCode::CONFLICT, "maintenance"),
             SchedError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             SchedError::Apply { .. } => (StatusCode::CONFLICT, "refused"),
-            SchedError::Config(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            SchedError::Config(_) | SchedError::Invalid(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             SchedError::Node { .. } => (StatusCode::BAD_GATEWAY, "node_failed"),
             SchedError::Cluster { .. } | SchedError::Tls(_) | SchedError::Store(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
@@ -144,30 +161,39 @@ impl From<SchedError> for ApiError {
 /// Runs one request's work, and answers with its result (JSON) or error, naming the nodes that
 /// did not answer meanwhile in the [`UNREACHABLE_HEADER`].
 async fn answer<T: Serialize>(work: impl std::future::Future<Output = Result<T, SchedError>>) -> Response {
-    let (out, unreachable) = Scheduler::noting_unreachable(work).await;
+    let (out, told) = Scheduler::telling(work).await;
     let mut response = match out {
         Ok(v) => Json(v).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     };
-    with_unreachable(&mut response, &unreachable);
+    if !told.unreachable.is_empty() {
+        set_json_header(&mut response, UNREACHABLE_HEADER, &told.unreachable);
+    }
+    if !told.notes.is_empty() {
+        set_json_header(&mut response, NOTES_HEADER, &told.notes);
+    }
     response
 }
 
-fn with_unreachable(response: &mut Response, unreachable: &BTreeMap<String, String>) {
-    if unreachable.is_empty() {
-        return;
-    }
-    // Header values are visible ASCII: JSON with every other character escaped.
-    let text = serde_json::to_string(unreachable).unwrap_or_default();
+/// `value` as JSON in header `name` (header values are visible ASCII: every other character
+/// escaped, as JSON reads it back).
+fn set_json_header(response: &mut Response, name: &'static str, value: &impl Serialize) {
+    let text = serde_json::to_string(value).unwrap_or_default();
     let ascii: String = text
         .chars()
         .flat_map(|c| match c {
             ' '..='~' => vec![c],
-            c => format!("\\u{:04x}", c as u32).chars().collect(),
+            c => {
+                let mut units = [0u16; 2];
+                c.encode_utf16(&mut units)
+                    .iter()
+                    .flat_map(|u| format!("\\u{u:04x}").chars().collect::<Vec<_>>())
+                    .collect()
+            }
         })
         .collect();
     if let Ok(v) = HeaderValue::from_str(&ascii) {
-        response.headers_mut().insert(UNREACHABLE_HEADER, v);
+        response.headers_mut().insert(name, v);
     }
 }
 

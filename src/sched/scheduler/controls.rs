@@ -143,7 +143,7 @@ impl Scheduler {
     /// `node cordon NODE [--preferred]` / `node uncordon NODE`.
     pub async fn cordon(&self, node: &str, cordon: Option<(bool, &str)>) -> Result<EngineStatus, SchedError> {
         if self.client(node).is_none() {
-            return Err(SchedError::Node { node: node.into(), message: "not in the cluster file".into() });
+            return Err(SchedError::NoNode { node: node.into() });
         }
         let why = match cordon {
             Some((preferred, reason)) => {
@@ -169,10 +169,10 @@ impl Scheduler {
     pub async fn set_constraint(&self, mut c: crate::protocol::Constraint) -> Result<Vec<Constraint>, SchedError> {
         if c.kind != "node" {
             let message = format!("constraint type {:?}: the one type is node (a node's name)", c.kind);
-            return Err(SchedError::Config(message));
+            return Err(SchedError::Invalid(message));
         }
         if c.value.is_empty() {
-            return Err(SchedError::Config("constraint value: a node's name is required".into()));
+            return Err(SchedError::Invalid("constraint value: a node's name is required".into()));
         }
         c.since_ms = crate::clock::now_ms();
         let why = DesiredChange::ConstraintSet { constraint: c.clone() };
@@ -258,11 +258,11 @@ impl Scheduler {
     ) -> Result<Vec<Drifted>, SchedError> {
         self.refuse_in_maintenance().await?;
         if to == Some(from) {
-            return Err(SchedError::Node { node: from.into(), message: "--to names the node drifted from".into() });
+            return Err(SchedError::Invalid(format!("node {from}: --to names the node drifted from")));
         }
         for n in [Some(from), to].into_iter().flatten() {
             if self.client(n).is_none() {
-                return Err(SchedError::Node { node: n.into(), message: "not in the cluster file".into() });
+                return Err(SchedError::NoNode { node: n.into() });
             }
         }
         let apps = match app {

@@ -86,10 +86,10 @@ impl Scheduler {
         }
         if spec.stateful_set.is_some() {
             // In order: each instance once the one before it is ready.
-            self.start_in_order(&key, &|what: &str| eprintln!("{key}: {what}")).await?;
+            self.start_in_order(&key, &|what: &str| super::tell(&format!("{key}: {what}"))).await?;
         }
         // A change of what runs: rolled out node by node before `deploy` returns.
-        let note = |what: &str| eprintln!("rollout of {key}: {what}");
+        let note = |what: &str| super::tell(&format!("rollout of {key}: {what}"));
         match self.finish_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
                 Err(SchedError::Apply { app: key.to_string(), message: format!("the rollout failed: {reason}") })

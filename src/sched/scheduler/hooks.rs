@@ -117,8 +117,7 @@ impl Scheduler {
         let candidates: Vec<&(String, crate::client::Client)> = match node {
             Some(n) => {
                 let found = nodes.iter().find(|(name, _)| name == n);
-                vec![found
-                    .ok_or_else(|| SchedError::Node { node: n.into(), message: "not in the cluster file".into() })?]
+                vec![found.ok_or_else(|| SchedError::NoNode { node: n.into() })?]
             }
             None => nodes.iter().collect(),
         };

@@ -29,6 +29,7 @@ pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
 pub use nodes::{NodeListing, NodeLive};
 pub use rollout::{NodeRollout, SchedRolloutStatus};
+pub use run::NodesWatch;
 
 use super::cluster::Cluster;
 use super::placement::NodeView;
@@ -96,8 +97,23 @@ pub(super) struct Silence {
 }
 
 tokio::task_local! {
-    /// The nodes that did not answer the API request this task serves.
-    static REQUEST_UNREACHABLE: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>;
+    /// What the API request this task serves is to tell its client besides its answer.
+    static REQUEST_TOLD: std::sync::Arc<std::sync::Mutex<Told>>;
+}
+
+/// What a command tells its operator besides its result: the nodes that did not answer it, and
+/// what it said as it went (a rollout's progress), in order.
+#[derive(Debug, Clone, Default)]
+pub struct Told {
+    pub unreachable: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
+/// Tells the operator `line` as a command goes: on this process's stderr, and, in `serve`,
+/// to the client of the request being served (which prints it on its own stderr).
+pub fn tell(line: &str) {
+    eprintln!("{line}");
+    let _ = REQUEST_TOLD.try_with(|told| told.lock().expect("told lock").notes.push(line.to_string()));
 }
 
 /// The shortest a read of a node past its heartbeat deadline may take.
@@ -255,17 +271,17 @@ impl Scheduler {
         self.unreachable.lock().expect("unreachable lock").insert(node.to_string(), why.to_string());
         // An API request's own: what `serve` answers that request with (its process-wide map
         // holds every request's and the leader loop's).
-        let _ = REQUEST_UNREACHABLE
-            .try_with(|mine| mine.lock().expect("request unreachable lock").insert(node.to_string(), why.to_string()));
+        let _ = REQUEST_TOLD
+            .try_with(|told| told.lock().expect("told lock").unreachable.insert(node.to_string(), why.to_string()));
     }
 
-    /// Runs `request` noting the nodes that did not answer it apart from every other request:
-    /// its result, with them.
-    pub async fn noting_unreachable<T>(request: impl std::future::Future<Output = T>) -> (T, BTreeMap<String, String>) {
-        let mine = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
-        let out = REQUEST_UNREACHABLE.scope(mine.clone(), request).await;
-        let noted = mine.lock().expect("request unreachable lock").clone();
-        (out, noted)
+    /// Runs `request` keeping what it tells (nodes that did not answer, notes) apart from every
+    /// other request's: its result, with what it told.
+    pub async fn telling<T>(request: impl std::future::Future<Output = T>) -> (T, Told) {
+        let told = std::sync::Arc::new(std::sync::Mutex::new(Told::default()));
+        let out = REQUEST_TOLD.scope(told.clone(), request).await;
+        let told = told.lock().expect("told lock").clone();
+        (out, told)
     }
 
     /// Every node that did not answer this process, and the last reason.
@@ -579,7 +595,7 @@ impl Scheduler {
             return self.wait_applied(key).await;
         }
         if spec.stateful_set.is_some() {
-            self.start_in_order(key, &|what: &str| eprintln!("{key}: {what}")).await?;
+            self.start_in_order(key, &|what: &str| tell(&format!("{key}: {what}"))).await?;
             let (views, _) = self.read_nodes().await;
             return Ok(self.describe(&self.stored(key).await?, &views).await);
         }

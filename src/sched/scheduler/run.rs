@@ -896,6 +896,31 @@ impl ClusterWatch {
     }
 }
 
+/// The cluster file as a process serving without the `run` loop follows it (`run` does this
+/// itself): its nodes taken whenever it (or its CA) changed, looked at before each request.
+pub struct NodesWatch(std::sync::Mutex<ClusterWatch>);
+
+impl NodesWatch {
+    pub fn new(path: std::path::PathBuf) -> NodesWatch {
+        NodesWatch(std::sync::Mutex::new(ClusterWatch::new(path)))
+    }
+
+    /// Gives `sched` the file's nodes if it changed since last looked at; a file that cannot be
+    /// used keeps the nodes as they were (logged).
+    pub fn refresh(&self, sched: &Scheduler) {
+        let changed = self.0.lock().expect("cluster watch lock").changed();
+        match changed {
+            Some(Ok((cluster, new_roots))) => {
+                if let Err(e) = sched.set_nodes(&cluster, new_roots) {
+                    tracing::error!("keeping the nodes as they were: {e}");
+                }
+            }
+            Some(Err(e)) => tracing::error!("keeping the nodes as they were: {e}"),
+            None => {}
+        }
+    }
+}
+
 /// How a reschedule refused at seed 000's maxtimes begins (its notification keys on it).
 const MAXTIMES_REACHED: &str = "maxtimes reached";
 
