@@ -261,3 +261,59 @@ async fn two_serves_on_etcd_either_answers_and_one_takes_over() {
     let status = wait_running(&c, &survivor_client, "test/three", 2);
     assert_eq!(status.as_array().unwrap().len(), 6, "nothing lost or doubled: {status:#}");
 }
+
+/// Everything steward-sched's API can create — an app, a dependency, a hook template, a
+/// constraint, a cordon, a notification URL, a setting, maintenance — is the same in every
+/// listing after the server's kill -9 and after a SIGTERM, each time started again on its store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_api_made_survives_the_servers_kill_9_and_sigterm() {
+    let c = Cluster::start("d", ["a", "b", "b"]);
+    let (serve, client) = c.serve(&c.file, 7480);
+    ok(&c, &client, &["deploy", &write_spec(&c, "web", &app("web", 2, json!({})))]);
+    let mut cache = app("cache", 1, json!({}));
+    cache["metadata"]["namespace"] = json!("infra");
+    ok(&c, &client, &["depend", "apply", &write_spec(&c, "cache", &cache)]);
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("units/hooks/gamesvc-check.toml");
+    ok(&c, &client, &["hook", "template", "apply", template.to_str().unwrap()]);
+    ok(&c, &client, &["constraint", "set", "--value", "h3", "--soft", "false"]);
+    ok(&c, &client, &["node", "cordon", "h2", "--reason", "disk"]);
+    ok(&c, &client, &["notify", "add", "http://127.0.0.1:9/hook"]);
+    ok(&c, &client, &["config", "set", "dependencyGraceSecs", "120"]);
+    ok(&c, &client, &["maintenance", "on", "--reason", "moving racks"]);
+    let listings: [&[&str]; 8] = [
+        &["status"],
+        &["depend", "ls"],
+        &["hook", "template", "ls"],
+        &["constraint", "ls"],
+        &["node", "ls"],
+        &["notify", "ls"],
+        &["config", "get"],
+        &["engine"],
+    ];
+    // What a listing says that may change with time or with who leads: the leader's name and
+    // the nodes' records' times.
+    let stable = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("leader");
+        }
+        if let Some(rows) = v.as_array_mut() {
+            for r in rows.iter_mut().filter_map(Value::as_object_mut) {
+                r.remove("record");
+                r.remove("live");
+            }
+        }
+        v
+    };
+    let take = |c: &Cluster| -> Vec<Value> { listings.iter().map(|args| stable(ok(c, &client, args))).collect() };
+    let before = take(&c);
+    let mut serve = serve;
+    for how in ["kill -9", "SIGTERM"] {
+        let pid = serve.child.id() as i32;
+        let signal = if how == "kill -9" { nix::sys::signal::SIGKILL } else { nix::sys::signal::SIGTERM };
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
+        let status = serve.child.wait().unwrap();
+        assert!(how == "kill -9" || status.success(), "{how}: {status:?}");
+        serve = c.serve(&c.file, 7480).0;
+        assert_eq!(take(&c), before, "after {how}");
+    }
+}
