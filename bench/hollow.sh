@@ -6,7 +6,8 @@
 # deploys one app of M instances across them through `steward-sched deploy` and reports the time
 # until all run and the RSS then.
 # Usage: bench/hollow.sh [N] (after cargo build --release). BASE_PORT=20000 INSTANCES=0
-#   BIN=target/release KEEP=1 (leave the daemons running; the cluster file is printed).
+#   BIN=target/release KEEP=1 (leave the daemons running; the cluster file is printed)
+#   HEARTBEAT_SECS=15 (the daemons' event-stream heartbeat).
 set -euo pipefail
 n=${1:-10}
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -53,6 +54,8 @@ listen = "127.0.0.1:$((base + i))"
 cert = "$dir/tls/h$i.pem"
 key = "$dir/tls/h$i-key.pem"
 tokens_file = "$h/tokens"
+[events]
+heartbeat_secs = ${HEARTBEAT_SECS:-15}
 CONF
     printf '[[node]]\nname = "h%d"\naddress = "127.0.0.1:%d"\ntoken_file = "%s"\n' "$i" $((base + i)) "$h/tokens" \
         >>"$dir/nodes.toml"
