@@ -92,10 +92,6 @@ fn app_path(app: &AppId) -> String {
 }
 
 impl SchedOps for SchedClient {
-    async fn refuse_in_maintenance(&self) -> Result<(), SchedError> {
-        Ok(()) // the server refuses what maintenance forbids
-    }
-
     async fn deploy(
         &self,
         doc: &Document,

@@ -18,11 +18,10 @@ use std::time::Duration;
 /// Nodes that did not answer, and why.
 pub type Away = BTreeMap<String, String>;
 
-/// Every operation a steward-sched command performs.
+/// Every operation a steward-sched command performs. Those that change what runs are refused
+/// while maintenance mode is on (seed 002), by the implementation that acts.
 #[allow(async_fn_in_trait)]
 pub trait SchedOps {
-    /// Fails when maintenance mode forbids changing what runs (a server checks itself).
-    async fn refuse_in_maintenance(&self) -> Result<(), SchedError>;
     /// Deploys one checked document; `create_only`: refused when the app exists (seed 002).
     async fn deploy(
         &self,
@@ -95,10 +94,6 @@ pub trait SchedOps {
 }
 
 impl SchedOps for Arc<Scheduler> {
-    async fn refuse_in_maintenance(&self) -> Result<(), SchedError> {
-        Scheduler::refuse_in_maintenance(self).await
-    }
-
     async fn deploy(
         &self,
         doc: &Document,
@@ -106,6 +101,7 @@ impl SchedOps for Arc<Scheduler> {
         wait_for_room: bool,
         create_only: bool,
     ) -> Result<Deployed, SchedError> {
+        self.refuse_in_maintenance().await?;
         let key = AppId::of(&spec);
         if create_only && self.app_exists(&key).await? {
             return Err(SchedError::Exists { what: format!("app {key}") });
@@ -121,10 +117,12 @@ impl SchedOps for Arc<Scheduler> {
     }
 
     async fn scale(&self, app: &AppId, instances: u32, wait: Option<bool>) -> Result<Vec<PlacedInstance>, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::scale(self, app, instances, wait).await
     }
 
     async fn delete(&self, app: &AppId) -> Result<Deleted, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::delete(self, app).await
     }
 
@@ -134,10 +132,12 @@ impl SchedOps for Arc<Scheduler> {
         index: Option<u32>,
         intent: Intent,
     ) -> Result<Vec<PlacedInstance>, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::set_stopped(self, app, index, intent).await
     }
 
     async fn restart(&self, app: &AppId, index: Option<u32>) -> Result<Vec<PlacedInstance>, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::restart(self, app, index).await
     }
 
@@ -189,6 +189,7 @@ impl SchedOps for Arc<Scheduler> {
     }
 
     async fn drain(&self, node: &str, force: bool) -> Result<Vec<Drifted>, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::cordon(self, node, Some((false, "drained"))).await?;
         let note = |what: &str| tell(&format!("drain {node}: {what}"));
         Scheduler::drift(self, node, None, None, None, force, &note).await
@@ -197,6 +198,9 @@ impl SchedOps for Arc<Scheduler> {
     async fn drift(&self, req: &DriftRequest) -> Result<Vec<Drifted>, SchedError> {
         let note = |what: &str| tell(&format!("drift: {what}"));
         let app = req.app.as_deref().map(AppId::from_key);
+        if req.instance.is_some() && app.is_none() {
+            return Err(SchedError::Invalid("instance: names an instance of `app`, which is missing".into()));
+        }
         Scheduler::drift(self, &req.from, req.to.as_deref(), app.as_ref(), req.instance, req.force, &note).await
     }
 
@@ -221,6 +225,7 @@ impl SchedOps for Arc<Scheduler> {
     }
 
     async fn put_dependency(&self, doc: &Document, grace_secs: Option<u64>) -> Result<DependencyStatus, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::put_dependency(self, doc.value.clone(), grace_secs).await
     }
 
@@ -229,6 +234,7 @@ impl SchedOps for Arc<Scheduler> {
     }
 
     async fn delete_dependency(&self, key: &str, force: bool) -> Result<Vec<String>, SchedError> {
+        self.refuse_in_maintenance().await?;
         Scheduler::delete_dependency(self, key, force).await
     }
 
@@ -240,6 +246,7 @@ impl SchedOps for Arc<Scheduler> {
         match action {
             "pause" => self.pause_rollout(app).await?,
             "resume" | "undo" => {
+                self.refuse_in_maintenance().await?;
                 match action {
                     "resume" => self.resume_rollout(app).await?,
                     _ => self.undo_rollout(app).await?,

@@ -4,7 +4,8 @@
 use super::{answer, body, ndjson, State};
 use crate::api::error::ApiError;
 use crate::api::extract::{Body, Path, Query};
-use crate::protocol::{DeployRequest, Deployed, InstanceRequest, ScaleRequest};
+use crate::protocol::{DeployRequest, InstanceRequest, ScaleRequest};
+use crate::sched::ops::SchedOps;
 use crate::sched::scheduler::{check_spec, Intent};
 use crate::sched::SchedError;
 use crate::spec::source::Document;
@@ -41,27 +42,15 @@ async fn deploy_as(s: std::sync::Arc<super::Served>, bytes: &[u8], create_only: 
         Err(e) => return e.into_response(),
     };
     answer(async move {
-        s.sched.refuse_in_maintenance().await?;
         let doc = Document::of_value("spec", req.spec);
         let spec = check_spec(&doc.value).map_err(|errors| SchedError::Spec { path: "spec".into(), errors })?;
-        let key = AppId::of(&spec);
-        if create_only && s.sched.app_exists(&key).await? {
-            return Err(SchedError::Exists { what: format!("app {key}") });
-        }
-        let warnings = std::sync::Mutex::new(Vec::new());
-        let warn = |w: &crate::spec::SpecError| warnings.lock().expect("warnings").push(w.clone());
-        let instances = s.sched.deploy_document(&doc, spec, req.wait_for_room, &warn).await?;
-        Ok(Deployed { instances, warnings: warnings.into_inner().expect("warnings") })
+        SchedOps::deploy(&s.sched, &doc, spec, req.wait_for_room, create_only).await
     })
     .await
 }
 
 pub async fn delete(With(s): State, Path(id): Path<(String, String)>) -> Response {
-    answer(async move {
-        s.sched.refuse_in_maintenance().await?;
-        s.sched.delete(&app_id(id)).await
-    })
-    .await
+    answer(async move { SchedOps::delete(&s.sched, &app_id(id)).await }).await
 }
 
 pub async fn scale(With(s): State, Path(id): Path<(String, String)>, Body(bytes): Body) -> Response {
@@ -69,11 +58,7 @@ pub async fn scale(With(s): State, Path(id): Path<(String, String)>, Body(bytes)
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    answer(async move {
-        s.sched.refuse_in_maintenance().await?;
-        s.sched.scale(&app_id(id), req.instances, req.wait_for_room).await
-    })
-    .await
+    answer(async move { SchedOps::scale(&s.sched, &app_id(id), req.instances, req.wait_for_room).await }).await
 }
 
 /// An optional body naming one instance.
@@ -89,11 +74,7 @@ async fn intent(s: std::sync::Arc<super::Served>, id: (String, String), bytes: &
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
-    answer(async move {
-        s.sched.refuse_in_maintenance().await?;
-        s.sched.set_stopped(&app_id(id), index, intent).await
-    })
-    .await
+    answer(async move { SchedOps::set_stopped(&s.sched, &app_id(id), index, intent).await }).await
 }
 
 pub async fn stop(With(s): State, Path(id): Path<(String, String)>, Body(bytes): Body) -> Response {
@@ -109,11 +90,7 @@ pub async fn restart(With(s): State, Path(id): Path<(String, String)>, Body(byte
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
-    answer(async move {
-        s.sched.refuse_in_maintenance().await?;
-        s.sched.restart(&app_id(id), index).await
-    })
-    .await
+    answer(async move { SchedOps::restart(&s.sched, &app_id(id), index).await }).await
 }
 
 pub async fn rollout(With(s): State, Path(id): Path<(String, String)>) -> Response {
@@ -126,26 +103,7 @@ pub async fn rollout_action(
     Path((namespace, name, action)): Path<(String, String, String)>,
 ) -> Response {
     let key = AppId::new(&namespace, &name);
-    answer(async move {
-        match action.as_str() {
-            "pause" => s.sched.pause_rollout(&key).await?,
-            "resume" | "undo" => {
-                s.sched.refuse_in_maintenance().await?;
-                match action.as_str() {
-                    "resume" => s.sched.resume_rollout(&key).await?,
-                    _ => s.sched.undo_rollout(&key).await?,
-                }
-                let note = |what: &str| crate::sched::scheduler::tell(what);
-                if let crate::protocol::RolloutPhase::Failed { reason } = s.sched.finish_rollout(&key, &note).await? {
-                    let message = format!("the rollout failed: {reason}");
-                    return Err(SchedError::Apply { app: key.to_string(), message });
-                }
-            }
-            other => return Err(SchedError::NotFound(format!("no rollout action {other:?} (pause, resume, undo)"))),
-        }
-        s.sched.rollout_status(&key).await
-    })
-    .await
+    answer(async move { SchedOps::rollout_action(&s.sched, &key, &action).await }).await
 }
 
 #[derive(Deserialize)]

@@ -7,8 +7,8 @@ use crate::protocol::{
     ConfigValue, Constraint, CordonRequest, DrainRequest, DriftRequest, EngineRun, EngineRunBody, MaintenanceRequest,
     UrlRequest,
 };
+use crate::sched::ops::SchedOps;
 use crate::sched::SchedError;
-use crate::spec::AppId;
 use axum::extract::State as With;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -44,13 +44,7 @@ pub async fn drain(With(s): State, Path(node): Path<String>, Body(bytes): Body) 
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    answer(async move {
-        s.sched.refuse_in_maintenance().await?;
-        s.sched.cordon(&node, Some((false, "drained"))).await?;
-        let note = |what: &str| crate::sched::scheduler::tell(&format!("drain {node}: {what}"));
-        s.sched.drift(&node, None, None, None, req.force, &note).await
-    })
-    .await
+    answer(async move { SchedOps::drain(&s.sched, &node, req.force).await }).await
 }
 
 /// Seed 002's `PATCH /api/nodes?cmd=drift`.
@@ -59,15 +53,7 @@ pub async fn drift(With(s): State, Body(bytes): Body) -> Response {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    answer(async move {
-        let app = req.app.as_deref().map(AppId::from_key);
-        if req.instance.is_some() && app.is_none() {
-            return Err(SchedError::Invalid("instance: names an instance of `app`, which is missing".into()));
-        }
-        let note = |what: &str| crate::sched::scheduler::tell(&format!("drift: {what}"));
-        s.sched.drift(&req.from, req.to.as_deref(), app.as_ref(), req.instance, req.force, &note).await
-    })
-    .await
+    answer(async move { SchedOps::drift(&s.sched, &req).await }).await
 }
 
 pub async fn constraints(With(s): State) -> Response {

@@ -5,8 +5,10 @@ use crate::api::extract::{Body, Path, Query};
 use crate::protocol::{
     Cursors, DependencyRequest, HookRunRequest, NodeItem, NodeLine, Removed, RunFound, RunsListing, WatchLine,
 };
+use crate::sched::ops::SchedOps;
 use crate::sched::SchedError;
-use crate::spec::Format;
+use crate::spec::source::Document;
+use crate::spec::{AppId, Format};
 use axum::extract::State as With;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -31,19 +33,17 @@ async fn store_dependency(s: std::sync::Arc<super::Served>, bytes: &[u8], create
         Err(e) => return e.into_response(),
     };
     answer(async move {
-        s.sched.refuse_in_maintenance().await?;
+        let doc = Document::of_value("spec", req.spec);
         if create_only {
-            let meta = &req.spec["metadata"];
-            let key = format!(
-                "{}/{}",
-                meta["namespace"].as_str().unwrap_or("default"),
-                meta["name"].as_str().unwrap_or_default()
-            );
-            if s.sched.dependency_statuses().await?.iter().any(|d| d.dependency == key) {
-                return Err(SchedError::Exists { what: format!("dependency {key}") });
+            // Named as the store names it; a spec that does not check is refused by the put.
+            let key = crate::sched::scheduler::check_spec(&doc.value).map(|spec| AppId::of(&spec).to_string());
+            if let Ok(key) = key {
+                if s.sched.dependency_statuses().await?.iter().any(|d| d.dependency == key) {
+                    return Err(SchedError::Exists { what: format!("dependency {key}") });
+                }
             }
         }
-        s.sched.put_dependency(req.spec, req.grace_secs).await
+        SchedOps::put_dependency(&s.sched, &doc, req.grace_secs).await
     })
     .await
 }
@@ -61,9 +61,8 @@ pub async fn delete_dependency(
     Query(q): Query<ForceQuery>,
 ) -> Response {
     answer(async move {
-        s.sched.refuse_in_maintenance().await?;
         let removed = format!("{namespace}/{name}");
-        let away = s.sched.delete_dependency(&removed, q.force).await?;
+        let away = SchedOps::delete_dependency(&s.sched, &removed, q.force).await?;
         Ok(Removed { removed, away })
     })
     .await
@@ -77,7 +76,7 @@ pub async fn hook_templates(With(s): State) -> Response {
 pub async fn put_hook_template(With(s): State, Body(bytes): Body) -> Response {
     answer(async move {
         let text = std::str::from_utf8(&bytes).map_err(|_| SchedError::Invalid("body: not UTF-8".into()))?;
-        s.sched.put_hook_template(text, Format::Json).await
+        crate::sched::Scheduler::put_hook_template(&s.sched, text, Format::Json).await
     })
     .await
 }
@@ -98,7 +97,7 @@ pub struct NamespaceQuery {
 
 pub async fn hook_runs(With(s): State, Query(q): Query<NamespaceQuery>) -> Response {
     answer(async move {
-        let (runs, unreachable) = s.sched.hook_runs(q.namespace.as_deref()).await;
+        let (runs, unreachable) = crate::sched::Scheduler::hook_runs(&s.sched, q.namespace.as_deref()).await;
         Ok::<_, SchedError>(RunsListing { runs, unreachable })
     })
     .await

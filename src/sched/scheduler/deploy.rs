@@ -21,21 +21,6 @@ type Placed = (u32, BTreeSet<u32>, BTreeMap<u32, String>, BTreeMap<u32, String>)
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Scheduler {
-    /// `deploy FILE` (`-`: stdin): each of its documents in order, every one checked before
-    /// any is deployed. The instances placed, of all of them.
-    pub async fn deploy_file(
-        &self,
-        path: &Path,
-        wait_for_room: bool,
-        warn: &(dyn Fn(&crate::spec::SpecError) + Sync),
-    ) -> Result<Vec<PlacedInstance>, SchedError> {
-        let mut placed = Vec::new();
-        for (doc, spec) in checked_documents(path, check_spec)? {
-            placed.extend(self.deploy_document(&doc, spec, wait_for_room, warn).await?);
-        }
-        Ok(placed)
-    }
-
     /// Places every instance of the spec in `document` (checked as `spec`) and applies the
     /// placements.
     /// `wait_for_room`: instances that fit nowhere are held Pending (placed by the leading
