@@ -7,6 +7,8 @@
 # CUT=M stops M hosts at once (SIGSTOP: silent) and reports the time until their instances run
 # elsewhere. Needs target/release (cargo build --release) and etcd (scripts/install-deps.sh).
 # Usage: bench/serve.sh [N] — APPS=100 PER=100 CLIENTS=4 KILL=1 CUT=0 BASE_PORT=20000
+# SERVE_LOG=warn,steward::sched=debug shows where each deploy's time goes; LOGS=DIR keeps the
+# servers' logs there.
 set -euo pipefail
 n=${1:-100}
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,6 +30,7 @@ etcd_pid=
 cleanup() {
     set +e
     for p in "${serves[@]}" "${hosts[@]}" $etcd_pid; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+    [ -n "${LOGS:-}" ] && mkdir -p "$LOGS" && cp "$dir"/serve-*.log "$LOGS/"
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -52,7 +55,7 @@ for port in 7480 7481; do
     printf '[serve]\nlisten = "127.0.0.1:%d"\ncert = "tls/sched.pem"\nkey = "tls/sched-key.pem"\ntokens_file = "serve-tokens"\nrate_per_sec = 100000.0\nrate_burst = 100000\n' \
         "$port" >>"$dir/serve-$port.toml"
     printf 'server = "127.0.0.1:%d"\nca = "tls/ca.pem"\ntoken_file = "serve.token"\n' "$port" >"$dir/client-$port.toml"
-    (cd "$dir" && STEWARD_LOG=warn exec "$bin/steward-sched" --cluster "serve-$port.toml" -o json serve \
+    (cd "$dir" && STEWARD_LOG="${SERVE_LOG:-warn}" exec "$bin/steward-sched" --cluster "serve-$port.toml" -o json serve \
         >"$dir/serve-$port.log" 2>&1) &
     serves+=($!)
 done
@@ -65,7 +68,9 @@ leader_pid() {
 }
 until [ -n "$(leader_pid 7480)" ]; do sleep 0.2; done
 leader=$(leader_pid 7480)
-echo "etcd up; two serve up; the leader is pid $leader"
+leads=7481
+[ "${serves[0]}" = "$leader" ] && leads=7480
+echo "etcd up; two serve up; the leader is pid $leader (serving on $leads)"
 cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }
 rss_mib() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
 
@@ -96,7 +101,7 @@ cpu0=$(cpu_ms "$leader")
 # (a deploy is create-or-update: made twice, it places once).
 deploy_all() {
     seq 1 "$apps" | xargs -P "$clients" -I{} sh -c \
-        "port=\$(( {} % 2 == 0 ? 7480 : 7481 )); cd '$dir' && STEWARD_LOG=warn '$bin/steward-sched' --cluster client-\$port.toml -o json deploy apps/a{}.json >apps/a{}.out 2>&1 || touch apps/a{}.failed; touch apps/a{}.done"
+        "port=\$(( {} % 2 == 0 ? 7480 : 7481 )); cd '$dir' && s=\$(date +%s%3N) && { STEWARD_LOG=warn '$bin/steward-sched' --cluster client-\$port.toml -o json deploy apps/a{}.json >apps/a{}.out 2>&1 || touch apps/a{}.failed; }; echo \$port \$(( \$(date +%s%3N) - s )) >apps/a{}.ms; touch apps/a{}.done"
 }
 deploy_all &
 deploying=$!
@@ -113,7 +118,7 @@ if [ "$kill_leader" = 1 ]; then
     cpu0=$(cpu_ms "$leader")
 fi
 wait "$deploying" || true
-failed=$(ls "$dir"/apps/*.failed 2>/dev/null | wc -l)
+failed=$(find "$dir/apps" -name "*.failed" | wc -l)
 for f in "$dir"/apps/*.failed; do
     [ -e "$f" ] || continue
     a=$(basename "$f" .failed)
@@ -121,6 +126,14 @@ for f in "$dir"/apps/*.failed; do
 done
 [ "$failed" -gt 0 ] && echo "$failed deploy(s) the killed server was answering made again through the survivor"
 deployed=$(($(ms) - t0))
+# How long one deploy took, through the leader and through the other server.
+cat "$dir"/apps/*.ms | python3 -c "
+import sys, collections, statistics
+by = collections.defaultdict(list)
+for l in sys.stdin:
+    port, ms = l.split(); by[port].append(int(ms))
+for port, v in sorted(by.items()):
+    v.sort(); print('deploys through %s: %d, p50 %d ms, p90 %d ms, max %d ms' % (port, len(v), v[len(v)//2], v[len(v)*9//10], v[-1]))"
 port=$survivor
 while :; do
     read -r up doubled <<<"$(running "$port")"

@@ -155,6 +155,49 @@ async fn event_stream_heartbeats_retention_and_resume() {
     follower.abort();
 }
 
+/// The daemon's end of every established connection to its listener on `port`.
+fn established_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X} ");
+    // Columns: sl local_address rem_address st ...; 01 is ESTABLISHED.
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|a| format!("{a} ").ends_with(&local)))
+        .filter(|l| l.split_whitespace().nth(3) == Some("01"))
+        .count()
+}
+
+/// A client keeps its connection to a daemon between requests (a scheduler asks a thousand
+/// hosts many times a second: a handshake per request cost more than the request), for as long
+/// as the daemon's `keep-alive` says, and never more than a few idle ones.
+#[tokio::test]
+async fn a_client_keeps_its_connection_between_requests() {
+    let r = start("remote-keep", "[connections]\nheader_timeout_secs = 3\n");
+    let port: u16 = r.addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    let c = r.client(TOKEN);
+    for _ in 0..30 {
+        c.health().await.unwrap();
+        // A clone shares its connections.
+        c.clone().list(&[]).await.unwrap();
+    }
+    assert_eq!(established_to(port), 1, "60 requests one after another, one connection");
+    // Twenty at once: no more than four are kept once they are answered.
+    let at_once: Vec<_> = (0..20).map(|_| c.list(&[])).collect();
+    for r in futures_util::future::join_all(at_once).await {
+        r.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(established_to(port) <= 4, "{} kept", established_to(port));
+    // Past the daemon's keep-alive (3 s, so kept 2 s): a new connection, no error.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(established_to(port), 0, "the daemon closed what it no longer keeps");
+    for _ in 0..5 {
+        c.health().await.unwrap();
+    }
+    assert_eq!(established_to(port), 1);
+}
+
 /// A tokens file that cannot be used (open to others) or a certificate that is not there are
 /// configuration errors: exit 2, as documented (systemd does not restart it in a loop).
 #[test]

@@ -185,9 +185,18 @@ async fn connection<Io: Stream, C: PeerInfo>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let Admitted { io, info, slot } = admitted;
+    // Clients keep an idle connection for the next request until just before this closes it.
+    let keep_alive = hyper::header::HeaderValue::from_str(&format!("timeout={}", header_timeout.as_secs()))
+        .expect("a number is a header value");
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(ConnectInfo(info.clone()));
-        router.clone().oneshot(req)
+        let answer = router.clone().oneshot(req);
+        let keep_alive = keep_alive.clone();
+        async move {
+            let mut resp = answer.await?;
+            resp.headers_mut().insert("keep-alive", keep_alive);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())

@@ -49,7 +49,26 @@ struct Remote {
     server_name: rustls::pki_types::ServerName<'static>,
     tls: tokio_rustls::TlsConnector,
     token: String,
+    /// Connections whose last answer was read whole, kept for the next request: a scheduler
+    /// asks each of a thousand hosts many times a second, and a TCP and TLS handshake per
+    /// request cost more than the request.
+    idle: std::sync::Mutex<Vec<Kept>>,
 }
+
+/// An idle kept connection, and until when the daemon keeps it open (its `keep-alive`).
+struct Kept {
+    sender: Sender,
+    until: std::time::Instant,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// At most this many idle connections are kept per daemon: each holds one of the daemon's
+/// connection slots for this peer (`connections.max_per_peer`).
+const MAX_IDLE: usize = 4;
+
+/// How long an idle connection is kept when the daemon does not say (`keep-alive: timeout=N`).
+const DEFAULT_KEEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +104,7 @@ impl Client {
             server_name,
             tls: tokio_rustls::TlsConnector::from(tls),
             token: token.to_string(),
+            idle: Default::default(),
         };
         Ok(Client { socket: PathBuf::from(addr), remote: Some(Arc::new(remote)) })
     }
@@ -103,39 +123,66 @@ impl Client {
         }
     }
 
-    async fn send(&self, mut req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+    /// Sends `req` on a new connection (its sender kept by the caller for reuse when the
+    /// daemon is remote) or, remote, on a kept idle one.
+    async fn send(
+        &self,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, Option<Sender>), ClientError> {
         let unreachable = |source| ClientError::Unreachable { socket: self.socket.clone(), source };
-        let mut sender = match &self.remote {
-            None => {
-                let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(unreachable)?;
-                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                tokio::spawn(conn);
-                sender
-            }
-            Some(remote) => {
-                let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out connecting");
-                let tls = tokio::time::timeout(CONNECT_TIMEOUT, async {
-                    let tcp = tokio::net::TcpStream::connect(&remote.addr).await?;
-                    tcp.set_nodelay(true)?;
-                    remote.tls.connect(remote.server_name.clone(), tcp).await
-                })
+        let Some(remote) = &self.remote else {
+            let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(unreachable)?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
                 .await
-                .map_err(|_| unreachable(timed_out()))?
-                .map_err(unreachable)?;
-                let value = format!("Bearer {}", remote.token);
-                let value = hyper::header::HeaderValue::from_str(&value)
-                    .map_err(|_| ClientError::Protocol("the token is not a valid header value".into()))?;
-                req.headers_mut().insert(hyper::header::AUTHORIZATION, value);
-                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-                    .await
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                tokio::spawn(conn);
-                sender
-            }
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            tokio::spawn(conn);
+            let resp = sender.send_request(req).await.map_err(|e| ClientError::Protocol(e.to_string()))?;
+            return Ok((resp, None));
         };
-        sender.send_request(req).await.map_err(|e| ClientError::Protocol(e.to_string()))
+        let value = format!("Bearer {}", remote.token);
+        let value = hyper::header::HeaderValue::from_str(&value)
+            .map_err(|_| ClientError::Protocol("the token is not a valid header value".into()))?;
+        req.headers_mut().insert(hyper::header::AUTHORIZATION, value);
+        // A kept connection first; one the daemon closed meanwhile gives the request back
+        // unsent, which then goes on another.
+        while let Some(mut sender) = remote.take_idle() {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, Some(sender))),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) => req = unsent,
+                    None => return Err(ClientError::Protocol(e.into_error().to_string())),
+                },
+            }
+        }
+        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out connecting");
+        let tls = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let tcp = tokio::net::TcpStream::connect(&remote.addr).await?;
+            tcp.set_nodelay(true)?;
+            remote.tls.connect(remote.server_name.clone(), tcp).await
+        })
+        .await
+        .map_err(|_| unreachable(timed_out()))?
+        .map_err(unreachable)?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        tokio::spawn(conn);
+        let resp = sender.send_request(req).await.map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok((resp, Some(sender)))
+    }
+
+    /// Keeps `sender`'s connection for the next request, its answer having been read whole,
+    /// for as long as the daemon said it keeps it open (`headers`' `keep-alive`).
+    fn keep(&self, sender: Option<Sender>, headers: &hyper::HeaderMap) {
+        let (Some(remote), Some(sender)) = (&self.remote, sender) else { return };
+        if sender.is_closed() || headers.get(hyper::header::CONNECTION).is_some_and(|v| v == "close") {
+            return;
+        }
+        let until = std::time::Instant::now() + keep_for(headers);
+        let mut idle = remote.idle.lock().expect("idle connections lock");
+        if idle.len() < MAX_IDLE {
+            idle.push(Kept { sender, until });
+        }
     }
 
     /// One request, its whole body read; non-2xx answers become [`ClientError::Api`].
@@ -189,10 +236,11 @@ impl Client {
             None => Full::new(Bytes::new()),
         };
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let resp = self.send(req).await?;
+        let (resp, sender) = self.send(req).await?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
+        self.keep(sender, &headers);
         Ok((status, headers, bytes))
     }
 
@@ -690,7 +738,8 @@ impl Client {
             .header("host", "localhost")
             .body(Full::new(Bytes::new()))
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let resp = self.send(req).await?;
+        // A stream's connection is its own: it ends with the stream.
+        let (resp, _) = self.send(req).await?;
         let status = resp.status();
         let mut body = resp.into_body();
         if !status.is_success() {
@@ -715,6 +764,29 @@ impl Client {
 }
 
 pub use crate::protocol::{Applied, Heartbeat, LogLine, StreamLine};
+
+impl Remote {
+    /// The most recently kept idle connection still open and within its keep-alive.
+    fn take_idle(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock().expect("idle connections lock");
+        let now = std::time::Instant::now();
+        idle.retain(|k| k.until > now && !k.sender.is_closed());
+        idle.pop().map(|k| k.sender)
+    }
+}
+
+/// How long an idle connection may be kept: a second short of the daemon's `keep-alive:
+/// timeout=N` (so the daemon never closes one as it is taken), else [`DEFAULT_KEEP`].
+fn keep_for(headers: &hyper::HeaderMap) -> std::time::Duration {
+    let timeout = headers
+        .get("keep-alive")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').find_map(|p| p.trim().strip_prefix("timeout=")?.trim().parse::<u64>().ok()));
+    match timeout {
+        Some(secs) => std::time::Duration::from_secs(secs.saturating_sub(1)),
+        None => DEFAULT_KEEP,
+    }
+}
 
 fn instance_path(id: &InstanceId) -> String {
     format!("/v1/instances/{}/{}/{}", encode(&id.namespace), encode(&id.name), id.index)

@@ -92,18 +92,24 @@ impl Scheduler {
     /// the operator asking for it to run, which an unchanged apply alone would not do.
     async fn start_failed(&self, key: &AppId, applied: &BTreeMap<String, Vec<u32>>) {
         let id = instance_id(key, 0);
-        for (node, ids) in applied {
-            let Some(client) = self.client(node) else { continue };
-            let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
-            let Ok(list) = client.list(&filters).await else { continue };
-            for s in list.iter().filter(|s| ids.contains(&s.id.index)) {
-                if s.state.kind() == crate::protocol::Kind::Failed {
-                    if let Err(e) = client.action(&s.id, "start", None).await {
-                        tracing::warn!(node, "starting {} again: {e}", s.id);
+        let starts = applied.iter().filter_map(|(node, ids)| Some((node, ids, self.client(node)?))).map(
+            |(node, ids, client)| {
+                let id = &id;
+                async move {
+                    let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
+                    let Ok(list) = client.list(&filters).await else { return };
+                    for s in list.iter().filter(|s| ids.contains(&s.id.index)) {
+                        if s.state.kind() == crate::protocol::Kind::Failed {
+                            if let Err(e) = client.action(&s.id, "start", None).await {
+                                tracing::warn!(node, "starting {} again: {e}", s.id);
+                            }
+                        }
                     }
                 }
-            }
-        }
+            },
+        );
+        // Every node at once: a deploy over many hosts waits for the slowest, not the sum.
+        futures_util::future::join_all(starts).await;
     }
 
     /// Waits while the leading `run` applies what a deploy or scale stored (its placements no
@@ -250,19 +256,22 @@ impl Scheduler {
         if matches!(why, DeployCause::PendingApplied) && !previous.as_ref().is_some_and(still_pending) {
             return Ok(Vec::new());
         }
+        // Where a deploy's time goes, for `STEWARD_LOG=steward::sched=debug`.
+        let began = std::time::Instant::now();
+        let phase = |what: &str| tracing::debug!("deploy {key}: {what} after {} ms", began.elapsed().as_millis());
         let placing = self.placing_in_pass().await;
         let (views, down) = self.nodes_to_place_on().await;
+        phase(&format!("{} nodes read", views.len()));
         let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
         let settings = self.store.settings().await?;
         let wait_for_room = wait_for_room.unwrap_or_else(|| previous.as_ref().is_some_and(|a| a.wait_for_room));
         let mut waiting: Option<RoomWait> = None;
         let (total, stopped, keep, placed) = if spec.daemon_set.is_some() {
-            // One instance on every matching node: its ids are the nodes' (controllers.rs).
+            // One instance on every matching node: its ids are the nodes' (sets.rs).
             let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
             let live = previous.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
-            let (keep, placed) =
-                super::controllers::daemon_set_placements(&key_text, &spec, &live, &nodes, &views, &settings);
+            let (keep, placed) = super::sets::daemon_set_placements(&key_text, &spec, &live, &nodes, &views, &settings);
             let total = keep.keys().chain(placed.keys()).max().map_or(0, |m| m + 1);
             let stopped: BTreeSet<u32> = previous
                 .as_ref()
@@ -331,6 +340,7 @@ impl Scheduler {
         };
         let placements = app.placements.iter().map(|(i, p)| (i.to_string(), p.node.clone())).collect();
         self.store.put_app(&mut app, &why.change(&key_text, placements)).await?;
+        phase("placed and stored");
         if starts {
             self.store.put_app(&mut app, &DesiredChange::RolloutStarted { app: key.to_string() }).await?;
         }
@@ -341,7 +351,7 @@ impl Scheduler {
 
         // A stateful set starts in order: what waits for an earlier instance is not applied yet.
         let held = if spec.stateful_set.is_some() {
-            super::controllers::held_back(&app.placements, &self.ready_indexes(&app).await)
+            super::sets::held_back(&app.placements, &self.ready_indexes(&app).await)
         } else {
             BTreeMap::new()
         };
@@ -385,6 +395,7 @@ impl Scheduler {
         for (node, r) in futures_util::future::join_all(work).await {
             results.insert(node, r);
         }
+        phase(&format!("applied on {} nodes", results.len()));
         for (node, ids) in &stale {
             if by_node.contains_key(node) || !reachable.contains(node.as_str()) {
                 continue; // The apply's selection removed them, or the node is away: reconciled on return.
@@ -408,7 +419,7 @@ impl Scheduler {
         let mut applied_now: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for (i, p) in app.placements.iter_mut() {
             if let Some(earlier) = held.get(i) {
-                p.state = PlacementState::Pending { reason: super::controllers::waits_for(*earlier) };
+                p.state = PlacementState::Pending { reason: super::sets::waits_for(*earlier) };
                 continue;
             }
             if !placed.contains_key(i) && !matches!(p.state, PlacementState::Pending { .. }) {
@@ -423,6 +434,7 @@ impl Scheduler {
                 None => PlacementState::Pending { reason: format!("node {} unreachable", p.node) },
             };
         }
+        phase("stale ones deleted");
         let applied = DesiredChange::Applied { app: key.to_string() };
         if let Err(SchedError::Conflict { .. }) = self.store.put_app(&mut app, &applied).await {
             // Changed meanwhile (a node lost, an instance stopped): only what the applies did
@@ -454,6 +466,7 @@ impl Scheduler {
             && spec.restart_policy.policy != crate::spec::model::RestartPolicyKind::Never
             && !spec.runs_to_completion()
         {
+            phase("marked applied");
             self.start_failed(&key, &applied_now).await;
         }
         let failed: Vec<String> =
@@ -461,7 +474,9 @@ impl Scheduler {
         if !failed.is_empty() {
             return Err(SchedError::Apply { app: key_text, message: failed.join("; ") });
         }
-        Ok(self.describe(&app, &views).await)
+        let described = self.describe(&app, &views).await;
+        phase("described");
+        Ok(described)
     }
 }
 

@@ -26,7 +26,8 @@ impl Scheduler {
         let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         for (name, client) in self.nodes().iter() {
             let since = cursors.get(name).copied();
-            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), HeardAt::default()));
+            let heard = Heard { at: HeardAt::default(), board: self.board.clone() };
+            tokio::spawn(follow_node(name.clone(), client.clone(), since, silence, tx.clone(), heard));
         }
         rx
     }
@@ -55,12 +56,20 @@ impl Scheduler {
         heard: &HeardAt,
     ) -> tokio::task::JoinHandle<()> {
         let silence = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
-        tokio::spawn(follow_node(name.to_string(), client.clone(), since, silence, tx.clone(), heard.clone()))
+        let heard = Heard { at: heard.clone(), board: self.board.clone() };
+        tokio::spawn(follow_node(name.to_string(), client.clone(), since, silence, tx.clone(), heard))
     }
 }
 
 /// When each node last sent a line, shared between the followers and `run`.
 pub(super) type HeardAt = Arc<Mutex<BTreeMap<String, Instant>>>;
+
+/// What a follower notes as lines arrive, however busy their receiver is: when its node was
+/// last heard, and that it changed (an event, a gap, a reconnect: its reading is stale).
+struct Heard {
+    at: HeardAt,
+    board: Arc<super::board::Board>,
+}
 
 /// Follows one node forever: reconnects after any end, from the last sequence number seen; a
 /// stream silent for `silence` (no event, no heartbeat) is dropped and reopened.
@@ -70,7 +79,7 @@ async fn follow_node(
     since: Option<u64>,
     silence: Duration,
     tx: tokio::sync::mpsc::UnboundedSender<NodeLine>,
-    heard: HeardAt,
+    heard: Heard,
 ) {
     let mut cursor = since;
     let mut backoff = Duration::from_millis(200);
@@ -87,6 +96,8 @@ async fn follow_node(
                 continue;
             }
         };
+        // What changed while it was not followed is not known: read it again.
+        heard.board.changed(&node);
         let other_journal = journal.is_some_and(|j| bounds.journal_id != 0 && j != bounds.journal_id);
         if bounds.journal_id != 0 {
             journal = Some(bounds.journal_id);
@@ -107,13 +118,15 @@ async fn follow_node(
             let last = last.clone();
             let tx = tx.clone();
             let node = node.clone();
-            let heard = heard.clone();
+            let heard_at = heard.at.clone();
+            let board = heard.board.clone();
             client.event_stream(start, true, move |line| {
                 let mut l = last.lock().expect("follower lock");
                 l.1 = Instant::now();
-                heard.lock().expect("heard lock").insert(node.clone(), l.1);
+                heard_at.lock().expect("heard lock").insert(node.clone(), l.1);
                 let item = match line {
                     StreamLine::Event(event) => {
+                        board.changed(&node);
                         l.0 = event.seq;
                         NodeItem::Event(event)
                     }
@@ -170,6 +183,7 @@ async fn follow_node(
             },
             _ = watchdog => format!("nothing received for {} s", silence.as_secs()),
         };
+        heard.board.changed(&node);
         let resume_after = last.lock().expect("follower lock").0;
         if resume_after != start {
             backoff = Duration::from_millis(200);

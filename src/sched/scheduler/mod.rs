@@ -4,8 +4,9 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
+mod board;
 mod config;
-mod controllers;
+mod controller;
 mod controls;
 mod converge;
 mod depends;
@@ -20,6 +21,7 @@ mod restart;
 mod rollout;
 mod room;
 mod run;
+mod sets;
 
 pub use config::{ConfigEntry, EngineConfig};
 pub use controls::{Drifted, EngineStatus};
@@ -80,6 +82,8 @@ pub struct Scheduler {
     deferred: std::sync::Mutex<BTreeMap<(AppId, String), Deferred>>,
     /// Copies a dependency's rolling update found ready (depends.rs).
     copy_checks: std::sync::Mutex<depends::CopyChecks>,
+    /// The nodes as last read, kept until they change (board.rs).
+    board: std::sync::Arc<board::Board>,
 }
 
 /// Instances of a lost node waiting to be placed elsewhere: when, and which.
@@ -234,6 +238,7 @@ impl Scheduler {
             placing: Default::default(),
             deferred: Default::default(),
             copy_checks: Default::default(),
+            board: Default::default(),
         })
     }
 
@@ -259,6 +264,9 @@ impl Scheduler {
                 .collect(),
         };
         *nodes = std::sync::Arc::new(fresh);
+        for node in changed.removed.iter().chain(&changed.changed) {
+            self.board.forget(node);
+        }
         Ok(changed)
     }
 
@@ -298,19 +306,44 @@ impl Scheduler {
         self.store.as_ref()
     }
 
-    /// Every node that answers, and why the others do not.
+    /// Every node that answers, and why the others do not: read now, or as last read when it
+    /// has not changed since (board.rs).
     pub async fn read_nodes(&self) -> (Vec<NodeView>, BTreeMap<String, String>) {
-        let mut views = Vec::new();
+        let nodes = self.nodes();
+        let mut views = BTreeMap::new();
+        let mut asked = Vec::new();
+        for (name, client) in nodes.iter() {
+            // A node declared lost is not asked (node_documents says why).
+            let kept = self.node_timeout(name).map(|_| self.board.kept(name));
+            match kept {
+                Some(Ok(view)) => {
+                    views.insert(name.clone(), view);
+                }
+                Some(Err(ticket)) => asked.push((name.clone(), client.clone(), Some(ticket))),
+                None => asked.push((name.clone(), client.clone(), None)),
+            }
+        }
+        let tickets: BTreeMap<String, Option<board::Ticket>> =
+            asked.iter().map(|(name, _, ticket)| (name.clone(), *ticket)).collect();
+        let asked: Vec<(String, Client)> = asked.into_iter().map(|(name, client, _)| (name, client)).collect();
         let mut down = BTreeMap::new();
-        for (name, doc) in self.node_documents().await {
+        for (name, doc) in self.documents_of(&asked).await {
             match doc {
-                Ok(doc) => views.push(NodeView::from_node(&name, &doc)),
+                Ok(doc) => {
+                    let view = NodeView::from_node(&name, &doc);
+                    if let Some(Some(ticket)) = tickets.get(&name) {
+                        self.board.store(&name, &view, *ticket);
+                    }
+                    views.insert(name, view);
+                }
                 Err(why) => {
                     self.note_unreachable(&name, &why);
                     down.insert(name, why);
                 }
             }
         }
+        // In the cluster file's order, as read.
+        let views = nodes.iter().filter_map(|(name, _)| views.remove(name)).collect();
         (views, down)
     }
 
@@ -318,7 +351,14 @@ impl Scheduler {
     /// A node the leading `run` declared lost is not asked (it is silent: a read would only
     /// wait out its timeout, for every app a lost node's pass places); a quiet one briefly.
     pub(super) async fn node_documents(&self) -> Vec<(String, Result<crate::protocol::NodeDocument, String>)> {
-        let nodes = self.nodes();
+        self.documents_of(&self.nodes()).await
+    }
+
+    /// [`Scheduler::node_documents`] of `nodes`.
+    async fn documents_of(
+        &self,
+        nodes: &[(String, Client)],
+    ) -> Vec<(String, Result<crate::protocol::NodeDocument, String>)> {
         let reads = nodes.iter().map(|(name, client)| {
             let limit = self.node_timeout(name);
             async move {
@@ -365,16 +405,15 @@ impl Scheduler {
         self.read_nodes().await
     }
 
-    /// What a placement took, out of the pass's view (when one is set): the app's instances
-    /// there, their random ports and their requests.
+    /// What a placement took, out of the kept readings and the pass's view (when one is set):
+    /// the app's instances there, their random ports and their requests.
     pub(super) fn placed_in_pass(&self, key: &AppId, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
+        self.board.took(key, spec, placed);
         let mut view = self.pass_view.lock().expect("pass view lock");
         let Some((views, _)) = view.as_mut() else { return };
         for node in placed.values() {
             let Some(v) = views.iter_mut().find(|v| v.name == *node) else { continue };
-            v.apps.entry(key.to_string()).or_default().1 += 1;
-            v.free_ports = v.free_ports.saturating_sub(spec.random_ports());
-            v.free = v.free.map(|free| free.minus(spec.instance_requests()));
+            board::take(v, key, spec);
         }
     }
 
@@ -401,23 +440,33 @@ impl Scheduler {
         *self.silence.write().expect("silence lock") = silence;
     }
 
-    /// Each placement with what its node reports.
+    /// Each placement with what its node reports. Asked at once: the nodes it is placed on,
+    /// and those whose last reading (`views`) runs any of it (strays); no other.
     pub(super) async fn describe(&self, app: &App, views: &[NodeView]) -> Vec<PlacedInstance> {
         let id = instance_id(&app.key, 0);
+        let key = app.key.to_string();
+        let placed: BTreeSet<&str> = app.placements.values().map(|p| p.node.as_str()).collect();
+        let asked = views.iter().filter(|v| placed.contains(v.name.as_str()) || v.apps.contains_key(&key));
+        let lists = asked.filter_map(|v| Some((v.name.clone(), self.client(&v.name)?))).map(|(node, client)| {
+            let filters = [("namespace", id.namespace.clone()), ("name", id.name.clone())];
+            let limit = self.node_timeout(&node).unwrap_or(LATE_NODE_TIMEOUT);
+            async move {
+                let filters: Vec<(&str, &str)> = filters.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let list = tokio::time::timeout(limit, client.list(&filters)).await;
+                (node, list)
+            }
+        });
         let mut actual: BTreeMap<(String, u32), Seen> = BTreeMap::new();
         let mut reachable = BTreeSet::new();
-        for v in views {
-            let Some(client) = self.client(&v.name) else { continue };
-            let filters = [("namespace", id.namespace.as_str()), ("name", id.name.as_str())];
-            let limit = self.node_timeout(&v.name).unwrap_or(LATE_NODE_TIMEOUT);
-            if let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await {
-                reachable.insert(v.name.clone());
+        for (node, list) in futures_util::future::join_all(lists).await {
+            if let Ok(Ok(list)) = list {
+                reachable.insert(node.clone());
                 // One a failed rollout kept for its output is no placement, and no stray.
                 for s in list.into_iter().filter(|s| !s.kept) {
-                    actual.insert((v.name.clone(), s.id.index), Seen::of(&s));
+                    actual.insert((node.clone(), s.id.index), Seen::of(&s));
                 }
             } else {
-                self.note_unreachable(&v.name, "no answer to the instance list");
+                self.note_unreachable(&node, "no answer to the instance list");
             }
         }
         // A job's (or cron job's) runs on its node are its own, whatever their ids.

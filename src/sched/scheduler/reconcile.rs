@@ -171,9 +171,7 @@ impl Scheduler {
         let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
         for app in settled.values() {
             let Ok(spec) = check_spec(&app.spec) else { continue };
-            if spec.daemon_set.is_none()
-                || !super::controllers::daemon_set_drifted(app, &spec, &nodes, views, &settings)
-            {
+            if spec.daemon_set.is_none() || !super::sets::daemon_set_drifted(app, &spec, &nodes, views, &settings) {
                 continue;
             }
             let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };

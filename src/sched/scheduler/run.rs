@@ -1,6 +1,7 @@
 //! `run`: the scheduler acting on what the followers see: lost nodes (instances marked Lost,
 //! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
 
+use super::controller::{PendingApplier, Queue, RolloutDriver};
 use super::follow::HeardAt;
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::protocol::{
@@ -14,6 +15,12 @@ use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How many apps' pending placements the leader applies at once.
+const PENDING_WORKERS: usize = 8;
+
+/// How many rollouts the leader drives at once (each mostly waits on its nodes' readiness).
+const ROLLOUT_WORKERS: usize = 64;
 
 impl Scheduler {
     /// `run`: follows every node and acts: a node silent past the heartbeat timeout is lost
@@ -47,6 +54,8 @@ impl Scheduler {
         for (name, client) in self.nodes().iter() {
             followers.insert(name.clone(), self.spawn_follower(name, client, None, &tx, &heard_at));
         }
+        // What the nodes run is heard from now on: their readings are kept until they change.
+        self.board.fed();
         let mut reload = cluster_file.map(ClusterWatch::new);
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| SchedError::Store(format!("SIGHUP handler: {e}")))?;
@@ -68,8 +77,8 @@ impl Scheduler {
         // Maintenance mode (seed 002): follow and report, change nothing.
         let mut maintenance = false;
         let mut last_settings = Instant::now() - Duration::from_secs(60);
-        // Apps whose rollout a task of this `run` drives (one a killed `deploy` left, say).
-        let driving: Arc<std::sync::Mutex<BTreeSet<AppId>>> = Default::default();
+        // The controllers' queues, while this process leads (controller.rs).
+        let mut queues: Vec<Queue> = Vec::new();
         // Apps' endpoints as the leader knows them (issue 27).
         let mut book = super::endpoints::EndpointBook::default();
         // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
@@ -82,6 +91,10 @@ impl Scheduler {
                         Ok(won) => {
                             leadership = Some(won);
                             self.hand_off.store(false, std::sync::atomic::Ordering::SeqCst);
+                            queues = vec![
+                                Queue::start(Arc::new(PendingApplier), self.clone(), emit.clone(), PENDING_WORKERS),
+                                Queue::start(Arc::new(RolloutDriver), self.clone(), emit.clone(), ROLLOUT_WORKERS),
+                            ];
                             emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
                             self.endpoints_lead(&mut book).await;
                             // Everything is looked at afresh: every node is new to this leader.
@@ -101,6 +114,7 @@ impl Scheduler {
                 why = async { (&mut leadership.as_mut().expect("leading").lost).await }, if leadership.is_some() => {
                     // Acting on without the lease could act twice with the next leader.
                     leadership = None;
+                    queues.clear();
                     self.set_silence(Default::default());
                     checks.sync(&[], &lost).await;
                     self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -113,6 +127,12 @@ impl Scheduler {
                     // and compare it with the nodes soon (a scale down's strays removed).
                     last_sync = Instant::now() - Duration::from_secs(60);
                     reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
+                    // The controllers see it at once, not on the loop's next pass.
+                    if !queues.is_empty() && !maintenance {
+                        if let Ok(apps) = self.store.apps().await {
+                            queues.iter().for_each(|q| q.offer(&apps, &lost));
+                        }
+                    }
                 }
                 item = rx.recv() => {
                     let Some(item) = item else { return Ok(()) };
@@ -285,8 +305,7 @@ impl Scheduler {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
                             checks.sync(&apps, &lost).await;
-                            self.apply_pending(&apps, &lost, &emit).await;
-                            self.resume_rollouts(&apps, &driving);
+                            queues.iter().for_each(|q| q.offer(&apps, &lost));
                             // A delete a node missed and then failed to take: tried again — once
                             // the command that asked for it had its time to do it itself (racing
                             // it would only take its count of what it removed).
@@ -395,54 +414,6 @@ impl Scheduler {
             tokio::time::sleep(delay).await;
             sched.store.lead(&who).await
         })
-    }
-
-    /// Applies placements stored but not yet applied (`Pending`): a deploy handed to the
-    /// leader, or one whose scheduler died midway. The same ids go to the same nodes, so an
-    /// apply made twice runs nothing twice.
-    async fn apply_pending(&self, apps: &[App], lost: &BTreeSet<String>, emit: &Emit) {
-        let pending = apps.iter().filter(|a| {
-            a.deleting.is_none()
-                && a.placements
-                    .values()
-                    .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !lost.contains(&p.node))
-        });
-        for app in pending {
-            // A stateful set's instances waiting for an earlier one: only once it is ready.
-            if super::controllers::waits_in_order(app) && !self.can_advance(app).await {
-                continue;
-            }
-            let why = DeployCause::PendingApplied;
-            match self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
-                Ok(placed) if !placed.is_empty() => {
-                    emit(&sched_line(SchedEvent::PendingApplied { app: app.key.to_string() }))
-                }
-                Ok(_) => {}
-                // Changed meanwhile (a deploy): looked at again with the change.
-                Err(SchedError::Conflict { .. }) => {}
-                Err(e) => tracing::warn!("applying the pending placements of {}: {e}", app.key),
-            }
-        }
-    }
-
-    /// Drives every progressing rollout that nothing here drives yet.
-    fn resume_rollouts(self: &Arc<Self>, apps: &[App], driving: &Arc<std::sync::Mutex<BTreeSet<AppId>>>) {
-        let progressing = apps
-            .iter()
-            .filter(|a| a.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing));
-        for app in progressing {
-            if !driving.lock().expect("driving lock").insert(app.key.clone()) {
-                continue;
-            }
-            let (sched, driving, key) = (self.clone(), driving.clone(), app.key.clone());
-            tokio::spawn(async move {
-                let note = |what: &str| tracing::info!("rollout of {key}: {what}");
-                if let Err(e) = sched.drive_rollout(&key, &note).await {
-                    tracing::warn!("rollout of {key}: {e}");
-                }
-                driving.lock().expect("driving lock").remove(&key);
-            });
-        }
     }
 
     /// Marks the node's instances Lost and reschedules those whose policy is Always, all in

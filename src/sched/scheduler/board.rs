@@ -1,0 +1,146 @@
+//! The nodes as last read, kept between reads (a watch-fed cache, as Kubernetes' informers).
+//!
+//! A placement needs every node's free ports, resources and apps. Reading all of them per
+//! deploy costs a thousand requests at a thousand hosts; most have not changed since the last
+//! read. A reading is kept until its node says it changed: any line of its event stream (an
+//! instance created, started, removed), a gap, a disconnect or a reconnect. A process that
+//! follows the nodes (the leading `run` or `serve`) keeps readings up to [`FED_KEEP`]; one that
+//! does not (a command, a server that does not lead) hears nothing, and keeps them only
+//! [`UNFED_KEEP`], across one burst of work. What this process places itself is taken out of
+//! the readings at once (see [`Board::took`]), so its next placement sees it before the node
+//! reports it.
+
+use crate::sched::placement::NodeView;
+use crate::spec::{AppId, ProcessSpec};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a reading is kept while the node's event stream is followed: the stream says
+/// when it changed; this bounds what a change no event tells (a reloaded configuration).
+const FED_KEEP: Duration = Duration::from_secs(10);
+
+/// How long a reading is kept when no stream is followed.
+const UNFED_KEEP: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+pub(super) struct Board {
+    nodes: Mutex<BTreeMap<String, Entry>>,
+    /// The nodes' event streams are followed: changes are heard.
+    fed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// Changes heard so far: a reading taken before the last one is stale.
+    changes: u64,
+    reading: Option<Reading>,
+}
+
+struct Reading {
+    view: NodeView,
+    at: Instant,
+    /// `changes` when the read was asked.
+    changes: u64,
+}
+
+/// What a read must be stored with: the node's changes when it was asked.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ticket(u64);
+
+impl Board {
+    /// From now on the nodes' event streams say when each changed.
+    pub fn fed(&self) {
+        self.fed.store(true, Ordering::SeqCst);
+    }
+
+    /// `node` changed (or may have: a gap, a reconnect): its reading is stale.
+    pub fn changed(&self, node: &str) {
+        let mut nodes = self.nodes.lock().expect("board lock");
+        nodes.entry(node.to_string()).or_default().changes += 1;
+    }
+
+    /// `node` left the cluster file or now means another host.
+    pub fn forget(&self, node: &str) {
+        self.nodes.lock().expect("board lock").remove(node);
+    }
+
+    /// `node`'s reading, unless it changed since or is too old; else the ticket to store a
+    /// new one with.
+    pub fn kept(&self, node: &str) -> Result<NodeView, Ticket> {
+        let keep = if self.fed.load(Ordering::SeqCst) { FED_KEEP } else { UNFED_KEEP };
+        let nodes = self.nodes.lock().expect("board lock");
+        let Some(entry) = nodes.get(node) else { return Err(Ticket(0)) };
+        match &entry.reading {
+            Some(r) if r.changes == entry.changes && r.at.elapsed() < keep => Ok(r.view.clone()),
+            _ => Err(Ticket(entry.changes)),
+        }
+    }
+
+    /// Keeps `view`, read with `ticket`, unless the node changed while it was read.
+    pub fn store(&self, node: &str, view: &NodeView, ticket: Ticket) {
+        let mut nodes = self.nodes.lock().expect("board lock");
+        let entry = nodes.entry(node.to_string()).or_default();
+        if entry.changes == ticket.0 {
+            entry.reading = Some(Reading { view: view.clone(), at: Instant::now(), changes: ticket.0 });
+        }
+    }
+
+    /// What a placement took, out of the kept readings: the app's instances, their random
+    /// ports and their requests.
+    pub fn took(&self, key: &AppId, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
+        let mut nodes = self.nodes.lock().expect("board lock");
+        for node in placed.values() {
+            if let Some(r) = nodes.get_mut(node).and_then(|e| e.reading.as_mut()) {
+                take(&mut r.view, key, spec);
+            }
+        }
+    }
+}
+
+/// One instance of `spec` placed on `view`.
+pub(super) fn take(view: &mut NodeView, key: &AppId, spec: &ProcessSpec) {
+    view.apps.entry(key.to_string()).or_default().1 += 1;
+    view.free_ports = view.free_ports.saturating_sub(spec.random_ports());
+    view.free = view.free.map(|free| free.minus(spec.instance_requests()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(name: &str, ports: usize) -> NodeView {
+        NodeView { name: name.into(), free_ports: ports, ..Default::default() }
+    }
+
+    #[test]
+    fn a_reading_is_kept_until_its_node_changes() {
+        let board = Board::default();
+        board.fed();
+        let Err(ticket) = board.kept("h1") else { panic!("nothing read yet") };
+        board.store("h1", &view("h1", 10), ticket);
+        assert_eq!(board.kept("h1").unwrap().free_ports, 10);
+        // An event: read again.
+        board.changed("h1");
+        let Err(ticket) = board.kept("h1") else { panic!("h1 changed") };
+        // It changes again while being read: that reading is not kept.
+        board.changed("h1");
+        board.store("h1", &view("h1", 9), ticket);
+        let Err(ticket) = board.kept("h1") else { panic!("read while it changed") };
+        board.store("h1", &view("h1", 8), ticket);
+        assert_eq!(board.kept("h1").unwrap().free_ports, 8);
+        board.forget("h1");
+        assert!(board.kept("h1").is_err());
+    }
+
+    #[test]
+    fn unfed_readings_last_a_second() {
+        let board = Board::default();
+        let Err(ticket) = board.kept("h1") else { panic!() };
+        board.store("h1", &view("h1", 10), ticket);
+        assert!(board.kept("h1").is_ok());
+        std::thread::sleep(UNFED_KEEP + Duration::from_millis(50));
+        assert!(board.kept("h1").is_err(), "an unfed reading is read again after a second");
+    }
+}

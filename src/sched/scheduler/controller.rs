@@ -1,0 +1,285 @@
+//! The leader's controllers: each owns one concern, implements [`Controller`], and is run by
+//! a [`Queue`] of the apps it has work for (Kubernetes' controllers: a sync per key, woken by
+//! the store's watch, requeued when it asks).
+//!
+//! A queue syncs several apps at once (an app's sync waits on its nodes, not on the CPU), never
+//! one app twice at once: an app that changes while it is synced is synced again after. The
+//! queue lives while this process leads; losing the lead aborts it and every sync in flight.
+
+use super::{Emit, Scheduler};
+use crate::protocol::DeployCause;
+use crate::sched::store::{App, PlacementState};
+use crate::sched::SchedError;
+use crate::spec::AppId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One concern of the leader, brought about app by app, acting through `C` (the scheduler).
+#[async_trait::async_trait]
+pub(super) trait Controller<C = Scheduler>: Send + Sync + 'static {
+    /// For logs.
+    fn name(&self) -> &'static str;
+    /// Whether `app`, as now stored, has work for it (`lost`: nodes declared lost).
+    fn wants(&self, app: &App, lost: &BTreeSet<String>) -> bool;
+    /// Brings app `key` toward what is desired, from the store as it is now. Some(d): look
+    /// again after d (waiting on something no watch tells).
+    async fn sync(&self, sched: &Arc<C>, key: &AppId, emit: &Emit) -> Option<Duration>;
+}
+
+/// The apps waiting for a controller, and its syncs in flight.
+pub(super) struct Queue<C = Scheduler> {
+    controller: Arc<dyn Controller<C>>,
+    state: Arc<Mutex<Keys>>,
+    wake: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Keys {
+    /// App → when it is due.
+    waiting: BTreeMap<AppId, Instant>,
+    /// Being synced now.
+    busy: BTreeSet<AppId>,
+    /// Added while busy: synced again once done.
+    again: BTreeSet<AppId>,
+}
+
+impl<C: Send + Sync + 'static> Queue<C> {
+    /// Starts `controller`'s queue: at most `workers` apps synced at once.
+    pub fn start(controller: Arc<dyn Controller<C>>, sched: Arc<C>, emit: Emit, workers: usize) -> Queue<C> {
+        let state: Arc<Mutex<Keys>> = Default::default();
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let task = tokio::spawn(work(controller.clone(), sched, emit, state.clone(), wake.clone(), workers));
+        Queue { controller, state, wake, task }
+    }
+
+    /// Queues every app of `apps` the controller wants.
+    pub fn offer(&self, apps: &[App], lost: &BTreeSet<String>) {
+        let wanted: Vec<&AppId> = apps.iter().filter(|a| self.controller.wants(a, lost)).map(|a| &a.key).collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let mut keys = self.state.lock().expect("queue lock");
+        let now = Instant::now();
+        for key in wanted {
+            if keys.busy.contains(key) {
+                keys.again.insert(key.clone());
+            } else {
+                keys.waiting.insert(key.clone(), now);
+            }
+        }
+        drop(keys);
+        self.wake.notify_one();
+    }
+}
+
+impl<C> Drop for Queue<C> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Syncs what is due, `workers` at once, until aborted (which aborts the syncs with it).
+async fn work<C: Send + Sync + 'static>(
+    controller: Arc<dyn Controller<C>>,
+    sched: Arc<C>,
+    emit: Emit,
+    state: Arc<Mutex<Keys>>,
+    wake: Arc<tokio::sync::Notify>,
+    workers: usize,
+) {
+    let mut syncs: tokio::task::JoinSet<(AppId, Option<Duration>)> = tokio::task::JoinSet::new();
+    loop {
+        // Start what is due, while a worker is free; note when the next one is due.
+        let next_due = {
+            let mut keys = state.lock().expect("queue lock");
+            let now = Instant::now();
+            let due: Vec<AppId> = keys
+                .waiting
+                .iter()
+                .filter(|(_, at)| **at <= now)
+                .map(|(k, _)| k.clone())
+                .take(workers.saturating_sub(syncs.len()))
+                .collect();
+            for key in due {
+                keys.waiting.remove(&key);
+                keys.busy.insert(key.clone());
+                let (controller, sched, emit) = (controller.clone(), sched.clone(), emit.clone());
+                syncs.spawn(async move {
+                    let again = controller.sync(&sched, &key, &emit).await;
+                    (key, again)
+                });
+            }
+            keys.waiting.values().min().copied()
+        };
+        let sleep = next_due.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            done = syncs.join_next(), if !syncs.is_empty() => {
+                let mut keys = state.lock().expect("queue lock");
+                match done {
+                    Some(Ok((key, again))) => {
+                        keys.busy.remove(&key);
+                        let changed = keys.again.remove(&key);
+                        let at = match (changed, again) {
+                            (true, _) => Some(Instant::now()),
+                            (false, Some(after)) => Some(Instant::now() + after),
+                            (false, None) => None,
+                        };
+                        if let Some(at) = at {
+                            let due = keys.waiting.entry(key).or_insert(at);
+                            *due = (*due).min(at);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        // A sync that panicked: its app is looked at again on the next offer.
+                        tracing::warn!("{}: a sync ended: {e}", controller.name());
+                        keys.busy.clear();
+                    }
+                    None => {}
+                }
+            }
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// Applies placements stored Pending (a deploy on a server that does not lead, an apply that
+/// failed, a stateful set's next instance) on their nodes.
+pub(super) struct PendingApplier;
+
+#[async_trait::async_trait]
+impl Controller for PendingApplier {
+    fn name(&self) -> &'static str {
+        "pending placements"
+    }
+
+    fn wants(&self, app: &App, lost: &BTreeSet<String>) -> bool {
+        app.deleting.is_none()
+            && app
+                .placements
+                .values()
+                .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !lost.contains(&p.node))
+    }
+
+    async fn sync(&self, sched: &Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<Duration> {
+        let app = sched.store.app(key).await.ok().flatten()?;
+        // A stateful set's instances waiting for an earlier one: only once it is ready.
+        if super::sets::waits_in_order(&app) && !sched.can_advance(&app).await {
+            return Some(Duration::from_secs(1));
+        }
+        let why = DeployCause::PendingApplied;
+        match sched.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+            Ok(placed) if !placed.is_empty() => {
+                emit(&super::run::sched_line(crate::protocol::sched::SchedEvent::PendingApplied {
+                    app: key.to_string(),
+                }));
+                None
+            }
+            Ok(_) => None,
+            // Changed meanwhile (a deploy): the watch offers it again with the change.
+            Err(SchedError::Conflict { .. }) => Some(Duration::from_millis(200)),
+            Err(e) => {
+                tracing::warn!("applying the pending placements of {key}: {e}");
+                // Its node may answer later; the periodic offer looks again too.
+                Some(Duration::from_secs(2))
+            }
+        }
+    }
+}
+
+/// Drives every progressing rollout (one a killed `deploy` left, one a server that does not
+/// lead stored) to its end.
+pub(super) struct RolloutDriver;
+
+#[async_trait::async_trait]
+impl Controller for RolloutDriver {
+    fn name(&self) -> &'static str {
+        "rollouts"
+    }
+
+    fn wants(&self, app: &App, _lost: &BTreeSet<String>) -> bool {
+        app.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing)
+    }
+
+    async fn sync(&self, sched: &Arc<Scheduler>, key: &AppId, _emit: &Emit) -> Option<Duration> {
+        let note = |what: &str| tracing::info!("rollout of {key}: {what}");
+        if let Err(e) = sched.drive_rollout(key, &note).await {
+            tracing::warn!("rollout of {key}: {e}");
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts syncs per app and how many run at once; app "again" asks to be looked at again
+    /// once, after 100 ms.
+    #[derive(Default)]
+    struct Counting {
+        syncs: Mutex<BTreeMap<String, usize>>,
+        now: AtomicUsize,
+        most: AtomicUsize,
+        same_app_at_once: AtomicUsize,
+        busy: Mutex<BTreeSet<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Controller<Counting> for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn wants(&self, app: &App, _lost: &BTreeSet<String>) -> bool {
+            app.key.name != "unwanted"
+        }
+        async fn sync(&self, c: &Arc<Counting>, key: &AppId, _emit: &Emit) -> Option<Duration> {
+            if !c.busy.lock().unwrap().insert(key.name.clone()) {
+                c.same_app_at_once.fetch_add(1, Ordering::SeqCst);
+            }
+            let now = c.now.fetch_add(1, Ordering::SeqCst) + 1;
+            c.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            c.now.fetch_sub(1, Ordering::SeqCst);
+            c.busy.lock().unwrap().remove(&key.name);
+            let mut syncs = c.syncs.lock().unwrap();
+            let n = syncs.entry(key.name.clone()).or_default();
+            *n += 1;
+            (key.name == "again" && *n == 1).then_some(Duration::from_millis(100))
+        }
+    }
+
+    fn app(name: &str) -> App {
+        serde_json::from_value(serde_json::json!({"key": format!("ns/{name}"), "spec": {}, "placements": {}})).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_queue_syncs_each_app_once_at_a_time_and_again_when_it_changed_or_asked() {
+        let c = Arc::new(Counting::default());
+        let emit: Emit = Arc::new(|_| {});
+        let queue = Queue::start(c.clone(), c.clone(), emit, 3);
+        let apps: Vec<App> = ["a", "b", "c", "d", "e", "again", "unwanted"].iter().map(|n| app(n)).collect();
+        queue.offer(&apps, &BTreeSet::new());
+        // Offered again while being synced: synced once more after, never twice at once.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        queue.offer(&apps[..1], &BTreeSet::new());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let syncs = c.syncs.lock().unwrap().clone();
+        assert_eq!(syncs.get("a"), Some(&2), "{syncs:?}");
+        assert_eq!(syncs.get("again"), Some(&2), "asked to be looked at again: {syncs:?}");
+        assert_eq!(syncs.get("b"), Some(&1));
+        assert_eq!(syncs.get("unwanted"), None);
+        assert_eq!(c.most.load(Ordering::SeqCst), 3, "three workers");
+        assert_eq!(c.same_app_at_once.load(Ordering::SeqCst), 0);
+        // Dropped (the lead lost): nothing more is synced.
+        queue.offer(&apps, &BTreeSet::new());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(queue);
+        let before = c.syncs.lock().unwrap().values().sum::<usize>();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(c.syncs.lock().unwrap().values().sum::<usize>(), before, "aborted with the queue");
+    }
+}
