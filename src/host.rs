@@ -134,10 +134,10 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// TCP ports something listens on and UDP ports held bound, from /proc/net: what `steward
-/// node` counts as not free (a steady figure: connections come and go).
+/// TCP ports something listens on and UDP ports held bound: what `steward node` counts as not
+/// free (a steady figure: connections come and go).
 pub fn ports_in_use() -> std::collections::BTreeSet<u16> {
-    local_ports(|state| state == "0A")
+    sock_diag::local_ports(1 << TCP_LISTEN).unwrap_or_else(|_| local_ports(|state| state == "0A"))
 }
 
 /// Every port some socket holds, a connection's too (TIME_WAIT aside, which a server's bind
@@ -145,11 +145,15 @@ pub fn ports_in_use() -> std::collections::BTreeSet<u16> {
 /// port (an ephemeral one, or one bound on purpose) fails a server's bind to it, SO_REUSEADDR
 /// or not (issue 43: a surge instance given such a port exited 1 at once).
 pub fn ports_held() -> std::collections::BTreeSet<u16> {
-    local_ports(|state| state != "06")
+    sock_diag::local_ports(!(1 << TCP_TIME_WAIT)).unwrap_or_else(|_| local_ports(|state| state != "06"))
 }
 
+/// The kernel's TCP states, as sock_diag's state bits number them.
+const TCP_TIME_WAIT: u32 = 6;
+const TCP_LISTEN: u32 = 10;
+
 /// Local ports of the TCP sockets whose state (`/proc/net/tcp`'s hex code) `tcp` takes, and of
-/// every UDP socket.
+/// every UDP socket: where sock_diag cannot be asked (a kernel without inet_diag).
 fn local_ports(tcp: impl Fn(&str) -> bool) -> std::collections::BTreeSet<u16> {
     let mut ports = std::collections::BTreeSet::new();
     for (file, is_tcp) in [("tcp", true), ("tcp6", true), ("udp", false), ("udp6", false)] {
@@ -168,6 +172,110 @@ fn local_ports(tcp: impl Fn(&str) -> bool) -> std::collections::BTreeSet<u16> {
     ports
 }
 
+/// Local ports asked of the kernel's sock_diag netlink interface (sock_diag(7)), which filters
+/// by state itself: asking for listeners walks only the listening table, where reading
+/// /proc/net/tcp walks every connection's hash bucket — milliseconds per read on a host with
+/// many connections, paid on every GET /v1/node (a scheduler asks a thousand hosts often).
+/// Written against the kernel's ABI directly: the request and the part of the answer read are
+/// two fixed structs.
+mod sock_diag {
+    use std::collections::BTreeSet;
+    use std::io;
+
+    const NETLINK_SOCK_DIAG: libc::c_int = 4;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
+    const HEADER: usize = 16;
+
+    /// Local ports of TCP sockets in `tcp_states` (bit per state) and of every UDP socket,
+    /// IPv4 and IPv6.
+    pub fn local_ports(tcp_states: u32) -> io::Result<BTreeSet<u16>> {
+        let mut ports = BTreeSet::new();
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            dump(family as u8, libc::IPPROTO_TCP as u8, tcp_states, &mut ports)?;
+            dump(family as u8, libc::IPPROTO_UDP as u8, u32::MAX, &mut ports)?;
+        }
+        Ok(ports)
+    }
+
+    /// One dump: every socket of `family`/`protocol` in `states`, its local port into `ports`.
+    fn dump(family: u8, protocol: u8, states: u32, ports: &mut BTreeSet<u16>) -> io::Result<()> {
+        // SAFETY: a plain socket(2); its descriptor is owned below.
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, NETLINK_SOCK_DIAG) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd was just opened and is owned by nothing else.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        // nlmsghdr, then inet_diag_req_v2: family, protocol, ext, pad, states, and a zeroed
+        // inet_diag_sockid (48 bytes: no socket named, every one dumped).
+        let mut req = [0u8; HEADER + 56];
+        req[0..4].copy_from_slice(&((HEADER + 56) as u32).to_ne_bytes());
+        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+        req[6..8].copy_from_slice(&flags.to_ne_bytes());
+        req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        req[HEADER] = family;
+        req[HEADER + 1] = protocol;
+        req[HEADER + 4..HEADER + 8].copy_from_slice(&states.to_ne_bytes());
+        // SAFETY: the kernel is the peer (a zeroed sockaddr_nl with its family set).
+        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        // SAFETY: req and kernel outlive the call; the lengths are theirs.
+        let sent = unsafe {
+            libc::sendto(
+                raw,
+                req.as_ptr().cast(),
+                req.len(),
+                0,
+                (&kernel as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            // SAFETY: buf outlives the call; at most its length is written.
+            let n = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let mut at = 0usize;
+            let n = n as usize;
+            while at + HEADER <= n {
+                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+                let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().expect("2 bytes"));
+                if len < HEADER || at + len > n {
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, "a truncated sock_diag answer"));
+                }
+                match kind {
+                    NLMSG_DONE => return Ok(()),
+                    NLMSG_ERROR => {
+                        let code = i32::from_ne_bytes(buf[at + HEADER..at + HEADER + 4].try_into().expect("4 bytes"));
+                        return Err(io::Error::from_raw_os_error(-code));
+                    }
+                    // inet_diag_msg: family, state, timer, retrans, then the socket id whose
+                    // first field is the local port, big-endian.
+                    _ if len >= HEADER + 6 => {
+                        let port = &buf[at + HEADER + 4..at + HEADER + 6];
+                        ports.insert(u16::from_be_bytes([port[0], port[1]]));
+                    }
+                    _ => {}
+                }
+                at += (len + 3) & !3;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod host_facts {
     #[test]
@@ -175,6 +283,17 @@ mod host_facts {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         assert!(super::ports_in_use().contains(&port));
+        // Asked of sock_diag, as /proc/net/tcp says: listeners, and a connection's local port
+        // among what is held (not among what is in use).
+        let diag = super::sock_diag::local_ports(1 << super::TCP_LISTEN).expect("sock_diag answers");
+        assert_eq!(diag, super::local_ports(|state| state == "0A"));
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let out = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let local = out.local_addr().unwrap().port();
+        let in_use = super::ports_in_use();
+        assert!(in_use.contains(&udp.local_addr().unwrap().port()) && !in_use.contains(&local));
+        let held = super::ports_held();
+        assert!(held.contains(&local) && held.contains(&port), "a connection's own port is held");
         let (total, available) = super::memory();
         assert!(total > 0 && available <= total);
         assert!(!super::hostname().is_empty());
