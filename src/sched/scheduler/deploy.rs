@@ -119,6 +119,9 @@ impl Scheduler {
     pub(super) async fn wait_applied(&self, key: &AppId) -> Result<Vec<PlacedInstance>, SchedError> {
         let deadline = std::time::Instant::now() + HAND_OFF_WAIT;
         let mut strays = Vec::new();
+        // The store's watch says when the leader wrote (taken before the first read: a write
+        // between them wakes the first wait at once).
+        let mut changes = self.store.changes();
         loop {
             let app = self.stored(key).await?;
             let pending = app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
@@ -150,7 +153,20 @@ impl Scheduler {
                 );
                 return Err(SchedError::Apply { app: key.to_string(), message });
             }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let watch_ended = match changes.as_mut() {
+                // Strays go from their nodes, which the store does not tell: looked at again soon.
+                Some(changed) if strays.is_empty() => {
+                    let waited = tokio::time::timeout(std::time::Duration::from_secs(1), changed.changed()).await;
+                    matches!(waited, Ok(Err(_)))
+                }
+                _ => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    false
+                }
+            };
+            if watch_ended {
+                changes = None;
+            }
         }
     }
 

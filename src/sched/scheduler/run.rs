@@ -233,10 +233,10 @@ impl Scheduler {
                                     }
                                 }
                                 // What ran on a node gone from the file is as good as lost.
+                                let newly: Vec<String> =
+                                    nodes.removed.iter().filter(|n| lost.insert(n.to_string())).cloned().collect();
+                                self.nodes_lost(&newly, &lost, &emit).await;
                                 for node in &nodes.removed {
-                                    if lost.insert(node.clone()) {
-                                        self.node_lost(node, &lost, &emit).await;
-                                    }
                                     if leadership.is_some() {
                                         self.endpoints_node_lost(&mut book, node, &emit).await;
                                     }
@@ -293,12 +293,15 @@ impl Scheduler {
                     // All lost at once before any is acted on: no app of one goes to another.
                     lost.extend(newly.iter().cloned());
                     self.set_silence(super::Silence { lost: lost.clone(), heard: Some((heard_at.clone(), timeout)) });
-                    for node in newly {
-                        let silent = silent_for[&node].as_secs_f64();
+                    for node in &newly {
+                        let silent = silent_for[node].as_secs_f64();
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
-                        self.record_node(&node, NodeState::Lost).await;
-                        self.node_lost(&node, &lost, &emit).await;
-                        self.endpoints_node_lost(&mut book, &node, &emit).await;
+                        self.record_node(node, NodeState::Lost).await;
+                    }
+                    // Every app once, however many of its nodes went at once.
+                    self.nodes_lost(&newly, &lost, &emit).await;
+                    for node in &newly {
+                        self.endpoints_node_lost(&mut book, node, &emit).await;
                     }
                     self.replace_deferred(&lost, &emit).await;
                     if last_sync.elapsed() > Duration::from_secs(2) {
@@ -416,13 +419,16 @@ impl Scheduler {
         })
     }
 
-    /// Marks the node's instances Lost and reschedules those whose policy is Always, all in
-    /// one pass over one view of the nodes (read once, the lost ones not asked).
-    async fn node_lost(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
-        self.in_one_view(self.node_lost_in_view(node, lost, emit)).await
+    /// Marks the nodes' instances Lost and reschedules those whose policy is Always, all in
+    /// one pass over one view of the nodes (read once, the lost ones not asked): each app once,
+    /// however many of its nodes went at once.
+    async fn nodes_lost(&self, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
+        if !nodes.is_empty() {
+            self.in_one_view(self.nodes_lost_in_view(nodes, lost, emit)).await
+        }
     }
 
-    async fn node_lost_in_view(&self, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+    async fn nodes_lost_in_view(&self, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
         use futures_util::StreamExt;
         let Ok(apps) = self.store.apps().await else { return };
         // An app being deleted is never placed again: its node gets the delete when it returns.
@@ -430,17 +436,36 @@ impl Scheduler {
         // Several at once: their store writes share commits, their applies overlap; their
         // placements are made one at a time on the pass's view (see `placing_in_pass`).
         futures_util::stream::iter(apps)
-            .map(|app| self.app_lost(app, node, lost, emit))
+            .map(|app| self.app_lost(app, nodes, lost, emit))
             .buffer_unordered(LOST_APPS_AT_ONCE)
             .collect::<Vec<()>>()
             .await;
     }
 
-    /// One app of a lost node: its instances there marked Lost, and moved by its policy.
-    async fn app_lost(&self, app: App, node: &str, lost: &BTreeSet<String>, emit: &Emit) {
+    /// One app of lost nodes: its instances there marked Lost, and moved by its policy.
+    async fn app_lost(&self, app: App, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
+        let key = app.key.clone();
+        let mut moving: Vec<(u32, String)> = Vec::new();
+        let mut app = Some(app);
+        for node in nodes {
+            let Some(current) = app.take() else { return };
+            let (now, moves) = self.app_lost_on(current, node, emit).await;
+            app = now;
+            moving.extend(moves.into_iter().map(|i| (i, node.clone())));
+        }
+        if let (Some(app), false) = (app, moving.is_empty()) {
+            self.reschedule(&app, &moving, lost, "lost", emit).await;
+        } else if !moving.is_empty() {
+            tracing::warn!("{key}: gone while its lost instances were marked");
+        }
+    }
+
+    /// The app's instances on `node` marked Lost, and what its policy says of them: the app as
+    /// now stored (None: gone or being deleted), and the instances to place elsewhere now.
+    async fn app_lost_on(&self, app: App, node: &str, emit: &Emit) -> (Option<App>, Vec<u32>) {
         let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
         if mine.is_empty() {
-            return;
+            return (Some(app), Vec::new());
         }
         let lost_here =
             DesiredChange::Lost { app: app.key.to_string(), node: node.to_string(), instances: mine.clone() };
@@ -454,43 +479,42 @@ impl Scheduler {
             }
             any && a.deleting.is_none()
         });
-        let Ok(Some(app)) = marked.await else { return };
+        let app = match marked.await {
+            Ok(Some(app)) => app,
+            // Nothing to mark (moved meanwhile): as it was.
+            Ok(None) => {
+                return (self.store.app(&app.key).await.ok().flatten().filter(|a| a.deleting.is_none()), vec![])
+            }
+            Err(_) => return (None, Vec::new()),
+        };
         for i in &mine {
             let instance = format!("{}/{i}", app.key);
             emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
         }
         let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
-        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+        let not_moved = |reason: &str| {
             emit(&sched_line(SchedEvent::NotRescheduled {
                 app: Some(app.key.to_string()),
                 instance: None,
                 node: node.to_string(),
                 policy,
-                reason: "a job or cron job is not moved while its node may still run it (one host per tick); \
-                         deploy it again to move it"
-                    .into(),
-            }));
-            return;
+                reason: reason.into(),
+            }))
+        };
+        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
+            not_moved(
+                "a job or cron job is not moved while its node may still run it (one host per tick); \
+                 deploy it again to move it",
+            );
+            return (Some(app), Vec::new());
         }
         if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.to_string()),
-                instance: None,
-                node: node.to_string(),
-                policy,
-                reason: DAEMON_SET_STAYS.into(),
-            }));
-            return;
+            not_moved(DAEMON_SET_STAYS);
+            return (Some(app), Vec::new());
         }
         if policy != RestartPolicyKind::Always {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.to_string()),
-                instance: None,
-                node: node.to_string(),
-                policy,
-                reason: "restartPolicy reschedules on Lost only when Always".into(),
-            }));
-            return;
+            not_moved("restartPolicy reschedules on Lost only when Always");
+            return (Some(app), Vec::new());
         }
         // Stopped by the operator: they stay where they are, stopped.
         let (stopped, moving): (Vec<u32>, Vec<u32>) = mine.iter().partition(|i| app.stopped.contains(i));
@@ -522,48 +546,39 @@ impl Scheduler {
             .unwrap_or(0);
         if !moving.is_empty() && wait > 0 {
             // disconnect: the host may still run them (and stops them itself by then).
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.to_string()),
-                instance: None,
-                node: node.to_string(),
-                policy,
-                reason: format!("disconnect: placed elsewhere {wait} s after the node was lost, unless it returns"),
-            }));
+            not_moved(&format!("disconnect: placed elsewhere {wait} s after the node was lost, unless it returns"));
             let due = Instant::now() + Duration::from_secs(wait);
             self.deferred.lock().expect("deferred lock").insert((app.key.clone(), node.to_string()), (due, moving));
-            return;
+            return (Some(app), Vec::new());
         }
-        if !moving.is_empty() {
-            self.reschedule(&app, &moving, node, lost, "lost", emit).await;
-        }
+        (Some(app), moving)
     }
 
-    async fn reschedule(
-        &self,
-        app: &App,
-        indexes: &[u32],
-        from: &str,
-        avoid: &BTreeSet<String>,
-        why: &str,
-        emit: &Emit,
-    ) {
+    /// Places the app's instances `moves` (index, the node it leaves) elsewhere, avoiding the
+    /// nodes they leave and `avoid`.
+    async fn reschedule(&self, app: &App, moves: &[(u32, String)], avoid: &BTreeSet<String>, why: &str, emit: &Emit) {
         let mut avoid = avoid.clone();
-        avoid.insert(from.to_string());
+        avoid.extend(moves.iter().map(|(_, from)| from.clone()));
         let cause = DeployCause::Rescheduled { reason: why.to_string() };
         match self.deploy_doc(app.spec.clone(), &avoid, cause).await {
             Ok(placed) => {
-                for i in indexes {
+                for (i, from) in moves {
                     let instance = format!("{}/{i}", app.key);
                     let to = placed.iter().find(|p| p.instance == instance).map(|p| p.node.clone());
-                    let (from, reason) = (from.to_string(), why.to_string());
+                    let (from, reason) = (from.clone(), why.to_string());
                     emit(&sched_line(SchedEvent::Rescheduled { instance, from, to, reason }));
                 }
             }
-            Err(e) => emit(&sched_line(SchedEvent::RescheduleFailed {
-                app: app.key.to_string(),
-                from: from.to_string(),
-                error: e.to_string(),
-            })),
+            Err(e) => {
+                let from: BTreeSet<&String> = moves.iter().map(|(_, from)| from).collect();
+                for from in from {
+                    emit(&sched_line(SchedEvent::RescheduleFailed {
+                        app: app.key.to_string(),
+                        from: from.clone(),
+                        error: e.to_string(),
+                    }))
+                }
+            }
         }
     }
 
@@ -669,7 +684,8 @@ impl Scheduler {
                 .collect();
             if !still.is_empty() && app.deleting.is_none() {
                 let why = "lost, and disconnect.replaceAfterSecs passed";
-                self.in_one_view(self.reschedule(&app, &still, &node, lost, why, emit)).await;
+                let moves: Vec<(u32, String)> = still.iter().map(|i| (*i, node.clone())).collect();
+                self.in_one_view(self.reschedule(&app, &moves, lost, why, emit)).await;
             }
         }
     }
@@ -808,7 +824,7 @@ impl Scheduler {
             }));
             return;
         }
-        self.reschedule(&app, &[id.index], node, lost, why, emit).await;
+        self.reschedule(&app, &[(id.index, node.to_string())], lost, why, emit).await;
     }
 }
 
