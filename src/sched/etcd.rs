@@ -31,6 +31,8 @@ pub struct EtcdStore {
     holder: String,
     written: AtomicU64,
     changes: tokio::sync::watch::Receiver<u64>,
+    /// The apps the watch saw written since `apps_changed` was last asked.
+    changed_apps: std::sync::Arc<crate::sched::store::ChangedApps>,
 }
 
 /// `etcd://h1:2379,h2:2379/steward` → (["http://h1:2379", "http://h2:2379"], "/steward/").
@@ -66,9 +68,10 @@ impl EtcdStore {
             .get(format!("{prefix}apps/"), Some(GetOptions::new().with_count_only().with_prefix()))
             .await
             .map_err(|e| etcd_err(format!("{url}: {e}")))?;
-        let changes = watch_prefix(client.clone(), prefix.clone());
+        let changed_apps: std::sync::Arc<crate::sched::store::ChangedApps> = Default::default();
+        let changes = watch_prefix(client.clone(), prefix.clone(), changed_apps.clone());
         let holder = format!("{}-{}", crate::host::hostname(), std::process::id());
-        Ok(EtcdStore { client, prefix, holder, written: AtomicU64::new(0), changes })
+        Ok(EtcdStore { client, prefix, holder, written: AtomicU64::new(0), changes, changed_apps })
     }
 
     fn app_key(&self, key: &crate::spec::AppId) -> String {
@@ -146,14 +149,29 @@ impl EtcdStore {
 
 /// Watches every key under `prefix`: the receiver's value is the newest revision seen. The watch
 /// is opened again after an error.
-fn watch_prefix(client: Client, prefix: String) -> tokio::sync::watch::Receiver<u64> {
+fn watch_prefix(
+    client: Client,
+    prefix: String,
+    changed: std::sync::Arc<crate::sched::store::ChangedApps>,
+) -> tokio::sync::watch::Receiver<u64> {
     let (tx, rx) = tokio::sync::watch::channel(0u64);
+    let apps = format!("{prefix}apps/");
     tokio::spawn(async move {
         loop {
             let mut watch = client.watch_client();
+            // Whatever happened while not watching is not known.
+            changed.note_all();
             if let Ok(mut stream) = watch.watch(prefix.clone(), Some(WatchOptions::new().with_prefix())).await {
                 while let Ok(Some(resp)) = stream.message().await {
                     let revision = resp.header().map_or(0, |h| h.revision());
+                    for kv in resp.events().iter().filter_map(|e| e.kv()) {
+                        let key = kv.key_str().ok().and_then(|k| k.strip_prefix(apps.as_str()));
+                        match key.map(str::parse::<crate::spec::AppId>) {
+                            Some(Ok(key)) => changed.note(key),
+                            Some(Err(_)) => changed.note_all(),
+                            None => {}
+                        }
+                    }
                     if tx.send(u64::try_from(revision).unwrap_or(0)).is_err() {
                         return;
                     }
@@ -343,6 +361,10 @@ impl DesiredStore for EtcdStore {
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.changes.clone())
+    }
+
+    fn apps_changed(&self) -> crate::sched::store::AppsChanged {
+        self.changed_apps.take()
     }
 }
 

@@ -239,6 +239,45 @@ pub trait DesiredStore: Send + Sync {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+    /// The apps written since the last call, as far as the store's watch tells (a store
+    /// without one, or a watch that restarted, tells [`AppsChanged::All`]).
+    fn apps_changed(&self) -> AppsChanged {
+        AppsChanged::All
+    }
+}
+
+/// Which apps changed: a controller woken by a change looks at those, not at every app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppsChanged {
+    /// Any may have: list them all.
+    All,
+    Some(BTreeSet<crate::spec::AppId>),
+}
+
+/// What a store's watch noted of the apps between two [`DesiredStore::apps_changed`] calls.
+#[derive(Debug, Default)]
+pub struct ChangedApps(std::sync::Mutex<(bool, BTreeSet<crate::spec::AppId>)>);
+
+impl ChangedApps {
+    /// App `key` was written (or deleted).
+    pub fn note(&self, key: crate::spec::AppId) {
+        self.0.lock().expect("changed apps lock").1.insert(key);
+    }
+
+    /// What happened is not known (a watch restarted).
+    pub fn note_all(&self) {
+        self.0.lock().expect("changed apps lock").0 = true;
+    }
+
+    /// What was noted, emptied.
+    pub fn take(&self) -> AppsChanged {
+        let (all, keys) = std::mem::take(&mut *self.0.lock().expect("changed apps lock"));
+        if all {
+            AppsChanged::All
+        } else {
+            AppsChanged::Some(keys)
+        }
+    }
 }
 
 /// The cluster's controls (seed 002's engine config, constraints and notify list): one record,
@@ -635,6 +674,21 @@ impl DesiredStore for LocalStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_apps_are_told_once_and_all_when_not_known() {
+        let changed = ChangedApps::default();
+        assert_eq!(changed.take(), AppsChanged::Some(BTreeSet::new()));
+        let a = crate::spec::AppId::new("ns", "a");
+        changed.note(a.clone());
+        changed.note(a.clone());
+        assert_eq!(changed.take(), AppsChanged::Some(BTreeSet::from([a.clone()])));
+        assert_eq!(changed.take(), AppsChanged::Some(BTreeSet::new()), "told once");
+        changed.note(a);
+        changed.note_all();
+        assert_eq!(changed.take(), AppsChanged::All);
+        assert_eq!(changed.take(), AppsChanged::Some(BTreeSet::new()));
+    }
 
     /// Seed 002's constraints cordon the nodes they do not let in: `node==h1` every other
     /// node, `node!=h3` h3; soft (it must hold) makes the cordon required, and a required

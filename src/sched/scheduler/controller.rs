@@ -8,7 +8,7 @@
 
 use super::{Emit, Scheduler};
 use crate::protocol::DeployCause;
-use crate::sched::store::{App, PlacementState};
+use crate::sched::store::{App, AppsChanged, PlacementState};
 use crate::sched::SchedError;
 use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,6 +142,24 @@ async fn work<C: Send + Sync + 'static>(
             _ = wake.notified() => {}
             _ = tokio::time::sleep(sleep) => {}
         }
+    }
+}
+
+impl Scheduler {
+    /// The apps the store's watch saw written since last asked, as now stored (every app when
+    /// it cannot tell): what the controllers are offered on a change.
+    pub(super) async fn apps_changed(&self) -> Result<Vec<App>, SchedError> {
+        let keys = match self.store.apps_changed() {
+            AppsChanged::All => return self.store.apps().await,
+            AppsChanged::Some(keys) => keys,
+        };
+        let reads = keys.iter().map(|key| self.store.app(key));
+        let mut apps = Vec::new();
+        for app in futures_util::future::join_all(reads).await {
+            // A deleted one has nothing left for a controller.
+            apps.extend(app?);
+        }
+        Ok(apps)
     }
 }
 

@@ -16,6 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How often the leader's pass over every app runs (checks, deletes owed, dependencies, and
+/// every app offered to the controllers again).
+const SYNC_EVERY: Duration = Duration::from_secs(2);
+
+/// How soon after a change of the desired state that pass runs, at the latest.
+const SYNC_SOON: Duration = Duration::from_millis(500);
+
 /// How many apps' pending placements the leader applies at once.
 const PENDING_WORKERS: usize = 8;
 
@@ -123,13 +130,14 @@ impl Scheduler {
                     campaign = Some(self.campaign(&who, Duration::from_secs(1)));
                 }
                 _ = async { changes.as_mut().expect("watching").changed().await }, if changes.is_some() => {
-                    // The desired state changed (a deploy, another scheduler): look at it now,
-                    // and compare it with the nodes soon (a scale down's strays removed).
-                    last_sync = Instant::now() - Duration::from_secs(60);
+                    // The desired state changed (a deploy, another scheduler): look at it soon
+                    // (at most twice a second: each pass lists every app), and compare it with
+                    // the nodes soon (a scale down's strays removed).
+                    last_sync = last_sync.min(Instant::now() - SYNC_EVERY + SYNC_SOON);
                     reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
-                    // The controllers see it at once, not on the loop's next pass.
+                    // The controllers see what changed at once, not on the loop's next pass.
                     if !queues.is_empty() && !maintenance {
-                        if let Ok(apps) = self.store.apps().await {
+                        if let Ok(apps) = self.apps_changed().await {
                             queues.iter().for_each(|q| q.offer(&apps, &lost));
                         }
                     }
@@ -304,7 +312,7 @@ impl Scheduler {
                         self.endpoints_node_lost(&mut book, node, &emit).await;
                     }
                     self.replace_deferred(&lost, &emit).await;
-                    if last_sync.elapsed() > Duration::from_secs(2) {
+                    if last_sync.elapsed() > SYNC_EVERY {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
                             checks.sync(&apps, &lost).await;
