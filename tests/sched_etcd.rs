@@ -172,3 +172,56 @@ async fn one_leads_and_the_other_takes_over() {
     assert!(took <= Duration::from_secs(7), "b leads within the lease's TTL: {took:?}");
     eprintln!("failover after the leader stopped renewing: {took:?}");
 }
+
+/// A fleet's desired state outgrows one gRPC answer (4 MiB: at 1,000 apps of 100 instances a
+/// listing of every app was refused, and with it every deploy that assigns a service address):
+/// every app is listed, a page at a time, and the watch names the ones written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_state_larger_than_one_answer_is_listed_whole() {
+    let etcd = Etcd::start("t-large");
+    let store = EtcdStore::connect(&etcd.url).await.unwrap();
+    // Until its watch is set up, the store cannot name what changed: once it names a probe
+    // written, it watches.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut probe = app("ns/probe");
+    store.put_app(&mut probe, &deployed("ns/probe")).await.unwrap();
+    loop {
+        assert!(Instant::now() < deadline, "the watch never named the probe");
+        let changed = store.apps_changed();
+        if let steward::sched::store::AppsChanged::Some(keys) = &changed {
+            if keys.contains(&steward::spec::AppId::new("ns", "probe")) {
+                break;
+            }
+        }
+        if changed == steward::sched::store::AppsChanged::All {
+            // Not yet watching when it was written: again.
+            store.put_app(&mut probe, &deployed("ns/probe")).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let placements: BTreeMap<u32, Placement> = (0..400)
+        .map(|i| (i, Placement { node: format!("host-{i:04}"), state: PlacementState::Placed, reschedules: 0 }))
+        .collect();
+    // 300 apps of about 20 KiB: 6 MiB in all.
+    for n in 0..300 {
+        let key = format!("ns/app{n:03}");
+        let mut big = App { key: steward::spec::AppId::from_key(&key), placements: placements.clone(), ..app(&key) };
+        store.put_app(&mut big, &deployed(&key)).await.unwrap();
+    }
+    let apps: Vec<App> = store.apps().await.unwrap().into_iter().filter(|a| a.key.name != "probe").collect();
+    assert_eq!(apps.len(), 300);
+    assert!(apps.iter().all(|a| a.placements.len() == 400 && a.version.is_some()));
+    // The watch named each app written, once asked.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 300 {
+        assert!(Instant::now() < deadline, "the watch named {} of 300", seen.len());
+        match store.apps_changed() {
+            steward::sched::store::AppsChanged::Some(keys) => {
+                seen.extend(keys.into_iter().filter(|k| k.name != "probe"))
+            }
+            steward::sched::store::AppsChanged::All => panic!("the watch, once set up, names what changed"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -129,22 +129,61 @@ impl EtcdStore {
         Ok(resp.succeeded().then(|| resp.header().map_or(0, |h| h.revision())))
     }
 
+    /// Every record under `under`, with its revision: a page at a time, every page read at the
+    /// first one's revision (one snapshot). One answer holding every app outgrew gRPC's 4 MiB
+    /// message limit at 1,000 apps of 100 instances.
     async fn list<T: serde::de::DeserializeOwned>(&self, under: &str) -> Result<Vec<(T, i64)>, SchedError> {
-        let resp = self
-            .client
-            .kv_client()
-            .get(format!("{}{under}", self.prefix), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(etcd_err)?;
-        resp.kvs()
-            .iter()
-            .map(|kv| {
+        let prefix = format!("{}{under}", self.prefix).into_bytes();
+        let end = range_end(&prefix);
+        // A page of big records (an app of thousands of instances) may still pass 4 MiB.
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_ANSWER_BYTES);
+        let mut from = prefix;
+        let mut revision = 0;
+        let mut out = Vec::new();
+        loop {
+            let mut options = GetOptions::new().with_range(end.clone()).with_limit(LIST_PAGE);
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let resp = kv.get(from.clone(), Some(options)).await.map_err(etcd_err)?;
+            if revision == 0 {
+                revision = resp.header().map_or(0, |h| h.revision());
+            }
+            for kv in resp.kvs() {
                 let value = serde_json::from_slice(kv.value())
                     .map_err(|e| etcd_err(format!("{}: {e}", String::from_utf8_lossy(kv.key()))))?;
-                Ok((value, kv.mod_revision()))
-            })
-            .collect()
+                out.push((value, kv.mod_revision()));
+            }
+            match resp.kvs().last() {
+                Some(last) if resp.more() => {
+                    // Next: right after the last key read.
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(out),
+            }
+        }
     }
+}
+
+/// Records per page of a listing.
+const LIST_PAGE: i64 = 100;
+
+/// The largest answer a listing's page may be.
+const MAX_ANSWER_BYTES: usize = 64 << 20;
+
+/// The end of the key range holding every key that starts with `prefix` (etcd's prefix end:
+/// the last byte below 0xff incremented, what follows it dropped).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte 0xff: to the end of the keyspace.
+    vec![0]
 }
 
 /// Watches every key under `prefix`: the receiver's value is the newest revision seen. The watch
@@ -163,6 +202,10 @@ fn watch_prefix(
             changed.note_all();
             if let Ok(mut stream) = watch.watch(prefix.clone(), Some(WatchOptions::new().with_prefix())).await {
                 while let Ok(Some(resp)) = stream.message().await {
+                    if resp.created() {
+                        // Watching from here: what came before it is not known.
+                        changed.note_all();
+                    }
                     let revision = resp.header().map_or(0, |h| h.revision());
                     for kv in resp.events().iter().filter_map(|e| e.kv()) {
                         let key = kv.key_str().ok().and_then(|k| k.strip_prefix(apps.as_str()));
@@ -388,6 +431,9 @@ mod tests {
             (vec!["http://127.0.0.1:2379".to_string(), "http://10.0.0.2:2379".to_string()], "/prod/sched/".into())
         );
         assert_eq!(parse_url("etcd://h:2379").unwrap().1, "/steward/");
+        assert_eq!(range_end(b"/steward/apps/"), b"/steward/apps0".to_vec());
+        assert_eq!(range_end(&[b'a', 0xff]), b"b".to_vec());
+        assert_eq!(range_end(&[0xff]), vec![0]);
         assert!(parse_url("http://h:2379/x").unwrap_err().contains("expected etcd://"));
         assert!(parse_url("etcd://h/x").unwrap_err().contains("HOST:PORT"));
     }
