@@ -101,7 +101,10 @@ impl Board {
 
 /// One instance of `spec` placed on `view`.
 pub(super) fn take(view: &mut NodeView, key: &AppId, spec: &ProcessSpec) {
-    view.apps.entry(key.to_string()).or_default().1 += 1;
+    // With the labels the node will report for it (pod affinity places by them).
+    let app = view.apps.entry(key.to_string()).or_default();
+    app.0 = spec.instance_labels();
+    app.1 += 1;
     view.free_ports = view.free_ports.saturating_sub(spec.random_ports());
     view.free = view.free.map(|free| free.minus(spec.instance_requests()));
 }
@@ -132,6 +135,27 @@ mod tests {
         assert_eq!(board.kept("h1").unwrap().free_ports, 8);
         board.forget("h1");
         assert!(board.kept("h1").is_err());
+    }
+
+    #[test]
+    fn what_a_placement_takes_is_counted_with_its_labels() {
+        let board = Board::default();
+        let Err(ticket) = board.kept("h1") else { panic!() };
+        board.store("h1", &view("h1", 10), ticket);
+        let spec = crate::sched::scheduler::check_spec(&serde_json::json!({
+            "apiVersion": "v4", "kind": "process", "metadata": {"name": "big", "namespace": "ns",
+                "labels": {"app": "big"}},
+            "spec": {"instance": 1, "template": {"spec": {"processes": [{
+                "procName": "sh", "workPath": "${work_base_dir}/x", "startCmd": "sleep 1"}]}}}
+        }))
+        .unwrap();
+        let key = AppId::new("ns", "big");
+        board.took(&key, &spec, &BTreeMap::from([(0, "h1".to_string())]));
+        let kept = board.kept("h1").unwrap();
+        let (labels, count) = &kept.apps["ns/big"];
+        assert_eq!(*count, 1);
+        assert!(!labels.is_empty());
+        assert_eq!(labels, &spec.instance_labels(), "pod affinity places by them before the node reports them");
     }
 
     #[test]
