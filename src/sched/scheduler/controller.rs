@@ -15,6 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How soon an app whose sync panicked is looked at again.
+const PANICKED_AGAIN: Duration = Duration::from_secs(2);
+
 /// One concern of the leader, brought about app by app, acting through `C` (the scheduler).
 #[async_trait::async_trait]
 pub(super) trait Controller<C = Scheduler>: Send + Sync + 'static {
@@ -107,7 +110,13 @@ async fn work<C: Send + Sync + 'static>(
                 keys.busy.insert(key.clone());
                 let (controller, sched, emit) = (controller.clone(), sched.clone(), emit.clone());
                 syncs.spawn(async move {
-                    let again = controller.sync(&sched, &key, &emit).await;
+                    // A sync that panics is looked at again later, and its app is no longer
+                    // busy (a JoinError would not say which app it was).
+                    let sync = std::panic::AssertUnwindSafe(controller.sync(&sched, &key, &emit));
+                    let again = futures_util::FutureExt::catch_unwind(sync).await.unwrap_or_else(|_| {
+                        tracing::warn!("{}: the sync of {key} panicked", controller.name());
+                        Some(PANICKED_AGAIN)
+                    });
                     (key, again)
                 });
             }
@@ -117,26 +126,19 @@ async fn work<C: Send + Sync + 'static>(
         tokio::select! {
             done = syncs.join_next(), if !syncs.is_empty() => {
                 let mut keys = state.lock().expect("queue lock");
-                match done {
-                    Some(Ok((key, again))) => {
-                        keys.busy.remove(&key);
-                        let changed = keys.again.remove(&key);
-                        let at = match (changed, again) {
-                            (true, _) => Some(Instant::now()),
-                            (false, Some(after)) => Some(Instant::now() + after),
-                            (false, None) => None,
-                        };
-                        if let Some(at) = at {
-                            let due = keys.waiting.entry(key).or_insert(at);
-                            *due = (*due).min(at);
-                        }
+                // An Err: aborted with the queue, nothing is left to note.
+                if let Some(Ok((key, again))) = done {
+                    keys.busy.remove(&key);
+                    let changed = keys.again.remove(&key);
+                    let at = match (changed, again) {
+                        (true, _) => Some(Instant::now()),
+                        (false, Some(after)) => Some(Instant::now() + after),
+                        (false, None) => None,
+                    };
+                    if let Some(at) = at {
+                        let due = keys.waiting.entry(key).or_insert(at);
+                        *due = (*due).min(at);
                     }
-                    Some(Err(e)) => {
-                        // A sync that panicked: its app is looked at again on the next offer.
-                        tracing::warn!("{}: a sync ended: {e}", controller.name());
-                        keys.busy.clear();
-                    }
-                    None => {}
                 }
             }
             _ = wake.notified() => {}
@@ -255,6 +257,9 @@ mod tests {
             app.key.name != "unwanted"
         }
         async fn sync(&self, c: &Arc<Counting>, key: &AppId, _emit: &Emit) -> Option<Duration> {
+            if key.name == "panics" {
+                panic!("a sync that panics");
+            }
             if !c.busy.lock().unwrap().insert(key.name.clone()) {
                 c.same_app_at_once.fetch_add(1, Ordering::SeqCst);
             }
@@ -279,7 +284,7 @@ mod tests {
         let c = Arc::new(Counting::default());
         let emit: Emit = Arc::new(|_| {});
         let queue = Queue::start(c.clone(), c.clone(), emit, 3);
-        let apps: Vec<App> = ["a", "b", "c", "d", "e", "again", "unwanted"].iter().map(|n| app(n)).collect();
+        let apps: Vec<App> = ["a", "b", "c", "d", "e", "again", "unwanted", "panics"].iter().map(|n| app(n)).collect();
         queue.offer(&apps, &BTreeSet::new());
         // Offered again while being synced: synced once more after, never twice at once.
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -292,6 +297,8 @@ mod tests {
         assert_eq!(syncs.get("unwanted"), None);
         assert_eq!(c.most.load(Ordering::SeqCst), 3, "three workers");
         assert_eq!(c.same_app_at_once.load(Ordering::SeqCst), 0);
+        // A sync that panicked held up no other app (all above were synced) and frees its worker.
+        assert_eq!(syncs.values().sum::<usize>(), 8, "{syncs:?}");
         // Dropped (the lead lost): nothing more is synced.
         queue.offer(&apps, &BTreeSet::new());
         tokio::time::sleep(Duration::from_millis(10)).await;
