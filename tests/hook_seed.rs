@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use steward::hooks::MetricPhase;
 use steward::protocol::RolloutPhase;
+use steward::supervisor::state::Kind;
 
 /// Seed 004's HookTemplate, its indentation (lost in the seed's text) put back.
 const SEED_TEMPLATE: &str = r#"apiVersion: tkex.tencent.com/v1alpha1
@@ -219,6 +220,11 @@ async fn a_step_naming_only_the_template_gets_the_canarys_facts() {
     apply_template(&d, "facts.yaml", &FACTS_TEMPLATE.replace("ENDPOINT", &port.to_string()));
     let strategy = json!({"steps": [{"partition": 1}, {"hook": {"template": "pod-check"}}]});
     d.apply_json(&app("v1", strategy.clone())).await;
+    // Both running first: an update replaces an old instance that is not yet serving before one
+    // that is, so updating while instance 0 serves and 1 still starts would make 1 the canary.
+    for index in 0..2 {
+        d.wait_state(&common::id("test", "facts", index), Kind::Running, 30).await;
+    }
     d.apply_json(&app("v2", strategy)).await;
     wait_complete(&d, 2).await;
 
