@@ -246,6 +246,12 @@ async fn two_serves_on_etcd_either_answers_and_one_takes_over() {
     wait_running(&c, &client1, "test/two", 2);
     wait_running(&c, &client2, "test/one", 2);
     let leader = ok(&c, &client2, &["engine"])["leader"].as_str().unwrap().to_string();
+    // Written once: the server that answered placed and stored each app, and the leader only
+    // marked what it applied (it placed and stored the one the other server took once more,
+    // journaled as a reschedule).
+    for app in ["test/one", "test/two"] {
+        assert_eq!(journal_of(&c, app), ["deployed", "applied"], "{app}");
+    }
 
     // The leader killed -9: the other leads, and goes on answering and applying.
     let (mut survivor, survivor_client, mut killed) = if leader.ends_with(&format!("-{}", first.child.id())) {
@@ -260,6 +266,87 @@ async fn two_serves_on_etcd_either_answers_and_one_takes_over() {
     ok(&c, &survivor_client, &["deploy", &three]);
     let status = wait_running(&c, &survivor_client, "test/three", 2);
     assert_eq!(status.as_array().unwrap().len(), 6, "nothing lost or doubled: {status:#}");
+}
+
+/// GET /v1/instances answered by every node so far (their `steward_api_requests_total`).
+async fn instance_lists(c: &Cluster) -> u64 {
+    let mut total = 0;
+    for h in &c.hosts {
+        let metrics = h.daemon.client.metrics().await.unwrap();
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(r#"steward_api_requests_total{method="GET",route="/v1/instances"}"#));
+        total += line.and_then(|l| l.rsplit(' ').next()).map_or(0, |n| n.parse::<u64>().unwrap());
+    }
+    total
+}
+
+/// The leading server keeps what each node runs from the nodes' event streams: `status` asks
+/// a node again only once it changed. A change the server makes itself shows at once; one made
+/// on the host behind its back shows once the host's event arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_asks_a_node_again_only_once_it_changed() {
+    let c = Cluster::start("e", ["a", "b", "b"]);
+    let (_serve, client) = c.serve(&c.file, 7480);
+    ok(&c, &client, &["deploy", &write_spec(&c, "web", &app("web", 3, json!({})))]);
+    wait_running(&c, &client, "test/web", 3);
+    ok(&c, &client, &["status"]);
+
+    let before = instance_lists(&c).await;
+    for _ in 0..5 {
+        ok(&c, &client, &["status"]);
+    }
+    let asked = instance_lists(&c).await - before;
+    assert!(asked < 5, "5 status of an unchanged app asked the nodes {asked} times");
+
+    // Stopped through the server: the next status shows it, not what was kept.
+    ok(&c, &client, &["stop", "test/web", "0"]);
+    let status = ok(&c, &client, &["status"]);
+    let zero = status.as_array().unwrap().iter().find(|p| p["instance"] == "test/web/0").unwrap();
+    assert_eq!(zero["state"], "Stopped", "{status:#}");
+    ok(&c, &client, &["start", "test/web", "0"]);
+    wait_running(&c, &client, "test/web", 3);
+
+    // Stopped on its host, behind the server's back: its event makes the listing stale.
+    let placed = ok(&c, &client, &["status"]);
+    let one = placed.as_array().unwrap().iter().find(|p| p["instance"] == "test/web/1").unwrap();
+    let host = c.host(one["node"].as_str().unwrap());
+    let id = steward::spec::InstanceId { namespace: "test".into(), name: "web".into(), index: 1 };
+    host.daemon.client.action(&id, "stop", None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = ok(&c, &client, &["status"]);
+        let one = status.as_array().unwrap().iter().find(|p| p["instance"] == "test/web/1").unwrap().clone();
+        if one["state"] == "Stopped" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the host's stop not shown within 5 s (kept 10 s): {one:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The types of the desired store's journal entries about `app`, oldest first, read from the
+/// etcd of [`Cluster::with_etcd`] through its JSON gateway.
+fn journal_of(c: &Cluster, app: &str) -> Vec<String> {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let range = json!({"key": b64(b"\0"), "range_end": b64(b"\0")}).to_string();
+    let out = std::process::Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", c.ctl))
+        .args(["curl", "-sS", "-X", "POST", "http://127.0.0.1:2379/v3/kv/range", "--data-binary", &range])
+        .output()
+        .unwrap();
+    let answer = json_of(&String::from_utf8_lossy(&out.stdout));
+    let decode = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
+    answer["kvs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|kv| String::from_utf8_lossy(&decode(&kv["key"])).contains("/journal/"))
+        .map(|kv| serde_json::from_slice::<Value>(&decode(&kv["value"])).unwrap())
+        .filter(|entry| entry["app"] == app)
+        .map(|entry| entry["type"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Everything steward-sched's API can create — an app, a dependency, a hook template, a

@@ -25,10 +25,31 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// Requests answered, by (method, route as declared): how hard a scheduler or a dashboard
+/// works this daemon.
+#[derive(Default)]
+pub struct RequestCounts(std::sync::Mutex<std::collections::BTreeMap<(String, String), u64>>);
+
+/// Counts the request by its matched route (middleware on every route).
+pub async fn count_request(
+    State(app): State<Arc<AppState>>,
+    route: axum::extract::MatchedPath,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let key = (request.method().to_string(), route.as_str().to_string());
+    *app.requests.0.lock().expect("request counts lock").entry(key).or_default() += 1;
+    next.run(request).await
+}
+
 pub async fn metrics(State(app): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     app.live().access.require_read(&caller)?;
     let list = app.supervisor.list(&ListFilter::default());
     let mut out = String::new();
+    header(&mut out, "steward_api_requests_total", "counter", "API requests, by method and route.");
+    for ((method, route), n) in app.requests.0.lock().expect("request counts lock").iter() {
+        let _ = writeln!(out, "steward_api_requests_total{{method=\"{method}\",route=\"{route}\"}} {n}");
+    }
     header(&mut out, "steward_instances", "gauge", "Instances by state.");
     for k in KINDS {
         let n = list.iter().filter(|s| s.state.kind() == k).count();

@@ -51,6 +51,8 @@ pub struct AppState {
     pub usage: crate::host::UsageSampler,
     /// Open event streams and log followers, counted against their caps.
     pub streams: std::sync::Arc<streams::StreamSlots>,
+    /// Requests answered, by method and route (`steward_api_requests_total`).
+    pub requests: metrics::RequestCounts,
 }
 
 /// The part of the configuration a reload (SIGHUP) applies without a restart.
@@ -127,6 +129,8 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/desired", axum::routing::put(endpoints::put_desired))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::metrics))
+        // Counted by route, so only requests that matched one (a fuzzer's paths are no label).
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_request))
         .fallback(extract::not_found)
         .method_not_allowed_fallback(extract::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

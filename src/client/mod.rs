@@ -41,6 +41,18 @@ pub struct Client {
     /// The unix socket, or for a remote daemon its `host:port` (for messages).
     socket: PathBuf,
     remote: Option<Arc<Remote>>,
+    /// Told after every request that may have changed the daemon (see [`Client::noting_writes`]).
+    on_write: Option<WriteHook>,
+}
+
+/// What [`Client::noting_writes`] calls.
+#[derive(Clone)]
+struct WriteHook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for WriteHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteHook")
+    }
 }
 
 /// How to reach a daemon's remote listener.
@@ -82,7 +94,7 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Client {
     pub fn new(socket: impl Into<PathBuf>) -> Client {
-        Client { socket: socket.into(), remote: None }
+        Client { socket: socket.into(), remote: None, on_write: None }
     }
 
     /// A client of the remote listener at `addr` (`host:port`), verifying its certificate for
@@ -106,7 +118,15 @@ impl Client {
             token: token.to_string(),
             idle: Default::default(),
         };
-        Ok(Client { socket: PathBuf::from(addr), remote: Some(Arc::new(remote)) })
+        Ok(Client { socket: PathBuf::from(addr), remote: Some(Arc::new(remote)), on_write: None })
+    }
+
+    /// This client, calling `hook` after every request but a GET, answered or not: whoever
+    /// keeps what it read from the daemon (steward-sched's board) learns that it is stale
+    /// from its own writes at once, not only when the daemon's event stream says so.
+    pub fn noting_writes(mut self, hook: impl Fn() + Send + Sync + 'static) -> Client {
+        self.on_write = Some(WriteHook(Arc::new(hook)));
+        self
     }
 
     pub fn socket(&self) -> &Path {
@@ -236,12 +256,21 @@ impl Client {
             None => Full::new(Bytes::new()),
         };
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let (resp, sender) = self.send(req).await?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
-        self.keep(sender, &headers);
-        Ok((status, headers, bytes))
+        let writes = req.method() != Method::GET;
+        let answer = async {
+            let (resp, sender) = self.send(req).await?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let bytes = resp.into_body().collect().await.map_err(|e| ClientError::Protocol(e.to_string()))?.to_bytes();
+            self.keep(sender, &headers);
+            Ok((status, headers, bytes))
+        }
+        .await;
+        // Told once the daemon answered (or failed to): a read begun before then is stale.
+        if let Some(hook) = self.on_write.as_ref().filter(|_| writes) {
+            (hook.0)();
+        }
+        answer
     }
 
     async fn json<T: serde::de::DeserializeOwned>(&self, method: Method, path: &str) -> Result<T, ClientError> {

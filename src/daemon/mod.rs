@@ -324,6 +324,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             config.connections.max_streams,
             config.connections.max_streams_per_peer,
         ),
+        requests: Default::default(),
     });
     let app = api::router(state.clone());
     let limits = config.connections.limits();

@@ -9,7 +9,14 @@
 //! [`UNFED_KEEP`], across one burst of work. What this process places itself is taken out of
 //! the readings at once (see [`Board::took`]), so its next placement sees it before the node
 //! reports it.
+//!
+//! What each node runs of each app (its instances' states, as `status` shows them) is kept the
+//! same way, per app: an instance's event makes only its app's listing stale there, anything
+//! else (a gap, a reconnect, a daemon event, a write of this process) every listing of the
+//! node. Listings are kept only while the streams are followed: a process that hears nothing
+//! would show a state the leader changed a moment ago.
 
+use super::Seen;
 use crate::sched::placement::NodeView;
 use crate::spec::{AppId, ProcessSpec};
 use std::collections::BTreeMap;
@@ -36,6 +43,31 @@ struct Entry {
     /// Changes heard so far: a reading taken before the last one is stale.
     changes: u64,
     reading: Option<Reading>,
+    /// Changes heard that may touch any app's instances here.
+    resets: u64,
+    /// App (`namespace/name`) → its instances here, as last listed.
+    apps: BTreeMap<String, AppEntry>,
+}
+
+#[derive(Default)]
+struct AppEntry {
+    /// Events of this app's instances heard so far.
+    changes: u64,
+    listing: Option<Listing>,
+}
+
+struct Listing {
+    seen: Vec<(u32, Seen)>,
+    at: Instant,
+    ticket: ListTicket,
+}
+
+/// What a listing must be stored with: the node's resets and the app's changes when it was
+/// asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ListTicket {
+    resets: u64,
+    changes: u64,
 }
 
 struct Reading {
@@ -55,10 +87,54 @@ impl Board {
         self.fed.store(true, Ordering::SeqCst);
     }
 
-    /// `node` changed (or may have: a gap, a reconnect): its reading is stale.
+    /// `node` changed (or may have: a gap, a reconnect, a write): its reading and every
+    /// listing of it are stale.
     pub fn changed(&self, node: &str) {
         let mut nodes = self.nodes.lock().expect("board lock");
-        nodes.entry(node.to_string()).or_default().changes += 1;
+        let entry = nodes.entry(node.to_string()).or_default();
+        entry.changes += 1;
+        entry.resets += 1;
+    }
+
+    /// An instance of `app` (`namespace/name`) changed on `node`: the node's reading and that
+    /// app's listing there are stale.
+    pub fn instance_changed(&self, node: &str, app: &str) {
+        let mut nodes = self.nodes.lock().expect("board lock");
+        let entry = nodes.entry(node.to_string()).or_default();
+        entry.changes += 1;
+        entry.apps.entry(app.to_string()).or_default().changes += 1;
+    }
+
+    /// What `node` runs of `app` as last listed, unless it changed since (or nothing follows
+    /// the streams); else the ticket to store a new listing with.
+    pub fn listed(&self, node: &str, app: &str) -> Result<Vec<(u32, Seen)>, ListTicket> {
+        let nodes = self.nodes.lock().expect("board lock");
+        let entry = nodes.get(node);
+        let resets = entry.map_or(0, |e| e.resets);
+        let app_entry = entry.and_then(|e| e.apps.get(app));
+        let ticket = ListTicket { resets, changes: app_entry.map_or(0, |a| a.changes) };
+        match app_entry.and_then(|a| a.listing.as_ref()) {
+            Some(l) if self.fed.load(Ordering::SeqCst) && l.ticket == ticket && l.at.elapsed() < FED_KEEP => {
+                Ok(l.seen.clone())
+            }
+            _ => Err(ticket),
+        }
+    }
+
+    /// Keeps what `node` runs of `app`, listed with `ticket`, unless either changed meanwhile.
+    pub fn store_listing(&self, node: &str, app: &str, seen: &[(u32, Seen)], ticket: ListTicket) {
+        if !self.fed.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut nodes = self.nodes.lock().expect("board lock");
+        let entry = nodes.entry(node.to_string()).or_default();
+        if entry.resets != ticket.resets {
+            return;
+        }
+        let app_entry = entry.apps.entry(app.to_string()).or_default();
+        if app_entry.changes == ticket.changes {
+            app_entry.listing = Some(Listing { seen: seen.to_vec(), at: Instant::now(), ticket });
+        }
     }
 
     /// `node` left the cluster file or now means another host.
@@ -156,6 +232,42 @@ mod tests {
         assert_eq!(*count, 1);
         assert!(!labels.is_empty());
         assert_eq!(labels, &spec.instance_labels(), "pod affinity places by them before the node reports them");
+    }
+
+    fn seen(state: &str) -> Vec<(u32, Seen)> {
+        vec![(0, Seen::none(state, ""))]
+    }
+
+    #[test]
+    fn a_listing_is_kept_until_its_apps_instances_change() {
+        let board = Board::default();
+        // Unfed: never kept (a state the leader changed would be shown as it was).
+        let Err(ticket) = board.listed("h1", "ns/a") else { panic!() };
+        board.store_listing("h1", "ns/a", &seen("Running"), ticket);
+        assert!(board.listed("h1", "ns/a").is_err());
+
+        board.fed();
+        for app in ["ns/a", "ns/b"] {
+            let Err(ticket) = board.listed("h1", app) else { panic!() };
+            board.store_listing("h1", app, &seen("Running"), ticket);
+        }
+        assert_eq!(board.listed("h1", "ns/a").unwrap(), seen("Running"));
+        // An event of a's instance: a is listed again, b is not.
+        board.instance_changed("h1", "ns/a");
+        let Err(a_ticket) = board.listed("h1", "ns/a") else { panic!("a changed") };
+        assert!(board.listed("h1", "ns/b").is_ok());
+        assert!(board.kept("h1").is_err(), "the node's reading is stale too");
+        // It changes again while listed: that listing is not kept.
+        board.instance_changed("h1", "ns/a");
+        board.store_listing("h1", "ns/a", &seen("Stopped"), a_ticket);
+        assert!(board.listed("h1", "ns/a").is_err());
+        // A gap, a reconnect or a write of this process: every listing of the node is stale,
+        // also one asked before it and stored after.
+        let Err(a_ticket) = board.listed("h1", "ns/a") else { panic!() };
+        board.changed("h1");
+        board.store_listing("h1", "ns/a", &seen("Stopped"), a_ticket);
+        assert!(board.listed("h1", "ns/a").is_err());
+        assert!(board.listed("h1", "ns/b").is_err());
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! queue lives while this process leads; losing the lead aborts it and every sync in flight.
 
 use super::{Emit, Scheduler};
-use crate::protocol::DeployCause;
 use crate::sched::store::{App, AppsChanged, PlacementState};
 use crate::sched::SchedError;
 use crate::spec::AppId;
@@ -184,20 +183,22 @@ impl Controller for PendingApplier {
     }
 
     async fn sync(&self, sched: &Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<Duration> {
+        // A deploy of this process applying it now: its own to apply (the store's write of
+        // its marks offers the app again).
+        let Some(_applying) = sched.try_applying(key) else { return Some(Duration::from_millis(500)) };
         let app = sched.store.app(key).await.ok().flatten()?;
         // A stateful set's instances waiting for an earlier one: only once it is ready.
         if super::sets::waits_in_order(&app) && !sched.can_advance(&app).await {
             return Some(Duration::from_secs(1));
         }
-        let why = DeployCause::PendingApplied;
-        match sched.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
-            Ok(placed) if !placed.is_empty() => {
+        match sched.apply_pending(app).await {
+            Ok(true) => {
                 emit(&super::run::sched_line(crate::protocol::sched::SchedEvent::PendingApplied {
                     app: key.to_string(),
                 }));
                 None
             }
-            Ok(_) => None,
+            Ok(false) => None,
             // Changed meanwhile (a deploy): the watch offers it again with the change.
             Err(SchedError::Conflict { .. }) => Some(Duration::from_millis(200)),
             Err(e) => {

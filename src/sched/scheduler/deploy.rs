@@ -262,23 +262,19 @@ impl Scheduler {
         let spec = check_spec(&doc).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
         let key = app_key(&spec);
         let key_text = key.to_string();
+        // What this stores Pending is this deploy's to apply (not the pending controller's).
+        let _applying = self.applying(&key);
         let stored = self.store.app(&key).await?;
         // An app being deleted is deployed anew: none of its placements stays, and those on
         // nodes that answer now are removed below like any stale one.
         let previous = stored.clone().filter(|a| a.deleting.is_none());
-        // The leader's pass read its apps earlier: a deploy that finished meanwhile left nothing
-        // pending, and applying again would revive what was removed by hand since.
-        let still_pending = |a: &App| a.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
-        if matches!(why, DeployCause::PendingApplied) && !previous.as_ref().is_some_and(still_pending) {
-            return Ok(Vec::new());
-        }
         // Where a deploy's time goes, for `STEWARD_LOG=steward::sched=debug`.
         let began = std::time::Instant::now();
         let phase = |what: &str| tracing::debug!("deploy {key}: {what} after {} ms", began.elapsed().as_millis());
         let placing = self.placing_in_pass().await;
         let (views, down) = self.nodes_to_place_on().await;
         phase(&format!("{} nodes read", views.len()));
-        let reachable: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        let reachable: BTreeSet<String> = views.iter().map(|v| v.name.clone()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
         let settings = self.store.settings().await?;
         let wait_for_room = wait_for_room.unwrap_or_else(|| previous.as_ref().is_some_and(|a| a.wait_for_room));
@@ -365,6 +361,50 @@ impl Scheduler {
             return Ok(self.describe(&app, &views).await);
         }
 
+        let applying =
+            ToApply { spec: &spec, old: &old, placed: &placed, reachable: &reachable, why: &why, only_changed: false };
+        let app = self.apply_placements(app, applying).await?;
+        let described = self.describe(&app, &views).await;
+        phase("described");
+        Ok(described)
+    }
+
+    /// Applies what `key` has stored Pending on its nodes where it was stored, placing nothing
+    /// again: the leader carrying out a deploy a server that does not lead placed and stored
+    /// (written once, by that server), an apply that failed, a stateful set's next instance.
+    /// `app` as read just now. Whether there was anything to apply.
+    /// The caller holds [`Scheduler::applying`] for the app.
+    pub(super) async fn apply_pending(&self, app: App) -> Result<bool, SchedError> {
+        let pending = app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }));
+        if app.deleting.is_some() || !pending {
+            return Ok(false);
+        }
+        let spec = check_spec(&app.spec).map_err(|errors| SchedError::Spec { path: "(stored spec)".into(), errors })?;
+        let (views, _) = self.nodes_to_place_on().await;
+        let reachable: BTreeSet<String> = views.iter().map(|v| v.name.clone()).collect();
+        let old = app.placements.clone();
+        let why = DeployCause::PendingApplied;
+        let applying = ToApply {
+            spec: &spec,
+            old: &old,
+            placed: &BTreeMap::new(),
+            reachable: &reachable,
+            why: &why,
+            only_changed: true,
+        };
+        self.apply_placements(app, applying).await?;
+        Ok(true)
+    }
+
+    /// Applies `app` as stored node by node (each node its selection; dependencies first),
+    /// deletes what nodes should no longer run, and marks what was applied: the app as marked,
+    /// or the nodes that refused.
+    /// The caller holds [`Scheduler::applying`] for the app.
+    async fn apply_placements(&self, mut app: App, a: ToApply<'_>) -> Result<App, SchedError> {
+        let ToApply { spec, old, placed, reachable, why, only_changed } = a;
+        let key = app.key.clone();
+        let began = std::time::Instant::now();
+        let phase = |what: &str| tracing::debug!("applying {key}: {what} after {} ms", began.elapsed().as_millis());
         // A stateful set starts in order: what waits for an earlier instance is not applied yet.
         let held = if spec.stateful_set.is_some() {
             super::sets::held_back(&app.placements, &self.ready_indexes(&app).await)
@@ -377,7 +417,7 @@ impl Scheduler {
             by_node.entry(p.node.clone()).or_default().push(*i);
         }
         let mut stale: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for (i, p) in &old {
+        for (i, p) in old {
             if app.placements.get(i).is_none_or(|n| n.node != p.node) {
                 stale.entry(p.node.clone()).or_default().push(*i);
             }
@@ -389,7 +429,11 @@ impl Scheduler {
                 continue;
             }
             let before: Vec<u32> = old.iter().filter(|(_, p)| p.node == *node).map(|(i, _)| *i).collect();
-            if !app.deploy_reaches(node, before != *ids) {
+            // A placement still Pending there (an apply that failed, one stored for the leader)
+            // changes what the node is to run as much as a new one.
+            let pending = ids.iter().any(|i| matches!(app.placements[i].state, PlacementState::Pending { .. }));
+            let changed = before != *ids || pending;
+            if !app.deploy_reaches(node, changed) || (only_changed && !changed) {
                 results.insert(node.clone(), Ok(()));
                 continue;
             }
@@ -488,12 +532,24 @@ impl Scheduler {
         let failed: Vec<String> =
             results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
         if !failed.is_empty() {
-            return Err(SchedError::Apply { app: key_text, message: failed.join("; ") });
+            return Err(SchedError::Apply { app: key.to_string(), message: failed.join("; ") });
         }
-        let described = self.describe(&app, &views).await;
-        phase("described");
-        Ok(described)
+        Ok(app)
     }
+}
+
+/// What [`Scheduler::apply_placements`] applies beside the stored app.
+struct ToApply<'a> {
+    spec: &'a crate::spec::ProcessSpec,
+    /// The placements before this change (as stored, when nothing was placed anew).
+    old: &'a BTreeMap<u32, Placement>,
+    /// What this change placed anew: index → node.
+    placed: &'a BTreeMap<u32, String>,
+    reachable: &'a BTreeSet<String>,
+    why: &'a DeployCause,
+    /// Only the nodes whose selection changed or that have a Pending placement (the spec
+    /// itself is as applied before); else every node the change reaches.
+    only_changed: bool,
 }
 
 /// Whether the restart policy keeps a Failed instance where it is: under Never, or once it has

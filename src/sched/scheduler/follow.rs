@@ -126,7 +126,14 @@ async fn follow_node(
                 heard_at.lock().expect("heard lock").insert(node.clone(), l.1);
                 let item = match line {
                     StreamLine::Event(event) => {
-                        board.changed(&node);
+                        // An instance's event makes only its app's listing stale.
+                        match &event.body {
+                            crate::protocol::EventBody::Instance(e) => match e.instance.rsplit_once('/') {
+                                Some((app, _)) => board.instance_changed(&node, app),
+                                None => board.changed(&node),
+                            },
+                            _ => board.changed(&node),
+                        }
                         l.0 = event.seq;
                         NodeItem::Event(event)
                     }

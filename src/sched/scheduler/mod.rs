@@ -84,6 +84,28 @@ pub struct Scheduler {
     copy_checks: std::sync::Mutex<depends::CopyChecks>,
     /// The nodes as last read, kept until they change (board.rs).
     board: std::sync::Arc<board::Board>,
+    /// Apps this process is placing and applying now (a deploy, a scale, a reschedule): their
+    /// placements stored Pending are that deploy's to apply, not the pending-placements
+    /// controller's, which would apply them a second time beside it.
+    applying: std::sync::Arc<std::sync::Mutex<BTreeMap<AppId, usize>>>,
+}
+
+/// Marks an app as being applied by this process while held (see `Scheduler::applying`).
+pub(super) struct Applying {
+    apps: std::sync::Arc<std::sync::Mutex<BTreeMap<AppId, usize>>>,
+    key: AppId,
+}
+
+impl Drop for Applying {
+    fn drop(&mut self) {
+        let mut apps = self.apps.lock().expect("applying lock");
+        if let Some(n) = apps.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                apps.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Instances of a lost node waiting to be placed elsewhere: when, and which.
@@ -162,7 +184,11 @@ pub struct PlacedInstance {
     pub message: String,
 }
 
+/// What a node runs, by app (`namespace/name`): each instance's index and state.
+type Listings = BTreeMap<String, Vec<(u32, Seen)>>;
+
 /// What a node reports of one instance.
+#[derive(Debug, Clone, PartialEq)]
 struct Seen {
     state: String,
     ready: bool,
@@ -195,6 +221,19 @@ pub fn check_spec(doc: &Value) -> Result<ProcessSpec, SpecErrors> {
     crate::spec::check_document(doc, crate::spec::validate::validate)
 }
 
+/// The cluster file's node clients, each telling `board` of its own writes to its node (what
+/// was read of the node before is stale).
+fn noting_clients(
+    cluster: &Cluster,
+    board: &std::sync::Arc<board::Board>,
+) -> Result<Vec<(String, Client)>, SchedError> {
+    let clients = cluster.clients()?.into_iter().map(|(name, client)| {
+        let (board, node) = (board.clone(), name.clone());
+        (name, client.noting_writes(move || board.changed(&node)))
+    });
+    Ok(clients.collect())
+}
+
 fn app_key(spec: &ProcessSpec) -> AppId {
     AppId::of(spec)
 }
@@ -223,7 +262,8 @@ impl Scheduler {
 
     /// With another [`DesiredStore`] (a distributed one, a test double).
     pub fn with_store(cluster: Cluster, store: Box<dyn DesiredStore>) -> Result<Scheduler, SchedError> {
-        let nodes = std::sync::RwLock::new(std::sync::Arc::new(cluster.clients()?));
+        let board = std::sync::Arc::new(board::Board::default());
+        let nodes = std::sync::RwLock::new(std::sync::Arc::new(noting_clients(&cluster, &board)?));
         let store_name = format!("embedded ({})", cluster.state_dir.display());
         Ok(Scheduler {
             cluster,
@@ -238,7 +278,8 @@ impl Scheduler {
             placing: Default::default(),
             deferred: Default::default(),
             copy_checks: Default::default(),
-            board: Default::default(),
+            board,
+            applying: Default::default(),
         })
     }
 
@@ -250,7 +291,7 @@ impl Scheduler {
     /// Takes the nodes of a reloaded cluster file: what was added, removed, changed (another
     /// address, name checked or token; with `new_roots`, every node kept).
     pub fn set_nodes(&self, cluster: &Cluster, new_roots: bool) -> Result<NodesChanged, SchedError> {
-        let fresh = cluster.clients()?;
+        let fresh = noting_clients(cluster, &self.board)?;
         let mut nodes = self.nodes.write().expect("nodes lock");
         let old: BTreeMap<&str, &Client> = nodes.iter().map(|(n, c)| (n.as_str(), c)).collect();
         let new: BTreeMap<&str, &Client> = fresh.iter().map(|(n, c)| (n.as_str(), c)).collect();
@@ -268,6 +309,22 @@ impl Scheduler {
             self.board.forget(node);
         }
         Ok(changed)
+    }
+
+    /// Marks `key` as being applied by this process until the guard is dropped.
+    pub(super) fn applying(&self, key: &AppId) -> Applying {
+        *self.applying.lock().expect("applying lock").entry(key.clone()).or_default() += 1;
+        Applying { apps: self.applying.clone(), key: key.clone() }
+    }
+
+    /// As [`Scheduler::applying`], unless this process is applying `key` already.
+    pub(super) fn try_applying(&self, key: &AppId) -> Option<Applying> {
+        let mut apps = self.applying.lock().expect("applying lock");
+        if apps.contains_key(key) {
+            return None;
+        }
+        apps.insert(key.clone(), 1);
+        Some(Applying { apps: self.applying.clone(), key: key.clone() })
     }
 
     pub fn client(&self, node: &str) -> Option<Client> {
@@ -441,108 +498,198 @@ impl Scheduler {
     }
 
     /// Each placement with what its node reports. Asked at once: the nodes it is placed on,
-    /// and those whose last reading (`views`) runs any of it (strays); no other.
+    /// and those whose last reading (`views`) runs any of it (strays); no other. A node's
+    /// listing kept since it last changed is not asked again (board.rs).
     pub(super) async fn describe(&self, app: &App, views: &[NodeView]) -> Vec<PlacedInstance> {
-        let id = instance_id(&app.key, 0);
         let key = app.key.to_string();
-        let placed: BTreeSet<&str> = app.placements.values().map(|p| p.node.as_str()).collect();
-        let asked = views.iter().filter(|v| placed.contains(v.name.as_str()) || v.apps.contains_key(&key));
-        let lists = asked.filter_map(|v| Some((v.name.clone(), self.client(&v.name)?))).map(|(node, client)| {
-            let filters = [("namespace", id.namespace.clone()), ("name", id.name.clone())];
-            let limit = self.node_timeout(&node).unwrap_or(LATE_NODE_TIMEOUT);
+        let asked = nodes_to_ask(app, views);
+        let lists = asked.into_iter().filter_map(|node| Some((self.client(&node)?, node))).map(|(client, node)| {
+            let key = &key;
             async move {
-                let filters: Vec<(&str, &str)> = filters.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let list = tokio::time::timeout(limit, client.list(&filters)).await;
-                (node, list)
+                let seen = match self.board.listed(&node, key) {
+                    Ok(seen) => Some(seen),
+                    Err(ticket) => self.list_apps(&node, &client, Some(&app.key)).await.map(|mut by_app| {
+                        let seen = by_app.remove(key).unwrap_or_default();
+                        self.board.store_listing(&node, key, &seen, ticket);
+                        seen
+                    }),
+                };
+                (node, seen)
             }
         });
-        let mut actual: BTreeMap<(String, u32), Seen> = BTreeMap::new();
-        let mut reachable = BTreeSet::new();
-        for (node, list) in futures_util::future::join_all(lists).await {
-            if let Ok(Ok(list)) = list {
-                reachable.insert(node.clone());
-                // One a failed rollout kept for its output is no placement, and no stray.
-                for s in list.into_iter().filter(|s| !s.kept) {
-                    actual.insert((node.clone(), s.id.index), Seen::of(&s));
-                }
-            } else {
-                self.note_unreachable(&node, "no answer to the instance list");
-            }
-        }
-        // A job's (or cron job's) runs on its node are its own, whatever their ids.
-        let job_node = check_spec(&app.spec)
-            .is_ok_and(|s| s.runs_to_completion())
-            .then(|| app.placements.get(&0).map(|p| p.node.clone()))
-            .flatten();
-        let mut out = Vec::new();
-        for (i, p) in &app.placements {
-            let seen = match actual.remove(&(p.node.clone(), *i)) {
-                Some(s) => s,
-                None if job_node.is_some() => Seen::none("job", "its runs are listed below"),
-                None if reachable.contains(&p.node) => Seen::none("missing", ""),
-                None => Seen::none("unreachable", ""),
-            };
-            let placement = match &app.deleting {
-                Some(d) if d.nodes.contains(&p.node) => PlacementState::Deleting,
-                Some(_) => continue,
-                None => p.state.clone(),
-            };
-            // Just applied, not yet started: its start is under way (unless it was stopped).
-            let state = if seen.state == "Stopped" && !seen.started && !app.stopped.contains(i) {
-                "Starting".to_string()
-            } else {
-                seen.state
-            };
-            out.push(PlacedInstance {
-                instance: format!("{}/{i}", app.key),
-                node: p.node.clone(),
-                placement,
-                state,
-                ready: seen.ready,
-                restarts: seen.restarts,
-                message: seen.message,
-            });
-        }
-        // Held for room (`--wait-for-room`): no node yet.
-        for i in app.waiting.iter().flat_map(|w| &w.instances) {
-            let reason = app.waiting.as_ref().map(|w| w.reason.as_str()).unwrap_or_default();
-            let lines: Vec<&str> = reason.lines().map(str::trim).collect();
-            out.push(PlacedInstance {
-                instance: format!("{}/{i}", app.key),
-                node: "-".into(),
-                placement: PlacementState::Pending { reason: "waiting for room".into() },
-                state: "Pending".into(),
-                ready: false,
-                restarts: 0,
-                message: lines.join("; "),
-            });
-        }
-        // Instances running where the scheduler did not place them (a node back from the dead).
-        for ((node, i), seen) in actual {
-            let placement = match &app.deleting {
-                _ if job_node.as_deref() == Some(node.as_str()) => PlacementState::Placed,
-                Some(_) => PlacementState::Deleting,
-                None => PlacementState::Stray,
-            };
-            out.push(PlacedInstance {
-                instance: format!("{}/{i}", app.key),
-                node,
-                placement,
-                state: seen.state,
-                ready: seen.ready,
-                restarts: seen.restarts,
-                message: seen.message,
-            });
-        }
-        out
+        let seen: BTreeMap<String, Option<Vec<(u32, Seen)>>> =
+            futures_util::future::join_all(lists).await.into_iter().collect();
+        describe_from(app, &seen)
     }
 
-    /// `status`: every app's placements with what the nodes report.
+    /// What `node` runs, by app (`namespace/name`): only `app`'s when given, else everything.
+    /// None when it does not answer (noted).
+    async fn list_apps(&self, node: &str, client: &Client, app: Option<&AppId>) -> Option<Listings> {
+        let filters: Vec<(&str, &str)> = match app {
+            Some(app) => vec![("namespace", app.namespace.as_str()), ("name", app.name.as_str())],
+            None => Vec::new(),
+        };
+        let limit = self.node_timeout(node).unwrap_or(LATE_NODE_TIMEOUT);
+        let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await else {
+            self.note_unreachable(node, "no answer to the instance list");
+            return None;
+        };
+        let mut by_app: BTreeMap<String, Vec<(u32, Seen)>> = BTreeMap::new();
+        // One a failed rollout kept for its output is no placement, and no stray.
+        for s in list.into_iter().filter(|s| !s.kept) {
+            let app = format!("{}/{}", s.id.namespace, s.id.name);
+            by_app.entry(app).or_default().push((s.id.index, Seen::of(&s)));
+        }
+        Some(by_app)
+    }
+}
+
+/// The nodes to ask about `app`: those it is placed on, and those whose last reading (`views`)
+/// runs any of it (strays).
+fn nodes_to_ask(app: &App, views: &[NodeView]) -> Vec<String> {
+    let key = app.key.to_string();
+    let placed: BTreeSet<&str> = app.placements.values().map(|p| p.node.as_str()).collect();
+    views
+        .iter()
+        .filter(|v| placed.contains(v.name.as_str()) || v.apps.contains_key(&key))
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// Each placement of `app` with what its nodes report (`seen`: node → its instances of the
+/// app, None when it did not answer), and the instances found where they are not placed.
+fn describe_from(app: &App, seen: &BTreeMap<String, Option<Vec<(u32, Seen)>>>) -> Vec<PlacedInstance> {
+    let mut actual: BTreeMap<(String, u32), Seen> = BTreeMap::new();
+    let mut reachable = BTreeSet::new();
+    for (node, list) in seen {
+        if let Some(list) = list {
+            reachable.insert(node.clone());
+            for (index, s) in list {
+                actual.insert((node.clone(), *index), s.clone());
+            }
+        }
+    }
+    // A job's (or cron job's) runs on its node are its own, whatever their ids.
+    let job_node = check_spec(&app.spec)
+        .is_ok_and(|s| s.runs_to_completion())
+        .then(|| app.placements.get(&0).map(|p| p.node.clone()))
+        .flatten();
+    let mut out = Vec::new();
+    for (i, p) in &app.placements {
+        let seen = match actual.remove(&(p.node.clone(), *i)) {
+            Some(s) => s,
+            None if job_node.is_some() => Seen::none("job", "its runs are listed below"),
+            None if reachable.contains(&p.node) => Seen::none("missing", ""),
+            None => Seen::none("unreachable", ""),
+        };
+        let placement = match &app.deleting {
+            Some(d) if d.nodes.contains(&p.node) => PlacementState::Deleting,
+            Some(_) => continue,
+            None => p.state.clone(),
+        };
+        // Just applied, not yet started: its start is under way (unless it was stopped).
+        let state = if seen.state == "Stopped" && !seen.started && !app.stopped.contains(i) {
+            "Starting".to_string()
+        } else {
+            seen.state
+        };
+        out.push(PlacedInstance {
+            instance: format!("{}/{i}", app.key),
+            node: p.node.clone(),
+            placement,
+            state,
+            ready: seen.ready,
+            restarts: seen.restarts,
+            message: seen.message,
+        });
+    }
+    // Held for room (`--wait-for-room`): no node yet.
+    for i in app.waiting.iter().flat_map(|w| &w.instances) {
+        let reason = app.waiting.as_ref().map(|w| w.reason.as_str()).unwrap_or_default();
+        let lines: Vec<&str> = reason.lines().map(str::trim).collect();
+        out.push(PlacedInstance {
+            instance: format!("{}/{i}", app.key),
+            node: "-".into(),
+            placement: PlacementState::Pending { reason: "waiting for room".into() },
+            state: "Pending".into(),
+            ready: false,
+            restarts: 0,
+            message: lines.join("; "),
+        });
+    }
+    // Instances running where the scheduler did not place them (a node back from the dead).
+    for ((node, i), seen) in actual {
+        let placement = match &app.deleting {
+            _ if job_node.as_deref() == Some(node.as_str()) => PlacementState::Placed,
+            Some(_) => PlacementState::Deleting,
+            None => PlacementState::Stray,
+        };
+        out.push(PlacedInstance {
+            instance: format!("{}/{i}", app.key),
+            node,
+            placement,
+            state: seen.state,
+            ready: seen.ready,
+            restarts: seen.restarts,
+            message: seen.message,
+        });
+    }
+    out
+}
+
+impl Scheduler {
+    /// `status`: every app's placements with what the nodes report. Each node is asked once
+    /// for all it runs (not once per app), and not at all when every app's listing of it is
+    /// kept since it last changed.
     pub async fn status(&self) -> Result<Vec<PlacedInstance>, SchedError> {
         let (views, _) = self.read_nodes().await;
+        let apps = self.store.apps().await?;
+        let mut asks: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for app in &apps {
+            for node in nodes_to_ask(app, &views) {
+                asks.entry(node).or_default().push(app.key.to_string());
+            }
+        }
+        let lists = asks.into_iter().filter_map(|(node, keys)| Some((self.client(&node)?, node, keys))).map(
+            |(client, node, keys)| async move {
+                let mut kept = BTreeMap::new();
+                let mut tickets = BTreeMap::new();
+                for key in keys {
+                    match self.board.listed(&node, &key) {
+                        Ok(seen) => {
+                            kept.insert(key, seen);
+                        }
+                        Err(ticket) => {
+                            tickets.insert(key, ticket);
+                        }
+                    }
+                }
+                if tickets.is_empty() {
+                    return (node, Some(kept));
+                }
+                let Some(mut by_app) = self.list_apps(&node, &client, None).await else { return (node, None) };
+                for (key, ticket) in tickets {
+                    let seen = by_app.remove(&key).unwrap_or_default();
+                    self.board.store_listing(&node, &key, &seen, ticket);
+                    kept.insert(key, seen);
+                }
+                (node, Some(kept))
+            },
+        );
+        let mut by_node: BTreeMap<String, Option<Listings>> =
+            futures_util::future::join_all(lists).await.into_iter().collect();
         let mut out = Vec::new();
-        for app in self.store.apps().await? {
-            out.extend(self.describe(&app, &views).await);
+        for app in &apps {
+            let key = app.key.to_string();
+            let seen = nodes_to_ask(app, &views)
+                .into_iter()
+                .filter_map(|node| {
+                    let listed = by_node.get_mut(&node)?;
+                    let seen = listed.as_mut().map(|by_app| by_app.remove(&key).unwrap_or_default());
+                    Some((node, seen))
+                })
+                .collect();
+            out.extend(describe_from(app, &seen));
         }
         Ok(out)
     }
