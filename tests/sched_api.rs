@@ -291,8 +291,16 @@ async fn status_asks_a_node_again_only_once_it_changed() {
     ok(&c, &client, &["deploy", &write_spec(&c, "web", &app("web", 3, json!({})))]);
     wait_running(&c, &client, "test/web", 3);
     ok(&c, &client, &["status"]);
-
-    let before = instance_lists(&c).await;
+    // Settled: the instances' last events (readiness) handled, nothing listing the nodes.
+    let mut before = instance_lists(&c).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = instance_lists(&c).await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     for _ in 0..5 {
         ok(&c, &client, &["status"]);
     }

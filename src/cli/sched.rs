@@ -1,8 +1,9 @@
 //! `steward-sched`: the thin, stateless scheduler plugin that talks to every host's stewardd.
 
+use crate::protocol::sched_answers::PlacedInstance;
 use crate::protocol::{Cursors, EventBody, InstanceChange, InstanceEvent, NodeItem, NodeLine, WatchLine};
 use crate::sched::ops::SchedOps;
-use crate::sched::scheduler::{Intent, PlacedInstance};
+use crate::sched::scheduler::Intent;
 use crate::sched::{Cluster, SchedError, Scheduler};
 use crate::spec::AppId;
 use clap::{Parser, Subcommand, ValueEnum};

@@ -47,7 +47,7 @@ pub struct Client {
 
 /// What [`Client::noting_writes`] calls.
 #[derive(Clone)]
-struct WriteHook(Arc<dyn Fn() + Send + Sync>);
+struct WriteHook(Arc<dyn Fn(&str) + Send + Sync>);
 
 impl std::fmt::Debug for WriteHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -121,10 +121,11 @@ impl Client {
         Ok(Client { socket: PathBuf::from(addr), remote: Some(Arc::new(remote)), on_write: None })
     }
 
-    /// This client, calling `hook` after every request but a GET, answered or not: whoever
-    /// keeps what it read from the daemon (steward-sched's board) learns that it is stale
-    /// from its own writes at once, not only when the daemon's event stream says so.
-    pub fn noting_writes(mut self, hook: impl Fn() + Send + Sync + 'static) -> Client {
+    /// This client, calling `hook` with the path of every request but a GET once it is
+    /// answered (or failed): whoever keeps what it read from the daemon (steward-sched's
+    /// board) learns that it is stale from its own writes at once, not only when the daemon's
+    /// event stream says so.
+    pub fn noting_writes(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Client {
         self.on_write = Some(WriteHook(Arc::new(hook)));
         self
     }
@@ -257,6 +258,7 @@ impl Client {
         };
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let writes = req.method() != Method::GET;
+        let path = path.to_string();
         let answer = async {
             let (resp, sender) = self.send(req).await?;
             let status = resp.status();
@@ -268,7 +270,7 @@ impl Client {
         .await;
         // Told once the daemon answered (or failed to): a read begun before then is stale.
         if let Some(hook) = self.on_write.as_ref().filter(|_| writes) {
-            (hook.0)();
+            (hook.0)(&path);
         }
         answer
     }

@@ -16,7 +16,9 @@ pub mod job;
 pub mod node;
 pub mod rollout;
 pub mod sched;
+pub mod sched_answers;
 pub mod sched_api;
+pub mod sched_records;
 pub mod state;
 pub mod status;
 

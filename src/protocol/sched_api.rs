@@ -1,6 +1,6 @@
 //! The bodies of steward-sched's own API (`steward-sched serve`, docs/sched-openapi.json): what
 //! its clients send, and what it answers beyond the scheduler's listings (placements, nodes,
-//! rollouts, dependencies, hooks), which keep their own types in sched/scheduler.
+//! rollouts, dependencies, hooks: sched_answers.rs) and what it stores (sched_records.rs).
 
 use crate::spec::SpecError;
 use serde::{Deserialize, Serialize};

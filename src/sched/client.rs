@@ -3,13 +3,14 @@
 //! server's message, the nodes it says did not answer noted for the command to report.
 
 use super::ops::{Away, SchedOps};
-use super::scheduler::{
-    ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, Intent, NodeListing, PlacedInstance, RunOnNode,
-    SchedRolloutStatus, TemplateStored,
-};
+use super::scheduler::Intent;
 use super::SchedError;
 use crate::client::{encode, Client, ClientError};
 use crate::hooks::{CreateHookRun, HookRun, HookTemplateSummary};
+use crate::protocol::sched_answers::{
+    ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, NodeListing, PlacedInstance, RunOnNode,
+    SchedRolloutStatus, TemplateStored,
+};
 use crate::protocol::{
     AppEndpoints, ConfigValue, Constraint, CopiedOnNode, CordonRequest, Cursors, DependencyRequest, DeployRequest,
     Deployed, DrainRequest, DriftRequest, FileCopied, HookRunRequest, InstanceRequest, MaintenanceRequest, Removed,

@@ -4,7 +4,7 @@
 //! sender; each POST is tried up to [`TRIES`] times with a growing pause; every notification has
 //! its own `id`, so a receiver that got one twice (an answer lost, a retry) can tell.
 
-use serde::Serialize;
+pub use crate::protocol::sched_answers::{Notification, NotificationKind as Kind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,34 +17,6 @@ pub const TRIES: u32 = 4;
 /// times within a while").
 pub const RESTART_LIMIT: usize = 3;
 pub const RESTART_WINDOW: Duration = Duration::from_secs(300);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Kind {
-    /// Its main process ended (Exited, Failed).
-    Exited,
-    /// Placed on a node that lacks it, or on a node that was lost.
-    Missing,
-    /// Running without the address it declares (a port it was not given).
-    NoAddress,
-    /// Restarted more than [`RESTART_LIMIT`] times within [`RESTART_WINDOW`].
-    Restarts,
-    /// Rescheduled seed 000's `maxtimes` times: it stays Failed (DESIGN § 7).
-    MaxtimesReached,
-}
-
-/// One POSTed document.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Notification {
-    /// Unique per notification: `{who}-{n}`.
-    pub id: String,
-    pub kind: Kind,
-    pub instance: String,
-    pub node: String,
-    pub at_ms: u64,
-    pub detail: String,
-}
 
 /// The leader's notifier: a bounded queue and a sender task.
 pub struct Notifier {

@@ -2,12 +2,13 @@
 //! over the store and the nodes ([`Scheduler`]), or asked of `steward-sched serve` over its API
 //! ([`super::client::SchedClient`]). The CLI is written against this trait only.
 
-use super::scheduler::{
-    tell, ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, Intent, NodeListing, PlacedInstance,
-    RunOnNode, SchedRolloutStatus, TemplateStored,
-};
+use super::scheduler::{tell, Intent};
 use super::{SchedError, Scheduler};
 use crate::hooks::{CreateHookRun, HookRun, HookTemplateSummary};
+use crate::protocol::sched_answers::{
+    ConfigEntry, Deleted, DependencyStatus, Drifted, EngineStatus, NodeListing, PlacedInstance, RunOnNode,
+    SchedRolloutStatus, TemplateStored,
+};
 use crate::protocol::{AppEndpoints, Constraint, Cursors, Deployed, DriftRequest, FileCopied, WatchLine};
 use crate::spec::source::Document;
 use crate::spec::{AppId, ProcessSpec};

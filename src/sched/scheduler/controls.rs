@@ -12,6 +12,7 @@
 
 use super::{check_spec, instance_id, Scheduler, NODE_TIMEOUT};
 use crate::client::ClientError;
+pub use crate::protocol::sched_answers::{Drifted, EngineStatus};
 use crate::protocol::Constraint;
 use crate::protocol::{DesiredChange, Kind};
 use crate::sched::placement::{self, NodeView, PlacementError, Request};
@@ -19,7 +20,6 @@ use crate::sched::store::{Cordon, Maintenance, Placement, PlacementState, Settin
 use crate::sched::SchedError;
 use crate::spec::AppId;
 use crate::spec::Format;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,35 +27,6 @@ use std::time::Duration;
 pub const STATEFUL_LABEL: &str = "steward/stateful";
 /// How long a drift waits for a moved instance to run on its new node.
 const MOVED_RUNNING_WAIT: Duration = Duration::from_secs(120);
-
-/// The engine as `status` shows it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EngineStatus {
-    /// The `run` that leads (acts), if one does.
-    pub leader: Option<String>,
-    pub store: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maintenance: Option<Maintenance>,
-    pub cordons: BTreeMap<String, Cordon>,
-    /// Seed 002's constraints, which cordon the nodes they do not let in.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub constraints: Vec<Constraint>,
-    /// Node → why it did not answer.
-    pub unreachable: BTreeMap<String, String>,
-}
-
-/// One instance a drift moved (or could not).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Drifted {
-    pub instance: String,
-    pub from: String,
-    /// Where it runs now; None when it was not moved (`reason` says why).
-    pub to: Option<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-}
 
 /// Places `req` keeping off cordoned nodes: required cordons always, preferred ones for every
 /// instance another node can take (per instance: they take the overflow, no more); a cordon the

@@ -12,12 +12,12 @@
 
 use super::{check_spec, Emit, Scheduler, UPDATE_TRIES};
 use crate::client::ClientError;
+pub use crate::protocol::sched_answers::{CopyStatus, DependencyStatus};
 use crate::protocol::{DesiredChange, SchedEvent, SchedLine, WatchLine};
 use crate::sched::store::{App, Dependency, DependencyCopy};
 use crate::sched::SchedError;
 use crate::spec::model::{DependencyRef, DependencyScope};
 use crate::spec::{Format, ProcessSpec, SpecError, SpecErrors};
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,31 +25,6 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const OWNER_LABEL: &str = "steward/dependency";
 /// Seed 002: a dependency pod nobody verified for 5 minutes is collected.
 pub const DEFAULT_GRACE_SECS: u64 = 300;
-
-/// A dependency as `depend ls` shows it: each copy with its dependents.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DependencyStatus {
-    pub dependency: String,
-    pub revision: u64,
-    pub grace_secs: u64,
-    /// Apps that declare it.
-    pub dependents: Vec<String>,
-    pub copies: Vec<CopyStatus>,
-}
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CopyStatus {
-    /// The copy's instance (`namespace/name/0`).
-    pub instance: String,
-    pub node: String,
-    /// Dependent instances placed with it (its reference count).
-    pub refs: usize,
-    pub revision: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_since_ms: Option<u64>,
-}
 
 /// A copy the dependents' placements call for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,30 +6,11 @@
 
 use super::Scheduler;
 use crate::client::ClientError;
-use crate::hooks::{CreateHookRun, HookRun, HookRunSummary, HookTemplate, HookTemplateSummary};
+use crate::hooks::{CreateHookRun, HookRun, HookTemplate, HookTemplateSummary};
+pub use crate::protocol::sched_answers::{RunOnNode, TemplateStored};
 use crate::sched::SchedError;
 use crate::spec::Format;
-use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// What storing a template did: the nodes that took it, and why the others did not.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateStored {
-    pub template: HookTemplateSummary,
-    pub nodes: Vec<String>,
-    /// Node → why it did not take it (it gets it when `run` hears it again).
-    pub unreachable: BTreeMap<String, String>,
-}
-
-/// A run and the node that holds it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunOnNode {
-    pub node: String,
-    #[serde(flatten)]
-    pub run: HookRunSummary,
-}
 
 fn node_err(node: &str, e: ClientError) -> SchedError {
     SchedError::Node { node: node.to_string(), message: e.to_string() }

@@ -5,6 +5,7 @@
 
 use super::{instance_id, Emit, Scheduler};
 use crate::client::ClientError;
+pub use crate::protocol::sched_answers::Deleted;
 use crate::protocol::{
     DesiredChange, Event, EventBody, InstanceChange, InstanceEvent, Kind, SchedEvent, SchedLine, State, StopGoal,
     WatchLine,
@@ -12,22 +13,10 @@ use crate::protocol::{
 use crate::sched::store::{App, Deleting};
 use crate::sched::SchedError;
 use crate::spec::AppId;
-use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// How long a node may take to stop and remove an app's instances.
 const DELETE_TIMEOUT_SECS: f64 = 60.0;
-
-/// What `delete` did.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Deleted {
-    pub app: String,
-    /// Instances removed from the nodes that answered.
-    pub removed: usize,
-    /// Node → why it did not answer: it gets the delete when it answers again (`run`).
-    pub pending: BTreeMap<String, String>,
-}
 
 /// Stop or start, for [`Scheduler::set_stopped`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

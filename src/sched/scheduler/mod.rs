@@ -38,6 +38,7 @@ use super::placement::NodeView;
 use super::store::{App, DesiredStore, LocalStore, PlacementState};
 use super::SchedError;
 use crate::client::Client;
+pub use crate::protocol::sched_answers::PlacedInstance;
 use crate::protocol::DeployCause;
 use crate::spec::{AppId, InstanceId, ProcessSpec, SpecErrors};
 use serde::Serialize;
@@ -166,24 +167,6 @@ impl NodesChanged {
     }
 }
 
-/// One instance's placement, as deploy and status report it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlacedInstance {
-    pub instance: String,
-    pub node: String,
-    pub placement: PlacementState,
-    /// What the node reports (`Running`, ...), `unreachable`, or `missing`.
-    pub state: String,
-    /// Seed 003's Ready condition as the node reports it (false when it reports nothing).
-    #[serde(default)]
-    pub ready: bool,
-    /// Restarts its node counted (its restart policy's, a failed check's, a REMOTE check's).
-    #[serde(default)]
-    pub restarts: u64,
-    pub message: String,
-}
-
 /// What a node runs, by app (`namespace/name`): each instance's index and state.
 type Listings = BTreeMap<String, Vec<(u32, Seen)>>;
 
@@ -221,15 +204,23 @@ pub fn check_spec(doc: &Value) -> Result<ProcessSpec, SpecErrors> {
     crate::spec::check_document(doc, crate::spec::validate::validate)
 }
 
-/// The cluster file's node clients, each telling `board` of its own writes to its node (what
-/// was read of the node before is stale).
+/// The cluster file's node clients, each telling `board` of its own writes to its node that
+/// change what runs there (what was read of the node before is stale). The endpoints and
+/// desired sets pushed to every node, hook templates and runs, values and files change no
+/// instance by themselves; what they lead to comes as events.
 fn noting_clients(
     cluster: &Cluster,
     board: &std::sync::Arc<board::Board>,
 ) -> Result<Vec<(String, Client)>, SchedError> {
+    const CHANGE_WHAT_RUNS: [&str; 4] = ["/v1/apply", "/v1/instances/", "/v1/apps/", "/v1/cronjobs/"];
     let clients = cluster.clients()?.into_iter().map(|(name, client)| {
         let (board, node) = (board.clone(), name.clone());
-        (name, client.noting_writes(move || board.changed(&node)))
+        let noted = move |path: &str| {
+            if CHANGE_WHAT_RUNS.iter().any(|p| path.starts_with(p)) && !path.ends_with("/files") {
+                board.changed(&node);
+            }
+        };
+        (name, client.noting_writes(noted))
     });
     Ok(clients.collect())
 }

@@ -3,45 +3,9 @@
 //! every scheduler sharing it and `node ls` see the same.
 
 use super::{Scheduler, NODE_TIMEOUT};
+pub use crate::protocol::sched_answers::{NodeListing, NodeLive};
 use crate::sched::store::{NodeRecord, NodeState};
 use crate::sched::SchedError;
-use serde::Serialize;
-
-/// A node as `node ls` shows it: the cluster file's, with the leader's record and its cordon.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeListing {
-    pub name: String,
-    /// In the cluster file this process read.
-    pub in_cluster_file: bool,
-    /// The leader's record, if one was written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub record: Option<NodeRecord>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cordon: Option<crate::sched::store::Cordon>,
-    /// What its daemon says now (seed 002's GET /api/nodes); None: it did not answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub live: Option<NodeLive>,
-    /// Why it did not answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unreachable: Option<String>,
-}
-
-/// A node as its daemon describes itself now: its labels and attributes (what constraints and
-/// affinities read), its cpu and memory (capacity, allocatable, what is admitted) and load.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeLive {
-    pub hostname: String,
-    pub host_ip: String,
-    pub labels: std::collections::BTreeMap<String, String>,
-    pub attributes: std::collections::BTreeMap<String, String>,
-    /// Seed 003's topology facts it reports, by short name (`zone`, `os`, `arch`).
-    pub topology: std::collections::BTreeMap<String, String>,
-    pub resources: crate::protocol::ResourcesDocument,
-    pub instances: usize,
-    pub free_ports: usize,
-}
 
 impl Scheduler {
     /// Records `node`'s new state; going up, with what its daemon says of itself.

@@ -12,38 +12,18 @@
 
 use super::{app_key, check_spec, Scheduler};
 use crate::client::ClientError;
-use crate::protocol::{DesiredChange, RolloutBody, RolloutPhase, RolloutProgress};
+pub use crate::protocol::sched_answers::{NodeRollout, SchedRolloutStatus};
+use crate::protocol::{DesiredChange, RolloutPhase, RolloutProgress};
 use crate::sched::store::{App, SchedRollout};
 use crate::sched::SchedError;
 use crate::spec::AppId;
 use crate::spec::Format;
-use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// How often a rollout looks at the node it waits for.
 const LOOK_EVERY: Duration = Duration::from_millis(200);
-
-/// `steward-sched rollout status`: the app's rollout and each node's.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SchedRolloutStatus {
-    pub app: String,
-    pub rollout: Option<SchedRollout>,
-    /// The sums over the nodes that answered.
-    pub progress: RolloutProgress,
-    /// Each node the app has instances on: its rollout there, or why it did not answer.
-    pub nodes: BTreeMap<String, NodeRollout>,
-}
-
-/// A node's answer to GET /v1/apps/{namespace}/{name}/rollout, or why there was none.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum NodeRollout {
-    Answered(Box<RolloutBody>),
-    Unreachable { unreachable: String },
-}
 
 /// What to do next, from the stored rollout and what the nodes say.
 enum Next {
