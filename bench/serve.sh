@@ -119,11 +119,10 @@ if [ "$kill_leader" = 1 ]; then
 fi
 wait "$deploying" || true
 failed=$(find "$dir/apps" -name "*.failed" | wc -l)
-for f in "$dir"/apps/*.failed; do
-    [ -e "$f" ] || continue
-    a=$(basename "$f" .failed)
-    sched $survivor deploy "apps/$a.json" >"$dir/apps/$a.again" 2>&1 || { echo "deploy $a failed again:"; cat "$dir/apps/$a.again"; exit 1; }
-done
+# Made again CLIENTS at a time, as the first time.
+find "$dir/apps" -name "*.failed" -printf '%f\n' | sed 's/\.failed$//' | xargs -r -P "$clients" -I{} sh -c \
+    "cd '$dir' && STEWARD_LOG=warn '$bin/steward-sched' --cluster client-$survivor.toml -o json deploy apps/{}.json >apps/{}.again 2>&1 || { echo 'deploy {} failed again:'; cat apps/{}.again; exit 255; }" ||
+    exit 1
 [ "$failed" -gt 0 ] && echo "$failed deploy(s) the killed server was answering made again through the survivor"
 deployed=$(($(ms) - t0))
 # How long one deploy took, through the leader and through the other server.
