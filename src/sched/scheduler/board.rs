@@ -31,11 +31,18 @@ const FED_KEEP: Duration = Duration::from_secs(10);
 /// How long a reading is kept when no stream is followed.
 const UNFED_KEEP: Duration = Duration::from_secs(1);
 
-#[derive(Default)]
 pub(super) struct Board {
     nodes: Mutex<BTreeMap<String, Entry>>,
     /// The nodes' event streams are followed: changes are heard.
     fed: AtomicBool,
+    /// How long a reading or listing is kept while fed ([`FED_KEEP`]; shorter in tests).
+    fed_keep: Duration,
+}
+
+impl Default for Board {
+    fn default() -> Board {
+        Board { nodes: Default::default(), fed: Default::default(), fed_keep: FED_KEEP }
+    }
 }
 
 #[derive(Default)]
@@ -45,8 +52,8 @@ struct Entry {
     reading: Option<Reading>,
     /// Changes heard that may touch any app's instances here.
     resets: u64,
-    /// App (`namespace/name`) → its instances here, as last listed.
-    apps: BTreeMap<String, AppEntry>,
+    /// Each app's instances here, as last listed.
+    apps: BTreeMap<AppId, AppEntry>,
 }
 
 #[derive(Default)]
@@ -96,33 +103,31 @@ impl Board {
         entry.resets += 1;
     }
 
-    /// An instance of `app` (`namespace/name`) changed on `node`: the node's reading and that
-    /// app's listing there are stale.
-    pub fn instance_changed(&self, node: &str, app: &str) {
+    /// An instance of `app` changed on `node`: the node's reading and that app's listing
+    /// there are stale.
+    pub fn instance_changed(&self, node: &str, app: AppId) {
         let mut nodes = self.nodes.lock().expect("board lock");
         let entry = nodes.entry(node.to_string()).or_default();
         entry.changes += 1;
-        entry.apps.entry(app.to_string()).or_default().changes += 1;
+        entry.apps.entry(app).or_default().changes += 1;
     }
 
-    /// What `node` runs of `app` as last listed, unless it changed since (or nothing follows
-    /// the streams); else the ticket to store a new listing with.
-    pub fn listed(&self, node: &str, app: &str) -> Result<Vec<(u32, Seen)>, ListTicket> {
+    /// What `node` runs of `app` as last listed, unless it changed since or is too old; else
+    /// the ticket to store a new listing with. (Only a fed board stores listings.)
+    pub fn listed(&self, node: &str, app: &AppId) -> Result<Vec<(u32, Seen)>, ListTicket> {
         let nodes = self.nodes.lock().expect("board lock");
         let entry = nodes.get(node);
         let resets = entry.map_or(0, |e| e.resets);
         let app_entry = entry.and_then(|e| e.apps.get(app));
         let ticket = ListTicket { resets, changes: app_entry.map_or(0, |a| a.changes) };
         match app_entry.and_then(|a| a.listing.as_ref()) {
-            Some(l) if self.fed.load(Ordering::SeqCst) && l.ticket == ticket && l.at.elapsed() < FED_KEEP => {
-                Ok(l.seen.clone())
-            }
+            Some(l) if l.ticket == ticket && l.at.elapsed() < self.fed_keep => Ok(l.seen.clone()),
             _ => Err(ticket),
         }
     }
 
     /// Keeps what `node` runs of `app`, listed with `ticket`, unless either changed meanwhile.
-    pub fn store_listing(&self, node: &str, app: &str, seen: &[(u32, Seen)], ticket: ListTicket) {
+    pub fn store_listing(&self, node: &str, app: &AppId, seen: &[(u32, Seen)], ticket: ListTicket) {
         if !self.fed.load(Ordering::SeqCst) {
             return;
         }
@@ -131,7 +136,7 @@ impl Board {
         if entry.resets != ticket.resets {
             return;
         }
-        let app_entry = entry.apps.entry(app.to_string()).or_default();
+        let app_entry = entry.apps.entry(app.clone()).or_default();
         if app_entry.changes == ticket.changes {
             app_entry.listing = Some(Listing { seen: seen.to_vec(), at: Instant::now(), ticket });
         }
@@ -145,7 +150,7 @@ impl Board {
     /// `node`'s reading, unless it changed since or is too old; else the ticket to store a
     /// new one with.
     pub fn kept(&self, node: &str) -> Result<NodeView, Ticket> {
-        let keep = if self.fed.load(Ordering::SeqCst) { FED_KEEP } else { UNFED_KEEP };
+        let keep = if self.fed.load(Ordering::SeqCst) { self.fed_keep } else { UNFED_KEEP };
         let nodes = self.nodes.lock().expect("board lock");
         let Some(entry) = nodes.get(node) else { return Err(Ticket(0)) };
         match &entry.reading {
@@ -240,34 +245,51 @@ mod tests {
 
     #[test]
     fn a_listing_is_kept_until_its_apps_instances_change() {
+        let (a, b) = (AppId::new("ns", "a"), AppId::new("ns", "b"));
         let board = Board::default();
         // Unfed: never kept (a state the leader changed would be shown as it was).
-        let Err(ticket) = board.listed("h1", "ns/a") else { panic!() };
-        board.store_listing("h1", "ns/a", &seen("Running"), ticket);
-        assert!(board.listed("h1", "ns/a").is_err());
+        let Err(ticket) = board.listed("h1", &a) else { panic!() };
+        board.store_listing("h1", &a, &seen("Running"), ticket);
+        assert!(board.listed("h1", &a).is_err());
 
         board.fed();
-        for app in ["ns/a", "ns/b"] {
+        for app in [&a, &b] {
             let Err(ticket) = board.listed("h1", app) else { panic!() };
             board.store_listing("h1", app, &seen("Running"), ticket);
         }
-        assert_eq!(board.listed("h1", "ns/a").unwrap(), seen("Running"));
+        assert_eq!(board.listed("h1", &a).unwrap(), seen("Running"));
         // An event of a's instance: a is listed again, b is not.
-        board.instance_changed("h1", "ns/a");
-        let Err(a_ticket) = board.listed("h1", "ns/a") else { panic!("a changed") };
-        assert!(board.listed("h1", "ns/b").is_ok());
+        board.instance_changed("h1", a.clone());
+        let Err(a_ticket) = board.listed("h1", &a) else { panic!("a changed") };
+        assert!(board.listed("h1", &b).is_ok());
         assert!(board.kept("h1").is_err(), "the node's reading is stale too");
         // It changes again while listed: that listing is not kept.
-        board.instance_changed("h1", "ns/a");
-        board.store_listing("h1", "ns/a", &seen("Stopped"), a_ticket);
-        assert!(board.listed("h1", "ns/a").is_err());
+        board.instance_changed("h1", a.clone());
+        board.store_listing("h1", &a, &seen("Stopped"), a_ticket);
+        assert!(board.listed("h1", &a).is_err());
         // A gap, a reconnect or a write of this process: every listing of the node is stale,
         // also one asked before it and stored after.
-        let Err(a_ticket) = board.listed("h1", "ns/a") else { panic!() };
+        let Err(a_ticket) = board.listed("h1", &a) else { panic!() };
         board.changed("h1");
-        board.store_listing("h1", "ns/a", &seen("Stopped"), a_ticket);
-        assert!(board.listed("h1", "ns/a").is_err());
-        assert!(board.listed("h1", "ns/b").is_err());
+        board.store_listing("h1", &a, &seen("Stopped"), a_ticket);
+        assert!(board.listed("h1", &a).is_err());
+        assert!(board.listed("h1", &b).is_err());
+    }
+
+    #[test]
+    fn fed_readings_and_listings_older_than_their_keep_are_read_again() {
+        // FED_KEEP bounds what no event tells (a node's reloaded labels); 10 s, here 50 ms.
+        let board = Board { fed_keep: Duration::from_millis(50), ..Board::default() };
+        board.fed();
+        let app = AppId::new("ns", "a");
+        let Err(ticket) = board.kept("h1") else { panic!() };
+        board.store("h1", &view("h1", 10), ticket);
+        let Err(ticket) = board.listed("h1", &app) else { panic!() };
+        board.store_listing("h1", &app, &seen("Running"), ticket);
+        assert!(board.kept("h1").is_ok() && board.listed("h1", &app).is_ok(), "unchanged, within the keep");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(board.kept("h1").is_err(), "a reading older than the keep is read again");
+        assert!(board.listed("h1", &app).is_err(), "a listing older than the keep is listed again");
     }
 
     #[test]

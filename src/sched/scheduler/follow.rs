@@ -127,12 +127,15 @@ async fn follow_node(
                 let item = match line {
                     StreamLine::Event(event) => {
                         // An instance's event makes only its app's listing stale.
-                        match &event.body {
-                            crate::protocol::EventBody::Instance(e) => match e.instance.rsplit_once('/') {
-                                Some((app, _)) => board.instance_changed(&node, app),
-                                None => board.changed(&node),
-                            },
-                            _ => board.changed(&node),
+                        let instance = match &event.body {
+                            crate::protocol::EventBody::Instance(e) => {
+                                crate::client::parse_instance_id(&e.instance).ok()
+                            }
+                            _ => None,
+                        };
+                        match instance {
+                            Some(id) => board.instance_changed(&node, id.app()),
+                            None => board.changed(&node),
                         }
                         l.0 = event.seq;
                         NodeItem::Event(event)

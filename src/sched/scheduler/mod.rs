@@ -167,8 +167,8 @@ impl NodesChanged {
     }
 }
 
-/// What a node runs, by app (`namespace/name`): each instance's index and state.
-type Listings = BTreeMap<String, Vec<(u32, Seen)>>;
+/// What a node runs, by app: each instance's index and state.
+type Listings = BTreeMap<AppId, Vec<(u32, Seen)>>;
 
 /// What a node reports of one instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -492,46 +492,54 @@ impl Scheduler {
     /// and those whose last reading (`views`) runs any of it (strays); no other. A node's
     /// listing kept since it last changed is not asked again (board.rs).
     pub(super) async fn describe(&self, app: &App, views: &[NodeView]) -> Vec<PlacedInstance> {
-        let key = app.key.to_string();
         let asked = nodes_to_ask(app, views);
-        let lists = asked.into_iter().filter_map(|node| Some((self.client(&node)?, node))).map(|(client, node)| {
-            let key = &key;
-            async move {
-                let seen = match self.board.listed(&node, key) {
-                    Ok(seen) => Some(seen),
-                    Err(ticket) => self.list_apps(&node, &client, Some(&app.key)).await.map(|mut by_app| {
-                        let seen = by_app.remove(key).unwrap_or_default();
-                        self.board.store_listing(&node, key, &seen, ticket);
-                        seen
-                    }),
-                };
-                (node, seen)
-            }
+        let lists = asked.into_iter().map(|node| async move {
+            let seen = self.listings_on(&node, std::slice::from_ref(&app.key)).await;
+            (node, seen.map(|mut by_app| by_app.remove(&app.key).unwrap_or_default()))
         });
         let seen: BTreeMap<String, Option<Vec<(u32, Seen)>>> =
             futures_util::future::join_all(lists).await.into_iter().collect();
         describe_from(app, &seen)
     }
 
-    /// What `node` runs, by app (`namespace/name`): only `app`'s when given, else everything.
-    /// None when it does not answer (noted).
-    async fn list_apps(&self, node: &str, client: &Client, app: Option<&AppId>) -> Option<Listings> {
-        let filters: Vec<(&str, &str)> = match app {
-            Some(app) => vec![("namespace", app.namespace.as_str()), ("name", app.name.as_str())],
-            None => Vec::new(),
+    /// What `node` runs of each of `apps`: kept on the board since it last changed, else
+    /// listed (that one app's instances when it is the only one asked, else everything) and
+    /// kept. None when it does not answer (noted) or is no longer in the cluster file.
+    async fn listings_on(&self, node: &str, apps: &[AppId]) -> Option<Listings> {
+        let mut listings = Listings::new();
+        let mut tickets = Vec::new();
+        for app in apps {
+            match self.board.listed(node, app) {
+                Ok(seen) => {
+                    listings.insert(app.clone(), seen);
+                }
+                Err(ticket) => tickets.push((app, ticket)),
+            }
+        }
+        if tickets.is_empty() {
+            return Some(listings);
+        }
+        let client = self.client(node)?;
+        let filters: Vec<(&str, &str)> = match tickets.as_slice() {
+            [(app, _)] => vec![("namespace", app.namespace.as_str()), ("name", app.name.as_str())],
+            _ => Vec::new(),
         };
         let limit = self.node_timeout(node).unwrap_or(LATE_NODE_TIMEOUT);
         let Ok(Ok(list)) = tokio::time::timeout(limit, client.list(&filters)).await else {
             self.note_unreachable(node, "no answer to the instance list");
             return None;
         };
-        let mut by_app: BTreeMap<String, Vec<(u32, Seen)>> = BTreeMap::new();
+        let mut by_app = Listings::new();
         // One a failed rollout kept for its output is no placement, and no stray.
         for s in list.into_iter().filter(|s| !s.kept) {
-            let app = format!("{}/{}", s.id.namespace, s.id.name);
-            by_app.entry(app).or_default().push((s.id.index, Seen::of(&s)));
+            by_app.entry(s.id.app()).or_default().push((s.id.index, Seen::of(&s)));
         }
-        Some(by_app)
+        for (app, ticket) in tickets {
+            let seen = by_app.remove(app).unwrap_or_default();
+            self.board.store_listing(node, app, &seen, ticket);
+            listings.insert(app.clone(), seen);
+        }
+        Some(listings)
     }
 }
 
@@ -635,49 +643,23 @@ impl Scheduler {
     pub async fn status(&self) -> Result<Vec<PlacedInstance>, SchedError> {
         let (views, _) = self.read_nodes().await;
         let apps = self.store.apps().await?;
-        let mut asks: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for app in &apps {
-            for node in nodes_to_ask(app, &views) {
-                asks.entry(node).or_default().push(app.key.to_string());
+        let asked: Vec<Vec<String>> = apps.iter().map(|app| nodes_to_ask(app, &views)).collect();
+        let mut asks: BTreeMap<&str, Vec<AppId>> = BTreeMap::new();
+        for (app, nodes) in apps.iter().zip(&asked) {
+            for node in nodes {
+                asks.entry(node).or_default().push(app.key.clone());
             }
         }
-        let lists = asks.into_iter().filter_map(|(node, keys)| Some((self.client(&node)?, node, keys))).map(
-            |(client, node, keys)| async move {
-                let mut kept = BTreeMap::new();
-                let mut tickets = BTreeMap::new();
-                for key in keys {
-                    match self.board.listed(&node, &key) {
-                        Ok(seen) => {
-                            kept.insert(key, seen);
-                        }
-                        Err(ticket) => {
-                            tickets.insert(key, ticket);
-                        }
-                    }
-                }
-                if tickets.is_empty() {
-                    return (node, Some(kept));
-                }
-                let Some(mut by_app) = self.list_apps(&node, &client, None).await else { return (node, None) };
-                for (key, ticket) in tickets {
-                    let seen = by_app.remove(&key).unwrap_or_default();
-                    self.board.store_listing(&node, &key, &seen, ticket);
-                    kept.insert(key, seen);
-                }
-                (node, Some(kept))
-            },
-        );
-        let mut by_node: BTreeMap<String, Option<Listings>> =
+        let lists = asks.into_iter().map(|(node, keys)| async move { (node, self.listings_on(node, &keys).await) });
+        let mut by_node: BTreeMap<&str, Option<Listings>> =
             futures_util::future::join_all(lists).await.into_iter().collect();
         let mut out = Vec::new();
-        for app in &apps {
-            let key = app.key.to_string();
-            let seen = nodes_to_ask(app, &views)
-                .into_iter()
-                .filter_map(|node| {
-                    let listed = by_node.get_mut(&node)?;
-                    let seen = listed.as_mut().map(|by_app| by_app.remove(&key).unwrap_or_default());
-                    Some((node, seen))
+        for (app, nodes) in apps.iter().zip(&asked) {
+            let seen = nodes
+                .iter()
+                .map(|node| {
+                    let listed = by_node.get_mut(node.as_str()).and_then(Option::as_mut);
+                    (node.clone(), listed.map(|by_app| by_app.remove(&app.key).unwrap_or_default()))
                 })
                 .collect();
             out.extend(describe_from(app, &seen));
