@@ -174,13 +174,19 @@ async fn a_workload_cannot_hard_link_its_log_and_rotation_goes_on() {
     let process = json!({"user": "nobody", "startCmd": script});
     d.apply_json(&common::spec("pin", 1, process, json!({}))).await;
     d.wait_state(&id("test", "pin", 0), Kind::Running, 30).await;
-    std::thread::sleep(Duration::from_secs(3));
+    // A loaded machine (the suite runs a fork flood and a 200 MB burst beside this) may take
+    // a while to write the first 64 KiB: wait for the first rotation rather than a fixed time.
+    let rotated = d.run_dir().join("test.pin.0/sh.stdout.log.1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rotated.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(rotated.exists(), "the log was never rotated");
     let log = d.run_dir().join("test.pin.0/sh.stdout.log");
     let meta = std::fs::metadata(&log).unwrap();
     assert_eq!((meta.uid(), meta.nlink()), (0, 1), "the log is root's, with one link");
     assert!(!pin.join("by-path").exists() && !pin.join("by-fd").exists(), "the workload linked its log");
     assert!(meta.len() < 1 << 20, "rotation stopped: the log is {} bytes", meta.len());
-    assert!(d.run_dir().join("test.pin.0/sh.stdout.log.1").exists());
 }
 
 /// A burst (200 MB as fast as the workload can write) is rotated as it arrives, not at the next
