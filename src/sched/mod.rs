@@ -6,7 +6,6 @@
 
 pub mod affinity;
 pub mod api;
-pub mod checks;
 pub mod client;
 pub mod cluster;
 pub mod etcd;

@@ -1,11 +1,12 @@
 //! The leader's controllers: each owns one concern, implements [`Controller`], and is run by
-//! a [`Queue`] of the apps it has work for (Kubernetes' controllers: a sync per key, woken by
-//! the store's watch, requeued when it asks).
+//! a [`Queue`] of the keys it has work for — apps, or nodes (Kubernetes' controllers: a sync
+//! per key, woken by the store's watch or a node's news, requeued when it asks).
 //!
-//! A queue syncs several apps at once (an app's sync waits on its nodes, not on the CPU), never
-//! one app twice at once: an app that changes while it is synced is synced again after. The
-//! queue lives while this process leads; losing the lead aborts it and every sync in flight.
+//! A queue syncs several keys at once (a sync waits on its nodes, not on the CPU), never one
+//! key twice at once: a key offered again while it is synced is synced again after. The queue
+//! lives while this process leads; losing the lead aborts it and every sync in flight.
 
+use super::liveness::Liveness;
 use super::{Emit, Scheduler};
 use crate::sched::store::{App, AppsChanged, PlacementState};
 use crate::sched::SchedError;
@@ -17,87 +18,109 @@ use std::time::{Duration, Instant};
 /// How soon an app whose sync panicked is looked at again.
 const PANICKED_AGAIN: Duration = Duration::from_secs(2);
 
-/// One concern of the leader, brought about app by app, acting through `C` (the scheduler).
+/// One concern of the leader, brought about key by key, acting through `C` (the scheduler).
 #[async_trait::async_trait]
 pub(super) trait Controller<C = Scheduler>: Send + Sync + 'static {
+    /// What it brings about one at a time: an app, a node.
+    type Key: Ord + Clone + std::fmt::Display + Send + Sync + 'static;
     /// For logs.
     fn name(&self) -> &'static str;
-    /// Whether `app`, as now stored, has work for it (`lost`: nodes declared lost).
-    fn wants(&self, app: &App, lost: &BTreeSet<String>) -> bool;
-    /// Brings app `key` toward what is desired, from the store as it is now. Some(d): look
-    /// again after d (waiting on something no watch tells).
-    async fn sync(&self, sched: &Arc<C>, key: &AppId, emit: &Emit) -> Option<Duration>;
+    /// Whether `app`, as now stored, has work for it (`live`: the nodes as the leader knows
+    /// them). A controller of nodes is handed its keys instead ([`Queue::add`]).
+    fn wants(&self, _app: &App, _live: &Liveness) -> bool {
+        false
+    }
+    /// Brings `key` toward what is desired, from the store as it is now. Some(d): look again
+    /// after d (waiting on something no watch tells).
+    async fn sync(&self, sched: &Arc<C>, key: &Self::Key, emit: &Emit) -> Option<Duration>;
 }
 
-/// The apps waiting for a controller, and its syncs in flight.
-pub(super) struct Queue<C = Scheduler> {
-    controller: Arc<dyn Controller<C>>,
-    state: Arc<Mutex<Keys>>,
+/// The keys waiting for a controller, and its syncs in flight.
+pub(super) struct Queue<K, C = Scheduler> {
+    controller: Arc<dyn Controller<C, Key = K>>,
+    state: Arc<Mutex<Keys<K>>>,
     wake: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
-#[derive(Default)]
-struct Keys {
-    /// App → when it is due.
-    waiting: BTreeMap<AppId, Instant>,
+struct Keys<K> {
+    /// Key → when it is due.
+    waiting: BTreeMap<K, Instant>,
     /// Being synced now.
-    busy: BTreeSet<AppId>,
+    busy: BTreeSet<K>,
     /// Added while busy: synced again once done.
-    again: BTreeSet<AppId>,
+    again: BTreeSet<K>,
 }
 
-impl<C: Send + Sync + 'static> Queue<C> {
-    /// Starts `controller`'s queue: at most `workers` apps synced at once.
-    pub fn start(controller: Arc<dyn Controller<C>>, sched: Arc<C>, emit: Emit, workers: usize) -> Queue<C> {
-        let state: Arc<Mutex<Keys>> = Default::default();
+impl<K> Default for Keys<K> {
+    fn default() -> Self {
+        Keys { waiting: BTreeMap::new(), busy: BTreeSet::new(), again: BTreeSet::new() }
+    }
+}
+
+impl<K: Ord + Clone + std::fmt::Display + Send + Sync + 'static, C: Send + Sync + 'static> Queue<K, C> {
+    /// Starts `controller`'s queue: at most `workers` keys synced at once.
+    pub fn start(
+        controller: Arc<dyn Controller<C, Key = K>>,
+        sched: Arc<C>,
+        emit: Emit,
+        workers: usize,
+    ) -> Queue<K, C> {
+        let state: Arc<Mutex<Keys<K>>> = Default::default();
         let wake = Arc::new(tokio::sync::Notify::new());
         let task = tokio::spawn(work(controller.clone(), sched, emit, state.clone(), wake.clone(), workers));
         Queue { controller, state, wake, task }
     }
 
-    /// Queues every app of `apps` the controller wants.
-    pub fn offer(&self, apps: &[App], lost: &BTreeSet<String>) {
-        let wanted: Vec<&AppId> = apps.iter().filter(|a| self.controller.wants(a, lost)).map(|a| &a.key).collect();
-        if wanted.is_empty() {
-            return;
-        }
-        let mut keys = self.state.lock().expect("queue lock");
+    /// Queues `keys` now.
+    pub fn add<'a>(&self, keys: impl IntoIterator<Item = &'a K>) {
+        let mut any = false;
+        let mut state = self.state.lock().expect("queue lock");
         let now = Instant::now();
-        for key in wanted {
-            if keys.busy.contains(key) {
-                keys.again.insert(key.clone());
+        for key in keys {
+            any = true;
+            if state.busy.contains(key) {
+                state.again.insert(key.clone());
             } else {
-                keys.waiting.insert(key.clone(), now);
+                state.waiting.insert(key.clone(), now);
             }
         }
-        drop(keys);
-        self.wake.notify_one();
+        drop(state);
+        if any {
+            self.wake.notify_one();
+        }
     }
 }
 
-impl<C> Drop for Queue<C> {
+impl<C: Send + Sync + 'static> Queue<AppId, C> {
+    /// Queues every app of `apps` the controller wants.
+    pub fn offer(&self, apps: &[App], live: &Liveness) {
+        self.add(apps.iter().filter(|a| self.controller.wants(a, live)).map(|a| &a.key));
+    }
+}
+
+impl<K, C> Drop for Queue<K, C> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
 /// Syncs what is due, `workers` at once, until aborted (which aborts the syncs with it).
-async fn work<C: Send + Sync + 'static>(
-    controller: Arc<dyn Controller<C>>,
+async fn work<K: Ord + Clone + std::fmt::Display + Send + Sync + 'static, C: Send + Sync + 'static>(
+    controller: Arc<dyn Controller<C, Key = K>>,
     sched: Arc<C>,
     emit: Emit,
-    state: Arc<Mutex<Keys>>,
+    state: Arc<Mutex<Keys<K>>>,
     wake: Arc<tokio::sync::Notify>,
     workers: usize,
 ) {
-    let mut syncs: tokio::task::JoinSet<(AppId, Option<Duration>)> = tokio::task::JoinSet::new();
+    let mut syncs: tokio::task::JoinSet<(K, Option<Duration>)> = tokio::task::JoinSet::new();
     loop {
         // Start what is due, while a worker is free; note when the next one is due.
         let next_due = {
             let mut keys = state.lock().expect("queue lock");
             let now = Instant::now();
-            let due: Vec<AppId> = keys
+            let due: Vec<K> = keys
                 .waiting
                 .iter()
                 .filter(|(_, at)| **at <= now)
@@ -109,8 +132,8 @@ async fn work<C: Send + Sync + 'static>(
                 keys.busy.insert(key.clone());
                 let (controller, sched, emit) = (controller.clone(), sched.clone(), emit.clone());
                 syncs.spawn(async move {
-                    // A sync that panics is looked at again later, and its app is no longer
-                    // busy (a JoinError would not say which app it was).
+                    // A sync that panics is looked at again later, and its key is no longer
+                    // busy (a JoinError would not say which it was).
                     let sync = std::panic::AssertUnwindSafe(controller.sync(&sched, &key, &emit));
                     let again = futures_util::FutureExt::catch_unwind(sync).await.unwrap_or_else(|_| {
                         tracing::warn!("{}: the sync of {key} panicked", controller.name());
@@ -170,16 +193,18 @@ pub(super) struct PendingApplier;
 
 #[async_trait::async_trait]
 impl Controller for PendingApplier {
+    type Key = AppId;
+
     fn name(&self) -> &'static str {
         "pending placements"
     }
 
-    fn wants(&self, app: &App, lost: &BTreeSet<String>) -> bool {
+    fn wants(&self, app: &App, live: &Liveness) -> bool {
         app.deleting.is_none()
             && app
                 .placements
                 .values()
-                .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !lost.contains(&p.node))
+                .any(|p| matches!(p.state, PlacementState::Pending { .. }) && !live.is_lost(&p.node))
     }
 
     async fn sync(&self, sched: &Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<Duration> {
@@ -216,11 +241,13 @@ pub(super) struct RolloutDriver;
 
 #[async_trait::async_trait]
 impl Controller for RolloutDriver {
+    type Key = AppId;
+
     fn name(&self) -> &'static str {
         "rollouts"
     }
 
-    fn wants(&self, app: &App, _lost: &BTreeSet<String>) -> bool {
+    fn wants(&self, app: &App, _live: &Liveness) -> bool {
         app.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing)
     }
 
@@ -251,10 +278,12 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Controller<Counting> for Counting {
+        type Key = AppId;
+
         fn name(&self) -> &'static str {
             "counting"
         }
-        fn wants(&self, app: &App, _lost: &BTreeSet<String>) -> bool {
+        fn wants(&self, app: &App, _live: &Liveness) -> bool {
             app.key.name != "unwanted"
         }
         async fn sync(&self, c: &Arc<Counting>, key: &AppId, _emit: &Emit) -> Option<Duration> {
@@ -286,10 +315,10 @@ mod tests {
         let emit: Emit = Arc::new(|_| {});
         let queue = Queue::start(c.clone(), c.clone(), emit, 3);
         let apps: Vec<App> = ["a", "b", "c", "d", "e", "again", "unwanted", "panics"].iter().map(|n| app(n)).collect();
-        queue.offer(&apps, &BTreeSet::new());
+        queue.offer(&apps, &Liveness::default());
         // Offered again while being synced: synced once more after, never twice at once.
         tokio::time::sleep(Duration::from_millis(10)).await;
-        queue.offer(&apps[..1], &BTreeSet::new());
+        queue.offer(&apps[..1], &Liveness::default());
         tokio::time::sleep(Duration::from_millis(600)).await;
         let syncs = c.syncs.lock().unwrap().clone();
         assert_eq!(syncs.get("a"), Some(&2), "{syncs:?}");
@@ -301,7 +330,7 @@ mod tests {
         // A sync that panicked held up no other app (all above were synced) and frees its worker.
         assert_eq!(syncs.values().sum::<usize>(), 8, "{syncs:?}");
         // Dropped (the lead lost): nothing more is synced.
-        queue.offer(&apps, &BTreeSet::new());
+        queue.offer(&apps, &Liveness::default());
         tokio::time::sleep(Duration::from_millis(10)).await;
         drop(queue);
         let before = c.syncs.lock().unwrap().values().sum::<usize>();

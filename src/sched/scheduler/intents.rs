@@ -89,32 +89,34 @@ impl Scheduler {
     pub(super) async fn finish_deletes(&self, node: &str, emit: &Emit) {
         let Ok(apps) = self.store.apps().await else { return };
         for app in apps {
-            if !app.deleting.as_ref().is_some_and(|d| d.nodes.contains(node)) {
-                continue;
+            if app.deleting.as_ref().is_some_and(|d| d.nodes.contains(node)) {
+                self.finish_delete(&app.key, node, emit).await;
             }
-            let removed = match self.delete_on(node, &app.key).await {
-                Ok(n) => n,
-                Err(e) => {
-                    tracing::warn!(node, "the delete of {} it missed: {e}", app.key);
-                    continue;
-                }
-            };
-            let why = DesiredChange::DeletedOn { app: app.key.to_string(), node: node.to_string() };
-            let marked = self.update_app(&app.key, &why, |a| match a.deleting.as_mut() {
-                Some(d) => d.nodes.remove(node),
-                None => false,
-            });
-            let stored = match marked.await {
-                Ok(Some(a)) if a.deleting.as_ref().is_some_and(|d| d.nodes.is_empty()) => {
-                    self.store.delete_app(&app.key).await
-                }
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            };
-            if stored.is_ok() {
-                let (app, node) = (app.key.to_string(), node.to_string());
-                emit(&WatchLine::Sched(SchedLine::now(SchedEvent::DeleteDone { app, node, removed })));
-            }
+        }
+    }
+
+    /// Gives `node` the delete of app `key` it is owed; the record goes with the last node.
+    /// Said done once, by whoever took the node off the record.
+    async fn finish_delete(&self, key: &AppId, node: &str, emit: &Emit) {
+        let removed = match self.delete_on(node, key).await {
+            Ok(n) => n,
+            Err(e) => return tracing::warn!(node, "the delete of {key} it missed: {e}"),
+        };
+        let why = DesiredChange::DeletedOn { app: key.to_string(), node: node.to_string() };
+        let marked = self.update_app(key, &why, |a| match a.deleting.as_mut() {
+            Some(d) => d.nodes.remove(node),
+            None => false,
+        });
+        let stored = match marked.await {
+            Ok(Some(a)) if a.deleting.as_ref().is_some_and(|d| d.nodes.is_empty()) => self.store.delete_app(key).await,
+            Ok(Some(_)) => Ok(()),
+            // Another took it off (the command that asked, a node's arrival): theirs to say.
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        if stored.is_ok() {
+            let (app, node) = (key.to_string(), node.to_string());
+            emit(&WatchLine::Sched(SchedLine::now(SchedEvent::DeleteDone { app, node, removed })));
         }
     }
 
@@ -220,5 +222,41 @@ impl Scheduler {
         if let Ok(Some(_)) = noted.await {
             emit(&WatchLine::Sched(SchedLine::now(line)));
         }
+    }
+}
+
+/// How long a delete is left to the command that asked for it before the leader gives it to
+/// the nodes still owed it (a node heard again gets it at once).
+const OWN_DELETE_MS: u64 = 10_000;
+
+/// Finishes deletes the nodes missed and then failed to take, once the command that asked for
+/// it had its time to do it itself (racing it would only take its count of what it removed),
+/// on the nodes heard and not lost (one lost gets it when it is back).
+pub(super) struct FinishDeletes;
+
+#[async_trait::async_trait]
+impl super::controller::Controller for FinishDeletes {
+    type Key = AppId;
+
+    fn name(&self) -> &'static str {
+        "deletes"
+    }
+
+    fn wants(&self, app: &App, live: &super::liveness::Liveness) -> bool {
+        app.deleting.as_ref().is_some_and(|d| d.nodes.iter().any(|n| live.is_ready(n)))
+    }
+
+    async fn sync(&self, sched: &std::sync::Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<std::time::Duration> {
+        let deleting = sched.store.app(key).await.ok().flatten()?.deleting?;
+        let settled_at = deleting.since_ms.saturating_add(OWN_DELETE_MS);
+        let now = crate::clock::now_ms();
+        if now < settled_at {
+            return Some(std::time::Duration::from_millis(settled_at - now));
+        }
+        let ready: Vec<String> = deleting.nodes.into_iter().filter(|n| sched.live().is_ready(n)).collect();
+        for node in ready {
+            sched.finish_delete(key, &node, emit).await;
+        }
+        None
     }
 }

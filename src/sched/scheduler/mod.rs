@@ -4,7 +4,9 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
+mod arrivals;
 mod board;
+mod checks;
 mod config;
 mod controller;
 mod controls;
@@ -15,6 +17,7 @@ mod endpoints;
 mod follow;
 mod hooks;
 mod intents;
+mod liveness;
 mod nodes;
 mod reconcile;
 mod restart;
@@ -49,8 +52,7 @@ use std::time::Duration;
 /// Read-modify-write attempts before a change gives up to another writer (see `update_app`).
 const UPDATE_TRIES: usize = 8;
 
-/// How long reading one node (GET /v1/node, list) may take before it counts as unreachable.
-const NODE_TIMEOUT: Duration = Duration::from_secs(5);
+use liveness::{Liveness, LATE_NODE_TIMEOUT, NODE_TIMEOUT};
 
 pub struct Scheduler {
     pub cluster: Cluster,
@@ -69,9 +71,9 @@ pub struct Scheduler {
     /// when it first found each: acted on once one is older than [`reconcile::EVENT_LATE`]
     /// (the event is normally only late, not lost).
     failures_unheard: std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>,
-    /// What the leading `run` knows of the nodes' silence (empty elsewhere): see
-    /// [`Scheduler::node_documents`].
-    silence: std::sync::RwLock<Silence>,
+    /// What `run` knows of each node's liveness (nothing elsewhere): which are lost, and how
+    /// long a read of each may take (liveness.rs).
+    live: std::sync::RwLock<Liveness>,
     /// The nodes as a pass placing many apps read them once (a lost node's apps): its
     /// deploys place on it, each taking what it placed out of it, instead of reading every
     /// node again per app.
@@ -115,14 +117,6 @@ pub(super) type Deferred = (std::time::Instant, Vec<u32>);
 /// The nodes that answered, and why each other did not.
 pub(super) type NodesRead = (Vec<NodeView>, BTreeMap<String, String>);
 
-/// What the leading `run` knows of the nodes' silence: those it declared lost, and when each
-/// was last heard (with the heartbeat timeout), which bounds how long a read of it may take.
-#[derive(Clone, Default)]
-pub(super) struct Silence {
-    pub lost: BTreeSet<String>,
-    pub heard: Option<(follow::HeardAt, Duration)>,
-}
-
 tokio::task_local! {
     /// What the API request this task serves is to tell its client besides its answer.
     static REQUEST_TOLD: std::sync::Arc<std::sync::Mutex<Told>>;
@@ -142,9 +136,6 @@ pub fn tell(line: &str) {
     eprintln!("{line}");
     let _ = REQUEST_TOLD.try_with(|told| told.lock().expect("told lock").notes.push(line.to_string()));
 }
-
-/// The shortest a read of a node past its heartbeat deadline may take.
-const LATE_NODE_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// The cluster's nodes: name and client, in the cluster file's order.
 pub type Nodes = std::sync::Arc<Vec<(String, Client)>>;
@@ -264,7 +255,7 @@ impl Scheduler {
             hand_off: Default::default(),
             store_name,
             failures_unheard: Default::default(),
-            silence: Default::default(),
+            live: Default::default(),
             pass_view: Default::default(),
             placing: Default::default(),
             deferred: Default::default(),
@@ -425,24 +416,19 @@ impl Scheduler {
     }
 
     /// How long a read of `node` may take: None when the leading `run` declared it lost (it is
-    /// not asked); else until a heartbeat timeout after it was last heard (a read must not
-    /// keep the leader from declaring it lost on time), at most [`NODE_TIMEOUT`].
+    /// not asked); see [`Liveness::read_limit`].
     pub(super) fn node_timeout(&self, node: &str) -> Option<Duration> {
-        let silence = self.silence.read().expect("silence lock");
-        if silence.lost.contains(node) {
-            return None;
-        }
-        let Some((heard, timeout)) = &silence.heard else { return Some(NODE_TIMEOUT) };
-        let last = heard.lock().expect("heard lock").get(node).copied();
-        let left = last.map_or(NODE_TIMEOUT, |at| (at + *timeout).saturating_duration_since(std::time::Instant::now()));
-        Some(left.clamp(LATE_NODE_TIMEOUT, NODE_TIMEOUT))
+        self.live().read_limit(node, std::time::Instant::now())
     }
 
-    /// A node declared lost is heard from again: it is asked as any other at once.
-    pub(super) fn heard_again(&self, node: &str) {
-        if self.silence.read().expect("silence lock").lost.contains(node) {
-            self.silence.write().expect("silence lock").lost.remove(node);
-        }
+    /// What `run` knows of each node's liveness.
+    fn live(&self) -> std::sync::RwLockReadGuard<'_, Liveness> {
+        self.live.read().expect("liveness lock")
+    }
+
+    /// What `run` knows of each node's liveness, to change it.
+    fn live_mut(&self) -> std::sync::RwLockWriteGuard<'_, Liveness> {
+        self.live.write().expect("liveness lock")
     }
 
     /// The nodes for a placement: the pass's view when one is set, else read now.
@@ -481,11 +467,6 @@ impl Scheduler {
         let out = pass.await;
         *self.pass_view.lock().expect("pass view lock") = None;
         out
-    }
-
-    /// Takes what the leading `run` knows of the nodes' silence.
-    pub(super) fn set_silence(&self, silence: Silence) {
-        *self.silence.write().expect("silence lock") = silence;
     }
 
     /// Each placement with what its node reports. Asked at once: the nodes it is placed on,

@@ -1,8 +1,11 @@
 //! `run`: the scheduler acting on what the followers see: lost nodes (instances marked Lost,
 //! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
 
+use super::arrivals::{Arrivals, Owed};
 use super::controller::{PendingApplier, Queue, RolloutDriver};
 use super::follow::HeardAt;
+use super::intents::FinishDeletes;
+use super::liveness::Liveness;
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::protocol::{
     DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem, NodeState,
@@ -28,6 +31,15 @@ const PENDING_WORKERS: usize = 8;
 
 /// How many rollouts the leader drives at once (each mostly waits on its nodes' readiness).
 const ROLLOUT_WORKERS: usize = 64;
+
+/// How many apps' deletes owed the leader finishes at once.
+const DELETE_WORKERS: usize = 8;
+
+/// How many apps' remote checks the leader brings up to date at once (no sync waits long).
+const CHECK_WORKERS: usize = 4;
+
+/// How many nodes heard (new, back, started over) the leader brings up to date at once.
+const ARRIVAL_WORKERS: usize = 8;
 
 impl Scheduler {
     /// `run`: follows every node and acts: a node silent past the heartbeat timeout is lost
@@ -55,7 +67,8 @@ impl Scheduler {
             })
         };
         let heard_at = HeardAt::default();
-        let started = Instant::now();
+        let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
+        *self.live_mut() = Liveness::new(heard_at.clone(), timeout, Instant::now());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut followers: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
         for (name, client) in self.nodes().iter() {
@@ -66,10 +79,8 @@ impl Scheduler {
         let mut reload = cluster_file.map(ClusterWatch::new);
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| SchedError::Store(format!("SIGHUP handler: {e}")))?;
-        let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
-        let mut lost: BTreeSet<String> = BTreeSet::new();
-        let mut heard: BTreeSet<String> = BTreeSet::new();
-        let checks = crate::sched::checks::RemoteChecks::new(self.clone(), emit.clone());
+        // Remote checks (a controller of its own, whose tasks outlive its syncs).
+        let checks = Arc::new(super::checks::RemoteChecks::new());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
         // Several `run`s may share one store: one leads and acts; the others print what they
@@ -85,9 +96,12 @@ impl Scheduler {
         let mut maintenance = false;
         let mut last_settings = Instant::now() - Duration::from_secs(60);
         // The controllers' queues, while this process leads (controller.rs).
-        let mut queues: Vec<Queue> = Vec::new();
+        let mut queues: Vec<Queue<AppId>> = Vec::new();
         // Apps' endpoints as the leader knows them (issue 27).
-        let mut book = super::endpoints::EndpointBook::default();
+        let book: Arc<tokio::sync::Mutex<super::endpoints::EndpointBook>> = Default::default();
+        // What nodes heard are owed, and its queue while leading (arrivals.rs).
+        let arrivals = Arc::new(Arrivals::new(book.clone(), reconcile_every));
+        let mut arriving: Option<Queue<String>> = None;
         // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
         let mut converging: Option<tokio::task::JoinHandle<()>> = None;
         loop {
@@ -101,13 +115,14 @@ impl Scheduler {
                             queues = vec![
                                 Queue::start(Arc::new(PendingApplier), self.clone(), emit.clone(), PENDING_WORKERS),
                                 Queue::start(Arc::new(RolloutDriver), self.clone(), emit.clone(), ROLLOUT_WORKERS),
+                                Queue::start(Arc::new(FinishDeletes), self.clone(), emit.clone(), DELETE_WORKERS),
+                                Queue::start(checks.clone(), self.clone(), emit.clone(), CHECK_WORKERS),
                             ];
+                            arriving = Some(Queue::start(arrivals.clone(), self.clone(), emit.clone(), ARRIVAL_WORKERS));
                             emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
-                            self.endpoints_lead(&mut book).await;
+                            self.endpoints_lead(&mut *book.lock().await).await;
                             // Everything is looked at afresh: every node is new to this leader.
-                            heard.clear();
-                            lost.clear();
-                            self.set_silence(Default::default());
+                            self.live_mut().lead();
                             last_sync = Instant::now() - Duration::from_secs(60);
                         }
                         Err(reason) => {
@@ -122,8 +137,10 @@ impl Scheduler {
                     // Acting on without the lease could act twice with the next leader.
                     leadership = None;
                     queues.clear();
-                    self.set_silence(Default::default());
-                    checks.sync(&[], &lost).await;
+                    arriving = None;
+                    arrivals.forget();
+                    self.live_mut().follow();
+                    checks.stop_all();
                     self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
                     let reason = why.unwrap_or_else(|_| "the leadership ended".into());
                     emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
@@ -138,7 +155,8 @@ impl Scheduler {
                     // The controllers see what changed at once, not on the loop's next pass.
                     if !queues.is_empty() && !maintenance {
                         if let Ok(apps) = self.apps_changed().await {
-                            queues.iter().for_each(|q| q.offer(&apps, &lost));
+                            let live = self.live();
+                            queues.iter().for_each(|q| q.offer(&apps, &live));
                         }
                     }
                 }
@@ -159,30 +177,22 @@ impl Scheduler {
                     let node = item.node.clone();
                     // Only what the daemon sends proves it alive; a failed reconnect does not,
                     // nor a line that arrived before its loss and waited here while it was
-                    // declared (a cut host is not back).
-                    let fresh = heard_at.lock().expect("heard lock").get(&node).is_some_and(|at| at.elapsed() <= timeout);
+                    // declared (a cut host is not back: liveness.rs).
                     let proof = matches!(&item.item, NodeItem::Event(_) | NodeItem::Heartbeat { .. });
-                    if proof && (fresh || !lost.contains(&node)) {
-                        self.heard_again(&node);
-                        if heard.insert(node.clone()) {
-                            emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
-                            self.record_node(&node, NodeState::Up).await;
-                            // A host new to this leader: daemon sets may be owed an instance there.
-                            reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
-                            // A node new to this `run` may have missed templates stored meanwhile,
-                            // and deletes made while it was away.
-                            self.sync_hook_templates(&node).await;
-                            self.finish_deletes(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
-                            self.endpoints_node_up(&mut book, &node, &emit).await;
-                        }
-                        if lost.remove(&node) {
-                            emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
-                            self.record_node(&node, NodeState::Up).await;
-                            self.node_back(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
-                            self.endpoints_node_up(&mut book, &node, &emit).await;
-                        }
+                    let became = if proof { self.live_mut().proof(&node, Instant::now()) } else { Default::default() };
+                    if became.up {
+                        emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
+                        self.record_node(&node, NodeState::Up).await;
+                        // A host new to this leader: daemon sets may be owed an instance there.
+                        reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
+                    }
+                    if became.back {
+                        emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
+                        self.record_node(&node, NodeState::Up).await;
+                    }
+                    if became.up || became.back {
+                        arrivals.owe(&node, Owed { up: became.up, back: became.back, resync: false });
+                        arriving.iter().for_each(|q| q.add([&node]));
                     }
                     match &item.item {
                         NodeItem::Event(event) => {
@@ -192,14 +202,14 @@ impl Scheduler {
                             }
                             self.note_stop_event(&node, event, &emit).await;
                             self.notify_event(&node, event, &notifier).await;
+                            let lost = self.live().lost().clone();
                             self.on_event(&node, event, &lost, &emit).await;
-                            self.endpoints_on_event(&mut book, &node, event, &emit).await;
+                            self.endpoints_on_event(&mut *book.lock().await, &node, event, &emit).await;
                         }
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
-                            self.resync(&node, &emit).await;
-                            self.spawn_converge(vec![node.clone()], reconcile_every, &emit);
-                            self.endpoints_node_up(&mut book, &node, &emit).await;
+                            arrivals.owe(&node, Owed { resync: true, ..Default::default() });
+                            arriving.iter().for_each(|q| q.add([&node]));
                         }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
                         NodeItem::Heartbeat { .. } => {}
@@ -219,8 +229,6 @@ impl Scheduler {
                                     if let Some(task) = followers.remove(node) {
                                         task.abort();
                                     }
-                                    heard.remove(node);
-                                    heard_at.lock().expect("heard lock").remove(node);
                                 }
                                 for node in nodes.added.iter().chain(&nodes.changed) {
                                     if let Some(client) = self.client(node) {
@@ -228,7 +236,7 @@ impl Scheduler {
                                         followers.insert(node.clone(), task);
                                     }
                                     // Heard from now on, or lost a heartbeat timeout from now.
-                                    heard_at.lock().expect("heard lock").insert(node.clone(), Instant::now());
+                                    self.live_mut().followed_anew(node, Instant::now());
                                 }
                                 emit(&sched_line(SchedEvent::ClusterReloaded {
                                     added: nodes.added.clone(),
@@ -242,11 +250,12 @@ impl Scheduler {
                                 }
                                 // What ran on a node gone from the file is as good as lost.
                                 let newly: Vec<String> =
-                                    nodes.removed.iter().filter(|n| lost.insert(n.to_string())).cloned().collect();
+                                    nodes.removed.iter().filter(|n| self.live_mut().removed(n)).cloned().collect();
+                                let lost = self.live().lost().clone();
                                 self.nodes_lost(&newly, &lost, &emit).await;
                                 for node in &nodes.removed {
                                     if leadership.is_some() {
-                                        self.endpoints_node_lost(&mut book, node, &emit).await;
+                                        self.endpoints_node_lost(&mut *book.lock().await, node, &emit).await;
                                     }
                                 }
                             }
@@ -264,18 +273,18 @@ impl Scheduler {
                             let window = settings.config.get("notifyRestartWindowSecs").unwrap_or(300);
                             notifier.set_restart_rule(limit, Duration::from_secs(window));
                             reconcile_every = settings.config.reconcile_every();
+                            arrivals.set_every(reconcile_every);
                             let on = settings.maintenance.is_some();
                             if on != maintenance {
                                 maintenance = on;
                                 let reason = settings.maintenance.map(|m| m.reason).unwrap_or_default();
                                 emit(&sched_line(SchedEvent::MaintenanceChanged { on, reason }));
                                 if on {
-                                    checks.sync(&[], &lost).await;
+                                    checks.stop_all();
+                                    arrivals.forget();
                                 } else {
                                     // Everything is looked at afresh, as by a new leader.
-                                    heard.clear();
-                                    lost.clear();
-                                    self.set_silence(Default::default());
+                                    self.live_mut().lead();
                                     last_sync = Instant::now() - Duration::from_secs(60);
                                 }
                             }
@@ -286,52 +295,34 @@ impl Scheduler {
                     }
                     // Silence is measured from what the followers received, not from what this
                     // loop got round to: a long reschedule must not make the others look lost.
-                    let silent_for: BTreeMap<String, Duration> = {
-                        let at = heard_at.lock().expect("heard lock");
-                        self.nodes()
-                            .iter()
-                            .map(|(n, _)| (n.clone(), at.get(n).copied().unwrap_or(started).elapsed()))
-                            .collect()
-                    };
-                    let newly: Vec<String> = silent_for
-                        .iter()
-                        .filter(|(n, silent)| !lost.contains(*n) && **silent > timeout)
-                        .map(|(n, _)| n.clone())
-                        .collect();
-                    // All lost at once before any is acted on: no app of one goes to another.
-                    lost.extend(newly.iter().cloned());
-                    self.set_silence(super::Silence { lost: lost.clone(), heard: Some((heard_at.clone(), timeout)) });
-                    for node in &newly {
-                        let silent = silent_for[node].as_secs_f64();
-                        emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs: silent }));
+                    // All are declared at once before any is acted on: no app of one goes to
+                    // another.
+                    let nodes = self.nodes();
+                    let newly_silent = self.live_mut().declare_silent(nodes.iter().map(|(n, _)| n), Instant::now());
+                    let newly: Vec<String> = newly_silent.iter().map(|(n, _)| n.clone()).collect();
+                    for (node, silent) in &newly_silent {
+                        let silent_secs = silent.as_secs_f64();
+                        emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs }));
                         self.record_node(node, NodeState::Lost).await;
                     }
+                    let lost = self.live().lost().clone();
                     // Every app once, however many of its nodes went at once.
                     self.nodes_lost(&newly, &lost, &emit).await;
                     for node in &newly {
-                        self.endpoints_node_lost(&mut book, node, &emit).await;
+                        self.endpoints_node_lost(&mut *book.lock().await, node, &emit).await;
                     }
                     self.replace_deferred(&lost, &emit).await;
+                    // Heard, not lost, and not waiting for what its arrival owes it.
+                    let ready: BTreeSet<String> =
+                        self.live().ready().into_iter().filter(|n| !arrivals.owes(n)).collect();
                     if last_sync.elapsed() > SYNC_EVERY {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
-                            checks.sync(&apps, &lost).await;
-                            queues.iter().for_each(|q| q.offer(&apps, &lost));
-                            // A delete a node missed and then failed to take: tried again — once
-                            // the command that asked for it had its time to do it itself (racing
-                            // it would only take its count of what it removed).
-                            let settled_ms = crate::clock::now_ms().saturating_sub(OWN_DELETE_MS);
-                            let owed: BTreeSet<&String> = apps
-                                .iter()
-                                .filter_map(|a| a.deleting.as_ref())
-                                .filter(|d| d.since_ms <= settled_ms)
-                                .flat_map(|d| &d.nodes)
-                                .filter(|n| heard.contains(*n) && !lost.contains(*n))
-                                .collect();
-                            for node in owed {
-                                self.finish_deletes(node, &emit).await;
+                            checks.keep_only(&apps);
+                            {
+                                let live = self.live();
+                                queues.iter().for_each(|q| q.offer(&apps, &live));
                             }
-                            let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                             self.sweep_dependencies(&apps, &ready, false, &emit).await;
                         }
                     }
@@ -339,7 +330,6 @@ impl Scheduler {
                     if due || last_reconcile.elapsed() >= reconcile_every {
                         reconcile_soon = None;
                         last_reconcile = Instant::now();
-                        let ready: BTreeSet<String> = heard.difference(&lost).cloned().collect();
                         // Every host's whole desired set, in the background (a host cut off must
                         // not hold up the pass), one hand-over at a time.
                         if converging.as_ref().is_none_or(|t| t.is_finished()) {
@@ -347,10 +337,13 @@ impl Scheduler {
                         }
                         self.reconcile(&ready, &emit).await;
                         self.place_waiting(&emit).await;
-                        for node in &ready {
-                            self.endpoints_refresh(&mut book, node, None, &emit).await;
+                        {
+                            let mut book = book.lock().await;
+                            for node in &ready {
+                                self.endpoints_refresh(&mut book, node, None, &emit).await;
+                            }
+                            self.endpoints_republish(&mut book, &emit).await;
                         }
-                        self.endpoints_republish(&mut book, &emit).await;
                         if let Ok(apps) = self.store.apps().await {
                             self.sweep_dependencies(&apps, &ready, true, &emit).await;
                         }
@@ -592,7 +585,7 @@ impl Scheduler {
 
     /// A node answers again: instances placed elsewhere meanwhile are deleted there, its own
     /// Lost placements are Placed again.
-    async fn node_back(&self, node: &str, emit: &Emit) {
+    pub(super) async fn node_back(&self, node: &str, emit: &Emit) {
         let Some(client) = self.client(node) else { return };
         self.sync_hook_templates(node).await;
         self.finish_deletes(node, emit).await;
@@ -717,7 +710,7 @@ impl Scheduler {
     /// A daemon whose journal started over (a new state directory) lost what it ran: every app
     /// placed on it is applied again (an unchanged apply creates the instances a daemon lacks),
     /// journaled as a resync.
-    async fn resync(&self, node: &str, emit: &Emit) {
+    pub(super) async fn resync(&self, node: &str, emit: &Emit) {
         self.finish_deletes(node, emit).await;
         let Ok(apps) = self.store.apps().await else { return };
         let placed_here = |a: &App| a.deleting.is_none() && a.placements.values().any(|p| p.node == node);
@@ -842,10 +835,6 @@ fn keeps_original(doc: &serde_json::Value) -> bool {
         s.disconnect.is_some_and(|d| d.reconcile == crate::spec::model::DisconnectReconcile::KeepOriginal)
     })
 }
-
-/// How long a delete is left to the command that asked for it before the leader gives it to
-/// the nodes still owed it (a node heard again gets it at once).
-const OWN_DELETE_MS: u64 = 10_000;
 
 /// How many of a lost node's apps are handled at once.
 const LOST_APPS_AT_ONCE: usize = 8;

@@ -2,27 +2,33 @@
 //! from here to the instance's host IP and port, with the same grace period and consecutive
 //! failures as local checks; when the failures add up, the instance is failed through its
 //! daemon, whose restart policy restarts it (counted in RESTARTS, after its backoff) or gives up.
+//!
+//! A controller of the leader, app by app: an app's sync starts the checks of its placed
+//! instances and stops those of instances gone, moved, stopped or on lost nodes.
 
-use super::scheduler::{check_spec, Scheduler};
-use super::store::{App, PlacementState};
+use super::controller::Controller;
+use super::liveness::Liveness;
+use super::{check_spec, Scheduler};
 use crate::clock::now_ms;
 use crate::health::{Outcome, Prober, Tracker, Verdict};
 use crate::protocol::{SchedEvent, SchedLine, State, WatchLine};
+use crate::sched::store::{App, PlacementState};
 use crate::spec::model::{CheckType, HealthCheck, ProcessSpec};
 use crate::spec::render::render_check;
-use crate::spec::InstanceId;
+use crate::spec::{AppId, InstanceId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-type Emit = Arc<dyn Fn(&WatchLine) + Send + Sync>;
+use super::Emit;
 
-/// The running remote checks, one task per (instance, check).
-pub struct RemoteChecks {
-    sched: Arc<Scheduler>,
-    emit: Emit,
+/// One check's task: the node it probes, and the task.
+type Running = (String, tokio::task::JoinHandle<()>);
+
+/// The running remote checks: per app, one task per (instance, check).
+pub(super) struct RemoteChecks {
     prober: Prober,
-    running: Mutex<BTreeMap<String, (String, tokio::task::JoinHandle<()>)>>,
+    running: Mutex<BTreeMap<AppId, BTreeMap<String, Running>>>,
 }
 
 /// One remote check of one placed instance.
@@ -35,12 +41,13 @@ struct Wanted {
     fixed_ports: BTreeMap<String, u16>,
 }
 
-fn wanted(apps: &[App], lost: &BTreeSet<String>) -> BTreeMap<String, Wanted> {
+/// The app's checks to run: none when it is being deleted.
+fn wanted(app: &App, lost: &BTreeSet<String>) -> BTreeMap<String, Wanted> {
     let mut out = BTreeMap::new();
-    for app in apps {
-        let Ok(spec) = check_spec(&app.spec) else { continue };
+    {
+        let Ok(spec) = check_spec(&app.spec) else { return out };
         if app.deleting.is_some() {
-            continue;
+            return out;
         }
         for (index, p) in &app.placements {
             if p.state != PlacementState::Placed || lost.contains(&p.node) || app.stopped.contains(index) {
@@ -84,16 +91,29 @@ fn fixed_ports(spec: &ProcessSpec) -> BTreeMap<String, u16> {
         .collect()
 }
 
+/// Whether the spec document may hold a remote check: a look for the check types' names,
+/// much cheaper than parsing it (the sync parses it).
+fn may_check_remotely(doc: &serde_json::Value) -> bool {
+    match doc {
+        serde_json::Value::String(s) => s == "REMOTE_HTTP" || s == "REMOTE_TCP",
+        serde_json::Value::Array(items) => items.iter().any(may_check_remotely),
+        serde_json::Value::Object(fields) => fields.values().any(may_check_remotely),
+        _ => false,
+    }
+}
+
 impl RemoteChecks {
-    pub fn new(sched: Arc<Scheduler>, emit: Emit) -> RemoteChecks {
-        RemoteChecks { sched, emit, prober: Prober::new(), running: Mutex::new(BTreeMap::new()) }
+    pub fn new() -> RemoteChecks {
+        RemoteChecks { prober: Prober::new(), running: Mutex::new(BTreeMap::new()) }
     }
 
-    /// Starts the checks of every placed instance and stops those of instances gone, moved
-    /// or on lost nodes.
-    pub async fn sync(&self, apps: &[App], lost: &BTreeSet<String>) {
-        let wanted = wanted(apps, lost);
-        let mut running = self.running.lock().expect("checks lock");
+    /// Starts the checks of app `key`'s placed instances (`app`: as now stored; None: gone)
+    /// and stops those of instances gone, moved, stopped or on `lost` nodes. A check that
+    /// ended (its instance gave up) is started again while its instance is still wanted.
+    fn sync_app(&self, sched: &Arc<Scheduler>, emit: &Emit, key: &AppId, app: Option<&App>, lost: &BTreeSet<String>) {
+        let wanted = app.map(|a| wanted(a, lost)).unwrap_or_default();
+        let mut all = self.running.lock().expect("checks lock");
+        let running = all.entry(key.clone()).or_default();
         running.retain(|key, (node, task)| {
             let keep = wanted.get(key).is_some_and(|w| w.node == *node) && !task.is_finished();
             if !keep {
@@ -101,21 +121,60 @@ impl RemoteChecks {
             }
             keep
         });
-        for (key, w) in wanted {
-            if running.contains_key(&key) {
+        for (check, w) in wanted {
+            if running.contains_key(&check) {
                 continue;
             }
-            let task = tokio::spawn(run_check(self.sched.clone(), self.emit.clone(), self.prober.clone(), w.clone()));
-            running.insert(key, (w.node, task));
+            let task = tokio::spawn(run_check(sched.clone(), emit.clone(), self.prober.clone(), w.clone()));
+            running.insert(check, (w.node, task));
         }
+        if running.is_empty() {
+            all.remove(key);
+        }
+    }
+
+    /// Stops the checks of every app but `apps` (those gone from the store: no sync of theirs
+    /// comes).
+    pub fn keep_only(&self, apps: &[App]) {
+        let stored: BTreeSet<&AppId> = apps.iter().map(|a| &a.key).collect();
+        self.running.lock().expect("checks lock").retain(|key, checks| {
+            let keep = stored.contains(key);
+            if !keep {
+                checks.values().for_each(|(_, task)| task.abort());
+            }
+            keep
+        });
+    }
+
+    /// Stops every check (the lead lost, maintenance begun).
+    pub fn stop_all(&self) {
+        self.keep_only(&[]);
     }
 }
 
 impl Drop for RemoteChecks {
     fn drop(&mut self) {
-        for (_, (_, task)) in self.running.lock().expect("checks lock").iter() {
-            task.abort();
-        }
+        self.stop_all();
+    }
+}
+
+#[async_trait::async_trait]
+impl Controller for RemoteChecks {
+    type Key = AppId;
+
+    fn name(&self) -> &'static str {
+        "remote checks"
+    }
+
+    fn wants(&self, app: &App, _live: &Liveness) -> bool {
+        may_check_remotely(&app.spec) || self.running.lock().expect("checks lock").contains_key(&app.key)
+    }
+
+    async fn sync(&self, sched: &Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<Duration> {
+        let app = sched.store.app(key).await.ok()?;
+        let lost = sched.live().lost().clone();
+        self.sync_app(sched, emit, key, app.as_ref(), &lost);
+        None
     }
 }
 
