@@ -4,7 +4,7 @@
 //! node's return lists every app it runs).
 
 use super::controller::Controller;
-use super::endpoints::EndpointBook;
+use super::endpoints::Endpoints;
 use super::{Emit, Scheduler};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -41,13 +41,13 @@ impl Owed {
 /// endpoints it refreshes once done.
 pub(super) struct Arrivals {
     owed: Mutex<BTreeMap<String, Owed>>,
-    endpoints: Arc<tokio::sync::Mutex<EndpointBook>>,
+    endpoints: Arc<Endpoints>,
     /// The reconcile period the hosts are told with their desired sets.
     every: Mutex<Duration>,
 }
 
 impl Arrivals {
-    pub fn new(endpoints: Arc<tokio::sync::Mutex<EndpointBook>>, every: Duration) -> Arrivals {
+    pub fn new(endpoints: Arc<Endpoints>, every: Duration) -> Arrivals {
         Arrivals { owed: Default::default(), endpoints, every: Mutex::new(every) }
     }
 
@@ -97,7 +97,7 @@ impl Controller for Arrivals {
             }
             let every = *self.every.lock().expect("arrivals lock");
             sched.converge(std::slice::from_ref(node), every, emit).await;
-            sched.endpoints_node_up(&mut *self.endpoints.lock().await, node, emit).await;
+            self.endpoints.node_up(sched, node, emit).await;
         }
         // What was owed meanwhile stays (the queue syncs the node again).
         let mut owed = self.owed.lock().expect("arrivals lock");

@@ -26,17 +26,38 @@ pub(super) struct EndpointBook {
     ips: BTreeMap<String, String>,
 }
 
-impl Scheduler {
+/// The leader's endpoints controller: the book, and per app the nodes whose listing of it is
+/// to be read again (an instance event there). An event only marks its app; the app's sync
+/// reads those nodes, several apps at once, off `run`'s loop (it read each event's node inline).
+#[derive(Default)]
+pub(super) struct Endpoints {
+    book: tokio::sync::Mutex<EndpointBook>,
+    stale: std::sync::Mutex<BTreeMap<AppId, BTreeSet<String>>>,
+    /// One read of a node at a time (its listing and what it makes of it), so an older
+    /// listing is never taken after a newer one; different nodes are read at once.
+    reading: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// What a node runs, as listed for the endpoints: its address and its instances.
+struct Listed {
+    ip: String,
+    instances: Vec<crate::protocol::InstanceStatus>,
+}
+
+impl Endpoints {
     /// A new leadership: the stored revisions are where it goes on from; the nodes are looked
     /// at afresh as each is heard.
-    pub(super) async fn endpoints_lead(&self, book: &mut EndpointBook) {
+    pub async fn lead(&self, sched: &Scheduler) {
+        let mut book = self.book.lock().await;
         *book = EndpointBook::default();
-        match self.store.endpoints().await {
+        self.stale.lock().expect("endpoints lock").clear();
+        match sched.store.endpoints().await {
             Ok(all) => book.stored = all.into_iter().map(|e| (e.app(), e)).collect(),
             Err(e) => tracing::warn!("reading the stored endpoints: {e}"),
         }
         // What was stored stands for each node until that node says otherwise (or is lost):
         // learning the nodes one by one must not publish the lists they make on the way.
+        let book = &mut *book;
         for (key, e) in &book.stored {
             let nodes = book.seen.entry(key.clone()).or_default();
             for (port, list) in &e.ports {
@@ -48,14 +69,15 @@ impl Scheduler {
         }
     }
 
-    /// A node heard (new to this leader, back, or resynced): what it runs is looked at (it gets
-    /// every app's endpoints with its whole desired set: converge.rs).
-    pub(super) async fn endpoints_node_up(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
-        self.endpoints_refresh(book, node, None, emit).await;
+    /// A node heard (new to this leader, back, or resynced), or a reconcile pass: what it runs
+    /// is looked at (it gets every app's endpoints with its whole desired set: converge.rs).
+    pub async fn node_up(&self, sched: &Scheduler, node: &str, emit: &Emit) {
+        let _ = self.refresh(sched, node, None, emit).await;
     }
 
     /// A node lost (or removed from the cluster file): its instances answer no more.
-    pub(super) async fn endpoints_node_lost(&self, book: &mut EndpointBook, node: &str, emit: &Emit) {
+    pub async fn node_lost(&self, sched: &Scheduler, node: &str, emit: &Emit) {
+        let mut book = self.book.lock().await;
         let mut touched = BTreeSet::new();
         for (app, nodes) in book.seen.iter_mut() {
             if nodes.remove(node).is_some() {
@@ -63,57 +85,50 @@ impl Scheduler {
             }
         }
         book.ips.remove(node);
+        self.reading.lock().expect("endpoints lock").remove(node);
         for app in touched {
-            self.endpoints_publish(book, &app, emit).await;
+            sched.endpoints_publish(&mut book, &app, emit).await;
         }
     }
 
-    /// An instance event on `node`: that app's instances there are looked at again.
-    pub(super) async fn endpoints_on_event(&self, book: &mut EndpointBook, node: &str, event: &Event, emit: &Emit) {
-        let EventBody::Instance(InstanceEvent { instance, .. }) = &event.body else { return };
-        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
-        self.endpoints_refresh(book, node, Some(&id.app()), emit).await;
+    /// An instance event on `node`: that app's instances there are to be looked at again. The
+    /// app to queue, if the event is of an instance.
+    pub fn on_event(&self, node: &str, event: &Event) -> Option<AppId> {
+        let EventBody::Instance(InstanceEvent { instance, .. }) = &event.body else { return None };
+        let key = crate::client::parse_instance_id(instance).ok()?.app();
+        self.stale.lock().expect("endpoints lock").entry(key.clone()).or_default().insert(node.to_string());
+        Some(key)
+    }
+
+    /// Every app the leader knows endpoints of, published again if its services changed (a
+    /// deploy that changed only them): at each reconcile pass.
+    pub async fn republish(&self, sched: &Scheduler, emit: &Emit) {
+        let mut book = self.book.lock().await;
+        let keys: BTreeSet<AppId> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
+        for key in keys {
+            sched.endpoints_publish(&mut book, &key, emit).await;
+        }
     }
 
     /// Lists what `node` runs (of `app`, or everything) and publishes each app whose ready
-    /// endpoints there changed.
-    pub(super) async fn endpoints_refresh(
-        &self,
-        book: &mut EndpointBook,
-        node: &str,
-        app: Option<&AppId>,
-        emit: &Emit,
-    ) {
-        let Some(client) = self.client(node) else { return };
-        // Within the node's heartbeat deadline: a node cut off must not hold up its loss.
-        let Some(limit) = self.node_timeout(node) else { return };
-        let ip = match book.ips.get(node) {
-            Some(ip) => ip.clone(),
-            None => match within(limit, client.node()).await {
-                Ok(doc) => {
-                    book.ips.insert(node.to_string(), doc.host_ip.clone());
-                    doc.host_ip
-                }
-                Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
-            },
-        };
-        let filters: Vec<(&str, &str)> = match app {
-            Some(a) => vec![("namespace", &a.namespace), ("name", &a.name)],
-            None => Vec::new(),
-        };
-        let listed = match within(limit, client.list(&filters)).await {
-            Ok(listed) => listed,
-            Err(e) => return tracing::debug!("endpoints: {node}: {e}"),
-        };
+    /// endpoints there changed. The node is asked without holding the book. Whether it answered.
+    pub async fn refresh(&self, sched: &Scheduler, node: &str, app: Option<&AppId>, emit: &Emit) -> bool {
+        let reading = self.reading.lock().expect("endpoints lock").entry(node.to_string()).or_default().clone();
+        let _reading = reading.lock().await;
+        let known_ip = self.book.lock().await.ips.get(node).cloned();
+        let Some(listed) = list(sched, node, app, known_ip).await else { return false };
+        let mut book = self.book.lock().await;
+        book.ips.insert(node.to_string(), listed.ip.clone());
         let mut now: BTreeMap<AppId, Ports> = BTreeMap::new();
-        for s in listed {
+        for s in listed.instances {
             let key = s.id.app();
             let ports = now.entry(key).or_default();
             if !(s.ready && s.state.kind() == Kind::Running) {
                 continue;
             }
             for (name, port) in &s.ports {
-                let endpoint = Endpoint { ip: ip.clone(), port: *port, node: node.to_string(), instance: s.id.index };
+                let endpoint =
+                    Endpoint { ip: listed.ip.clone(), port: *port, node: node.to_string(), instance: s.id.index };
                 ports.entry(name.clone()).or_default().push(endpoint);
             }
         }
@@ -137,10 +152,72 @@ impl Scheduler {
             }
         }
         for key in touched {
-            self.endpoints_publish(book, &key, emit).await;
+            sched.endpoints_publish(&mut book, &key, emit).await;
+        }
+        true
+    }
+}
+
+/// What `node` runs (of `app`, or everything) and its address, within its heartbeat deadline
+/// (a node cut off must not hold up its loss). None: it did not answer (logged).
+async fn list(sched: &Scheduler, node: &str, app: Option<&AppId>, known_ip: Option<String>) -> Option<Listed> {
+    let client = sched.client(node)?;
+    let limit = sched.node_timeout(node)?;
+    let ip = match known_ip {
+        Some(ip) => ip,
+        None => match within(limit, client.node()).await {
+            Ok(doc) => doc.host_ip,
+            Err(e) => {
+                tracing::debug!("endpoints: {node}: {e}");
+                return None;
+            }
+        },
+    };
+    let filters: Vec<(&str, &str)> = match app {
+        Some(a) => vec![("namespace", &a.namespace), ("name", &a.name)],
+        None => Vec::new(),
+    };
+    match within(limit, client.list(&filters)).await {
+        Ok(instances) => Some(Listed { ip, instances }),
+        Err(e) => {
+            tracing::debug!("endpoints: {node}: {e}");
+            None
         }
     }
+}
 
+#[async_trait::async_trait]
+impl super::controller::Controller for Endpoints {
+    type Key = AppId;
+
+    fn name(&self) -> &'static str {
+        "endpoints"
+    }
+
+    /// An app with nodes to read again (an event's, or one a read failed on).
+    fn wants(&self, app: &crate::sched::store::App, _live: &super::liveness::Liveness) -> bool {
+        self.stale.lock().expect("endpoints lock").contains_key(&app.key)
+    }
+
+    async fn sync(&self, sched: &std::sync::Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<std::time::Duration> {
+        let nodes = self.stale.lock().expect("endpoints lock").remove(key).unwrap_or_default();
+        let reads = nodes.iter().map(|node| async move { (node, self.refresh(sched, node, Some(key), emit).await) });
+        let unread: BTreeSet<String> = futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .filter(|(node, read)| !read && !sched.live().is_lost(node))
+            .map(|(node, _)| node.clone())
+            .collect();
+        if unread.is_empty() {
+            return None;
+        }
+        // Read again later (a node lost meanwhile has its endpoints dropped instead).
+        self.stale.lock().expect("endpoints lock").entry(key.clone()).or_default().extend(unread);
+        Some(std::time::Duration::from_secs(2))
+    }
+}
+
+impl Scheduler {
     /// The app's endpoints over every node: a new revision when they changed, stored, then
     /// handed to every daemon. An app gone from the desired store (or being deleted) loses
     /// them, in the store and on every daemon that answers.
@@ -281,15 +358,6 @@ impl Described {
 }
 
 impl Scheduler {
-    /// Every app the leader knows endpoints of, published again if its services changed (a
-    /// deploy that changed only them): at each reconcile pass.
-    pub(super) async fn endpoints_republish(&self, book: &mut EndpointBook, emit: &Emit) {
-        let keys: BTreeSet<AppId> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
-        for key in keys {
-            self.endpoints_publish(book, &key, emit).await;
-        }
-    }
-
     /// `endpoints APP`: the app's endpoints as stored (None: none yet: nothing was ever ready).
     pub async fn stored_endpoints(&self, key: &AppId) -> Result<Option<AppEndpoints>, super::SchedError> {
         self.stored_any(key).await?;

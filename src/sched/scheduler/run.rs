@@ -38,6 +38,9 @@ const DELETE_WORKERS: usize = 8;
 /// How many apps' remote checks the leader brings up to date at once (no sync waits long).
 const CHECK_WORKERS: usize = 4;
 
+/// How many apps' endpoints the leader reads again at once (after their instances' events).
+const ENDPOINT_WORKERS: usize = 16;
+
 /// How many nodes heard (new, back, started over) the leader brings up to date at once.
 const ARRIVAL_WORKERS: usize = 8;
 
@@ -98,10 +101,12 @@ impl Scheduler {
         // The controllers' queues, while this process leads (controller.rs).
         let mut queues: Vec<Queue<AppId>> = Vec::new();
         // Apps' endpoints as the leader knows them (issue 27).
-        let book: Arc<tokio::sync::Mutex<super::endpoints::EndpointBook>> = Default::default();
+        let endpoints: Arc<super::endpoints::Endpoints> = Default::default();
         // What nodes heard are owed, and its queue while leading (arrivals.rs).
-        let arrivals = Arc::new(Arrivals::new(book.clone(), reconcile_every));
+        let arrivals = Arc::new(Arrivals::new(endpoints.clone(), reconcile_every));
         let mut arriving: Option<Queue<String>> = None;
+        // The endpoints' queue (instance events mark their app's nodes to read), while leading.
+        let mut endpoints_queue: Option<Queue<AppId>> = None;
         // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
         let mut converging: Option<tokio::task::JoinHandle<()>> = None;
         loop {
@@ -119,8 +124,9 @@ impl Scheduler {
                                 Queue::start(checks.clone(), self.clone(), emit.clone(), CHECK_WORKERS),
                             ];
                             arriving = Some(Queue::start(arrivals.clone(), self.clone(), emit.clone(), ARRIVAL_WORKERS));
+                            endpoints_queue = Some(Queue::start(endpoints.clone(), self.clone(), emit.clone(), ENDPOINT_WORKERS));
                             emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
-                            self.endpoints_lead(&mut *book.lock().await).await;
+                            endpoints.lead(&self).await;
                             // Everything is looked at afresh: every node is new to this leader.
                             self.live_mut().lead();
                             last_sync = Instant::now() - Duration::from_secs(60);
@@ -138,6 +144,7 @@ impl Scheduler {
                     leadership = None;
                     queues.clear();
                     arriving = None;
+                    endpoints_queue = None;
                     arrivals.forget();
                     self.live_mut().follow();
                     checks.stop_all();
@@ -204,7 +211,9 @@ impl Scheduler {
                             self.notify_event(&node, event, &notifier).await;
                             let lost = self.live().lost().clone();
                             self.on_event(&node, event, &lost, &emit).await;
-                            self.endpoints_on_event(&mut *book.lock().await, &node, event, &emit).await;
+                            if let Some(key) = endpoints.on_event(&node, event) {
+                                endpoints_queue.iter().for_each(|q| q.add([&key]));
+                            }
                         }
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
@@ -255,7 +264,7 @@ impl Scheduler {
                                 self.nodes_lost(&newly, &lost, &emit).await;
                                 for node in &nodes.removed {
                                     if leadership.is_some() {
-                                        self.endpoints_node_lost(&mut *book.lock().await, node, &emit).await;
+                                        endpoints.node_lost(&self, node, &emit).await;
                                     }
                                 }
                             }
@@ -309,7 +318,7 @@ impl Scheduler {
                     // Every app once, however many of its nodes went at once.
                     self.nodes_lost(&newly, &lost, &emit).await;
                     for node in &newly {
-                        self.endpoints_node_lost(&mut *book.lock().await, node, &emit).await;
+                        endpoints.node_lost(&self, node, &emit).await;
                     }
                     self.replace_deferred(&lost, &emit).await;
                     // Heard, not lost, and not waiting for what its arrival owes it.
@@ -337,13 +346,10 @@ impl Scheduler {
                         }
                         self.reconcile(&ready, &emit).await;
                         self.place_waiting(&emit).await;
-                        {
-                            let mut book = book.lock().await;
-                            for node in &ready {
-                                self.endpoints_refresh(&mut book, node, None, &emit).await;
-                            }
-                            self.endpoints_republish(&mut book, &emit).await;
+                        for node in &ready {
+                            endpoints.refresh(&self, node, None, &emit).await;
                         }
+                        endpoints.republish(&self, &emit).await;
                         if let Ok(apps) = self.store.apps().await {
                             self.sweep_dependencies(&apps, &ready, true, &emit).await;
                         }
