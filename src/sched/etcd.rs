@@ -118,13 +118,17 @@ impl EtcdStore {
         key: String,
         read: Option<i64>,
         value: Vec<u8>,
-        why: &DesiredChange,
+        whys: &[DesiredChange],
     ) -> Result<Option<i64>, SchedError> {
         let guard = match read {
             Some(revision) => Compare::mod_revision(key.clone(), CompareOp::Equal, revision),
             None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
         };
-        let txn = Txn::new().when([guard]).and_then([TxnOp::put(key, value, None), self.journal_put(why)?]);
+        let mut ops = vec![TxnOp::put(key, value, None)];
+        for why in whys {
+            ops.push(self.journal_put(why)?);
+        }
+        let txn = Txn::new().when([guard]).and_then(ops);
         let resp = self.client.kv_client().txn(txn).await.map_err(etcd_err)?;
         Ok(resp.succeeded().then(|| resp.header().map_or(0, |h| h.revision())))
     }
@@ -251,9 +255,9 @@ impl DesiredStore for EtcdStore {
         Ok(Some(app))
     }
 
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
+    async fn put_app_noting(&self, app: &mut App, whys: &[DesiredChange]) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*app).map_err(etcd_err)?;
-        let written = self.swap(self.app_key(&app.key), app.version, value, why).await?;
+        let written = self.swap(self.app_key(&app.key), app.version, value, whys).await?;
         app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.to_string() })?);
         self.prune_journal().await;
         Ok(())
@@ -302,7 +306,7 @@ impl DesiredStore for EtcdStore {
     async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*dependency).map_err(etcd_err)?;
         let key = format!("{}depends/{}", self.prefix, dependency.key);
-        let written = self.swap(key, dependency.version, value, why).await?;
+        let written = self.swap(key, dependency.version, value, std::slice::from_ref(why)).await?;
         let conflict = || SchedError::Conflict { app: format!("dependency {}", dependency.key) };
         dependency.version = Some(written.ok_or_else(conflict)?);
         self.prune_journal().await;
@@ -356,7 +360,8 @@ impl DesiredStore for EtcdStore {
 
     async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_vec(&*settings).map_err(etcd_err)?;
-        let written = self.swap(format!("{}settings", self.prefix), settings.version, value, why).await?;
+        let written =
+            self.swap(format!("{}settings", self.prefix), settings.version, value, std::slice::from_ref(why)).await?;
         settings.version = Some(written.ok_or_else(|| SchedError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }

@@ -23,7 +23,12 @@ pub trait DesiredStore: Send + Sync {
     /// Creates or replaces; `why` is journaled with it. A store that keeps versions (etcd)
     /// writes only over the version `app` was read at (a new app: only when there is none),
     /// else fails with [`SchedError::Conflict`]; `app.version` is then the one written.
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError>;
+    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
+        self.put_app_noting(app, std::slice::from_ref(why)).await
+    }
+    /// As [`DesiredStore::put_app`], journaling each of `whys` with it (one write for several
+    /// changes: a lost fleet's instances of one app marked at once).
+    async fn put_app_noting(&self, app: &mut App, whys: &[DesiredChange]) -> Result<(), SchedError>;
     async fn delete_app(&self, key: &AppId) -> Result<(), SchedError>;
     /// Every HookTemplate (seed 004) the cluster's rollouts and runs use.
     async fn hook_templates(&self) -> Result<Vec<crate::hooks::HookTemplate>, SchedError>;
@@ -192,9 +197,10 @@ impl LocalStore {
         key: &str,
         read: Option<i64>,
         mut value: serde_json::Value,
-        why: &DesiredChange,
+        whys: &[DesiredChange],
     ) -> Result<Option<i64>, SchedError> {
-        let why = serde_json::to_value(why).map_err(store_err)?;
+        let whys: Vec<serde_json::Value> =
+            whys.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(store_err)?;
         self.with(|s| {
             let current = s.get(table, key).map_err(store_err)?.map(|v| version_of(&v));
             if current != read {
@@ -202,7 +208,11 @@ impl LocalStore {
             }
             let next = current.unwrap_or(0) + 1;
             value[STORE_VERSION] = serde_json::json!(next);
-            s.commit_blocking(Batch::new().put(table, key, &value).event(why)).map_err(store_err)?;
+            let mut batch = Batch::new().put(table, key, &value);
+            for why in whys {
+                batch.push_event(why);
+            }
+            s.commit_blocking(batch).map_err(store_err)?;
             Ok(Some(next))
         })
     }
@@ -246,9 +256,9 @@ impl DesiredStore for LocalStore {
     /// Compare-and-swap on the record's `storeVersion`, read and written while this process
     /// alone holds the store (redb's one handle): the `run` and the commands beside it never
     /// overwrite each other's change unseen.
-    async fn put_app(&self, app: &mut App, why: &DesiredChange) -> Result<(), SchedError> {
+    async fn put_app_noting(&self, app: &mut App, whys: &[DesiredChange]) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*app).map_err(store_err)?;
-        let written = self.swap(Table::Specs, &app.key.to_string(), app.version, value, why)?;
+        let written = self.swap(Table::Specs, &app.key.to_string(), app.version, value, whys)?;
         app.version = Some(written.ok_or_else(|| SchedError::Conflict { app: app.key.to_string() })?);
         Ok(())
     }
@@ -300,7 +310,8 @@ impl DesiredStore for LocalStore {
 
     async fn put_dependency(&self, dependency: &mut Dependency, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*dependency).map_err(store_err)?;
-        let written = self.swap(Table::Depends, &dependency.key, dependency.version, value, why)?;
+        let written =
+            self.swap(Table::Depends, &dependency.key, dependency.version, value, std::slice::from_ref(why))?;
         let conflict = || SchedError::Conflict { app: format!("dependency {}", dependency.key) };
         dependency.version = Some(written.ok_or_else(conflict)?);
         Ok(())
@@ -362,7 +373,7 @@ impl DesiredStore for LocalStore {
 
     async fn put_settings(&self, settings: &mut Settings, why: &DesiredChange) -> Result<(), SchedError> {
         let value = serde_json::to_value(&*settings).map_err(store_err)?;
-        let written = self.swap(Table::Meta, SETTINGS_KEY, settings.version, value, why)?;
+        let written = self.swap(Table::Meta, SETTINGS_KEY, settings.version, value, std::slice::from_ref(why))?;
         settings.version = Some(written.ok_or_else(|| SchedError::Conflict { app: "the cluster's settings".into() })?);
         Ok(())
     }
@@ -504,5 +515,34 @@ mod tests {
         ));
         s.delete_app(&AppId::new("ns", "web")).await.unwrap();
         assert_eq!(s.app(&AppId::new("ns", "web")).await.unwrap(), None);
+    }
+
+    /// A lost fleet's instances of one app are marked in one write: one version, a journal
+    /// entry per node.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_write_journals_each_of_its_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::open(dir.path()).unwrap();
+        let mut app = App {
+            key: AppId::new("ns", "web"),
+            spec: serde_json::json!({}),
+            placements: BTreeMap::new(),
+            previous: None,
+            rollout: None,
+            stopped: BTreeSet::new(),
+            deleting: None,
+            wait_for_room: false,
+            waiting: None,
+            version: None,
+        };
+        let lost =
+            |node: &str, i: u32| DesiredChange::Lost { app: "ns/web".into(), node: node.into(), instances: vec![i] };
+        s.put_app_noting(&mut app, &[lost("h1", 0), lost("h2", 1)]).await.unwrap();
+        assert_eq!(app.version, Some(1), "one write");
+        let journal = s.with(|st| st.events_since(0, 100).map_err(store_err)).unwrap();
+        let bodies: Vec<serde_json::Value> = journal.iter().map(|e| serde_json::to_value(&e.body).unwrap()).collect();
+        assert_eq!(bodies.len(), 2, "{bodies:?}");
+        assert_eq!(bodies[0]["node"], "h1");
+        assert_eq!(bodies[1]["node"], "h2");
     }
 }

@@ -47,7 +47,7 @@ impl Scheduler {
         }
         self.check_dependencies(&spec).await.map_err(spec_err)?;
         if !spec.schedule.is_empty() {
-            let (views, _) = self.nodes_to_place_on().await;
+            let (views, _) = self.read_nodes().await;
             crate::sched::unreported_keys::unreported_keys(&spec.schedule, &views).iter().for_each(warn);
         }
         let doc = self.assign_service_addresses(doc, &spec).await.map_err(spec_err)?;
@@ -271,12 +271,12 @@ impl Scheduler {
         // Where a deploy's time goes, for `STEWARD_LOG=steward::sched=debug`.
         let began = std::time::Instant::now();
         let phase = |what: &str| tracing::debug!("deploy {key}: {what} after {} ms", began.elapsed().as_millis());
+        let settings = self.store.settings().await?;
         let placing = self.placing_in_pass().await;
         let (views, down) = self.nodes_to_place_on().await;
         phase(&format!("{} nodes read", views.len()));
         let reachable: BTreeSet<String> = views.iter().map(|v| v.name.clone()).collect();
         let old = stored.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
-        let settings = self.store.settings().await?;
         let wait_for_room = wait_for_room.unwrap_or_else(|| previous.as_ref().is_some_and(|a| a.wait_for_room));
         let mut waiting: Option<RoomWait> = None;
         let (total, stopped, keep, placed) = if spec.daemon_set.is_some() {

@@ -14,10 +14,13 @@ mod converge;
 mod depends;
 mod deploy;
 mod endpoints;
+mod failed;
 mod follow;
 mod hooks;
 mod intents;
+mod leading;
 mod liveness;
+mod lost;
 mod nodes;
 mod reconcile;
 mod restart;
@@ -74,15 +77,6 @@ pub struct Scheduler {
     /// What `run` knows of each node's liveness (nothing elsewhere): which are lost, and how
     /// long a read of each may take (liveness.rs).
     live: std::sync::RwLock<Liveness>,
-    /// The nodes as a pass placing many apps read them once (a lost node's apps): its
-    /// deploys place on it, each taking what it placed out of it, instead of reading every
-    /// node again per app.
-    pass_view: std::sync::Mutex<Option<NodesRead>>,
-    /// Held by a placement on the pass's view until it took what it placed out of it.
-    placing: tokio::sync::Mutex<()>,
-    /// A lost node's instances waiting out their app's `disconnect.replaceAfterSecs`:
-    /// (app, node) → (when they are placed elsewhere, which).
-    deferred: std::sync::Mutex<BTreeMap<(AppId, String), Deferred>>,
     /// Copies a dependency's rolling update found ready (depends.rs).
     copy_checks: std::sync::Mutex<depends::CopyChecks>,
     /// The nodes as last read, kept until they change (board.rs).
@@ -111,11 +105,22 @@ impl Drop for Applying {
     }
 }
 
-/// Instances of a lost node waiting to be placed elsewhere: when, and which.
-pub(super) type Deferred = (std::time::Instant, Vec<u32>);
+/// The nodes read once for a burst of placements (a lost fleet's apps, several at once): each
+/// places on it, one at a time, taking what it placed out of it, instead of reading every node
+/// again per app (each instance starting elsewhere makes its node's kept reading stale).
+pub(super) struct PassView {
+    view: std::sync::Mutex<NodesRead>,
+    placing: std::sync::Arc<tokio::sync::Mutex<()>>,
+    pub read_at: std::time::Instant,
+}
 
 /// The nodes that answered, and why each other did not.
 pub(super) type NodesRead = (Vec<NodeView>, BTreeMap<String, String>);
+
+tokio::task_local! {
+    /// The burst of placements this task's placements belong to, if any.
+    pub(super) static PASS_VIEW: std::sync::Arc<PassView>;
+}
 
 tokio::task_local! {
     /// What the API request this task serves is to tell its client besides its answer.
@@ -256,9 +261,6 @@ impl Scheduler {
             store_name,
             failures_unheard: Default::default(),
             live: Default::default(),
-            pass_view: Default::default(),
-            placing: Default::default(),
-            deferred: Default::default(),
             copy_checks: Default::default(),
             board,
             applying: Default::default(),
@@ -431,42 +433,44 @@ impl Scheduler {
         self.live.write().expect("liveness lock")
     }
 
-    /// The nodes for a placement: the pass's view when one is set, else read now.
+    /// The nodes for a placement: the burst's view when this task places in one, else read
+    /// now.
     pub(super) async fn nodes_to_place_on(&self) -> NodesRead {
-        if let Some(view) = self.pass_view.lock().expect("pass view lock").clone() {
+        if let Ok(view) = PASS_VIEW.try_with(|p| p.view.lock().expect("pass view lock").clone()) {
             return view;
         }
         self.read_nodes().await
     }
 
-    /// What a placement took, out of the kept readings and the pass's view (when one is set):
-    /// the app's instances there, their random ports and their requests.
+    /// What a placement took, out of the kept readings and the burst's view (when this task
+    /// places in one): the app's instances there, their random ports and their requests.
     pub(super) fn placed_in_pass(&self, key: &AppId, spec: &ProcessSpec, placed: &BTreeMap<u32, String>) {
         self.board.took(key, spec, placed);
-        let mut view = self.pass_view.lock().expect("pass view lock");
-        let Some((views, _)) = view.as_mut() else { return };
-        for node in placed.values() {
-            let Some(v) = views.iter_mut().find(|v| v.name == *node) else { continue };
-            board::take(v, key, spec);
-        }
+        let _ = PASS_VIEW.try_with(|p| {
+            let mut view = p.view.lock().expect("pass view lock");
+            for node in placed.values() {
+                if let Some(v) = view.0.iter_mut().find(|v| v.name == *node) {
+                    board::take(v, key, spec);
+                }
+            }
+        });
     }
 
-    /// While a pass's view is set: the right to place on it, until what was placed is taken
-    /// out of it (placements made at once on one view would each see the same room).
-    pub(super) async fn placing_in_pass(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        if self.pass_view.lock().expect("pass view lock").is_none() {
-            return None;
-        }
-        Some(self.placing.lock().await)
+    /// In a burst: the right to place on its view, until what was placed is taken out of it
+    /// (placements made at once on one view would each see the same room).
+    pub(super) async fn placing_in_pass(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let placing = PASS_VIEW.try_with(|p| p.placing.clone()).ok()?;
+        Some(placing.lock_owned().await)
     }
 
-    /// Runs `pass` with the nodes read once for all its placements.
-    pub(super) async fn in_one_view<T>(&self, pass: impl std::future::Future<Output = T>) -> T {
+    /// The nodes read once, for a burst of placements to share (see [`PassView`]).
+    pub(super) async fn pass_view(&self) -> std::sync::Arc<PassView> {
         let view = self.read_nodes().await;
-        *self.pass_view.lock().expect("pass view lock") = Some(view);
-        let out = pass.await;
-        *self.pass_view.lock().expect("pass view lock") = None;
-        out
+        std::sync::Arc::new(PassView {
+            view: std::sync::Mutex::new(view),
+            placing: Default::default(),
+            read_at: std::time::Instant::now(),
+        })
     }
 
     /// Each placement with what its node reports. Asked at once: the nodes it is placed on,
@@ -671,12 +675,22 @@ impl Scheduler {
         why: &crate::protocol::DesiredChange,
         change: impl Fn(&mut App) -> bool,
     ) -> Result<Option<App>, SchedError> {
+        self.update_app_noting(key, std::slice::from_ref(why), change).await
+    }
+
+    /// As [`Scheduler::update_app`], journaling each of `whys` with the one write.
+    pub(super) async fn update_app_noting(
+        &self,
+        key: &AppId,
+        whys: &[crate::protocol::DesiredChange],
+        change: impl Fn(&mut App) -> bool,
+    ) -> Result<Option<App>, SchedError> {
         for _ in 0..UPDATE_TRIES {
             let Some(mut app) = self.store.app(key).await? else { return Ok(None) };
             if !change(&mut app) {
                 return Ok(None);
             }
-            match self.store.put_app(&mut app, why).await {
+            match self.store.put_app_noting(&mut app, whys).await {
                 Ok(()) => return Ok(Some(app)),
                 Err(SchedError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),

@@ -34,12 +34,19 @@ impl Scheduler {
         let mut failed: Vec<(String, crate::spec::InstanceId)> = Vec::new();
         let mut behind: Vec<(String, &App)> = Vec::new();
         let mut healthy: Vec<(String, AppId, u32)> = Vec::new();
+        let mut strays: Vec<(String, crate::spec::InstanceId)> = Vec::new();
         let mut views = Vec::new();
-        for node in ready {
-            let Some(client) = self.client(node) else { continue };
-            // Read within its heartbeat deadline: a node cut off must not hold up its loss.
-            let Some(limit) = self.node_timeout(node) else { continue };
-            let Ok(Ok(doc)) = tokio::time::timeout(limit, client.node()).await else { continue };
+        // Every node read at once, each within its heartbeat deadline: nodes cut off must not
+        // hold up the pass one after another (read in turn, 40 cut hosts held it up for tens
+        // of seconds).
+        let reads = ready.iter().map(|node| async move {
+            let client = self.client(node)?;
+            let limit = self.node_timeout(node)?;
+            let doc = tokio::time::timeout(limit, client.node()).await.ok()?.ok()?;
+            Some((node, doc))
+        });
+        let read: Vec<_> = futures_util::future::join_all(reads).await.into_iter().flatten().collect();
+        for (node, doc) in read {
             views.push(NodeView::from_node(node, &doc));
             let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
             for on_node in &doc.apps {
@@ -74,16 +81,9 @@ impl Scheduler {
                     if inst.kept {
                         continue;
                     }
-                    // Placed elsewhere, or beyond the app's count: it must not run here.
-                    let id = instance_id(&key, inst.index);
-                    let ok = match client.delete(&id, Some(60.0)).await {
-                        Ok(()) | Err(ClientError::Api { status: 404, .. }) => true,
-                        Err(e) => {
-                            tracing::warn!(node, "deleting the stray {id}: {e}");
-                            false
-                        }
-                    };
-                    emit(&line(SchedEvent::StrayDeleted { instance: id.to_string(), node: node.clone(), ok }));
+                    // Placed elsewhere, or beyond the app's count: it must not run here (once
+                    // the app is known not to have changed since it was read, below).
+                    strays.push((node.clone(), instance_id(&key, inst.index)));
                 }
             }
             for app in settled.values() {
@@ -95,8 +95,29 @@ impl Scheduler {
                 }
             }
         }
+        // The apps were read before the nodes: one a deploy or a controller changed meanwhile
+        // (a reschedule placed an instance on a node read after) is left to the next pass —
+        // acting on the old record deleted a new instance as a stray and applied an old spec.
+        let unchanged = self.unchanged_since(&settled).await;
+        for (node, id) in strays {
+            if !unchanged.contains(&id.app()) {
+                continue;
+            }
+            let Some(client) = self.client(&node) else { continue };
+            let ok = match client.delete(&id, Some(60.0)).await {
+                Ok(()) | Err(ClientError::Api { status: 404, .. }) => true,
+                Err(e) => {
+                    tracing::warn!(node, "deleting the stray {id}: {e}");
+                    false
+                }
+            };
+            emit(&line(SchedEvent::StrayDeleted { instance: id.to_string(), node, ok }));
+        }
+        missing.retain(|key, _| unchanged.contains(key));
         for (node, app) in behind {
-            self.update_behind(&node, app, emit).await;
+            if unchanged.contains(&app.key) {
+                self.update_behind(&node, app, emit).await;
+            }
         }
         self.reset_reschedules(healthy).await;
         // A failure just seen may have its event on the way (the node's event stream and this
@@ -149,6 +170,15 @@ fn is_settled(app: &App) -> bool {
 }
 
 impl Scheduler {
+    /// Of `apps` (as read), those still stored as read: same version, still settled.
+    async fn unchanged_since(&self, apps: &BTreeMap<&AppId, &App>) -> BTreeSet<AppId> {
+        let Ok(now) = self.store.apps().await else { return BTreeSet::new() };
+        now.into_iter()
+            .filter(|a| is_settled(a) && apps.get(&a.key).is_some_and(|read| read.version == a.version))
+            .map(|a| a.key)
+            .collect()
+    }
+
     /// Applies to `node` the spec meant for it (its instances there), which its daemon rolls
     /// out by the spec's strategy.
     async fn update_behind(&self, node: &str, app: &App, emit: &Emit) {

@@ -1,19 +1,17 @@
 //! `run`: the scheduler acting on what the followers see: lost nodes (instances marked Lost,
 //! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
 
-use super::arrivals::{Arrivals, Owed};
-use super::controller::{PendingApplier, Queue, RolloutDriver};
+use super::arrivals::Owed;
 use super::follow::HeardAt;
-use super::intents::FinishDeletes;
+use super::leading::Controllers;
 use super::liveness::Liveness;
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::protocol::{
-    DeployCause, DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, NodeItem, NodeState,
-    SchedEvent, SchedLine, State, WatchLine,
+    DeployCause, DesiredChange, Event, EventBody, InstanceChange, InstanceEvent, Kind, NodeItem, NodeState, SchedEvent,
+    SchedLine, WatchLine,
 };
 use crate::sched::store::{App, PlacementState};
 use crate::sched::SchedError;
-use crate::spec::model::RestartPolicyKind;
 use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,24 +23,6 @@ const SYNC_EVERY: Duration = Duration::from_secs(2);
 
 /// How soon after a change of the desired state that pass runs, at the latest.
 const SYNC_SOON: Duration = Duration::from_millis(500);
-
-/// How many apps' pending placements the leader applies at once.
-const PENDING_WORKERS: usize = 8;
-
-/// How many rollouts the leader drives at once (each mostly waits on its nodes' readiness).
-const ROLLOUT_WORKERS: usize = 64;
-
-/// How many apps' deletes owed the leader finishes at once.
-const DELETE_WORKERS: usize = 8;
-
-/// How many apps' remote checks the leader brings up to date at once (no sync waits long).
-const CHECK_WORKERS: usize = 4;
-
-/// How many apps' endpoints the leader reads again at once (after their instances' events).
-const ENDPOINT_WORKERS: usize = 16;
-
-/// How many nodes heard (new, back, started over) the leader brings up to date at once.
-const ARRIVAL_WORKERS: usize = 8;
 
 impl Scheduler {
     /// `run`: follows every node and acts: a node silent past the heartbeat timeout is lost
@@ -82,8 +62,6 @@ impl Scheduler {
         let mut reload = cluster_file.map(ClusterWatch::new);
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| SchedError::Store(format!("SIGHUP handler: {e}")))?;
-        // Remote checks (a controller of its own, whose tasks outlive its syncs).
-        let checks = Arc::new(super::checks::RemoteChecks::new());
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_sync = Instant::now() - Duration::from_secs(60);
         // Several `run`s may share one store: one leads and acts; the others print what they
@@ -98,17 +76,12 @@ impl Scheduler {
         // Maintenance mode (seed 002): follow and report, change nothing.
         let mut maintenance = false;
         let mut last_settings = Instant::now() - Duration::from_secs(60);
-        // The controllers' queues, while this process leads (controller.rs).
-        let mut queues: Vec<Queue<AppId>> = Vec::new();
-        // Apps' endpoints as the leader knows them (issue 27).
-        let endpoints: Arc<super::endpoints::Endpoints> = Default::default();
-        // What nodes heard are owed, and its queue while leading (arrivals.rs).
-        let arrivals = Arc::new(Arrivals::new(endpoints.clone(), reconcile_every));
-        let mut arriving: Option<Queue<String>> = None;
-        // The endpoints' queue (instance events mark their app's nodes to read), while leading.
-        let mut endpoints_queue: Option<Queue<AppId>> = None;
-        // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs.
+        // The controllers, running while this process leads (leading.rs).
+        let mut controllers = Controllers::new(reconcile_every);
+        // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs,
+        // and that pass itself.
         let mut converging: Option<tokio::task::JoinHandle<()>> = None;
+        let mut reconciling: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 led = async { campaign.as_mut().expect("campaigning").await }, if campaign.is_some() => {
@@ -117,18 +90,16 @@ impl Scheduler {
                         Ok(won) => {
                             leadership = Some(won);
                             self.hand_off.store(false, std::sync::atomic::Ordering::SeqCst);
-                            queues = vec![
-                                Queue::start(Arc::new(PendingApplier), self.clone(), emit.clone(), PENDING_WORKERS),
-                                Queue::start(Arc::new(RolloutDriver), self.clone(), emit.clone(), ROLLOUT_WORKERS),
-                                Queue::start(Arc::new(FinishDeletes), self.clone(), emit.clone(), DELETE_WORKERS),
-                                Queue::start(checks.clone(), self.clone(), emit.clone(), CHECK_WORKERS),
-                            ];
-                            arriving = Some(Queue::start(arrivals.clone(), self.clone(), emit.clone(), ARRIVAL_WORKERS));
-                            endpoints_queue = Some(Queue::start(endpoints.clone(), self.clone(), emit.clone(), ENDPOINT_WORKERS));
                             emit(&sched_line(SchedEvent::Leading { who: who.clone() }));
-                            endpoints.lead(&self).await;
+                            // Where to notify, before anything is done that may notify (a crash
+                            // loop can reach maxtimes before the next look at the settings).
+                            match self.store.settings().await {
+                                Ok(settings) => configure(&notifier, &settings),
+                                Err(e) => tracing::warn!("reading the cluster's settings: {e}"),
+                            }
                             // Everything is looked at afresh: every node is new to this leader.
                             self.live_mut().lead();
+                            controllers.lead(&self, &emit).await;
                             last_sync = Instant::now() - Duration::from_secs(60);
                         }
                         Err(reason) => {
@@ -142,12 +113,11 @@ impl Scheduler {
                 why = async { (&mut leadership.as_mut().expect("leading").lost).await }, if leadership.is_some() => {
                     // Acting on without the lease could act twice with the next leader.
                     leadership = None;
-                    queues.clear();
-                    arriving = None;
-                    endpoints_queue = None;
-                    arrivals.forget();
+                    controllers.stop();
+                    if let Some(pass) = reconciling.take() {
+                        pass.abort();
+                    }
                     self.live_mut().follow();
-                    checks.stop_all();
                     self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
                     let reason = why.unwrap_or_else(|_| "the leadership ended".into());
                     emit(&sched_line(SchedEvent::LeadershipLost { who: who.clone(), reason }));
@@ -160,10 +130,9 @@ impl Scheduler {
                     last_sync = last_sync.min(Instant::now() - SYNC_EVERY + SYNC_SOON);
                     reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                     // The controllers see what changed at once, not on the loop's next pass.
-                    if !queues.is_empty() && !maintenance {
+                    if controllers.leading() {
                         if let Ok(apps) = self.apps_changed().await {
-                            let live = self.live();
-                            queues.iter().for_each(|q| q.offer(&apps, &live));
+                            controllers.offer(&self, &apps);
                         }
                     }
                 }
@@ -198,8 +167,7 @@ impl Scheduler {
                         self.record_node(&node, NodeState::Up).await;
                     }
                     if became.up || became.back {
-                        arrivals.owe(&node, Owed { up: became.up, back: became.back, resync: false });
-                        arriving.iter().for_each(|q| q.add([&node]));
+                        controllers.node_heard(&node, Owed { up: became.up, back: became.back, resync: false });
                     }
                     match &item.item {
                         NodeItem::Event(event) => {
@@ -209,16 +177,11 @@ impl Scheduler {
                             }
                             self.note_stop_event(&node, event, &emit).await;
                             self.notify_event(&node, event, &notifier).await;
-                            let lost = self.live().lost().clone();
-                            self.on_event(&node, event, &lost, &emit).await;
-                            if let Some(key) = endpoints.on_event(&node, event) {
-                                endpoints_queue.iter().for_each(|q| q.add([&key]));
-                            }
+                            controllers.node_event(&node, event);
                         }
                         NodeItem::Resync { .. } => {
                             emit(&WatchLine::Node(item.clone()));
-                            arrivals.owe(&node, Owed { resync: true, ..Default::default() });
-                            arriving.iter().for_each(|q| q.add([&node]));
+                            controllers.node_heard(&node, Owed { resync: true, ..Default::default() });
                         }
                         NodeItem::Gap { .. } | NodeItem::Disconnected { .. } => emit(&WatchLine::Node(item)),
                         NodeItem::Heartbeat { .. } => {}
@@ -258,13 +221,13 @@ impl Scheduler {
                                     }
                                 }
                                 // What ran on a node gone from the file is as good as lost.
-                                let newly: Vec<String> =
-                                    nodes.removed.iter().filter(|n| self.live_mut().removed(n)).cloned().collect();
-                                let lost = self.live().lost().clone();
-                                self.nodes_lost(&newly, &lost, &emit).await;
+                                let newly = nodes.removed.iter().filter(|n| self.live_mut().removed(n)).count();
+                                if newly > 0 {
+                                    controllers.offer_all(&self).await;
+                                }
                                 for node in &nodes.removed {
                                     if leadership.is_some() {
-                                        endpoints.node_lost(&self, node, &emit).await;
+                                        controllers.endpoints.node_lost(&self, node, &emit).await;
                                     }
                                 }
                             }
@@ -277,23 +240,23 @@ impl Scheduler {
                     if last_settings.elapsed() >= Duration::from_secs(1) {
                         last_settings = Instant::now();
                         if let Ok(settings) = self.store.settings().await {
-                            notifier.set_urls(&settings.webhooks);
-                            let limit = settings.config.get("notifyRestartLimit").unwrap_or(3) as usize;
-                            let window = settings.config.get("notifyRestartWindowSecs").unwrap_or(300);
-                            notifier.set_restart_rule(limit, Duration::from_secs(window));
+                            configure(&notifier, &settings);
                             reconcile_every = settings.config.reconcile_every();
-                            arrivals.set_every(reconcile_every);
+                            controllers.set_every(reconcile_every);
                             let on = settings.maintenance.is_some();
                             if on != maintenance {
                                 maintenance = on;
                                 let reason = settings.maintenance.map(|m| m.reason).unwrap_or_default();
                                 emit(&sched_line(SchedEvent::MaintenanceChanged { on, reason }));
                                 if on {
-                                    checks.stop_all();
-                                    arrivals.forget();
+                                    controllers.stop();
+                                    if let Some(pass) = reconciling.take() {
+                                        pass.abort();
+                                    }
                                 } else {
                                     // Everything is looked at afresh, as by a new leader.
                                     self.live_mut().lead();
+                                    controllers.lead(&self, &emit).await;
                                     last_sync = Instant::now() - Duration::from_secs(60);
                                 }
                             }
@@ -314,24 +277,22 @@ impl Scheduler {
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs }));
                         self.record_node(node, NodeState::Lost).await;
                     }
-                    let lost = self.live().lost().clone();
-                    // Every app once, however many of its nodes went at once.
-                    self.nodes_lost(&newly, &lost, &emit).await;
-                    for node in &newly {
-                        endpoints.node_lost(&self, node, &emit).await;
+                    // Every app with instances there, once, however many of its nodes went
+                    // at once (lost.rs).
+                    if !newly.is_empty() {
+                        controllers.offer_all(&self).await;
                     }
-                    self.replace_deferred(&lost, &emit).await;
+                    for node in &newly {
+                        controllers.endpoints.node_lost(&self, node, &emit).await;
+                    }
                     // Heard, not lost, and not waiting for what its arrival owes it.
                     let ready: BTreeSet<String> =
-                        self.live().ready().into_iter().filter(|n| !arrivals.owes(n)).collect();
+                        self.live().ready().into_iter().filter(|n| !controllers.arriving(n)).collect();
                     if last_sync.elapsed() > SYNC_EVERY {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
-                            checks.keep_only(&apps);
-                            {
-                                let live = self.live();
-                                queues.iter().for_each(|q| q.offer(&apps, &live));
-                            }
+                            controllers.checks.keep_only(&apps);
+                            controllers.offer(&self, &apps);
                             self.sweep_dependencies(&apps, &ready, false, &emit).await;
                         }
                     }
@@ -344,14 +305,11 @@ impl Scheduler {
                         if converging.as_ref().is_none_or(|t| t.is_finished()) {
                             converging = Some(self.spawn_converge(ready.iter().cloned().collect(), reconcile_every, &emit));
                         }
-                        self.reconcile(&ready, &emit).await;
-                        self.place_waiting(&emit).await;
-                        for node in &ready {
-                            endpoints.refresh(&self, node, None, &emit).await;
-                        }
-                        endpoints.republish(&self, &emit).await;
-                        if let Ok(apps) = self.store.apps().await {
-                            self.sweep_dependencies(&apps, &ready, true, &emit).await;
+                        // The pass itself in the background too, one at a time: nodes going
+                        // silent must not keep this loop from declaring them lost.
+                        if reconciling.as_ref().is_none_or(|t| t.is_finished()) {
+                            let endpoints = controllers.endpoints.clone();
+                            reconciling = Some(self.spawn_reconcile(ready, endpoints, &emit));
                         }
                     }
                 }
@@ -401,6 +359,28 @@ impl Scheduler {
         }
     }
 
+    /// One reconcile pass over the nodes in `ready` (reconcile.rs), in a task of its own: apps
+    /// waiting for room placed, every node's endpoints read (all at once), the endpoints
+    /// published again where their services changed, the dependencies' copies checked.
+    fn spawn_reconcile(
+        self: &Arc<Self>,
+        ready: BTreeSet<String>,
+        endpoints: Arc<super::endpoints::Endpoints>,
+        emit: &Emit,
+    ) -> tokio::task::JoinHandle<()> {
+        let (sched, emit) = (self.clone(), emit.clone());
+        tokio::spawn(async move {
+            sched.reconcile(&ready, &emit).await;
+            sched.place_waiting(&emit).await;
+            let reads = ready.iter().map(|node| endpoints.refresh(&sched, node, None, &emit));
+            futures_util::future::join_all(reads).await;
+            endpoints.republish(&sched, &emit).await;
+            if let Ok(apps) = sched.store.apps().await {
+                sched.sweep_dependencies(&apps, &ready, true, &emit).await;
+            }
+        })
+    }
+
     /// Hands `nodes` their desired sets (converge.rs) in a task of its own.
     /// `every`: the reconcile period, which the hosts are told (their fences wait for three).
     fn spawn_converge(
@@ -426,144 +406,16 @@ impl Scheduler {
         })
     }
 
-    /// Marks the nodes' instances Lost and reschedules those whose policy is Always, all in
-    /// one pass over one view of the nodes (read once, the lost ones not asked): each app once,
-    /// however many of its nodes went at once.
-    async fn nodes_lost(&self, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
-        if !nodes.is_empty() {
-            self.in_one_view(self.nodes_lost_in_view(nodes, lost, emit)).await
-        }
-    }
-
-    async fn nodes_lost_in_view(&self, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
-        use futures_util::StreamExt;
-        let Ok(apps) = self.store.apps().await else { return };
-        // An app being deleted is never placed again: its node gets the delete when it returns.
-        let apps = apps.into_iter().filter(|a| a.deleting.is_none());
-        // Several at once: their store writes share commits, their applies overlap; their
-        // placements are made one at a time on the pass's view (see `placing_in_pass`).
-        futures_util::stream::iter(apps)
-            .map(|app| self.app_lost(app, nodes, lost, emit))
-            .buffer_unordered(LOST_APPS_AT_ONCE)
-            .collect::<Vec<()>>()
-            .await;
-    }
-
-    /// One app of lost nodes: its instances there marked Lost, and moved by its policy.
-    async fn app_lost(&self, app: App, nodes: &[String], lost: &BTreeSet<String>, emit: &Emit) {
-        let key = app.key.clone();
-        let mut moving: Vec<(u32, String)> = Vec::new();
-        let mut app = Some(app);
-        for node in nodes {
-            let Some(current) = app.take() else { return };
-            let (now, moves) = self.app_lost_on(current, node, emit).await;
-            app = now;
-            moving.extend(moves.into_iter().map(|i| (i, node.clone())));
-        }
-        if let (Some(app), false) = (app, moving.is_empty()) {
-            self.reschedule(&app, &moving, lost, "lost", emit).await;
-        } else if !moving.is_empty() {
-            tracing::warn!("{key}: gone while its lost instances were marked");
-        }
-    }
-
-    /// The app's instances on `node` marked Lost, and what its policy says of them: the app as
-    /// now stored (None: gone or being deleted), and the instances to place elsewhere now.
-    async fn app_lost_on(&self, app: App, node: &str, emit: &Emit) -> (Option<App>, Vec<u32>) {
-        let mine: Vec<u32> = app.placements.iter().filter(|(_, p)| p.node == node).map(|(i, _)| *i).collect();
-        if mine.is_empty() {
-            return (Some(app), Vec::new());
-        }
-        let lost_here =
-            DesiredChange::Lost { app: app.key.to_string(), node: node.to_string(), instances: mine.clone() };
-        let marked = self.update_app(&app.key, &lost_here, |a| {
-            let mut any = false;
-            for i in &mine {
-                if let Some(p) = a.placements.get_mut(i).filter(|p| p.node == node) {
-                    p.state = PlacementState::Lost;
-                    any = true;
-                }
-            }
-            any && a.deleting.is_none()
-        });
-        let app = match marked.await {
-            Ok(Some(app)) => app,
-            // Nothing to mark (moved meanwhile): as it was.
-            Ok(None) => {
-                return (self.store.app(&app.key).await.ok().flatten().filter(|a| a.deleting.is_none()), vec![])
-            }
-            Err(_) => return (None, Vec::new()),
-        };
-        for i in &mine {
-            let instance = format!("{}/{i}", app.key);
-            emit(&sched_line(SchedEvent::InstanceLost { instance, node: node.to_string() }));
-        }
-        let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
-        let not_moved = |reason: &str| {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: Some(app.key.to_string()),
-                instance: None,
-                node: node.to_string(),
-                policy,
-                reason: reason.into(),
-            }))
-        };
-        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion()) {
-            not_moved(
-                "a job or cron job is not moved while its node may still run it (one host per tick); \
-                 deploy it again to move it",
-            );
-            return (Some(app), Vec::new());
-        }
-        if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
-            not_moved(DAEMON_SET_STAYS);
-            return (Some(app), Vec::new());
-        }
-        if policy != RestartPolicyKind::Always {
-            not_moved("restartPolicy reschedules on Lost only when Always");
-            return (Some(app), Vec::new());
-        }
-        // Stopped by the operator: they stay where they are, stopped.
-        let (stopped, moving): (Vec<u32>, Vec<u32>) = mine.iter().partition(|i| app.stopped.contains(i));
-        for i in stopped {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: None,
-                instance: Some(format!("{}/{i}", app.key)),
-                node: node.to_string(),
-                policy,
-                reason: "stopped by the operator: it stays stopped on its node".into(),
-            }));
-        }
-        // Seed 000's maxtimes counts an instance's reschedules across hosts (DESIGN § 7).
-        let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
-        let (spent, moving): (Vec<u32>, Vec<u32>) =
-            moving.iter().partition(|i| maxtimes > 0 && app.placements[*i].reschedules >= maxtimes);
-        for i in spent {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: None,
-                instance: Some(format!("{}/{i}", app.key)),
-                node: node.to_string(),
-                policy,
-                reason: format!("{MAXTIMES_REACHED}: rescheduled {} already", crate::wording::times(maxtimes)),
-            }));
-        }
-        let wait = check_spec(&app.spec)
-            .ok()
-            .and_then(|s| s.disconnect.as_ref().map(|d| d.replace_after(s.kill_policy.grace_period)))
-            .unwrap_or(0);
-        if !moving.is_empty() && wait > 0 {
-            // disconnect: the host may still run them (and stops them itself by then).
-            not_moved(&format!("disconnect: placed elsewhere {wait} s after the node was lost, unless it returns"));
-            let due = Instant::now() + Duration::from_secs(wait);
-            self.deferred.lock().expect("deferred lock").insert((app.key.clone(), node.to_string()), (due, moving));
-            return (Some(app), Vec::new());
-        }
-        (Some(app), moving)
-    }
-
     /// Places the app's instances `moves` (index, the node it leaves) elsewhere, avoiding the
     /// nodes they leave and `avoid`.
-    async fn reschedule(&self, app: &App, moves: &[(u32, String)], avoid: &BTreeSet<String>, why: &str, emit: &Emit) {
+    pub(super) async fn reschedule(
+        &self,
+        app: &App,
+        moves: &[(u32, String)],
+        avoid: &BTreeSet<String>,
+        why: &str,
+        emit: &Emit,
+    ) {
         let mut avoid = avoid.clone();
         avoid.extend(moves.iter().map(|(_, from)| from.clone()));
         let cause = DeployCause::Rescheduled { reason: why.to_string() };
@@ -672,31 +524,6 @@ impl Scheduler {
         matches!(moved.await, Ok(Some(_)))
     }
 
-    /// Replaces what waited out its app's `disconnect.replaceAfterSecs` on a node still lost;
-    /// what waits on a node heard again is dropped (its node runs it).
-    async fn replace_deferred(&self, lost: &BTreeSet<String>, emit: &Emit) {
-        let due: Vec<((AppId, String), Vec<u32>)> = {
-            let mut deferred = self.deferred.lock().expect("deferred lock");
-            deferred.retain(|(_, node), _| lost.contains(node));
-            let now = Instant::now();
-            let keys: Vec<(AppId, String)> =
-                deferred.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
-            keys.into_iter().filter_map(|k| deferred.remove(&k).map(|(_, ids)| (k, ids))).collect()
-        };
-        for ((key, node), ids) in due {
-            let Ok(Some(app)) = self.store.app(&key).await else { continue };
-            let still: Vec<u32> = ids
-                .into_iter()
-                .filter(|i| app.placements.get(i).is_some_and(|p| p.node == node && p.state == PlacementState::Lost))
-                .collect();
-            if !still.is_empty() && app.deleting.is_none() {
-                let why = "lost, and disconnect.replaceAfterSecs passed";
-                let moves: Vec<(u32, String)> = still.iter().map(|i| (*i, node.clone())).collect();
-                self.in_one_view(self.reschedule(&app, &moves, lost, why, emit)).await;
-            }
-        }
-    }
-
     /// Marks the Lost placements `ids` on `node` Placed again (a returning node still runs them).
     async fn placed_again(&self, key: &AppId, node: &str, ids: &[u32], why: &DesiredChange) -> Result<(), SchedError> {
         self.update_app(key, why, |a| {
@@ -734,105 +561,6 @@ impl Scheduler {
         }
         emit(&sched_line(SchedEvent::NodeReconciled { node: node.to_string() }));
     }
-
-    /// A daemon gave up on an instance: OnFailure and Always place it elsewhere, Never not.
-    async fn on_event(&self, node: &str, ev: &Event, lost: &BTreeSet<String>, emit: &Emit) {
-        // Failed: the daemon gave up after its own restarts. Under Never a failed exit
-        // (Exited, not 0) is final too; under the others the daemon restarts it itself.
-        let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
-            return;
-        };
-        let clean_exit = matches!(t.state, Some(State::Exited { status: ExitStatus::Code(0) }));
-        let failed_exit = t.to == Kind::Exited && !clean_exit;
-        if !(t.to == Kind::Failed || failed_exit) {
-            return;
-        }
-        let Ok(id) = crate::client::parse_instance_id(instance) else { return };
-        self.instance_failed(node, &id, failed_exit, lost, "failed", emit).await;
-    }
-
-    /// The instance's node gave up on it (Failed; `failed_exit`: it exited non-zero under
-    /// Never): marked Failed, and placed elsewhere unless its policy (or kind) keeps it.
-    pub(super) async fn instance_failed(
-        &self,
-        node: &str,
-        id: &crate::spec::InstanceId,
-        failed_exit: bool,
-        lost: &BTreeSet<String>,
-        why: &str,
-        emit: &Emit,
-    ) {
-        let key = id.app();
-        let Ok(Some(mut app)) = self.store.app(&key).await else { return };
-        // A job's runs end by design; its daemon retries them by its backoff. Nothing of an
-        // app being deleted, or an instance the operator stopped, is placed again.
-        if check_spec(&app.spec).is_ok_and(|s| s.runs_to_completion())
-            || app.deleting.is_some()
-            || app.stopped.contains(&id.index)
-        {
-            return;
-        }
-        let Some(p) = app.placements.get_mut(&id.index) else { return };
-        if p.node != node {
-            return;
-        }
-        // Seen Failed before (the node's events read again after a reconnect, a reconcile pass):
-        // what stays as it is was journaled, and notified, the first time.
-        let seen_before = p.state == PlacementState::Failed;
-        let policy = check_spec(&app.spec).map(|s| s.restart_policy.policy).unwrap_or_default();
-        if failed_exit && policy != RestartPolicyKind::Never {
-            return;
-        }
-        let failed = DesiredChange::Failed { instance: id.to_string(), node: node.to_string() };
-        let marked = self.update_app(&key, &failed, |a| match a.placements.get_mut(&id.index) {
-            Some(p) if p.node == node => {
-                p.state = PlacementState::Failed;
-                true
-            }
-            _ => false,
-        });
-        let Ok(Some(app)) = marked.await else { return };
-        if seen_before && policy == RestartPolicyKind::Never {
-            return;
-        }
-        if policy == RestartPolicyKind::Never {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: None,
-                instance: Some(id.to_string()),
-                node: node.to_string(),
-                policy,
-                reason: "restartPolicy Never".into(),
-            }));
-            return;
-        }
-        let maxtimes = check_spec(&app.spec).map(|s| s.restart_policy.maxtimes).unwrap_or(0);
-        let done = app.placements.get(&id.index).map_or(0, |p| p.reschedules);
-        if maxtimes > 0 && done >= maxtimes {
-            // Seed 000's maxtimes counts reschedules across hosts (DESIGN § 7): it stays Failed.
-            if seen_before {
-                return;
-            }
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: None,
-                instance: Some(id.to_string()),
-                node: node.to_string(),
-                policy,
-                reason: format!("{MAXTIMES_REACHED}: rescheduled {} already", crate::wording::times(done)),
-            }));
-            return;
-        }
-        if check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some()) {
-            emit(&sched_line(SchedEvent::NotRescheduled {
-                app: None,
-                instance: Some(id.to_string()),
-                node: node.to_string(),
-                policy,
-                reason: DAEMON_SET_STAYS.into(),
-            }));
-            return;
-        }
-        self.reschedule(&app, &[(id.index, node.to_string())], lost, why, emit).await;
-    }
 }
 
 /// Whether the app keeps a returning node's copy over its replacement (disconnect.reconcile).
@@ -842,11 +570,8 @@ fn keeps_original(doc: &serde_json::Value) -> bool {
     })
 }
 
-/// How many of a lost node's apps are handled at once.
-const LOST_APPS_AT_ONCE: usize = 8;
-
 /// Why a daemon set's instance is never placed elsewhere.
-const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
+pub(super) const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
 
 pub(super) fn sched_line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))
@@ -912,7 +637,15 @@ impl NodesWatch {
 }
 
 /// How a reschedule refused at seed 000's maxtimes begins (its notification keys on it).
-const MAXTIMES_REACHED: &str = "maxtimes reached";
+pub(super) const MAXTIMES_REACHED: &str = "maxtimes reached";
+
+/// The notifier as the cluster's settings say: where to send, and when restarts are many.
+fn configure(notifier: &crate::sched::notify::Notifier, settings: &crate::sched::store::Settings) {
+    notifier.set_urls(&settings.webhooks);
+    let limit = settings.config.get("notifyRestartLimit").unwrap_or(3) as usize;
+    let window = settings.config.get("notifyRestartWindowSecs").unwrap_or(300);
+    notifier.set_restart_rule(limit, Duration::from_secs(window));
+}
 
 /// Notifications for what the leader itself saw: an instance missing on its node, or on a node
 /// that was lost.

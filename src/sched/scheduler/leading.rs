@@ -1,0 +1,160 @@
+//! The leader's controllers, each owning its own state, and — while this process leads — the
+//! work queue that runs each (controller.rs). `run`'s loop only feeds them: what the store's
+//! watch, the nodes' streams and the clock tell.
+
+use super::arrivals::{Arrivals, Owed};
+use super::checks::RemoteChecks;
+use super::controller::{PendingApplier, Queue, RolloutDriver};
+use super::endpoints::Endpoints;
+use super::failed::Failures;
+use super::intents::FinishDeletes;
+use super::lost::LostNodes;
+use super::{Emit, Scheduler};
+use crate::protocol::Event;
+use crate::sched::store::App;
+use crate::spec::AppId;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many apps' pending placements the leader applies at once.
+const PENDING_WORKERS: usize = 8;
+
+/// How many rollouts the leader drives at once (each mostly waits on its nodes' readiness).
+const ROLLOUT_WORKERS: usize = 64;
+
+/// How many apps' deletes owed the leader finishes at once.
+const DELETE_WORKERS: usize = 8;
+
+/// How many apps' remote checks the leader brings up to date at once (no sync waits long).
+const CHECK_WORKERS: usize = 4;
+
+/// How many apps of lost nodes the leader marks and moves at once.
+const LOST_WORKERS: usize = 8;
+
+/// How many apps' failed instances the leader acts on at once.
+const FAILURE_WORKERS: usize = 8;
+
+/// How many apps' endpoints the leader reads again at once (after their instances' events).
+const ENDPOINT_WORKERS: usize = 16;
+
+/// How many nodes heard (new, back, started over) the leader brings up to date at once.
+const ARRIVAL_WORKERS: usize = 8;
+
+pub(super) struct Controllers {
+    pub endpoints: Arc<Endpoints>,
+    pub checks: Arc<RemoteChecks>,
+    arrivals: Arc<Arrivals>,
+    lost: Arc<LostNodes>,
+    failures: Arc<Failures>,
+    queues: Option<Queues>,
+}
+
+/// The queues, while leading.
+struct Queues {
+    /// Every controller of apps, offered every app that changed (each takes those it wants).
+    apps: Vec<Queue<AppId>>,
+    /// Two of them also handed apps directly, as events arrive.
+    endpoints: Queue<AppId>,
+    failures: Queue<AppId>,
+    arrivals: Queue<String>,
+}
+
+impl Controllers {
+    /// `every`: the reconcile period the hosts are told with their desired sets.
+    pub fn new(every: Duration) -> Controllers {
+        let endpoints: Arc<Endpoints> = Default::default();
+        Controllers {
+            arrivals: Arc::new(Arrivals::new(endpoints.clone(), every)),
+            endpoints,
+            checks: Arc::new(RemoteChecks::new()),
+            lost: Default::default(),
+            failures: Default::default(),
+            queues: None,
+        }
+    }
+
+    /// This process leads: every controller starts afresh (what a former leadership left
+    /// is not known to be owed), its queue with it.
+    pub async fn lead(&mut self, sched: &Arc<Scheduler>, emit: &Emit) {
+        self.forget();
+        self.endpoints.lead(sched).await;
+        let start = |c: Arc<dyn super::controller::Controller<Key = AppId>>, workers| {
+            Queue::start(c, sched.clone(), emit.clone(), workers)
+        };
+        self.queues = Some(Queues {
+            apps: vec![
+                start(Arc::new(PendingApplier), PENDING_WORKERS),
+                start(Arc::new(RolloutDriver), ROLLOUT_WORKERS),
+                start(Arc::new(FinishDeletes), DELETE_WORKERS),
+                start(self.checks.clone(), CHECK_WORKERS),
+                start(self.lost.clone(), LOST_WORKERS),
+            ],
+            endpoints: start(self.endpoints.clone(), ENDPOINT_WORKERS),
+            failures: start(self.failures.clone(), FAILURE_WORKERS),
+            arrivals: Queue::start(self.arrivals.clone(), sched.clone(), emit.clone(), ARRIVAL_WORKERS),
+        });
+    }
+
+    /// The lead lost (or maintenance begun): every queue stops with its syncs in flight, and
+    /// every remote check (acting on could act twice with the next leader).
+    pub fn stop(&mut self) {
+        self.queues = None;
+        self.forget();
+    }
+
+    fn forget(&self) {
+        self.arrivals.forget();
+        self.lost.forget();
+        self.failures.forget();
+        self.checks.stop_all();
+    }
+
+    pub fn leading(&self) -> bool {
+        self.queues.is_some()
+    }
+
+    /// Offers `apps` to every controller of apps.
+    pub fn offer(&self, sched: &Scheduler, apps: &[App]) {
+        let Some(q) = &self.queues else { return };
+        let live = sched.live();
+        for queue in q.apps.iter().chain([&q.endpoints, &q.failures]) {
+            queue.offer(apps, &live);
+        }
+    }
+
+    /// Offers every app as now stored to every controller of apps.
+    pub async fn offer_all(&self, sched: &Scheduler) {
+        match sched.store.apps().await {
+            Ok(apps) => self.offer(sched, &apps),
+            Err(e) => tracing::warn!("reading the apps to offer the controllers: {e}"),
+        }
+    }
+
+    /// `node` was heard: new to this leadership, back, or started over.
+    pub fn node_heard(&self, node: &String, owed: Owed) {
+        self.arrivals.owe(node, owed);
+        if let Some(q) = &self.queues {
+            q.arrivals.add([node]);
+        }
+    }
+
+    /// An event from `node`: its app's endpoints there to read again, a failure to act on.
+    pub fn node_event(&self, node: &str, event: &Event) {
+        let Some(q) = &self.queues else { return };
+        if let Some(key) = self.endpoints.on_event(node, event) {
+            q.endpoints.add([&key]);
+        }
+        if let Some(key) = self.failures.note(node, event) {
+            q.failures.add([&key]);
+        }
+    }
+
+    /// Whether `node` waits for what its arrival owes it (a pass over the nodes leaves it).
+    pub fn arriving(&self, node: &str) -> bool {
+        self.arrivals.owes(node)
+    }
+
+    pub fn set_every(&self, every: Duration) {
+        self.arrivals.set_every(every);
+    }
+}
