@@ -152,12 +152,16 @@ async fn endpoints_follow_readiness_on_every_host_and_survive_restarts() {
     }
 }
 
-/// A web server answering its instance id, Ready while its workPath has no file `notready`,
+/// A web server answering its instance id, Ready while it answers and its workPath has no file `notready`,
 /// behind a NodePort service whose node port steward-sched chooses.
 fn served(instances: u32) -> Value {
     let mut doc = web(instances);
     let p = &mut doc["spec"]["template"]["spec"]["processes"][0];
     p["startCmd"] = json!("echo ${instanceid} > index.html; exec python3 -m http.server $PORT_http");
+    // Ready once it answers, too: python listens some time after it starts (longer on a loaded
+    // host), and an endpoint handed out before then refuses the requests sent to it.
+    p["probe"]["readiness"]["handler"]["method"]["command"][2] =
+        json!("test ! -e ${workPath}/notready && curl -s -f -o /dev/null -m 1 http://127.0.0.1:${ports.http}/");
     doc["services"] =
         json!([{"name": "web", "type": "NodePort", "ports": [{"protocol": "TCP", "targetPort": "http", "port": 80}]}]);
     doc
