@@ -97,6 +97,7 @@ impl Daemon {
 
     /// Starts the stewardd binary and waits until its socket answers.
     pub fn spawn(&mut self) {
+        let previous = socket_identity(&self.socket);
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("stewardd.log")).unwrap();
         let mut cmd = match &self.netns {
@@ -122,7 +123,11 @@ impl Daemon {
         self.client = Client::new(&self.socket);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+            // The new daemon's socket, not the last one's: a child the last daemon forked and
+            // had not exec'd yet when it was killed holds its listener a moment longer, and a
+            // request connected to it is lost (the new daemon binds a new socket at the path).
+            let bound_anew = previous.is_none() || socket_identity(&self.socket) != previous;
+            if bound_anew && std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 return;
             }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
@@ -412,4 +417,11 @@ impl Etcd {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
     }
+}
+
+/// What tells one socket bound at `path` from the next: its inode and change time.
+fn socket_identity(path: &std::path::Path) -> Option<(u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.ino(), m.ctime(), m.ctime_nsec()))
 }
