@@ -20,7 +20,7 @@ use cluster::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use steward::protocol::AppEndpoints;
+use steward::protocol::{AppEndpoints, EventBody, InstanceChange, InstanceEvent};
 use steward::supervisor::state::Kind;
 
 /// A small, reproducible random source (xorshift64*).
@@ -368,4 +368,56 @@ async fn random_operations_converge_host_by_host() {
     }
     drop((run, standby));
     drop(etcd);
+}
+
+/// Issue 46: deploys racing the leader's passes over the nodes (each node's every second here)
+/// lose nothing. Scale-ups of one app every few hundred milliseconds — through `serve`'s API with
+/// STEWARD_TEST_VIA_SERVE — each place an instance a pass may meet on its node before or after it
+/// read the desired state; none may be taken for a stray or missing (a pass acting on an app
+/// read before its node deleted new instances as strays), and every instance placed runs, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_ups_racing_the_passes_over_the_nodes_lose_no_instance() {
+    let c = Cluster::start("w", ["a", "a", "a"]);
+    let (code, _, err) = c.sched(&["config", "set", "reconcileSecs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let mut run = c.follow(&["run"]);
+    run.wait_for(30, "leading", |v| body_type(v) == "leading");
+    let (code, out, err) = c.deploy("grow", &doc("grow", 1, 1, false));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mut rng = Rng(46);
+    const TO: u32 = 16;
+    for n in 2..=TO {
+        let (code, out, err) = c.sched(&["scale", "test/grow", &n.to_string()]);
+        assert_eq!(code, 0, "scale to {n}: {out}\n{err}");
+        tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
+    }
+    let deployed = BTreeMap::from([("test/grow".to_string(), 1)]);
+    settle(&c, &mut run, &format!("{} scale-ups", TO - 1), &deployed).await;
+    // Passes over the settled app too.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let apps = desired(&c).expect("settled");
+    assert_eq!(apps["test/grow"].len(), TO as usize, "{apps:?}");
+    assert_eq!(difference(&c, &apps, &deployed).await, None);
+    let acted: Vec<String> = run
+        .drain()
+        .iter()
+        .filter(|v| ["strayDeleted", "instanceMissing", "rescheduled"].contains(&body_type(v)))
+        .map(|v| v.to_string())
+        .collect();
+    assert!(acted.is_empty(), "a pass acted on instances the scale-ups placed: {acted:#?}");
+    // None was deleted on any host (to be applied again): only scale-ups were asked.
+    for h in &c.hosts {
+        let mut deleted = Vec::new();
+        h.daemon
+            .client
+            .events(0, false, |ev| {
+                if let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Deleted }) = &ev.body {
+                    deleted.push(instance.clone());
+                }
+                true
+            })
+            .await
+            .unwrap();
+        assert!(deleted.is_empty(), "{} deleted {deleted:?}", h.name);
+    }
 }

@@ -48,13 +48,13 @@ struct Keys<K> {
     waiting: BTreeMap<K, Instant>,
     /// Being synced now.
     busy: BTreeSet<K>,
-    /// Added while busy: synced again once done.
-    again: BTreeSet<K>,
+    /// Added while busy: synced again once done, by when at the latest.
+    again: BTreeMap<K, Instant>,
 }
 
 impl<K> Default for Keys<K> {
     fn default() -> Self {
-        Keys { waiting: BTreeMap::new(), busy: BTreeSet::new(), again: BTreeSet::new() }
+        Keys { waiting: BTreeMap::new(), busy: BTreeSet::new(), again: BTreeMap::new() }
     }
 }
 
@@ -74,16 +74,20 @@ impl<K: Ord + Clone + std::fmt::Display + Send + Sync + 'static, C: Send + Sync 
 
     /// Queues `keys` now.
     pub fn add<'a>(&self, keys: impl IntoIterator<Item = &'a K>) {
+        self.add_after(keys, Duration::ZERO);
+    }
+
+    /// Queues `keys` to be synced `after` from now at the latest (one due sooner stays so; one
+    /// being synced is synced again once done).
+    pub fn add_after<'a>(&self, keys: impl IntoIterator<Item = &'a K>, after: Duration) {
         let mut any = false;
         let mut state = self.state.lock().expect("queue lock");
-        let now = Instant::now();
+        let at = Instant::now() + after;
         for key in keys {
             any = true;
-            if state.busy.contains(key) {
-                state.again.insert(key.clone());
-            } else {
-                state.waiting.insert(key.clone(), now);
-            }
+            let due = if state.busy.contains(key) { &mut state.again } else { &mut state.waiting };
+            let due = due.entry(key.clone()).or_insert(at);
+            *due = (*due).min(at);
         }
         drop(state);
         if any {
@@ -151,11 +155,11 @@ async fn work<K: Ord + Clone + std::fmt::Display + Send + Sync + 'static, C: Sen
                 // An Err: aborted with the queue, nothing is left to note.
                 if let Some(Ok((key, again))) = done {
                     keys.busy.remove(&key);
-                    let changed = keys.again.remove(&key);
-                    let at = match (changed, again) {
-                        (true, _) => Some(Instant::now()),
-                        (false, Some(after)) => Some(Instant::now() + after),
-                        (false, None) => None,
+                    let asked = keys.again.remove(&key);
+                    let requeued = again.map(|after| Instant::now() + after);
+                    let at = match (asked, requeued) {
+                        (Some(a), Some(r)) => Some(a.min(r)),
+                        (a, r) => a.or(r),
                     };
                     if let Some(at) = at {
                         let due = keys.waiting.entry(key).or_insert(at);

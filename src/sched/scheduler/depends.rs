@@ -39,6 +39,9 @@ struct Wanted {
 const COPY_READY_WITHIN_MS: u64 = 120_000;
 /// How often a rolling update asks whether the copy it moved is ready.
 const COPY_READY_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+/// How soon the leader looks at a dependency again while its copies move (a rolling update's
+/// next step, a start or removal that failed).
+const UPDATE_AGAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What this process learnt of copies on their dependency's revision, so a rolling update asks a
 /// node once: (dependency, revision, copy key) seen ready, and those whose lateness was said.
@@ -450,112 +453,127 @@ impl Scheduler {
         false
     }
 
-    /// The leader's sweep over the dependencies (every few seconds): copies the dependents'
-    /// placements call for on `ready` nodes are started (or take a newer revision), copies
-    /// without dependents become idle, and idle ones past their grace period are removed. With
-    /// `verify`, each copy's node is asked whether it still runs it (applied again if not).
-    /// `apps`: the desired state as the caller just read it.
-    pub(super) async fn sweep_dependencies(&self, apps: &[App], ready: &BTreeSet<String>, verify: bool, emit: &Emit) {
-        let Ok(deps) = self.store.dependencies().await else { return };
-        if deps.is_empty() {
-            return;
-        }
-        let wanted = wanted(apps);
+    /// The dependencies controller's sync of `dep` (as just read): copies its dependents'
+    /// placements (`wanted`, of the desired state as just read) call for on `ready` nodes are
+    /// started (or take a newer revision), copies without dependents become idle, and idle ones
+    /// past their grace period are removed. With `verify`, each copy's node is asked whether it
+    /// still runs it (applied again if not). Some(d): something to look at again within d (a
+    /// rolling update under way, an idle copy's grace running).
+    async fn sweep_dependency(
+        &self,
+        dep: &Dependency,
+        wanted: &BTreeMap<String, BTreeMap<String, Wanted>>,
+        ready: &BTreeSet<String>,
+        verify: bool,
+        emit: &Emit,
+    ) -> Option<std::time::Duration> {
         let now = crate::clock::now_ms();
-        for dep in &deps {
-            let none = BTreeMap::new();
-            let want = wanted.get(&dep.key).unwrap_or(&none);
-            // An update rolls: one copy per pass, once those on the new revision are ready
-            // (asked when a copy on an older one is met).
-            let mut turn: Option<bool> = None;
-            for (copy_key, w) in want {
-                if !ready.contains(&w.node) {
-                    continue;
-                }
-                let instance = copy_instance(&dep.key, &w.namespace);
-                let copy = dep.copies.get(copy_key);
-                let mut stale = copy.is_none_or(|c| c.revision < dep.revision);
-                if verify && !stale {
-                    stale = self.copy_missing(&w.node, &dep.key, &w.namespace).await;
-                    if stale {
-                        emit(&line(SchedEvent::InstanceMissing { instance: instance.clone(), node: w.node.clone() }));
-                    }
-                }
-                if stale && copy.is_some_and(|c| c.revision < dep.revision) {
-                    let go = match turn {
-                        Some(go) => go,
-                        None => self.update_turn(dep, emit).await,
-                    };
-                    // This one moves now; the next waits for it (a later pass).
-                    turn = Some(false);
-                    if !go {
-                        continue;
-                    }
-                }
+        let mut again: Option<std::time::Duration> = None;
+        let mut soon = |d: std::time::Duration| again = Some(again.map_or(d, |a: std::time::Duration| a.min(d)));
+        let none = BTreeMap::new();
+        let want = wanted.get(&dep.key).unwrap_or(&none);
+        // An update rolls: one copy per sync, once those on the new revision are ready
+        // (asked when a copy on an older one is met).
+        let mut turn: Option<bool> = None;
+        for (copy_key, w) in want {
+            if !ready.contains(&w.node) {
+                continue;
+            }
+            let instance = copy_instance(&dep.key, &w.namespace);
+            let copy = dep.copies.get(copy_key);
+            let mut stale = copy.is_none_or(|c| c.revision < dep.revision);
+            if verify && !stale {
+                stale = self.copy_missing(&w.node, &dep.key, &w.namespace).await;
                 if stale {
-                    let mut dep = dep.clone();
-                    if let Some(c) = dep.copies.get_mut(copy_key) {
-                        c.revision = 0; // applied again
-                    }
-                    let r = self.start_copy(&dep, &w.node, &w.namespace).await;
-                    emit(&line(SchedEvent::DependencyStarted {
-                        dependency: dep.key.clone(),
-                        instance,
-                        node: w.node.clone(),
-                        error: r.err(),
-                    }));
-                } else if copy.is_some_and(|c| c.idle_since_ms.is_some()) {
-                    let _ = self
-                        .update_dependency(&dep.key, copy_key, "in use", |d| {
-                            if let Some(c) = d.copies.get_mut(copy_key) {
-                                c.idle_since_ms = None;
-                            }
-                        })
-                        .await;
+                    emit(&line(SchedEvent::InstanceMissing { instance: instance.clone(), node: w.node.clone() }));
                 }
             }
-            for (copy_key, copy) in dep.copies.iter().filter(|(k, _)| !want.contains_key(*k)) {
-                let instance = copy_instance(&dep.key, &copy.namespace);
-                match copy.idle_since_ms {
-                    None => {
-                        let marked = self.update_dependency(&dep.key, copy_key, "idle", |d| {
-                            if let Some(c) = d.copies.get_mut(copy_key) {
-                                c.idle_since_ms.get_or_insert(now);
-                            }
-                        });
-                        if marked.await.is_ok() {
-                            emit(&line(SchedEvent::DependencyIdle {
-                                dependency: dep.key.clone(),
-                                instance,
-                                node: copy.node.clone(),
-                                grace_secs: dep.grace_secs,
-                            }));
+            if stale && copy.is_some_and(|c| c.revision < dep.revision) {
+                let go = match turn {
+                    Some(go) => go,
+                    None => self.update_turn(dep, emit).await,
+                };
+                // This one moves now; the next waits for it (a later sync).
+                turn = Some(false);
+                soon(UPDATE_AGAIN);
+                if !go {
+                    continue;
+                }
+            }
+            if stale {
+                let mut dep = dep.clone();
+                if let Some(c) = dep.copies.get_mut(copy_key) {
+                    c.revision = 0; // applied again
+                }
+                let r = self.start_copy(&dep, &w.node, &w.namespace).await;
+                if r.is_err() {
+                    soon(UPDATE_AGAIN);
+                }
+                emit(&line(SchedEvent::DependencyStarted {
+                    dependency: dep.key.clone(),
+                    instance,
+                    node: w.node.clone(),
+                    error: r.err(),
+                }));
+            } else if copy.is_some_and(|c| c.idle_since_ms.is_some()) {
+                let _ = self
+                    .update_dependency(&dep.key, copy_key, "in use", |d| {
+                        if let Some(c) = d.copies.get_mut(copy_key) {
+                            c.idle_since_ms = None;
                         }
-                    }
-                    Some(since) if now.saturating_sub(since) >= dep.grace_secs * 1000 && ready.contains(&copy.node) => {
-                        let Some(client) = self.client(&copy.node) else { continue };
-                        let ok = self.remove_copy(&client, &dep.key, &copy.namespace).await;
-                        if ok {
-                            let _ = self
-                                .update_dependency(&dep.key, copy_key, "removed", |d| {
-                                    // Removed only if still idle: a dependent may have come meanwhile.
-                                    if d.copies.get(copy_key).is_some_and(|c| c.idle_since_ms.is_some()) {
-                                        d.copies.remove(copy_key);
-                                    }
-                                })
-                                .await;
+                    })
+                    .await;
+            }
+        }
+        for (copy_key, copy) in dep.copies.iter().filter(|(k, _)| !want.contains_key(*k)) {
+            let instance = copy_instance(&dep.key, &copy.namespace);
+            let grace_ms = dep.grace_secs * 1000;
+            match copy.idle_since_ms {
+                None => {
+                    let marked = self.update_dependency(&dep.key, copy_key, "idle", |d| {
+                        if let Some(c) = d.copies.get_mut(copy_key) {
+                            c.idle_since_ms.get_or_insert(now);
                         }
-                        emit(&line(SchedEvent::DependencyRemoved {
+                    });
+                    if marked.await.is_ok() {
+                        emit(&line(SchedEvent::DependencyIdle {
                             dependency: dep.key.clone(),
                             instance,
                             node: copy.node.clone(),
-                            ok,
+                            grace_secs: dep.grace_secs,
                         }));
                     }
-                    Some(_) => {}
+                    soon(std::time::Duration::from_millis(grace_ms));
+                }
+                Some(since) if now.saturating_sub(since) >= grace_ms && ready.contains(&copy.node) => {
+                    let Some(client) = self.client(&copy.node) else { continue };
+                    let ok = self.remove_copy(&client, &dep.key, &copy.namespace).await;
+                    if ok {
+                        let _ = self
+                            .update_dependency(&dep.key, copy_key, "removed", |d| {
+                                // Removed only if still idle: a dependent may have come meanwhile.
+                                if d.copies.get(copy_key).is_some_and(|c| c.idle_since_ms.is_some()) {
+                                    d.copies.remove(copy_key);
+                                }
+                            })
+                            .await;
+                    } else {
+                        soon(UPDATE_AGAIN);
+                    }
+                    emit(&line(SchedEvent::DependencyRemoved {
+                        dependency: dep.key.clone(),
+                        instance,
+                        node: copy.node.clone(),
+                        ok,
+                    }));
+                }
+                // Its grace runs (or its node is away): looked at again when it ends.
+                Some(since) => {
+                    soon(std::time::Duration::from_millis(grace_ms.saturating_sub(now.saturating_sub(since)).max(1000)))
                 }
             }
         }
+        again
     }
 
     /// Whether `node` answers that it runs no copy of `dependency` in `namespace`.
@@ -566,6 +584,57 @@ impl Scheduler {
             Ok(Ok(list)) => list.is_empty(),
             _ => false,
         }
+    }
+}
+
+/// The dependencies controller: each dependency's copies follow its dependents' placements
+/// ([`Scheduler::sweep_dependency`]), synced when the leader's pass over the desired state
+/// finds it (every few seconds), again while its copies move or idle ones wait out their grace,
+/// and at least once a reconcile period (when its copies' nodes are asked whether they still
+/// run them).
+pub(super) struct Dependencies {
+    /// Nodes still owed their arrival are left to it.
+    hosts: std::sync::Arc<super::hosts::Hosts>,
+    /// When each dependency's copies were last asked for on their nodes.
+    verified: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
+}
+
+impl Dependencies {
+    pub fn new(hosts: std::sync::Arc<super::hosts::Hosts>) -> Dependencies {
+        Dependencies { hosts, verified: Default::default() }
+    }
+
+    /// Nothing is known any more (the lead lost, or maintenance began).
+    pub fn forget(&self) {
+        self.verified.lock().expect("dependencies lock").clear();
+    }
+}
+
+#[async_trait::async_trait]
+impl super::controller::Controller for Dependencies {
+    type Key = String;
+
+    fn name(&self) -> &'static str {
+        "dependencies"
+    }
+
+    async fn sync(&self, sched: &std::sync::Arc<Scheduler>, key: &String, emit: &Emit) -> Option<std::time::Duration> {
+        let every = self.hosts.every();
+        let (deps, apps) = futures_util::future::join(sched.store.dependencies(), sched.store.apps()).await;
+        let (Ok(deps), Ok(apps)) = (deps, apps) else { return Some(UPDATE_AGAIN) };
+        // Removed meanwhile: nothing left to do.
+        let dep = deps.into_iter().find(|d| d.key == *key)?;
+        let ready: BTreeSet<String> = sched.live().ready().into_iter().filter(|n| !self.hosts.owes(n)).collect();
+        let verify = {
+            let mut verified = self.verified.lock().expect("dependencies lock");
+            let due = verified.get(key).is_none_or(|at| at.elapsed() >= every);
+            if due {
+                verified.insert(key.clone(), std::time::Instant::now());
+            }
+            due
+        };
+        let again = sched.sweep_dependency(&dep, &wanted(&apps), &ready, verify, emit).await;
+        Some(again.map_or(every, |a| a.min(every)))
     }
 }
 

@@ -69,12 +69,6 @@ impl Endpoints {
         }
     }
 
-    /// A node heard (new to this leader, back, or resynced), or a reconcile pass: what it runs
-    /// is looked at (it gets every app's endpoints with its whole desired set: converge.rs).
-    pub async fn node_up(&self, sched: &Scheduler, node: &str, emit: &Emit) {
-        let _ = self.refresh(sched, node, None, emit).await;
-    }
-
     /// A node lost (or removed from the cluster file): its instances answer no more.
     pub async fn node_lost(&self, sched: &Scheduler, node: &str, emit: &Emit) {
         let mut book = self.book.lock().await;

@@ -2,11 +2,12 @@
 //! work queue that runs each (controller.rs). `run`'s loop only feeds them: what the store's
 //! watch, the nodes' streams and the clock tell.
 
-use super::arrivals::{Arrivals, Owed};
 use super::checks::RemoteChecks;
 use super::controller::{PendingApplier, Queue, RolloutDriver};
+use super::depends::Dependencies;
 use super::endpoints::Endpoints;
 use super::failed::Failures;
+use super::hosts::{Hosts, Owed};
 use super::intents::FinishDeletes;
 use super::lost::LostNodes;
 use super::{Emit, Scheduler};
@@ -37,13 +38,22 @@ const FAILURE_WORKERS: usize = 8;
 /// How many apps' endpoints the leader reads again at once (after their instances' events).
 const ENDPOINT_WORKERS: usize = 16;
 
-/// How many nodes heard (new, back, started over) the leader brings up to date at once.
-const ARRIVAL_WORKERS: usize = 8;
+/// How many dependencies' copies the leader brings up to date at once.
+const DEPENDENCY_WORKERS: usize = 4;
+
+/// How many nodes the leader brings up to date at once (heard new, back or started over, or
+/// due their pass).
+const HOST_WORKERS: usize = 16;
+
+/// How soon after a change to an app its nodes are looked at (a scale down's strays removed):
+/// a burst of changes makes one pass.
+const HOSTS_SOON: Duration = Duration::from_secs(1);
 
 pub(super) struct Controllers {
     pub endpoints: Arc<Endpoints>,
     pub checks: Arc<RemoteChecks>,
-    arrivals: Arc<Arrivals>,
+    hosts: Arc<Hosts>,
+    dependencies: Arc<Dependencies>,
     lost: Arc<LostNodes>,
     failures: Arc<Failures>,
     queues: Option<Queues>,
@@ -56,15 +66,18 @@ struct Queues {
     /// Two of them also handed apps directly, as events arrive.
     endpoints: Queue<AppId>,
     failures: Queue<AppId>,
-    arrivals: Queue<String>,
+    hosts: Queue<String>,
+    dependencies: Queue<String>,
 }
 
 impl Controllers {
     /// `every`: the reconcile period the hosts are told with their desired sets.
     pub fn new(every: Duration) -> Controllers {
         let endpoints: Arc<Endpoints> = Default::default();
+        let hosts = Arc::new(Hosts::new(endpoints.clone(), every));
         Controllers {
-            arrivals: Arc::new(Arrivals::new(endpoints.clone(), every)),
+            dependencies: Arc::new(Dependencies::new(hosts.clone())),
+            hosts,
             endpoints,
             checks: Arc::new(RemoteChecks::new()),
             lost: Default::default(),
@@ -91,7 +104,8 @@ impl Controllers {
             ],
             endpoints: start(self.endpoints.clone(), ENDPOINT_WORKERS),
             failures: start(self.failures.clone(), FAILURE_WORKERS),
-            arrivals: Queue::start(self.arrivals.clone(), sched.clone(), emit.clone(), ARRIVAL_WORKERS),
+            hosts: Queue::start(self.hosts.clone(), sched.clone(), emit.clone(), HOST_WORKERS),
+            dependencies: Queue::start(self.dependencies.clone(), sched.clone(), emit.clone(), DEPENDENCY_WORKERS),
         });
     }
 
@@ -103,7 +117,8 @@ impl Controllers {
     }
 
     fn forget(&self) {
-        self.arrivals.forget();
+        self.hosts.forget();
+        self.dependencies.forget();
         self.lost.forget();
         self.failures.forget();
         self.checks.stop_all();
@@ -111,6 +126,23 @@ impl Controllers {
 
     pub fn leading(&self) -> bool {
         self.queues.is_some()
+    }
+
+    /// `apps` were written (as now stored): offered to every controller of apps, and their
+    /// nodes passed over soon.
+    pub fn changed(&self, sched: &Scheduler, apps: &[App]) {
+        self.offer(sched, apps);
+        if let Some(q) = &self.queues {
+            q.hosts.add_after(&self.hosts.nodes_of(apps), HOSTS_SOON);
+        }
+    }
+
+    /// An instance was deleted on `node`: its pass soon (a daemon set's, a stateful set's
+    /// next step may wait on it).
+    pub fn deleted_on(&self, node: &String) {
+        if let Some(q) = &self.queues {
+            q.hosts.add_after([node], HOSTS_SOON);
+        }
     }
 
     /// Offers `apps` to every controller of apps.
@@ -130,11 +162,18 @@ impl Controllers {
         }
     }
 
+    /// Dependencies to look at now.
+    pub fn dependencies<'a>(&self, keys: impl IntoIterator<Item = &'a String>) {
+        if let Some(q) = &self.queues {
+            q.dependencies.add(keys);
+        }
+    }
+
     /// `node` was heard: new to this leadership, back, or started over.
     pub fn node_heard(&self, node: &String, owed: Owed) {
-        self.arrivals.owe(node, owed);
+        self.hosts.owe(node, owed);
         if let Some(q) = &self.queues {
-            q.arrivals.add([node]);
+            q.hosts.add([node]);
         }
     }
 
@@ -149,12 +188,7 @@ impl Controllers {
         }
     }
 
-    /// Whether `node` waits for what its arrival owes it (a pass over the nodes leaves it).
-    pub fn arriving(&self, node: &str) -> bool {
-        self.arrivals.owes(node)
-    }
-
     pub fn set_every(&self, every: Duration) {
-        self.arrivals.set_every(every);
+        self.hosts.set_every(every);
     }
 }

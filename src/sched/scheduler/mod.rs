@@ -4,7 +4,6 @@
 //! Here: the Scheduler, its nodes and store, status, scale and delete. Deploying is in
 //! deploy.rs, following the nodes' streams in follow.rs, what `run` does about them in run.rs.
 
-mod arrivals;
 mod board;
 mod checks;
 mod config;
@@ -17,6 +16,7 @@ mod endpoints;
 mod failed;
 mod follow;
 mod hooks;
+mod hosts;
 mod intents;
 mod leading;
 mod liveness;
@@ -70,10 +70,6 @@ pub struct Scheduler {
     hand_off: std::sync::atomic::AtomicBool,
     /// Where the desired state is, for `status`.
     store_name: String,
-    /// Failed instances reconcile found still placed (no event about them handled yet), with
-    /// when it first found each: acted on once one is older than [`reconcile::EVENT_LATE`]
-    /// (the event is normally only late, not lost).
-    failures_unheard: std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>,
     /// What `run` knows of each node's liveness (nothing elsewhere): which are lost, and how
     /// long a read of each may take (liveness.rs).
     live: std::sync::RwLock<Liveness>,
@@ -259,7 +255,6 @@ impl Scheduler {
             unreachable: Default::default(),
             hand_off: Default::default(),
             store_name,
-            failures_unheard: Default::default(),
             live: Default::default(),
             copy_checks: Default::default(),
             board,

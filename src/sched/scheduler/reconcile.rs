@@ -10,7 +10,6 @@
 use super::{check_spec, instance_id, Emit, Scheduler};
 use crate::client::ClientError;
 use crate::protocol::{DeployCause, DesiredChange, RolloutPhase, SchedEvent, SchedLine, WatchLine};
-use crate::sched::placement::NodeView;
 use crate::sched::store::{App, Placement, PlacementState};
 use crate::spec::AppId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,88 +21,101 @@ pub const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(
 /// before reconcile acts on it itself.
 pub const EVENT_LATE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Failed instances a pass found still placed with no event about them handled, by (node,
+/// instance), with when first found: acted on once one is older than [`EVENT_LATE`] (the event
+/// is normally only late, not lost).
+pub(super) type Unheard = std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>;
+
 impl Scheduler {
-    /// One pass over the nodes in `ready` (heard, not lost).
-    pub(super) async fn reconcile(&self, ready: &BTreeSet<String>, emit: &Emit) {
-        let Ok(apps) = self.store.apps().await else { return };
+    /// One pass over `node`, as its document `doc` says it is, against the desired state
+    /// `apps` read after the document (an instance placed on the node since is not there yet,
+    /// so nothing new is taken for a stray) and `before` it (an instance the node lacks is
+    /// missing only if it was Placed, so applied, before the node was read: one placed since
+    /// may be on its way).
+    pub(super) async fn reconcile_node(
+        &self,
+        node: &str,
+        doc: &crate::protocol::NodeDocument,
+        before: Option<&[App]>,
+        apps: &[App],
+        unheard: &Unheard,
+        emit: &Emit,
+    ) {
         let settled: BTreeMap<&AppId, &App> = apps.iter().filter(|a| is_settled(a)).map(|a| (&a.key, a)).collect();
-        if settled.is_empty() {
-            return;
-        }
-        let mut missing: BTreeMap<AppId, Vec<(String, u32)>> = BTreeMap::new();
-        let mut failed: Vec<(String, crate::spec::InstanceId)> = Vec::new();
-        let mut behind: Vec<(String, &App)> = Vec::new();
+        let mut missing: BTreeMap<AppId, Vec<u32>> = BTreeMap::new();
+        let mut failed: Vec<crate::spec::InstanceId> = Vec::new();
+        let mut behind: Vec<&App> = Vec::new();
         let mut healthy: Vec<(String, AppId, u32)> = Vec::new();
-        let mut strays: Vec<(String, crate::spec::InstanceId)> = Vec::new();
-        let mut views = Vec::new();
-        // Every node read at once, each within its heartbeat deadline: nodes cut off must not
-        // hold up the pass one after another (read in turn, 40 cut hosts held it up for tens
-        // of seconds).
-        let reads = ready.iter().map(|node| async move {
-            let client = self.client(node)?;
-            let limit = self.node_timeout(node)?;
-            let doc = tokio::time::timeout(limit, client.node()).await.ok()?.ok()?;
-            Some((node, doc))
-        });
-        let read: Vec<_> = futures_util::future::join_all(reads).await.into_iter().flatten().collect();
-        for (node, doc) in read {
-            views.push(NodeView::from_node(node, &doc));
-            let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
-            for on_node in &doc.apps {
-                let key = AppId::new(&on_node.namespace, &on_node.name);
-                let Some(app) = settled.get(&key) else { continue };
-                // It runs another spec than the one meant for it here (it missed a rollout, or
-                // one was undone there): applied again, rolled out there by the spec's strategy.
-                if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == *node) {
-                    let meant = check_spec(&app.doc_for(node)).map(|s| crate::supervisor::revisions::template_hash(&s));
-                    if meant.is_ok_and(|h| h != on_node.hash) {
-                        behind.push((node.clone(), app));
-                    }
-                }
-                for inst in &on_node.instances {
-                    if app.placements.get(&inst.index).is_some_and(|p| p.node == *node) {
-                        present.insert((key.clone(), inst.index));
-                        // Failed there with no word of it reaching the leader (an event missed
-                        // across a failover): its policy decides now.
-                        let placed = app.placements.get(&inst.index).is_some_and(|p| p.state == PlacementState::Placed);
-                        if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
-                            failed.push((node.clone(), instance_id(&key, inst.index)));
-                        }
-                        // Rescheduled before and healthy now: its start time decides a reset.
-                        let counted = app.placements.get(&inst.index).is_some_and(|p| p.reschedules > 0);
-                        if counted && placed && inst.state == crate::protocol::Kind::Running && inst.ready {
-                            healthy.push((node.clone(), key.clone(), inst.index));
-                        }
-                        continue;
-                    }
-                    // Kept by a failed rollout for its output: it runs nothing, and goes with the
-                    // app's next apply there.
-                    if inst.kept {
-                        continue;
-                    }
-                    // Placed elsewhere, or beyond the app's count: it must not run here (once
-                    // the app is known not to have changed since it was read, below).
-                    strays.push((node.clone(), instance_id(&key, inst.index)));
+        let mut strays: Vec<crate::spec::InstanceId> = Vec::new();
+        let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
+        for on_node in &doc.apps {
+            let key = AppId::new(&on_node.namespace, &on_node.name);
+            let Some(app) = settled.get(&key) else { continue };
+            // It runs another spec than the one meant for it here (it missed a rollout, or
+            // one was undone there): applied again, rolled out there by the spec's strategy.
+            if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == node) {
+                let meant = check_spec(&app.doc_for(node)).map(|s| crate::supervisor::revisions::template_hash(&s));
+                if meant.is_ok_and(|h| h != on_node.hash) {
+                    behind.push(app);
                 }
             }
-            for app in settled.values() {
-                for (i, p) in &app.placements {
-                    let placed_here = p.node == *node && p.state == PlacementState::Placed;
-                    if placed_here && !present.contains(&(app.key.clone(), *i)) {
-                        missing.entry(app.key.clone()).or_default().push((node.clone(), *i));
+            for inst in &on_node.instances {
+                if app.placements.get(&inst.index).is_some_and(|p| p.node == node) {
+                    present.insert((key.clone(), inst.index));
+                    // Failed there with no word of it reaching the leader (an event missed
+                    // across a failover): its policy decides now.
+                    let placed = app.placements.get(&inst.index).is_some_and(|p| p.state == PlacementState::Placed);
+                    if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
+                        failed.push(instance_id(&key, inst.index));
                     }
+                    // Rescheduled before and healthy now: its start time decides a reset.
+                    let counted = app.placements.get(&inst.index).is_some_and(|p| p.reschedules > 0);
+                    if counted && placed && inst.state == crate::protocol::Kind::Running && inst.ready {
+                        healthy.push((node.to_string(), key.clone(), inst.index));
+                    }
+                    continue;
+                }
+                // Kept by a failed rollout for its output: it runs nothing, and goes with the
+                // app's next apply there.
+                if inst.kept {
+                    continue;
+                }
+                // Placed elsewhere, or beyond the app's count: it must not run here (once
+                // the app is known not to have changed since it was read, below).
+                strays.push(instance_id(&key, inst.index));
+            }
+        }
+        let placed_before: BTreeSet<(&AppId, u32)> = before
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|a| a.placements.iter().map(move |(i, p)| (a, *i, p)))
+            .filter(|(_, _, p)| p.node == node && p.state == PlacementState::Placed)
+            .map(|(a, i, _)| (&a.key, i))
+            .collect();
+        for app in settled.values() {
+            for (i, p) in &app.placements {
+                let placed_here = p.node == node && p.state == PlacementState::Placed;
+                let applied = placed_before.contains(&(&app.key, *i));
+                if placed_here && applied && !present.contains(&(app.key.clone(), *i)) {
+                    missing.entry(app.key.clone()).or_default().push(*i);
                 }
             }
         }
-        // The apps were read before the nodes: one a deploy or a controller changed meanwhile
-        // (a reschedule placed an instance on a node read after) is left to the next pass —
-        // acting on the old record deleted a new instance as a stray and applied an old spec.
-        let unchanged = self.unchanged_since(&settled).await;
-        for (node, id) in strays {
+        // An app a deploy or a controller changed since it was read (a reschedule, a scale)
+        // is left to the next pass: acting on the old record would delete a new instance as
+        // a stray or apply an old spec.
+        let acted: BTreeSet<AppId> = strays
+            .iter()
+            .map(|id| id.app())
+            .chain(missing.keys().cloned())
+            .chain(behind.iter().map(|a| a.key.clone()))
+            .collect();
+        let unchanged = self.unchanged_since(&settled, &acted).await;
+        for id in strays {
             if !unchanged.contains(&id.app()) {
                 continue;
             }
-            let Some(client) = self.client(&node) else { continue };
+            let Some(client) = self.client(node) else { continue };
             let ok = match client.delete(&id, Some(60.0)).await {
                 Ok(()) | Err(ClientError::Api { status: 404, .. }) => true,
                 Err(e) => {
@@ -111,49 +123,83 @@ impl Scheduler {
                     false
                 }
             };
-            emit(&line(SchedEvent::StrayDeleted { instance: id.to_string(), node, ok }));
+            emit(&line(SchedEvent::StrayDeleted { instance: id.to_string(), node: node.to_string(), ok }));
         }
         missing.retain(|key, _| unchanged.contains(key));
-        for (node, app) in behind {
+        for app in behind {
             if unchanged.contains(&app.key) {
-                self.update_behind(&node, app, emit).await;
+                self.update_behind(node, app, emit).await;
             }
         }
         self.reset_reschedules(healthy).await;
         // A failure just seen may have its event on the way (the node's event stream and this
         // pass race): acted on only once it has stayed unheard for a while.
-        let overdue: BTreeSet<(String, String)> = {
-            let mut unheard = self.failures_unheard.lock().expect("failures lock");
+        let overdue: BTreeSet<String> = {
+            let mut unheard = unheard.lock().expect("failures lock");
             let now = std::time::Instant::now();
             let found: BTreeMap<(String, String), std::time::Instant> = failed
                 .iter()
-                .map(|(n, id)| {
-                    let k = (n.clone(), id.to_string());
+                .map(|id| {
+                    let k = (node.to_string(), id.to_string());
                     let since = unheard.get(&k).copied().unwrap_or(now);
                     (k, since)
                 })
                 .collect();
-            *unheard = found;
-            unheard.iter().filter(|(_, since)| now - **since >= EVENT_LATE).map(|(k, _)| k.clone()).collect()
+            unheard.retain(|(n, _), _| n != node);
+            let overdue =
+                found.iter().filter(|(_, since)| now - **since >= EVENT_LATE).map(|((_, id), _)| id.clone()).collect();
+            unheard.extend(found);
+            overdue
         };
-        for (node, id) in failed {
-            if overdue.contains(&(node.clone(), id.to_string())) {
-                self.instance_failed(&node, &id, false, &BTreeSet::new(), "reconcile: failed", emit).await;
+        for id in failed {
+            if overdue.contains(&id.to_string()) {
+                self.instance_failed(node, &id, false, &BTreeSet::new(), "reconcile: failed", emit).await;
             }
         }
-        self.follow_hosts(&settled, &views, emit).await;
         for (key, lacking) in missing {
             let Some(app) = settled.get(&key) else { continue };
-            for (node, i) in &lacking {
-                emit(&line(SchedEvent::InstanceMissing { instance: format!("{key}/{i}"), node: node.clone() }));
+            for i in &lacking {
+                emit(&line(SchedEvent::InstanceMissing { instance: format!("{key}/{i}"), node: node.to_string() }));
             }
-            let what: Vec<String> = lacking.iter().map(|(n, i)| format!("{i} on {n}")).collect();
+            let what: Vec<String> = lacking.iter().map(|i| format!("{i} on {node}")).collect();
             let why = DeployCause::Rescheduled { reason: format!("reconcile: missing {}", what.join(", ")) };
             if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
                 emit(&line(SchedEvent::RescheduleFailed {
                     app: key.to_string(),
-                    from: lacking[0].0.clone(),
+                    from: node.to_string(),
                     error: format!("reconcile: {e}"),
+                }));
+            }
+        }
+    }
+
+    /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
+    /// no longer matches (or left the cluster) loses it. Only the nodes that answer (heard,
+    /// not lost; their readings kept since they last changed) are placed on.
+    pub(super) async fn follow_hosts(&self, emit: &Emit) {
+        let Ok(apps) = self.store.apps().await else { return };
+        let sets: Vec<(&App, crate::spec::ProcessSpec)> = apps
+            .iter()
+            .filter(|a| is_settled(a))
+            .filter_map(|a| Some((a, check_spec(&a.spec).ok()?)))
+            .filter(|(_, spec)| spec.daemon_set.is_some())
+            .collect();
+        if sets.is_empty() {
+            return;
+        }
+        let Ok(settings) = self.store.settings().await else { return };
+        let (views, _) = self.read_nodes().await;
+        let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
+        for (app, spec) in sets {
+            if !super::sets::daemon_set_drifted(app, &spec, &nodes, &views, &settings) {
+                continue;
+            }
+            let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
+            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                emit(&line(SchedEvent::RescheduleFailed {
+                    app: app.key.to_string(),
+                    from: String::new(),
+                    error: format!("daemon set: {e}"),
                 }));
             }
         }
@@ -170,13 +216,18 @@ fn is_settled(app: &App) -> bool {
 }
 
 impl Scheduler {
-    /// Of `apps` (as read), those still stored as read: same version, still settled.
-    async fn unchanged_since(&self, apps: &BTreeMap<&AppId, &App>) -> BTreeSet<AppId> {
-        let Ok(now) = self.store.apps().await else { return BTreeSet::new() };
-        now.into_iter()
-            .filter(|a| is_settled(a) && apps.get(&a.key).is_some_and(|read| read.version == a.version))
-            .map(|a| a.key)
-            .collect()
+    /// Of `acted` (apps of `apps` as read), those still stored as read: same version, still
+    /// settled. Each is read alone (a pass acts on few).
+    async fn unchanged_since(&self, apps: &BTreeMap<&AppId, &App>, acted: &BTreeSet<AppId>) -> BTreeSet<AppId> {
+        let reads = acted.iter().map(|key| async move { (key, self.store.app(key).await) });
+        let mut unchanged = BTreeSet::new();
+        for (key, now) in futures_util::future::join_all(reads).await {
+            let Ok(Some(now)) = now else { continue };
+            if is_settled(&now) && apps.get(key).is_some_and(|read| read.version == now.version) {
+                unchanged.insert(key.clone());
+            }
+        }
+        unchanged
     }
 
     /// Applies to `node` the spec meant for it (its instances there), which its daemon rolls
@@ -191,28 +242,6 @@ impl Scheduler {
             revision: r.as_ref().ok().map(|a| a.revision),
             error: r.err().map(|e| e.to_string()),
         }));
-    }
-
-    /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
-    /// no longer matches (or left the cluster) loses it. Only the nodes in `views` (heard, not
-    /// lost, answering) are placed on.
-    async fn follow_hosts(&self, settled: &BTreeMap<&AppId, &App>, views: &[NodeView], emit: &Emit) {
-        let Ok(settings) = self.store.settings().await else { return };
-        let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
-        for app in settled.values() {
-            let Ok(spec) = check_spec(&app.spec) else { continue };
-            if spec.daemon_set.is_none() || !super::sets::daemon_set_drifted(app, &spec, &nodes, views, &settings) {
-                continue;
-            }
-            let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
-            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
-                emit(&line(SchedEvent::RescheduleFailed {
-                    app: app.key.to_string(),
-                    from: String::new(),
-                    error: format!("daemon set: {e}"),
-                }));
-            }
-        }
     }
 }
 

@@ -1,8 +1,8 @@
 //! `run`: the scheduler acting on what the followers see: lost nodes (instances marked Lost,
 //! rescheduled under Always), failed instances rescheduled, strays on a returning node deleted.
 
-use super::arrivals::Owed;
 use super::follow::HeardAt;
+use super::hosts::Owed;
 use super::leading::Controllers;
 use super::liveness::Liveness;
 use super::{check_spec, instance_id, Emit, Scheduler};
@@ -69,7 +69,9 @@ impl Scheduler {
         let mut campaign = Some(self.campaign(&who, Duration::ZERO));
         let mut leadership: Option<crate::sched::store::Leadership> = None;
         let mut changes = self.store.changes();
-        // The reconcile: on a period, and soon after an instance is deleted on a node.
+        // The pass over the cluster (daemon sets, room, endpoints' services, dependencies): on
+        // the reconcile period, and soon after an instance is deleted or a node comes up. Each
+        // node's own pass is the hosts controller's (hosts.rs).
         let mut last_reconcile = Instant::now();
         let mut reconcile_every = super::reconcile::RECONCILE_EVERY;
         let mut reconcile_soon: Option<Instant> = None;
@@ -78,9 +80,7 @@ impl Scheduler {
         let mut last_settings = Instant::now() - Duration::from_secs(60);
         // The controllers, running while this process leads (leading.rs).
         let mut controllers = Controllers::new(reconcile_every);
-        // The hand-over of the hosts' desired sets of the last reconcile pass, while it runs,
-        // and that pass itself.
-        let mut converging: Option<tokio::task::JoinHandle<()>> = None;
+        // The pass over the cluster, while it runs.
         let mut reconciling: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
@@ -125,14 +125,13 @@ impl Scheduler {
                 }
                 _ = async { changes.as_mut().expect("watching").changed().await }, if changes.is_some() => {
                     // The desired state changed (a deploy, another scheduler): look at it soon
-                    // (at most twice a second: each pass lists every app), and compare it with
-                    // the nodes soon (a scale down's strays removed).
+                    // (at most twice a second: each pass lists every app).
                     last_sync = last_sync.min(Instant::now() - SYNC_EVERY + SYNC_SOON);
-                    reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
-                    // The controllers see what changed at once, not on the loop's next pass.
+                    // The controllers see what changed at once, not on the loop's next pass;
+                    // the nodes it concerns are passed over soon (a scale down's strays).
                     if controllers.leading() {
                         if let Ok(apps) = self.apps_changed().await {
-                            controllers.offer(&self, &apps);
+                            controllers.changed(&self, &apps);
                         }
                     }
                 }
@@ -174,6 +173,7 @@ impl Scheduler {
                             emit(&WatchLine::Node(item.clone()));
                             if let EventBody::Instance(InstanceEvent { change: InstanceChange::Deleted, .. }) = &event.body {
                                 reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
+                                controllers.deleted_on(&node);
                             }
                             self.note_stop_event(&node, event, &emit).await;
                             self.notify_event(&node, event, &notifier).await;
@@ -285,31 +285,27 @@ impl Scheduler {
                     for node in &newly {
                         controllers.endpoints.node_lost(&self, node, &emit).await;
                     }
-                    // Heard, not lost, and not waiting for what its arrival owes it.
-                    let ready: BTreeSet<String> =
-                        self.live().ready().into_iter().filter(|n| !controllers.arriving(n)).collect();
                     if last_sync.elapsed() > SYNC_EVERY {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
                             controllers.checks.keep_only(&apps);
                             controllers.offer(&self, &apps);
-                            self.sweep_dependencies(&apps, &ready, false, &emit).await;
+                        }
+                        // Each dependency looked at by its controller (a node that became
+                        // ready may be owed a copy).
+                        if let Ok(deps) = self.store.dependencies().await {
+                            controllers.dependencies(deps.iter().map(|d| &d.key));
                         }
                     }
                     let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
                     if due || last_reconcile.elapsed() >= reconcile_every {
                         reconcile_soon = None;
                         last_reconcile = Instant::now();
-                        // Every host's whole desired set, in the background (a host cut off must
-                        // not hold up the pass), one hand-over at a time.
-                        if converging.as_ref().is_none_or(|t| t.is_finished()) {
-                            converging = Some(self.spawn_converge(ready.iter().cloned().collect(), reconcile_every, &emit));
-                        }
-                        // The pass itself in the background too, one at a time: nodes going
-                        // silent must not keep this loop from declaring them lost.
+                        // In the background, one at a time: nodes going silent must not keep
+                        // this loop from declaring them lost.
                         if reconciling.as_ref().is_none_or(|t| t.is_finished()) {
                             let endpoints = controllers.endpoints.clone();
-                            reconciling = Some(self.spawn_reconcile(ready, endpoints, &emit));
+                            reconciling = Some(self.spawn_cluster_pass(endpoints, &emit));
                         }
                     }
                 }
@@ -359,38 +355,20 @@ impl Scheduler {
         }
     }
 
-    /// One reconcile pass over the nodes in `ready` (reconcile.rs), in a task of its own: apps
-    /// waiting for room placed, every node's endpoints read (all at once), the endpoints
-    /// published again where their services changed, the dependencies' copies checked.
-    fn spawn_reconcile(
+    /// The pass over the cluster, in a task of its own (what no single node's pass can tell,
+    /// hosts.rs): daemon sets following the hosts, apps waiting for room placed, endpoints
+    /// published again where their services changed.
+    fn spawn_cluster_pass(
         self: &Arc<Self>,
-        ready: BTreeSet<String>,
         endpoints: Arc<super::endpoints::Endpoints>,
         emit: &Emit,
     ) -> tokio::task::JoinHandle<()> {
         let (sched, emit) = (self.clone(), emit.clone());
         tokio::spawn(async move {
-            sched.reconcile(&ready, &emit).await;
+            sched.follow_hosts(&emit).await;
             sched.place_waiting(&emit).await;
-            let reads = ready.iter().map(|node| endpoints.refresh(&sched, node, None, &emit));
-            futures_util::future::join_all(reads).await;
             endpoints.republish(&sched, &emit).await;
-            if let Ok(apps) = sched.store.apps().await {
-                sched.sweep_dependencies(&apps, &ready, true, &emit).await;
-            }
         })
-    }
-
-    /// Hands `nodes` their desired sets (converge.rs) in a task of its own.
-    /// `every`: the reconcile period, which the hosts are told (their fences wait for three).
-    fn spawn_converge(
-        self: &Arc<Self>,
-        nodes: Vec<String>,
-        every: Duration,
-        emit: &Emit,
-    ) -> tokio::task::JoinHandle<()> {
-        let (sched, emit) = (self.clone(), emit.clone());
-        tokio::spawn(async move { sched.converge(&nodes, every, &emit).await })
     }
 
     /// Campaigns (after `delay`) to lead the `run`s sharing the store.
