@@ -341,4 +341,28 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(c.syncs.lock().unwrap().values().sum::<usize>(), before, "aborted with the queue");
     }
+
+    /// `add_after`: a key is synced no sooner than asked, a burst of asks makes one sync, and
+    /// one asked while being synced is synced again after, no sooner than asked.
+    #[tokio::test]
+    async fn a_key_added_after_a_delay_is_synced_then_once_for_a_burst() {
+        let c = Arc::new(Counting::default());
+        let emit: Emit = Arc::new(|_| {});
+        let queue = Queue::start(c.clone(), c.clone(), emit, 2);
+        let key = app("soon").key;
+        for _ in 0..5 {
+            queue.add_after([&key], Duration::from_millis(200));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(c.syncs.lock().unwrap().get("soon"), None, "not due yet");
+        // Asked sooner: the sooner stands.
+        queue.add_after([&key], Duration::ZERO);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Busy now (a sync takes 50 ms): asked again for 300 ms from now.
+        queue.add_after([&key], Duration::from_millis(300));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(c.syncs.lock().unwrap().get("soon"), Some(&1), "one sync for the burst, the next not due");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(c.syncs.lock().unwrap().get("soon"), Some(&2), "synced again once due");
+    }
 }

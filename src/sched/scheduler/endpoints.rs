@@ -33,6 +33,10 @@ pub(super) struct EndpointBook {
 pub(super) struct Endpoints {
     book: tokio::sync::Mutex<EndpointBook>,
     stale: std::sync::Mutex<BTreeMap<AppId, BTreeSet<String>>>,
+    /// Each app's spec as last published (a print of it): one whose spec changed (a service
+    /// added, removed or changed: no instance event tells) is published again; one no longer
+    /// stored loses its endpoints.
+    printed: std::sync::Mutex<BTreeMap<AppId, Option<SpecPrint>>>,
     /// One read of a node at a time (its listing and what it makes of it), so an older
     /// listing is never taken after a newer one; different nodes are read at once.
     reading: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
@@ -55,6 +59,9 @@ impl Endpoints {
             Ok(all) => book.stored = all.into_iter().map(|e| (e.app(), e)).collect(),
             Err(e) => tracing::warn!("reading the stored endpoints: {e}"),
         }
+        // Every app with stored endpoints is looked at once (its spec may have changed, or it
+        // may be gone, while nobody led).
+        *self.printed.lock().expect("endpoints lock") = book.stored.keys().map(|k| (k.clone(), None)).collect();
         // What was stored stands for each node until that node says otherwise (or is lost):
         // learning the nodes one by one must not publish the lists they make on the way.
         let book = &mut *book;
@@ -94,14 +101,12 @@ impl Endpoints {
         Some(key)
     }
 
-    /// Every app the leader knows endpoints of, published again if its services changed (a
-    /// deploy that changed only them): at each reconcile pass.
-    pub async fn republish(&self, sched: &Scheduler, emit: &Emit) {
-        let mut book = self.book.lock().await;
-        let keys: BTreeSet<AppId> = book.stored.keys().chain(book.seen.keys()).cloned().collect();
-        for key in keys {
-            sched.endpoints_publish(&mut book, &key, emit).await;
-        }
+    /// Of the apps published, those `apps` (every app stored) no longer has: to be synced
+    /// (their endpoints removed).
+    pub fn gone(&self, apps: &[crate::sched::store::App]) -> Vec<AppId> {
+        let stored: BTreeSet<&AppId> = apps.iter().map(|a| &a.key).collect();
+        let printed = self.printed.lock().expect("endpoints lock");
+        printed.keys().filter(|k| !stored.contains(k)).cloned().collect()
     }
 
     /// Lists what `node` runs (of `app`, or everything) and publishes each app whose ready
@@ -188,12 +193,32 @@ impl super::controller::Controller for Endpoints {
         "endpoints"
     }
 
-    /// An app with nodes to read again (an event's, or one a read failed on).
+    /// An app with nodes to read again (an event's, or one a read failed on), or whose spec
+    /// changed since it was last published.
     fn wants(&self, app: &crate::sched::store::App, _live: &super::liveness::Liveness) -> bool {
         self.stale.lock().expect("endpoints lock").contains_key(&app.key)
+            || self.printed.lock().expect("endpoints lock").get(&app.key) != Some(&Some(SpecPrint::of(app)))
     }
 
     async fn sync(&self, sched: &std::sync::Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<std::time::Duration> {
+        // Its spec (services) changed, or it is gone: published again (a changed listing below
+        // publishes it anyway).
+        let print = match sched.store.app(key).await {
+            Ok(app) => app.as_ref().map(SpecPrint::of),
+            Err(e) => {
+                tracing::warn!("endpoints of {key}: {e}");
+                return Some(std::time::Duration::from_secs(2));
+            }
+        };
+        let last = self.printed.lock().expect("endpoints lock").get(key).cloned();
+        if last != Some(print.clone()) || print.is_none() {
+            sched.endpoints_publish(&mut *self.book.lock().await, key, emit).await;
+            let mut printed = self.printed.lock().expect("endpoints lock");
+            match print {
+                Some(p) => printed.insert(key.clone(), Some(p)),
+                None => printed.remove(key),
+            };
+        }
         let nodes = self.stale.lock().expect("endpoints lock").remove(key).unwrap_or_default();
         let reads = nodes.iter().map(|node| async move { (node, self.refresh(sched, node, Some(key), emit).await) });
         let unread: BTreeSet<String> = futures_util::future::join_all(reads)
@@ -301,6 +326,21 @@ async fn within<T>(
     match tokio::time::timeout(limit, call).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
+    }
+}
+
+/// A print of what an app's endpoints are published from in its record: its spec, and whether
+/// it is being deleted. Cheap to take for every app at every offer (a hash of the document, no
+/// spec check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SpecPrint {
+    spec: u64,
+    deleting: bool,
+}
+
+impl SpecPrint {
+    fn of(app: &crate::sched::store::App) -> SpecPrint {
+        SpecPrint { spec: super::spec_print(&app.spec), deleting: app.deleting.is_some() }
     }
 }
 

@@ -10,6 +10,8 @@ use super::failed::Failures;
 use super::hosts::{Hosts, Owed};
 use super::intents::FinishDeletes;
 use super::lost::LostNodes;
+use super::room::Room;
+use super::sets::DaemonSets;
 use super::{Emit, Scheduler};
 use crate::protocol::Event;
 use crate::sched::store::App;
@@ -38,6 +40,12 @@ const FAILURE_WORKERS: usize = 8;
 /// How many apps' endpoints the leader reads again at once (after their instances' events).
 const ENDPOINT_WORKERS: usize = 16;
 
+/// How many daemon sets the leader makes follow the hosts at once.
+const DAEMON_SET_WORKERS: usize = 4;
+
+/// How many apps' held instances the leader tries to place at once.
+const ROOM_WORKERS: usize = 4;
+
 /// How many dependencies' copies the leader brings up to date at once.
 const DEPENDENCY_WORKERS: usize = 4;
 
@@ -54,6 +62,8 @@ pub(super) struct Controllers {
     pub checks: Arc<RemoteChecks>,
     hosts: Arc<Hosts>,
     dependencies: Arc<Dependencies>,
+    daemon_sets: Arc<DaemonSets>,
+    room: Arc<Room>,
     lost: Arc<LostNodes>,
     failures: Arc<Failures>,
     queues: Option<Queues>,
@@ -68,6 +78,8 @@ struct Queues {
     failures: Queue<AppId>,
     hosts: Queue<String>,
     dependencies: Queue<String>,
+    daemon_sets: Queue<AppId>,
+    room: Queue<AppId>,
 }
 
 impl Controllers {
@@ -77,6 +89,8 @@ impl Controllers {
         let hosts = Arc::new(Hosts::new(endpoints.clone(), every));
         Controllers {
             dependencies: Arc::new(Dependencies::new(hosts.clone())),
+            daemon_sets: Arc::new(DaemonSets::new(hosts.clone())),
+            room: Arc::new(Room::new(hosts.clone())),
             hosts,
             endpoints,
             checks: Arc::new(RemoteChecks::new()),
@@ -106,6 +120,8 @@ impl Controllers {
             failures: start(self.failures.clone(), FAILURE_WORKERS),
             hosts: Queue::start(self.hosts.clone(), sched.clone(), emit.clone(), HOST_WORKERS),
             dependencies: Queue::start(self.dependencies.clone(), sched.clone(), emit.clone(), DEPENDENCY_WORKERS),
+            daemon_sets: start(self.daemon_sets.clone(), DAEMON_SET_WORKERS),
+            room: start(self.room.clone(), ROOM_WORKERS),
         });
     }
 
@@ -119,6 +135,8 @@ impl Controllers {
     fn forget(&self) {
         self.hosts.forget();
         self.dependencies.forget();
+        self.daemon_sets.forget();
+        self.room.forget();
         self.lost.forget();
         self.failures.forget();
         self.checks.stop_all();
@@ -137,11 +155,12 @@ impl Controllers {
         }
     }
 
-    /// An instance was deleted on `node`: its pass soon (a daemon set's, a stateful set's
-    /// next step may wait on it).
+    /// An instance was deleted on `node`: its pass soon, and the apps holding instances for
+    /// room looked at (room was freed).
     pub fn deleted_on(&self, node: &String) {
         if let Some(q) = &self.queues {
             q.hosts.add_after([node], HOSTS_SOON);
+            q.room.add_after(&self.room.held(), HOSTS_SOON);
         }
     }
 
@@ -149,15 +168,24 @@ impl Controllers {
     pub fn offer(&self, sched: &Scheduler, apps: &[App]) {
         let Some(q) = &self.queues else { return };
         let live = sched.live();
-        for queue in q.apps.iter().chain([&q.endpoints, &q.failures]) {
+        for queue in q.apps.iter().chain([&q.endpoints, &q.failures, &q.daemon_sets, &q.room]) {
             queue.offer(apps, &live);
+        }
+    }
+
+    /// Offers `apps`, every app stored, to every controller of apps; those whose endpoints
+    /// were published and that are gone have them removed.
+    pub fn offer_every(&self, sched: &Scheduler, apps: &[App]) {
+        self.offer(sched, apps);
+        if let Some(q) = &self.queues {
+            q.endpoints.add(&self.endpoints.gone(apps));
         }
     }
 
     /// Offers every app as now stored to every controller of apps.
     pub async fn offer_all(&self, sched: &Scheduler) {
         match sched.store.apps().await {
-            Ok(apps) => self.offer(sched, &apps),
+            Ok(apps) => self.offer_every(sched, &apps),
             Err(e) => tracing::warn!("reading the apps to offer the controllers: {e}"),
         }
     }
@@ -174,6 +202,8 @@ impl Controllers {
         self.hosts.owe(node, owed);
         if let Some(q) = &self.queues {
             q.hosts.add([node]);
+            // A daemon set may be owed an instance there (once its arrival is done).
+            q.daemon_sets.add_after(&self.daemon_sets.all(), HOSTS_SOON);
         }
     }
 

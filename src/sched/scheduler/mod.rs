@@ -761,3 +761,23 @@ impl Scheduler {
         Ok(placed)
     }
 }
+
+/// A print of a spec document (a hash of its JSON): cheap enough to take for every app at every
+/// offer, where a spec check is not; equal prints, same document.
+pub(super) fn spec_print(doc: &serde_json::Value) -> u64 {
+    use std::hash::Hasher;
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Default::default());
+    // Writing JSON into a hasher cannot fail.
+    let _ = serde_json::to_writer(&mut h, doc);
+    h.0.finish()
+}

@@ -26,12 +26,93 @@ pub const EVENT_LATE: std::time::Duration = std::time::Duration::from_secs(5);
 /// is normally only late, not lost).
 pub(super) type Unheard = std::sync::Mutex<BTreeMap<(String, String), std::time::Instant>>;
 
+/// What one pass finds on a node, before acting.
+#[derive(Debug, Default, PartialEq)]
+struct Findings<'a> {
+    /// Instances the node runs that are not placed there (placed elsewhere, or beyond the
+    /// app's count).
+    strays: Vec<crate::spec::InstanceId>,
+    /// Per app, the instances placed (and applied) there that the node lacks.
+    missing: BTreeMap<AppId, Vec<u32>>,
+    /// Apps the node runs another spec of than the one meant for it.
+    behind: Vec<&'a App>,
+    /// Instances Failed there with no word of it reaching the leader.
+    failed: Vec<crate::spec::InstanceId>,
+    /// Instances rescheduled before and healthy now (node, app, index).
+    healthy: Vec<(String, AppId, u32)>,
+}
+
+/// Compares `node`, as its document `doc` says it is, with `settled` (the apps nothing is
+/// changing, read after the document: an instance placed on the node since is not there yet,
+/// so nothing new is taken for a stray) and `before` (read before it: an instance the node
+/// lacks is missing only if it was Placed, so applied, before the node was read — one placed
+/// since may be on its way).
+fn compare<'a>(
+    node: &str,
+    doc: &crate::protocol::NodeDocument,
+    before: Option<&[App]>,
+    settled: &BTreeMap<&AppId, &'a App>,
+) -> Findings<'a> {
+    let mut found = Findings::default();
+    let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
+    for on_node in &doc.apps {
+        let key = AppId::new(&on_node.namespace, &on_node.name);
+        let Some(app) = settled.get(&key).copied() else { continue };
+        // It runs another spec than the one meant for it here (it missed a rollout, or one
+        // was undone there): applied again, rolled out there by the spec's strategy.
+        if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == node) {
+            let meant = check_spec(&app.doc_for(node)).map(|s| crate::supervisor::revisions::template_hash(&s));
+            if meant.is_ok_and(|h| h != on_node.hash) {
+                found.behind.push(app);
+            }
+        }
+        for inst in &on_node.instances {
+            if app.placements.get(&inst.index).is_some_and(|p| p.node == node) {
+                present.insert((key.clone(), inst.index));
+                // Failed there with no word of it reaching the leader (an event missed across
+                // a failover): its policy decides.
+                let placed = app.placements.get(&inst.index).is_some_and(|p| p.state == PlacementState::Placed);
+                if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
+                    found.failed.push(instance_id(&key, inst.index));
+                }
+                // Rescheduled before and healthy now: its start time decides a reset.
+                let counted = app.placements.get(&inst.index).is_some_and(|p| p.reschedules > 0);
+                if counted && placed && inst.state == crate::protocol::Kind::Running && inst.ready {
+                    found.healthy.push((node.to_string(), key.clone(), inst.index));
+                }
+                continue;
+            }
+            // Kept by a failed rollout for its output: it runs nothing, and goes with the
+            // app's next apply there.
+            if inst.kept {
+                continue;
+            }
+            found.strays.push(instance_id(&key, inst.index));
+        }
+    }
+    let placed_before: BTreeSet<(&AppId, u32)> = before
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|a| a.placements.iter().map(move |(i, p)| (a, *i, p)))
+        .filter(|(_, _, p)| p.node == node && p.state == PlacementState::Placed)
+        .map(|(a, i, _)| (&a.key, i))
+        .collect();
+    for app in settled.values() {
+        for (i, p) in &app.placements {
+            let placed_here = p.node == node && p.state == PlacementState::Placed;
+            let applied = placed_before.contains(&(&app.key, *i));
+            if placed_here && applied && !present.contains(&(app.key.clone(), *i)) {
+                found.missing.entry(app.key.clone()).or_default().push(*i);
+            }
+        }
+    }
+    found
+}
+
 impl Scheduler {
-    /// One pass over `node`, as its document `doc` says it is, against the desired state
-    /// `apps` read after the document (an instance placed on the node since is not there yet,
-    /// so nothing new is taken for a stray) and `before` it (an instance the node lacks is
-    /// missing only if it was Placed, so applied, before the node was read: one placed since
-    /// may be on its way).
+    /// One pass over `node`, as its document `doc` says it is, against the desired state read
+    /// after it (`apps`) and before it (`before`): see [`compare`]. Acts only on apps still
+    /// stored as read.
     pub(super) async fn reconcile_node(
         &self,
         node: &str,
@@ -42,65 +123,7 @@ impl Scheduler {
         emit: &Emit,
     ) {
         let settled: BTreeMap<&AppId, &App> = apps.iter().filter(|a| is_settled(a)).map(|a| (&a.key, a)).collect();
-        let mut missing: BTreeMap<AppId, Vec<u32>> = BTreeMap::new();
-        let mut failed: Vec<crate::spec::InstanceId> = Vec::new();
-        let mut behind: Vec<&App> = Vec::new();
-        let mut healthy: Vec<(String, AppId, u32)> = Vec::new();
-        let mut strays: Vec<crate::spec::InstanceId> = Vec::new();
-        let mut present: BTreeSet<(AppId, u32)> = BTreeSet::new();
-        for on_node in &doc.apps {
-            let key = AppId::new(&on_node.namespace, &on_node.name);
-            let Some(app) = settled.get(&key) else { continue };
-            // It runs another spec than the one meant for it here (it missed a rollout, or
-            // one was undone there): applied again, rolled out there by the spec's strategy.
-            if !on_node.hash.is_empty() && app.placements.values().any(|p| p.node == node) {
-                let meant = check_spec(&app.doc_for(node)).map(|s| crate::supervisor::revisions::template_hash(&s));
-                if meant.is_ok_and(|h| h != on_node.hash) {
-                    behind.push(app);
-                }
-            }
-            for inst in &on_node.instances {
-                if app.placements.get(&inst.index).is_some_and(|p| p.node == node) {
-                    present.insert((key.clone(), inst.index));
-                    // Failed there with no word of it reaching the leader (an event missed
-                    // across a failover): its policy decides now.
-                    let placed = app.placements.get(&inst.index).is_some_and(|p| p.state == PlacementState::Placed);
-                    if inst.state == crate::protocol::Kind::Failed && placed && !app.stopped.contains(&inst.index) {
-                        failed.push(instance_id(&key, inst.index));
-                    }
-                    // Rescheduled before and healthy now: its start time decides a reset.
-                    let counted = app.placements.get(&inst.index).is_some_and(|p| p.reschedules > 0);
-                    if counted && placed && inst.state == crate::protocol::Kind::Running && inst.ready {
-                        healthy.push((node.to_string(), key.clone(), inst.index));
-                    }
-                    continue;
-                }
-                // Kept by a failed rollout for its output: it runs nothing, and goes with the
-                // app's next apply there.
-                if inst.kept {
-                    continue;
-                }
-                // Placed elsewhere, or beyond the app's count: it must not run here (once
-                // the app is known not to have changed since it was read, below).
-                strays.push(instance_id(&key, inst.index));
-            }
-        }
-        let placed_before: BTreeSet<(&AppId, u32)> = before
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|a| a.placements.iter().map(move |(i, p)| (a, *i, p)))
-            .filter(|(_, _, p)| p.node == node && p.state == PlacementState::Placed)
-            .map(|(a, i, _)| (&a.key, i))
-            .collect();
-        for app in settled.values() {
-            for (i, p) in &app.placements {
-                let placed_here = p.node == node && p.state == PlacementState::Placed;
-                let applied = placed_before.contains(&(&app.key, *i));
-                if placed_here && applied && !present.contains(&(app.key.clone(), *i)) {
-                    missing.entry(app.key.clone()).or_default().push(*i);
-                }
-            }
-        }
+        let Findings { strays, mut missing, behind, failed, healthy } = compare(node, doc, before, &settled);
         // An app a deploy or a controller changed since it was read (a reschedule, a scale)
         // is left to the next pass: acting on the old record would delete a new instance as
         // a stray or apply an old spec.
@@ -172,43 +195,11 @@ impl Scheduler {
             }
         }
     }
-
-    /// Daemon sets follow the hosts: one that matches without an instance gets one, one that
-    /// no longer matches (or left the cluster) loses it. Only the nodes that answer (heard,
-    /// not lost; their readings kept since they last changed) are placed on.
-    pub(super) async fn follow_hosts(&self, emit: &Emit) {
-        let Ok(apps) = self.store.apps().await else { return };
-        let sets: Vec<(&App, crate::spec::ProcessSpec)> = apps
-            .iter()
-            .filter(|a| is_settled(a))
-            .filter_map(|a| Some((a, check_spec(&a.spec).ok()?)))
-            .filter(|(_, spec)| spec.daemon_set.is_some())
-            .collect();
-        if sets.is_empty() {
-            return;
-        }
-        let Ok(settings) = self.store.settings().await else { return };
-        let (views, _) = self.read_nodes().await;
-        let nodes: BTreeSet<String> = self.nodes().iter().map(|(n, _)| n.clone()).collect();
-        for (app, spec) in sets {
-            if !super::sets::daemon_set_drifted(app, &spec, &nodes, &views, &settings) {
-                continue;
-            }
-            let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
-            if let Err(e) = self.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
-                emit(&line(SchedEvent::RescheduleFailed {
-                    app: app.key.to_string(),
-                    from: String::new(),
-                    error: format!("daemon set: {e}"),
-                }));
-            }
-        }
-    }
 }
 
 /// An app nothing is changing right now: its placements applied, no rollout under way, no
 /// delete pending, not a job (its runs have ids of their own).
-fn is_settled(app: &App) -> bool {
+pub(super) fn is_settled(app: &App) -> bool {
     app.deleting.is_none()
         && !app.placements.values().any(|p| matches!(p.state, PlacementState::Pending { .. }))
         && !app.rollout.as_ref().is_some_and(|r| r.phase == RolloutPhase::Progressing)
@@ -305,6 +296,46 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn app(placed: &[(u32, &str)]) -> App {
+        let mut app: App =
+            serde_json::from_value(serde_json::json!({"key": "test/web", "spec": {}, "placements": {}})).unwrap();
+        for (i, node) in placed {
+            let p = Placement { node: node.to_string(), state: PlacementState::Placed, reschedules: 0 };
+            app.placements.insert(*i, p);
+        }
+        app
+    }
+
+    fn running(indexes: &[u32]) -> crate::protocol::NodeDocument {
+        let instances: Vec<serde_json::Value> =
+            indexes.iter().map(|i| serde_json::json!({"index": i, "state": "Running", "ready": true})).collect();
+        let app = serde_json::json!({"namespace": "test", "name": "web", "labels": {}, "instances": instances});
+        serde_json::from_value(serde_json::json!({"apps": [app]})).unwrap()
+    }
+
+    /// Issue 46: a pass compares a node with the desired state read after it (strays) and
+    /// before it (missing): an instance placed on the node after it was read is neither a stray
+    /// nor missing; one it runs that the later reading places elsewhere is a stray; one placed
+    /// there in both readings that it lacks is missing.
+    #[test]
+    fn a_pass_takes_nothing_placed_since_the_node_was_read_for_a_stray_or_missing() {
+        // Read before the node: 0 and 1 on h1. The node: runs 0 and 2 (2 applied just before
+        // it was read, while the earlier reading was not Placed yet). Read after: 0, 1, 2 and 3
+        // (3 placed since) on h1, and 4 elsewhere.
+        let before = [app(&[(0, "h1"), (1, "h1")])];
+        let after = app(&[(0, "h1"), (1, "h1"), (2, "h1"), (3, "h1"), (4, "h2")]);
+        let settled = BTreeMap::from([(&after.key, &after)]);
+        let found = compare("h1", &running(&[0, 2]), Some(&before), &settled);
+        assert_eq!(found.strays, Vec::<crate::spec::InstanceId>::new(), "2 is placed there in the later reading");
+        assert_eq!(found.missing, BTreeMap::from([(after.key.clone(), vec![1])]), "3 may be on its way");
+        // The node runs 4, which the later reading places on h2 (moved): a stray.
+        let found = compare("h1", &running(&[0, 1, 4]), Some(&before), &settled);
+        assert_eq!(found.strays, vec![instance_id(&after.key, 4)]);
+        // No earlier reading yet (the first pass of a leadership): nothing is called missing.
+        let found = compare("h1", &running(&[]), None, &settled);
+        assert!(found.missing.is_empty(), "{found:?}");
+    }
 
     /// Issue 43, item 9: the count resets once the instance has run healthy 30 minutes (an
     /// instance started 31 minutes ago, not one started 29 minutes ago, nor one not ready).

@@ -69,19 +69,14 @@ impl Scheduler {
         let mut campaign = Some(self.campaign(&who, Duration::ZERO));
         let mut leadership: Option<crate::sched::store::Leadership> = None;
         let mut changes = self.store.changes();
-        // The pass over the cluster (daemon sets, room, endpoints' services, dependencies): on
-        // the reconcile period, and soon after an instance is deleted or a node comes up. Each
-        // node's own pass is the hosts controller's (hosts.rs).
-        let mut last_reconcile = Instant::now();
+        // The reconcile period: each node's pass (hosts.rs), daemon sets and held instances
+        // are looked at that often at least.
         let mut reconcile_every = super::reconcile::RECONCILE_EVERY;
-        let mut reconcile_soon: Option<Instant> = None;
         // Maintenance mode (seed 002): follow and report, change nothing.
         let mut maintenance = false;
         let mut last_settings = Instant::now() - Duration::from_secs(60);
         // The controllers, running while this process leads (leading.rs).
         let mut controllers = Controllers::new(reconcile_every);
-        // The pass over the cluster, while it runs.
-        let mut reconciling: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 led = async { campaign.as_mut().expect("campaigning").await }, if campaign.is_some() => {
@@ -114,9 +109,6 @@ impl Scheduler {
                     // Acting on without the lease could act twice with the next leader.
                     leadership = None;
                     controllers.stop();
-                    if let Some(pass) = reconciling.take() {
-                        pass.abort();
-                    }
                     self.live_mut().follow();
                     self.hand_off.store(true, std::sync::atomic::Ordering::SeqCst);
                     let reason = why.unwrap_or_else(|_| "the leadership ended".into());
@@ -158,8 +150,6 @@ impl Scheduler {
                     if became.up {
                         emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
                         self.record_node(&node, NodeState::Up).await;
-                        // A host new to this leader: daemon sets may be owed an instance there.
-                        reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                     }
                     if became.back {
                         emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
@@ -172,7 +162,6 @@ impl Scheduler {
                         NodeItem::Event(event) => {
                             emit(&WatchLine::Node(item.clone()));
                             if let EventBody::Instance(InstanceEvent { change: InstanceChange::Deleted, .. }) = &event.body {
-                                reconcile_soon.get_or_insert(Instant::now() + Duration::from_secs(1));
                                 controllers.deleted_on(&node);
                             }
                             self.note_stop_event(&node, event, &emit).await;
@@ -250,9 +239,6 @@ impl Scheduler {
                                 emit(&sched_line(SchedEvent::MaintenanceChanged { on, reason }));
                                 if on {
                                     controllers.stop();
-                                    if let Some(pass) = reconciling.take() {
-                                        pass.abort();
-                                    }
                                 } else {
                                     // Everything is looked at afresh, as by a new leader.
                                     self.live_mut().lead();
@@ -289,23 +275,12 @@ impl Scheduler {
                         last_sync = Instant::now();
                         if let Ok(apps) = self.store.apps().await {
                             controllers.checks.keep_only(&apps);
-                            controllers.offer(&self, &apps);
+                            controllers.offer_every(&self, &apps);
                         }
                         // Each dependency looked at by its controller (a node that became
                         // ready may be owed a copy).
                         if let Ok(deps) = self.store.dependencies().await {
                             controllers.dependencies(deps.iter().map(|d| &d.key));
-                        }
-                    }
-                    let due = reconcile_soon.is_some_and(|at| Instant::now() >= at);
-                    if due || last_reconcile.elapsed() >= reconcile_every {
-                        reconcile_soon = None;
-                        last_reconcile = Instant::now();
-                        // In the background, one at a time: nodes going silent must not keep
-                        // this loop from declaring them lost.
-                        if reconciling.as_ref().is_none_or(|t| t.is_finished()) {
-                            let endpoints = controllers.endpoints.clone();
-                            reconciling = Some(self.spawn_cluster_pass(endpoints, &emit));
                         }
                     }
                 }
@@ -353,22 +328,6 @@ impl Scheduler {
             }
             _ => {}
         }
-    }
-
-    /// The pass over the cluster, in a task of its own (what no single node's pass can tell,
-    /// hosts.rs): daemon sets following the hosts, apps waiting for room placed, endpoints
-    /// published again where their services changed.
-    fn spawn_cluster_pass(
-        self: &Arc<Self>,
-        endpoints: Arc<super::endpoints::Endpoints>,
-        emit: &Emit,
-    ) -> tokio::task::JoinHandle<()> {
-        let (sched, emit) = (self.clone(), emit.clone());
-        tokio::spawn(async move {
-            sched.follow_hosts(&emit).await;
-            sched.place_waiting(&emit).await;
-            endpoints.republish(&sched, &emit).await;
-        })
     }
 
     /// Campaigns (after `delay`) to lead the `run`s sharing the store.

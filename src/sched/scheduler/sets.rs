@@ -183,6 +183,93 @@ pub(super) fn held_back(placements: &BTreeMap<u32, Placement>, ready: &BTreeSet<
     held
 }
 
+/// The daemon sets controller: a daemon set's placements follow the hosts — a node that
+/// matches without an instance gets one, one that no longer matches (or left the cluster) loses
+/// it. An app is looked at when it changes, soon after a node comes up or back (one lost or
+/// removed is offered with its apps), and once a reconcile period (labels may change with no
+/// word of it). Only nodes that answer are placed on, as last kept (board.rs).
+pub(super) struct DaemonSets {
+    /// Each app's spec print and whether it is a daemon set (a spec is checked once a change).
+    kinds: std::sync::Mutex<BTreeMap<AppId, (u64, bool)>>,
+    /// For the reconcile period.
+    hosts: std::sync::Arc<super::hosts::Hosts>,
+}
+
+impl DaemonSets {
+    pub fn new(hosts: std::sync::Arc<super::hosts::Hosts>) -> DaemonSets {
+        DaemonSets { kinds: Default::default(), hosts }
+    }
+
+    /// The apps known to be daemon sets.
+    pub fn all(&self) -> Vec<AppId> {
+        let kinds = self.kinds.lock().expect("daemon sets lock");
+        kinds.iter().filter(|(_, (_, set))| *set).map(|(k, _)| k.clone()).collect()
+    }
+
+    pub fn forget(&self) {
+        self.kinds.lock().expect("daemon sets lock").clear();
+    }
+}
+
+#[async_trait::async_trait]
+impl super::controller::Controller for DaemonSets {
+    type Key = AppId;
+
+    fn name(&self) -> &'static str {
+        "daemon sets"
+    }
+
+    fn wants(&self, app: &App, _live: &super::liveness::Liveness) -> bool {
+        let print = super::spec_print(&app.spec);
+        let mut kinds = self.kinds.lock().expect("daemon sets lock");
+        match kinds.get(&app.key) {
+            Some((p, set)) if *p == print => *set,
+            _ => {
+                let set = super::check_spec(&app.spec).is_ok_and(|s| s.daemon_set.is_some());
+                kinds.insert(app.key.clone(), (print, set));
+                set
+            }
+        }
+    }
+
+    async fn sync(
+        &self,
+        sched: &std::sync::Arc<Scheduler>,
+        key: &AppId,
+        emit: &super::Emit,
+    ) -> Option<std::time::Duration> {
+        use crate::protocol::{DeployCause, SchedEvent};
+        let app = match sched.store.app(key).await {
+            Ok(Some(app)) => app,
+            Ok(None) => {
+                self.kinds.lock().expect("daemon sets lock").remove(key);
+                return None;
+            }
+            Err(_) => return Some(std::time::Duration::from_secs(2)),
+        };
+        let spec = super::check_spec(&app.spec).ok()?;
+        spec.daemon_set.as_ref()?;
+        // Being changed (a rollout, an apply): looked at once that is done.
+        if !super::reconcile::is_settled(&app) {
+            return Some(std::time::Duration::from_secs(2));
+        }
+        let Ok(settings) = sched.store.settings().await else { return Some(std::time::Duration::from_secs(2)) };
+        let (views, _) = sched.read_nodes().await;
+        let nodes: BTreeSet<String> = sched.nodes().iter().map(|(n, _)| n.clone()).collect();
+        if daemon_set_drifted(&app, &spec, &nodes, &views, &settings) {
+            let why = DeployCause::Rescheduled { reason: "daemon set: the hosts changed".into() };
+            if let Err(e) = sched.deploy_doc(app.spec.clone(), &BTreeSet::new(), why).await {
+                emit(&super::run::sched_line(SchedEvent::RescheduleFailed {
+                    app: app.key.to_string(),
+                    from: String::new(),
+                    error: format!("daemon set: {e}"),
+                }));
+            }
+        }
+        Some(self.hosts.every())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
