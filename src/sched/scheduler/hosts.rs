@@ -60,7 +60,18 @@ pub(super) struct Hosts {
     /// The apps each node ran at its last pass: a change to one of them (a scale down's
     /// stray) is looked at there soon.
     seen: Mutex<BTreeMap<String, BTreeSet<AppId>>>,
+    /// When each node's last pass began: changes pass over a node at most once per
+    /// [`CHANGES_GAP`].
+    passed: Mutex<BTreeMap<String, Instant>>,
 }
+
+/// How soon after a change to an app its nodes are passed over (a burst of changes makes one
+/// pass).
+const CHANGES_SOON: Duration = Duration::from_secs(1);
+
+/// The least time between two passes over a node that changes ask for: a burst of changes
+/// (a lost fleet's reschedules touch every app) must not keep every node's pass running.
+const CHANGES_GAP: Duration = Duration::from_secs(5);
 
 impl Hosts {
     pub fn new(endpoints: Arc<Endpoints>, every: Duration) -> Hosts {
@@ -71,6 +82,7 @@ impl Hosts {
             desired: Default::default(),
             unheard: Default::default(),
             seen: Default::default(),
+            passed: Default::default(),
         }
     }
 
@@ -91,21 +103,29 @@ impl Hosts {
         self.owed.lock().expect("hosts lock").clear();
         self.unheard.lock().expect("failures lock").clear();
         self.seen.lock().expect("hosts lock").clear();
+        self.passed.lock().expect("hosts lock").clear();
         self.desired.forget();
     }
 
-    /// The nodes `apps` (as now stored) concern: those they are placed on, and those that ran
-    /// them at their last pass.
-    pub fn nodes_of(&self, apps: &[App]) -> BTreeSet<String> {
-        let seen = self.seen.lock().expect("hosts lock");
+    /// The nodes `apps` (as now stored) concern — those they are placed on, and those that ran
+    /// them at their last pass — each with how soon it is to be passed over for them.
+    pub fn after_changes(&self, apps: &[App]) -> Vec<(String, Duration)> {
         let mut nodes: BTreeSet<String> =
             apps.iter().flat_map(|a| a.placements.values().map(|p| p.node.clone())).collect();
-        for (node, ran) in seen.iter() {
+        for (node, ran) in self.seen.lock().expect("hosts lock").iter() {
             if apps.iter().any(|a| ran.contains(&a.key)) {
                 nodes.insert(node.clone());
             }
         }
+        let passed = self.passed.lock().expect("hosts lock");
+        let now = Instant::now();
         nodes
+            .into_iter()
+            .map(|node| {
+                let gap = passed.get(&node).map_or(Duration::ZERO, |at| CHANGES_GAP.saturating_sub(now - *at));
+                (node, gap.max(CHANGES_SOON))
+            })
+            .collect()
     }
 
     pub fn every(&self) -> Duration {
@@ -165,6 +185,7 @@ impl Hosts {
     /// before).
     async fn pass(&self, sched: &Scheduler, node: &str, emit: &Emit) {
         let (Some(client), Some(limit)) = (sched.client(node), sched.node_timeout(node)) else { return };
+        self.passed.lock().expect("hosts lock").insert(node.to_string(), Instant::now());
         // A reading of the desired state finished before the node's: an instance it says
         // Placed there was applied before the node was read (a deploy marks it Placed once
         // applied), so one the node lacks is missing, not on its way.

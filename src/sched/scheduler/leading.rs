@@ -51,10 +51,10 @@ const DEPENDENCY_WORKERS: usize = 4;
 
 /// How many nodes the leader brings up to date at once (heard new, back or started over, or
 /// due their pass).
-const HOST_WORKERS: usize = 16;
+const HOST_WORKERS: usize = 32;
 
-/// How soon after a change to an app its nodes are looked at (a scale down's strays removed):
-/// a burst of changes makes one pass.
+/// How soon after an instance is deleted on a node it is passed over, and apps holding
+/// instances for room looked at, and after a node is heard daemon sets (a burst makes one).
 const HOSTS_SOON: Duration = Duration::from_secs(1);
 
 pub(super) struct Controllers {
@@ -151,7 +151,9 @@ impl Controllers {
     pub fn changed(&self, sched: &Scheduler, apps: &[App]) {
         self.offer(sched, apps);
         if let Some(q) = &self.queues {
-            q.hosts.add_after(&self.hosts.nodes_of(apps), HOSTS_SOON);
+            for (node, after) in self.hosts.after_changes(apps) {
+                q.hosts.add_after([&node], after);
+            }
         }
     }
 
