@@ -128,6 +128,11 @@ impl Hosts {
             .collect()
     }
 
+    /// The nodes passed over while this process leads.
+    pub fn passed_nodes(&self) -> Vec<String> {
+        self.passed.lock().expect("hosts lock").keys().cloned().collect()
+    }
+
     pub fn every(&self) -> Duration {
         *self.every.lock().expect("hosts lock")
     }

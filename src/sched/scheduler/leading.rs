@@ -220,7 +220,12 @@ impl Controllers {
         }
     }
 
+    /// The reconcile period is `every` from now: a node due later than that is due then.
     pub fn set_every(&self, every: Duration) {
+        let shorter = every < self.hosts.every();
         self.hosts.set_every(every);
+        if let (true, Some(q)) = (shorter, &self.queues) {
+            q.hosts.add_after(&self.hosts.passed_nodes(), every);
+        }
     }
 }

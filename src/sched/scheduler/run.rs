@@ -89,7 +89,12 @@ impl Scheduler {
                             // Where to notify, before anything is done that may notify (a crash
                             // loop can reach maxtimes before the next look at the settings).
                             match self.store.settings().await {
-                                Ok(settings) => configure(&notifier, &settings),
+                                Ok(settings) => {
+                                    configure(&notifier, &settings);
+                                    // The period the first passes are due again after.
+                                    reconcile_every = settings.config.reconcile_every();
+                                    controllers.set_every(reconcile_every);
+                                }
                                 Err(e) => tracing::warn!("reading the cluster's settings: {e}"),
                             }
                             // Everything is looked at afresh: every node is new to this leader.
