@@ -51,7 +51,7 @@ const DEPENDENCY_WORKERS: usize = 4;
 
 /// How many nodes the leader brings up to date at once (heard new, back or started over, or
 /// due their pass).
-const HOST_WORKERS: usize = 32;
+const HOST_WORKERS: usize = 16;
 
 /// How soon after an instance is deleted on a node it is passed over, and apps holding
 /// instances for room looked at, and after a node is heard daemon sets (a burst makes one).
