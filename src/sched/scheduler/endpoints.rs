@@ -37,6 +37,9 @@ pub(super) struct Endpoints {
     /// added, removed or changed: no instance event tells) is published again; one no longer
     /// stored loses its endpoints.
     printed: std::sync::Mutex<BTreeMap<AppId, Option<SpecPrint>>>,
+    /// Apps offered with another print than the last published, or gone: their sync reads
+    /// the store (a sync for an instance event alone does not).
+    respec: std::sync::Mutex<BTreeSet<AppId>>,
     /// One read of a node at a time (its listing and what it makes of it), so an older
     /// listing is never taken after a newer one; different nodes are read at once.
     reading: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
@@ -55,6 +58,7 @@ impl Endpoints {
         let mut book = self.book.lock().await;
         *book = EndpointBook::default();
         self.stale.lock().expect("endpoints lock").clear();
+        self.respec.lock().expect("endpoints lock").clear();
         match sched.store.endpoints().await {
             Ok(all) => book.stored = all.into_iter().map(|e| (e.app(), e)).collect(),
             Err(e) => tracing::warn!("reading the stored endpoints: {e}"),
@@ -101,12 +105,34 @@ impl Endpoints {
         Some(key)
     }
 
+    /// Publishes `key` again after its spec changed (or it went), and notes its print. Some(d):
+    /// the store did not answer; look again after d.
+    async fn publish_respec(&self, sched: &Scheduler, key: &AppId, emit: &Emit) -> Option<std::time::Duration> {
+        let print = match sched.store.app(key).await {
+            Ok(app) => app.as_ref().map(SpecPrint::of),
+            Err(e) => {
+                tracing::warn!("endpoints of {key}: {e}");
+                self.respec.lock().expect("endpoints lock").insert(key.clone());
+                return Some(std::time::Duration::from_secs(2));
+            }
+        };
+        sched.endpoints_publish(&mut *self.book.lock().await, key, emit).await;
+        let mut printed = self.printed.lock().expect("endpoints lock");
+        match print {
+            Some(p) => printed.insert(key.clone(), Some(p)),
+            None => printed.remove(key),
+        };
+        None
+    }
+
     /// Of the apps published, those `apps` (every app stored) no longer has: to be synced
     /// (their endpoints removed).
     pub fn gone(&self, apps: &[crate::sched::store::App]) -> Vec<AppId> {
         let stored: BTreeSet<&AppId> = apps.iter().map(|a| &a.key).collect();
         let printed = self.printed.lock().expect("endpoints lock");
-        printed.keys().filter(|k| !stored.contains(k)).cloned().collect()
+        let gone: Vec<AppId> = printed.keys().filter(|k| !stored.contains(k)).cloned().collect();
+        self.respec.lock().expect("endpoints lock").extend(gone.iter().cloned());
+        gone
     }
 
     /// Lists what `node` runs (of `app`, or everything) and publishes each app whose ready
@@ -196,28 +222,20 @@ impl super::controller::Controller for Endpoints {
     /// An app with nodes to read again (an event's, or one a read failed on), or whose spec
     /// changed since it was last published.
     fn wants(&self, app: &crate::sched::store::App, _live: &super::liveness::Liveness) -> bool {
-        self.stale.lock().expect("endpoints lock").contains_key(&app.key)
-            || self.printed.lock().expect("endpoints lock").get(&app.key) != Some(&Some(SpecPrint::of(app)))
+        let respec = self.printed.lock().expect("endpoints lock").get(&app.key) != Some(&Some(SpecPrint::of(app)));
+        if respec {
+            self.respec.lock().expect("endpoints lock").insert(app.key.clone());
+        }
+        respec || self.stale.lock().expect("endpoints lock").contains_key(&app.key)
     }
 
     async fn sync(&self, sched: &std::sync::Arc<Scheduler>, key: &AppId, emit: &Emit) -> Option<std::time::Duration> {
         // Its spec (services) changed, or it is gone: published again (a changed listing below
         // publishes it anyway).
-        let print = match sched.store.app(key).await {
-            Ok(app) => app.as_ref().map(SpecPrint::of),
-            Err(e) => {
-                tracing::warn!("endpoints of {key}: {e}");
-                return Some(std::time::Duration::from_secs(2));
+        if self.respec.lock().expect("endpoints lock").remove(key) {
+            if let Some(again) = self.publish_respec(sched, key, emit).await {
+                return Some(again);
             }
-        };
-        let last = self.printed.lock().expect("endpoints lock").get(key).cloned();
-        if last != Some(print.clone()) || print.is_none() {
-            sched.endpoints_publish(&mut *self.book.lock().await, key, emit).await;
-            let mut printed = self.printed.lock().expect("endpoints lock");
-            match print {
-                Some(p) => printed.insert(key.clone(), Some(p)),
-                None => printed.remove(key),
-            };
         }
         let nodes = self.stale.lock().expect("endpoints lock").remove(key).unwrap_or_default();
         let reads = nodes.iter().map(|node| async move { (node, self.refresh(sched, node, Some(key), emit).await) });
