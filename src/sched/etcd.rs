@@ -324,6 +324,12 @@ impl DesiredStore for EtcdStore {
         Ok(self.list::<NodeRecord>("nodes/").await?.into_iter().map(|(r, _)| r).collect())
     }
 
+    async fn node_record(&self, name: &str) -> Result<Option<NodeRecord>, SchedError> {
+        let resp = self.client.kv_client().get(format!("{}nodes/{name}", self.prefix), None).await.map_err(etcd_err)?;
+        let Some(kv) = resp.kvs().first() else { return Ok(None) };
+        serde_json::from_slice(kv.value()).map(Some).map_err(|e| etcd_err(format!("node record {name}: {e}")))
+    }
+
     async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError> {
         let why = DesiredChange::NodeState { node: record.name.clone(), state: record.state };
         let value = serde_json::to_vec(record).map_err(etcd_err)?;

@@ -64,6 +64,11 @@ impl Notifier {
         *self.urls.lock().expect("urls lock") = urls.to_vec();
     }
 
+    /// Whether any URL is registered (else nothing is worth finding out to notify).
+    pub fn has_urls(&self) -> bool {
+        !self.urls.lock().expect("urls lock").is_empty()
+    }
+
     /// Queues one notification (when some URL is registered).
     pub fn notify(&self, kind: Kind, instance: &str, node: &str, detail: &str) {
         if self.urls.lock().expect("urls lock").is_empty() {

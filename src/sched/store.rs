@@ -41,6 +41,8 @@ pub trait DesiredStore: Send + Sync {
     async fn delete_dependency(&self, key: &str) -> Result<(), SchedError>;
     /// Every node record the leading `run` wrote.
     async fn node_records(&self) -> Result<Vec<NodeRecord>, SchedError>;
+    /// One node's record, if the leader wrote one.
+    async fn node_record(&self, name: &str) -> Result<Option<NodeRecord>, SchedError>;
     /// Writes a node's record (the leader alone writes them: no compare-and-swap).
     async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError>;
     /// Every app's endpoints the leading `run` wrote (issue 27).
@@ -329,6 +331,13 @@ impl DesiredStore for LocalStore {
             .table(Table::SchedNodes)
             .map(|(key, v)| serde_json::from_value(v.clone()).map_err(|e| store_err(format!("node record {key}: {e}"))))
             .collect()
+    }
+
+    async fn node_record(&self, name: &str) -> Result<Option<NodeRecord>, SchedError> {
+        match self.with(|s| s.get(Table::SchedNodes, name).map_err(store_err))? {
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| store_err(format!("node record {name}: {e}"))),
+            None => Ok(None),
+        }
     }
 
     async fn put_node_record(&self, record: &NodeRecord) -> Result<(), SchedError> {

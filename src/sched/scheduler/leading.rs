@@ -10,11 +10,12 @@ use super::failed::Failures;
 use super::hosts::{Hosts, Owed};
 use super::intents::FinishDeletes;
 use super::lost::LostNodes;
+use super::records::NodeRecords;
 use super::room::Room;
 use super::sets::DaemonSets;
 use super::{Emit, Scheduler};
 use crate::protocol::Event;
-use crate::sched::store::App;
+use crate::sched::store::{App, NodeState};
 use crate::spec::AppId;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +54,10 @@ const DEPENDENCY_WORKERS: usize = 4;
 /// due their pass).
 const HOST_WORKERS: usize = 16;
 
+/// How many node records the leader writes at once (each a read and a write of the store, and
+/// a node's own description when it comes up).
+const RECORD_WORKERS: usize = 8;
+
 /// How soon after an instance is deleted on a node it is passed over, and apps holding
 /// instances for room looked at, and after a node is heard daemon sets (a burst makes one).
 const HOSTS_SOON: Duration = Duration::from_secs(1);
@@ -66,6 +71,7 @@ pub(super) struct Controllers {
     room: Arc<Room>,
     lost: Arc<LostNodes>,
     failures: Arc<Failures>,
+    records: Arc<NodeRecords>,
     queues: Option<Queues>,
 }
 
@@ -80,6 +86,7 @@ struct Queues {
     dependencies: Queue<String>,
     daemon_sets: Queue<AppId>,
     room: Queue<AppId>,
+    records: Queue<String>,
 }
 
 impl Controllers {
@@ -96,6 +103,7 @@ impl Controllers {
             checks: Arc::new(RemoteChecks::new()),
             lost: Default::default(),
             failures: Default::default(),
+            records: Default::default(),
             queues: None,
         }
     }
@@ -122,6 +130,7 @@ impl Controllers {
             dependencies: Queue::start(self.dependencies.clone(), sched.clone(), emit.clone(), DEPENDENCY_WORKERS),
             daemon_sets: start(self.daemon_sets.clone(), DAEMON_SET_WORKERS),
             room: start(self.room.clone(), ROOM_WORKERS),
+            records: Queue::start(self.records.clone(), sched.clone(), emit.clone(), RECORD_WORKERS),
         });
     }
 
@@ -139,6 +148,7 @@ impl Controllers {
         self.room.forget();
         self.lost.forget();
         self.failures.forget();
+        self.records.forget();
         self.checks.stop_all();
     }
 
@@ -196,6 +206,14 @@ impl Controllers {
     pub fn dependencies<'a>(&self, keys: impl IntoIterator<Item = &'a String>) {
         if let Some(q) = &self.queues {
             q.dependencies.add(keys);
+        }
+    }
+
+    /// `node` was declared `state` (up, lost, removed): its record is written soon.
+    pub fn record(&self, node: &String, state: NodeState) {
+        if let Some(q) = &self.queues {
+            self.records.owe(node, state);
+            q.records.add([node]);
         }
     }
 

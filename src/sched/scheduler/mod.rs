@@ -23,6 +23,7 @@ mod liveness;
 mod lost;
 mod nodes;
 mod reconcile;
+mod records;
 mod restart;
 mod rollout;
 mod room;

@@ -8,14 +8,16 @@ use crate::sched::store::{NodeRecord, NodeState};
 use crate::sched::SchedError;
 
 impl Scheduler {
-    /// Records `node`'s new state; going up, with what its daemon says of itself.
-    pub(super) async fn record_node(&self, node: &str, state: NodeState) {
-        let previous = self.store.node_records().await.ok().and_then(|all| all.into_iter().find(|r| r.name == node));
+    /// Records that `node` became `state` at `since_ms`; going up, with what its daemon says of
+    /// itself. Run by the node records controller (records.rs), never inside `run`'s loop: at a
+    /// thousand nodes, reading and asking there held every node's news back.
+    pub(super) async fn record_node(&self, node: &str, state: NodeState, since_ms: u64) -> Result<(), SchedError> {
+        let previous = self.store.node_record(node).await?;
         let client = self.client(node);
         let mut record = NodeRecord {
             name: node.to_string(),
             state,
-            since_ms: crate::clock::now_ms(),
+            since_ms,
             address: client.as_ref().map(|c| c.socket().display().to_string()).unwrap_or_default(),
             hostname: String::new(),
             attributes: Default::default(),
@@ -35,9 +37,7 @@ impl Scheduler {
                 (record.hostname, record.attributes, record.labels) = (doc.hostname, doc.attributes, doc.labels);
             }
         }
-        if let Err(e) = self.store.put_node_record(&record).await {
-            tracing::warn!(node, "recording the node as {state:?}: {e}");
-        }
+        self.store.put_node_record(&record).await
     }
 
     /// `nodes` / `node ls`: the cluster file's nodes, each as its daemon describes itself now,

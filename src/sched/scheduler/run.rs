@@ -49,6 +49,7 @@ impl Scheduler {
                 emit(line)
             })
         };
+        let notes = self.clone().notify_events(notifier.clone());
         let heard_at = HeardAt::default();
         let timeout = Duration::from_secs(self.cluster.heartbeat_timeout_secs);
         *self.live_mut() = Liveness::new(heard_at.clone(), timeout, Instant::now());
@@ -154,11 +155,11 @@ impl Scheduler {
                     let became = if proof { self.live_mut().proof(&node, Instant::now()) } else { Default::default() };
                     if became.up {
                         emit(&sched_line(SchedEvent::NodeUp { node: node.clone() }));
-                        self.record_node(&node, NodeState::Up).await;
+                        controllers.record(&node, NodeState::Up);
                     }
                     if became.back {
                         emit(&sched_line(SchedEvent::NodeBack { node: node.clone() }));
-                        self.record_node(&node, NodeState::Up).await;
+                        controllers.record(&node, NodeState::Up);
                     }
                     if became.up || became.back {
                         controllers.node_heard(&node, Owed { up: became.up, back: became.back, resync: false });
@@ -170,7 +171,11 @@ impl Scheduler {
                                 controllers.deleted_on(&node);
                             }
                             self.note_stop_event(&node, event, &emit).await;
-                            self.notify_event(&node, event, &notifier).await;
+                            // Looked into off the loop, in order: it reads the store (at a
+                            // thousand nodes, every instance start held every node's news back).
+                            if notifier.has_urls() {
+                                let _ = notes.send((node.clone(), event.clone()));
+                            }
                             controllers.node_event(&node, event);
                         }
                         NodeItem::Resync { .. } => {
@@ -211,7 +216,7 @@ impl Scheduler {
                                 }));
                                 if leadership.is_some() {
                                     for node in &nodes.removed {
-                                        self.record_node(node, NodeState::Removed).await;
+                                        controllers.record(node, NodeState::Removed);
                                     }
                                 }
                                 // What ran on a node gone from the file is as good as lost.
@@ -266,7 +271,7 @@ impl Scheduler {
                     for (node, silent) in &newly_silent {
                         let silent_secs = silent.as_secs_f64();
                         emit(&sched_line(SchedEvent::NodeLost { node: node.clone(), silent_secs }));
-                        self.record_node(node, NodeState::Lost).await;
+                        controllers.record(node, NodeState::Lost);
                     }
                     // Every app with instances there, once, however many of its nodes went
                     // at once (lost.rs).
@@ -295,6 +300,21 @@ impl Scheduler {
 
     /// Notifications for what a node's event says of an instance of a known app: it exited, it
     /// is restarting (counted), it runs without a port it declares.
+    /// Starts what looks into the nodes' events for notifications, one after another, as they
+    /// are sent to it.
+    fn notify_events(
+        self: Arc<Self>,
+        notifier: Arc<crate::sched::notify::Notifier>,
+    ) -> tokio::sync::mpsc::UnboundedSender<(String, Event)> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Event)>();
+        tokio::spawn(async move {
+            while let Some((node, event)) = rx.recv().await {
+                self.notify_event(&node, &event, &notifier).await;
+            }
+        });
+        tx
+    }
+
     async fn notify_event(&self, node: &str, ev: &Event, notifier: &crate::sched::notify::Notifier) {
         use crate::sched::notify::Kind as Note;
         let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
