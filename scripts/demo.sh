@@ -169,6 +169,9 @@ echo "   hands them to every daemon; a NodePort answers on every host, in nftabl
 echo "   service gets a cluster IP on every host, and [services] dns answers gamesvc.demo.steward: A, SRV)"
 sed -n '/"services"/,$p' units/gamesvc.json
 echo
+echo "== the fleet: \`bash scripts/fleet-demo.sh\` runs three such hosts in network namespaces, an etcd and two"
+echo "   steward-sched serve on this machine, and deploys, rolls out, fails over and cuts a host off (docs/remote.md)"
+echo
 echo "== steward job status demo/backup   (units/backup.toml: a job, 3 runs to succeed, 2 at a time)"
 sleep 3
 $steward job status demo/backup || true

@@ -6,13 +6,17 @@
 #   scripts/install-deps.sh --demo   only what the demo needs (scripts/demo.sh), without apt's
 #                                    recommended packages and with apt's output in a log file
 #                                    (APT_LOG, default /var/log/steward-demo/install.log)
+#   scripts/install-deps.sh --fleet  only what the fleet demo needs (scripts/fleet-demo.sh), as
+#                                    --demo does
 set -euo pipefail
 
 demo=false
+fleet=false
 case "${1:-}" in
     --demo) demo=true ;;
+    --fleet) demo=true fleet=true ;;
     "") ;;
-    *) echo "usage: $0 [--demo]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--demo | --fleet]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -32,9 +36,16 @@ need perl perl-base             # the example gamesvc workload (units/packages/g
 need timeout coreutils
 need setsid util-linux          # stewardd in a session of its own
 need flock util-linux           # scripts/dockerd-up.sh
-need dockerd docker.io          # pods run on a real Docker Engine (scripts/dockerd-up.sh starts it)
-need docker docker.io
-need_package busybox-static     # the pod's image is built from it (scripts/busybox-image.sh)
+if $fleet; then
+    need ip iproute2                # the fleet's hosts: network namespaces on a bridge
+    need nsenter util-linux         # a daemon in its namespace, keeping the host's mounts (cgroups)
+    need etcd etcd-server           # the schedulers' shared store
+    need python3 python3            # the demo reads the schedulers' JSON
+else
+    need dockerd docker.io          # pods run on a real Docker Engine (scripts/dockerd-up.sh starts it)
+    need docker docker.io
+    need_package busybox-static     # the pod's image is built from it (scripts/busybox-image.sh)
+fi
 
 if ! $demo; then
     need nginx nginx-light          # real forking daemons in the supervisor tests

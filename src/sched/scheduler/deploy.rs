@@ -66,7 +66,14 @@ impl Scheduler {
     ) -> Result<Vec<PlacedInstance>, SchedError> {
         let placed = self.deploy_doc_with(doc, &BTreeSet::new(), cause, wait_for_room).await?;
         let key = app_key(spec);
+        let note = |what: &str| super::tell(&format!("rollout of {key}: {what}"));
         if self.hands_off() {
+            // The leader rolls it out: followed to its end, each node's step told as when the
+            // deploy went through the leader (a server that does not lead told nothing).
+            if let Some(crate::protocol::RolloutPhase::Failed { reason }) = self.follow_rollout(&key, &note).await? {
+                let message = format!("the rollout failed: {reason}");
+                return Err(SchedError::Apply { app: key.to_string(), message });
+            }
             return self.wait_applied(&key).await;
         }
         if spec.stateful_set.is_some() {
@@ -74,7 +81,6 @@ impl Scheduler {
             self.start_in_order(&key, &|what: &str| super::tell(&format!("{key}: {what}"))).await?;
         }
         // A change of what runs: rolled out node by node before `deploy` returns.
-        let note = |what: &str| super::tell(&format!("rollout of {key}: {what}"));
         match self.finish_rollout(&key, &note).await? {
             crate::protocol::RolloutPhase::Failed { reason } => {
                 Err(SchedError::Apply { app: key.to_string(), message: format!("the rollout failed: {reason}") })

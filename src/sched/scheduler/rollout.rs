@@ -218,19 +218,33 @@ impl Scheduler {
     /// what the leader does, telling `note` each node's step. Returns the phase it ended in (a
     /// rollout that failed and went back: Failed).
     pub async fn finish_rollout(&self, key: &AppId, note: &(dyn Fn(&str) + Sync)) -> Result<RolloutPhase, SchedError> {
+        match self.follow_rollout(key, note).await? {
+            Some(phase) => Ok(phase),
+            None => self.drive_rollout(key, note).await,
+        }
+    }
+
+    /// Follows `key`'s rollout as the leading `run` drives it, to its end, telling `note` each
+    /// node's step; the phase it ended in (one that failed and went back: Failed). None: it is
+    /// progressing and no `run` leads (nothing followed).
+    pub(super) async fn follow_rollout(
+        &self,
+        key: &AppId,
+        note: &(dyn Fn(&str) + Sync),
+    ) -> Result<Option<RolloutPhase>, SchedError> {
         let first = self.stored(key).await?.rollout;
         match &first {
-            None => return Ok(RolloutPhase::Complete),
-            Some(r) if r.phase != RolloutPhase::Progressing => return Ok(r.phase.clone()),
+            None => return Ok(Some(RolloutPhase::Complete)),
+            Some(r) if r.phase != RolloutPhase::Progressing => return Ok(Some(r.phase.clone())),
             Some(_) => {}
         }
-        let Some(leader) = self.store.leader().await else { return self.drive_rollout(key, note).await };
+        let Some(leader) = self.store.leader().await else { return Ok(None) };
         note(&format!("the leading run ({leader}) drives it"));
         let mut told: BTreeSet<String> = BTreeSet::new();
         let mut failed: Option<String> = None;
         loop {
             let app = self.stored(key).await?;
-            let Some(rollout) = app.rollout.clone() else { return Ok(RolloutPhase::Complete) };
+            let Some(rollout) = app.rollout.clone() else { return Ok(Some(RolloutPhase::Complete)) };
             for node in rollout.applied.keys() {
                 if told.insert(format!("applied {node}")) {
                     note(&format!("{node}: takes the new spec"));
@@ -247,7 +261,7 @@ impl Scheduler {
                 RolloutPhase::Failed { reason } => {
                     let auto = check_spec(&app.spec).is_ok_and(|s| s.strategy.auto_rollback);
                     if !auto || rollout.rollback || app.previous.is_none() {
-                        return Ok(rollout.phase);
+                        return Ok(Some(rollout.phase));
                     }
                     // The leader goes back next (autoRollback): followed to its end.
                     failed.get_or_insert_with(|| reason.clone());
@@ -255,9 +269,9 @@ impl Scheduler {
                 RolloutPhase::Complete if went_back => {
                     let reason = failed.unwrap_or_else(|| "the rollout failed".into());
                     let reason = format!("{reason}; autoRollback went back to the previous spec");
-                    return Ok(RolloutPhase::Failed { reason });
+                    return Ok(Some(RolloutPhase::Failed { reason }));
                 }
-                phase => return Ok(phase.clone()),
+                phase => return Ok(Some(phase.clone())),
             }
             tokio::time::sleep(LOOK_EVERY).await;
         }
