@@ -16,6 +16,9 @@ pub struct Config {
     pub work_base_dir: PathBuf,
     /// `${run_base_dir}`: instances' pidfiles, logs and runtime files live below it.
     pub run_base_dir: PathBuf,
+    /// Kept volumes (seed 003 Dynamic, Isolated): a directory per app, volume and ordinal,
+    /// outliving the instance.
+    pub volume_root: PathBuf,
     /// `${hostip}`; detected from the host's interfaces when unset.
     pub host_ip: Option<IpAddr>,
     /// The durable store (instance records and the event journal).
@@ -345,6 +348,7 @@ impl Default for Config {
         Config {
             work_base_dir: PathBuf::from("/var/lib/steward/work"),
             run_base_dir: PathBuf::from("/var/lib/steward/run"),
+            volume_root: crate::spec::render::default_volume_root(),
             host_ip: None,
             state_dir: PathBuf::from("/var/lib/steward/state"),
             socket: PathBuf::from("/run/steward/stewardd.sock"),
@@ -427,6 +431,7 @@ impl Config {
         for (key, dir) in [
             ("work_base_dir", &config.work_base_dir),
             ("run_base_dir", &config.run_base_dir),
+            ("volume_root", &config.volume_root),
             ("state_dir", &config.state_dir),
             ("socket", &config.socket),
             ("cgroup_root", &config.cgroup_root),
@@ -527,7 +532,11 @@ impl Config {
     }
 
     pub fn roots(&self) -> Roots {
-        Roots { work_base_dir: self.work_base_dir.clone(), run_base_dir: self.run_base_dir.clone() }
+        Roots {
+            work_base_dir: self.work_base_dir.clone(),
+            run_base_dir: self.run_base_dir.clone(),
+            volume_root: self.volume_root.clone(),
+        }
     }
 
     pub fn host_ip(&self) -> IpAddr {

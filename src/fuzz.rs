@@ -28,6 +28,7 @@ pub fn apply_body(data: &[u8]) -> Outcome {
     let roots = Roots {
         work_base_dir: PathBuf::from("/var/lib/steward/work"),
         run_base_dir: PathBuf::from("/var/lib/steward/run"),
+        volume_root: PathBuf::from("/var/lib/steward/volumes"),
     };
     // A host with every user: what a spec names is exercised, whatever this host's passwd holds.
     let host = HostCapacity {

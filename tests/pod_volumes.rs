@@ -296,3 +296,101 @@ async fn cp_puts_a_file_into_a_process_and_a_pod_and_nowhere_else() {
     assert!(!events.contains("rate=3"));
     d.client.delete(&id("vols", "cp", 0), None).await.unwrap();
 }
+
+/// Issue 47: seed 003's Dynamic (and, in a stateful set, Isolated) volumes are kept per
+/// ordinal below the daemon's `volume_root`: each ordinal's data survives a restart of the
+/// instance, a daemon kill -9, a scale 2 → 1 → 2 (ordinal 1 gets its own data back) and the
+/// app's delete and deploy again. A limit that cannot be enforced, a mode a host directory
+/// cannot give and Isolated outside a stateful set are refused by name.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete() {
+    docker::shared_engine();
+    let kept = tempfile::tempdir().unwrap();
+    let root = kept.path().join("volumes");
+    let mut d = Daemon::start_with("pod-kept", &format!("volume_root = \"{}\"\n", root.display()));
+    let mut c = docker::sh(
+        "world",
+        "[ -f /data/who ] || echo \"${ORD##*.}\" > /data/who; echo start >> /data/starts; exec sleep 1000",
+    );
+    // seed 003's $BCS_POD_ID: namespace.name.ordinal.
+    c["env"] = json!([{"name": "ORD", "value": "$BCS_POD_ID"}]);
+    c["mounts"] = json!([{"name": "save", "path": "/data"}]);
+    let world = |n: u32| {
+        let mut p = pod("world", json!([c.clone()]));
+        p["spec"]["instance"] = json!(n);
+        p["spec"]["template"]["spec"]["volumes"] =
+            json!([{"name": "save", "type": "Dynamic", "source": {"class": "local"}}]);
+        p
+    };
+    let data = |i: u32, file: &str| {
+        std::fs::read_to_string(root.join(format!("vols/world/{i}/save/{file}"))).unwrap_or_default()
+    };
+    let starts = |i: u32| data(i, "starts").lines().count();
+    d.apply_json(&world(2)).await;
+    for i in 0..2 {
+        d.wait_state(&id("vols", "world", i), Kind::Running, 60).await;
+    }
+    let wait_starts = |i: u32, n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while starts(i) < n {
+            assert!(std::time::Instant::now() < deadline, "ordinal {i}: {} starts, not {n}", starts(i));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    wait_starts(0, 1);
+    wait_starts(1, 1);
+    assert_eq!((data(0, "who").trim(), data(1, "who").trim()), ("0", "1"));
+
+    // A restart of the instance: the same directory, its data kept.
+    let (code, _, err) = d.cli(&["restart", "vols/world/0"]);
+    assert_eq!(code, 0, "{err}");
+    wait_starts(0, 2);
+    assert_eq!(data(0, "who").trim(), "0");
+
+    // A daemon kill -9: re-adopted, nothing of the volume touched.
+    d.kill9();
+    d.spawn();
+    d.wait_state(&id("vols", "world", 1), Kind::Running, 60).await;
+    assert_eq!((starts(1), data(1, "who").trim().to_string()), (1, "1".to_string()));
+
+    // Scale 2 → 1 → 2: ordinal 1 goes, its data stays, and it comes back to it.
+    d.apply_json(&world(1)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while d.client.status(&id("vols", "world", 1)).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "ordinal 1 still there after the scale in");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(data(1, "who").trim(), "1", "kept when its instance went");
+    d.apply_json(&world(2)).await;
+    d.wait_state(&id("vols", "world", 1), Kind::Running, 60).await;
+    wait_starts(1, 2);
+    assert_eq!(data(1, "who").trim(), "1");
+
+    // The app deleted and deployed again: each ordinal finds its own.
+    let (code, _, err) = d.cli(&["delete", "vols/world", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((data(0, "who").trim(), data(1, "who").trim()), ("0", "1"), "kept on the app's delete");
+    d.apply_json(&world(2)).await;
+    wait_starts(0, 3);
+    wait_starts(1, 3);
+    let (code, _, err) = d.cli(&["delete", "vols/world", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+
+    // What cannot be kept as asked is refused by name.
+    let mut bad = world(1);
+    bad["spec"]["template"]["spec"]["volumes"] = json!([
+        {"name": "save", "type": "Dynamic", "source": {"mode": "ReadWriteMany"}, "storage": {"limit": "1Gi"}},
+        {"name": "iso", "type": "Isolated"}
+    ]);
+    let file = d.path().join("bad-kept.json");
+    std::fs::write(&file, bad.to_string()).unwrap();
+    let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    for expected in [
+        "spec.template.spec.volumes[0].source.mode: \"ReadWriteMany\": a kept volume is a directory on one host",
+        "spec.template.spec.volumes[0].storage.limit: is not enforced on a kept volume yet",
+        "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
+    ] {
+        assert!(err.contains(expected), "{expected} in:\n{err}");
+    }
+}

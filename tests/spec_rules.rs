@@ -1512,7 +1512,11 @@ fn path_errors_are_all_reported_at_once() {
 
 #[test]
 fn roots_come_from_the_configuration() {
-    let custom = Roots { work_base_dir: "/srv/work".into(), run_base_dir: "/srv/run".into() };
+    let custom = Roots {
+        work_base_dir: "/srv/work".into(),
+        run_base_dir: "/srv/run".into(),
+        volume_root: "/srv/volumes".into(),
+    };
     assert!(parse_with(&base(), &custom).is_ok(), "${{work_base_dir}} follows the roots");
     let fixed = with(|d| proc0(d)["workPath"] = json!("/var/lib/steward/work/gamesvc"));
     let e = parse_with(&fixed, &custom).unwrap_err();

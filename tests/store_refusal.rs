@@ -12,7 +12,11 @@ use steward::supervisor::{LogRotation, Supervisor, SupervisorConfig};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
     let dir = tempfile::tempdir().unwrap();
-    let roots = Roots { work_base_dir: dir.path().join("work"), run_base_dir: dir.path().join("run") };
+    let roots = Roots {
+        work_base_dir: dir.path().join("work"),
+        run_base_dir: dir.path().join("run"),
+        volume_root: dir.path().join("volumes"),
+    };
     let parent = format!("steward-test-refusal-{}", std::process::id());
     let cgroups = CgroupConfig { mount_root: "/sys/fs/cgroup".into(), parent: parent.clone() };
     let supervisor = Supervisor::open(SupervisorConfig {

@@ -141,7 +141,7 @@ fn reload(state: &AppState, guard: Option<&api::remote::Guard>, path: Option<&Pa
                 needs_restart.push("state_dir");
             }
             if new.roots() != running.roots() {
-                needs_restart.push("work_base_dir/run_base_dir");
+                needs_restart.push("work_base_dir/run_base_dir/volume_root");
             }
             if (&new.cgroup_parent, &new.cgroup_root, new.cgroup_favor_dynmods)
                 != (&running.cgroup_parent, &running.cgroup_root, running.cgroup_favor_dynmods)

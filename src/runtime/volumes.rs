@@ -52,6 +52,7 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
                 VolumeContent::Files { source, store, items, optional } => {
                     files(v, *source, store, items, *optional, namespace, lookup)
                 }
+                VolumeContent::Kept => kept(v),
             };
             made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
         }
@@ -61,7 +62,7 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
             let (opened, what) = match (&m.volume, &m.source) {
                 (Some(name), _) => {
                     let Some(v) = pod.volumes.iter().find(|v| &v.name == name) else { continue };
-                    let create = matches!(v.content, VolumeContent::Temp { .. });
+                    let create = matches!(v.content, VolumeContent::Temp { .. } | VolumeContent::Kept);
                     (subpath(&v.host_path, &m.subpath, create), format!("volume {name:?} subpath {:?}", m.subpath))
                 }
                 (None, Some(source)) => (host_source(source), format!("host path {}", source.display())),
@@ -178,6 +179,29 @@ fn is_mount_point(path: &Path, parent: &Path) -> bool {
 }
 
 /// A Temp volume: its directory, kept as it is; on Memory, a tmpfs of the limit on it.
+/// A kept volume's directory, made (root's, 0755) at its first start and found again after: the
+/// directories above it are the daemon's own, made here with no symlink followed; what is in it
+/// is the workload's.
+fn kept(v: &RenderedVolume) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = &v.host_path;
+    let parent = dir.parent().ok_or_else(|| format!("{} has no parent", dir.display()))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(parent)
+        .map_err(|e| crate::safefs::at(parent, e).to_string())?;
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(format!("{} is not a directory", dir.display())),
+            Err(e) => Err(crate::safefs::at(dir, e).to_string()),
+        },
+        Err(e) => Err(crate::safefs::at(dir, e).to_string()),
+    }
+}
+
 fn temp(v: &RenderedVolume, memory: bool, limit: Option<u64>, base: &Path) -> Result<(), String> {
     use nix::mount::{mount, MsFlags};
     let dir = &v.host_path;

@@ -36,7 +36,11 @@ mod tests {
     }
 
     fn roots() -> render::Roots {
-        render::Roots { work_base_dir: "/data/work".into(), run_base_dir: "/data/run".into() }
+        render::Roots {
+            work_base_dir: "/data/work".into(),
+            run_base_dir: "/data/run".into(),
+            volume_root: "/data/volumes".into(),
+        }
     }
 
     fn errors_of(doc: serde_json::Value) -> Vec<String> {

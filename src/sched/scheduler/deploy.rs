@@ -648,7 +648,7 @@ mod tests {
     /// with two once needed none, and landed on nodes without a free port.
     #[test]
     fn a_pods_random_ports_count_for_placement() {
-        let roots = Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let roots = Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into(), volume_root: "/v".into() };
         let pod = serde_json::json!({
             "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
             "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [

@@ -644,7 +644,8 @@ mod tests {
     /// ports too (they were left out: processes only), fixed ones not.
     #[test]
     fn a_pods_allocated_ports_are_checked() {
-        let roots = crate::spec::Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into() };
+        let roots =
+            crate::spec::Roots { work_base_dir: "/w".into(), run_base_dir: "/r".into(), volume_root: "/v".into() };
         let pod = serde_json::json!({
             "apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
             "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [

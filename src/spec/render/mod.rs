@@ -12,11 +12,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, PathBuf};
 
-/// Where instances may keep files: `${work_base_dir}` and `${run_base_dir}`.
+/// Where instances may keep files: `${work_base_dir}` and `${run_base_dir}`; and where their
+/// kept (Dynamic, Isolated) volumes live, one directory per app, volume and ordinal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Roots {
     pub work_base_dir: PathBuf,
     pub run_base_dir: PathBuf,
+    #[serde(default = "default_volume_root")]
+    pub volume_root: PathBuf,
+}
+
+/// The daemon's default `volume_root`.
+pub fn default_volume_root() -> PathBuf {
+    PathBuf::from("/var/lib/steward/volumes")
 }
 
 /// What an instance's rendering depends on besides its spec.
@@ -641,7 +649,11 @@ mod tests {
     use super::*;
 
     fn roots() -> Roots {
-        Roots { work_base_dir: "/data/work".into(), run_base_dir: "/data/run".into() }
+        Roots {
+            work_base_dir: "/data/work".into(),
+            run_base_dir: "/data/run".into(),
+            volume_root: "/data/volumes".into(),
+        }
     }
 
     #[test]

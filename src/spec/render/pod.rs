@@ -103,6 +103,9 @@ pub enum VolumeContent {
     Temp { memory: bool, limit_bytes: Option<u64> },
     /// A configmap's or secret's keys as files, written afresh at every start.
     Files { source: InjectionSource, store: String, items: Vec<RenderedVolumeItem>, optional: bool },
+    /// A directory of the instance's ordinal below the daemon's `volume_root` (seed 003 Dynamic,
+    /// Isolated): made at its first start, kept when the instance goes (see `steward volume`).
+    Kept,
 }
 
 /// One key's file; `items` empty in [`VolumeContent::Files`] is every key at its own name, with
@@ -251,7 +254,7 @@ pub fn render_pod(
     // container's (random) ports.
     let port_env: Vec<EnvVar> =
         rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
-    let volumes = render_volumes(&t.volumes, run_dir);
+    let volumes = render_volumes(&t.volumes, run_dir, &kept_volumes_of(&ctx.roots.volume_root, id));
     let https_ports: Vec<u16> = t
         .containers
         .iter()
@@ -294,8 +297,20 @@ pub fn render_pod(
     }
 }
 
-/// The pod's volumes, each in its own directory below `<run_dir>/volumes` (validated before).
-fn render_volumes(volumes: &[crate::spec::pod::PodVolume], run_dir: &std::path::Path) -> Vec<RenderedVolume> {
+/// Where instance `id`'s kept volumes live: `<volume_root>/<namespace>/<app>/<ordinal>`, one
+/// directory per volume below it. Keyed by the ordinal, not the instance: a restart, a rollout,
+/// a daemon restart, a delete and a scale back up all find the same data.
+pub fn kept_volumes_of(volume_root: &std::path::Path, id: &InstanceId) -> std::path::PathBuf {
+    volume_root.join(&id.namespace).join(&id.name).join(id.index.to_string())
+}
+
+/// The pod's volumes, each in its own directory below `<run_dir>/volumes`, a kept one below
+/// `kept` (validated before).
+fn render_volumes(
+    volumes: &[crate::spec::pod::PodVolume],
+    run_dir: &std::path::Path,
+    kept: &std::path::Path,
+) -> Vec<RenderedVolume> {
     use crate::spec::pod::{parse_file_mode, VolumeType, DEFAULT_FILE_MODE};
     let mut rendered = Vec::new();
     for v in volumes {
@@ -330,8 +345,16 @@ fn render_volumes(volumes: &[crate::spec::pod::PodVolume], run_dir: &std::path::
                     optional: source.optional,
                 }
             }
-            // Refused by validation: Steward provides no storage.
-            VolumeType::Static | VolumeType::Dynamic | VolumeType::Isolated => continue,
+            VolumeType::Dynamic | VolumeType::Isolated => {
+                rendered.push(RenderedVolume {
+                    name: v.name.clone(),
+                    host_path: kept.join(&v.name),
+                    content: VolumeContent::Kept,
+                });
+                continue;
+            }
+            // Refused by validation.
+            VolumeType::Static => continue,
         };
         rendered.push(RenderedVolume {
             name: v.name.clone(),

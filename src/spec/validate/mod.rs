@@ -93,7 +93,12 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
     service::services(spec, &root.field("services"), errors);
     service::stateful_set_names(spec, &root.field("statefulSet"), errors);
     if spec.is_pod() {
-        pod::validate(&spec.spec.template.spec, &body.field("template").field("spec"), errors);
+        pod::validate(
+            &spec.spec.template.spec,
+            spec.stateful_set.is_some(),
+            &body.field("template").field("spec"),
+            errors,
+        );
         if let Some(c) = &spec.constraint {
             constraint(c, &root.field("constraint"), errors);
         }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 pub const MIN_MEMORY_MB: f64 = 4.0;
 
 /// Static rules of a pod's `template.spec`; `at` is its path.
-pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+pub fn validate(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
     if !t.processes.is_empty() {
         errors.add(&at.field("processes"), "a pod has containers, not processes");
     }
@@ -127,7 +127,7 @@ pub fn validate(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
         }
     }
     init_containers(t, at, &mut names, errors);
-    volumes(t, at, errors);
+    volumes(t, stateful, at, errors);
 }
 
 /// A relative path inside a volume: no `..`, not absolute, not empty.
@@ -144,9 +144,10 @@ fn inside_volume(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Seed 003 `volumes`: named uniquely, of a type Steward provides (Temp, Config, Secret), with
-/// the source fields of their type.
-fn volumes(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
+/// Seed 003 `volumes`: named uniquely, of a type Steward provides (Temp, Config, Secret, and
+/// Dynamic and Isolated kept per ordinal; Isolated in a stateful set only), with the source
+/// fields of their type.
+fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
     use crate::spec::pod::{parse_file_mode, VolumeType};
     let mut names = BTreeSet::new();
     for (i, v) in t.volumes.iter().enumerate() {
@@ -166,14 +167,38 @@ fn volumes(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
             }
         };
         match v.kind {
-            VolumeType::Static | VolumeType::Dynamic | VolumeType::Isolated => errors.add(
+            VolumeType::Static => errors.add(
                 &vp.field("type"),
-                format!(
-                    "{:?} is not supported: Steward has no storage provider (Temp, Config and Secret are; \
-                     a host directory is a container's `volumes` hostPath)",
-                    v.kind
-                ),
+                "Static is not supported yet (Temp, Config, Secret, Dynamic and Isolated are; a host \
+                 directory is a container's `volumes` hostPath)",
             ),
+            VolumeType::Dynamic | VolumeType::Isolated => {
+                if v.kind == VolumeType::Isolated && !stateful {
+                    errors.add(&vp.field("type"), "Isolated is for a stateful set (seed 003): Dynamic keeps one too");
+                }
+                // One directory on the instance's host: mounted by its one instance.
+                if !["", "ReadWriteOnce"].contains(&s.mode.as_str()) {
+                    errors.add(
+                        &sp.field("mode"),
+                        format!(
+                            "{:?}: a kept volume is a directory on one host, mounted by one instance: ReadWriteOnce",
+                            s.mode
+                        ),
+                    );
+                }
+                if !v.storage.limit.is_empty() {
+                    errors.add(
+                        &vp.field("storage").field("limit"),
+                        "is not enforced on a kept volume yet: refused rather than left unenforced",
+                    );
+                }
+                not_for("medium", !s.medium.is_empty(), errors);
+                not_for("target", !s.target.is_empty(), errors);
+                not_for("items", !s.items.is_empty(), errors);
+                not_for("default", !s.default.is_empty(), errors);
+                not_for("optional", s.optional, errors);
+                not_for("readonly", s.readonly, errors);
+            }
             VolumeType::Temp => {
                 if !["", "Memory"].contains(&s.medium.as_str()) {
                     errors.add(&sp.field("medium"), format!("{:?} must be \"\" (disk) or \"Memory\"", s.medium));
