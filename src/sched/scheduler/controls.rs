@@ -7,7 +7,8 @@
 //!   there stays.
 //! - Drift moves instances off a node, one at a time as seed 002 does it: the instance is
 //!   removed, then deployed on the target (named or not, placed by the app's constraints), and the
-//!   next waits until it runs. Apps labelled `steward/stateful: "true"` move only with --force.
+//!   next waits until it runs. Stateful apps (a stateful set, a kept volume, or labelled
+//!   `steward/stateful: "true"`) move only with --force.
 //!   Drain is drift of everything on a node.
 
 use super::{check_spec, instance_id, Scheduler, NODE_TIMEOUT};
@@ -244,8 +245,9 @@ impl Scheduler {
         for app in apps {
             let Ok(spec) = check_spec(&app.spec) else { continue };
             // A stateful set is stateful by its kind, as the label marks any other app.
-            let stateful =
-                spec.stateful_set.is_some() || spec.metadata.labels.get(STATEFUL_LABEL).is_some_and(|v| v == "true");
+            let stateful = spec.stateful_set.is_some()
+                || spec.metadata.labels.get(STATEFUL_LABEL).is_some_and(|v| v == "true")
+                || !spec.kept_volumes().is_empty();
             let ids: Vec<u32> = app
                 .placements
                 .iter()
@@ -267,7 +269,9 @@ impl Scheduler {
                     reason: reason.into(),
                 };
                 if stateful && !force {
-                    out.push(skip("stateful (statefulSet, or label steward/stateful): moved only with --force"));
+                    out.push(skip(
+                        "stateful (statefulSet, label steward/stateful, or a kept volume on its node): moved only with --force",
+                    ));
                     continue;
                 }
                 if spec.runs_to_completion() {

@@ -4,7 +4,7 @@
 //! off the loop (a reschedule places, stores and applies), several apps at once.
 
 use super::controller::Controller;
-use super::run::{sched_line, DAEMON_SET_STAYS, MAXTIMES_REACHED};
+use super::run::{kept_volume_stays, sched_line, DAEMON_SET_STAYS, MAXTIMES_REACHED};
 use super::{check_spec, Emit, Scheduler};
 use crate::protocol::{
     DesiredChange, Event, EventBody, ExitStatus, InstanceChange, InstanceEvent, Kind, SchedEvent, State,
@@ -166,6 +166,16 @@ impl Scheduler {
                 node: node.to_string(),
                 policy,
                 reason: DAEMON_SET_STAYS.into(),
+            }));
+            return;
+        }
+        if let Some(kept) = spec.as_ref().map(|s| s.kept_volumes()).filter(|k| !k.is_empty()) {
+            emit(&sched_line(SchedEvent::NotRescheduled {
+                app: None,
+                instance: Some(id.to_string()),
+                node: node.to_string(),
+                policy,
+                reason: kept_volume_stays(&kept),
             }));
             return;
         }

@@ -6,7 +6,7 @@
 
 use super::controller::Controller;
 use super::liveness::Liveness;
-use super::run::{sched_line, DAEMON_SET_STAYS, MAXTIMES_REACHED};
+use super::run::{kept_volume_stays, sched_line, DAEMON_SET_STAYS, MAXTIMES_REACHED};
 use super::{check_spec, Emit, PassView, Scheduler, PASS_VIEW};
 use crate::protocol::{DesiredChange, SchedEvent};
 use crate::sched::store::{App, PlacementState};
@@ -232,6 +232,10 @@ fn by_policy(app: &App, spec: Option<&ProcessSpec>, node: &str, mine: &[u32], em
         not_moved(None, DAEMON_SET_STAYS.into());
         return Lost::Stay;
     }
+    if let Some(kept) = spec.map(|s| s.kept_volumes()).filter(|k| !k.is_empty()) {
+        not_moved(None, kept_volume_stays(&kept));
+        return Lost::Stay;
+    }
     if policy != RestartPolicyKind::Always {
         not_moved(None, "restartPolicy reschedules on Lost only when Always".into());
         return Lost::Stay;
@@ -305,6 +309,30 @@ mod tests {
             by_policy(&waits, Some(&spec), "a", &[0, 1], &emit),
             Lost::Wait(Duration::from_secs(40), vec![0, 1])
         );
+    }
+
+    /// Issue 47: an ordinal whose kept volume is on the lost node stays there, said why, under
+    /// Always too; `disconnect` waits for nothing then.
+    #[test]
+    fn an_instance_with_a_kept_volume_stays_on_its_lost_node() {
+        let said: Arc<Mutex<Vec<String>>> = Default::default();
+        let emit: Emit = {
+            let said = said.clone();
+            Arc::new(move |l| said.lock().unwrap().push(serde_json::to_string(l).unwrap()))
+        };
+        let doc = serde_json::json!({
+            "apiVersion": "v4", "kind": "pod", "metadata": {"name": "world", "namespace": "ns"},
+            "restartPolicy": {"policy": "Always"},
+            "disconnect": {"stopAfterSecs": 5, "replaceAfterSecs": 40},
+            "spec": {"instance": 2, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox", "mounts": [{"name": "save", "path": "/data"}]}],
+                "volumes": [{"name": "save", "type": "Dynamic"}]}}}
+        });
+        let spec = check_spec(&doc).unwrap();
+        let (always, _) = app("Always", serde_json::json!({}));
+        assert_eq!(by_policy(&always, Some(&spec), "a", &[0, 1], &emit), Lost::Stay);
+        let said = said.lock().unwrap().join("\n");
+        assert!(said.contains("its kept volume (save) holds its data on this node"), "{said}");
     }
 
     #[test]

@@ -535,6 +535,16 @@ fn keeps_original(doc: &serde_json::Value) -> bool {
 /// Why a daemon set's instance is never placed elsewhere.
 pub(super) const DAEMON_SET_STAYS: &str = "a daemon set's instance belongs to its host: every other host has its own";
 
+/// Why an instance with a kept volume is not placed elsewhere (issue 47).
+pub(super) fn kept_volume_stays(names: &[&str]) -> String {
+    format!(
+        "its kept volume{} ({}) hold{} its data on this node: it stays there (`drift --force` moves it, without its data)",
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", "),
+        if names.len() == 1 { "s" } else { "" }
+    )
+}
+
 pub(super) fn sched_line(body: SchedEvent) -> WatchLine {
     WatchLine::Sched(SchedLine::now(body))
 }

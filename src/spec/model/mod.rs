@@ -90,6 +90,18 @@ impl ProcessSpec {
         self.job.is_some() || self.cron_job.is_some()
     }
 
+    /// The names of its kept volumes (seed 003 Dynamic, Isolated): their data is on the host
+    /// each ordinal runs on, so an ordinal is not moved off it without the operator's word.
+    pub fn kept_volumes(&self) -> Vec<&str> {
+        use pod::VolumeType;
+        let volumes = &self.spec.template.spec.volumes;
+        volumes
+            .iter()
+            .filter(|v| matches!(v.kind, VolumeType::Dynamic | VolumeType::Isolated))
+            .map(|v| v.name.as_str())
+            .collect()
+    }
+
     /// The run parameters of a job or of each tick of a cron job.
     pub fn job_params(&self) -> JobSpec {
         self.job.clone().unwrap_or_default()
