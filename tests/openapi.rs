@@ -706,6 +706,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::SecretDeleted { namespace: namespace.clone(), name: name.clone() },
         DaemonEvent::ConfigmapUpdated { namespace: namespace.clone(), name: name.clone(), keys: vec![] },
         DaemonEvent::ConfigmapDeleted { namespace, name },
+        DaemonEvent::VolumeRemoved { namespace: "ns".into(), name: "world".into(), ordinal: 1, volume: "save".into() },
         DaemonEvent::RolloutStarted { app: "ns/app".into(), revision: 2, from: 1 },
         DaemonEvent::RolloutBatch { app: "ns/app".into(), revision: 2, steps: Default::default() },
         DaemonEvent::RolloutBatch {
@@ -775,6 +776,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::SecretDeleted { .. }
             | DaemonEvent::ConfigmapUpdated { .. }
             | DaemonEvent::ConfigmapDeleted { .. }
+            | DaemonEvent::VolumeRemoved { .. }
             | DaemonEvent::RolloutStarted { .. }
             | DaemonEvent::RolloutBatch { .. }
             | DaemonEvent::RolloutPaused { .. }
@@ -1140,6 +1142,23 @@ fn every_protocol_type_matches_its_schema() {
     let summary = ValuesSummary { namespace: "ns".into(), name: "creds".into(), keys: vec!["k".into()], updated_ms: 1 };
     conforms_as(&c, "ValuesSummary", &summary);
     conforms_as(&c, "ValuesList", &ValuesList { items: vec![summary] });
+    let kept = steward::protocol::KeptVolume {
+        namespace: "ns".into(),
+        name: "world".into(),
+        ordinal: 1,
+        volume: "save".into(),
+        path: "/var/lib/steward/volumes/ns/world/1/save".into(),
+        bytes: 12,
+        instance: Some("ns/world/1".into()),
+    };
+    conforms_as(&c, "KeptVolume", &kept);
+    conforms_as(
+        &c,
+        "VolumeList",
+        &steward::protocol::VolumeList {
+            items: vec![kept.clone(), steward::protocol::KeptVolume { instance: None, ..kept }],
+        },
+    );
     conforms_as(&c, "ValuesBody", &ValuesBody { data: BTreeMap::from([("k".into(), "v".into())]) });
     for time in [None, Some("2026-11-23T02:46:57.670721637Z".to_string())] {
         let line = LogLine { process: "main".into(), stream: "stdout".into(), time, line: "hello".into() };
@@ -1946,6 +1965,38 @@ async fn real_responses_match_the_document() {
             statuses.insert((m.to_string(), one.clone(), 403));
         }
     }
+
+    // Kept volumes: one an ordinal of a pod left (made here as its first start makes it).
+    {
+        const VOLUMES: &str = "/v1/volumes";
+        const VOLUME: &str = "/v1/volumes/{namespace}/{name}/{index}/{volume}";
+        assert_eq!(check!("GET", VOLUMES, VOLUMES).json(), json!({"items": []}));
+        let kept = d.path().join("volumes/test/world/1/save");
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::write(kept.join("data"), "12345").unwrap();
+        let r = check!("GET", VOLUMES, format!("{VOLUMES}?namespace=test"));
+        assert_eq!(
+            (r.json()["items"][0]["ordinal"].as_u64(), r.json()["items"][0]["bytes"].as_u64()),
+            (Some(1), Some(5))
+        );
+        assert_eq!(check!("GET", VOLUMES, format!("{VOLUMES}?namespace=a&namespace=b")).status, 400);
+        let r = check!("DELETE", VOLUME, "/v1/volumes/test/world/1/..");
+        assert_eq!((r.status, r.json()["error"]["field"].as_str()), (422, Some("volume")));
+        assert_eq!(check!("DELETE", VOLUME, "/v1/volumes/test/world/x/save").status, 400);
+        let r = call_as(&d, true, "DELETE", "/v1/volumes/test/world/1/save", None).await;
+        conforms(&c, "DELETE", VOLUME, &r);
+        assert_eq!(r.status, 403);
+        statuses.insert(("DELETE".into(), VOLUME.into(), 403));
+        // In use: an instance of that ordinal exists here.
+        let user = spec("world", 2, json!({"startCmd": "exec sleep 1000"}), json!({}));
+        check!("POST", "/v1/apply", "/v1/apply", json_body(&user));
+        assert_eq!(check!("DELETE", VOLUME, "/v1/volumes/test/world/1/save").status, 409);
+        assert_eq!(check!("GET", VOLUMES, VOLUMES).json()["items"][0]["instance"], "test/world/1");
+        check!("DELETE", APP, "/v1/apps/test/world?timeout=20");
+        assert_eq!(check!("DELETE", VOLUME, "/v1/volumes/test/world/1/save").status, 204);
+        assert!(!kept.exists());
+        assert_eq!(check!("DELETE", VOLUME, "/v1/volumes/test/world/1/save").status, 404);
+    }
     let r = too_large(&d, "PUT", "/v1/secrets/test/big").await;
     conforms(&c, "PUT", "/v1/secrets/{namespace}/{name}", &r);
     assert_eq!(r.status, 413);
@@ -2117,12 +2168,12 @@ async fn real_responses_match_the_document() {
         let text = String::from_utf8(r.body).unwrap();
         let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let deleted = events.iter().filter(|e| e["body"]["type"] == "appDeleted").count();
-        // web, gone, ex, tom, and the cron job every.
-        if deleted == 5 {
+        // web, gone, ex, tom, the cron job every, and world (the kept volume's).
+        if deleted == 6 {
             break events;
         }
         if Instant::now() > deadline {
-            panic!("apps web, gone, ex, tom and every not deleted in 20 s: {text}");
+            panic!("apps web, gone, ex, tom, every and world not deleted in 20 s: {text}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -2233,6 +2284,8 @@ async fn real_responses_match_the_document() {
         ("GET", "/metrics", 403),
         ("GET", "/v1/secrets", 403),
         ("GET", "/v1/configmaps", 403),
+        ("GET", "/v1/volumes", 403),
+        ("DELETE", "/v1/volumes/{namespace}/{name}/{index}/{volume}", 503),
         ("PUT", "/v1/secrets/{namespace}/{name}", 503),
         ("PUT", "/v1/configmaps/{namespace}/{name}", 503),
         ("DELETE", "/v1/secrets/{namespace}/{name}", 503),

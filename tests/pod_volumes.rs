@@ -305,9 +305,9 @@ async fn cp_puts_a_file_into_a_process_and_a_pod_and_nowhere_else() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete() {
     docker::shared_engine();
-    let kept = tempfile::tempdir().unwrap();
-    let root = kept.path().join("volumes");
-    let mut d = Daemon::start_with("pod-kept", &format!("volume_root = \"{}\"\n", root.display()));
+    // Every test daemon keeps its volumes in its own directory (tests/common).
+    let mut d = Daemon::start("pod-kept");
+    let root = d.path().join("volumes");
     let mut c = docker::sh(
         "world",
         "[ -f /data/who ] || echo \"${ORD##*.}\" > /data/who; echo start >> /data/starts; exec sleep 1000",
@@ -373,8 +373,27 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
     d.apply_json(&world(2)).await;
     wait_starts(0, 3);
     wait_starts(1, 3);
+    // steward volume: in use while its instance exists, listed with it, removed once it is gone.
+    let (code, _, err) = d.cli(&["volume", "rm", "vols/world/0", "save"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("in use by instance vols/world/0"), "{err}");
     let (code, _, err) = d.cli(&["delete", "vols/world", "--timeout", "30"]);
     assert_eq!(code, 0, "{err}");
+    let (code, out, err) = d.cli(&["-o", "json", "volume", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let rows: Vec<(u64, &str, bool)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["ordinal"].as_u64().unwrap(), v["volume"].as_str().unwrap(), v["instance"].is_null()))
+        .collect();
+    assert_eq!(rows, [(0, "save", true), (1, "save", true)], "{out}");
+    let (code, _, err) = d.cli(&["volume", "rm", "vols/world/0", "save"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!root.join("vols/world/0").exists() && root.join("vols/world/1/save/who").exists());
+    let (_, events, _) = d.cli(&["-o", "json", "events", "--since", "0"]);
+    assert!(events.contains("\"volumeRemoved\""), "{events}");
 
     // What cannot be kept as asked is refused by name.
     let mut bad = world(1);

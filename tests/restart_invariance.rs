@@ -1,7 +1,7 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
 //! failed, a pod), secrets, configmaps, apps' revisions and rollouts (one rolled back), hook templates and hook runs (one
-//! finished, one under way), a completed job, a cron job — then stewardd restarted by SIGTERM and by kill -9,
+//! finished, one under way), a completed job, a cron job, a pod's kept volume — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -56,6 +56,7 @@ async fn listings(d: &Daemon) -> Value {
         "cron": crons,
         "job": job,
         "endpoints": get(&["endpoints"]),
+        "volumes": get(&["volume", "ls"]),
     })
 }
 
@@ -110,9 +111,10 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
         "metadata": {"name": "pod", "namespace": "keep"},
         "killPolicy": {"gracePeriod": 1},
         "spec": {"instance": 1, "template": {"spec": {"network": "BRIDGE", "containers": [
-            {"name": "main", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]}},
+            {"name": "main", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]},
+             "mounts": [{"name": "save", "path": "/data"}]},
             {"name": "side", "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", "exec sleep 1000"]}}
-        ]}}}
+        ], "volumes": [{"name": "save", "type": "Dynamic"}]}}}
     }))
     .await;
     for (name, i) in [("fg", 0), ("fg", 1), ("forking", 0), ("pod", 0)] {

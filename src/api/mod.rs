@@ -22,6 +22,7 @@ mod logs;
 mod node;
 mod rollout;
 mod values;
+mod volumes;
 
 pub use apply::apply_body;
 
@@ -111,6 +112,8 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
             "/v1/configmaps/{namespace}/{name}",
             axum::routing::put(values::put_configmap).delete(values::delete_configmap),
         )
+        .route("/v1/volumes", get(volumes::list))
+        .route("/v1/volumes/{namespace}/{name}/{index}/{volume}", axum::routing::delete(volumes::delete))
         .route("/v1/jobs", get(jobs::list))
         .route("/v1/jobs/{namespace}/{name}", get(jobs::status))
         .route("/v1/cronjobs", get(jobs::list_crons))

@@ -63,6 +63,7 @@ pub async fn run(command: Command, endpoint: &Endpoint, output: Output) -> anyho
         Command::Cron(cmd) => super::job::cron(client, cmd, output).await,
         Command::Secret(cmd) => values(client, "secrets", cmd, output).await,
         Command::Configmap(cmd) => values(client, "configmaps", cmd, output).await,
+        Command::Volume(cmd) => super::values::volumes(client, cmd, output).await,
         Command::Validate { .. }
         | Command::Render { .. }
         | Command::Completions { .. }

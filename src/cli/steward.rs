@@ -191,6 +191,9 @@ pub enum Command {
     /// Manage configmaps (namespace-scoped).
     #[command(subcommand)]
     Configmap(ValuesCommand),
+    /// Kept volumes (seed 003 Dynamic, Isolated): an ordinal's data, kept when its instance goes.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -534,6 +537,22 @@ pub enum ValuesCommand {
     Rm {
         /// namespace/name
         id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// List every kept volume here: its app, ordinal, size, and the instance using it.
+    Ls {
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Remove ordinal NAMESPACE/NAME/INDEX's kept volume VOLUME and its data (refused while
+    /// the instance exists).
+    Rm {
+        /// namespace/name/index
+        instance: String,
+        volume: String,
     },
 }
 

@@ -1,6 +1,7 @@
-//! `steward secret` and `steward configmap`: create (from literals and files), ls, rm.
+//! `steward secret` and `steward configmap`: create (from literals and files), ls, rm; and
+//! `steward volume`: ls, rm.
 
-use super::steward::{exit, Output, ValuesCommand};
+use super::steward::{exit, Output, ValuesCommand, VolumeCommand};
 use crate::client::{Client, ClientError};
 
 fn split_store_id(id: &str) -> Option<(&str, &str)> {
@@ -69,6 +70,46 @@ pub(super) async fn values(
                     println!("{}", serde_json::to_string(&removed).unwrap_or_default())
                 }
                 Output::Text => crate::say!("{id}: removed"),
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub(super) async fn volumes(client: &Client, cmd: VolumeCommand, output: Output) -> Result<i32, ClientError> {
+    match cmd {
+        VolumeCommand::Ls { namespace } => {
+            let list = client.volumes(namespace.as_deref()).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default()),
+                Output::Text => {
+                    crate::say!("NAMESPACE  NAME  ORDINAL  VOLUME  BYTES  IN USE BY  PATH");
+                    for v in &list {
+                        let user = v.instance.as_deref().unwrap_or("-");
+                        crate::say!(
+                            "{}  {}  {}  {}  {}  {user}  {}",
+                            v.namespace,
+                            v.name,
+                            v.ordinal,
+                            v.volume,
+                            v.bytes,
+                            v.path
+                        );
+                    }
+                }
+            }
+        }
+        VolumeCommand::Rm { instance, volume } => {
+            let Ok(id) = crate::client::parse_instance_id(&instance) else {
+                crate::esay!("steward: {instance:?} is not namespace/name/index");
+                return Ok(exit::INVALID);
+            };
+            client.delete_volume(&id, &volume).await?;
+            match output {
+                Output::Json => {
+                    println!("{}", serde_json::json!({"instance": instance, "volume": volume, "removed": true}))
+                }
+                Output::Text => crate::say!("{instance}: volume {volume} removed"),
             }
         }
     }

@@ -314,6 +314,22 @@ impl Client {
         Ok(self.json::<ValuesList>(Method::GET, &path).await?.items)
     }
 
+    /// The kept volumes here (of `namespace` only, when given).
+    pub async fn volumes(&self, namespace: Option<&str>) -> Result<Vec<crate::protocol::KeptVolume>, ClientError> {
+        let path = match namespace {
+            Some(n) => format!("/v1/volumes?namespace={}", encode(n)),
+            None => "/v1/volumes".to_string(),
+        };
+        Ok(self.json::<crate::protocol::VolumeList>(Method::GET, &path).await?.items)
+    }
+
+    /// Removes ordinal `id`'s kept volume `volume` (refused while the instance exists).
+    pub async fn delete_volume(&self, id: &InstanceId, volume: &str) -> Result<(), ClientError> {
+        let path =
+            format!("/v1/volumes/{}/{}/{}/{}", encode(&id.namespace), encode(&id.name), id.index, encode(volume));
+        self.call(Method::DELETE, &path, None).await.map(|_| ())
+    }
+
     pub async fn delete_values(&self, kind: &str, namespace: &str, name: &str) -> Result<(), ClientError> {
         let path = format!("/v1/{kind}/{}/{}", encode(namespace), encode(name));
         self.call(Method::DELETE, &path, None).await.map(|_| ())

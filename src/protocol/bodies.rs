@@ -62,6 +62,31 @@ pub struct ValuesList {
     pub items: Vec<ValuesSummary>,
 }
 
+/// GET /v1/volumes: the kept volumes (seed 003 Dynamic, Isolated) below the daemon's
+/// `volume_root`, in namespace, app, ordinal and volume order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeList {
+    pub items: Vec<KeptVolume>,
+}
+
+/// One kept volume: an ordinal's directory of one volume, and the instance using it now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptVolume {
+    pub namespace: String,
+    /// The app's name.
+    pub name: String,
+    pub ordinal: u32,
+    pub volume: String,
+    /// Its directory on this host.
+    pub path: String,
+    /// What its files hold (symlinks not followed).
+    pub bytes: u64,
+    /// `namespace/name/ordinal` when that instance exists here (it mounts the volume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+}
+
 /// PUT /v1/secrets/... and /v1/configmaps/...: the whole content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -236,6 +236,13 @@ pub enum DaemonEvent {
         namespace: String,
         name: String,
     },
+    /// A kept volume of an ordinal (seed 003 Dynamic, Isolated) was removed (`steward volume rm`).
+    VolumeRemoved {
+        namespace: String,
+        name: String,
+        ordinal: u32,
+        volume: String,
+    },
     /// A changed spec began to roll out over the app's instances here, from revision `from`.
     RolloutStarted {
         app: String,

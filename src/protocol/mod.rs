@@ -25,7 +25,8 @@ pub mod status;
 pub use crate::health::Health;
 pub use crate::runtime::docker::ContainerInfo;
 pub use bodies::{
-    Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, LogLine, ValuesBody, ValuesList, ValuesSummary,
+    Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, KeptVolume, LogLine, ValuesBody, ValuesList, ValuesSummary,
+    VolumeList,
 };
 pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, OrdinalNames, ServiceEntry};
 pub use event::{

@@ -17,6 +17,7 @@ mod driver;
 mod failed_rollout;
 mod hook_facts;
 mod job;
+mod kept;
 mod load;
 mod paths;
 pub mod revisions;

@@ -53,7 +53,7 @@ impl Daemon {
         std::fs::write(
             &config,
             format!(
-                "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nstate_dir = \"{0}/state\"\nsocket = \"{1}\"\n\
+                "work_base_dir = \"{0}/work\"\nrun_base_dir = \"{0}/run\"\nvolume_root = \"{0}/volumes\"\nstate_dir = \"{0}/state\"\nsocket = \"{1}\"\n\
                  cgroup_parent = \"{2}\"\nhost_ip = \"{3}\"\nlog_max_bytes = 4096\nlog_keep = 2\nlog_check_secs = 1\n",
                 dir.path().display(),
                 socket.display(),
