@@ -552,3 +552,53 @@ async fn deploy_and_depend_apply_read_yaml_streams_and_stdin() {
         let _ = std::fs::remove_file(f);
     }
 }
+
+/// Issue 47: a pod app's ordinals with kept (Dynamic) volumes come back to the hosts that hold
+/// their data: deleted and deployed again with a preference that would send every instance to
+/// h3, each ordinal is placed where its volume is; a drift without --force leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinal_with_a_kept_volume_is_placed_where_its_data_is() {
+    common::docker::shared_engine();
+    let c = Cluster::start("k", ["a", "b", "c"]);
+    let mut main = common::docker::sh("main", "[ -f /data/who ] || echo \"${ORD##*.}\" > /data/who; exec sleep 1000");
+    main["env"] = json!([{"name": "ORD", "value": "$BCS_POD_ID"}]);
+    main["mounts"] = json!([{"name": "save", "path": "/data"}]);
+    let world = |top: Value| {
+        let mut p = common::docker::pod("test", "world", json!([main.clone()]), top);
+        p["spec"]["instance"] = json!(3);
+        p["spec"]["template"]["spec"]["volumes"] = json!([{"name": "save", "type": "Dynamic"}]);
+        p
+    };
+    let (code, out, err) = c.deploy("world", &world(json!({})));
+    assert_eq!(code, 0, "{out}\n{err}");
+    for i in 0..3 {
+        let host = hosts_of(&c, "world").await[&i].clone();
+        c.host(&host).daemon.wait_state(&id("test", "world", i), Kind::Running, 60).await;
+    }
+    let first = hosts_of(&c, "world").await;
+    // Each host reports the ordinals whose data it keeps.
+    for (i, host) in &first {
+        let doc = c.host(host).daemon.client.node().await.unwrap();
+        assert!(doc.kept_volumes.contains(&format!("test/world/{i}")), "{host}: {:?}", doc.kept_volumes);
+    }
+    let (code, _, err) = c.sched(&["delete", "test/world"]);
+    assert_eq!(code, 0, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !hosts_of(&c, "world").await.is_empty() {
+        assert!(Instant::now() < deadline, "world still runs");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Deployed again, preferring h3 for everything: each ordinal still goes where its data is.
+    let to_h3 = json!({"schedule": {"affinity": {"node": {"type": "Prefered", "terms": [
+        {"weight": 50, "expressions": [{"key": "hostname", "operator": "In", "value": ["h3"]}]}]}}}});
+    let (code, out, err) = c.deploy("world", &world(to_h3));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "world").await, first, "{out}");
+    // A drift without --force leaves it, saying why.
+    let from = first[&0].clone();
+    let (_, out, err) = c.sched(&["drift", "--from", &from, "--app", "test/world"]);
+    assert!(format!("{out}{err}").contains("a kept volume on its node"), "{out}\n{err}");
+    assert_eq!(hosts_of(&c, "world").await, first);
+    let (code, _, err) = c.sched(&["delete", "test/world"]);
+    assert_eq!(code, 0, "{err}");
+}

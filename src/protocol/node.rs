@@ -48,6 +48,11 @@ pub struct NodeDocument {
     /// Where this daemon's applies and endpoint writes stand: a scheduler reads it before it
     /// reads its desired state, and hands the set over as of it (PUT /v1/desired).
     pub desired_mark: DesiredMark,
+    /// The ordinals with a kept volume here (`namespace/name/ordinal`; seed 003 Dynamic,
+    /// Isolated), their instance running or not: a scheduler places each such ordinal here,
+    /// where its data is (issue 47).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept_volumes: Vec<String>,
 }
 
 impl NodeDocument {

@@ -46,6 +46,9 @@ pub struct NodeView {
     /// cpu and memory left for new requests (allocatable less allocated); None: the daemon
     /// does not say (an older one), and admits by its own rule.
     pub free: Option<Requests>,
+    /// The ordinals whose kept volume is here (`namespace/name/ordinal`): each is placed here
+    /// and nowhere else (issue 47).
+    pub kept: std::collections::BTreeSet<String>,
 }
 
 impl NodeView {
@@ -86,6 +89,7 @@ impl NodeView {
             apps,
             free_ports: doc.ports.free,
             free: (doc.resources.capacity != Requests::default()).then(|| doc.resources.free()),
+            kept: doc.kept_volumes.iter().cloned().collect(),
         }
     }
 }
@@ -116,6 +120,9 @@ pub struct Request<'a> {
     /// The only node that may take an instance (`drift --to`); the others still count for the
     /// app's rules, and are not listed as refusing.
     pub only: Option<String>,
+    /// Place instances whose kept volume is on a node elsewhere too (`drift --force`, which
+    /// moves them without their data).
+    pub unpinned: bool,
     /// Seed 003's affinities and tolerations.
     pub schedule: Option<&'a Schedule>,
     /// The labels the app's instances carry (its pod affinity may pick itself).
@@ -137,6 +144,7 @@ impl<'a> Request<'a> {
             closed: BTreeMap::new(),
             shunned: BTreeSet::new(),
             only: None,
+            unpinned: false,
             schedule: Some(&spec.schedule).filter(|s| !s.is_empty()),
             labels: spec.instance_labels(),
         }
@@ -159,6 +167,7 @@ impl<'a> Request<'a> {
             closed: BTreeMap::new(),
             shunned: BTreeSet::new(),
             only: None,
+            unpinned: false,
             schedule: None,
             labels: BTreeMap::new(),
         }
@@ -257,7 +266,7 @@ impl Round<'_, '_> {
     /// The node the next instance goes to: among those that pass every rule, one not shunned,
     /// then the highest preference, then the spread. Each refused node's reason goes into `refusals` if asked
     /// for (only once nothing fits: reasons are text, and most rounds need none).
-    fn best(&self, mut refusals: Option<&mut Vec<Refusal>>) -> Option<usize> {
+    fn best(&self, mut refusals: Option<&mut Vec<Refusal>>, pin: Option<&str>) -> Option<usize> {
         let req = self.req;
         let mut refuse = |node: &NodeView, item: Option<usize>, reason: &dyn Fn() -> String| {
             if let Some(list) = refusals.as_deref_mut() {
@@ -267,6 +276,10 @@ impl Round<'_, '_> {
         let mut best: Option<(Score, usize)> = None;
         for (ni, node) in self.nodes.iter().enumerate() {
             if req.only.as_ref().is_some_and(|only| *only != node.name) {
+                continue;
+            }
+            if let Some(pin) = pin.filter(|pin| *pin != node.name) {
+                refuse(node, None, &|| format!("the instance's kept volume is on {pin}: it is placed there only"));
                 continue;
             }
             if req.avoid.contains(&node.name) {
@@ -347,9 +360,12 @@ pub fn place(req: &Request, nodes: &[NodeView]) -> Result<BTreeMap<u32, String>,
     };
     let mut placed = BTreeMap::new();
     for &index in &req.place {
-        let Some(ni) = round.best(None) else {
+        // An ordinal whose kept volume is on a node goes there, where its data is.
+        let kept = format!("{}/{index}", req.app);
+        let pin = nodes.iter().filter(|_| !req.unpinned).find(|n| n.kept.contains(&kept)).map(|n| n.name.as_str());
+        let Some(ni) = round.best(None, pin) else {
             let mut refusals = Vec::new();
-            round.best(Some(&mut refusals));
+            round.best(Some(&mut refusals), pin);
             let items = round.items;
             let first = refusals.first().and_then(|r| r.item);
             let common =
@@ -754,6 +770,26 @@ mod tests {
         assert!(e.contains("slave2: not enough memory: 2048 MiB requested, 1024 MiB free"), "{e}");
         nodes[2].free = None;
         assert_eq!(place(&req, &nodes).unwrap()[&0], "slave3");
+    }
+
+    /// Issue 47: an ordinal whose kept volume a node reports goes to that node only; where it
+    /// does not fit there, the refusal says why the others were not taken; a forced drift
+    /// (unpinned) places it anywhere.
+    #[test]
+    fn an_ordinal_goes_where_its_kept_volume_is() {
+        let mut nodes = slaves(3);
+        nodes[2].kept.insert("ns/app/1".into());
+        let mut req = Request { requests: Requests::of(0.3, 100.0), ..Request::bare("ns/app", 3) };
+        let p = place(&req, &nodes).unwrap();
+        assert_eq!(p[&1], "slave3");
+        assert_ne!(p[&0], p[&2]);
+        nodes[2].free = Some(Requests::of(0.1, 1024.0));
+        req.place = vec![1];
+        let e = place(&req, &nodes).unwrap_err().to_string();
+        assert!(e.contains("slave1: the instance's kept volume is on slave3: it is placed there only"), "{e}");
+        assert!(e.contains("slave3: not enough cpu"), "{e}");
+        req.unpinned = true;
+        assert_ne!(place(&req, &nodes).unwrap()[&1], "slave3");
     }
 
     #[test]

@@ -71,6 +71,23 @@ impl Supervisor {
         out
     }
 
+    /// The ordinals with at least one kept volume here, as `namespace/name/ordinal`: what a
+    /// scheduler pins each to this host by (a read of three levels of directories).
+    pub fn kept_ordinals(&self) -> Vec<String> {
+        let root = &self.shared.roots.volume_root;
+        let mut out = Vec::new();
+        for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| !ns.starts_with(ASIDE)) {
+            for (app, app_dir) in subdirs(&ns_dir) {
+                for (ordinal, ordinal_dir) in subdirs(&app_dir) {
+                    if ordinal.parse::<u32>().is_ok() && !subdirs(&ordinal_dir).is_empty() {
+                        out.push(format!("{ns}/{app}/{ordinal}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Removes ordinal `id`'s kept volume `volume`, with what it holds, and journals it.
     /// Refused while the instance exists here (it mounts the volume). The directory is moved
     /// aside under the instances' lock (an instance applied meanwhile starts on an empty one)

@@ -65,7 +65,8 @@ pub(super) fn drift_target(
     keep.remove(&i);
     let mut closed = req.closed.clone();
     closed.insert(from.to_string(), "the node drifted from".to_string());
-    let req = Request { keep, place: vec![i], closed, only: to.map(String::from), ..req.clone() };
+    // Only a forced drift moves an instance with a kept volume, and it moves without its data.
+    let req = Request { keep, place: vec![i], closed, only: to.map(String::from), unpinned: true, ..req.clone() };
     let placed = place_around_cordons(&req, views, settings)?;
     Ok(placed[&i].clone())
 }
