@@ -73,6 +73,9 @@ cleanup() { # cleanup STATUS: the demo's status so far (0 after Ctrl-C)
         echo "== removing the demo's apps (${demo_apps[*]}) and stopping stewardd"
         $steward delete "${demo_apps[@]}" --timeout 20 || true
     fi
+    # The kept volumes of the demo's apps (units/world.json's): theirs to remove once the apps are gone.
+    $steward volume ls --namespace demo 2>/dev/null | awk 'NR > 1 {print $1 "/" $2 "/" $3, $4}' |
+        while read -r ordinal volume; do $steward volume rm "$ordinal" "$volume" >/dev/null 2>&1 || true; done
     for v in "${demo_values[@]}"; do   # "secret demo/x": steward secret rm demo/x
         read -ra words <<<"$v"             # "hook run demo/y": steward hook run rm demo/y
         $steward "${words[@]:0:${#words[@]}-1}" rm "${words[-1]}" >/dev/null 2>&1 || true
@@ -107,9 +110,9 @@ demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml units/rotate.toml)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
-    units+=(units/webpod.json units/cnipod.json units/webapp.yaml)
+    units+=(units/webpod.json units/cnipod.json units/webapp.yaml units/world.json)
 else
-    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml) are skipped"
+    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml, units/world.json) are skipped"
     echo "   (why: $logs/dockerd-up.log)"
 fi
 
@@ -213,6 +216,12 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo "   \`port\`, env[].from the configmap demo/vault-config, unavailable/surge/ready); steward validate:"
     $steward validate units/webapp.yaml || true
     $steward ls --name webapp || true
+    echo
+    echo "== steward logs demo/world/1 --tail 1; steward volume ls --namespace demo"
+    echo "   (units/world.json: a stateful set whose ordinals keep their data in an Isolated volume (seed 003),"
+    echo "    found again after a restart, a scale in and out, a delete and a deploy again; steward volume rm removes it)"
+    $steward logs demo/world/1 --tail 1 || true
+    $steward volume ls --namespace demo || true
 fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then
