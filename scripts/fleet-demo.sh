@@ -38,10 +38,9 @@ else
 fi
 unset STEWARD_CONFIG STEWARD_SOCKET STEWARD_CLUSTER
 
-# What the demo made, for the cleanup: processes (pid:what), namespaces, the bridge.
+# What the demo made, for the cleanup: processes (pid:what), namespaces.
 pids=()
 namespaces=()
-made_bridge=false
 host_pid() { echo "${pids[@]}" | tr ' ' '\n' | sed -n "s/^\([0-9]*\):stewardd-$1\$/\1/p"; }
 
 # What is left of the demo (a second Ctrl-C cut the cleanup short).
@@ -135,7 +134,6 @@ say() { echo "   $*"; }
 
 step "the network: bridge $bridge ($net.1/24) and $hosts hosts, each a network namespace"
 ip link add "$bridge" type bridge
-made_bridge=true
 ip addr add "$net.1/24" dev "$bridge"
 ip link set "$bridge" up
 for i in $(seq 1 "$hosts"); do

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -228,33 +228,9 @@ impl Drop for LeaveNothing {
 /// `bash scripts/demo.sh` in a pseudo-terminal, once it shows its status screen: the child, the
 /// screen so far (kept up to date by the returned thread).
 fn start_demo(stewardd: &Path) -> (std::process::Child, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
-    let mut demo = Command::new("script")
-        // `script` runs the command with $SHELL -c; a dash there (SHELL unset or /bin/sh, as in
-        // CI) would itself take the terminal's SIGINT and die of it after the demo's clean exit.
-        // `exec` leaves the demo alone in the terminal, as it is under a user's interactive shell.
-        .args(["-qfec", "exec bash scripts/demo.sh", "/dev/null"])
-        .env("SHELL", "/bin/bash")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("STEWARD_DEMO_BIN", stewardd.parent().unwrap())
-        .env_remove("DEMO_ONCE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("util-linux script");
-    let screen = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let (mut out, screen) = (demo.stdout.take().unwrap(), screen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                screen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
+    let bin = stewardd.parent().unwrap();
+    let (mut demo, screen, reader) =
+        common::terminal::run("scripts/demo.sh", &[("STEWARD_DEMO_BIN", bin)], &["DEMO_ONCE"]);
     let started = Instant::now();
     while !screen.lock().unwrap().contains("Ctrl-C ends the demo.") {
         if started.elapsed() > Duration::from_secs(300) || demo.try_wait().unwrap().is_some() {

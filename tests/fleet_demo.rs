@@ -7,8 +7,10 @@
 //! namespace, bridge, cgroup or state of its own. It runs this build's binaries
 //! (`STEWARD_DEMO_BIN`).
 
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::io::Write;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,33 +63,11 @@ impl Demo {
     /// `bash scripts/fleet-demo.sh` in a pseudo-terminal.
     fn start() -> Demo {
         let bin = std::path::Path::new(env!("CARGO_BIN_EXE_stewardd")).parent().unwrap().to_path_buf();
-        let mut child = Command::new("script")
-            // `exec`: the demo alone in the terminal, as under a user's interactive shell (a dash
-            // as SHELL would take the terminal's SIGINT itself).
-            .args(["-qfec", "exec bash scripts/fleet-demo.sh", "/dev/null"])
-            .env("SHELL", "/bin/bash")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("STEWARD_DEMO_BIN", bin)
-            .env_remove("FLEET_ONCE")
-            .env_remove("FLEET_HOSTS")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("util-linux script");
-        let screen = Arc::new(Mutex::new(String::new()));
-        let reader = {
-            let (mut out, screen) = (child.stdout.take().unwrap(), screen.clone());
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = out.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    screen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            })
-        };
+        let (child, screen, reader) = common::terminal::run(
+            "scripts/fleet-demo.sh",
+            &[("STEWARD_DEMO_BIN", bin.as_path())],
+            &["FLEET_ONCE", "FLEET_HOSTS"],
+        );
         Demo { child, screen, reader: Some(reader) }
     }
 

@@ -21,6 +21,17 @@ fn exec(id: &str, script: &str) -> (i32, String, String) {
     docker::docker(SHARED_SOCKET, &["exec", id, "sh", "-c", script])
 }
 
+/// `steward validate` refuses `spec` (written as NAME.json), saying each of `expected`.
+fn refused(d: &Daemon, name: &str, spec: &Value, expected: &[&str]) {
+    let file = d.path().join(format!("{name}.json"));
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    for expected in expected {
+        assert!(err.contains(expected), "{expected} in:\n{err}");
+    }
+}
+
 /// Mount points below `dir` in the host's mount table.
 fn mounts_below(dir: &std::path::Path) -> Vec<String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -168,23 +179,22 @@ async fn missing_stores_and_unsupported_volume_types_are_clear_errors() {
         {"name": "tmp", "type": "Temp", "source": {"medium": "SSD"}, "storage": {"limit": "lots"}},
         {"name": "cfg", "type": "Secret", "source": {"items": [{"key": "k", "path": "/abs", "mode": "999"}]}}
     ]);
-    let file = d.path().join("bad.json");
-    std::fs::write(&file, p.to_string()).unwrap();
-    let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
-    assert_ne!(code, 0);
-    for expected in [
-        "spec.template.spec.volumes[0].type: Static is not supported",
-        "spec.template.spec.volumes[1].source.medium: \"SSD\"",
-        "spec.template.spec.volumes[1].storage.limit: \"lots\"",
-        "spec.template.spec.volumes[2].source.target: is required",
-        "spec.template.spec.volumes[2].source.items[0].path: \"/abs\" must be relative",
-        "spec.template.spec.volumes[2].source.items[0].mode: \"999\" is not a file mode",
-        "spec.template.spec.containers[0].mounts[0].name: no volume \"nope\"",
-        "spec.template.spec.containers[0].mounts[1].path: \"rel\" must be an absolute path",
-        "spec.template.spec.containers[0].mounts[1].subpath: \"../up\" must stay inside the volume",
-    ] {
-        assert!(err.contains(expected), "{expected} in:\n{err}");
-    }
+    refused(
+        &d,
+        "bad",
+        &p,
+        &[
+            "spec.template.spec.volumes[0].type: Static is not supported",
+            "spec.template.spec.volumes[1].source.medium: \"SSD\"",
+            "spec.template.spec.volumes[1].storage.limit: \"lots\"",
+            "spec.template.spec.volumes[2].source.target: is required",
+            "spec.template.spec.volumes[2].source.items[0].path: \"/abs\" must be relative",
+            "spec.template.spec.volumes[2].source.items[0].mode: \"999\" is not a file mode",
+            "spec.template.spec.containers[0].mounts[0].name: no volume \"nope\"",
+            "spec.template.spec.containers[0].mounts[1].path: \"rel\" must be an absolute path",
+            "spec.template.spec.containers[0].mounts[1].subpath: \"../up\" must stay inside the volume",
+        ],
+    );
 }
 
 /// `gpus`: the engine is asked exactly as `docker run --gpus` asks it (the request compared
@@ -401,15 +411,14 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
         {"name": "save", "type": "Dynamic", "source": {"mode": "ReadWriteMany"}, "storage": {"limit": "1Gi"}},
         {"name": "iso", "type": "Isolated"}
     ]);
-    let file = d.path().join("bad-kept.json");
-    std::fs::write(&file, bad.to_string()).unwrap();
-    let (code, _, err) = d.cli(&["validate", file.to_str().unwrap()]);
-    assert_ne!(code, 0);
-    for expected in [
-        "spec.template.spec.volumes[0].source.mode: \"ReadWriteMany\": a kept volume is a directory on one host",
-        "spec.template.spec.volumes[0].storage.limit: is not enforced on a kept volume yet",
-        "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
-    ] {
-        assert!(err.contains(expected), "{expected} in:\n{err}");
-    }
+    refused(
+        &d,
+        "bad-kept",
+        &bad,
+        &[
+            "spec.template.spec.volumes[0].source.mode: \"ReadWriteMany\": a kept volume is a directory on one host",
+            "spec.template.spec.volumes[0].storage.limit: is not enforced on a kept volume yet",
+            "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
+        ],
+    );
 }

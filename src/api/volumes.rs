@@ -6,6 +6,7 @@ use super::error::ApiError;
 use super::extract::{Path, Query};
 use super::AppState;
 use crate::protocol::VolumeList;
+use crate::spec::render::InstanceId;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -32,22 +33,21 @@ pub(super) async fn list(
     Ok(Json(VolumeList { items }))
 }
 
-/// One segment of a volume's path: a name, never `.`, `..`, hidden or holding a `/` (it is
-/// joined below `volume_root`).
-fn segment(field: &str, value: &str) -> Result<(), ApiError> {
-    let ok = !value.is_empty()
-        && value.len() <= 253
-        && !value.starts_with('.')
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    match ok {
+/// Each segment of a volume's path by the spec's own rule for the name it was made from
+/// (namespace, app, volume): so none is `.`, `..` or holds a `/` (they are joined below
+/// `volume_root`), and nothing a spec could not name is looked for.
+fn check_segments(id: &InstanceId, volume: &str) -> Result<(), ApiError> {
+    use crate::spec::validate::check_name;
+    let namespace = match id.namespace == crate::spec::model::DEFAULT_NAMESPACE {
         true => Ok(()),
-        false => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
-            format!("{field} {value:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'"),
-        )
-        .field(field)),
+        false => check_name(&id.namespace),
+    };
+    for (field, checked) in [("namespace", namespace), ("name", check_name(&id.name)), ("volume", check_name(volume))] {
+        checked.map_err(|e| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", format!("{field} {e}")).field(field)
+        })?;
     }
+    Ok(())
 }
 
 /// DELETE /v1/volumes/{namespace}/{name}/{index}/{volume}
@@ -58,9 +58,7 @@ pub(super) async fn delete(
 ) -> Result<Response, ApiError> {
     app.live().access.require_write(&caller)?;
     let id = super::instances::instance_id(namespace, name, index)?;
-    segment("namespace", &id.namespace)?;
-    segment("name", &id.name)?;
-    segment("volume", &volume)?;
+    check_segments(&id, &volume)?;
     let sup_app = app.clone();
     tokio::spawn(async move { sup_app.supervisor.remove_kept_volume(&id, &volume).await })
         .await

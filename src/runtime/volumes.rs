@@ -178,7 +178,6 @@ fn is_mount_point(path: &Path, parent: &Path) -> bool {
     }
 }
 
-/// A Temp volume: its directory, kept as it is; on Memory, a tmpfs of the limit on it.
 /// A kept volume's directory, made (root's, 0755) at its first start and found again after: the
 /// directories above it are the daemon's own, made here with no symlink followed; what is in it
 /// is the workload's.
@@ -202,6 +201,7 @@ fn kept(v: &RenderedVolume) -> Result<(), String> {
     }
 }
 
+/// A Temp volume: its directory, kept as it is; on Memory, a tmpfs of the limit on it.
 fn temp(v: &RenderedVolume, memory: bool, limit: Option<u64>, base: &Path) -> Result<(), String> {
     use nix::mount::{mount, MsFlags};
     let dir = &v.host_path;

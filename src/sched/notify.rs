@@ -71,7 +71,7 @@ impl Notifier {
 
     /// Queues one notification (when some URL is registered).
     pub fn notify(&self, kind: Kind, instance: &str, node: &str, detail: &str) {
-        if self.urls.lock().expect("urls lock").is_empty() {
+        if !self.has_urls() {
             return;
         }
         let n = self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

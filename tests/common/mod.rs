@@ -4,6 +4,7 @@
 pub mod docker;
 pub mod http;
 pub mod remote;
+pub mod terminal;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

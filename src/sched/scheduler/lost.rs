@@ -290,13 +290,16 @@ mod tests {
         (app, spec)
     }
 
+    /// An `emit` that keeps every line it is given, as JSON.
+    fn said() -> (Arc<Mutex<Vec<String>>>, Emit) {
+        let said: Arc<Mutex<Vec<String>>> = Default::default();
+        let kept = said.clone();
+        (said, Arc::new(move |l| kept.lock().unwrap().push(serde_json::to_string(l).unwrap())))
+    }
+
     #[test]
     fn a_lost_nodes_instances_move_stay_or_wait_by_their_policy() {
-        let said: Arc<Mutex<Vec<String>>> = Default::default();
-        let emit: Emit = {
-            let said = said.clone();
-            Arc::new(move |l| said.lock().unwrap().push(serde_json::to_string(l).unwrap()))
-        };
+        let (said, emit) = said();
         let (always, spec) = app("Always", serde_json::json!({}));
         // The operator's stopped instance 2 stays; 0 and 1 move.
         assert_eq!(by_policy(&always, Some(&spec), "a", &[0, 1, 2], &emit), Lost::Move(vec![0, 1]));
@@ -315,11 +318,7 @@ mod tests {
     /// Always too; `disconnect` waits for nothing then.
     #[test]
     fn an_instance_with_a_kept_volume_stays_on_its_lost_node() {
-        let said: Arc<Mutex<Vec<String>>> = Default::default();
-        let emit: Emit = {
-            let said = said.clone();
-            Arc::new(move |l| said.lock().unwrap().push(serde_json::to_string(l).unwrap()))
-        };
+        let (said, emit) = said();
         let doc = serde_json::json!({
             "apiVersion": "v4", "kind": "pod", "metadata": {"name": "world", "namespace": "ns"},
             "restartPolicy": {"policy": "Always"},

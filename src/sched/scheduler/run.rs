@@ -298,8 +298,6 @@ impl Scheduler {
         }
     }
 
-    /// Notifications for what a node's event says of an instance of a known app: it exited, it
-    /// is restarting (counted), it runs without a port it declares.
     /// Starts what looks into the nodes' events for notifications, one after another, as they
     /// are sent to it.
     fn notify_events(
@@ -315,6 +313,8 @@ impl Scheduler {
         tx
     }
 
+    /// Notifications for what a node's event says of an instance of a known app: it exited, it
+    /// is restarting (counted), it runs without a port it declares.
     async fn notify_event(&self, node: &str, ev: &Event, notifier: &crate::sched::notify::Notifier) {
         use crate::sched::notify::Kind as Note;
         let EventBody::Instance(InstanceEvent { instance, change: InstanceChange::Transition(t) }) = &ev.body else {
