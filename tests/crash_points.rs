@@ -16,6 +16,7 @@ mod common;
 use common::Daemon;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use steward::protocol::{DaemonEvent, EventBody};
 use steward::spec::{Format, InstanceId};
 use steward::supervisor::record::InstanceStatus;
 use steward::supervisor::state::Kind;
@@ -350,4 +351,89 @@ async fn a_kill_during_stops_and_deletes_leaves_no_process_unsupervised() {
         clean(&d).await;
     }
     tally.report("stop and delete");
+}
+
+/// The kept volumes listed, as `namespace/name/ordinal/volume`.
+async fn volumes(d: &Daemon) -> Vec<String> {
+    let listed = d.client.volumes(None).await.unwrap();
+    listed.iter().map(|v| format!("{}/{}/{}/{}", v.namespace, v.name, v.ordinal, v.volume)).collect()
+}
+
+/// How many `volumeRemoved` events the journal holds.
+async fn removals(d: &Daemon) -> usize {
+    let mut n = 0;
+    d.client
+        .events(0, false, |ev| {
+            let removed = matches!(ev.body, EventBody::Daemon(DaemonEvent::VolumeRemoved { .. }));
+            n += usize::from(removed);
+            true
+        })
+        .await
+        .unwrap();
+    n
+}
+
+/// `steward volume rm` is exactly once across a kill -9 (issue 47): killed after the volume was
+/// moved aside and before its removal was journaled, the volume is back, whole, after the
+/// restart and no removal is told; killed after the journal and before the delete, the restart
+/// finishes it (the data gone from the disk, one removal told). Either way a second `rm` is
+/// answered as the state says, and the journal tells each removal once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_during_a_kept_volume_removal_neither_loses_nor_repeats_it() {
+    for (point, journaled) in [("volume-aside", false), ("volume-journaled", true)] {
+        let mut d = Daemon::start(&format!("kept-rm-{journaled}"));
+        // Made as an ordinal's first start makes them (the daemon lists what is on disk).
+        let ordinal = d.path().join("volumes/test/world/1");
+        std::fs::create_dir_all(ordinal.join("save/maps")).unwrap();
+        std::fs::write(ordinal.join("save/maps/one.dat"), "the world as the players left it").unwrap();
+        std::fs::create_dir_all(d.path().join("volumes/test/world/2/save")).unwrap();
+        d.restart(false);
+        assert_eq!(volumes(&d).await, ["test/world/1/save", "test/world/2/save"], "{point}");
+        d.env = vec![("STEWARD_FAILPOINTS".into(), format!("{point}@1"))];
+        d.restart(false);
+        let id = InstanceId { namespace: "test".into(), name: "world".into(), index: 1 };
+        let answer = d.client.delete_volume(&id, "save").await;
+        assert!(answer.is_err(), "{point}: the daemon answered {answer:?} instead of dying at the point");
+        assert!(died(&d, 20).await, "{point}: the failpoint was not reached\n{}", d.log());
+        revive(&mut d);
+        let listed = volumes(&d).await;
+        if journaled {
+            assert_eq!(listed, ["test/world/2/save"], "{point}: the journaled removal is finished");
+            assert!(!ordinal.join("save").exists(), "{point}");
+            let leftovers: Vec<_> = walkdir(d.path().join("volumes"));
+            assert!(leftovers.iter().all(|p| !p.contains("one.dat")), "{point}: {leftovers:?}");
+            assert_eq!(removals(&d).await, 1, "{point}");
+            let again = d.client.delete_volume(&id, "save").await;
+            assert!(again.is_err(), "{point}: a second rm of a removed volume: {again:?}");
+        } else {
+            assert_eq!(listed, ["test/world/1/save", "test/world/2/save"], "{point}: not removed, back in place");
+            let kept = std::fs::read_to_string(ordinal.join("save/maps/one.dat")).unwrap();
+            assert_eq!(kept, "the world as the players left it", "{point}");
+            assert_eq!(removals(&d).await, 0, "{point}: a removal that did not happen is not told");
+            d.client.delete_volume(&id, "save").await.unwrap();
+            assert_eq!(volumes(&d).await, ["test/world/2/save"], "{point}");
+            assert_eq!(removals(&d).await, 1, "{point}");
+        }
+        // The node's kept ordinals follow (what a scheduler pins ordinals by).
+        let node = d.client.node().await.unwrap();
+        assert_eq!(node.kept_volumes, ["test/world/2"], "{point}");
+        d.restart(true);
+        assert_eq!(volumes(&d).await, ["test/world/2/save"], "{point}: after a kill -9 and restart");
+        assert_eq!(removals(&d).await, 1, "{point}: told once");
+    }
+}
+
+/// Every path below `dir`.
+fn walkdir(dir: std::path::PathBuf) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            out.push(e.path().display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    out
 }

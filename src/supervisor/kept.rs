@@ -4,12 +4,13 @@
 
 use super::{Supervisor, SupervisorError};
 use crate::protocol::{DaemonEvent, EventBody, KeptVolume};
+use crate::spec::render::pod::kept_volumes_of;
 use crate::spec::render::InstanceId;
-use crate::store::Batch;
+use crate::store::{Batch, Table};
 use std::path::{Path, PathBuf};
 
 /// What a volume being removed is renamed to first (below `volume_root`, never listed).
-const ASIDE: &str = ".removing-";
+const ASIDE: &str = ".removing";
 
 /// The subdirectories of `dir` (symlinks and files left out), by name.
 fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
@@ -46,7 +47,7 @@ impl Supervisor {
     pub fn kept_volumes(&self, namespace: Option<&str>) -> Vec<KeptVolume> {
         let root = &self.shared.roots.volume_root;
         let mut out = Vec::new();
-        let listed = |ns: &String| !ns.starts_with(ASIDE) && namespace.is_none_or(|n| n == ns);
+        let listed = |ns: &String| ns != ASIDE && namespace.is_none_or(|n| n == ns);
         for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| listed(ns)) {
             for (app, app_dir) in subdirs(&ns_dir) {
                 for (ordinal, ordinal_dir) in subdirs(&app_dir) {
@@ -72,15 +73,19 @@ impl Supervisor {
     }
 
     /// The ordinals with at least one kept volume here, as `namespace/name/ordinal`: what a
-    /// scheduler pins each to this host by (a read of three levels of directories).
+    /// scheduler pins each to this host by.
     pub fn kept_ordinals(&self) -> Vec<String> {
-        let root = &self.shared.roots.volume_root;
-        let mut out = Vec::new();
-        for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| !ns.starts_with(ASIDE)) {
+        self.shared.kept_ordinals.lock().expect("kept ordinals lock").iter().cloned().collect()
+    }
+
+    /// The ordinals with a kept volume on disk (three levels of directories read): at start.
+    fn walk_kept_ordinals(root: &Path) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| ns != ASIDE) {
             for (app, app_dir) in subdirs(&ns_dir) {
                 for (ordinal, ordinal_dir) in subdirs(&app_dir) {
                     if ordinal.parse::<u32>().is_ok() && !subdirs(&ordinal_dir).is_empty() {
-                        out.push(format!("{ns}/{app}/{ordinal}"));
+                        out.insert(format!("{ns}/{app}/{ordinal}"));
                     }
                 }
             }
@@ -88,16 +93,22 @@ impl Supervisor {
         out
     }
 
-    /// Removes ordinal `id`'s kept volume `volume`, with what it holds, and journals it.
-    /// Refused while the instance exists here (it mounts the volume). The directory is moved
-    /// aside under the instances' lock (an instance applied meanwhile starts on an empty one)
-    /// and journaled removed, then what it holds is deleted; what a daemon killed meanwhile
-    /// left aside goes with the next removal.
+    /// Removes ordinal `id`'s kept volume `volume`, with what it holds, exactly once across a
+    /// kill -9: refused while the instance exists here (it mounts the volume), the directory is
+    /// moved aside under the instances' lock (an instance applied meanwhile starts on an empty
+    /// one), the removal is journaled with a record of what is owed, what it holds is deleted,
+    /// and the record goes. A daemon killed on the way is finished by [`Self::settle_kept_removals`].
     pub async fn remove_kept_volume(&self, id: &InstanceId, volume: &str) -> Result<(), SupervisorError> {
         let root = self.shared.roots.volume_root.clone();
-        let ordinal_dir = crate::spec::render::pod::kept_volumes_of(&root, id);
+        let ordinal_dir = kept_volumes_of(&root, id);
         let path = ordinal_dir.join(volume);
-        let aside = root.join(format!("{ASIDE}{}-{}-{}-{volume}", id.namespace, id.name, id.index));
+        let removal = Removal {
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+            ordinal: id.index,
+            volume: volume.into(),
+        };
+        let aside = removal.aside(&root);
         {
             let instances = self.instances.lock().expect("instances lock");
             if instances.contains_key(id) {
@@ -109,30 +120,148 @@ impl Supervisor {
                 Ok(m) if m.is_dir() => {}
                 _ => return Err(SupervisorError::NotFound(format!("kept volume {volume:?} of {id}"))),
             }
+            let parent = aside.parent().expect("aside below the root");
+            crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
             if aside.exists() {
                 std::fs::remove_dir_all(&aside).map_err(|e| crate::safefs::at(&aside, e))?;
             }
             std::fs::rename(&path, &aside).map_err(|e| crate::safefs::at(&path, e))?;
         }
+        if subdirs(&ordinal_dir).is_empty() {
+            self.shared.kept_ordinals.lock().expect("kept ordinals lock").remove(&ordinal_key(id));
+        }
+        crate::failpoint::hit("volume-aside");
         // The ordinal's and the app's directories go once empty (a failure leaves them: harmless).
         for dir in [&ordinal_dir, &root.join(&id.namespace).join(&id.name), &root.join(&id.namespace)] {
             let _ = std::fs::remove_dir(dir);
         }
-        let body = EventBody::Daemon(DaemonEvent::VolumeRemoved {
-            namespace: id.namespace.clone(),
-            name: id.name.clone(),
-            ordinal: id.index,
-            volume: volume.to_string(),
-        });
-        self.commit(Batch::new().event(body.to_value())).await?;
-        tokio::task::spawn_blocking(move || {
-            for (name, dir) in subdirs(&root).into_iter().filter(|(n, _)| n.starts_with(ASIDE)) {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!("removing kept volume {name}: {}", crate::safefs::at(&dir, e));
-                }
-            }
+        self.commit(removal.journaled()).await?;
+        crate::failpoint::hit("volume-journaled");
+        self.finish_removal(removal).await
+    }
+
+    /// Deletes what a journaled removal moved aside, then its record.
+    async fn finish_removal(&self, removal: Removal) -> Result<(), SupervisorError> {
+        let aside = removal.aside(&self.shared.roots.volume_root);
+        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&aside) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::safefs::at(&aside, e)),
+            _ => Ok(()),
         })
         .await
-        .map_err(|e| SupervisorError::Failed(e.to_string()))
+        .map_err(|e| SupervisorError::Failed(e.to_string()))??;
+        self.commit(Batch::new().delete(Table::Meta, &removal.key())).await?;
+        Ok(())
+    }
+
+    /// At start, before any instance: each removal a kill -9 cut short is finished as far as
+    /// it got. Journaled (its record stored): what it moved aside is deleted. Not journaled
+    /// (moved aside only): the removal did not happen, and the volume goes back where it was;
+    /// if a new one was made there meanwhile, the old one's removal is journaled now.
+    pub(super) async fn settle_kept_removals(&self, snapshot: &crate::store::Snapshot) -> Result<(), SupervisorError> {
+        let root = self.shared.roots.volume_root.clone();
+        let owed: Vec<Removal> = snapshot
+            .table(Table::Meta)
+            .filter(|(key, _)| key.starts_with(REMOVAL_KEY))
+            .filter_map(|(key, value)| match serde_json::from_value::<Removal>(value.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::error!("stored kept volume removal {key} is unreadable: {e}");
+                    None
+                }
+            })
+            .collect();
+        for removal in owed {
+            tracing::info!("finishing the removal of kept volume {}", removal.describe());
+            self.finish_removal(removal).await?;
+        }
+        for (file_name, aside) in subdirs(&root.join(ASIDE)) {
+            let Some(removal) = Removal::from_aside(&file_name) else {
+                tracing::warn!("{} is not a kept volume's; left alone", aside.display());
+                continue;
+            };
+            let place = kept_volumes_of(&root, &removal.id()).join(&removal.volume);
+            if std::fs::symlink_metadata(&place).is_err() {
+                let parent = place.parent().expect("a volume's ordinal directory");
+                crate::safefs::dir_with_mode(parent, 0o755).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+                std::fs::rename(&aside, &place).map_err(|e| crate::safefs::at(&aside, e))?;
+                tracing::info!(
+                    "kept volume {} was not removed (the daemon died first): back in place",
+                    removal.describe()
+                );
+            } else {
+                self.commit(removal.journaled()).await?;
+                self.finish_removal(removal).await?;
+            }
+        }
+        *self.shared.kept_ordinals.lock().expect("kept ordinals lock") = Self::walk_kept_ordinals(&root);
+        Ok(())
+    }
+
+    /// Notes that ordinal `id` keeps a volume here (made by its start).
+    pub(crate) fn note_kept_ordinal(shared: &super::Shared, id: &InstanceId) {
+        shared.kept_ordinals.lock().expect("kept ordinals lock").insert(ordinal_key(id));
+    }
+}
+
+/// How an ordinal with a kept volume is named to a scheduler: `namespace/name/ordinal`.
+fn ordinal_key(id: &InstanceId) -> String {
+    format!("{}/{}/{}", id.namespace, id.name, id.index)
+}
+
+/// The store's record of a kept volume's removal journaled and not yet finished (table meta).
+const REMOVAL_KEY: &str = "volume-removal/";
+
+/// One kept volume being removed.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Removal {
+    namespace: String,
+    name: String,
+    ordinal: u32,
+    volume: String,
+}
+
+impl Removal {
+    fn id(&self) -> InstanceId {
+        InstanceId { namespace: self.namespace.clone(), name: self.name.clone(), index: self.ordinal }
+    }
+
+    fn describe(&self) -> String {
+        format!("{:?} of {}", self.volume, self.id())
+    }
+
+    fn key(&self) -> String {
+        format!("{REMOVAL_KEY}{}/{}/{}/{}", self.namespace, self.name, self.ordinal, self.volume)
+    }
+
+    /// Where it waits to be deleted: `<volume_root>/.removing/NS.APP.ORDINAL.VOLUME` (the
+    /// names hold no '.', so the file name says whose it is).
+    fn aside(&self, root: &Path) -> PathBuf {
+        root.join(ASIDE).join(format!("{}.{}.{}.{}", self.namespace, self.name, self.ordinal, self.volume))
+    }
+
+    fn from_aside(file_name: &str) -> Option<Removal> {
+        let mut parts = file_name.split('.');
+        let (namespace, name, ordinal, volume) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Removal {
+            namespace: namespace.into(),
+            name: name.into(),
+            ordinal: ordinal.parse().ok()?,
+            volume: volume.into(),
+        })
+    }
+
+    /// The batch that journals it: its event and the record of what is owed.
+    fn journaled(&self) -> Batch {
+        let body = EventBody::Daemon(DaemonEvent::VolumeRemoved {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            ordinal: self.ordinal,
+            volume: self.volume.clone(),
+        });
+        let record = serde_json::to_value(self).expect("a removal serializes");
+        Batch::new().event(body.to_value()).put(Table::Meta, &self.key(), &record)
     }
 }

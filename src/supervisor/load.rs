@@ -58,6 +58,8 @@ impl Supervisor {
                 }
             }
         }
+        // Before any instance mounts its kept volumes: a removal cut short is finished or undone.
+        self.settle_kept_removals(&snapshot).await?;
         let mut records = Vec::new();
         for (key, value) in snapshot.table(Table::Instances) {
             match serde_json::from_value::<InstanceRecord>(value.clone()) {

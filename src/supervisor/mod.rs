@@ -135,6 +135,9 @@ pub struct Shared {
     pub contact: desired::Contact,
     /// Every instance is hollow (see [`SupervisorConfig::hollow`]).
     pub hollow: bool,
+    /// The ordinals with a kept volume here (kept.rs), as a scheduler asks for them at every
+    /// read of the node: walked once at start, then kept as volumes are made and removed.
+    pub kept_ordinals: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// How many instances may be between staging and their spawn at once (see [`Shared::launches`]).
@@ -284,6 +287,7 @@ impl Supervisor {
             applied_marks: Default::default(),
             contact: Default::default(),
             hollow: config.hollow,
+            kept_ordinals: Default::default(),
         });
         let sup = Supervisor {
             shared,
