@@ -156,8 +156,9 @@ async fn volumes_are_shared_by_name_with_subpaths_modes_and_a_memory_limit() {
     assert!(!run_dir.exists());
 }
 
-/// A required configmap that does not exist fails the start naming it; Static, Dynamic and
-/// Isolated volumes and a mount of no volume are refused with their field paths.
+/// A required configmap that does not exist fails the start naming it; a Static volume in the
+/// host's own directories, bad Temp and Secret sources and a mount of no volume are refused
+/// with their field paths.
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_stores_and_unsupported_volume_types_are_clear_errors() {
     docker::shared_engine();
@@ -175,7 +176,7 @@ async fn missing_stores_and_unsupported_volume_types_are_clear_errors() {
     c["mounts"] = json!([{"name": "nope", "path": "/x"}, {"name": "disk", "path": "rel", "subpath": "../up"}]);
     let mut p = pod("bad", json!([c]));
     p["spec"]["template"]["spec"]["volumes"] = json!([
-        {"name": "disk", "type": "Static", "source": {"target": "pv1"}},
+        {"name": "disk", "type": "Static", "source": {"target": "/etc/pv1"}},
         {"name": "tmp", "type": "Temp", "source": {"medium": "SSD"}, "storage": {"limit": "lots"}},
         {"name": "cfg", "type": "Secret", "source": {"items": [{"key": "k", "path": "/abs", "mode": "999"}]}}
     ]);
@@ -184,7 +185,7 @@ async fn missing_stores_and_unsupported_volume_types_are_clear_errors() {
         "bad",
         &p,
         &[
-            "spec.template.spec.volumes[0].type: Static is not supported",
+            "spec.template.spec.volumes[0].source.target: \"/etc/pv1\" lies in the host's own /etc",
             "spec.template.spec.volumes[1].source.medium: \"SSD\"",
             "spec.template.spec.volumes[1].storage.limit: \"lots\"",
             "spec.template.spec.volumes[2].source.target: is required",
@@ -421,4 +422,116 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
             "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
         ],
     );
+}
+
+/// Seed 003 Static volumes: a host directory named by path (made with the owner and mode the
+/// spec asks, shared by every ordinal), one read-only, and a named one Steward keeps per
+/// namespace; never removed with the app. A target that is, holds or lies in Steward's own
+/// directories or the host's, or that is reached through a symlink a user planted, is refused
+/// by name.
+#[tokio::test(flavor = "multi_thread")]
+async fn static_volumes_are_host_directories_shared_by_their_mounts() {
+    use std::os::unix::fs::MetadataExt;
+    docker::shared_engine();
+    let d = Daemon::start("pod-static");
+    let srv = d.path().join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    std::fs::write(srv.join("motd"), "welcome").unwrap();
+    let shelf = srv.join("shelf");
+    let mut c = docker::sh(
+        "shelf",
+        "n=${ORD##*.}; echo $n > /shared/$n; echo $n > /named/$n; \
+         if touch /ro/x 2>/dev/null; then echo writable; else echo refused; fi > /shared/ro-$n; \
+         cat /ro/motd > /shared/motd-$n; exec sleep 1000",
+    );
+    c["env"] = json!([{"name": "ORD", "value": "$BCS_POD_ID"}]);
+    c["mounts"] = json!([
+        {"name": "shared", "path": "/shared"},
+        {"name": "motd", "path": "/ro"},
+        {"name": "named", "path": "/named"}
+    ]);
+    let shelf_pod = |volumes: Value| {
+        let mut p = pod("shelf", json!([c.clone()]));
+        p["spec"]["instance"] = json!(3);
+        p["spec"]["template"]["spec"]["volumes"] = volumes;
+        p
+    };
+    let volumes = json!([
+        {"name": "shared", "type": "Static",
+         "source": {"target": shelf.to_str().unwrap(), "owner": "1000:1001", "dirMode": "0770"}},
+        {"name": "motd", "type": "Static", "source": {"target": srv.to_str().unwrap(), "readonly": true}},
+        {"name": "named", "type": "Static"}
+    ]);
+    d.apply_json(&shelf_pod(volumes.clone())).await;
+    for i in 0..3 {
+        d.wait_state(&id("vols", "shelf", i), Kind::Running, 60).await;
+    }
+    let named = d.path().join("volumes/vols/.static/named");
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(&p).unwrap_or_default().trim().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (0..3).any(|i| read(shelf.join(format!("motd-{i}"))).is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "the ordinals did not all write");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for i in 0..3 {
+        assert_eq!(read(shelf.join(i.to_string())), i.to_string(), "ordinal {i} in the shared directory");
+        assert_eq!(read(named.join(i.to_string())), i.to_string(), "ordinal {i} in the named one");
+        assert_eq!(read(shelf.join(format!("ro-{i}"))), "refused", "ordinal {i}: readonly");
+        assert_eq!(read(shelf.join(format!("motd-{i}"))), "welcome", "ordinal {i}");
+    }
+    let meta = std::fs::metadata(&shelf).unwrap();
+    assert_eq!((meta.uid(), meta.gid(), meta.mode() & 0o7777), (1000, 1001, 0o770), "made as the spec asks");
+    assert!(!srv.join("x").exists());
+
+    // The app's delete leaves them: they are the host's.
+    let (code, _, err) = d.cli(&["delete", "vols/shelf", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((read(shelf.join("2")), read(named.join("2"))), ("2".to_string(), "2".to_string()));
+    assert_eq!(read(srv.join("motd")), "welcome");
+
+    // Refused by name: the host's own, Steward's own, a name no volume can have, a limit.
+    let state = d.path().join("state");
+    let run_dir = d.path().join("run/x");
+    let cases = [
+        (
+            json!({"target": "/usr/local/data"}),
+            json!({}),
+            "source.target: \"/usr/local/data\" lies in the host's own /usr",
+        ),
+        (json!({"target": "/"}), json!({}), "source.target: \"/\" is the whole host"),
+        (json!({"target": "Data/x"}), json!({}), "source.target: \"Data/x\" may hold only"),
+        (json!({"target": state.to_str().unwrap()}), json!({}), "is Steward's own state_dir"),
+        (json!({"target": run_dir.to_str().unwrap()}), json!({}), "falls inside Steward's own run_base_dir"),
+        (json!({"target": d.path().to_str().unwrap()}), json!({}), "holds Steward's own"),
+        (json!({"owner": "a:b"}), json!({}), "source.owner: \"a:b\" is not uid:gid"),
+        (json!({"dirMode": "999"}), json!({}), "source.dirMode: \"999\" is not a file mode"),
+        (json!({}), json!({"limit": "1Gi"}), "storage.limit: is not enforced on a Static volume"),
+    ];
+    for (source, storage, expected) in cases {
+        let volumes = json!([{"name": "bad", "type": "Static", "source": source, "storage": storage}]);
+        let mut p = pod("bad", json!([docker::sh("main", "exec sleep 1000")]));
+        p["spec"]["template"]["spec"]["volumes"] = volumes;
+        let answer = d.client.apply(&p.to_string(), steward::spec::Format::Json).await;
+        let err = answer.expect_err(expected).to_string();
+        assert!(err.contains("spec.template.spec.volumes[0]"), "{expected}: {err}");
+        assert!(err.contains(expected), "{expected} in: {err}");
+    }
+    assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing refused was made");
+
+    // A way through a symlink a user planted (a directory they own, a link to /etc): the
+    // start fails naming it, and nothing is made in /etc.
+    let theirs = d.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(1000), Some(1000)).unwrap();
+    std::os::unix::fs::symlink("/etc", theirs.join("link")).unwrap();
+    std::os::unix::fs::lchown(theirs.join("link"), Some(1000), Some(1000)).unwrap();
+    let target = theirs.join("link/steward-static-test");
+    let mut p = pod("planted", json!([docker::sh("main", "exec sleep 1000")]));
+    p["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "v", "type": "Static", "source": {"target": target.to_str().unwrap()}}]);
+    p["spec"]["template"]["spec"]["containers"][0]["mounts"] = json!([{"name": "v", "path": "/v"}]);
+    d.apply_json(&p).await;
+    let s = d.wait(&id("vols", "planted", 0), 30, |s| s.message.contains("volume \"v\"")).await;
+    assert!(s.message.contains("link"), "{s:?}");
+    assert!(!std::path::Path::new("/etc/steward-static-test").exists());
 }

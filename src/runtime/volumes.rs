@@ -53,6 +53,7 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
                     files(v, *source, store, items, *optional, namespace, lookup)
                 }
                 VolumeContent::Kept => kept(v),
+                VolumeContent::Static { owner, mode, .. } => static_dir(&v.host_path, owner, *mode),
             };
             made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
         }
@@ -62,8 +63,16 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
             let (opened, what) = match (&m.volume, &m.source) {
                 (Some(name), _) => {
                     let Some(v) = pod.volumes.iter().find(|v| &v.name == name) else { continue };
-                    let create = matches!(v.content, VolumeContent::Temp { .. } | VolumeContent::Kept);
-                    (subpath(&v.host_path, &m.subpath, create), format!("volume {name:?} subpath {:?}", m.subpath))
+                    let create = !matches!(v.content, VolumeContent::Files { .. });
+                    // A Static volume's path is the host's: walked with no planted symlink followed.
+                    let base = match v.content {
+                        VolumeContent::Static { .. } => crate::fetch::open_dir_walk(&v.host_path, None),
+                        _ => File::open(&v.host_path)
+                            .map(OwnedFd::from)
+                            .map_err(|e| crate::safefs::at(&v.host_path, e).to_string()),
+                    };
+                    let opened = base.and_then(|base| subpath(base, &v.host_path, &m.subpath, create));
+                    (opened, format!("volume {name:?} subpath {:?}", m.subpath))
                 }
                 (None, Some(source)) => (host_source(source), format!("host path {}", source.display())),
                 (None, None) => continue,
@@ -167,6 +176,33 @@ fn host_source(path: &Path) -> Result<OwnedFd, String> {
             sys::open_dir(dir.as_fd(), &name).map_err(|e| e.to_string())
         }
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A Static volume's host directory (seed 003), made when missing with `owner` (empty: root)
+/// and `mode`, the directories above it root's (0755) as an administrator would make them; an
+/// existing one is left as it is. The way to it is walked with no planted symlink followed.
+fn static_dir(path: &Path, owner: &str, mode: u32) -> Result<(), String> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(format!("{} is not a directory below another", path.display()));
+    };
+    let (uid, gid) = match owner.is_empty() {
+        true => (0, 0),
+        false => crate::supervisor::values::resolve_owner(owner).map_err(|e| format!("source.owner: {e}"))?,
+    };
+    let dir = crate::fetch::open_dir_walk(parent, Some((0, 0)))?;
+    let name = sys::name(name.as_encoded_bytes()).map_err(|e| e.to_string())?;
+    match sys::mkdir(dir.as_fd(), &name, mode) {
+        Ok(()) => {
+            let made = sys::open_dir(dir.as_fd(), &name).map_err(|e| crate::safefs::at(path, e).to_string())?;
+            // The umask took bits off, and the owner is the spec's.
+            sys::chmod_fd(made.as_fd(), mode).map_err(|e| crate::safefs::at(path, e).to_string())?;
+            sys::chown_fd(made.as_fd(), uid, gid).map_err(|e| crate::safefs::at(path, e).to_string())?;
+            tracing::info!("made Static volume directory {} ({uid}:{gid}, {mode:04o})", path.display());
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(crate::safefs::at(path, e).to_string()),
     }
 }
 
@@ -285,8 +321,8 @@ fn files(
 /// Walks `subpath` below the volume's directory by descriptor, never through a symlink, and
 /// returns what it names, opened: missing directories are made (0777, in a Temp volume) when
 /// `create`, else it must exist (a file or directory the volume's files hold).
-fn subpath(volume: &Path, subpath: &str, create: bool) -> Result<OwnedFd, String> {
-    let mut cur: OwnedFd = File::open(volume).map_err(|e| crate::safefs::at(volume, e).to_string())?.into();
+fn subpath(base: OwnedFd, volume: &Path, subpath: &str, create: bool) -> Result<OwnedFd, String> {
+    let mut cur = base;
     let mut shown = volume.to_path_buf();
     let parts: Vec<&str> = subpath.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
     for (i, part) in parts.iter().enumerate() {
@@ -343,17 +379,18 @@ mod tests {
         let volume = dir.path().join("v");
         std::fs::create_dir(&volume).unwrap();
         std::os::unix::fs::symlink("/etc", volume.join("evil")).unwrap();
-        let err = subpath(&volume, "evil", true).unwrap_err();
+        let base = || OwnedFd::from(File::open(&volume).unwrap());
+        let err = subpath(base(), &volume, "evil", true).unwrap_err();
         assert!(err.contains("is a symlink"), "{err}");
-        let err = subpath(&volume, "evil/x", true).unwrap_err();
+        let err = subpath(base(), &volume, "evil/x", true).unwrap_err();
         assert!(err.contains("is a symlink"), "{err}");
-        subpath(&volume, "a/b/c", true).unwrap();
+        subpath(base(), &volume, "a/b/c", true).unwrap();
         let mode = std::fs::metadata(volume.join("a/b/c")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o777);
-        let err = subpath(&volume, "nope", false).unwrap_err();
+        let err = subpath(base(), &volume, "nope", false).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
         std::fs::write(volume.join("file"), "x").unwrap();
-        subpath(&volume, "file", false).unwrap();
-        assert!(subpath(&volume, "file", true).unwrap_err().contains("not a directory"));
+        subpath(base(), &volume, "file", false).unwrap();
+        assert!(subpath(base(), &volume, "file", true).unwrap_err().contains("not a directory"));
     }
 }

@@ -328,7 +328,7 @@ impl Supervisor {
             })
             .collect();
         for x in &mine {
-            if let Some(why) = paths::own_clash(x, &self.shared.own_paths) {
+            if let Some(why) = paths::own_clash(x, &self.shared.own_paths, roots) {
                 return Err(SupervisorError::Invalid(why));
             }
         }

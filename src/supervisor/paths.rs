@@ -13,6 +13,9 @@ pub struct InstancePaths {
     pub run_dir: PathBuf,
     /// What its workload owns: (field path in the spec, path).
     pub claimed: Vec<(String, PathBuf)>,
+    /// Host directories it shares with whoever mounts them (seed 003 Static volumes): none may
+    /// be, hold or lie in an instance's own directories, nor Steward's.
+    pub shared: Vec<(String, PathBuf)>,
 }
 
 /// The paths of instance `index` of `spec`, rendered with its ports (placeholders for a new
@@ -37,7 +40,16 @@ pub fn of(
             claimed.push((format!("{at}.uris[{u}].outputDir"), uri.output_dir.clone()));
         }
     }
-    Some(InstancePaths { id: r.id, run_dir: r.run_dir, claimed })
+    let mut shared = Vec::new();
+    if let Some(pod) = &r.pod {
+        for (i, v) in spec.spec.template.spec.volumes.iter().enumerate() {
+            let Some(rendered) = pod.volumes.iter().find(|r| r.name == v.name) else { continue };
+            if matches!(rendered.content, crate::spec::pod::VolumeContent::Static { .. }) {
+                shared.push((format!("spec.template.spec.volumes[{i}].source.target"), rendered.host_path.clone()));
+            }
+        }
+    }
+    Some(InstancePaths { id: r.id, run_dir: r.run_dir, claimed, shared })
 }
 
 /// How `a` relates to `b`, if they overlap: "is", "falls inside" or "holds".
@@ -82,6 +94,11 @@ pub fn clash(x: &InstancePaths, y: &InstancePaths) -> Option<String> {
             }
         }
     }
+    for (a, b) in [(x, y), (y, x)] {
+        if let Some(why) = shared_clash(a, b) {
+            return Some(why);
+        }
+    }
     for (yf, q) in &y.claimed {
         if let Some(rel) = relation(q, &x.run_dir) {
             return Some(format!(
@@ -97,6 +114,27 @@ pub fn clash(x: &InstancePaths, y: &InstancePaths) -> Option<String> {
     None
 }
 
+/// Why `a`'s shared host directories cannot be, if one is, holds or lies in one of `b`'s own.
+fn shared_clash(a: &InstancePaths, b: &InstancePaths) -> Option<String> {
+    let run = ("run directory".to_string(), b.run_dir.clone());
+    for (field, p) in &a.shared {
+        for (bf, q) in b.claimed.iter().chain(std::iter::once(&run)) {
+            if let Some(rel) = relation(p, q) {
+                return Some(format!(
+                    "{field}: {} (a Static volume of instance {}) {rel} instance {}'s {} {}; a host directory \
+                     shared by mounts must be no instance's own",
+                    p.display(),
+                    a.id,
+                    b.id,
+                    short(bf),
+                    q.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// The first clash between two of `mine` or between one of `mine` and one of `others` (clashes
 /// among `others` are not this apply's), as [`clash`] words it. Every directory sorted once, a
 /// path's ancestors come right before it: n log n where checking every pair was n² (2,000
@@ -106,7 +144,7 @@ pub fn first_clash(mine: &[InstancePaths], others: &[InstancePaths]) -> Option<S
     let mut all: Vec<(&Path, usize)> = Vec::new();
     for (n, x) in mine.iter().chain(others).enumerate() {
         all.push((&x.run_dir, n));
-        all.extend(x.claimed.iter().map(|(_, p)| (p.as_path(), n)));
+        all.extend(x.claimed.iter().chain(&x.shared).map(|(_, p)| (p.as_path(), n)));
     }
     all.sort_by(|a, b| a.0.cmp(b.0));
     // The paths holding the current one, outermost first.
@@ -130,8 +168,31 @@ pub fn first_clash(mine: &[InstancePaths], others: &[InstancePaths]) -> Option<S
     None
 }
 
-/// Why instance `x` cannot be, if a directory of its is, holds or lies in one of Steward's own.
-pub fn own_clash(x: &InstancePaths, own: &[(String, PathBuf)]) -> Option<String> {
+/// Why instance `x` cannot be, if a directory of its is, holds or lies in one of Steward's own
+/// (a Static volume's also: in a root, the volume root but for the named ones' place, or its own
+/// instance's directories).
+pub fn own_clash(x: &InstancePaths, own: &[(String, PathBuf)], roots: &Roots) -> Option<String> {
+    let named = roots.volume_root.join(&x.id.namespace).join(crate::spec::render::pod::STATIC_DIR);
+    for (field, p) in x.shared.iter().filter(|(_, p)| !p.starts_with(&named)) {
+        let keys = [
+            ("work_base_dir", &roots.work_base_dir),
+            ("run_base_dir", &roots.run_base_dir),
+            ("volume_root", &roots.volume_root),
+        ];
+        for (key, dir) in keys.into_iter().chain(own.iter().map(|(k, d)| (k.as_str(), d))) {
+            if let Some(rel) = relation(p, dir) {
+                return Some(format!(
+                    "{field}: {} (a Static volume of instance {}) {rel} Steward's own {key} {}",
+                    p.display(),
+                    x.id,
+                    dir.display()
+                ));
+            }
+        }
+    }
+    if let Some(why) = shared_clash(x, x) {
+        return Some(why);
+    }
     let run = ("its run directory".to_string(), x.run_dir.clone());
     for (field, p) in x.claimed.iter().chain(std::iter::once(&run)) {
         for (key, dir) in own {
@@ -160,7 +221,39 @@ mod first_clash_tests {
                 .iter()
                 .map(|p| ("spec.template.spec.processes[0].workPath".to_string(), PathBuf::from(p)))
                 .collect(),
+            shared: Vec::new(),
         }
+    }
+
+    /// Instance `index` of app `a` mounting Static volumes at `shared`.
+    fn sharing(index: u32, shared: &[&str]) -> InstancePaths {
+        let mut x = inst(index, &format!("/run/t.a.{index}"), &[]);
+        x.shared =
+            shared.iter().map(|p| ("spec.template.spec.volumes[0].source.target".to_string(), p.into())).collect();
+        x
+    }
+
+    #[test]
+    fn a_static_volume_is_shared_by_its_mounts_and_no_instances_own() {
+        // Every ordinal mounting one host directory, and another app's too: no clash.
+        let mine = vec![sharing(0, &["/srv/data"]), sharing(1, &["/srv/data"]), sharing(2, &["/srv/data"])];
+        assert!(first_clash(&mine, &[sharing(9, &["/srv/data/sub"])]).is_none());
+        // One that holds, is or lies in another instance's directory: refused, both ways.
+        let theirs = inst(7, "/run/o", &["/srv/data/work"]);
+        let why = first_clash(&mine, std::slice::from_ref(&theirs)).expect("holds a workPath");
+        assert!(
+            why.contains("volumes[0].source.target: /srv/data") && why.contains("holds instance t/a/7's workPath"),
+            "{why}"
+        );
+        assert!(first_clash(&[sharing(0, &["/run/o/x"])], &[inst(7, "/run/o", &[])]).is_some(), "in a run dir");
+        assert!(first_clash(&[inst(7, "/run/o", &["/srv/data"])], &mine).is_some(), "a workPath that is one");
+        // Its own instance's run directory too (own_clash).
+        let roots = Roots { work_base_dir: "/work".into(), run_base_dir: "/run".into(), volume_root: "/vol".into() };
+        let own = sharing(0, &["/run/t.a.0/in"]);
+        assert!(own_clash(&own, &[], &roots).is_some_and(|w| w.contains("run_base_dir")));
+        let named = sharing(0, &["/vol/t/.static/data"]);
+        assert!(own_clash(&named, &[], &roots).is_none(), "a named one is in the volume root's place for them");
+        assert!(own_clash(&sharing(0, &["/vol/t/a/0"]), &[], &roots).is_some_and(|w| w.contains("volume_root")));
     }
 
     /// The pairwise rule it replaces, for comparison.

@@ -195,8 +195,7 @@ pub struct PodVolume {
     pub storage: VolumeStorage,
 }
 
-/// Seed 003's volume types. Steward has no storage provider: `Static`, `Dynamic` and
-/// `Isolated` are read so that validation can say so by name.
+/// Seed 003's volume types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum VolumeType {
     /// An empty directory per pod (tmpfs with `medium: Memory`), removed with the instance.
@@ -207,8 +206,14 @@ pub enum VolumeType {
     Config,
     /// A secret's keys as files.
     Secret,
+    /// A host directory: `source.target` an absolute path, or the name of one Steward keeps
+    /// per namespace (`<volume_root>/<namespace>/.static/<name>`); shared by every instance
+    /// that mounts it, never removed by Steward.
     Static,
+    /// A directory per instance ordinal below the daemon's `volume_root`, kept across restarts,
+    /// rollouts and the app's delete.
     Dynamic,
+    /// Dynamic in a stateful set (one directory per ordinal, as every Dynamic one is).
     Isolated,
 }
 
@@ -219,7 +224,8 @@ pub struct VolumeSource {
     /// Temp: "" (the disk below the instance's run directory) or `Memory` (tmpfs).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub medium: String,
-    /// Config, Secret: the store's name in the pod's namespace (Static: a volume's name).
+    /// Config, Secret: the store's name in the pod's namespace. Static: the host directory (an
+    /// absolute path), or a named one's name (empty: the volume's name).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub target: String,
     /// Config, Secret: the keys to write, each at its path; none: every key, named by it.
@@ -231,14 +237,22 @@ pub struct VolumeSource {
     /// Config, Secret: a missing store (or key) is no error; the volume is empty (or lacks it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
-    /// Dynamic, Isolated (not supported): the storage class and access mode.
+    /// Dynamic, Isolated: the storage class and access mode.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub class: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub mode: String,
-    /// Static (not supported).
+    /// Static: mounted read-only in every container.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub readonly: bool,
+    /// Static (Steward's): who owns the directory when Steward makes it, a host user name or a
+    /// numeric `uid[:gid]`; empty: root. An existing directory is left as it is.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub owner: String,
+    /// Static (Steward's): the mode of the directory when Steward makes it, octal text
+    /// ("0750"); empty: 0755.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub dir_mode: String,
 }
 
 /// The seed's default mode of a configmap's or secret's files.

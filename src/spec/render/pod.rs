@@ -106,6 +106,9 @@ pub enum VolumeContent {
     /// A directory of the instance's ordinal below the daemon's `volume_root` (seed 003 Dynamic,
     /// Isolated): made at its first start, kept when the instance goes (see `steward volume`).
     Kept,
+    /// A host directory (seed 003 Static), shared by every instance mounting it: made, with
+    /// `owner` (empty: root) and `mode`, when missing; never removed by Steward.
+    Static { owner: String, mode: u32, read_only: bool },
 }
 
 /// One key's file; `items` empty in [`VolumeContent::Files`] is every key at its own name, with
@@ -254,7 +257,7 @@ pub fn render_pod(
     // container's (random) ports.
     let port_env: Vec<EnvVar> =
         rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
-    let volumes = render_volumes(&t.volumes, run_dir, &kept_volumes_of(&ctx.roots.volume_root, id));
+    let volumes = render_volumes(&t.volumes, run_dir, &ctx.roots.volume_root, id);
     let https_ports: Vec<u16> = t
         .containers
         .iter()
@@ -304,14 +307,37 @@ pub fn kept_volumes_of(volume_root: &std::path::Path, id: &InstanceId) -> std::p
     volume_root.join(&id.namespace).join(&id.name).join(id.index.to_string())
 }
 
+/// Where a Static volume is on the host: its `target` when a path, else the named one's
+/// directory `<volume_root>/<namespace>/.static/<name>` (the volume's name when no target).
+pub fn static_volume_path(
+    volume_root: &std::path::Path,
+    namespace: &str,
+    volume: &crate::spec::pod::PodVolume,
+) -> PathBuf {
+    let target = &volume.source.target;
+    match target.starts_with('/') {
+        true => PathBuf::from(target),
+        false => {
+            let name = if target.is_empty() { &volume.name } else { target };
+            volume_root.join(namespace).join(STATIC_DIR).join(name)
+        }
+    }
+}
+
+/// The directory of a namespace's named Static volumes, below its kept volumes' (a name no
+/// app has: names do not start with '.').
+pub const STATIC_DIR: &str = ".static";
+
 /// The pod's volumes, each in its own directory below `<run_dir>/volumes`, a kept one below
-/// `kept` (validated before).
+/// the ordinal's directory in `volume_root`, a Static one where it says (validated before).
 fn render_volumes(
     volumes: &[crate::spec::pod::PodVolume],
     run_dir: &std::path::Path,
-    kept: &std::path::Path,
+    volume_root: &std::path::Path,
+    id: &InstanceId,
 ) -> Vec<RenderedVolume> {
     use crate::spec::pod::{parse_file_mode, VolumeType, DEFAULT_FILE_MODE};
+    let kept = kept_volumes_of(volume_root, id);
     let mut rendered = Vec::new();
     for v in volumes {
         let source = &v.source;
@@ -353,8 +379,18 @@ fn render_volumes(
                 });
                 continue;
             }
-            // Refused by validation.
-            VolumeType::Static => continue,
+            VolumeType::Static => {
+                rendered.push(RenderedVolume {
+                    name: v.name.clone(),
+                    host_path: static_volume_path(volume_root, &id.namespace, v),
+                    content: VolumeContent::Static {
+                        owner: source.owner.clone(),
+                        mode: parse_file_mode(&source.dir_mode).unwrap_or(0o755),
+                        read_only: source.readonly,
+                    },
+                });
+                continue;
+            }
         };
         rendered.push(RenderedVolume {
             name: v.name.clone(),
@@ -479,8 +515,8 @@ fn render_container(
         let Some(v) = volumes.iter().find(|v| v.name == m.name) else { continue };
         let subpath = m.subpath.trim_matches('/').to_string();
         // The volume's own directory is in the root-only volumes directory; a subpath below
-        // it is the containers' to change.
-        let (host_path, source) = if subpath.is_empty() {
+        // it is the containers' to change, as is the way to a Static one.
+        let (host_path, source) = if subpath.is_empty() && !matches!(v.content, VolumeContent::Static { .. }) {
             (v.host_path.clone(), None)
         } else {
             (staging_point(run_dir, &c.name, mounts.len()), Some(v.host_path.join(&subpath)))
@@ -490,7 +526,8 @@ fn render_container(
             source,
             container_path: m.path.clone(),
             // A configmap's or secret's files are the store's, not the container's.
-            read_only: m.readonly || matches!(v.content, VolumeContent::Files { .. }),
+            read_only: m.readonly
+                || matches!(v.content, VolumeContent::Files { .. } | VolumeContent::Static { read_only: true, .. }),
             volume: Some(v.name.clone()),
             subpath,
         });

@@ -144,9 +144,69 @@ fn inside_volume(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Seed 003 `volumes`: named uniquely, of a type Steward provides (Temp, Config, Secret, and
-/// Dynamic and Isolated kept per ordinal; Isolated in a stateful set only), with the source
-/// fields of their type.
+/// The host's own directories a Static volume may not be, hold or lie in: the system's (a
+/// container writing there owns the host) and the kernel's.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/run",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+];
+
+/// A Static volume's `target`: a host directory (absolute, clean, none of the system's), or
+/// the name of one Steward keeps per namespace (empty: the volume's name). Whether it clashes
+/// with Steward's own directories or an instance's is the daemon's check (it knows them).
+pub fn static_target(target: &str) -> Result<(), String> {
+    if !target.starts_with('/') {
+        return match target.is_empty() {
+            true => Ok(()),
+            false => super::check_name(target)
+                .map_err(|e| format!("{e} (a named Static volume; a host directory is an absolute path)")),
+        };
+    }
+    if target.split('/').any(|part| part == ".." || part == ".") {
+        return Err(format!("{target:?} must be a clean absolute path (no '.' or '..')"));
+    }
+    let path = std::path::Path::new(target);
+    if path.parent().is_none() {
+        return Err("\"/\" is the whole host: name a directory of its own".into());
+    }
+    for dir in SYSTEM_DIRS.iter().copied() {
+        if path.starts_with(dir) {
+            return Err(format!(
+                "{target:?} lies in the host's own {dir}: a container writing there would own the host"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A directory owner as written: a user name, or numeric `uid[:gid]`.
+fn owner_text(owner: &str) -> Result<(), String> {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok();
+    match owner.split_once(':') {
+        Some((u, g)) if numeric(u) && numeric(g) => Ok(()),
+        Some(_) => Err(format!("{owner:?} is not uid:gid (numbers); a user name stands alone")),
+        None if owner.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) => Ok(()),
+        None => Err(format!("{owner:?} is not a user name or a uid")),
+    }
+}
+
+/// Seed 003 `volumes`: named uniquely, of a type Steward provides (Temp, Config, Secret, Static
+/// host directories, and Dynamic and Isolated kept per ordinal; Isolated in a stateful set
+/// only), with the source fields of their type.
 fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
     use crate::spec::pod::{parse_file_mode, VolumeType};
     let mut names = BTreeSet::new();
@@ -167,11 +227,34 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
             }
         };
         match v.kind {
-            VolumeType::Static => errors.add(
-                &vp.field("type"),
-                "Static is not supported yet (Temp, Config, Secret, Dynamic and Isolated are; a host \
-                 directory is a container's `volumes` hostPath)",
-            ),
+            VolumeType::Static => {
+                if let Err(e) = static_target(&s.target) {
+                    errors.add(&sp.field("target"), e);
+                }
+                if !s.owner.is_empty() {
+                    if let Err(e) = owner_text(&s.owner) {
+                        errors.add(&sp.field("owner"), e);
+                    }
+                }
+                if !s.dir_mode.is_empty() {
+                    if let Err(e) = parse_file_mode(&s.dir_mode) {
+                        errors.add(&sp.field("dirMode"), e);
+                    }
+                }
+                if !v.storage.limit.is_empty() {
+                    errors.add(
+                        &vp.field("storage").field("limit"),
+                        "is not enforced on a Static volume (a host directory of any filesystem): refused rather \
+                         than left unenforced; a Dynamic volume's limit is",
+                    );
+                }
+                not_for("medium", !s.medium.is_empty(), errors);
+                not_for("items", !s.items.is_empty(), errors);
+                not_for("default", !s.default.is_empty(), errors);
+                not_for("optional", s.optional, errors);
+                not_for("class", !s.class.is_empty(), errors);
+                not_for("mode", !s.mode.is_empty(), errors);
+            }
             VolumeType::Dynamic | VolumeType::Isolated => {
                 if v.kind == VolumeType::Isolated && !stateful {
                     errors.add(&vp.field("type"), "Isolated is for a stateful set (seed 003): Dynamic keeps one too");
@@ -238,6 +321,10 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
                     }
                 }
             }
+        }
+        if v.kind != VolumeType::Static {
+            not_for("owner", !s.owner.is_empty(), errors);
+            not_for("dirMode", !s.dir_mode.is_empty(), errors);
         }
         for (field, text) in [("request", &v.storage.request), ("limit", &v.storage.limit)] {
             if text.is_empty() {
