@@ -55,6 +55,8 @@ if ! $demo; then
     need ip iproute2                # tests/sched_cluster.rs: hosts as network namespaces
     need nsenter util-linux         # runs a daemon in a namespace, keeping its mounts (cgroups)
     need script bsdutils            # tests/demo_ctrl_c.rs: the demo in a pseudo-terminal
+    need mkfs.ext4 e2fsprogs        # tests/pod_volumes.rs: a kept volume's limit is a filesystem image
+    need losetup mount
     need prometheus prometheus      # tests/hook_providers.rs: a real Prometheus on 127.0.0.1
     need etcd etcd-server           # tests/sched_etcd.rs: steward-sched's shared store
     [ -x /usr/sbin/nft ] || missing+=(nftables) # tests/sched_endpoints.rs: node ports in the kernel

@@ -418,7 +418,7 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
         &bad,
         &[
             "spec.template.spec.volumes[0].source.mode: \"ReadWriteMany\": a kept volume is a directory on one host",
-            "spec.template.spec.volumes[0].storage.limit: is not enforced on a kept volume yet",
+            "spec.template.spec.volumes[0].storage.limit: is not enforced on a plain directory",
             "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
         ],
     );
@@ -534,4 +534,141 @@ async fn static_volumes_are_host_directories_shared_by_their_mounts() {
     let s = d.wait(&id("vols", "planted", 0), 30, |s| s.message.contains("volume \"v\"")).await;
     assert!(s.message.contains("link"), "{s:?}");
     assert!(!std::path::Path::new("/etc/steward-static-test").exists());
+}
+
+/// How many times `path` is a mount point in the host's mount table.
+fn mounted(path: &std::path::Path) -> usize {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = path.to_str().unwrap();
+    table.lines().filter(|l| l.split(' ').nth(4) == Some(want)).count()
+}
+
+/// The loop devices that hold `image`.
+fn loop_devices(image: &std::path::Path) -> String {
+    let out = std::process::Command::new("losetup").arg("-j").arg(image).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The size of the filesystem mounted on `path`, in bytes.
+fn filesystem_bytes(path: &std::path::Path) -> u64 {
+    let out = std::process::Command::new("df").args(["-B1", "--output=size"]).arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// A kept volume's `storage.limit` with class `image` (issue 47): the ordinal's data in an ext4
+/// image of the limit, loop-mounted, so a write past it fails; mounted once across a daemon
+/// kill -9, grown online when the limit grows, a smaller one refused, unmounted (its loop
+/// device freed) when the instance goes and mounted again with its data by the next; removed
+/// with `steward volume rm`. A limit on a plain directory, and dropping the limit of an image,
+/// are refused by name.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_volume_limit_is_a_filesystem_image_that_stops_writes_past_it() {
+    docker::shared_engine();
+    let mut d = Daemon::start("pod-kept-limit");
+    let dir = d.path().join("volumes/vols/vault/0/save");
+    let (image, mount) = (dir.join("disk.img"), dir.join("data"));
+    let c = {
+        let mut c = docker::sh(
+            "vault",
+            "if [ ! -f /data/report ]; then dd if=/dev/zero of=/data/big bs=1M count=64 2>/dev/null; rc=$?; \
+             size=$(stat -c %s /data/big); rm -f /data/big; echo \"$rc $size\" > /data/report; echo kept > /data/keep; fi; \
+             echo start >> /data/starts; exec sleep 1000",
+        );
+        c["mounts"] = json!([{"name": "save", "path": "/data"}]);
+        c
+    };
+    let vault = |class: &str, limit: &str| {
+        let mut p = pod("vault", json!([c.clone()]));
+        let storage = if limit.is_empty() { json!({}) } else { json!({"limit": limit}) };
+        p["spec"]["template"]["spec"]["volumes"] =
+            json!([{"name": "save", "type": "Dynamic", "source": {"class": class}, "storage": storage}]);
+        p
+    };
+    let read = |f: &str| std::fs::read_to_string(mount.join(f)).unwrap_or_default().trim().to_string();
+    let wait_for = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let vid = id("vols", "vault", 0);
+    d.apply_json(&vault("image", "16Mi")).await;
+    d.wait_state(&vid, Kind::Running, 60).await;
+    wait_for("the report", &|| !read("report").is_empty());
+    let report = read("report");
+    let (rc, written) = report.split_once(' ').unwrap();
+    let written: u64 = written.parse().unwrap();
+    assert_ne!(rc, "0", "a 64 MiB write into a 16 MiB volume must fail: {report}");
+    assert!(written < 16 << 20 && written > 8 << 20, "stopped at the limit: {report}");
+    assert_eq!(mounted(&mount), 1);
+    assert!(!loop_devices(&image).is_empty());
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 16 << 20);
+    let (code, out, err) = d.cli(&["-o", "json", "volume", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let bytes = listed[0]["bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && bytes < 16 << 20, "the image's blocks, not its size: {listed}");
+
+    // A daemon kill -9: re-adopted, mounted once.
+    d.kill9();
+    d.spawn();
+    d.wait_state(&vid, Kind::Running, 60).await;
+    assert_eq!((mounted(&mount), read("starts").lines().count()), (1, 1));
+
+    // A larger limit grows it online at the next start; a smaller one is refused by the start.
+    d.apply_json(&vault("image", "32Mi")).await;
+    let grown =
+        d.wait(&vid, 60, |s| s.run_revision == 2 && s.state.kind() == Kind::Running || !s.message.is_empty()).await;
+    assert!(grown.message.is_empty(), "{grown:?}");
+    wait_for("the start on the grown image", &|| read("starts").lines().count() == 2);
+    if filesystem_bytes(&mount) < 24 << 20 {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    assert!(
+        filesystem_bytes(&mount) > 24 << 20,
+        "grown: {} {:?}\n{}",
+        filesystem_bytes(&mount),
+        read("starts"),
+        d.log()
+    );
+    assert_eq!((mounted(&mount), read("keep")), (1, "kept".to_string()));
+    d.apply_json(&vault("image", "16Mi")).await;
+    let s = d.wait(&vid, 60, |s| s.message.contains("never shrunk")).await;
+    assert!(s.message.contains("volume \"save\": storage.limit 16Mi is below its filesystem image's 32Mi"), "{s:?}");
+
+    // Its instance gone: unmounted, the loop device freed, the image kept; the next finds its data.
+    let (code, _, err) = d.cli(&["delete", "vols/vault", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((mounted(&mount), loop_devices(&image)), (0, String::new()));
+    assert!(image.exists());
+    // Dropping the limit would show the image's file, not its data: refused.
+    d.apply_json(&vault("local", "")).await;
+    let s = d.wait(&vid, 60, |s| s.message.contains("filesystem image")).await;
+    assert!(s.message.contains("was made with a storage limit"), "{s:?}");
+    d.apply_json(&vault("image", "32Mi")).await;
+    wait_for("the start after the delete", &|| read("starts").lines().count() == 3);
+    assert_eq!((read("keep"), mounted(&mount)), ("kept".to_string(), 1));
+    let (code, _, err) = d.cli(&["delete", "vols/vault", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.cli(&["volume", "rm", "vols/vault/0", "save"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!image.exists() && !dir.exists());
+    assert_eq!(loop_devices(&image), "");
+
+    // A limit a plain directory cannot enforce, an image without one, a class unknown: refused.
+    let mut p = vault("local", "1Gi");
+    let volumes = p["spec"]["template"]["spec"]["volumes"].as_array_mut().unwrap();
+    volumes.push(json!({"name": "x", "type": "Dynamic", "source": {"class": "image"}}));
+    volumes.push(json!({"name": "y", "type": "Dynamic", "source": {"class": "ceph"}}));
+    refused(
+        &d,
+        "vault-bad",
+        &p,
+        &[
+            "spec.template.spec.volumes[0].storage.limit: is not enforced on a plain directory",
+            "spec.template.spec.volumes[1].storage.limit: is required by class \"image\"",
+            "spec.template.spec.volumes[2].source.class: \"ceph\" is no storage class here",
+        ],
+    );
 }

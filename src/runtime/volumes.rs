@@ -16,9 +16,11 @@
 //! the same way: a workload may own a directory on the way to one.
 
 use crate::fetch::sys;
-use crate::spec::render::pod::{RenderedPod, RenderedVolume, VolumeContent};
+use crate::runtime::reaper::Reaper;
+use crate::spec::render::pod::{RenderedPod, RenderedVolume, VolumeContent, KEPT_IMAGE_FILE};
 use crate::spec::render::InjectionSource;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -42,7 +44,13 @@ pub fn volumes_dir(run_dir: &Path) -> PathBuf {
 /// volume's subpath, a host path) opened with no symlink on the way and bind-mounted, by its
 /// descriptor, on its point in the root-only staging directory, which is what the engine is
 /// handed. Errors name the volume and the store.
-pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Lookup<'_>) -> Result<(), String> {
+pub fn prepare(
+    pod: &RenderedPod,
+    run_dir: &Path,
+    namespace: &str,
+    lookup: &Lookup<'_>,
+    reaper: Option<&Reaper>,
+) -> Result<(), String> {
     if !pod.volumes.is_empty() {
         let base = volumes_dir(run_dir);
         crate::safefs::dir_with_mode(&base, 0o700).map_err(|e| format!("volumes: {e}"))?;
@@ -52,7 +60,8 @@ pub fn prepare(pod: &RenderedPod, run_dir: &Path, namespace: &str, lookup: &Look
                 VolumeContent::Files { source, store, items, optional } => {
                     files(v, *source, store, items, *optional, namespace, lookup)
                 }
-                VolumeContent::Kept => kept(v),
+                VolumeContent::Kept { limit_bytes: None } => kept(&v.host_path),
+                VolumeContent::Kept { limit_bytes: Some(bytes) } => kept_image(&v.host_path, *bytes, reaper),
                 VolumeContent::Static { owner, mode, .. } => static_dir(&v.host_path, owner, *mode),
             };
             made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
@@ -216,10 +225,21 @@ fn is_mount_point(path: &Path, parent: &Path) -> bool {
 
 /// A kept volume's directory, made (root's, 0755) at its first start and found again after: the
 /// directories above it are the daemon's own, made here with no symlink followed; what is in it
-/// is the workload's.
-fn kept(v: &RenderedVolume) -> Result<(), String> {
+/// is the workload's. One made with a limit (its image in it) is not taken for a plain one.
+fn kept(dir: &Path) -> Result<(), String> {
+    make_kept_dir(dir)?;
+    if dir.join(KEPT_IMAGE_FILE).exists() {
+        return Err(format!(
+            "{} holds a filesystem image (it was made with a storage limit, class \"image\"): keep the \
+             limit, or remove the volume (steward volume rm) to start it anew",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+fn make_kept_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = &v.host_path;
     let parent = dir.parent().ok_or_else(|| format!("{} has no parent", dir.display()))?;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -234,6 +254,146 @@ fn kept(v: &RenderedVolume) -> Result<(), String> {
             Err(e) => Err(crate::safefs::at(dir, e).to_string()),
         },
         Err(e) => Err(crate::safefs::at(dir, e).to_string()),
+    }
+}
+
+/// A kept volume with a size limit (class `image`): its directory holds an ext4 image of
+/// `bytes` (sparse: disk is used as it is filled) loop-mounted (nosuid, nodev) on `mount`,
+/// which the containers see; the kernel refuses writes past it (`No space left on device`).
+/// Made at the first start; mounted again when it is not (after a reboot, or its instance's
+/// delete); grown when the limit grows, at a start (unmounted, checked and resized offline:
+/// online growth needs CAP_SYS_RESOURCE, which a daemon in a container may lack). A smaller
+/// limit is refused: an ext4 is not shrunk in place.
+fn kept_image(mount: &Path, bytes: u64, reaper: Option<&Reaper>) -> Result<(), String> {
+    let dir = mount.parent().ok_or_else(|| format!("{} has no parent", mount.display()))?;
+    make_kept_dir(dir)?;
+    let image = dir.join(KEPT_IMAGE_FILE);
+    match std::fs::symlink_metadata(&image) {
+        Ok(m) if m.is_file() && m.len() > bytes => {
+            return Err(format!(
+                "storage.limit {} is below its filesystem image's {} ({}): an image is grown, never shrunk",
+                human_bytes(bytes),
+                human_bytes(m.len()),
+                image.display()
+            ));
+        }
+        Ok(m) if m.is_file() && m.len() < bytes => grow_image(&image, mount, bytes, reaper)?,
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(format!("{} is not a file", image.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // A plain volume's data, not a start cut short before its image was whole.
+            let entries = std::fs::read_dir(dir).map_err(|e| crate::safefs::at(dir, e).to_string())?;
+            let part = image.with_extension("img.part");
+            let mount_point = |p: &Path| p == mount && std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none());
+            let held = entries.flatten().map(|e| e.path()).any(|p| p != part && !mount_point(&p));
+            if held {
+                return Err(format!(
+                    "{} was made without a storage limit (a plain directory with data): drop the limit, or \
+                     remove the volume (steward volume rm) to start it anew in an image",
+                    dir.display()
+                ));
+            }
+            make_image(&image, bytes, reaper)?;
+        }
+        Err(e) => return Err(crate::safefs::at(&image, e).to_string()),
+    }
+    if !is_mount_point(mount, dir) {
+        crate::safefs::dir_with_mode(mount, 0o755).map_err(|e| e.to_string())?;
+        let args = ["-t", "ext4", "-o", "loop,nosuid,nodev"].map(OsStr::new);
+        tool(reaper, "mount", &[&args[..], &[image.as_os_str(), mount.as_os_str()]].concat(), &[])?;
+        tracing::info!("mounted the filesystem image {} on {}", image.display(), mount.display());
+    }
+    Ok(())
+}
+
+/// How long a host tool an image takes (util-linux's, e2fsprogs') may run.
+const IMAGE_TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+fn tool(reaper: Option<&Reaper>, program: &str, args: &[&OsStr], ok: &[i32]) -> Result<String, String> {
+    crate::runtime::program::tool_blocking(reaper, program, args, ok, IMAGE_TOOL_TIMEOUT)
+}
+
+/// A new sparse file of `bytes` with an ext4 on it (no reserved blocks: the volume's all
+/// its user's), written to a temporary name first so a crash never leaves half an image.
+fn make_image(image: &Path, bytes: u64, reaper: Option<&Reaper>) -> Result<(), String> {
+    let part = image.with_extension("img.part");
+    let _ = std::fs::remove_file(&part);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&part)
+        .map_err(|e| crate::safefs::at(&part, e).to_string())?;
+    file.set_len(bytes).map_err(|e| crate::safefs::at(&part, e).to_string())?;
+    drop(file);
+    let args = ["-q", "-F", "-m", "0", "-L", "steward"].map(OsStr::new);
+    tool(reaper, "mkfs.ext4", &[&args[..], &[part.as_os_str()]].concat(), &[])?;
+    std::fs::rename(&part, image).map_err(|e| crate::safefs::at(image, e).to_string())?;
+    tracing::info!("made a filesystem image of {} at {}", human_bytes(bytes), image.display());
+    Ok(())
+}
+
+/// Grows an image to `bytes` offline: unmounted (refused while anything holds it: resizing a
+/// mounted filesystem from outside would corrupt it), checked, the file and then its ext4
+/// grown. Mounted again by the caller.
+fn grow_image(image: &Path, mount: &Path, bytes: u64, reaper: Option<&Reaper>) -> Result<(), String> {
+    if let Some(dir) = mount.parent().filter(|dir| is_mount_point(mount, dir)) {
+        nix::mount::umount(mount).map_err(|e| format!("cannot unmount {} to grow it: {e}", mount.display()))?;
+        // `mount -o loop` frees its loop device at the unmount; wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !loop_devices(image, reaper)?.is_empty() {
+            if std::time::Instant::now() > deadline || is_mount_point(mount, dir) {
+                return Err(format!("{} is still held by a loop device: not grown", image.display()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    // Exit 1: errors found and corrected (an image whose daemon or host died while it was mounted).
+    tool(reaper, "e2fsck", &[OsStr::new("-f"), OsStr::new("-p"), image.as_os_str()], &[1])?;
+    let file =
+        std::fs::OpenOptions::new().write(true).open(image).map_err(|e| crate::safefs::at(image, e).to_string())?;
+    file.set_len(bytes).map_err(|e| crate::safefs::at(image, e).to_string())?;
+    drop(file);
+    tool(reaper, "resize2fs", &[image.as_os_str()], &[])?;
+    tracing::info!("grew the filesystem image {} to {}", image.display(), human_bytes(bytes));
+    Ok(())
+}
+
+/// The loop devices attached to `image` (`losetup -j`), one per line.
+fn loop_devices(image: &Path, reaper: Option<&Reaper>) -> Result<String, String> {
+    let listed = tool(reaper, "losetup", &[OsStr::new("-j"), image.as_os_str()], &[])?;
+    Ok(listed.trim().to_string())
+}
+
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b % (1 << 30) == 0 => format!("{}Gi", b >> 30),
+        b if b % (1 << 20) == 0 => format!("{}Mi", b >> 20),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Unmounts the filesystem images of `pod`'s limited kept volumes (its instance is gone: the
+/// image and its data stay, mounted again by the ordinal's next start).
+pub fn release_kept(pod: &RenderedPod) {
+    for v in &pod.volumes {
+        if let VolumeContent::Kept { limit_bytes: Some(_) } = v.content {
+            unmount_image(&v.host_path);
+        }
+    }
+}
+
+/// Unmounts what is mounted on a kept volume's image mount point, if anything (the loop device
+/// goes with it: `mount -o loop` sets it to clear itself).
+pub fn unmount_image(mount: &Path) {
+    let Some(dir) = mount.parent() else { return };
+    for _ in 0..4 {
+        if !is_mount_point(mount, dir) {
+            return;
+        }
+        match nix::mount::umount2(mount, nix::mount::MntFlags::MNT_DETACH) {
+            Ok(()) => tracing::info!("unmounted {}", mount.display()),
+            Err(e) => tracing::warn!("cannot unmount {}: {e}", mount.display()),
+        }
     }
 }
 

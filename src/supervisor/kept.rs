@@ -25,16 +25,20 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     dirs
 }
 
-/// What the files below `dir` hold, symlinks not followed.
+/// The disk the files below `dir` take, symlinks not followed and mounts not entered (a limited
+/// volume's image counts as the blocks it has, not its size).
 fn bytes_below(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dev) = std::fs::symlink_metadata(dir).map(|m| m.dev()) else { return 0 };
     let mut total = 0;
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
         for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => todo.push(entry.path()),
-                Ok(t) if t.is_file() => total += entry.metadata().map_or(0, |m| m.len()),
-                _ => {}
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() && meta.dev() == dev {
+                todo.push(entry.path());
+            } else if meta.is_file() {
+                total += meta.blocks() * 512;
             }
         }
     }
@@ -120,6 +124,8 @@ impl Supervisor {
                 Ok(m) if m.is_dir() => {}
                 _ => return Err(SupervisorError::NotFound(format!("kept volume {volume:?} of {id}"))),
             }
+            // A limited volume's image is unmounted first (its instance's delete did, unless cut short).
+            crate::runtime::volumes::unmount_image(&path.join(crate::spec::render::pod::KEPT_IMAGE_MOUNT));
             let parent = aside.parent().expect("aside below the root");
             crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
             if aside.exists() {

@@ -783,12 +783,15 @@ fn entry_id(entry: &SpecEntry, index: u32) -> InstanceId {
 
 /// The strategy as one host can carry it out: a spec with a fixed host port cannot run a
 /// surge instance beside the one it covers for (both would bind the port), so there it
-/// replaces without surge, one at a time at least (DESIGN § 7's DaemonSet-like update).
+/// replaces without surge, one at a time at least (DESIGN § 7's DaemonSet-like update). Nor
+/// can one with a kept volume (issue 47): the volume is its ordinal's data, and a surge
+/// instance is another ordinal, which would take over on an empty one.
 fn host_rule(spec: &ProcessSpec) -> Rule {
     let rule = planner::rule(&spec.strategy, spec.spec.instance);
     let fixed_port = spec.port_wants().iter().any(|w| w.port != 0);
+    let in_place = fixed_port || !spec.kept_volumes().is_empty();
     match rule {
-        Rule::Rolling { max_unavailable, max_surge, min_ready_ms, deadline_ms } if fixed_port && max_surge > 0 => {
+        Rule::Rolling { max_unavailable, max_surge, min_ready_ms, deadline_ms } if in_place && max_surge > 0 => {
             Rule::Rolling { max_unavailable: max_unavailable.max(1), max_surge: 0, min_ready_ms, deadline_ms }
         }
         rule => rule,

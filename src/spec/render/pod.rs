@@ -105,7 +105,12 @@ pub enum VolumeContent {
     Files { source: InjectionSource, store: String, items: Vec<RenderedVolumeItem>, optional: bool },
     /// A directory of the instance's ordinal below the daemon's `volume_root` (seed 003 Dynamic,
     /// Isolated): made at its first start, kept when the instance goes (see `steward volume`).
-    Kept,
+    /// With `limit_bytes` (class `image`), a filesystem image of that size loop-mounted on
+    /// `host_path` (runtime/volumes.rs).
+    Kept {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit_bytes: Option<u64>,
+    },
     /// A host directory (seed 003 Static), shared by every instance mounting it: made, with
     /// `owner` (empty: root) and `mode`, when missing; never removed by Steward.
     Static { owner: String, mode: u32, read_only: bool },
@@ -324,6 +329,20 @@ pub fn static_volume_path(
     }
 }
 
+/// The `source.class` of a kept volume whose `storage.limit` is a loop-mounted filesystem image
+/// of that size (the kernel refuses writes past it).
+pub const KEPT_IMAGE_CLASS: &str = "image";
+
+/// In a limited kept volume's directory: the filesystem image, and where it is mounted (what
+/// the containers see).
+pub const KEPT_IMAGE_FILE: &str = "disk.img";
+pub const KEPT_IMAGE_MOUNT: &str = "data";
+
+/// A `storage` size in bytes (validated before).
+fn storage_bytes(text: &str) -> Option<u64> {
+    crate::resources::parse_memory(text).ok().and_then(|q| q.positive()).map(|mib| (mib * 1048576.0) as u64)
+}
+
 /// The directory of a namespace's named Static volumes, below its kept volumes' (a name no
 /// app has: names do not start with '.').
 pub const STATIC_DIR: &str = ".static";
@@ -342,13 +361,9 @@ fn render_volumes(
     for v in volumes {
         let source = &v.source;
         let content = match v.kind {
-            VolumeType::Temp => VolumeContent::Temp {
-                memory: source.medium == "Memory",
-                limit_bytes: crate::resources::parse_memory(&v.storage.limit)
-                    .ok()
-                    .and_then(|q| q.positive())
-                    .map(|mib| (mib * 1048576.0) as u64),
-            },
+            VolumeType::Temp => {
+                VolumeContent::Temp { memory: source.medium == "Memory", limit_bytes: storage_bytes(&v.storage.limit) }
+            }
             VolumeType::Config | VolumeType::Secret => {
                 let default = parse_file_mode(&source.default).unwrap_or(DEFAULT_FILE_MODE);
                 let mode = |m: &str| if m.is_empty() { default } else { parse_file_mode(m).unwrap_or(default) };
@@ -372,10 +387,12 @@ fn render_volumes(
                 }
             }
             VolumeType::Dynamic | VolumeType::Isolated => {
+                let limit_bytes = (source.class == KEPT_IMAGE_CLASS).then(|| storage_bytes(&v.storage.limit)).flatten();
+                let dir = kept.join(&v.name);
                 rendered.push(RenderedVolume {
                     name: v.name.clone(),
-                    host_path: kept.join(&v.name),
-                    content: VolumeContent::Kept,
+                    host_path: if limit_bytes.is_some() { dir.join(KEPT_IMAGE_MOUNT) } else { dir },
+                    content: VolumeContent::Kept { limit_bytes },
                 });
                 continue;
             }

@@ -193,6 +193,10 @@ pub fn static_target(target: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The smallest filesystem image a kept volume's limit may ask for (an ext4's own metadata
+/// takes a few MiB).
+const MIN_IMAGE_MIB: f64 = 8.0;
+
 /// A directory owner as written: a user name, or numeric `uid[:gid]`.
 fn owner_text(owner: &str) -> Result<(), String> {
     let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok();
@@ -269,11 +273,37 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
                         ),
                     );
                 }
-                if !v.storage.limit.is_empty() {
-                    errors.add(
+                use crate::spec::render::pod::KEPT_IMAGE_CLASS;
+                match (s.class.as_str(), v.storage.limit.is_empty()) {
+                    ("" | "local", true) | (KEPT_IMAGE_CLASS, false) => {}
+                    ("" | "local", false) => errors.add(
                         &vp.field("storage").field("limit"),
-                        "is not enforced on a kept volume yet: refused rather than left unenforced",
-                    );
+                        format!(
+                            "is not enforced on a plain directory (class {:?}): refused rather than left \
+                             unenforced; class \"{KEPT_IMAGE_CLASS}\" keeps the volume in a filesystem image of the limit",
+                            s.class
+                        ),
+                    ),
+                    (KEPT_IMAGE_CLASS, true) => errors.add(
+                        &vp.field("storage").field("limit"),
+                        format!("is required by class \"{KEPT_IMAGE_CLASS}\" (the size of the volume's filesystem image)"),
+                    ),
+                    (other, _) => errors.add(
+                        &sp.field("class"),
+                        format!(
+                            "{other:?} is no storage class here: \"\" or \"local\" (a directory), \
+                             \"{KEPT_IMAGE_CLASS}\" (a filesystem image of storage.limit, loop-mounted)"
+                        ),
+                    ),
+                }
+                if s.class == KEPT_IMAGE_CLASS {
+                    let bytes = crate::resources::parse_memory(&v.storage.limit).ok().and_then(|q| q.positive());
+                    if bytes.is_some_and(|mib| mib < MIN_IMAGE_MIB) {
+                        errors.add(
+                            &vp.field("storage").field("limit"),
+                            format!("{:?} is below {MIN_IMAGE_MIB}Mi, the smallest filesystem image", v.storage.limit),
+                        );
+                    }
                 }
                 not_for("medium", !s.medium.is_empty(), errors);
                 not_for("target", !s.target.is_empty(), errors);

@@ -65,8 +65,9 @@ impl Workload for Pod {
             let key = (values::ValueKind::of(source), values::Values::key(&cx.rec.id.namespace, store));
             cx.shared.values.lock().expect("values lock").get(&key).map(|v| v.data.clone())
         };
-        crate::runtime::volumes::prepare(pod, &rendered.run_dir, &cx.rec.id.namespace, &lookup)?;
-        if pod.volumes.iter().any(|v| matches!(v.content, crate::spec::pod::VolumeContent::Kept)) {
+        let reaper = Some(&cx.shared.reaper);
+        crate::runtime::volumes::prepare(pod, &rendered.run_dir, &cx.rec.id.namespace, &lookup, reaper)?;
+        if pod.volumes.iter().any(|v| matches!(v.content, crate::spec::pod::VolumeContent::Kept { .. })) {
             crate::supervisor::Supervisor::note_kept_ordinal(cx.shared, &cx.rec.id);
         }
         Ok(())
