@@ -80,7 +80,8 @@ pub struct KeptVolume {
     pub volume: String,
     /// Its directory on this host.
     pub path: String,
-    /// What its files hold (symlinks not followed).
+    /// The disk its files take, in whole blocks (symlinks not followed; a limited volume: its
+    /// image's blocks in use).
     pub bytes: u64,
     /// `namespace/name/ordinal` when that instance exists here (it mounts the volume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
