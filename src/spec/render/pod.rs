@@ -166,6 +166,10 @@ pub struct RenderedPod {
     pub hostname: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    /// Seed 003 `dns` ClusterFirst as the pod's network takes it: its resolver is the daemon's
+    /// DNS responder (`[services] pod_dns`), then `dns`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_dns: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<crate::spec::pod::DnsConfig>,
     #[serde(default)]
@@ -291,6 +295,7 @@ pub fn render_pod(
         image_pull_secrets: t.image_pull_secrets.clone(),
         hostname: t.hostname.clone(),
         subdomain: t.subdomain.clone(),
+        cluster_dns: t.dns.cluster_first(t.network),
         dns: t.dns_config.clone(),
         host: t.host,
         volumes,
