@@ -190,7 +190,8 @@ fn resolv_conf(id: &str) -> String {
 /// service `front` and its full name; a name of the zone that names nothing is not found; the
 /// outside name is forwarded to the upstream on the host's loopback. Its resolv.conf is the
 /// responder, its two searches, then the pod's own `dnsConfig`. A HOST pod asks the responder
-/// with ClusterFirstWithHostNet, and keeps the host's resolver with plain ClusterFirst.
+/// with ClusterFirstWithHostNet, and keeps the host's resolver with plain ClusterFirst. The
+/// stateful set's pod's own host name is its ordinal's (`db-0`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_first_pod_resolves_its_peers_services_and_outside_names() {
     docker::shared_engine();
@@ -237,6 +238,9 @@ async fn a_cluster_first_pod_resolves_its_peers_services_and_outside_names() {
     assert!(conf.lines().any(|l| l == "search names.steward steward extra.example"), "{conf}");
     assert!(conf.lines().any(|l| l.starts_with("options") && l.contains("ndots:2")), "{conf}");
 
+    // A stateful set's pod is named as its ordinal (Kubernetes' rule), in its subdomain.
+    let (_, name, _) = docker::docker(SHARED_SOCKET, &["exec", &db0, "cat", "/etc/hostname"]);
+    assert_eq!(name, "db-0");
     let peer = set(&["192.0.2.11"]);
     assert_eq!(resolve(&db0, "db-1.db"), peer, "the peer ordinal's name");
     assert_eq!(resolve(&db0, "1.db"), peer, "ORDINAL.NAME");

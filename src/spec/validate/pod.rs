@@ -372,7 +372,7 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
 }
 
 /// A DNS label: 1-63 lowercase letters, digits and '-', not at either end.
-fn dns_label(s: &str) -> bool {
+pub(crate) fn dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
