@@ -108,10 +108,10 @@ impl Names {
                     None => nothing(),
                 }
             }
-            [name, ns] if self.target(apps, ns, name).is_some() => {
-                self.answer(&self.target(apps, ns, name).expect("just found"), None, qtype)
-            }
             [first, middle @ .., ns] => {
+                if let ([], Some(t)) = (middle, self.target(apps, ns, first)) {
+                    return self.answer(&t, None, qtype);
+                }
                 let ips = self.named(apps, ns, first, middle);
                 if ips.is_empty() {
                     // A subdomain (or a part of one) that only has names below it.
