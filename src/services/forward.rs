@@ -16,6 +16,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How long one upstream has to answer before the next is asked.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Most queries forwarded at once: each holds a socket until its answer or timeout, so a pod's
+/// flood of outside names could otherwise take the daemon's descriptors. One over is answered
+/// SERVFAIL at once (the resolver retries).
+const MAX_IN_FLIGHT: usize = 256;
+
 /// The host's resolver configuration.
 const RESOLV_CONF: &str = "/etc/resolv.conf";
 
@@ -31,13 +36,19 @@ pub struct Upstreams {
     own: SocketAddr,
     /// The host's nameservers, and the resolv.conf modification time they were read at.
     host: Mutex<(Option<SystemTime>, Vec<SocketAddr>)>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Upstreams {
     /// `configured`: `[services] dns_upstream` (checked when the config was read).
     pub fn new(configured: &[String], own: SocketAddr) -> Upstreams {
         let configured = configured.iter().filter_map(|s| upstream(s)).collect();
-        Upstreams { configured, own, host: Mutex::new((None, Vec::new())) }
+        Upstreams {
+            configured,
+            own,
+            host: Mutex::new((None, Vec::new())),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+        }
     }
 
     /// The servers to ask, in order.
@@ -64,8 +75,12 @@ impl Upstreams {
     }
 
     /// The first answer of an upstream to the query `query` (wire format), or None when none
-    /// answered in time.
+    /// answered in time, or [`MAX_IN_FLIGHT`] are being asked already.
     pub async fn ask(&self, query: &[u8]) -> Option<Vec<u8>> {
+        let Ok(_slot) = self.in_flight.try_acquire() else {
+            tracing::debug!("dns: {MAX_IN_FLIGHT} queries forwarded already; SERVFAIL");
+            return None;
+        };
         for server in self.servers() {
             match ask_one(server, query).await {
                 Ok(answer) => return Some(answer),
@@ -173,5 +188,10 @@ mod tests {
         let query = [0x12, 0x34, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0];
         let answer = ups.ask(&query).await.expect("an answer");
         assert_eq!(answer[..3], [0x12, 0x34, 0x81]);
+        // Every slot taken: no upstream is asked (it would not answer again), none waited for.
+        let _all = ups.in_flight.acquire_many(MAX_IN_FLIGHT as u32).await.unwrap();
+        let start = std::time::Instant::now();
+        assert_eq!(ups.ask(&query).await, None);
+        assert!(start.elapsed() < TIMEOUT, "answered at once");
     }
 }
