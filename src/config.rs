@@ -164,6 +164,14 @@ pub struct ServicesConfig {
     pub dns: Option<std::net::SocketAddr>,
     /// The zone it answers for: `APP.NAMESPACE.<dns_domain>`.
     pub dns_domain: String,
+    /// The address ClusterFirst pods (seed 003 `dns`) are pointed at: the responder answers on
+    /// its port 53 (UDP and TCP), the address held on the host's loopback when no link has it
+    /// (so every pod network reaches it through its gateway), and forwards names outside the
+    /// zone to `dns_upstream`. Unset: a ClusterFirst pod is refused.
+    pub pod_dns: Option<std::net::Ipv4Addr>,
+    /// Where names outside the zone asked at `pod_dns` go (`IP` or `IP:PORT`); empty: the
+    /// `nameserver`s of the host's /etc/resolv.conf, read again when it changes.
+    pub dns_upstream: Vec<String>,
     /// Most connections (TCP) and sessions (UDP) the userspace proxy holds over all node
     /// ports; within the daemon's descriptor limit less a reserve for its own work.
     pub proxy_max_connections: usize,
@@ -180,6 +188,8 @@ impl Default for ServicesConfig {
             node_ports: NodePortMode::default(),
             dns: None,
             dns_domain: "steward".into(),
+            pod_dns: None,
+            dns_upstream: Vec::new(),
             proxy_max_connections: 16384,
             proxy_max_connections_per_port: 4096,
         }
@@ -520,6 +530,15 @@ impl Config {
             return Err(format!("services.dns_domain {e}"));
         }
         let s = &config.services;
+        if let Some(bad) = s.dns_upstream.iter().find(|u| crate::services::forward::upstream(u).is_none()) {
+            return Err(format!("services.dns_upstream {bad:?} must be IP or IP:PORT"));
+        }
+        if s.pod_dns.is_some_and(|ip| ip.is_loopback() || ip.is_unspecified() || ip.is_multicast()) {
+            let ip = s.pod_dns.expect("just seen");
+            return Err(format!(
+                "services.pod_dns {ip}: pods cannot reach a loopback, unspecified or multicast address"
+            ));
+        }
         for (key, value) in [
             ("proxy_max_connections", s.proxy_max_connections),
             ("proxy_max_connections_per_port", s.proxy_max_connections_per_port),

@@ -8,6 +8,7 @@ mod common;
 use common::docker::{self, sh, IMAGE};
 use common::{id, Daemon};
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -60,19 +61,26 @@ impl CniHost {
 
     /// As [`CniHost::start`], the daemon's config ending with `extra`.
     fn start_on(tag: &str, subnet: &str, extra: &str) -> CniHost {
+        CniHost::start_routed(tag, subnet, extra, &[])
+    }
+
+    /// As [`CniHost::start_on`], host-local giving the pods `routes` (destinations, through the
+    /// bridge's gateway) besides their subnet's.
+    fn start_routed(tag: &str, subnet: &str, extra: &str, routes: &[&str]) -> CniHost {
         docker::shared_engine();
         let netns = Netns::new(&format!("stwcni{tag}{}", std::process::id() % 10_000));
         let conf = tempfile::Builder::new().prefix("steward-cni-conf-").tempdir().unwrap().keep();
         let leases = conf.join("leases");
+        let mut ipam = json!({"type": "host-local", "subnet": subnet, "dataDir": leases});
+        if !routes.is_empty() {
+            ipam["routes"] = routes.iter().map(|dst| json!({"dst": dst})).collect();
+        }
         std::fs::write(
             conf.join("10-pods.conflist"),
             json!({
                 "cniVersion": "1.0.0",
                 "name": "pods",
-                "plugins": [{
-                    "type": "bridge", "bridge": "stwcni0", "isGateway": true,
-                    "ipam": {"type": "host-local", "subnet": subnet, "dataDir": leases}
-                }]
+                "plugins": [{"type": "bridge", "bridge": "stwcni0", "isGateway": true, "ipam": ipam}]
             })
             .to_string(),
         )
@@ -372,5 +380,45 @@ async fn the_example_unit_runs_on_cni() {
     let ports = host.daemon.client.node().await.unwrap().ports;
     assert_eq!(ports.free as u32, u32::from(ports.range_end - ports.range_start) + 1, "{ports:?}");
     host.daemon.client.delete(&pod0, Some(30.0)).await.unwrap();
+    host.wait_leases(20, "given back", |l| l.is_empty());
+}
+
+/// Seed 003 `dns: ClusterFirst` on CNI (issue 47): the daemon puts `[services] pod_dns` on the
+/// lo of its namespace, and a pod on the CNI bridge reaches it through its gateway (its default
+/// route; a network whose pods have no route to it cannot): its own
+/// resolver (glibc getent) finds `HOSTNAME.SUBDOMAIN` and an app by their short names, from the
+/// endpoints handed to the daemon as steward-sched hands them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_first_pod_on_cni_asks_the_responder_through_its_gateway() {
+    // The pods' route to it: a default route through the gateway, as most pod networks give.
+    let host = CniHost::start_routed("n", "10.232.6.0/24", "[services]\npod_dns = \"10.96.0.10\"\n", &["0.0.0.0/0"]);
+    docker::getent_image();
+    let main = json!({"name": "main", "image": docker::GETENT_IMAGE,
+        "command": {"value": "/bin/sleep", "arguments": ["1000"]}});
+    let mut spec = docker::pod("test", "client", json!([main]), json!({}));
+    spec["spec"]["template"]["spec"]["dns"] = json!("ClusterFirst");
+    host.daemon.apply_json(&spec).await;
+    let st = host.daemon.wait_state(&id("test", "client", 0), Kind::Running, 60).await;
+    assert!(st.containers[0].ip_address.starts_with("10.232.6."), "{:?}", st.containers);
+    let endpoint = steward::protocol::Endpoint { ip: "192.0.2.30".into(), port: 31000, node: "n1".into(), instance: 0 };
+    let web = steward::protocol::AppEndpoints {
+        namespace: "test".into(),
+        name: "web".into(),
+        revision: 1,
+        ports: [("http".to_string(), vec![endpoint])].into(),
+        pod_names: Some(steward::protocol::PodNames { hostname: "front".into(), subdomain: "edge".into() }),
+        ..Default::default()
+    };
+    host.daemon.client.put_endpoints(&web).await.unwrap();
+    let resolve = |name: &str| {
+        let (code, out, err) =
+            docker::docker(&host.daemon.docker_socket, &["exec", &st.containers[0].id, "getent", "ahostsv4", name]);
+        assert_eq!(code, 0, "getent ahostsv4 {name}: {err}\n{}", host.daemon.log());
+        out.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect::<BTreeSet<_>>()
+    };
+    let node = BTreeSet::from(["192.0.2.30".to_string()]);
+    assert_eq!(resolve("front.edge"), node, "hostname.subdomain");
+    assert_eq!(resolve("web"), node, "the app");
+    host.daemon.client.delete(&id("test", "client", 0), Some(30.0)).await.unwrap();
     host.wait_leases(20, "given back", |l| l.is_empty());
 }

@@ -21,6 +21,7 @@ fn endpoints(name: &str, revision: u64) -> AppEndpoints {
         services: Vec::new(),
         port_protocols: BTreeMap::new(),
         ordinals: None,
+        pod_names: None,
     }
 }
 

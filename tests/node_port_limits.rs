@@ -79,6 +79,7 @@ fn endpoints(node_ports: &[u16], upstream: u16) -> AppEndpoints {
         services,
         port_protocols: Default::default(),
         ordinals: None,
+        pod_names: None,
     }
 }
 

@@ -239,6 +239,7 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
         }],
         port_protocols: [("http".to_string(), steward::spec::model::Protocol::Udp)].into(),
         ordinals: Some(steward::protocol::OrdinalNames { name: "fg".into(), domain: "box".into() }),
+        pod_names: Some(steward::protocol::PodNames { hostname: String::new(), subdomain: "edge".into() }),
     };
     d.client.put_endpoints(&endpoints).await.unwrap();
 

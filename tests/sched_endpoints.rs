@@ -508,7 +508,7 @@ async fn dns_answers_the_endpoints_steward_sched_lists() {
         assert_eq!(now.ports["http"].len(), 2);
     }
 
-    // A stateful set: NAME-K.DOMAIN per ordinal, DOMAIN for any of them.
+    // A stateful set: NAME-K.DOMAIN and K.DOMAIN per ordinal, DOMAIN for any of them.
     let mut db = web(2);
     db["metadata"]["name"] = json!("mysql");
     db["statefulSet"] = json!({"name": "db", "domain": "box"});
@@ -529,9 +529,11 @@ async fn dns_answers_the_endpoints_steward_sched_lists() {
     };
     tokio::time::sleep(Duration::from_millis(1000)).await;
     for p in &ready.ports["http"] {
-        let name = format!("db-{}.box.test.steward.", p.instance);
-        let (_, a, _) = ask_dns(&c, &c.hosts[0].ip, &name, "A");
-        assert_eq!(a, [format!("{name} {}", p.ip)]);
+        // Also as ORDINAL.NAME (issue 47), each answer owned by the name asked.
+        for name in [format!("db-{}.box.test.steward.", p.instance), format!("{}.box.test.steward.", p.instance)] {
+            let (_, a, _) = ask_dns(&c, &c.hosts[0].ip, &name, "A");
+            assert_eq!(a, [format!("{name} {}", p.ip)]);
+        }
     }
     let (_, a, _) = ask_dns(&c, &c.hosts[1].ip, "box.test.steward.", "A");
     assert_eq!(a.len(), 2, "{a:?}");

@@ -2036,6 +2036,49 @@ fn a_pods_name_resolver_and_pulls_are_checked_with_their_paths() {
     assert_error(&d, "spec.template.spec.hostname", "is for kind \"pod\" only");
 }
 
+/// Seed 003 pod `dns`: Default (absent), ClusterFirst and ClusterFirstWithHostNet are taken, any
+/// other value is refused at its field; ClusterFirst leaves a `dnsConfig` room for 2 servers and
+/// 4 search domains (the responder and its two searches come first); a process spec has none.
+#[test]
+fn a_pods_dns_policy_is_checked_with_its_path() {
+    let pod = |network: &str, dns: Value, config: Value| {
+        let mut d = json!({"apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 1, "template": {"spec": {"network": network, "containers": [
+                {"name": "main", "image": "busybox", "command": {"value": "sleep"}}]}}}});
+        d["spec"]["template"]["spec"]["dns"] = dns;
+        if !config.is_null() {
+            d["spec"]["template"]["spec"]["dnsConfig"] = config;
+        }
+        d
+    };
+    for (network, policy) in [("BRIDGE", "Default"), ("BRIDGE", "ClusterFirst"), ("HOST", "ClusterFirstWithHostNet")] {
+        assert_valid(&pod(network, json!(policy), Value::Null));
+    }
+    // Any letter case, as every enum of a spec; Kubernetes' `None` is no policy of seed 003's.
+    assert_valid(&pod("BRIDGE", json!("clusterfirst"), Value::Null));
+    for bad in [json!("None"), json!("ClusterOnly"), json!(1)] {
+        let got = errors(&pod("BRIDGE", bad.clone(), Value::Null));
+        assert!(got.iter().any(|e| e.path == "spec.template.spec.dns"), "{bad}: {got:?}");
+    }
+    let three = json!({"servers": ["10.0.0.2", "10.0.0.3", "10.0.0.4"]});
+    assert_valid(&pod("BRIDGE", json!("Default"), three.clone()));
+    // A HOST pod's plain ClusterFirst is Default (Kubernetes' rule): the same room.
+    assert_valid(&pod("HOST", json!("ClusterFirst"), three.clone()));
+    assert_error(
+        &pod("BRIDGE", json!("ClusterFirst"), three),
+        "spec.template.spec.dnsConfig.servers",
+        "3 servers: a resolver reads at most 3, 2 beside dns ClusterFirst's own",
+    );
+    let five = json!({"searches": ["a.example", "b.example", "c.example", "d.example", "e.example"]});
+    assert_error(
+        &pod("HOST", json!("ClusterFirstWithHostNet"), five),
+        "spec.template.spec.dnsConfig.searches",
+        "5 search domains: a resolver reads at most 6, 4 beside dns ClusterFirstWithHostNet's own",
+    );
+    let d = with(|d| d["spec"]["template"]["spec"]["dns"] = json!("ClusterFirst"));
+    assert_error(&d, "spec.template.spec.dns", "is for kind \"pod\" only");
+}
+
 // ---------------------------------------------------------------------------------------------
 // services (seed 003, issue 27)
 

@@ -36,6 +36,7 @@ async fn a_refused_respawn_commit_is_retried_once_and_journaled_once() {
         hook_max_response_bytes: 1 << 20,
         default_tasks_max: None,
         hollow: false,
+        pod_dns: None,
     })
     .await
     .unwrap();

@@ -299,6 +299,10 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
             ("socket".into(), config.socket.clone()),
         ],
         hollow,
+        pod_dns: config.services.pod_dns.map(|server| crate::services::dns::PodResolver {
+            server,
+            zone: config.services.dns_domain.trim_end_matches('.').to_string(),
+        }),
     })
     .await?;
     // A hollow host keeps the endpoints it is handed (the API serves them) and forwards nothing.
@@ -420,13 +424,22 @@ async fn forward_services(config: &Config, supervisor: &Supervisor, nofile: u64)
     let node_ports = crate::services::forwarding::resolve(config.services.node_ports, Some(&reaper)).await;
     tracing::info!("node ports: {node_ports:?}");
     let proxy = proxy_limits(&config.services, nofile);
-    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper, proxy));
+    tokio::spawn(crate::services::forwarding::run(supervisor.endpoints().clone(), node_ports, reaper.clone(), proxy));
     if let Some(address) = config.services.dns {
         let zone = &config.services.dns_domain;
         // The daemon supervises on without it: its instances matter more than their names.
         match crate::services::dns::serve(address, zone, supervisor.endpoints().clone()).await {
             Ok(()) => tracing::info!("dns: answering for {zone} on {address}"),
             Err(e) => tracing::error!("dns: not answering: {e}"),
+        }
+    }
+    if let Some(ip) = config.services.pod_dns {
+        let (zone, upstreams) = (&config.services.dns_domain, &config.services.dns_upstream);
+        let keeper = supervisor.endpoints().clone();
+        // Its ClusterFirst pods start all the same: they resolve once the address answers.
+        match crate::services::dns::serve_pods(ip, zone, keeper, upstreams, Some(&reaper)).await {
+            Ok(()) => tracing::info!("dns: answering ClusterFirst pods for {zone} on {ip}:53, forwarding the rest"),
+            Err(e) => tracing::error!("dns: not answering pods: {e}"),
         }
     }
 }

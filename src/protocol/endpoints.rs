@@ -27,6 +27,21 @@ pub struct AppEndpoints {
     /// A stateful set's instance names (seed 003): `NAME-K.DOMAIN`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordinals: Option<OrdinalNames>,
+    /// A pod's seed-003 `hostname` and `subdomain`: `HOSTNAME.SUBDOMAIN.NS.<zone>` names its
+    /// Ready instances. Only when the pod sets a subdomain (and a hostname, or is a stateful set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_names: Option<PodNames>,
+}
+
+/// Seed 003 pod `hostname` and `subdomain`, as the app's endpoints carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodNames {
+    /// Every instance's host name; empty in a stateful set that sets none: each ordinal's is
+    /// its own `NAME-K` (Kubernetes' rule).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    pub subdomain: String,
 }
 
 /// Seed 003 `statefulSet.name` and `domain`, as the app's endpoints carry them.

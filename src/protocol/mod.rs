@@ -28,7 +28,7 @@ pub use bodies::{
     Applied, Deleted, ErrorBody, ErrorResponse, HealthBody, KeptVolume, LogLine, ValuesBody, ValuesList, ValuesSummary,
     VolumeList,
 };
-pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, OrdinalNames, ServiceEntry};
+pub use endpoints::{AppEndpoints, Endpoint, EndpointsList, OrdinalNames, PodNames, ServiceEntry};
 pub use event::{
     ContainerExited, DaemonEvent, Event, EventBody, FileCopied, HealthChanged, Heartbeat, ImagePulled, InstanceChange,
     InstanceEvent, NoDetail, OomKilled, ReadyChanged, RestartedBy, RolloutSteps, SpecUpdated, StreamLine, Transition,

@@ -7,18 +7,24 @@
 //! - `_PORT._tcp.APP.NS.<zone>` (or `_udp`, as the port's protocol): SRV, that port only;
 //! - an instance: `K.APP.NS.<zone>`, or for a stateful set `NAME-K.DOMAIN.NS.<zone>` (seed 003
 //!   `statefulSet.name`/`domain`, both the app's name by default), whose `DOMAIN.NS.<zone>`
-//!   answers as the app;
+//!   answers as the app; a stateful set's ordinal also as `K.DOMAIN.NS.<zone>` (and under the
+//!   app's name, where the domain differs);
+//! - a pod's seed-003 `HOSTNAME.SUBDOMAIN.NS.<zone>`: A, the hosts of every Ready instance of
+//!   the namespace's pods with that hostname and subdomain (a stateful set's hostname is each
+//!   ordinal's `NAME-K` unless its spec sets one);
 //! - a service: `SERVICE.NS.<zone>`: A, its cluster IP (the endpoints' hosts when it has none);
 //!   SRV, its ports (`_PORT._PROTO.SERVICE…` by the target port's name).
 //!
-//! Names under the zone that name nothing are NXDOMAIN; names outside it are REFUSED (this is no
-//! recursive resolver). TTL 1 s: endpoints change within a second of a readiness change.
+//! Names under the zone that name nothing are NXDOMAIN; names outside it are REFUSED at
+//! `[services] dns` (this is no open resolver) and forwarded to the host's resolvers at
+//! `[services] pod_dns`, the address ClusterFirst pods ask (forward.rs says why). TTL 1 s:
+//! endpoints change within a second of a readiness change.
 
 use super::EndpointsKeeper;
 use crate::protocol::AppEndpoints;
 use crate::spec::model::Protocol;
 use hickory_server::net::runtime::Time;
-use hickory_server::proto::op::{Header, HeaderCounts, Metadata, ResponseCode};
+use hickory_server::proto::op::{Header, HeaderCounts, Message, Metadata, ResponseCode};
 use hickory_server::proto::rr::rdata::{A, SRV};
 use hickory_server::proto::rr::{Name, RData, Record, RecordType};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
@@ -62,6 +68,14 @@ pub struct Names {
 struct Instance {
     ip: Ipv4Addr,
     name: Name,
+    index: u32,
+}
+
+impl Instance {
+    /// Its own label: `K`, or a stateful set's `NAME-K`.
+    fn label(&self) -> String {
+        self.name.iter().next().map(|l| String::from_utf8_lossy(l).to_lowercase()).unwrap_or_default()
+    }
 }
 
 impl Names {
@@ -88,30 +102,66 @@ impl Names {
             // The zone and its namespaces exist, with no record of their own.
             [] => found(vec![], vec![]),
             [ns] if apps.iter().any(|a| a.namespace == *ns) => found(vec![], vec![]),
-            [name, ns] => match self.target(apps, ns, name) {
-                Some(t) => self.answer(&t, None, qtype),
-                None => nothing(),
-            },
             [port, proto, name, ns] if port.starts_with('_') && proto.starts_with('_') => {
                 match self.target(apps, ns, name) {
                     Some(t) => self.answer(&t, Some((&port[1..], &proto[1..])), qtype),
                     None => nothing(),
                 }
             }
-            [instance, name, ns] => {
-                let one = apps
-                    .iter()
-                    .filter(|a| a.namespace == *ns && domain_of(a) == *name)
-                    .flat_map(|a| self.instances(a, None))
-                    .find(|(i, _)| i.name.iter().next().is_some_and(|l| l.eq_ignore_ascii_case(instance.as_bytes())));
-                match one {
-                    Some((i, _)) if qtype == RecordType::A => found(vec![a_record(&i.name, i.ip)], vec![]),
-                    Some(_) => found(vec![], vec![]),
-                    None => nothing(),
+            [first, middle @ .., ns] => {
+                if let ([], Some(t)) = (middle, self.target(apps, ns, first)) {
+                    return self.answer(&t, None, qtype);
+                }
+                let ips = self.named(apps, ns, first, middle);
+                if ips.is_empty() {
+                    // A subdomain (or a part of one) that only has names below it.
+                    let below = labels[..labels.len() - 1].join(".");
+                    let above = |sub: &str| sub == below || sub.ends_with(&format!(".{below}"));
+                    let exists = apps.iter().filter(|a| a.namespace == *ns).flat_map(|a| &a.pod_names);
+                    return match exists.into_iter().any(|p| above(&p.subdomain)) {
+                        true => found(vec![], vec![]),
+                        false => nothing(),
+                    };
+                }
+                match qtype {
+                    RecordType::A => {
+                        found(self.turned(ips.into_iter().map(|ip| a_record(&qname, ip)).collect()), vec![])
+                    }
+                    _ => found(vec![], vec![]),
                 }
             }
             _ => nothing(),
         }
+    }
+
+    /// The hosts of the Ready instances `FIRST.MIDDLE.NS` names: an instance (`K.APP`, or a
+    /// stateful set's `NAME-K.DOMAIN` and `K.DOMAIN`, DOMAIN or the app's name), or seed 003's
+    /// `HOSTNAME.SUBDOMAIN`: every instance of every app in NS whose pods have that hostname and
+    /// subdomain (Kubernetes' rule; a stateful set's hostname is each ordinal's `NAME-K` unless
+    /// its spec sets one).
+    fn named(&self, apps: &[AppEndpoints], ns: &str, first: &str, middle: &[&str]) -> BTreeSet<Ipv4Addr> {
+        let mut ips = BTreeSet::new();
+        for app in apps.iter().filter(|a| a.namespace == ns) {
+            let instance_of_app = matches!(middle, [m] if *m == domain_of(app) || *m == app.name);
+            let host_of_app = app.pod_names.as_ref().is_some_and(|p| p.subdomain == middle.join("."));
+            if !instance_of_app && !host_of_app {
+                continue;
+            }
+            for (i, _) in self.instances(app, None) {
+                let ordinal = i.index.to_string();
+                let label = i.label();
+                let by_instance = instance_of_app && (first == label || first == ordinal);
+                let by_host = host_of_app
+                    && app.pod_names.as_ref().is_some_and(|p| match p.hostname.as_str() {
+                        "" => first == label,
+                        hostname => first == hostname,
+                    });
+                if by_instance || by_host {
+                    ips.insert(i.ip);
+                }
+            }
+        }
+        ips
     }
 
     /// What `NAME.NS` names: an app (by its name or its stateful set's domain), or a service.
@@ -225,7 +275,7 @@ impl Names {
                 let name = Name::from_ascii(format!("{label}.{}.{}", domain_of(app), app.namespace))
                     .and_then(|n| n.append_domain(&self.zone));
                 if let Ok(name) = name {
-                    out.push((Instance { ip, name }, e.port));
+                    out.push((Instance { ip, name, index: e.instance }, e.port));
                 }
             }
         }
@@ -282,6 +332,8 @@ struct Responder {
     names: Names,
     keeper: EndpointsKeeper,
     counts: Arc<QueryCounts>,
+    /// Where names outside the zone go (at `pod_dns`); None: they are refused.
+    forward: Option<Arc<super::forward::Upstreams>>,
 }
 
 /// Queries answered since the last summary, by answer (logged once a minute, never per query:
@@ -291,6 +343,7 @@ struct QueryCounts {
     found: AtomicU64,
     no_such_name: AtomicU64,
     refused: AtomicU64,
+    forwarded: AtomicU64,
 }
 
 /// How often the responder's summary is logged (only when it answered anything).
@@ -307,8 +360,8 @@ impl QueryCounts {
     }
 
     /// The counts since the last call, reset.
-    fn take(&self) -> [u64; 3] {
-        [&self.found, &self.no_such_name, &self.refused].map(|c| c.swap(0, Ordering::Relaxed))
+    fn take(&self) -> [u64; 4] {
+        [&self.found, &self.no_such_name, &self.refused, &self.forwarded].map(|c| c.swap(0, Ordering::Relaxed))
     }
 }
 
@@ -322,6 +375,10 @@ impl RequestHandler for Responder {
             [q] => self.names.lookup(&self.keeper.list(None), &Name::from(q.name()), q.query_type()),
             _ => Answer { code: Code::Refused, ..Answer::default() },
         };
+        if let (Code::Refused, Some(forward), [_]) = (answer.code, &self.forward, request.queries.queries()) {
+            self.counts.forwarded.fetch_add(1, Ordering::Relaxed);
+            return self.forwarded(request, response, forward).await;
+        }
         self.counts.count(answer.code);
         if tracing::enabled!(tracing::Level::DEBUG) {
             let asked: Vec<String> =
@@ -349,24 +406,128 @@ impl RequestHandler for Responder {
     }
 }
 
-/// Answers on `address` (UDP and TCP) for as long as the daemon runs. Err: the address cannot
-/// be bound (named).
+impl Responder {
+    /// The upstreams' answer to a query outside the zone, as it came (SERVFAIL when none
+    /// answered).
+    async fn forwarded<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        mut response: R,
+        forward: &super::forward::Upstreams,
+    ) -> ResponseInfo {
+        let builder = MessageResponseBuilder::from_message_request(request);
+        let upstream = forward.ask(request.as_slice()).await.and_then(|raw| Message::from_vec(&raw).ok());
+        let sent = match &upstream {
+            Some(m) => {
+                let mut metadata = m.metadata;
+                metadata.truncation = false;
+                let message = builder.build(metadata, m.answers.iter(), m.authorities.iter(), [], m.additionals.iter());
+                response.send_response(message).await
+            }
+            None => {
+                let mut metadata = Metadata::response_from_request(&request.metadata);
+                metadata.response_code = ResponseCode::ServFail;
+                metadata.recursion_available = true;
+                response.send_response(builder.build_no_records(metadata)).await
+            }
+        };
+        sent.unwrap_or_else(|e| {
+            tracing::debug!("dns: cannot answer {}: {e}", request.src());
+            let mut failed = Metadata::response_from_request(&request.metadata);
+            failed.response_code = ResponseCode::ServFail;
+            Header { metadata: failed, counts: HeaderCounts::default() }.into()
+        })
+    }
+}
+
+/// Answers on `address` (UDP and TCP) for as long as the daemon runs: names outside the zone
+/// refused. Err: the address cannot be bound (named).
 pub async fn serve(address: SocketAddr, zone: &str, keeper: EndpointsKeeper) -> Result<(), String> {
-    let names = Names::new(zone).map_err(|e| format!("services.dns_domain {e}"))?;
     let udp = tokio::net::UdpSocket::bind(address).await.map_err(|e| format!("services.dns {address} (udp): {e}"))?;
     let tcp = tokio::net::TcpListener::bind(address).await.map_err(|e| format!("services.dns {address} (tcp): {e}"))?;
+    serve_on(udp, tcp, zone, keeper, None)
+}
+
+/// What a ClusterFirst pod's resolver is given (seed 003 `dns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodResolver {
+    /// `[services] pod_dns`.
+    pub server: Ipv4Addr,
+    /// The zone, without its final dot.
+    pub zone: String,
+}
+
+impl PodResolver {
+    /// The resolver of a pod in `namespace`: the responder, searching the namespace's names
+    /// then the zone's (`web-1.web`, `NS2.APP` resolve as Kubernetes' short names do).
+    pub fn for_namespace(&self, namespace: &str) -> crate::spec::pod::DnsConfig {
+        crate::spec::pod::DnsConfig {
+            servers: vec![self.server.to_string()],
+            searches: vec![format!("{namespace}.{}", self.zone), self.zone.clone()],
+            options: Vec::new(),
+        }
+    }
+}
+
+/// Why a ClusterFirst pod cannot run on a daemon with no `pod_dns`.
+pub fn no_pod_dns() -> &'static str {
+    "needs this daemon's DNS responder for pods: set `[services] pod_dns` in stewardd.toml (an address \
+     the pods reach; the responder answers on its port 53), or use dns Default"
+}
+
+/// The port ClusterFirst pods' resolvers ask.
+pub const POD_DNS_PORT: u16 = 53;
+
+/// Answers on port 53 of `ip` (`[services] pod_dns`), forwarding names outside the zone to
+/// `upstreams` (`[services] dns_upstream`). An address no link has is put on the host's
+/// loopback first (labelled [`super::vips::DNS_LABEL`]; left there, like cluster IPs). Err:
+/// why it cannot answer there (named).
+pub async fn serve_pods(
+    ip: Ipv4Addr,
+    zone: &str,
+    keeper: EndpointsKeeper,
+    upstreams: &[String],
+    reaper: Option<&crate::runtime::reaper::Reaper>,
+) -> Result<(), String> {
+    let address = SocketAddr::from((ip, POD_DNS_PORT));
+    let udp = match tokio::net::UdpSocket::bind(address).await {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            super::vips::hold_one(reaper, ip, super::vips::DNS_LABEL)
+                .await
+                .map_err(|e| format!("services.pod_dns {ip}: putting it on lo: {e}"))?;
+            tokio::net::UdpSocket::bind(address).await
+        }
+        other => other,
+    };
+    let udp = udp.map_err(|e| format!("services.pod_dns {address} (udp): {e}"))?;
+    let tcp =
+        tokio::net::TcpListener::bind(address).await.map_err(|e| format!("services.pod_dns {address} (tcp): {e}"))?;
+    let forward = super::forward::Upstreams::new(upstreams, address);
+    serve_on(udp, tcp, zone, keeper, Some(Arc::new(forward)))
+}
+
+fn serve_on(
+    udp: tokio::net::UdpSocket,
+    tcp: tokio::net::TcpListener,
+    zone: &str,
+    keeper: EndpointsKeeper,
+    forward: Option<Arc<super::forward::Upstreams>>,
+) -> Result<(), String> {
+    let names = Names::new(zone).map_err(|e| format!("services.dns_domain {e}"))?;
+    let address = udp.local_addr().map_err(|e| e.to_string())?;
     let counts = Arc::new(QueryCounts::default());
-    let mut server = hickory_server::Server::new(Responder { names, keeper, counts: counts.clone() });
+    let mut server = hickory_server::Server::new(Responder { names, keeper, counts: counts.clone(), forward });
     tokio::spawn(async move {
         let mut every = tokio::time::interval(SUMMARY_EVERY);
         every.tick().await;
         loop {
             every.tick().await;
-            let [found, missing, refused] = counts.take();
-            if found + missing + refused > 0 {
+            let [found, missing, refused, forwarded] = counts.take();
+            let all = found + missing + refused + forwarded;
+            if all > 0 {
                 tracing::info!(
-                    "dns: {} queries in the last {} s ({found} answered, {missing} NXDOMAIN, {refused} refused)",
-                    found + missing + refused,
+                    "dns on {address}: {all} queries in the last {} s ({found} answered, {missing} NXDOMAIN, \
+                     {refused} refused, {forwarded} forwarded)",
                     SUMMARY_EVERY.as_secs()
                 );
             }
@@ -385,7 +546,7 @@ pub async fn serve(address: SocketAddr, zone: &str, keeper: EndpointsKeeper) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Endpoint, OrdinalNames, ServiceEntry};
+    use crate::protocol::{Endpoint, OrdinalNames, PodNames, ServiceEntry};
     use crate::spec::model::ServiceType;
 
     fn app(name: &str, instances: &[(u32, &str, u16)]) -> AppEndpoints {
@@ -499,5 +660,52 @@ mod tests {
         assert_eq!(rdata(&a), ["plain.game.steward. 10.0.0.1"]);
         let srv = names.lookup(&apps, &name("plain.game.steward."), RecordType::SRV);
         assert_eq!(rdata(&srv), ["plain.game.steward. 0 1 31000 0.web.game.steward."]);
+    }
+
+    #[test]
+    fn a_stateful_set_answers_its_ordinals_by_number_too() {
+        let names = Names::new("steward").unwrap();
+        let mut db = app("mysql", &[(0, "10.0.0.1", 31000), (1, "10.0.0.3", 31004)]);
+        db.ordinals = Some(OrdinalNames { name: "db".into(), domain: "box".into() });
+        let apps = [db];
+        // ORDINAL.NAME.NAMESPACE, under the set's domain or the app's name; the answer is owned
+        // by the name asked (a resolver drops records of another name).
+        for asked in ["1.box.game.steward.", "1.mysql.game.steward.", "db-1.mysql.game.steward."] {
+            assert_eq!(rdata(&names.lookup(&apps, &name(asked), RecordType::A)), [format!("{asked} 10.0.0.3")]);
+        }
+        assert_eq!(names.lookup(&apps, &name("2.box.game.steward."), RecordType::A).code, Code::NoSuchName);
+        assert_eq!(names.lookup(&apps, &name("db-1.other.game.steward."), RecordType::A).code, Code::NoSuchName);
+    }
+
+    #[test]
+    fn hostname_subdomain_names_every_instance_with_that_hostname() {
+        let names = Names::new("steward").unwrap();
+        // Two apps in one subdomain; `web` has two instances sharing its hostname.
+        let mut web = app("web", &[(0, "10.0.0.1", 31000), (1, "10.0.0.2", 31001)]);
+        web.pod_names = Some(PodNames { hostname: "front".into(), subdomain: "edge".into() });
+        let mut api = app("api", &[(0, "10.0.0.5", 31002)]);
+        api.pod_names = Some(PodNames { hostname: "back".into(), subdomain: "edge".into() });
+        // A stateful set with no hostname: each ordinal is its own `NAME-K`.
+        let mut db = app("db", &[(0, "10.0.0.7", 31003), (2, "10.0.0.8", 31004)]);
+        db.ordinals = Some(OrdinalNames { name: "db".into(), domain: "db".into() });
+        db.pod_names = Some(PodNames { hostname: String::new(), subdomain: "store.int".into() });
+        let apps = [web, api, db];
+        let a = names.lookup(&apps, &name("Front.edge.game.steward."), RecordType::A);
+        assert_eq!(rdata(&a), ["front.edge.game.steward. 10.0.0.1", "front.edge.game.steward. 10.0.0.2"]);
+        let a = names.lookup(&apps, &name("back.edge.game.steward."), RecordType::A);
+        assert_eq!(rdata(&a), ["back.edge.game.steward. 10.0.0.5"]);
+        let a = names.lookup(&apps, &name("db-2.store.int.game.steward."), RecordType::A);
+        assert_eq!(rdata(&a), ["db-2.store.int.game.steward. 10.0.0.8"]);
+        // The name exists with no AAAA; the subdomain and its parts exist with nothing of
+        // their own; another hostname, namespace or ordinal is no name.
+        let aaaa = names.lookup(&apps, &name("front.edge.game.steward."), RecordType::AAAA);
+        assert_eq!((aaaa.code, aaaa.answers.len()), (Code::Found, 0));
+        for empty in ["edge.game.steward.", "store.int.game.steward.", "int.game.steward."] {
+            let a = names.lookup(&apps, &name(empty), RecordType::A);
+            assert_eq!((a.code, a.answers.len()), (Code::Found, 0), "{empty}");
+        }
+        for missing in ["side.edge.game.steward.", "front.edge.other.steward.", "db-1.store.int.game.steward."] {
+            assert_eq!(names.lookup(&apps, &name(missing), RecordType::A).code, Code::NoSuchName, "{missing}");
+        }
     }
 }

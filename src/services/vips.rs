@@ -31,6 +31,14 @@ async fn held(reaper: Option<&Reaper>) -> Result<BTreeSet<Ipv4Addr>, String> {
     Ok(infos.filter_map(|a| a["local"].as_str()?.parse().ok()).collect())
 }
 
+/// The label of the address ClusterFirst pods ask (`[services] pod_dns`), when `lo` holds it.
+pub const DNS_LABEL: &str = "lo:steward-dns";
+
+/// Makes `lo` hold `ip` under `label` (kept as it is when it has it already).
+pub async fn hold_one(reaper: Option<&Reaper>, address: Ipv4Addr, label: &str) -> Result<(), String> {
+    ip(reaper, &["addr", "replace", &format!("{address}/32"), "dev", "lo", "label", label], "").await.map(drop)
+}
+
 /// Makes `lo` hold exactly `wanted` under [`LABEL`].
 pub async fn hold(reaper: Option<&Reaper>, wanted: &BTreeSet<Ipv4Addr>) -> Result<(), String> {
     let now = held(reaper).await?;

@@ -50,6 +50,32 @@ mod tests {
         }
     }
 
+    /// Seed 003 `dns` as the pod's network takes it, and a stateful set's pod named as its
+    /// ordinal (its DNS names' `NAME-K`) unless it sets a hostname; a HOST pod keeps the host's.
+    #[test]
+    fn a_pods_resolver_policy_and_ordinal_hostname_render() {
+        let ports = [("http".to_string(), 31005u16)].into_iter().collect();
+        let ctx = render::RenderContext { roots: &roots(), host_ip: "10.0.0.9".into(), allocated_ports: &ports };
+        let rendered = |extra: serde_json::Value, index: u32| {
+            let spec = super::super::from_document(&pod(extra), &roots()).unwrap();
+            render::render(&spec, index, &ctx).unwrap().pod.unwrap()
+        };
+        let p = rendered(serde_json::json!({"spec": {"template": {"spec": {"dns": "ClusterFirst"}}}}), 0);
+        assert!(p.cluster_dns);
+        assert_eq!(p.hostname, "");
+        let host = |dns: &str| serde_json::json!({"spec": {"template": {"spec": {"network": "HOST", "dns": dns}}}});
+        assert!(!rendered(host("ClusterFirst"), 0).cluster_dns, "a HOST pod's ClusterFirst is Default");
+        assert!(rendered(host("ClusterFirstWithHostNet"), 0).cluster_dns);
+        let set = serde_json::json!({"statefulSet": {"name": "db"}, "spec": {"instance": 3}});
+        assert_eq!(rendered(set.clone(), 2).hostname, "db-2");
+        let mut named = set.clone();
+        merge(&mut named, serde_json::json!({"spec": {"template": {"spec": {"hostname": "game"}}}}));
+        assert_eq!(rendered(named, 2).hostname, "game");
+        let mut on_host = set;
+        merge(&mut on_host, serde_json::json!({"spec": {"template": {"spec": {"network": "HOST"}}}}));
+        assert_eq!(rendered(on_host, 2).hostname, "", "a HOST pod has the host's name");
+    }
+
     #[test]
     fn a_valid_pod_renders_ports_env_and_dollar_copies() {
         let mut doc = pod(serde_json::json!({}));

@@ -93,6 +93,7 @@ impl Supervisor {
             )));
         }
         self.check_paths(&spec, selection.as_deref())?;
+        check_pod_dns(&spec, self.shared.pod_dns.is_some())?;
         self.admit(&spec, selection.as_deref())?;
         // The spec a failed rollout left, applied again by whoever may retry it: the rollout is
         // tried again (failed_rollout.rs) rather than nothing done.
@@ -463,4 +464,18 @@ pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<Insta
 /// `restartPolicy` (see [`super::revisions::what_runs`]).
 pub(super) fn same_template(a: &ProcessSpec, b: &ProcessSpec) -> bool {
     super::revisions::what_runs(a) == super::revisions::what_runs(b)
+}
+
+/// A ClusterFirst pod (seed 003 `dns`) needs the daemon's responder for pods: refused, naming
+/// the field and the config key, where none is configured.
+fn check_pod_dns(spec: &ProcessSpec, configured: bool) -> Result<(), SupervisorError> {
+    let t = &spec.spec.template.spec;
+    if !spec.is_pod() || !t.dns.cluster_first(t.network) || configured {
+        return Ok(());
+    }
+    let why = format!("{:?} {}", t.dns, crate::services::dns::no_pod_dns());
+    Err(SupervisorError::InvalidSpec(crate::spec::SpecErrors(vec![crate::spec::SpecError::new(
+        "spec.template.spec.dns",
+        why,
+    )])))
 }

@@ -74,6 +74,8 @@ pub struct SupervisorConfig {
     /// `runtime = "hollow"`: every instance is hollow (instance/hollow.rs), and nothing of the
     /// host's runtime is used (no pidfile watch, no log rotation, no CNI retries).
     pub hollow: bool,
+    /// What ClusterFirst pods ask (`[services] pod_dns`); None: they are refused.
+    pub pod_dns: Option<crate::services::dns::PodResolver>,
 }
 
 /// Where the CNI plugins and configurations are, and whether BRIDGE and USER pods use them.
@@ -122,6 +124,8 @@ pub struct Shared {
     pub networks: Arc<crate::cni::pods::PodNetworks>,
     /// BRIDGE and USER pods get CNI networking.
     pub cni_mode: bool,
+    /// See [`SupervisorConfig::pod_dns`].
+    pub pod_dns: Option<crate::services::dns::PodResolver>,
     /// Pidfile directories watched by starts waiting for their pidfile.
     pub dirs: crate::runtime::dirwatch::DirWatch,
     /// The tasks limit of a process that sets none (`default_tasks_max`; None: unlimited).
@@ -269,6 +273,7 @@ impl Supervisor {
             default_tasks_max: config.default_tasks_max,
             networks,
             cni_mode: config.cni.enabled,
+            pod_dns: config.pod_dns,
             docker,
             store,
             reaper,

@@ -39,6 +39,58 @@ pub fn sh(name: &str, script: &str) -> serde_json::Value {
     serde_json::json!({"name": name, "image": IMAGE, "command": {"value": "/bin/sh", "arguments": ["-c", script]}})
 }
 
+/// An image with busybox and the host's glibc `getent` (busybox has none): what a pod's own
+/// resolver library does with its resolv.conf, search domains included.
+pub const GETENT_IMAGE: &str = "steward-getent:test";
+
+/// Builds [`GETENT_IMAGE`] on the shared engine once: busybox, getent and the libraries `ldd`
+/// names.
+pub fn getent_image() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if docker(SHARED_SOCKET, &["image", "inspect", GETENT_IMAGE]).0 == 0 {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["bin", "usr/bin", "etc", "tmp"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        let getent = which("getent");
+        let mut files = vec![("/bin/busybox".to_string(), "bin/busybox".to_string())];
+        files.push((getent.clone(), "usr/bin/getent".into()));
+        let ldd = Command::new("ldd").arg(&getent).output().unwrap();
+        for lib in String::from_utf8_lossy(&ldd.stdout).split_whitespace().filter(|w| w.starts_with('/')) {
+            files.push((lib.to_string(), lib.trim_start_matches('/').to_string()));
+        }
+        for (from, to) in &files {
+            let to = r.join(to);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(from, &to).unwrap_or_else(|e| panic!("{from}: {e}"));
+        }
+        for applet in ["sh", "sleep", "cat"] {
+            std::os::unix::fs::symlink("busybox", r.join("bin").join(applet)).unwrap();
+        }
+        let tar = Command::new("tar").arg("-C").arg(r).args(["-c", "."]).output().unwrap();
+        let mut import = Command::new("docker")
+            .args(["-H", &format!("unix://{SHARED_SOCKET}"), "import", "-", GETENT_IMAGE])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        import.stdin.take().unwrap().write_all(&tar.stdout).unwrap();
+        assert!(import.wait().unwrap().success(), "docker import {GETENT_IMAGE}");
+    });
+}
+
+fn which(program: &str) -> String {
+    let out = Command::new("sh").args(["-c", &format!("command -v {program}")]).output().unwrap();
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(Path::new(&path).is_absolute(), "{program} not found");
+    path
+}
+
 /// Makes sure the shared dockerd answers and has the busybox image (once per test binary).
 pub fn shared_engine() {
     USED.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -37,6 +37,9 @@ pub struct PodStart<'a> {
     /// Values of seed-001 `$` variables known only now (a CNI pod's `HOST`, `BCS_CNI_NAME`):
     /// the env entries that copy them take them (see `RenderedContainer::copies`).
     pub dollar: &'a [(String, String)],
+    /// A ClusterFirst pod's resolver (the daemon's responder and its search domains), before
+    /// the pod's own `dnsConfig`.
+    pub cluster_dns: Option<&'a crate::spec::pod::DnsConfig>,
 }
 
 /// A pod's network holder as started.
@@ -70,21 +73,26 @@ pub fn gpu_request(count: i64) -> bollard::models::DeviceRequest {
     }
 }
 
-/// The pod's host name, domain and resolver (seed 003 `hostname`, `subdomain`, `dnsConfig`)
-/// on the container that owns its network: its holder, or its only container.
-fn pod_identity(pod: &crate::spec::pod::RenderedPod, body: &mut ContainerCreateBody) {
+/// The pod's host name, domain and resolver (seed 003 `hostname`, `subdomain`, `dns`,
+/// `dnsConfig`) on the container that owns its network: its holder, or its only container.
+fn pod_identity(start: &PodStart<'_>, body: &mut ContainerCreateBody) {
+    let pod = start.pod;
     if !pod.hostname.is_empty() {
         body.hostname = Some(pod.hostname.clone());
     }
     if !pod.subdomain.is_empty() {
         body.domainname = Some(pod.subdomain.clone());
     }
-    if let (Some(dns), Some(host)) = (&pod.dns, body.host_config.as_mut()) {
-        let list = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
-        host.dns = list(&dns.servers);
-        host.dns_search = list(&dns.searches);
-        host.dns_options = list(&dns.options);
-    }
+    let Some(host) = body.host_config.as_mut() else { return };
+    // The responder's server and searches first, the pod's own after them.
+    let parts: Vec<&crate::spec::pod::DnsConfig> = start.cluster_dns.into_iter().chain(&pod.dns).collect();
+    let list = |of: fn(&crate::spec::pod::DnsConfig) -> &Vec<String>| {
+        let all: Vec<String> = parts.iter().flat_map(|d| of(d).iter().cloned()).collect();
+        (!all.is_empty()).then_some(all)
+    };
+    host.dns = list(|d| &d.servers);
+    host.dns_search = list(|d| &d.searches);
+    host.dns_options = list(|d| &d.options);
 }
 
 impl Docker {
@@ -234,7 +242,7 @@ impl Docker {
         };
         // The containers that join its network take its name and resolver (Docker gives a
         // `container:` network's joiner the owner's hostname and resolv.conf).
-        pod_identity(start.pod, &mut body);
+        pod_identity(start, &mut body);
         let name = format!("steward-{}-network", start.pod_id);
         let options = q::CreateContainerOptions { name: Some(name), ..Default::default() };
         let created = self.client()?.create_container(Some(options), body).await.map_err(|e| self.error(NAME, e))?;
@@ -428,7 +436,7 @@ impl Docker {
             ..Default::default()
         };
         if owns_network {
-            pod_identity(start.pod, &mut body);
+            pod_identity(start, &mut body);
         }
         Ok(body)
     }

@@ -307,6 +307,7 @@ impl Scheduler {
             services: named.services,
             port_protocols: named.port_protocols,
             ordinals: named.ordinals,
+            pod_names: named.pod_names,
         };
         if let Err(e) = self.store.put_endpoints(&endpoints).await {
             return tracing::warn!("storing the endpoints of {key}: {e}");
@@ -370,6 +371,7 @@ struct Described {
     services: Vec<crate::protocol::ServiceEntry>,
     port_protocols: BTreeMap<String, crate::spec::model::Protocol>,
     ordinals: Option<crate::protocol::OrdinalNames>,
+    pod_names: Option<crate::protocol::PodNames>,
 }
 
 impl Described {
@@ -400,13 +402,26 @@ impl Described {
             let or_app = |s: &str| if s.is_empty() { spec.metadata.name.clone() } else { s.to_string() };
             crate::protocol::OrdinalNames { name: or_app(&set.name), domain: or_app(&set.domain) }
         });
-        Described { services, port_protocols, ordinals }
+        let pod_names = pod_names(&spec);
+        Described { services, port_protocols, ordinals, pod_names }
     }
 
     /// Whether `kept` carries this already.
     fn is_in(&self, kept: &AppEndpoints) -> bool {
-        kept.services == self.services && kept.port_protocols == self.port_protocols && kept.ordinals == self.ordinals
+        kept.services == self.services
+            && kept.port_protocols == self.port_protocols
+            && kept.ordinals == self.ordinals
+            && kept.pod_names == self.pod_names
     }
+}
+
+/// A pod's `hostname.subdomain` names (seed 003): only with a subdomain, and a hostname or a
+/// stateful set (whose ordinals are each named `NAME-K`).
+fn pod_names(spec: &crate::spec::ProcessSpec) -> Option<crate::protocol::PodNames> {
+    let t = &spec.spec.template.spec;
+    let named = !t.subdomain.is_empty() && (!t.hostname.is_empty() || spec.stateful_set.is_some());
+    (spec.is_pod() && named)
+        .then(|| crate::protocol::PodNames { hostname: t.hostname.clone(), subdomain: t.subdomain.clone() })
 }
 
 impl Scheduler {
@@ -621,4 +636,37 @@ fn name_clashes(spec: &crate::spec::ProcessSpec, key: &AppId, apps: &[Stored]) -
 
 fn one_error(at: &str, message: String) -> crate::spec::SpecErrors {
     crate::spec::SpecErrors(vec![crate::spec::SpecError::new(at, message)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::PodNames;
+    use serde_json::json;
+
+    fn pod(template: serde_json::Value, top: serde_json::Value) -> serde_json::Value {
+        let mut spec = json!({"apiVersion": "v4", "kind": "pod", "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"instance": 2, "template": {"spec": {"network": "BRIDGE", "containers": [
+                {"name": "main", "image": "busybox", "command": {"value": "sleep"}}]}}}});
+        for (k, v) in template.as_object().unwrap() {
+            spec["spec"]["template"]["spec"][k] = v.clone();
+        }
+        for (k, v) in top.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        spec
+    }
+
+    /// What every daemon's DNS names a pod by: its hostname and subdomain, only when both make
+    /// a name (a stateful set's ordinals are their own hostnames).
+    #[test]
+    fn a_pods_hostname_and_subdomain_travel_with_its_endpoints() {
+        let names = |t, top| Described::of(&pod(t, top)).pod_names;
+        let both = names(json!({"hostname": "front", "subdomain": "edge"}), json!({}));
+        assert_eq!(both, Some(PodNames { hostname: "front".into(), subdomain: "edge".into() }));
+        let set = names(json!({"subdomain": "edge"}), json!({"statefulSet": {}}));
+        assert_eq!(set, Some(PodNames { hostname: String::new(), subdomain: "edge".into() }));
+        assert_eq!(names(json!({"subdomain": "edge"}), json!({})), None);
+        assert_eq!(names(json!({"hostname": "front"}), json!({})), None);
+    }
 }

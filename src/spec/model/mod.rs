@@ -206,7 +206,12 @@ pub struct TemplateSpec {
     pub hostname: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
-    /// `kind: pod` only: the pod's resolver (its containers' /etc/resolv.conf).
+    /// `kind: pod` only (seed 003 `dns`): the host's resolver (Default) or the daemon's DNS
+    /// responder first (ClusterFirst, ClusterFirstWithHostNet).
+    #[serde(skip_serializing_if = "is_default")]
+    pub dns: pod::DnsPolicy,
+    /// `kind: pod` only: the pod's resolver (its containers' /etc/resolv.conf); added to what
+    /// `dns` gives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dns_config: Option<pod::DnsConfig>,
     /// `kind: pod` only (seed 003 `host`): share the host's pid and ipc namespaces.

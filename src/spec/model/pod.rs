@@ -87,6 +87,31 @@ pub struct DnsConfig {
     pub options: Vec<String>,
 }
 
+/// Seed 003 pod `dns`: whose resolver the pod's containers ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum DnsPolicy {
+    /// The host's (Docker's copy of the host's resolv.conf): seed 003's default.
+    #[default]
+    Default,
+    /// The daemon's DNS responder (`[services] pod_dns`), searching `NS.<zone>` and `<zone>`;
+    /// it forwards every other name to the host's resolvers. A HOST pod takes Default.
+    ClusterFirst,
+    /// ClusterFirst, for a HOST pod too.
+    ClusterFirstWithHostNet,
+}
+
+impl DnsPolicy {
+    /// Whether a pod networked as `network` asks the responder (Kubernetes' rule: a plain
+    /// ClusterFirst HOST pod keeps the host's resolver).
+    pub fn cluster_first(self, network: NetworkMode) -> bool {
+        match self {
+            DnsPolicy::Default => false,
+            DnsPolicy::ClusterFirst => network != NetworkMode::Host,
+            DnsPolicy::ClusterFirstWithHostNet => true,
+        }
+    }
+}
+
 /// Seed 003 `host`: the host's namespaces a pod shares (`network` is seed 001's HOST mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

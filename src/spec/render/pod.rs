@@ -174,6 +174,10 @@ pub struct RenderedPod {
     pub hostname: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    /// Seed 003 `dns` ClusterFirst as the pod's network takes it: its resolver is the daemon's
+    /// DNS responder (`[services] pod_dns`), then `dns`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_dns: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<crate::spec::pod::DnsConfig>,
     #[serde(default)]
@@ -297,11 +301,31 @@ pub fn render_pod(
         containers,
         init_containers,
         image_pull_secrets: t.image_pull_secrets.clone(),
-        hostname: t.hostname.clone(),
+        hostname: hostname_of(spec, id),
         subdomain: t.subdomain.clone(),
+        cluster_dns: t.dns.cluster_first(t.network),
         dns: t.dns_config.clone(),
         host: t.host,
         volumes,
+    }
+}
+
+/// The pod's host name: its `hostname`; else, in a stateful set, the ordinal's own `NAME-K`
+/// (Kubernetes' rule: what `NAME-K.SUBDOMAIN` and `NAME-K.DOMAIN` name in the responder) where
+/// that is a DNS label; else none (Docker's). A HOST pod has the host's.
+fn hostname_of(spec: &ProcessSpec, id: &InstanceId) -> String {
+    let t = &spec.spec.template.spec;
+    match &spec.stateful_set {
+        Some(set) if t.hostname.is_empty() && t.network != NetworkMode::Host => {
+            let name = if set.name.is_empty() { &spec.metadata.name } else { &set.name };
+            let label = format!("{name}-{}", id.index);
+            if crate::spec::validate::pod::dns_label(&label) {
+                label
+            } else {
+                String::new()
+            }
+        }
+        _ => t.hostname.clone(),
     }
 }
 

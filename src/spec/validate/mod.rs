@@ -112,6 +112,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         ("imagePullSecrets", !spec.spec.template.spec.image_pull_secrets.is_empty()),
         ("hostname", !spec.spec.template.spec.hostname.is_empty()),
         ("subdomain", !spec.spec.template.spec.subdomain.is_empty()),
+        ("dns", spec.spec.template.spec.dns != Default::default()),
         ("dnsConfig", spec.spec.template.spec.dns_config.is_some()),
         ("host", spec.spec.template.spec.host != Default::default()),
         ("volumes", !spec.spec.template.spec.volumes.is_empty()),

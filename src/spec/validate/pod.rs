@@ -489,7 +489,7 @@ fn resources(r: &ContainerResources, at: &Path, errors: &mut Errors) {
 }
 
 /// A DNS label: 1-63 lowercase letters, digits and '-', not at either end.
-fn dns_label(s: &str) -> bool {
+pub(crate) fn dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -502,7 +502,7 @@ fn dns_name(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(dns_label)
 }
 
-/// The pod's `hostname`, `subdomain` and `dnsConfig` (seed 003): names as DNS has them, servers
+/// The pod's `hostname`, `subdomain`, `dns` and `dnsConfig` (seed 003): names as DNS has them, servers
 /// as IP addresses; a HOST pod has the host's name (Docker refuses another).
 fn identity(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
     let host = t.network == NetworkMode::Host;
@@ -528,16 +528,27 @@ fn identity(t: &TemplateSpec, at: &Path, errors: &mut Errors) {
     }
     let Some(dns) = &t.dns_config else { return };
     let dp = at.field("dnsConfig");
-    if dns.servers.len() > 3 {
-        errors.add(&dp.field("servers"), format!("{} servers: a resolver reads at most 3", dns.servers.len()));
+    // ClusterFirst puts the responder first and its two search domains before these.
+    let (servers, searches) = match t.dns.cluster_first(t.network) {
+        true => (2, 4),
+        false => (3, 6),
+    };
+    let beside = |n: usize| match t.dns.cluster_first(t.network) {
+        true => format!(", {n} beside dns {:?}'s own", t.dns),
+        false => String::new(),
+    };
+    if dns.servers.len() > servers {
+        let why = format!("{} servers: a resolver reads at most 3{}", dns.servers.len(), beside(servers));
+        errors.add(&dp.field("servers"), why);
     }
     for (i, s) in dns.servers.iter().enumerate() {
         if s.parse::<std::net::IpAddr>().is_err() {
             errors.add(&dp.field("servers").index(i), format!("{s:?} is not an IP address"));
         }
     }
-    if dns.searches.len() > 6 {
-        errors.add(&dp.field("searches"), format!("{} search domains: a resolver reads at most 6", dns.searches.len()));
+    if dns.searches.len() > searches {
+        let why = format!("{} search domains: a resolver reads at most 6{}", dns.searches.len(), beside(searches));
+        errors.add(&dp.field("searches"), why);
     }
     for (i, s) in dns.searches.iter().enumerate() {
         if !dns_name(s) {

@@ -116,6 +116,15 @@ impl Workload for Pod {
             Err(_) if cancel.is_set() => return Launched::Cancelled,
             Err(e) => return Launched::Failed(format!("pod start failed: {e}")),
         }
+        let cluster_dns = match (pod.cluster_dns, &cx.shared.pod_dns) {
+            (true, Some(resolver)) => Some(resolver.for_namespace(&cx.rec.id.namespace)),
+            // Refused at apply; a spec stored before the daemon lost its `pod_dns` fails here.
+            (true, None) => {
+                let why = crate::services::dns::no_pod_dns();
+                return Launched::Failed(format!("pod start failed: spec.template.spec.dns {why}"));
+            }
+            (false, _) => None,
+        };
         let mut start = PodStart {
             instance: &instance,
             pod_id: &pod_id,
@@ -126,6 +135,7 @@ impl Workload for Pod {
             log_dir: &rendered.run_dir,
             cni,
             dollar: &[],
+            cluster_dns: cluster_dns.as_ref(),
         };
         // Cancelled, the start removes what it made (see `Docker::start_pod`).
         let holder = match docker.start_pod_holder(&start, &|| cancel.is_set()).await {
