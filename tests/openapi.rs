@@ -26,8 +26,8 @@ use steward::protocol::{
     AppOnNode, Applied, ContainerExited, DaemonEvent, Deleted, DeployCause, DesiredChange, ErrorBody, ErrorResponse,
     Event, EventBody, ExitStatus, HealthBody, HealthChanged, Heartbeat, InstanceChange, InstanceList, InstanceOnNode,
     InstanceStatus, JournalBounds, Kind, LogLine, NoDetail, NodeDocument, NodeItem, NodeLine, OomKilled, PortsDocument,
-    ReadyChanged, ResourcesDocument, RestartedBy, SchedEvent, SchedLine, SpecUpdated, State, StopGoal, StreamLine,
-    Transition, Usage, ValuesBody, ValuesList, ValuesSummary,
+    ReadyChanged, ResourcesDocument, RestartedBy, ScaleInPhase, SchedEvent, SchedLine, SpecUpdated, State, StopGoal,
+    StreamLine, Transition, Usage, ValuesBody, ValuesList, ValuesSummary,
 };
 use steward::spec::model::RestartPolicyKind;
 
@@ -707,6 +707,20 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
         DaemonEvent::ConfigmapUpdated { namespace: namespace.clone(), name: name.clone(), keys: vec![] },
         DaemonEvent::ConfigmapDeleted { namespace, name },
         DaemonEvent::VolumeRemoved { namespace: "ns".into(), name: "world".into(), ordinal: 1, volume: "save".into() },
+        DaemonEvent::ScaleIn {
+            app: "ns/world".into(),
+            ordinal: 2,
+            run: "world-scale-in-2-g4".into(),
+            step: "kept".into(),
+            reason: "hook run ns/world-scale-in-2-g4 is Failed: players 5".into(),
+        },
+        DaemonEvent::ScaleIn {
+            app: "ns/world".into(),
+            ordinal: 1,
+            run: "world-scale-in-1-g4".into(),
+            step: "waiting".into(),
+            reason: String::new(),
+        },
         DaemonEvent::RolloutStarted { app: "ns/app".into(), revision: 2, from: 1 },
         DaemonEvent::RolloutBatch { app: "ns/app".into(), revision: 2, steps: Default::default() },
         DaemonEvent::RolloutBatch {
@@ -777,6 +791,7 @@ fn all_daemon_events() -> Vec<DaemonEvent> {
             | DaemonEvent::ConfigmapUpdated { .. }
             | DaemonEvent::ConfigmapDeleted { .. }
             | DaemonEvent::VolumeRemoved { .. }
+            | DaemonEvent::ScaleIn { .. }
             | DaemonEvent::RolloutStarted { .. }
             | DaemonEvent::RolloutBatch { .. }
             | DaemonEvent::RolloutPaused { .. }
@@ -1192,8 +1207,31 @@ fn every_protocol_type_matches_its_schema() {
     conforms_as(
         &c,
         "RolloutBody",
-        &RolloutBody { app: "ns/app".into(), revision: 1, rollout: None, progress: Default::default() },
+        &RolloutBody {
+            app: "ns/app".into(),
+            revision: 1,
+            rollout: None,
+            progress: Default::default(),
+            scale_in: vec![],
+        },
     );
+    let scale_in = [steward::protocol::ScaleInPhase::Waiting, ScaleInPhase::Kept, ScaleInPhase::Held].map(|phase| {
+        steward::protocol::ScaleIn {
+            ordinal: 2,
+            since_ms: 5,
+            run: "world-scale-in-2-g4".into(),
+            phase,
+            reason: if phase == ScaleInPhase::Waiting { String::new() } else { "hook run … is Failed".into() },
+        }
+    });
+    let body = RolloutBody {
+        app: "ns/world".into(),
+        revision: 1,
+        rollout: None,
+        progress: Default::default(),
+        scale_in: scale_in.to_vec(),
+    };
+    conforms_as(&c, "RolloutBody", &body);
     let phases = [
         RolloutPhase::Progressing,
         RolloutPhase::Paused,
@@ -1219,8 +1257,13 @@ fn every_protocol_type_matches_its_schema() {
             message: "hook run ns/app-2-1-check".into(),
         };
         conforms_as(&c, "Rollout", &rollout);
-        let body =
-            RolloutBody { app: "ns/app".into(), revision: 2, rollout: Some(rollout), progress: progress.clone() };
+        let body = RolloutBody {
+            app: "ns/app".into(),
+            revision: 2,
+            rollout: Some(rollout),
+            progress: progress.clone(),
+            scale_in: vec![],
+        };
         conforms_as(&c, "RolloutBody", &body);
     }
 
@@ -2239,8 +2282,13 @@ async fn real_responses_match_the_document() {
     assert!(types.is_subset(&documented), "undocumented event types: {:?}", types.difference(&documented));
     // oomKilled needs the OOM killer: every other type but a pod's was seen here.
     let unseen: Vec<&String> = documented.difference(&types).collect();
-    // containerExited and imagePulled need Docker (tests/pods.rs, tests/image_pulls.rs see them).
-    assert_eq!(unseen, ["containerExited", "imagePulled", "oomKilled"], "documented event types this test did not see");
+    // containerExited and imagePulled need Docker (tests/pods.rs, tests/image_pulls.rs see them);
+    // scaleIn a hook endpoint (tests/scale_in_hooks.rs sees every step).
+    assert_eq!(
+        unseen,
+        ["containerExited", "imagePulled", "oomKilled", "scaleIn"],
+        "documented event types this test did not see"
+    );
 
     // Unknown routes and methods answer in the error shape too (described in info.description).
     let r = call(&d, "GET", "/v1/nope", None).await;

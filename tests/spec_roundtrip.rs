@@ -270,6 +270,15 @@ fn hook_step() -> impl Strategy<Value = HookStep> {
         .prop_map(|(template, args)| HookStep { template, args })
 }
 
+fn scale_in_hook() -> impl Strategy<Value = ScaleInHook> {
+    let on_timeout = prop_oneof![Just(OnTimeout::Keep), Just(OnTimeout::Delete)];
+    (hook_step(), option::of(seconds()), on_timeout).prop_map(|(hook, timeout_seconds, on_timeout)| ScaleInHook {
+        hook,
+        timeout_seconds,
+        on_timeout,
+    })
+}
+
 fn rollout_step() -> impl Strategy<Value = RolloutStep> {
     prop_oneof![
         count_or_percent().prop_map(|p| RolloutStep { partition: Some(p), ..Default::default() }),
@@ -290,7 +299,7 @@ fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
         option::of(seconds()),
         option::of(seconds()),
         any::<bool>(),
-        (vec(rollout_step(), 0..3), option::of(hook_step()), option::of(hook_step())),
+        (vec(rollout_step(), 0..3), option::of(hook_step()), option::of(hook_step()), option::of(scale_in_hook())),
     )
         .prop_map(
             |(
@@ -301,7 +310,7 @@ fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
                 pause_seconds,
                 deadline,
                 auto_rollback,
-                (steps, pre_hook, post_hook),
+                (steps, pre_hook, post_hook, scale_in),
             )| {
                 UpdateStrategy {
                     kind,
@@ -314,6 +323,7 @@ fn update_strategy() -> impl Strategy<Value = UpdateStrategy> {
                     steps,
                     pre_hook,
                     post_hook,
+                    scale_in,
                 }
             },
         )

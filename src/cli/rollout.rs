@@ -3,7 +3,7 @@
 
 use super::steward::{exit, Output, RolloutCommand};
 use crate::client::{Client, ClientError};
-use crate::protocol::{RolloutBody, RolloutPhase};
+use crate::protocol::{RolloutBody, RolloutPhase, ScaleInPhase};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -104,7 +104,21 @@ fn describe(body: &RolloutBody) -> String {
         p.ready,
         if p.spares > 0 { format!(", {} surge", p.spares) } else { String::new() }
     );
-    match &body.rollout {
+    // Each instance a scale-in removes at its hook's word, on a line of its own.
+    let scale_in: String = body
+        .scale_in
+        .iter()
+        .map(|s| {
+            let why = if s.reason.is_empty() { format!("hook run {}", s.run) } else { s.reason.clone() };
+            let phase = match s.phase {
+                ScaleInPhase::Waiting => "scale-in waits on its hook",
+                ScaleInPhase::Kept => "kept by its scale-in hook (steward rollout resume runs it again)",
+                ScaleInPhase::Held => "held by its scale-in hook (steward rollout resume removes it)",
+            };
+            format!("\n  {}/{}: {phase}: {why}", body.app, s.ordinal)
+        })
+        .collect();
+    let line = match &body.rollout {
         None => format!("{}: revision {}, never rolled out here; {counts}", body.app, body.revision),
         Some(r) => {
             let phase = match &r.phase {
@@ -124,7 +138,8 @@ fn describe(body: &RolloutBody) -> String {
             };
             format!("{}: revision {} (from {}), {phase}{at}; {counts}", body.app, r.target, r.from)
         }
-    }
+    };
+    line + &scale_in
 }
 
 /// A bar of `width` cells, `done` of `of` filled.

@@ -1318,6 +1318,7 @@ mod tests {
                 revision,
                 rollout: None,
                 progress: crate::protocol::RolloutProgress { instances: 3, updated: 3, ready: 3, spares: 0 },
+                scale_in: Vec::new(),
             }))
         };
         let status = crate::sched::scheduler::SchedRolloutStatus {

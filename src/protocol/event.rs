@@ -236,6 +236,17 @@ pub enum DaemonEvent {
         namespace: String,
         name: String,
     },
+    /// A scale-in's step for one instance (the app's `strategy.scaleIn` hook): `waiting` on its
+    /// run, `removed` at its word (or the time limit's, onTimeout Delete), `kept` (the hook said
+    /// no, or the time limit), `held` (Inconclusive), `cancelled` (scaled back over it).
+    ScaleIn {
+        app: String,
+        ordinal: u32,
+        run: String,
+        step: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+    },
     /// A kept volume of an ordinal (seed 003 Dynamic, Isolated) was removed (`steward volume rm`).
     VolumeRemoved {
         namespace: String,
@@ -412,6 +423,7 @@ impl EventBody {
                 | DaemonEvent::RolloutFailed { app, .. }
                 | DaemonEvent::RolloutRolledBack { app, .. }
                 | DaemonEvent::RolloutGate { app, .. }
+                | DaemonEvent::ScaleIn { app, .. }
                 | DaemonEvent::JobRunEnded { app, .. }
                 | DaemonEvent::JobEnded { app, .. }
                 | DaemonEvent::CronTick { app, .. },

@@ -38,7 +38,9 @@ pub use node::{
     AppOnNode, DesiredMark, DesiredOutcome, HostDesired, InstanceOnNode, JournalBounds, NodeDocument, PortRange,
     PortsDocument, ResourcesDocument,
 };
-pub use rollout::{RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, UndoRequest};
+pub use rollout::{
+    RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, ScaleIn, ScaleInPhase, UndoRequest,
+};
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, SchedEvent, SchedLine, WatchLine};
 pub use sched_api::{
     AppDetail, ConfigValue, Constraint, CopiedOnNode, CordonRequest, Cursors, DependencyRequest, DeployRequest,

@@ -144,4 +144,34 @@ pub struct RolloutBody {
     pub revision: u64,
     pub rollout: Option<Rollout>,
     pub progress: RolloutProgress,
+    /// Instances a scale-in removes once the app's `strategy.scaleIn` hook says so.
+    #[serde(default, rename = "scaleIn", skip_serializing_if = "Vec::is_empty")]
+    pub scale_in: Vec<ScaleIn>,
+}
+
+/// An instance the app no longer counts, removed only at its `strategy.scaleIn` hook's word
+/// (issue 47; seed 004's hooks on scaling, GameDeployment's PreDeleteHook).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleIn {
+    pub ordinal: u32,
+    /// When the scale-in asked for its removal (ms).
+    pub since_ms: u64,
+    /// The HookRun that decides it (in the app's namespace).
+    pub run: String,
+    pub phase: ScaleInPhase,
+    /// Why it is kept or held: the run's verdict and message, or the time limit.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScaleInPhase {
+    /// Its hook runs: the instance serves meanwhile.
+    Waiting,
+    /// The hook said no (Failed, Error) or the time limit kept it: it stays until an operator
+    /// resumes (the hook runs again) or scales back over it.
+    Kept,
+    /// Inconclusive: waits for an operator (resume removes it).
+    Held,
 }

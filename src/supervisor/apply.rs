@@ -214,9 +214,39 @@ impl Supervisor {
         let is_cron = cron.is_some();
         // A fence holds across applies: only a scheduler's desired set lifts it.
         let fenced = previous.as_ref().and_then(|p| p.fenced.clone());
-        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron, fenced });
+        // Instances no longer counted wait on the app's scaleIn hook, durably with this spec.
+        let here: Vec<u32> = {
+            let instances = self.instances.lock().expect("instances lock");
+            let of_app =
+                instances.keys().filter(|i| i.namespace == spec.metadata.namespace && i.name == spec.metadata.name);
+            of_app.map(|i| i.index).collect()
+        };
+        let counted: Vec<u32> = ids.iter().map(|i| i.index).collect();
+        let rollout_spares = rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
+        let (scale_in, cancelled) = super::scale_in::after_apply(
+            previous.as_ref().map_or(&[][..], |p| &p.scale_in),
+            spec.strategy.scale_in.as_ref(),
+            &here,
+            &counted,
+            &rollout_spares,
+            super::scale_in::Apply { name: &spec.metadata.name, generation, now_ms: crate::clock::now_ms() },
+        );
+        let before: Vec<u32> =
+            previous.as_ref().map(|p| p.scale_in.iter().map(|s| s.ordinal).collect()).unwrap_or_default();
+        let mut scale_in_events: Vec<DaemonEvent> = scale_in
+            .iter()
+            .filter(|s| !before.contains(&s.ordinal))
+            .map(|s| super::scale_in::event(&key, s, "waiting", "no longer counted by the app's spec"))
+            .collect();
+        scale_in_events.extend(
+            cancelled.iter().map(|s| super::scale_in::event(&key, s, "cancelled", "counted again by the app's spec")),
+        );
+        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron, fenced, scale_in });
         let value = serde_json::to_value(&*entry).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
+        for e in scale_in_events {
+            batch.push_event(EventBody::Daemon(e).to_value());
+        }
         if let Some((failed, to)) = rollback {
             let event =
                 DaemonEvent::RolloutRolledBack { app: key.clone(), revision: failed, to, new_revision: revision };
@@ -234,7 +264,9 @@ impl Supervisor {
         // nothing, and an instance the apply creates is durable with it (see `new_records`).
         self.allocate_ports(&entry.spec, &ids, &mut batch)?;
         let created = self.missing(&ids);
-        let spares: Vec<u32> = entry.rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
+        let mut spares: Vec<u32> = entry.rollout.as_ref().map(|r| r.spares.clone()).unwrap_or_default();
+        // Not deleted below: removed at their hook's word.
+        spares.extend(entry.scale_in.iter().map(|s| s.ordinal));
         let records = new_records((generation, revision), &created, &mut batch)?;
         self.commit(batch).await?;
         crate::failpoint::hit("apply-spec-committed");
@@ -280,7 +312,11 @@ impl Supervisor {
         if is_cron {
             self.spawn_cron(key.clone());
         }
+        if entry.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting) {
+            self.spawn_scale_in(key.clone());
+        }
         drop(applying);
+        self.end_cancelled_runs(&entry.spec.metadata.namespace, &cancelled).await;
         changed.extend(created.iter().cloned());
         changed.sort();
         // Scaled down or moved to another host: delete the instances not (or no longer) here.

@@ -27,6 +27,7 @@ pub(super) enum Drive {
     Rollout,
     Job,
     Cron,
+    ScaleIn,
 }
 
 /// What a pass asks for next.
@@ -89,6 +90,7 @@ impl Supervisor {
                     Drive::Rollout => sup.rollout_pass(&app, &mut failing_since).await,
                     Drive::Job => sup.job_pass(&app).await,
                     Drive::Cron => sup.cron_pass(&app).await,
+                    Drive::ScaleIn => sup.scale_in_pass(&app).await,
                 };
                 let (until_ms, on_hooks) = match next {
                     Next::Done => return,

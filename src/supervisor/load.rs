@@ -91,7 +91,9 @@ impl Supervisor {
             // the instances it did not move where they are, and its spares with them — and the
             // failed ones it keeps for their output (failed_rollout.rs).
             let rollout = spec.rollout.as_ref();
-            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index) || r.kept.contains(&rec.id.index));
+            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index) || r.kept.contains(&rec.id.index))
+                // Removed only at its scaleIn hook's word (scale_in.rs).
+                || spec.scale_in.iter().any(|s| s.ordinal == rec.id.index);
             if rollout.is_some() && rec.revision != spec.revision {
                 // Not (yet) moved by the rollout: it runs its own revision until the rollout's
                 // task (started below, if it progresses) moves it.
@@ -142,6 +144,18 @@ impl Supervisor {
         for app in rolling {
             tracing::info!(app = %app, "resuming its rollout");
             self.spawn_rollout(app);
+        }
+        let scaling_in: Vec<String> = self
+            .specs
+            .lock()
+            .expect("specs lock")
+            .iter()
+            .filter(|(_, e)| e.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for app in scaling_in {
+            tracing::info!(app = %app, "resuming its scale-in");
+            self.spawn_scale_in(app);
         }
         // A failed rollout whose autoRollback the daemon's end cut short (roll_back changes
         // nothing where it went back already: the app's current rollout is then the rollback).

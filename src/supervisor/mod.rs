@@ -23,6 +23,7 @@ mod paths;
 pub mod revisions;
 pub mod rollout;
 mod rotation;
+mod scale_in;
 
 pub use apply::ApplyOutcome;
 use load::{ensure_reachable, open_store};

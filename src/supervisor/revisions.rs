@@ -112,6 +112,7 @@ impl Supervisor {
                 job: None,
                 cron: None,
                 fenced: None,
+                scale_in: Vec::new(),
             }),
             None => {
                 tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");

@@ -349,6 +349,17 @@ impl Supervisor {
             .min()
             .or_else(|| members.iter().filter(|m| !m.spare).map(|m| m.id).min())
             .unwrap_or(0);
+        self.instance_hook_args(entry, canary, hook)
+    }
+
+    /// A hook's args for instance `index` of the app: the hook's values with the instance's
+    /// `${...}` filled in, then its facts for the template's args without a value.
+    pub(super) fn instance_hook_args(
+        &self,
+        entry: &SpecEntry,
+        canary: u32,
+        hook: &crate::spec::model::HookStep,
+    ) -> Result<BTreeMap<String, String>, String> {
         let facts = self.instance_facts(entry, canary);
         let mut values = BTreeMap::from([
             ("hostip".to_string(), facts.host_ip.clone()),
@@ -467,6 +478,8 @@ impl Supervisor {
         instances
             .iter()
             .filter(|(id, _)| &id.namespace == ns && &id.name == name)
+            // Waiting on a scale-in's hook: no longer the app's, not moved (scale_in.rs).
+            .filter(|(id, _)| !entry.scale_in.iter().any(|s| s.ordinal == id.index))
             .map(|(id, h)| {
                 let rec = h.status.borrow();
                 Member {
@@ -674,7 +687,13 @@ impl Supervisor {
                 }
             }
         }
-        RolloutBody { app: app_key(ns, name), revision: entry.revision, rollout: entry.rollout.clone(), progress }
+        RolloutBody {
+            app: app_key(ns, name),
+            revision: entry.revision,
+            rollout: entry.rollout.clone(),
+            progress,
+            scale_in: entry.scale_in.clone(),
+        }
     }
 
     /// `steward rollout pause`: the rollout takes no further step (instances mid-step finish
@@ -683,9 +702,20 @@ impl Supervisor {
         self.set_phase(namespace, name, RolloutPhase::Paused).await
     }
 
-    /// `steward rollout resume`: a paused rollout goes on from where its instances are.
+    /// `steward rollout resume`: a paused rollout goes on from where its instances are; a
+    /// scale-in's held removals go on and its kept ones' hooks run again (scale_in.rs).
     pub async fn resume_rollout(&self, namespace: &str, name: &str) -> Result<RolloutBody, SupervisorError> {
-        self.set_phase(namespace, name, RolloutPhase::Progressing).await
+        let app = app_key(namespace, name);
+        let scaled_in = self.resume_scale_in(&app).await?;
+        match self.set_phase(namespace, name, RolloutPhase::Progressing).await {
+            // Nothing of a rollout to resume, but a scale-in was.
+            Err(SupervisorError::Conflict(_)) if scaled_in => {
+                let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+                let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+                Ok(self.rollout_body(&entry))
+            }
+            other => other,
+        }
     }
 
     async fn set_phase(

@@ -43,6 +43,41 @@ pub struct UpdateStrategy {
     /// passes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub post_hook: Option<HookStep>,
+    /// A hook run for each instance a scale-in removes (issue 47; seed 004's hooks on scaling,
+    /// GameDeployment's PreDeleteHook): the instance goes only when its run is Successful.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_in: Option<ScaleInHook>,
+}
+
+/// `strategy.scaleIn`: the hook, and how long a removal waits for its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ScaleInHook {
+    /// Its args may take the removed instance's `${hostip}`, `${ports.NAME}`, `${instanceid}`.
+    pub hook: HookStep,
+    /// Seconds a removal waits for the run's verdict (default 600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// What the time limit does: `Keep` the instance (the default: nothing is removed without
+    /// a verdict) or `Delete` it.
+    #[serde(skip_serializing_if = "super::is_default")]
+    pub on_timeout: OnTimeout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OnTimeout {
+    #[default]
+    Keep,
+    Delete,
+}
+
+/// How long a scale-in's removal waits for its hook's verdict by default.
+pub const DEFAULT_SCALE_IN_TIMEOUT_SECS: u64 = 600;
+
+impl ScaleInHook {
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout_seconds.unwrap_or(DEFAULT_SCALE_IN_TIMEOUT_SECS)
+    }
 }
 
 /// One step of `strategy.steps`: exactly one of its fields.
@@ -169,6 +204,9 @@ impl UpdateStrategy {
         }
         if let Some(h) = &self.post_hook {
             hooks.push(("postHook".to_string(), h));
+        }
+        if let Some(s) = &self.scale_in {
+            hooks.push(("scaleIn.hook".to_string(), &s.hook));
         }
         hooks
     }

@@ -97,6 +97,11 @@ pub(super) fn strategy(s: &UpdateStrategy, instances: u32, at: &Path, errors: &m
             last = last.max(n);
         }
     }
+    if let Some(t) = s.scale_in.as_ref().and_then(|h| h.timeout_seconds) {
+        if t == 0 || t > MAX_DAY_SECS {
+            errors.add(&at.field("scaleIn").field("timeoutSeconds"), format!("must be 1 to {MAX_DAY_SECS} seconds"));
+        }
+    }
     for (path, hook) in s.hooks() {
         let at = at.field(&path);
         if let Err(e) = crate::hooks::run::check_name(&hook.template) {

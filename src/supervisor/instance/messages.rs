@@ -34,6 +34,11 @@ pub struct SpecEntry {
     /// `disconnect.stopAfterSecs` (see supervisor/desired.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fenced: Option<Fenced>,
+    /// Instances a scale-in removes at the `strategy.scaleIn` hook's word (supervisor/scale_in.rs):
+    /// durable with the apply that no longer counts them, so a kill -9 never removes one
+    /// without its verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale_in: Vec<crate::protocol::ScaleIn>,
 }
 
 /// A fence: since when, and the instances it stopped (started again when it is lifted).

@@ -1,0 +1,236 @@
+//! Hooks on scaling (issue 47): an app's `strategy.scaleIn` hook decides each removal a
+//! scale-in asks for, on the real stewardd with a real HTTP endpoint on 127.0.0.1 that tells
+//! each game server's players. A server with players is kept, one without is removed once its
+//! run says so; a kill -9 in the middle loses and repeats nothing; resume runs a kept one's hook
+//! again; scaling back cancels a removal; the time limit does what onTimeout says.
+
+mod common;
+
+use common::http::serve_targets;
+use common::Daemon;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use steward::protocol::{DaemonEvent, EventBody, ScaleIn, ScaleInPhase};
+
+/// Each ordinal's players, as its endpoint tells them.
+type Players = Arc<Mutex<BTreeMap<u32, u32>>>;
+
+/// An endpoint answering `/players/K` with `{"players": N}`.
+async fn players_endpoint(players: &Players) -> u16 {
+    let players = players.clone();
+    serve_targets(move |target| {
+        let ordinal: u32 = target.rsplit('/').next().and_then(|k| k.parse().ok()).unwrap_or(u32::MAX);
+        let n = players.lock().unwrap().get(&ordinal).copied().unwrap_or(99);
+        json!({"players": n}).to_string()
+    })
+    .await
+}
+
+/// The template: `count` measurements a second apart, Successful while no one plays.
+fn put_template(d: &Daemon, count: u32) {
+    let doc = json!({"kind": "HookTemplate", "metadata": {"name": "drained", "namespace": "test"},
+        "spec": {"args": [{"name": "port"}, {"name": "ordinal"}],
+                 "metrics": [{"name": "players", "count": count, "interval": "1s",
+                              "successCondition": "asInt(result) == 0",
+                              "provider": {"web": {"url": "http://127.0.0.1:{{ args.port }}/players/{{ args.ordinal }}",
+                                                   "jsonPath": "{$.players}"}}}]}});
+    let file = d.path().join("drained.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let (code, out, err) = d.cli(&["hook", "template", "apply", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+fn world(instances: u32, port: u16, scale_in: Value) -> Value {
+    let mut hook = json!({"hook": {"template": "drained", "args": [
+        {"name": "port", "value": port.to_string()}, {"name": "ordinal", "value": "${instanceid}"}]}});
+    if let (Some(h), Value::Object(extra)) = (hook.as_object_mut(), scale_in) {
+        h.extend(extra);
+    }
+    common::spec(
+        "world",
+        instances,
+        json!({"startCmd": "exec sleep 1000"}),
+        json!({"strategy": {"scaleIn": hook}, "restartPolicy": {"policy": "Always", "interval": 0}}),
+    )
+}
+
+async fn ordinals(d: &Daemon) -> Vec<u32> {
+    let mut list: Vec<u32> = d.client.list(&[("name", "world")]).await.unwrap().iter().map(|s| s.id.index).collect();
+    list.sort();
+    list
+}
+
+async fn scale_in(d: &Daemon) -> Vec<ScaleIn> {
+    d.client.rollout_status("test", "world").await.unwrap().scale_in
+}
+
+/// Waits until the app's scale-in list is `pred`'s.
+async fn wait_scale_in(d: &Daemon, secs: u64, pred: impl Fn(&[ScaleIn]) -> bool) -> Vec<ScaleIn> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let list = scale_in(d).await;
+        if pred(&list) {
+            return list;
+        }
+        assert!(std::time::Instant::now() < deadline, "scale-in: {list:#?}\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The scale-in events journaled, as (ordinal, step).
+async fn steps(d: &Daemon) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    d.client
+        .events(0, false, |ev| {
+            if let EventBody::Daemon(DaemonEvent::ScaleIn { ordinal, step, .. }) = ev.body {
+                out.push((ordinal, step));
+            }
+            true
+        })
+        .await
+        .unwrap();
+    out
+}
+
+async fn running(d: &Daemon, n: u32) {
+    for i in 0..n {
+        d.wait_state(&common::id("test", "world", i), steward::supervisor::state::Kind::Running, 30).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_in_removes_a_server_only_when_its_hook_says_its_players_are_gone() {
+    let mut d = Daemon::start("scale-in");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(0, 7), (1, 0), (2, 5)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 3);
+    d.apply_json(&world(3, port, json!({}))).await;
+    running(&d, 3).await;
+
+    // 3 → 1: both wait on their runs, still serving.
+    d.apply_json(&world(1, port, json!({}))).await;
+    let list = scale_in(&d).await;
+    assert_eq!(
+        list.iter().map(|s| (s.ordinal, s.phase)).collect::<Vec<_>>(),
+        [(1, ScaleInPhase::Waiting), (2, ScaleInPhase::Waiting)]
+    );
+    assert_eq!(ordinals(&d).await, [0, 1, 2], "nothing removed before its verdict");
+    // Ordinal 2's players fail its run at once: kept, and told why.
+    let list = wait_scale_in(&d, 20, |l| l.iter().any(|s| s.ordinal == 2 && s.phase == ScaleInPhase::Kept)).await;
+    let two = list.iter().find(|s| s.ordinal == 2).unwrap();
+    assert!(two.reason.contains("is Failed") && two.reason.contains(&two.run), "{two:?}");
+    let (code, out, err) = d.cli(&["rollout", "status", "test/world"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("test/world/2: kept by its scale-in hook"), "{out}");
+    // Ordinal 1's run (three measurements, a second apart) is cut by a kill -9 half-way.
+    let one = list.iter().find(|s| s.ordinal == 1).unwrap().clone();
+    assert_eq!(one.phase, ScaleInPhase::Waiting, "{list:?}");
+    d.kill9();
+    d.spawn();
+    // The same run goes on after the restart, and its verdict removes ordinal 1 only.
+    wait_scale_in(&d, 30, |l| !l.iter().any(|s| s.ordinal == 1)).await;
+    assert_eq!(ordinals(&d).await, [0, 2], "ordinal 1 removed, the server with players kept");
+    let runs = d.client.hook_runs(Some("test"), Some("steward/app=test/world")).await.unwrap();
+    let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["world-scale-in-1-g2", "world-scale-in-2-g2"], "one run per removal, none made twice");
+    let run = runs.iter().find(|r| r.name == one.run).unwrap();
+    assert_eq!(run.measurements, 3, "{run:?}");
+    assert_eq!(
+        steps(&d).await,
+        [(1, "waiting".into()), (2, "waiting".into()), (2, "kept".into()), (1, "removed".into())],
+        "each step told once"
+    );
+    // The kept one keeps running; a restart of the daemon neither removes nor restarts it.
+    let before = d.client.status(&common::id("test", "world", 2)).await.unwrap();
+    d.restart(true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = d.client.status(&common::id("test", "world", 2)).await.unwrap();
+    assert_eq!((before.pid, before.restarts), (after.pid, after.restarts));
+    assert_eq!(scale_in(&d).await.len(), 1);
+
+    // Its players gone, an operator resumes: its hook runs again, and it goes.
+    players.lock().unwrap().insert(2, 0);
+    let (code, out, err) = d.cli(&["rollout", "resume", "test/world"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait_scale_in(&d, 30, |l| l.is_empty()).await;
+    assert_eq!(ordinals(&d).await, [0]);
+
+    // Scaled back over a removal that waits: cancelled, its run ended, the instance kept.
+    d.apply_json(&world(2, port, json!({}))).await;
+    running(&d, 2).await;
+    players.lock().unwrap().insert(1, 0);
+    d.apply_json(&world(1, port, json!({}))).await;
+    let waiting = wait_scale_in(&d, 10, |l| l.len() == 1).await;
+    let pid = d.client.status(&common::id("test", "world", 1)).await.unwrap().pid;
+    d.apply_json(&world(2, port, json!({}))).await;
+    assert!(scale_in(&d).await.is_empty());
+    let run = d.client.hook_run("test", &waiting[0].run, Some(Duration::from_secs(10))).await.unwrap();
+    assert!(run.is_done(), "{run:?}");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let status = d.client.status(&common::id("test", "world", 1)).await.unwrap();
+    assert_eq!(status.pid, pid, "the cancelled removal's instance runs on");
+    assert!(steps(&d).await.ends_with(&[(1, "waiting".into()), (1, "cancelled".into())]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_without_a_verdict_in_time_is_kept_or_deleted_as_on_timeout_says() {
+    let d = Daemon::start("scale-in-timeout");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(1, 0), (2, 0)])));
+    let port = players_endpoint(&players).await;
+    // Ten measurements a second apart: no verdict within the 2 s limit.
+    put_template(&d, 10);
+    d.apply_json(&world(3, port, json!({"timeoutSeconds": 2}))).await;
+    running(&d, 3).await;
+    d.apply_json(&world(2, port, json!({"timeoutSeconds": 2}))).await;
+    let list = wait_scale_in(&d, 20, |l| l.iter().all(|s| s.phase == ScaleInPhase::Kept)).await;
+    assert!(list[0].reason.contains("gave no verdict in 2 s (onTimeout Keep)"), "{list:?}");
+    assert_eq!(ordinals(&d).await, [0, 1, 2]);
+    let run = d.client.hook_run("test", &list[0].run, None).await.unwrap();
+    assert!(run.is_done(), "its run ended at the limit: {run:?}");
+
+    // onTimeout Delete, scaling in further: removed at the limit.
+    d.apply_json(&world(1, port, json!({"timeoutSeconds": 2, "onTimeout": "Delete"}))).await;
+    wait_scale_in(&d, 20, |l| l.iter().all(|s| s.ordinal != 1)).await;
+    assert_eq!(ordinals(&d).await, [0, 2], "ordinal 1 deleted at the limit; ordinal 2 stays kept");
+    // Refused by name: a limit out of range, a template that is not stored.
+    let mut bad = world(1, port, json!({"timeoutSeconds": 0}));
+    bad["strategy"]["scaleIn"]["hook"]["template"] = json!("nowhere");
+    let err = d.client.apply(&bad.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();
+    assert!(err.contains("strategy.scaleIn.timeoutSeconds: must be 1 to"), "{err}");
+    let mut bad = world(1, port, json!({}));
+    bad["strategy"]["scaleIn"]["hook"]["template"] = json!("nowhere");
+    let err = d.client.apply(&bad.to_string(), steward::spec::Format::Json).await.unwrap_err().to_string();
+    assert!(err.contains("strategy.scaleIn.hook.template: no hook template test/nowhere"), "{err}");
+}
+
+/// A kill -9 between the instance's removal and its record's: the restart finds the instance
+/// gone and finishes the removal, told once; nothing else is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_between_the_removal_and_its_record_finishes_it_once() {
+    let mut d = Daemon::start("scale-in-crash");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(1, 0)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 1);
+    d.apply_json(&world(2, port, json!({}))).await;
+    running(&d, 2).await;
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "scale-in-deleted@1".into())];
+    d.restart(false);
+    let client = d.client.clone();
+    let _ = client.apply(&world(1, port, json!({})).to_string(), steward::spec::Format::Json).await;
+    let pid = d.pid();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while common::alive(pid) {
+        assert!(std::time::Instant::now() < deadline, "the failpoint was not reached\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.env.clear();
+    d.kill9();
+    d.spawn();
+    wait_scale_in(&d, 20, |l| l.is_empty()).await;
+    assert_eq!(ordinals(&d).await, [0]);
+    let told: Vec<(u32, String)> = steps(&d).await;
+    assert_eq!(told, [(1, "waiting".into()), (1, "removed".into())]);
+}
