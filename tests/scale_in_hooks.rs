@@ -234,3 +234,41 @@ async fn a_kill_between_the_removal_and_its_record_finishes_it_once() {
     let told: Vec<(u32, String)> = steps(&d).await;
     assert_eq!(told, [(1, "waiting".into()), (1, "removed".into())]);
 }
+
+/// `steward delete NS/APP` of an app with a scaleIn hook: each instance at its own run's word,
+/// the spec once the last has gone (also across a kill -9); one with players keeps the app
+/// until it is forced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apps_delete_waits_for_each_instances_hook_unless_forced() {
+    let mut d = Daemon::start("scale-in-delete");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(0, 0), (1, 0), (2, 4)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 2);
+    d.apply_json(&world(3, port, json!({}))).await;
+    running(&d, 3).await;
+    let (code, out, err) = d.cli(&["delete", "test/world", "--timeout", "0"]);
+    assert_eq!((code, out.trim()), (0, "test/world: deleting"), "{err}");
+    assert_eq!(ordinals(&d).await, [0, 1, 2], "nothing removed before its verdict");
+    d.kill9();
+    d.spawn();
+    let list = wait_scale_in(&d, 20, |l| l.len() == 1 && l[0].phase == ScaleInPhase::Kept).await;
+    assert_eq!(list[0].ordinal, 2);
+    assert_eq!(ordinals(&d).await, [2], "the servers without players went");
+    let (code, _, err) = d.cli(&["delete", "test/world", "--timeout", "2"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("delete did not finish in 2 s"), "{err}");
+    // An operator's word: at once.
+    let (code, out, err) = d.cli(&["delete", "test/world", "--force", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("test/world: deleted with test/world/2"), "{out}");
+    assert!(d.client.rollout_status("test", "world").await.is_err(), "the app is gone");
+    let removed: Vec<(u32, String)> = steps(&d).await.into_iter().filter(|(_, s)| s == "removed").collect();
+    assert_eq!(removed, [(0, "removed".into()), (1, "removed".into())], "each told once");
+    // An app whose every instance says yes goes by itself, its delete answered when it has.
+    d.apply_json(&world(2, port, json!({}))).await;
+    running(&d, 2).await;
+    let (code, out, err) = d.cli(&["delete", "test/world", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("test/world: deleted with test/world/0, test/world/1"), "{out}");
+    assert!(d.client.rollout_status("test", "world").await.is_err(), "the app is gone");
+}

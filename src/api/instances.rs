@@ -80,6 +80,9 @@ pub(super) struct ActionQuery {
     exit_code: Option<i32>,
     /// ...or the signal that ends it.
     signal: Option<i32>,
+    /// An app's delete: at once, without its `strategy.scaleIn` hook's word.
+    #[serde(default)]
+    force: bool,
 }
 
 /// The instance actions, as the route's `{action}` names them.
@@ -157,8 +160,24 @@ pub(super) async fn delete_app(
     }
     let timeout = q.timeout.map(secs).transpose()?;
     let sup_app = app.clone();
+    let force = q.force;
     // In its own task, like an instance's delete: a client hanging up cannot cut it short.
-    let work = tokio::spawn(async move { sup_app.supervisor.delete_app(&namespace, &name).await });
+    let work = tokio::spawn(async move {
+        let supervisor = &sup_app.supervisor;
+        let of_app = |s: &crate::supervisor::record::InstanceStatus| s.id.namespace == namespace && s.id.name == name;
+        let ids: Vec<InstanceId> =
+            supervisor.list(&Default::default()).into_iter().filter(of_app).map(|s| s.id).collect();
+        match supervisor.delete_app_gated(&namespace, &name, force).await? {
+            Some(ids) => Ok::<_, SupervisorError>(ids),
+            // At its scale-in hooks' word: done when its spec is gone.
+            None => loop {
+                if !supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name) {
+                    break Ok(ids);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            },
+        }
+    });
     let deleted =
         |ids: Vec<InstanceId>| Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response();
     match timeout {

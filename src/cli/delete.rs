@@ -8,7 +8,7 @@ use crate::client::{parse_instance_id, Client, ClientError};
 
 pub(super) async fn delete(client: &Client, t: DeleteTargets, output: Output) -> Result<i32, ClientError> {
     if let Some(apps) = t.apps() {
-        return delete_apps(client, &apps, t.timeout, output).await;
+        return delete_apps(client, &apps, t.timeout, t.force, output).await;
     }
     if t.ids.iter().any(|i| parse_instance_id(i).is_err()) {
         crate::esay!("steward: name instances (namespace/name/index) or apps (namespace/name), not both");
@@ -66,6 +66,7 @@ async fn delete_apps(
     client: &Client,
     apps: &[(String, String)],
     timeout: f64,
+    force: bool,
     output: Output,
 ) -> Result<i32, ClientError> {
     let timeout = (timeout > 0.0).then_some(timeout);
@@ -73,7 +74,7 @@ async fn delete_apps(
     let mut deleted = Vec::new();
     for (namespace, name) in apps {
         let app = format!("{namespace}/{name}");
-        match client.delete_app(namespace, name, timeout).await {
+        match client.delete_app_with(namespace, name, timeout, force).await {
             Ok(Some(ids)) => {
                 if output == Output::Text {
                     match ids.is_empty() {

@@ -590,6 +590,9 @@ pub struct DeleteTargets {
     /// Seconds to wait for each to finish (0 = do not wait).
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+    /// Apps: delete at once, without their scale-in hook's word (strategy.scaleIn).
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl DeleteTargets {

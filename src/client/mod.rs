@@ -725,9 +725,27 @@ impl Client {
         name: &str,
         timeout: Option<f64>,
     ) -> Result<Option<Vec<String>>, ClientError> {
+        self.delete_app_with(namespace, name, timeout, false).await
+    }
+
+    /// As [`Client::delete_app`]; `force`: at once, without the app's scale-in hook's word.
+    pub async fn delete_app_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Option<f64>,
+        force: bool,
+    ) -> Result<Option<Vec<String>>, ClientError> {
         let mut path = format!("/v1/apps/{}/{}", encode(namespace), encode(name));
+        let mut query = Vec::new();
         if let Some(t) = timeout {
-            path.push_str(&format!("?timeout={t}"));
+            query.push(format!("timeout={t}"));
+        }
+        if force {
+            query.push("force=true".to_string());
+        }
+        if !query.is_empty() {
+            path.push_str(&format!("?{}", query.join("&")));
         }
         let (status, bytes) = self.call(Method::DELETE, &path, None).await?;
         if status != 200 {

@@ -229,7 +229,7 @@ impl Supervisor {
             &here,
             &counted,
             &rollout_spares,
-            super::scale_in::Apply { name: &spec.metadata.name, generation, now_ms: crate::clock::now_ms() },
+            super::scale_in::Apply { name: &spec.metadata.name, generation, now_ms: crate::clock::now_ms(), tag: "" },
         );
         let before: Vec<u32> =
             previous.as_ref().map(|p| p.scale_in.iter().map(|s| s.ordinal).collect()).unwrap_or_default();
@@ -241,7 +241,18 @@ impl Supervisor {
         scale_in_events.extend(
             cancelled.iter().map(|s| super::scale_in::event(&key, s, "cancelled", "counted again by the app's spec")),
         );
-        let entry = Arc::new(SpecEntry { spec, generation, selection, revision, rollout, job, cron, fenced, scale_in });
+        let entry = Arc::new(SpecEntry {
+            spec,
+            generation,
+            selection,
+            revision,
+            rollout,
+            job,
+            cron,
+            fenced,
+            scale_in,
+            deleting: false,
+        });
         let value = serde_json::to_value(&*entry).map_err(|e| SupervisorError::Failed(e.to_string()))?;
         let mut batch = Batch::new().put(Table::Specs, &key, &value).event(body);
         for e in scale_in_events {

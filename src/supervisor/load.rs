@@ -150,7 +150,10 @@ impl Supervisor {
             .lock()
             .expect("specs lock")
             .iter()
-            .filter(|(_, e)| e.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting))
+            .filter(|(_, e)| {
+                e.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting)
+                    || (e.deleting && e.scale_in.is_empty())
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for app in scaling_in {

@@ -113,6 +113,7 @@ impl Supervisor {
                 cron: None,
                 fenced: None,
                 scale_in: Vec::new(),
+                deleting: false,
             }),
             None => {
                 tracing::warn!("{app}: revision {n} is no longer kept; its instances take the current one");

@@ -33,7 +33,7 @@ pub(super) fn after_apply(
     spares: &[u32],
     apply: Apply<'_>,
 ) -> (Vec<ScaleIn>, Vec<ScaleIn>) {
-    let Apply { name, generation, now_ms } = apply;
+    let Apply { name, generation, now_ms, tag } = apply;
     let (mut kept, cancelled): (Vec<ScaleIn>, Vec<ScaleIn>) =
         previous.iter().cloned().partition(|s| hook.is_some() && !counted.contains(&s.ordinal));
     if hook.is_some() {
@@ -44,7 +44,7 @@ pub(super) fn after_apply(
             kept.push(ScaleIn {
                 ordinal,
                 since_ms: now_ms,
-                run: run_name(name, ordinal, generation),
+                run: format!("{}{tag}", run_name(name, ordinal, generation)),
                 phase: ScaleInPhase::Waiting,
                 reason: String::new(),
             });
@@ -60,6 +60,8 @@ pub(super) struct Apply<'a> {
     pub name: &'a str,
     pub generation: u64,
     pub now_ms: u64,
+    /// Told apart in the runs' names: `""` for an apply, `"-delete"` for the app's delete.
+    pub tag: &'a str,
 }
 
 /// The HookRun deciding ordinal `ordinal`'s removal asked by the apply of `generation`.
@@ -99,6 +101,17 @@ impl Supervisor {
     /// One look at `app`'s waiting removals: each run created, or its verdict carried out.
     pub(super) async fn scale_in_pass(&self, app: &str) -> Next {
         let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return Next::Done };
+        if entry.deleting && entry.scale_in.is_empty() {
+            // Deleted at its hooks' word: the last instance went, the spec goes.
+            let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+            return match self.forget_app(ns, name).await {
+                Ok(()) => Next::Done,
+                Err(e) => {
+                    tracing::warn!(app = %app, "removing the deleted app's spec: {e}");
+                    Next::retry()
+                }
+            };
+        }
         let Some(hook) = entry.spec.strategy.scale_in.clone() else { return Next::Done };
         let waiting: Vec<ScaleIn> =
             entry.scale_in.iter().filter(|s| s.phase == ScaleInPhase::Waiting).cloned().collect();
@@ -253,6 +266,48 @@ impl Supervisor {
         Ok(())
     }
 
+    /// `steward delete NS/APP`: without `force`, an app with a `scaleIn` hook is deleted at its
+    /// word: every instance waits on its own run as in a scale-in to 0 (recorded with the app's
+    /// `deleting`, durably), and the spec goes once the last has. None: so recorded (the driver
+    /// carries it out); Some: deleted at once (no hook, no instance, a job, or forced).
+    pub async fn delete_app_gated(
+        &self,
+        namespace: &str,
+        name: &str,
+        force: bool,
+    ) -> Result<Option<Vec<InstanceId>>, SupervisorError> {
+        let app = app_key(namespace, name);
+        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        let hook = entry.spec.strategy.scale_in.clone().filter(|_| !force && !entry.spec.runs_to_completion());
+        let Some(hook) = hook else { return self.delete_app(namespace, name).await.map(Some) };
+        let applying = self.applying.lock().await;
+        let current = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let current = current.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        let here: Vec<u32> = {
+            let instances = self.instances.lock().expect("instances lock");
+            instances.keys().filter(|i| i.namespace == namespace && i.name == name).map(|i| i.index).collect()
+        };
+        if here.is_empty() {
+            drop(applying);
+            return self.delete_app(namespace, name).await.map(Some);
+        }
+        let apply = Apply { name, generation: current.generation, now_ms: crate::clock::now_ms(), tag: "-delete" };
+        let (list, _) = after_apply(&current.scale_in, Some(&hook), &here, &[], &[], apply);
+        let mut batch = Batch::new();
+        for s in list.iter().filter(|s| !current.scale_in.iter().any(|c| c.ordinal == s.ordinal)) {
+            batch.push_event(EventBody::Daemon(event(&app, s, "waiting", "the app is being deleted")).to_value());
+        }
+        let next = SpecEntry { scale_in: list, deleting: true, ..(*current).clone() };
+        let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+        batch.push_put(Table::Specs, &app, &value);
+        self.commit(batch).await?;
+        self.specs.lock().expect("specs lock").insert(app.clone(), Arc::new(next));
+        drop(applying);
+        self.spawn_scale_in(app);
+        Ok(None)
+    }
+
     /// An operator's `rollout resume` for the app's scale-in: a held removal (Inconclusive)
     /// goes on, a kept one's hook runs again (a new run). Whether there was one.
     pub(super) async fn resume_scale_in(&self, app: &str) -> Result<bool, SupervisorError> {
@@ -313,15 +368,27 @@ mod tests {
     fn a_scale_in_lists_what_it_no_longer_counts_and_a_scale_out_cancels_it() {
         let h = hook();
         // 3 → 1: ordinals 1 and 2 wait on their runs; the spare is the rollout's.
-        let (list, cancelled) =
-            after_apply(&[], Some(&h), &[0, 1, 2, 5], &[0], &[5], Apply { name: "world", generation: 4, now_ms: 1000 });
+        let (list, cancelled) = after_apply(
+            &[],
+            Some(&h),
+            &[0, 1, 2, 5],
+            &[0],
+            &[5],
+            Apply { name: "world", tag: "", generation: 4, now_ms: 1000 },
+        );
         assert!(cancelled.is_empty());
         let runs: Vec<(u32, &str)> = list.iter().map(|s| (s.ordinal, s.run.as_str())).collect();
         assert_eq!(runs, [(1, "world-scale-in-1-g4"), (2, "world-scale-in-2-g4")]);
         assert!(list.iter().all(|s| s.phase == ScaleInPhase::Waiting && s.since_ms == 1000));
         // Another apply meanwhile (1 → 1): the same runs, not new ones.
-        let (again, _) =
-            after_apply(&list, Some(&h), &[0, 1, 2], &[0], &[], Apply { name: "world", generation: 5, now_ms: 2000 });
+        let (again, _) = after_apply(
+            &list,
+            Some(&h),
+            &[0, 1, 2],
+            &[0],
+            &[],
+            Apply { name: "world", tag: "", generation: 5, now_ms: 2000 },
+        );
         assert_eq!(again, list);
         // Back to 2: ordinal 1 is counted again, its removal cancelled.
         let (rest, cancelled) = after_apply(
@@ -330,12 +397,18 @@ mod tests {
             &[0, 1, 2],
             &[0, 1],
             &[],
-            Apply { name: "world", generation: 6, now_ms: 3000 },
+            Apply { name: "world", tag: "", generation: 6, now_ms: 3000 },
         );
         assert_eq!((rest.len(), rest[0].ordinal, cancelled.len(), cancelled[0].ordinal), (1, 2, 1, 1));
         // The hook taken out of the spec: nothing waits (the instances go as any scale-in's).
-        let (none, cancelled) =
-            after_apply(&list, None, &[0, 1, 2], &[0], &[], Apply { name: "world", generation: 7, now_ms: 4000 });
+        let (none, cancelled) = after_apply(
+            &list,
+            None,
+            &[0, 1, 2],
+            &[0],
+            &[],
+            Apply { name: "world", tag: "", generation: 7, now_ms: 4000 },
+        );
         assert_eq!((none.len(), cancelled.len()), (0, 2));
     }
 }

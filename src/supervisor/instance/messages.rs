@@ -39,6 +39,10 @@ pub struct SpecEntry {
     /// without its verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scale_in: Vec<crate::protocol::ScaleIn>,
+    /// The app is being deleted at its scale-in hook's word: its spec goes once the last
+    /// instance has (an apply of it takes it back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 /// A fence: since when, and the instances it stopped (started again when it is lifted).
