@@ -63,6 +63,25 @@ pub struct RenderedInstance {
     /// `kind: pod`: the containers to run (and no processes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<pod::RenderedPod>,
+    /// A process instance's volumes (a pod's are its `pod.volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<pod::RenderedVolume>,
+}
+
+impl RenderedInstance {
+    /// The instance's volumes, a pod's or its processes'.
+    pub fn volumes(&self) -> &[pod::RenderedVolume] {
+        match &self.pod {
+            Some(pod) => &pod.volumes,
+            None => &self.volumes,
+        }
+    }
+}
+
+/// The env var a process finds volume `name` at: `VOLUME_` and the name in capitals, '-' as
+/// '_' (names are lowercase letters, digits and '-': no two volumes share one).
+pub fn volume_env_name(name: &str) -> String {
+    format!("VOLUME_{}", name.to_ascii_uppercase().replace('-', "_"))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -308,8 +327,13 @@ pub(crate) fn render_any_index(
         }
     }
     let pod = spec.is_pod().then(|| pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
+    let volumes = match spec.is_pod() {
+        true => Vec::new(),
+        false => process_volumes(spec, &id, ctx, &run_dir, &mut processes),
+    };
     let instance = RenderedInstance {
         pod,
+        volumes,
         id,
         labels: spec.metadata.labels.clone(),
         restart_policy: spec.restart_policy.clone(),
@@ -318,6 +342,31 @@ pub(crate) fn render_any_index(
         processes,
     };
     errors.finish(instance)
+}
+
+/// A process instance's volumes, each told to every process as `VOLUME_<NAME>` (its host
+/// directory; after the spec's own env, which cannot take the name from it). A Static volume
+/// Steward makes is the first process's user's unless `source.owner` says otherwise.
+fn process_volumes(
+    spec: &ProcessSpec,
+    id: &InstanceId,
+    ctx: &RenderContext,
+    run_dir: &std::path::Path,
+    processes: &mut [RenderedProcess],
+) -> Vec<pod::RenderedVolume> {
+    let t = &spec.spec.template.spec;
+    if t.volumes.is_empty() {
+        return Vec::new();
+    }
+    let owner = t.processes.first().map(|p| p.user.as_str()).unwrap_or(DEFAULT_USER);
+    let volumes = pod::render_volumes(&t.volumes, run_dir, &ctx.roots.volume_root, id, owner);
+    for p in processes {
+        p.env.retain(|e| !volumes.iter().any(|v| volume_env_name(&v.name) == e.name));
+        for v in &volumes {
+            p.env.push(EnvVar { name: volume_env_name(&v.name), value: v.host_path.display().to_string() });
+        }
+    }
+    volumes
 }
 
 /// The values variables take while rendering one process.
