@@ -134,7 +134,8 @@ async fn a_process_stateful_set_keeps_each_ordinals_data() {
 
 /// A process's kept volume with class `image`: an ext4 image of the limit, loop-mounted in the
 /// host's mount namespace, where the process (not root) finds it owned by it; a write past the
-/// limit fails; unmounted when the instance goes, the data kept. What a process cannot be
+/// limit fails; unmounted when the instance goes, the data kept. A Temp volume beside it is the
+/// user's alone (0700). What a process cannot be
 /// given (a configmap volume, a read-only Static one) is refused by name.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_kept_volume_limit_stops_writes_past_it() {
@@ -143,10 +144,10 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
     let mount = d.path().join("volumes/test/vault/0/save/data");
     let script = "if [ ! -f \"$VOLUME_SAVE/report\" ]; then dd if=/dev/zero of=\"$VOLUME_SAVE/big\" bs=1M count=64 2>/dev/null; \
                   rc=$?; size=$(stat -c %s \"$VOLUME_SAVE/big\"); rm -f \"$VOLUME_SAVE/big\"; \
-                  echo \"$rc $size\" > \"$VOLUME_SAVE/report\"; fi; exec sleep 1000";
+                  echo \"$rc $size\" > \"$VOLUME_SAVE/report\"; fi; echo scratch > \"$VOLUME_SCRATCH/x\"; exec sleep 1000";
     let mut s = spec("vault", 1, json!({"user": "steward-pvol", "startCmd": script}), json!({}));
-    s["spec"]["template"]["spec"]["volumes"] =
-        json!([{"name": "save", "type": "Dynamic", "source": {"class": "image"}, "storage": {"limit": "16Mi"}}]);
+    s["spec"]["template"]["spec"]["volumes"] = json!([{"name": "save", "type": "Dynamic", "source": {"class": "image"}, "storage": {"limit": "16Mi"}},
+               {"name": "scratch", "type": "Temp"}]);
     d.apply_json(&s).await;
     d.wait_state(&id("test", "vault", 0), Kind::Running, 60).await;
     wait_for("the report", &|| !read(&mount.join("report")).is_empty());
@@ -156,6 +157,11 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
     assert_ne!(rc, "0", "a 64 MiB write into a 16 MiB volume must fail: {report}");
     assert!(written < 16 << 20 && written > 8 << 20, "stopped at the limit: {report}");
     assert_eq!(std::fs::metadata(&mount).unwrap().uid(), uid, "the image's root is the process's user's");
+    // A Temp volume: below the run directory, the user's alone.
+    let scratch = d.run_dir().join("test.vault.0/volumes/scratch");
+    wait_for("the scratch file", &|| read(&scratch.join("x")) == "scratch");
+    let meta = std::fs::metadata(&scratch).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (uid, 0o700));
     let mounted = || read(Path::new("/proc/self/mountinfo")).lines().any(|l| l.split(' ').nth(4) == mount.to_str());
     assert!(mounted());
     let (code, _, err) = d.cli(&["delete", "test/vault", "--timeout", "30"]);

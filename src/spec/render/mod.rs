@@ -721,6 +721,45 @@ mod tests {
         assert!(confine("/etc/passwd", None, &rs).is_err());
     }
 
+    /// A process instance's volumes reach every process as `VOLUME_<NAME>` (over an `env` of
+    /// that name): a kept one at its ordinal's directory, a Static one made the first
+    /// process's user's unless `source.owner` says.
+    #[test]
+    fn process_volumes_are_env_vars_of_every_process() {
+        let text = r#"{"apiVersion": "v4", "kind": "process", "metadata": {"name": "db", "namespace": "ns"},
+            "statefulSet": {}, "spec": {"instance": 2, "template": {"spec": {
+            "processes": [
+                {"procName": "a", "user": "mysql", "workPath": "${work_base_dir}/a${instanceid}", "startCmd": "x",
+                 "env": [{"name": "VOLUME_DB_DATA", "value": "mine"}]},
+                {"procName": "b", "workPath": "${work_base_dir}/b${instanceid}", "startCmd": "y"}],
+            "volumes": [
+                {"name": "db-data", "type": "Isolated"},
+                {"name": "shelf", "type": "Static", "source": {"target": "/srv/shelf"}},
+                {"name": "named", "type": "Static", "source": {"owner": "1:2"}}]}}}}"#;
+        let spec: ProcessSpec = serde_json::from_str(text).unwrap();
+        let r = roots();
+        let ports = BTreeMap::new();
+        let ctx = RenderContext { roots: &r, host_ip: "192.0.2.1".into(), allocated_ports: &ports };
+        let one = render(&spec, 1, &ctx).unwrap();
+        let env = |p: &RenderedProcess, name: &str| -> Vec<String> {
+            p.env.iter().filter(|e| e.name == name).map(|e| e.value.clone()).collect()
+        };
+        for p in &one.processes {
+            assert_eq!(env(p, "VOLUME_DB_DATA"), ["/data/volumes/ns/db/1/db-data"]);
+            assert_eq!(env(p, "VOLUME_SHELF"), ["/srv/shelf"]);
+            assert_eq!(env(p, "VOLUME_NAMED"), ["/data/volumes/ns/.static/named"]);
+        }
+        let owners: Vec<_> = one
+            .volumes()
+            .iter()
+            .map(|v| match &v.content {
+                pod::VolumeContent::Static { owner, .. } => owner.as_str(),
+                _ => "-",
+            })
+            .collect();
+        assert_eq!(owners, ["-", "mysql", "1:2"]);
+    }
+
     #[test]
     fn redacted_never_prints() {
         let r = Redacted("hunter2".into());
