@@ -45,18 +45,19 @@ async fn wait_gone(d: &Daemon, name: &str, index: u32) {
 /// Seed 003's StatefulSet with a Static and a Dynamic volume, as processes: 3 ordinals each
 /// write their own data in their kept volume (owned by the process's user, reached at
 /// `$VOLUME_SAVE`) and their own file in the Static one they share; a restart, a rollout, a
-/// daemon kill -9 and scale 3 → 1 → 3 each leave every ordinal with its own data.
+/// daemon kill -9 and scale 3 → 1 → 3 each leave every ordinal with its own data; another user
+/// in the spec is given each volume's top directory.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_stateful_set_keeps_each_ordinals_data() {
     let uid = user("steward-pvol");
     let mut d = Daemon::start("proc-vols");
     let (root, shelf) = (d.path().join("volumes"), d.path().join("srv/shelf"));
     std::fs::create_dir_all(shelf.parent().unwrap()).unwrap();
-    let world = |n: u32, rev: &str| {
+    let world_as = |n: u32, rev: &str, user: &str| {
         let script = "[ -f \"$VOLUME_SAVE/who\" ] || echo ${instanceid} > \"$VOLUME_SAVE/who\"; \
                       echo \"$REV\" >> \"$VOLUME_SAVE/starts\"; echo ${instanceid} > \"$VOLUME_SHELF/${instanceid}\"; \
                       echo \"$VOLUME_SAVE\" > \"$VOLUME_SAVE/where\"; exec sleep 1000";
-        let process = json!({"user": "steward-pvol", "startCmd": script, "env": [{"name": "REV", "value": rev}]});
+        let process = json!({"user": user, "startCmd": script, "env": [{"name": "REV", "value": rev}]});
         let mut s = spec("world", n, process, json!({"statefulSet": {}}));
         s["spec"]["template"]["spec"]["volumes"] = json!([
             {"name": "save", "type": "Isolated", "source": {"class": "local"}},
@@ -64,6 +65,7 @@ async fn a_process_stateful_set_keeps_each_ordinals_data() {
         ]);
         s
     };
+    let world = |n: u32, rev: &str| world_as(n, rev, "steward-pvol");
     let save = |i: u32| root.join(format!("test/world/{i}/save"));
     let starts = |i: u32| read(&save(i).join("starts")).lines().map(String::from).collect::<Vec<_>>();
     let wait_starts = |i: u32, n: usize| wait_for(&format!("ordinal {i}: {n} starts"), &|| starts(i).len() >= n);
@@ -127,6 +129,17 @@ async fn a_process_stateful_set_keeps_each_ordinals_data() {
         .map(|v| (v["ordinal"].as_u64().unwrap(), v["instance"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(used, [(0, "test/world/0"), (1, "test/world/1"), (2, "test/world/2")], "{out}");
+
+    // Another user in the spec: each kept volume's top directory is given to it at its next
+    // start; what the first user wrote stays that user's.
+    let other = user("steward-pvol2");
+    d.apply_json(&world_as(3, "3", "steward-pvol2")).await;
+    for i in 0..3 {
+        wait_for(&format!("ordinal {i} given to the new user"), &|| {
+            std::fs::metadata(save(i)).is_ok_and(|m| m.uid() == other)
+        });
+        assert_eq!(std::fs::metadata(save(i).join("who")).unwrap().uid(), uid);
+    }
     let (code, _, err) = d.cli(&["delete", "test/world", "--timeout", "30"]);
     assert_eq!(code, 0, "{err}");
     assert!(save(2).join("who").exists() && shelf.join("2").exists(), "kept on the app's delete");
@@ -169,7 +182,8 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
     assert!(!mounted(), "unmounted with its instance");
     assert!(mount.parent().unwrap().join("disk.img").exists(), "the image kept");
 
-    // Refused by name: what needs a mount namespace, and a Static path of Steward's own.
+    // Refused by name: what needs a mount namespace, and a Static path of Steward's own (where
+    // the instances' run directories and workPaths, its own among them, are).
     let cases = [
         (json!({"name": "c", "type": "Config", "source": {"target": "cm"}}), "type: Config is for a pod's containers"),
         (
@@ -179,6 +193,10 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
         (
             json!({"name": "w", "type": "Static", "source": {"target": d.run_dir().to_str().unwrap()}}),
             "is Steward's own run_base_dir",
+        ),
+        (
+            json!({"name": "o", "type": "Static", "source": {"target": d.work_dir().join("test.bad.0/data").to_str().unwrap()}}),
+            "falls inside Steward's own work_base_dir",
         ),
     ];
     for (volume, expected) in cases {
