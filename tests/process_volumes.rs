@@ -80,6 +80,9 @@ async fn a_process_stateful_set_keeps_each_ordinals_data() {
     }
     // The Static directory Steward made is the process's user's (no source.owner).
     assert_eq!(std::fs::metadata(&shelf).unwrap().uid(), uid);
+    // Each ordinal is reported to a scheduler as keeping its data here (GET /v1/node).
+    let kept = d.client.node().await.unwrap().kept_volumes;
+    assert_eq!(kept, ["test/world/0", "test/world/1", "test/world/2"]);
 
     // A restart of the instance: the same directory, its data kept.
     let (code, _, err) = d.cli(&["restart", "test/world/0"]);
@@ -147,13 +150,13 @@ async fn a_process_stateful_set_keeps_each_ordinals_data() {
 
 /// A process's kept volume with class `image`: an ext4 image of the limit, loop-mounted in the
 /// host's mount namespace, where the process (not root) finds it owned by it; a write past the
-/// limit fails; unmounted when the instance goes, the data kept. A Temp volume beside it is the
+/// limit fails; a daemon kill -9 leaves it mounted once; unmounted when the instance goes, the data kept. A Temp volume beside it is the
 /// user's alone (0700). What a process cannot be
 /// given (a configmap volume, a read-only Static one) is refused by name.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_kept_volume_limit_stops_writes_past_it() {
     let uid = user("steward-pvol");
-    let d = Daemon::start("proc-vol-limit");
+    let mut d = Daemon::start("proc-vol-limit");
     let mount = d.path().join("volumes/test/vault/0/save/data");
     let script = "if [ ! -f \"$VOLUME_SAVE/report\" ]; then dd if=/dev/zero of=\"$VOLUME_SAVE/big\" bs=1M count=64 2>/dev/null; \
                   rc=$?; size=$(stat -c %s \"$VOLUME_SAVE/big\"); rm -f \"$VOLUME_SAVE/big\"; \
@@ -175,8 +178,14 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
     wait_for("the scratch file", &|| read(&scratch.join("x")) == "scratch");
     let meta = std::fs::metadata(&scratch).unwrap();
     assert_eq!((meta.uid(), meta.mode() & 0o7777), (uid, 0o700));
-    let mounted = || read(Path::new("/proc/self/mountinfo")).lines().any(|l| l.split(' ').nth(4) == mount.to_str());
-    assert!(mounted());
+    let mounts =
+        || read(Path::new("/proc/self/mountinfo")).lines().filter(|l| l.split(' ').nth(4) == mount.to_str()).count();
+    let mounted = || mounts() > 0;
+    // A daemon kill -9: re-adopted, the image mounted once still, its data there.
+    d.kill9();
+    d.spawn();
+    d.wait_state(&id("test", "vault", 0), Kind::Running, 60).await;
+    assert_eq!((mounts(), read(&mount.join("report"))), (1, report.clone()));
     let (code, _, err) = d.cli(&["delete", "test/vault", "--timeout", "30"]);
     assert_eq!(code, 0, "{err}");
     assert!(!mounted(), "unmounted with its instance");
