@@ -73,9 +73,13 @@ cleanup() { # cleanup STATUS: the demo's status so far (0 after Ctrl-C)
         echo "== removing the demo's apps (${demo_apps[*]}) and stopping stewardd"
         $steward delete "${demo_apps[@]}" --timeout 20 || true
     fi
-    # The kept volumes of the demo's apps (units/world.json's): theirs to remove once the apps are gone.
+    # The kept volumes of the demo's apps (units/world.json's, units/mysql*.json's): theirs to
+    # remove once the apps are gone.
     $steward volume ls --namespace demo 2>/dev/null | awk 'NR > 1 {print $1 "/" $2 "/" $3, $4}' |
         while read -r ordinal volume; do $steward volume rm "$ordinal" "$volume" >/dev/null 2>&1 || true; done
+    # The named Static volume units/mysql*.json share (Steward never removes a Static one: the
+    # host's), below the default volume_root.
+    rm -rf /var/lib/steward/volumes/demo/.static/db-volume
     for v in "${demo_values[@]}"; do   # "secret demo/x": steward secret rm demo/x
         read -ra words <<<"$v"             # "hook run demo/y": steward hook run rm demo/y
         $steward "${words[@]:0:${#words[@]}-1}" rm "${words[-1]}" >/dev/null 2>&1 || true
@@ -107,12 +111,12 @@ $steward configmap create demo/vault-config --from-literal greeting="hello from 
 $steward secret create demo/vault-creds --from-literal password=change-me
 demo_values+=("configmap demo/vault-config" "secret demo/vault-creds")
 
-units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml units/rotate.toml)
+units=(units/ticker.toml units/gamesvc.json units/vault.toml units/backup.toml units/rotate.toml units/mysql-proc.json)
 # The example pod needs a Docker Engine and its busybox image (made locally, nothing is pulled).
 if bash scripts/dockerd-up.sh >"$logs/dockerd-up.log" 2>&1; then
-    units+=(units/webpod.json units/cnipod.json units/webapp.yaml units/world.json)
+    units+=(units/webpod.json units/cnipod.json units/webapp.yaml units/world.json units/mysql.json)
 else
-    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml, units/world.json) are skipped"
+    echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml, units/world.json, units/mysql.json) are skipped"
     echo "   (why: $logs/dockerd-up.log)"
 fi
 
@@ -191,6 +195,13 @@ echo
 echo "== steward cp units/ticker.toml demo/ticker/0:incoming/ticker.toml --mode r"
 echo "   (seed 001's local file: into a running instance's own workPath, owned by its user)"
 $steward cp units/ticker.toml demo/ticker/0:incoming/ticker.toml --mode r || true
+echo
+echo "== steward logs demo/mysql-proc/2 --tail 1; ls /var/lib/steward/volumes/demo/.static/db-volume"
+echo "   (units/mysql-proc.json: seed 003's StatefulSet, 3 processes, each ordinal's data in its Dynamic volume"
+echo "    (\$VOLUME_DB_DATA, owned by its user), each writing its line into the Static one they share; the pod"
+echo "    twin units/mysql.json writes beside them; both keep their data across restarts, rollouts and scale)"
+$steward logs demo/mysql-proc/2 --tail 1 || true
+ls /var/lib/steward/volumes/demo/.static/db-volume 2>/dev/null || true
 if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo
     echo "== steward status demo/webpod/0"

@@ -104,3 +104,70 @@ async fn the_vault_example_reads_its_configmap_and_secret() {
     assert!(logs.contains("hello from a configmap to demo/vault/0; the password has 9 characters"), "{logs}");
     assert!(!logs.contains("change-me"), "{logs}");
 }
+
+/// units/mysql-proc.json as shipped (seed 003's StatefulSet with a Static and a Dynamic volume,
+/// as processes run by nobody): 3 ordinals, each with its own kept data, each writing its line
+/// into the Static volume they share; a restart of one finds its data again.
+#[tokio::test]
+async fn the_mysql_process_twin_keeps_each_ordinals_data() {
+    let d = Daemon::start("mysql-unit");
+    let unit = format!("{}/units/mysql-proc.json", env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = d.cli(&["apply", "-f", &unit, "--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let data = |i: u32, f: &str| {
+        std::fs::read_to_string(d.path().join(format!("volumes/demo/mysql-proc/{i}/db-data/{f}"))).unwrap_or_default()
+    };
+    let shared = |i: u32| {
+        std::fs::read_to_string(d.path().join(format!("volumes/demo/.static/db-volume/proc-{i}"))).unwrap_or_default()
+    };
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for i in 0..3 {
+        wait(&format!("ordinal {i}'s line"), &|| shared(i).contains(", start 1"));
+        assert!(data(i, "born").starts_with(&format!("mysql-proc-{i} born")), "{}", data(i, "born"));
+    }
+    let born = data(1, "born");
+    let (code, out, err) = d.cli(&["restart", "demo/mysql-proc/1", "--timeout", "20"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait("ordinal 1's second start", &|| shared(1).contains(", start 2"));
+    assert_eq!(data(1, "born"), born, "its own data, found again");
+    assert!(shared(1).starts_with(born.trim()), "{}", shared(1));
+}
+
+/// units/mysql.json as shipped, on the real Docker Engine: the pod twin of the above, its
+/// ordinals' lines beside each other in the Static volume, each ordinal's data its own and found
+/// again by a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mysql_pod_keeps_each_ordinals_data() {
+    common::docker::shared_engine();
+    let d = Daemon::start("mysql-pod-unit");
+    let unit = format!("{}/units/mysql.json", env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = d.cli(&["apply", "-f", &unit, "--wait", "--timeout", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = |p: String| std::fs::read_to_string(d.path().join(p)).unwrap_or_default();
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let line = |i: u32| read(format!("volumes/demo/.static/db-volume/pod-{i}"));
+    for i in 0..3 {
+        wait(&format!("ordinal {i}'s line"), &|| line(i).contains(", start 1"));
+        let born = read(format!("volumes/demo/mysql/{i}/db-data/born"));
+        assert!(born.starts_with(&format!("mysql-{i} born")), "{born}");
+    }
+    let born = read("volumes/demo/mysql/2/db-data/born".into());
+    let (code, out, err) = d.cli(&["restart", "demo/mysql/2", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait("ordinal 2's second start", &|| line(2).contains(", start 2"));
+    assert_eq!(read("volumes/demo/mysql/2/db-data/born".into()), born);
+    let (code, _, err) = d.cli(&["delete", "demo/mysql", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -51,22 +51,7 @@ pub fn prepare(
     lookup: &Lookup<'_>,
     reaper: Option<&Reaper>,
 ) -> Result<(), String> {
-    if !pod.volumes.is_empty() {
-        let base = volumes_dir(run_dir);
-        crate::safefs::dir_with_mode(&base, 0o700).map_err(|e| format!("volumes: {e}"))?;
-        for v in &pod.volumes {
-            let made = match &v.content {
-                VolumeContent::Temp { memory, limit_bytes } => temp(v, *memory, *limit_bytes, &base),
-                VolumeContent::Files { source, store, items, optional } => {
-                    files(v, *source, store, items, *optional, namespace, lookup)
-                }
-                VolumeContent::Kept { limit_bytes: None } => kept(&v.host_path),
-                VolumeContent::Kept { limit_bytes: Some(bytes) } => kept_image(&v.host_path, *bytes, reaper),
-                VolumeContent::Static { owner, mode, .. } => static_dir(&v.host_path, owner, *mode),
-            };
-            made.map_err(|e| format!("volume {:?}: {e}", v.name))?;
-        }
-    }
+    prepare_volumes(&pod.volumes, run_dir, namespace, lookup, reaper, None)?;
     for c in pod.init_containers.iter().chain(&pod.containers) {
         for m in c.mounts.iter().filter(|m| m.source.is_some()) {
             let (opened, what) = match (&m.volume, &m.source) {
@@ -91,6 +76,66 @@ pub fn prepare(
     }
     crate::failpoint::pause("subpath-checked");
     Ok(())
+}
+
+/// Makes `volumes` ready for a start (see [`prepare`]). With `owner` (a process instance's
+/// user: its processes see the host directories themselves, in the host's mount namespace),
+/// the volumes directory is 0711 (reached by name, not listed) and each Temp and kept volume's
+/// directory is the owner's (a Temp one 0700): made so, and an existing one's top directory
+/// set so at every start (what is in it is left as it is).
+pub fn prepare_volumes(
+    volumes: &[RenderedVolume],
+    run_dir: &Path,
+    namespace: &str,
+    lookup: &Lookup<'_>,
+    reaper: Option<&Reaper>,
+    owner: Option<(u32, u32)>,
+) -> Result<(), String> {
+    if volumes.is_empty() {
+        return Ok(());
+    }
+    let base = volumes_dir(run_dir);
+    let base_mode = if owner.is_some() { 0o711 } else { 0o700 };
+    crate::safefs::dir_with_mode(&base, base_mode).map_err(|e| format!("volumes: {e}"))?;
+    for v in volumes {
+        let made = match &v.content {
+            VolumeContent::Temp { memory, limit_bytes } => temp(v, *memory, *limit_bytes, &base),
+            VolumeContent::Files { source, store, items, optional } => {
+                files(v, *source, store, items, *optional, namespace, lookup)
+            }
+            VolumeContent::Kept { limit_bytes: None } => kept(&v.host_path),
+            VolumeContent::Kept { limit_bytes: Some(bytes) } => kept_image(&v.host_path, *bytes, reaper),
+            VolumeContent::Static { owner, mode, .. } => static_dir(&v.host_path, owner, *mode),
+        };
+        let owned = match (&v.content, owner) {
+            (VolumeContent::Temp { .. }, Some(ids)) => own(&v.host_path, ids, Some(0o700)),
+            (VolumeContent::Kept { .. }, Some(ids)) => own(&v.host_path, ids, None),
+            _ => Ok(()),
+        };
+        made.and(owned).map_err(|e| format!("volume {:?}: {e}", v.name))?;
+    }
+    Ok(())
+}
+
+/// Gives directory `path` (opened with no symlink followed) to `(uid, gid)`, and `mode` when
+/// given; nothing below it is touched (a recursive chown could be led by the workload's links).
+fn own(path: &Path, (uid, gid): (u32, u32), mode: Option<u32>) -> Result<(), String> {
+    let at = |e| crate::safefs::at(path, e).to_string();
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(format!("{} is not a directory below another", path.display()));
+    };
+    let parent = File::open(parent).map(OwnedFd::from).map_err(|e| crate::safefs::at(parent, e).to_string())?;
+    let name = sys::name(name.as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let dir = sys::open_dir(parent.as_fd(), &name).map_err(at)?;
+    let st = sys::stat_fd(dir.as_fd()).map_err(at)?;
+    if (st.st_uid, st.st_gid) != (uid, gid) {
+        sys::chown_fd(dir.as_fd(), uid, gid).map_err(at)?;
+        tracing::info!("volume {} given to {uid}:{gid}", path.display());
+    }
+    match mode {
+        Some(mode) if st.st_mode & 0o7777 != mode => sys::chmod_fd(dir.as_fd(), mode).map_err(at),
+        _ => Ok(()),
+    }
 }
 
 /// Unmounts everything mounted below the instance's run dir (its Memory volumes' tmpfs, its
@@ -372,10 +417,10 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// Unmounts the filesystem images of `pod`'s limited kept volumes (its instance is gone: the
+/// Unmounts the filesystem images of an instance's limited kept volumes (it is gone: the
 /// image and its data stay, mounted again by the ordinal's next start).
-pub fn release_kept(pod: &RenderedPod) {
-    for v in &pod.volumes {
+pub fn release_kept(volumes: &[RenderedVolume]) {
+    for v in volumes {
         if let VolumeContent::Kept { limit_bytes: Some(_) } = v.content {
             unmount_image(&v.host_path);
         }

@@ -41,12 +41,10 @@ pub fn of(
         }
     }
     let mut shared = Vec::new();
-    if let Some(pod) = &r.pod {
-        for (i, v) in spec.spec.template.spec.volumes.iter().enumerate() {
-            let Some(rendered) = pod.volumes.iter().find(|r| r.name == v.name) else { continue };
-            if matches!(rendered.content, crate::spec::pod::VolumeContent::Static { .. }) {
-                shared.push((format!("spec.template.spec.volumes[{i}].source.target"), rendered.host_path.clone()));
-            }
+    for (i, v) in spec.spec.template.spec.volumes.iter().enumerate() {
+        let Some(rendered) = r.volumes().iter().find(|r| r.name == v.name) else { continue };
+        if matches!(rendered.content, crate::spec::pod::VolumeContent::Static { .. }) {
+            shared.push((format!("spec.template.spec.volumes[{i}].source.target"), rendered.host_path.clone()));
         }
     }
     Some(InstancePaths { id: r.id, run_dir: r.run_dir, claimed, shared })

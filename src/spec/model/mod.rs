@@ -217,7 +217,8 @@ pub struct TemplateSpec {
     /// `kind: pod` only (seed 003 `host`): share the host's pid and ipc namespaces.
     #[serde(skip_serializing_if = "is_default")]
     pub host: pod::HostNamespaces,
-    /// `kind: pod` only (seed 003 `volumes`): storage the containers share by name.
+    /// Seed 003 `volumes`: storage a pod's containers share by name (`mounts`); a process
+    /// instance's (Temp, Static, Dynamic, Isolated) reach its processes as `VOLUME_<NAME>`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<pod::PodVolume>,
 }

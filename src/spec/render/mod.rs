@@ -63,6 +63,25 @@ pub struct RenderedInstance {
     /// `kind: pod`: the containers to run (and no processes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<pod::RenderedPod>,
+    /// A process instance's volumes (a pod's are its `pod.volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<pod::RenderedVolume>,
+}
+
+impl RenderedInstance {
+    /// The instance's volumes, a pod's or its processes'.
+    pub fn volumes(&self) -> &[pod::RenderedVolume] {
+        match &self.pod {
+            Some(pod) => &pod.volumes,
+            None => &self.volumes,
+        }
+    }
+}
+
+/// The env var a process finds volume `name` at: `VOLUME_` and the name in capitals, '-' as
+/// '_' (names are lowercase letters, digits and '-': no two volumes share one).
+pub fn volume_env_name(name: &str) -> String {
+    format!("VOLUME_{}", name.to_ascii_uppercase().replace('-', "_"))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -308,8 +327,13 @@ pub(crate) fn render_any_index(
         }
     }
     let pod = spec.is_pod().then(|| pod::render_pod(spec, &id, ctx, &run_dir, &mut errors));
+    let volumes = match spec.is_pod() {
+        true => Vec::new(),
+        false => process_volumes(spec, &id, ctx, &run_dir, &mut processes),
+    };
     let instance = RenderedInstance {
         pod,
+        volumes,
         id,
         labels: spec.metadata.labels.clone(),
         restart_policy: spec.restart_policy.clone(),
@@ -318,6 +342,31 @@ pub(crate) fn render_any_index(
         processes,
     };
     errors.finish(instance)
+}
+
+/// A process instance's volumes, each told to every process as `VOLUME_<NAME>` (its host
+/// directory; after the spec's own env, which cannot take the name from it). A Static volume
+/// Steward makes is the first process's user's unless `source.owner` says otherwise.
+fn process_volumes(
+    spec: &ProcessSpec,
+    id: &InstanceId,
+    ctx: &RenderContext,
+    run_dir: &std::path::Path,
+    processes: &mut [RenderedProcess],
+) -> Vec<pod::RenderedVolume> {
+    let t = &spec.spec.template.spec;
+    if t.volumes.is_empty() {
+        return Vec::new();
+    }
+    let owner = t.processes.first().map(|p| p.user.as_str()).unwrap_or(DEFAULT_USER);
+    let volumes = pod::render_volumes(&t.volumes, run_dir, &ctx.roots.volume_root, id, owner);
+    for p in processes {
+        p.env.retain(|e| !volumes.iter().any(|v| volume_env_name(&v.name) == e.name));
+        for v in &volumes {
+            p.env.push(EnvVar { name: volume_env_name(&v.name), value: v.host_path.display().to_string() });
+        }
+    }
+    volumes
 }
 
 /// The values variables take while rendering one process.
@@ -670,6 +719,45 @@ mod tests {
         assert!(confine("/data/work/../etc", None, &rs).unwrap_err().contains(".."));
         assert!(confine("relative", None, &rs).unwrap_err().contains("absolute"));
         assert!(confine("/etc/passwd", None, &rs).is_err());
+    }
+
+    /// A process instance's volumes reach every process as `VOLUME_<NAME>` (over an `env` of
+    /// that name): a kept one at its ordinal's directory, a Static one made the first
+    /// process's user's unless `source.owner` says.
+    #[test]
+    fn process_volumes_are_env_vars_of_every_process() {
+        let text = r#"{"apiVersion": "v4", "kind": "process", "metadata": {"name": "db", "namespace": "ns"},
+            "statefulSet": {}, "spec": {"instance": 2, "template": {"spec": {
+            "processes": [
+                {"procName": "a", "user": "mysql", "workPath": "${work_base_dir}/a${instanceid}", "startCmd": "x",
+                 "env": [{"name": "VOLUME_DB_DATA", "value": "mine"}]},
+                {"procName": "b", "workPath": "${work_base_dir}/b${instanceid}", "startCmd": "y"}],
+            "volumes": [
+                {"name": "db-data", "type": "Isolated"},
+                {"name": "shelf", "type": "Static", "source": {"target": "/srv/shelf"}},
+                {"name": "named", "type": "Static", "source": {"owner": "1:2"}}]}}}}"#;
+        let spec: ProcessSpec = serde_json::from_str(text).unwrap();
+        let r = roots();
+        let ports = BTreeMap::new();
+        let ctx = RenderContext { roots: &r, host_ip: "192.0.2.1".into(), allocated_ports: &ports };
+        let one = render(&spec, 1, &ctx).unwrap();
+        let env = |p: &RenderedProcess, name: &str| -> Vec<String> {
+            p.env.iter().filter(|e| e.name == name).map(|e| e.value.clone()).collect()
+        };
+        for p in &one.processes {
+            assert_eq!(env(p, "VOLUME_DB_DATA"), ["/data/volumes/ns/db/1/db-data"]);
+            assert_eq!(env(p, "VOLUME_SHELF"), ["/srv/shelf"]);
+            assert_eq!(env(p, "VOLUME_NAMED"), ["/data/volumes/ns/.static/named"]);
+        }
+        let owners: Vec<_> = one
+            .volumes()
+            .iter()
+            .map(|v| match &v.content {
+                pod::VolumeContent::Static { owner, .. } => owner.as_str(),
+                _ => "-",
+            })
+            .collect();
+        assert_eq!(owners, ["-", "mysql", "1:2"]);
     }
 
     #[test]

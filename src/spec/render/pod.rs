@@ -266,7 +266,7 @@ pub fn render_pod(
     // container's (random) ports.
     let port_env: Vec<EnvVar> =
         rendered_ports.iter().flatten().map(|p| super::port_env_var(&p.name, p.host_port)).collect();
-    let volumes = render_volumes(&t.volumes, run_dir, &ctx.roots.volume_root, id);
+    let volumes = render_volumes(&t.volumes, run_dir, &ctx.roots.volume_root, id, "");
     let https_ports: Vec<u16> = t
         .containers
         .iter()
@@ -372,12 +372,14 @@ fn storage_bytes(text: &str) -> Option<u64> {
 pub const STATIC_DIR: &str = ".static";
 
 /// The pod's volumes, each in its own directory below `<run_dir>/volumes`, a kept one below
-/// the ordinal's directory in `volume_root`, a Static one where it says (validated before).
-fn render_volumes(
+/// the ordinal's directory in `volume_root`, a Static one where it says (validated before);
+/// a Static one with no `source.owner` is `static_owner`'s when made (empty: root).
+pub(crate) fn render_volumes(
     volumes: &[crate::spec::pod::PodVolume],
     run_dir: &std::path::Path,
     volume_root: &std::path::Path,
     id: &InstanceId,
+    static_owner: &str,
 ) -> Vec<RenderedVolume> {
     use crate::spec::pod::{parse_file_mode, VolumeType, DEFAULT_FILE_MODE};
     let kept = kept_volumes_of(volume_root, id);
@@ -425,7 +427,7 @@ fn render_volumes(
                     name: v.name.clone(),
                     host_path: static_volume_path(volume_root, &id.namespace, v),
                     content: VolumeContent::Static {
-                        owner: source.owner.clone(),
+                        owner: if source.owner.is_empty() { static_owner.into() } else { source.owner.clone() },
                         mode: parse_file_mode(&source.dir_mode).unwrap_or(0o755),
                         read_only: source.readonly,
                     },

@@ -115,7 +115,6 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         ("dns", spec.spec.template.spec.dns != Default::default()),
         ("dnsConfig", spec.spec.template.spec.dns_config.is_some()),
         ("host", spec.spec.template.spec.host != Default::default()),
-        ("volumes", !spec.spec.template.spec.volumes.is_empty()),
     ] {
         if used {
             errors.add(&tp.field(field), format!("is for kind \"{POD_KIND}\" only"));
@@ -125,6 +124,7 @@ pub fn validate(spec: &ProcessSpec, errors: &mut Errors) {
         let why = format!("is for kind \"{POD_KIND}\" only (a process's init steps are its own `initializers`)");
         errors.add(&tp.field("initializers"), why);
     }
+    pod::process_volumes(&spec.spec.template.spec, spec.stateful_set.is_some(), &tp, errors);
     let procs_path = body.field("template").field("spec").field("processes");
     let procs = &spec.spec.template.spec.processes;
     if procs.is_empty() {

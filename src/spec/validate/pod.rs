@@ -371,6 +371,35 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
     }
 }
 
+/// A process instance's `volumes`: the pod's rules, less what needs a mount namespace. Its
+/// processes run in the host's, so each sees a volume's host directory itself (`VOLUME_<NAME>`):
+/// a configmap's or secret's files are its own `secrets` and `configmaps` items, and a
+/// read-only Static volume could not be kept read-only for them.
+pub fn process_volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
+    use crate::spec::pod::VolumeType;
+    volumes(t, stateful, at, errors);
+    for (i, v) in t.volumes.iter().enumerate() {
+        let vp = at.field("volumes").index(i);
+        if matches!(v.kind, VolumeType::Config | VolumeType::Secret) {
+            errors.add(
+                &vp.field("type"),
+                format!(
+                    "{:?} is for a pod's containers; a process takes a configmap's or secret's keys as files \
+                     through its own `configmaps` and `secrets` items",
+                    v.kind
+                ),
+            );
+        }
+        if v.source.readonly {
+            errors.add(
+                &vp.field("source").field("readonly"),
+                "cannot be kept for a process (it sees the host directory itself, in the host's mount namespace): \
+                 refused rather than left unenforced",
+            );
+        }
+    }
+}
+
 /// A container's `mounts`: each names one of the pod's volumes, at an absolute path of its own;
 /// `subpath` stays inside the volume.
 fn mounts(c: &Container, t: &TemplateSpec, at: &Path, errors: &mut Errors) {

@@ -370,9 +370,7 @@ impl<W: Workload> Actor<W> {
                 let _ = std::fs::remove_dir_all(&r.run_dir);
             }
             // A limited kept volume's image stays with its data, unmounted till the ordinal's next start.
-            if let Some(pod) = &r.pod {
-                crate::runtime::volumes::release_kept(pod);
-            }
+            crate::runtime::volumes::release_kept(r.volumes());
             // A job's or cron job's run is over for good: its work directories go with it
             // (an every-second cron would otherwise leave one a second). An app's instance
             // keeps its workPath, whose data may outlive it (docs/design.md).

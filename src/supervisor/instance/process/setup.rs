@@ -34,6 +34,23 @@ impl Processes {
                     .map_err(|e| format!("cannot create pidfile directory {}: {e}", parent.display()))?;
             }
         }
+        // Its volumes, the first process's user's (a process is not root, and sees them as they are).
+        if !rendered.volumes.is_empty() {
+            let owner = self.users.first().map(|u| (u.uid, u.gid)).unwrap_or((0, 0));
+            let (run_dir, namespace) = (&rendered.run_dir, &cx.rec.id.namespace);
+            let reaper = Some(&cx.shared.reaper);
+            crate::runtime::volumes::prepare_volumes(
+                &rendered.volumes,
+                run_dir,
+                namespace,
+                &|_, _| None,
+                reaper,
+                Some(owner),
+            )?;
+            if rendered.volumes.iter().any(|v| matches!(v.content, crate::spec::pod::VolumeContent::Kept { .. })) {
+                crate::supervisor::Supervisor::note_kept_ordinal(cx.shared, &cx.rec.id);
+            }
+        }
         // Secrets and configmaps as they are now: a change applies at the next (re)start.
         self.injected_env.clear();
         for (p, user) in rendered.processes.iter().zip(&self.users) {
