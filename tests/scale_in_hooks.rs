@@ -272,3 +272,40 @@ async fn an_apps_delete_waits_for_each_instances_hook_unless_forced() {
     assert!(out.contains("test/world: deleted with test/world/0, test/world/1"), "{out}");
     assert!(d.client.rollout_status("test", "world").await.is_err(), "the app is gone");
 }
+
+/// A rollout's surge instance, done with, goes at the hook's word as well: the rollout
+/// completes without it, and it serves until its players are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollouts_surge_instance_goes_at_the_hooks_word() {
+    let d = Daemon::start("scale-in-surge");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(2, 3)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 1);
+    let versioned = |v: &str| {
+        let mut s = world(2, port, json!({}));
+        s["spec"]["template"]["spec"]["processes"][0]["env"] = json!([{"name": "VERSION", "value": v}]);
+        s
+    };
+    d.apply_json(&versioned("1")).await;
+    running(&d, 2).await;
+    d.apply_json(&versioned("2")).await;
+    // Done: both on revision 2; the surge instance (2) is the hook's, kept for its players.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = d.client.rollout_status("test", "world").await.unwrap();
+        let done = body.rollout.as_ref().is_some_and(|r| r.phase == steward::protocol::RolloutPhase::Complete);
+        if done && body.scale_in.iter().any(|s| s.ordinal == 2 && s.phase == ScaleInPhase::Kept) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{body:#?}\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ordinals(&d).await, [0, 1, 2], "the surge instance serves its players");
+    players.lock().unwrap().insert(2, 0);
+    let (code, out, err) = d.cli(&["rollout", "resume", "test/world"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait_scale_in(&d, 30, |l| l.is_empty()).await;
+    assert_eq!(ordinals(&d).await, [0, 1]);
+    let list = d.client.list(&[("name", "world")]).await.unwrap();
+    assert!(list.iter().all(|s| s.revision == 2), "{list:?}");
+}

@@ -530,6 +530,35 @@ impl Supervisor {
                     if !still_spare {
                         return Err(SupervisorError::Conflict(format!("{key}: a newer apply took over the rollout")));
                     }
+                    // With a scaleIn hook, the spare goes at its word, as any instance the app
+                    // no longer counts (scale_in.rs): handed over in the commit that ends it as
+                    // a spare.
+                    if entry.spec.strategy.scale_in.is_some()
+                        && self.instances.lock().expect("instances lock").contains_key(&id(i))
+                    {
+                        let mut batch = Batch::new();
+                        let mut updated = self.rollout_put(entry, |r| r.spares.retain(|s| *s != i), &mut batch)?;
+                        let mut next = (*updated.entry).clone();
+                        let waiting = super::scale_in::spare_removal(&next, i, now_ms());
+                        batch.push_event(
+                            EventBody::Daemon(super::scale_in::event(
+                                &key,
+                                &waiting,
+                                "waiting",
+                                "a surge instance the rollout is done with",
+                            ))
+                            .to_value(),
+                        );
+                        next.scale_in.push(waiting);
+                        next.scale_in.sort_by_key(|s| s.ordinal);
+                        let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+                        batch.push_put(Table::Specs, &key, &value);
+                        updated.entry = Arc::new(next);
+                        self.commit(batch).await?;
+                        self.show_rollout(updated);
+                        self.spawn_scale_in(key);
+                        return Ok(());
+                    }
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     match self.send(&id(i), Command::Delete, Some(tx)) {
                         Ok(()) => Some(rx),

@@ -69,6 +69,18 @@ fn run_name(app: &str, ordinal: u32, generation: u64) -> String {
     format!("{app}-scale-in-{ordinal}-g{generation}")
 }
 
+/// A rollout's surge instance `ordinal` the rollout is done with, waiting on the hook (its run
+/// named by when: a later spare of the same id in the same rollout asks again).
+pub(super) fn spare_removal(entry: &SpecEntry, ordinal: u32, now_ms: u64) -> ScaleIn {
+    ScaleIn {
+        ordinal,
+        since_ms: now_ms,
+        run: format!("{}-spare-{now_ms}", run_name(&entry.spec.metadata.name, ordinal, entry.generation)),
+        phase: ScaleInPhase::Waiting,
+        reason: String::new(),
+    }
+}
+
 /// The event of one scale-in step.
 pub(super) fn event(app: &str, s: &ScaleIn, step: &str, reason: &str) -> DaemonEvent {
     DaemonEvent::ScaleIn {
