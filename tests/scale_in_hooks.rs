@@ -112,10 +112,10 @@ async fn a_scale_in_removes_a_server_only_when_its_hook_says_its_players_are_gon
     // 3 → 1: both wait on their runs, still serving.
     d.apply_json(&world(1, port, json!({}))).await;
     let list = scale_in(&d).await;
-    assert_eq!(
-        list.iter().map(|s| (s.ordinal, s.phase)).collect::<Vec<_>>(),
-        [(1, ScaleInPhase::Waiting), (2, ScaleInPhase::Waiting)]
-    );
+    // Ordinal 2's first measurement may already have kept it.
+    let phases: Vec<(u32, ScaleInPhase)> = list.iter().map(|s| (s.ordinal, s.phase)).collect();
+    assert_eq!(phases[0], (1, ScaleInPhase::Waiting), "{list:?}");
+    assert!(phases[1] == (2, ScaleInPhase::Waiting) || phases[1] == (2, ScaleInPhase::Kept), "{list:?}");
     assert_eq!(ordinals(&d).await, [0, 1, 2], "nothing removed before its verdict");
     // Ordinal 2's players fail its run at once: kept, and told why.
     let list = wait_scale_in(&d, 20, |l| l.iter().any(|s| s.ordinal == 2 && s.phase == ScaleInPhase::Kept)).await;
