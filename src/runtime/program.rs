@@ -112,10 +112,11 @@ pub async fn tool(
     }
 }
 
-/// As [`tool`], from synchronous code (an instance's staging, which is not async): the thread
-/// waits for the exit the reaper delivers; exit codes `ok` (besides 0) count as success. For
-/// the rare, short runs of a host tool (making or growing a volume's filesystem image), not for
-/// anything on a hot path.
+/// As [`tool`], from synchronous code (an instance's staging, which is not async), with
+/// arguments that are paths and exit codes `ok` (besides 0) counted as success: [`run`] driven
+/// to its end on this thread. On a runtime's worker the worker's other tasks (the reaper's
+/// among them, which delivers this exit) move to another thread meanwhile. For the rare, short
+/// runs of a host tool (making or growing a volume's filesystem image), not a hot path.
 pub fn tool_blocking(
     reaper: Option<&Reaper>,
     program: &str,
@@ -123,81 +124,24 @@ pub fn tool_blocking(
     ok: &[i32],
     timeout: std::time::Duration,
 ) -> Result<String, String> {
-    use std::io::Read;
-    let shown = || {
-        let args: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-        format!("{program} {}", args.join(" "))
-    };
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut spawned = None;
-    let mut watch = match reaper {
-        Some(reaper) => {
-            let (_, watch) = reaper
-                .spawn(|| {
-                    cmd.spawn().map(|child| {
-                        let pid = child.id() as i32;
-                        spawned = Some(child);
-                        pid
-                    })
-                })
-                .map_err(|e| format!("cannot run {program}: {e}"))?;
-            Some(watch)
+    let ran = run(reaper, cmd, Vec::new(), timeout);
+    let out = match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(ran))
         }
-        None => {
-            spawned = Some(cmd.spawn().map_err(|e| format!("cannot run {program}: {e}"))?);
-            None
-        }
-    };
-    let mut child = spawned.expect("spawned");
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let stderr = child.stderr.take();
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut e) = stderr {
-            let _ = e.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let mut out = Vec::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_end(&mut out);
+        _ => tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|rt| rt.block_on(ran)),
     }
-    let deadline = std::time::Instant::now() + timeout;
-    let mut wait = || loop {
-        let got = match watch.as_mut() {
-            Some(w) => match w.try_recv() {
-                Ok(status) => Some(status),
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => None,
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Some(ExitStatus::Unknown),
-            },
-            None => child.try_wait().map_err(|e| format!("{}: {e}", shown()))?.map(|s| match (s.code(), s.signal()) {
-                (Some(c), _) => ExitStatus::Code(c),
-                (None, Some(sig)) => ExitStatus::Signal(sig),
-                _ => ExitStatus::Unknown,
-            }),
-        };
-        if let Some(status) = got {
-            break Ok(status);
+    .map_err(|e| format!("cannot run {program}: {e}"))?;
+    match out.status {
+        ExitStatus::Code(c) if c == 0 || ok.contains(&c) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        status => {
+            let args: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+            Err(format!("{program} {}: {status:?}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
         }
-        if std::time::Instant::now() > deadline {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            break Err(format!("{}: took longer than {} s", shown(), timeout.as_secs()));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
-    // On a runtime's worker, its other tasks (the reaper's among them, which delivers this
-    // exit) move to another thread while this one waits.
-    let status = match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
-        _ => wait(),
-    }?;
-    let stderr = err_reader.join().unwrap_or_default();
-    match status {
-        ExitStatus::Code(c) if c == 0 || ok.contains(&c) => Ok(String::from_utf8_lossy(&out).into_owned()),
-        status => Err(format!("{}: {status:?}: {}", shown(), String::from_utf8_lossy(&stderr).trim())),
     }
 }
