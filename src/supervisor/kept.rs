@@ -25,6 +25,21 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     dirs
 }
 
+/// Every ordinal's directory below `volume_root` (`NS/APP/ORDINAL`; removals aside and named
+/// Static volumes, whose names are no ordinal's, left out): three levels of directories read.
+fn ordinal_dirs(root: &Path) -> Vec<(InstanceId, PathBuf)> {
+    let mut out = Vec::new();
+    for (namespace, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| ns != ASIDE) {
+        for (name, app_dir) in subdirs(&ns_dir) {
+            for (ordinal, dir) in subdirs(&app_dir) {
+                let Ok(index) = ordinal.parse::<u32>() else { continue };
+                out.push((InstanceId { namespace: namespace.clone(), name: name.clone(), index }, dir));
+            }
+        }
+    }
+    out
+}
+
 /// The disk the files below `dir` take, symlinks not followed and mounts not entered (a limited
 /// volume's image counts as the blocks it has, not its size).
 fn bytes_below(dir: &Path) -> u64 {
@@ -49,28 +64,22 @@ impl Supervisor {
     /// Every kept volume below `volume_root` (of `namespace` only, when given), with the
     /// instance using it now. Walks the disk: call it off the runtime's threads.
     pub fn kept_volumes(&self, namespace: Option<&str>) -> Vec<KeptVolume> {
-        let root = &self.shared.roots.volume_root;
         let mut out = Vec::new();
-        let listed = |ns: &String| ns != ASIDE && namespace.is_none_or(|n| n == ns);
-        for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| listed(ns)) {
-            for (app, app_dir) in subdirs(&ns_dir) {
-                for (ordinal, ordinal_dir) in subdirs(&app_dir) {
-                    let Ok(index) = ordinal.parse::<u32>() else { continue };
-                    let id = InstanceId { namespace: ns.clone(), name: app.clone(), index };
-                    let instance =
-                        self.instances.lock().expect("instances lock").contains_key(&id).then(|| id.to_string());
-                    for (volume, path) in subdirs(&ordinal_dir) {
-                        out.push(KeptVolume {
-                            namespace: ns.clone(),
-                            name: app.clone(),
-                            ordinal: index,
-                            bytes: bytes_below(&path),
-                            path: path.display().to_string(),
-                            volume,
-                            instance: instance.clone(),
-                        });
-                    }
-                }
+        for (id, ordinal_dir) in ordinal_dirs(&self.shared.roots.volume_root) {
+            if namespace.is_some_and(|n| n != id.namespace) {
+                continue;
+            }
+            let instance = self.instances.lock().expect("instances lock").contains_key(&id).then(|| id.to_string());
+            for (volume, path) in subdirs(&ordinal_dir) {
+                out.push(KeptVolume {
+                    namespace: id.namespace.clone(),
+                    name: id.name.clone(),
+                    ordinal: id.index,
+                    bytes: bytes_below(&path),
+                    path: path.display().to_string(),
+                    volume,
+                    instance: instance.clone(),
+                });
             }
         }
         out
@@ -82,19 +91,10 @@ impl Supervisor {
         self.shared.kept_ordinals.lock().expect("kept ordinals lock").iter().cloned().collect()
     }
 
-    /// The ordinals with a kept volume on disk (three levels of directories read): at start.
+    /// The ordinals with a kept volume on disk: at start.
     fn walk_kept_ordinals(root: &Path) -> std::collections::BTreeSet<String> {
-        let mut out = std::collections::BTreeSet::new();
-        for (ns, ns_dir) in subdirs(root).into_iter().filter(|(ns, _)| ns != ASIDE) {
-            for (app, app_dir) in subdirs(&ns_dir) {
-                for (ordinal, ordinal_dir) in subdirs(&app_dir) {
-                    if ordinal.parse::<u32>().is_ok() && !subdirs(&ordinal_dir).is_empty() {
-                        out.insert(format!("{ns}/{app}/{ordinal}"));
-                    }
-                }
-            }
-        }
-        out
+        let ordinals = ordinal_dirs(root).into_iter().filter(|(_, dir)| !subdirs(dir).is_empty());
+        ordinals.map(|(id, _)| ordinal_key(&id)).collect()
     }
 
     /// Removes ordinal `id`'s kept volume `volume`, with what it holds, exactly once across a
