@@ -137,14 +137,11 @@ impl Supervisor {
                 name: entry.spec.metadata.name.clone(),
                 index: s.ordinal,
             };
-            let verdict = match self.instances.lock().expect("instances lock").contains_key(&id) {
+            let here = self.instances.lock().expect("instances lock").contains_key(&id);
+            let verdict = match here {
+                true => self.scale_in_verdict(&entry, &hook, &s).await,
                 // Deleted meanwhile (by an operator, or before a kill -9 cut the record's removal).
                 false => Verdict::Remove("the instance is gone".into()),
-                true => Verdict::Pending(0),
-            };
-            let verdict = match verdict {
-                Verdict::Pending(_) => self.scale_in_verdict(&entry, &hook, &s).await,
-                other => other,
             };
             let outcome = match verdict {
                 Verdict::Pending(due) => {
