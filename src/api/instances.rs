@@ -167,14 +167,20 @@ pub(super) async fn delete_app(
         let of_app = |s: &crate::supervisor::record::InstanceStatus| s.id.namespace == namespace && s.id.name == name;
         let ids: Vec<InstanceId> =
             supervisor.list(&Default::default()).into_iter().filter(of_app).map(|s| s.id).collect();
+        // Subscribed before the delete: its appDeleted cannot pass unseen.
+        let mut journal = supervisor.store().subscribe();
+        let gone = || !supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name);
         match supervisor.delete_app_gated(&namespace, &name, force).await? {
             Some(ids) => Ok::<_, SupervisorError>(ids),
-            // At its scale-in hooks' word: done when its spec is gone.
+            // At its scale-in hooks' word: done when its spec is gone, looked at again at each
+            // event journaled (its appDeleted among them).
             None => loop {
-                if !supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name) {
+                if gone() {
                     break Ok(ids);
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = journal.recv().await {
+                    break Ok(ids);
+                }
             },
         }
     });
