@@ -184,8 +184,12 @@ async fn a_removal_without_a_verdict_in_time_is_kept_or_deleted_as_on_timeout_sa
     put_template(&d, 10);
     d.apply_json(&world(3, port, json!({"timeoutSeconds": 2}))).await;
     running(&d, 3).await;
+    // Instances older than the limit: it counts from the scale-in, not from their start.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let asked = std::time::Instant::now();
     d.apply_json(&world(2, port, json!({"timeoutSeconds": 2}))).await;
     let list = wait_scale_in(&d, 20, |l| l.iter().all(|s| s.phase == ScaleInPhase::Kept)).await;
+    assert!(asked.elapsed() >= Duration::from_millis(1900), "kept after {:?}, before its limit", asked.elapsed());
     assert!(list[0].reason.contains("gave no verdict in 2 s (onTimeout Keep)"), "{list:?}");
     assert_eq!(ordinals(&d).await, [0, 1, 2]);
     let run = d.client.hook_run("test", &list[0].run, None).await.unwrap();
@@ -220,12 +224,7 @@ async fn a_kill_between_the_removal_and_its_record_finishes_it_once() {
     d.restart(false);
     let client = d.client.clone();
     let _ = client.apply(&world(1, port, json!({})).to_string(), steward::spec::Format::Json).await;
-    let pid = d.pid();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while common::alive(pid) {
-        assert!(std::time::Instant::now() < deadline, "the failpoint was not reached\n{}", d.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(common::wait_gone(d.pid(), 20).await, "the failpoint was not reached\n{}", d.log());
     d.env.clear();
     d.kill9();
     d.spawn();
