@@ -410,7 +410,9 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
     let mut bad = world(1);
     bad["spec"]["template"]["spec"]["volumes"] = json!([
         {"name": "save", "type": "Dynamic", "source": {"mode": "ReadWriteMany"}, "storage": {"limit": "1Gi"}},
-        {"name": "iso", "type": "Isolated"}
+        {"name": "iso", "type": "Isolated"},
+        {"name": "pol", "type": "Dynamic", "source": {"whenDeleted": "Forget", "whenScaled": "delete"}},
+        {"name": "tmp", "type": "Temp", "source": {"whenDeleted": "Delete"}}
     ]);
     refused(
         &d,
@@ -420,6 +422,9 @@ async fn a_dynamic_volume_is_kept_per_ordinal_across_restarts_scale_and_delete()
             "spec.template.spec.volumes[0].source.mode: \"ReadWriteMany\": a kept volume is a directory on one host",
             "spec.template.spec.volumes[0].storage.limit: is not enforced on a plain directory",
             "spec.template.spec.volumes[1].type: Isolated is for a stateful set",
+            "spec.template.spec.volumes[2].source.whenDeleted: \"Forget\" must be \"Retain\"",
+            "spec.template.spec.volumes[2].source.whenScaled: \"delete\" must be \"Retain\"",
+            "spec.template.spec.volumes[3].source.whenDeleted: is not read by a Temp volume",
         ],
     );
 }

@@ -216,3 +216,120 @@ async fn a_process_kept_volume_limit_stops_writes_past_it() {
         assert!(err.contains("spec.template.spec.volumes[0]") && err.contains(expected), "{expected} in: {err}");
     }
 }
+
+/// The kept volumes listed, as `namespace/name/ordinal/volume`.
+async fn listed_volumes(d: &Daemon) -> Vec<String> {
+    let listed = d.client.volumes(None).await.unwrap();
+    listed.iter().map(|v| format!("{}/{}/{}/{}", v.namespace, v.name, v.ordinal, v.volume)).collect()
+}
+
+/// The `volumeRemoved` events the journal holds, as `ordinal/volume`.
+async fn removals(d: &Daemon) -> Vec<String> {
+    use steward::protocol::{DaemonEvent, EventBody};
+    let mut told = Vec::new();
+    d.client
+        .events(0, false, |ev| {
+            if let EventBody::Daemon(DaemonEvent::VolumeRemoved { ordinal, volume, .. }) = &ev.body {
+                told.push(format!("{ordinal}/{volume}"));
+            }
+            true
+        })
+        .await
+        .unwrap();
+    told.sort();
+    told
+}
+
+/// A kept volume's policy (`whenScaled`, `whenDeleted`: Delete) removes it with its instance,
+/// exactly once, even when the daemon is killed between the instance's removal and its
+/// volume's (failpoint `delete-committed`): a scale 3 → 1 removes ordinals 1 and 2's `save`
+/// (their `keep`, Retain by default, stays), a scale back to 3 starts them on an empty one; the
+/// app's delete, cut by a kill -9, removes every `save` once the daemon is back and keeps every
+/// `keep`. An operator's delete of one instance by its id removes no volume.
+#[tokio::test(flavor = "multi_thread")]
+async fn kept_volumes_go_with_their_instance_as_their_policy_says() {
+    let mut d = Daemon::start("proc-vol-policy");
+    let root = d.path().join("volumes/test/realm");
+    let realm = |n: u32| {
+        let script = "[ -f \"$VOLUME_SAVE/born\" ] || date +%s%N > \"$VOLUME_SAVE/born\"; \
+                      echo ${instanceid} > \"$VOLUME_KEEP/who\"; exec sleep 1000";
+        let mut s = spec("realm", n, json!({"startCmd": script}), json!({"statefulSet": {}}));
+        s["spec"]["template"]["spec"]["volumes"] = json!([
+            {"name": "save", "type": "Isolated", "source": {"whenScaled": "Delete", "whenDeleted": "Delete"}},
+            {"name": "keep", "type": "Isolated", "source": {"whenScaled": "Retain"}}
+        ]);
+        s
+    };
+    let born = |i: u32| read(&root.join(format!("{i}/save/born")));
+    let all = |vols: &[&str], ordinals: std::ops::Range<u32>| -> Vec<String> {
+        let mut v: Vec<String> =
+            ordinals.flat_map(|i| vols.iter().map(move |vol| format!("test/realm/{i}/{vol}"))).collect();
+        v.sort();
+        v
+    };
+    d.apply_json(&realm(3)).await;
+    for i in 0..3 {
+        d.wait_state(&id("test", "realm", i), Kind::Running, 60).await;
+        wait_for(&format!("ordinal {i} wrote"), &|| !born(i).is_empty() && root.join(format!("{i}/keep/who")).exists());
+    }
+    let first_born: Vec<String> = (0..3).map(born).collect();
+
+    // Scale 3 → 1: ordinals 1 and 2 take their `save` with them, not their `keep`.
+    d.apply_json(&realm(1)).await;
+    wait_gone(&d, "realm", 2).await;
+    wait_gone(&d, "realm", 1).await;
+    let mut expect = all(&["keep"], 0..3);
+    expect.push("test/realm/0/save".into());
+    expect.sort();
+    assert_eq!(listed_volumes(&d).await, expect);
+    assert_eq!(removals(&d).await, ["1/save", "2/save"]);
+    assert!(!root.join("1/save").exists() && root.join("1/keep/who").exists());
+
+    // Back to 3: they start on an empty `save` and their old `keep`.
+    d.apply_json(&realm(3)).await;
+    for i in 1..3 {
+        d.wait_state(&id("test", "realm", i), Kind::Running, 60).await;
+        wait_for(&format!("ordinal {i} born again"), &|| !born(i).is_empty());
+        assert_ne!(born(i), first_born[i as usize], "ordinal {i} started on an empty save");
+    }
+    assert_eq!(born(0), first_born[0], "ordinal 0 stayed");
+
+    // An operator's delete of one instance by its id keeps its volumes (it may come back).
+    let (code, _, err) = d.cli(&["delete", "test/realm/2", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listed_volumes(&d).await, all(&["keep", "save"], 0..3));
+    d.apply_json(&realm(3)).await;
+    d.wait_state(&id("test", "realm", 2), Kind::Running, 60).await;
+
+    // The app's delete, the daemon killed right after an instance's removal is committed and
+    // before its volume went: the restart finishes it; the rest of the delete, asked again,
+    // removes the others' `save`; each removal told once.
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "delete-committed@1".into())];
+    d.restart(false);
+    for i in 0..3 {
+        d.wait_state(&id("test", "realm", i), Kind::Running, 60).await;
+    }
+    let _ = d.client.delete_app("test", "realm", Some(30.0)).await;
+    let pid = d.pid();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while common::alive(pid) {
+        assert!(std::time::Instant::now() < deadline, "the failpoint was not reached\n{}", d.log());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    let _ = d.client.delete_app("test", "realm", Some(30.0)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !d.client.list(&[]).await.unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the app's delete did not finish");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = d.client.delete_app("test", "realm", Some(30.0)).await;
+    assert_eq!(listed_volumes(&d).await, all(&["keep"], 0..3), "every save gone, every keep kept");
+    assert_eq!(removals(&d).await, ["0/save", "1/save", "1/save", "2/save", "2/save"], "each removal told once");
+    assert!(!d.path().join("volumes/.removing").read_dir().is_ok_and(|mut e| e.next().is_some()), "nothing left aside");
+    d.restart(true);
+    assert_eq!(listed_volumes(&d).await, all(&["keep"], 0..3));
+    assert_eq!(removals(&d).await.len(), 5);
+}

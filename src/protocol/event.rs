@@ -247,7 +247,8 @@ pub enum DaemonEvent {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         reason: String,
     },
-    /// A kept volume of an ordinal (seed 003 Dynamic, Isolated) was removed (`steward volume rm`).
+    /// A kept volume of an ordinal (seed 003 Dynamic, Isolated) was removed: by `steward volume rm`,
+    /// or with its instance as its `whenDeleted` or `whenScaled` says.
     VolumeRemoved {
         namespace: String,
         name: String,

@@ -103,8 +103,8 @@ pub fn prepare_volumes(
             VolumeContent::Files { source, store, items, optional } => {
                 files(v, *source, store, items, *optional, namespace, lookup)
             }
-            VolumeContent::Kept { limit_bytes: None } => kept(&v.host_path),
-            VolumeContent::Kept { limit_bytes: Some(bytes) } => kept_image(&v.host_path, *bytes, reaper),
+            VolumeContent::Kept { limit_bytes: None, .. } => kept(&v.host_path),
+            VolumeContent::Kept { limit_bytes: Some(bytes), .. } => kept_image(&v.host_path, *bytes, reaper),
             VolumeContent::Static { owner, mode, .. } => static_dir(&v.host_path, owner, *mode),
         };
         let owned = match (&v.content, owner) {
@@ -421,7 +421,7 @@ fn human_bytes(bytes: u64) -> String {
 /// image and its data stay, mounted again by the ordinal's next start).
 pub fn release_kept(volumes: &[RenderedVolume]) {
     for v in volumes {
-        if let VolumeContent::Kept { limit_bytes: Some(_) } = v.content {
+        if let VolumeContent::Kept { limit_bytes: Some(_), .. } = v.content {
             unmount_image(&v.host_path);
         }
     }

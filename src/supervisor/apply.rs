@@ -342,7 +342,7 @@ impl Supervisor {
             .collect();
         // Deleted for good (stopped, then gone from the list and the store), concurrently. The
         // app stays, even scaled to 0: its spec and revisions are kept.
-        let deletions = extra.iter().map(|id| self.delete_instance(id));
+        let deletions = extra.iter().map(|id| self.delete_instance(id, crate::spec::pod::DeleteCause::ScaledIn));
         for (id, result) in extra.iter().zip(futures_util::future::join_all(deletions).await) {
             if let Err(e) = result {
                 tracing::warn!(instance = %id, "deleting an instance the spec no longer has: {e}");

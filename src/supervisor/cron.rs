@@ -137,7 +137,7 @@ impl Supervisor {
             for index in removed {
                 let (sup, id) = (self.clone(), job_run_id(&entry, index));
                 tokio::spawn(async move {
-                    if let Err(e) = sup.delete_instance(&id).await {
+                    if let Err(e) = sup.delete_instance(&id, crate::spec::pod::DeleteCause::Operator).await {
                         tracing::warn!(instance = %id, "removing a run past the history limits: {e}");
                     }
                 });

@@ -1,9 +1,10 @@
 //! Kept volumes (seed 003 Dynamic, Isolated; issue 47): listed, and removed at the operator's
-//! word. They are made by an ordinal's first start (runtime/volumes.rs) and outlive its
+//! word or with their instance as their policy says (`whenDeleted`, `whenScaled`). They are made by an ordinal's first start (runtime/volumes.rs) and outlive its
 //! instance: `<volume_root>/<namespace>/<app>/<ordinal>/<volume>`.
 
-use super::{Supervisor, SupervisorError};
+use super::{Shared, Supervisor, SupervisorError};
 use crate::protocol::{DaemonEvent, EventBody, KeptVolume};
+use crate::spec::pod::{DeleteCause, RenderedVolume, VolumeContent};
 use crate::spec::render::pod::kept_volumes_of;
 use crate::spec::render::InstanceId;
 use crate::store::{Batch, Table};
@@ -106,12 +107,7 @@ impl Supervisor {
         let root = self.shared.roots.volume_root.clone();
         let ordinal_dir = kept_volumes_of(&root, id);
         let path = ordinal_dir.join(volume);
-        let removal = Removal {
-            namespace: id.namespace.clone(),
-            name: id.name.clone(),
-            ordinal: id.index,
-            volume: volume.into(),
-        };
+        let removal = Removal::of(id, volume, false);
         let aside = removal.aside(&root);
         {
             let instances = self.instances.lock().expect("instances lock");
@@ -133,30 +129,13 @@ impl Supervisor {
             }
             std::fs::rename(&path, &aside).map_err(|e| crate::safefs::at(&path, e))?;
         }
-        if subdirs(&ordinal_dir).is_empty() {
-            self.shared.kept_ordinals.lock().expect("kept ordinals lock").remove(&ordinal_key(id));
-        }
+        forget_ordinal_if_empty(&self.shared, id);
         crate::failpoint::hit("volume-aside");
-        // The ordinal's and the app's directories go once empty (a failure leaves them: harmless).
-        for dir in [&ordinal_dir, &root.join(&id.namespace).join(&id.name), &root.join(&id.namespace)] {
-            let _ = std::fs::remove_dir(dir);
-        }
-        self.commit(removal.journaled()).await?;
+        let mut batch = Batch::new();
+        removal.journal_into(&mut batch);
+        self.commit(batch).await?;
         crate::failpoint::hit("volume-journaled");
-        self.finish_removal(removal).await
-    }
-
-    /// Deletes what a journaled removal moved aside, then its record.
-    async fn finish_removal(&self, removal: Removal) -> Result<(), SupervisorError> {
-        let aside = removal.aside(&self.shared.roots.volume_root);
-        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&aside) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::safefs::at(&aside, e)),
-            _ => Ok(()),
-        })
-        .await
-        .map_err(|e| SupervisorError::Failed(e.to_string()))??;
-        self.commit(Batch::new().delete(Table::Meta, &removal.key())).await?;
-        Ok(())
+        finish_removal(&self.shared, removal).await
     }
 
     /// At start, before any instance: each removal a kill -9 cut short is finished as far as
@@ -176,9 +155,14 @@ impl Supervisor {
                 }
             })
             .collect();
-        for removal in owed {
+        for mut removal in owed {
+            if removal.in_place && snapshot.get(Table::Instances, &removal.id().to_string()).is_some() {
+                // Its instance is back (applied again before the kill): its data is its own now.
+                tracing::warn!("kept volume {} is in use again: its removal is dropped", removal.describe());
+                removal.in_place = false;
+            }
             tracing::info!("finishing the removal of kept volume {}", removal.describe());
-            self.finish_removal(removal).await?;
+            finish_removal(&self.shared, removal).await?;
         }
         for (file_name, aside) in subdirs(&root.join(ASIDE)) {
             let Some(removal) = Removal::from_aside(&file_name) else {
@@ -195,8 +179,10 @@ impl Supervisor {
                     removal.describe()
                 );
             } else {
-                self.commit(removal.journaled()).await?;
-                self.finish_removal(removal).await?;
+                let mut batch = Batch::new();
+                removal.journal_into(&mut batch);
+                self.commit(batch).await?;
+                finish_removal(&self.shared, removal).await?;
             }
         }
         *self.shared.kept_ordinals.lock().expect("kept ordinals lock") = Self::walk_kept_ordinals(&root);
@@ -206,6 +192,64 @@ impl Supervisor {
     /// Notes that ordinal `id` keeps a volume here (made by its start).
     pub(crate) fn note_kept_ordinal(shared: &super::Shared, id: &InstanceId) {
         shared.kept_ordinals.lock().expect("kept ordinals lock").insert(ordinal_key(id));
+    }
+}
+
+/// The removals of instance `id`'s kept volumes that its policy removes when it is deleted for
+/// `cause` (`whenDeleted`, `whenScaled`), each to be journaled with the instance's removal and
+/// finished once it is gone.
+pub(crate) fn volumes_going(id: &InstanceId, volumes: &[RenderedVolume], cause: DeleteCause) -> Vec<Removal> {
+    let going = volumes.iter().filter(|v| match &v.content {
+        VolumeContent::Kept { removed_when, .. } => removed_when.contains(&cause),
+        _ => false,
+    });
+    going.map(|v| Removal::of(id, &v.name, true)).collect()
+}
+
+/// Finishes a journaled removal: deletes what it moved aside (an in-place one's volume is moved
+/// aside first, its image unmounted), then its record.
+pub(crate) async fn finish_removal(shared: &Shared, removal: Removal) -> Result<(), SupervisorError> {
+    let root = shared.roots.volume_root.clone();
+    let aside = removal.aside(&root);
+    let place = kept_volumes_of(&root, &removal.id()).join(&removal.volume);
+    let in_place = removal.in_place;
+    tokio::task::spawn_blocking(move || {
+        if in_place && std::fs::symlink_metadata(&place).is_ok() {
+            crate::runtime::volumes::unmount_image(&place.join(crate::spec::render::pod::KEPT_IMAGE_MOUNT));
+            let parent = aside.parent().expect("aside below the root");
+            crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+            if aside.exists() {
+                std::fs::remove_dir_all(&aside).map_err(|e| crate::safefs::at(&aside, e))?;
+            }
+            std::fs::rename(&place, &aside).map_err(|e| crate::safefs::at(&place, e))?;
+        }
+        match std::fs::remove_dir_all(&aside) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(SupervisorError::from(crate::safefs::at(&aside, e)))
+            }
+            _ => Ok(()),
+        }
+    })
+    .await
+    .map_err(|e| SupervisorError::Failed(e.to_string()))??;
+    if in_place {
+        forget_ordinal_if_empty(shared, &removal.id());
+    }
+    shared.store.commit(Batch::new().delete(Table::Meta, &removal.key())).await?;
+    Ok(())
+}
+
+/// Forgets ordinal `id` as one keeping volumes here once it keeps none; its directory and its
+/// app's and namespace's go once empty (a failure leaves them: harmless).
+fn forget_ordinal_if_empty(shared: &Shared, id: &InstanceId) {
+    let root = &shared.roots.volume_root;
+    let ordinal_dir = kept_volumes_of(root, id);
+    if !subdirs(&ordinal_dir).is_empty() {
+        return;
+    }
+    shared.kept_ordinals.lock().expect("kept ordinals lock").remove(&ordinal_key(id));
+    for dir in [&ordinal_dir, &root.join(&id.namespace).join(&id.name), &root.join(&id.namespace)] {
+        let _ = std::fs::remove_dir(dir);
     }
 }
 
@@ -219,14 +263,30 @@ const REMOVAL_KEY: &str = "volume-removal/";
 
 /// One kept volume being removed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct Removal {
+pub(crate) struct Removal {
     namespace: String,
     name: String,
     ordinal: u32,
     volume: String,
+    /// Journaled before its volume was moved aside (by its instance's delete, whose ordinal
+    /// nothing else takes meanwhile): finishing it moves the volume aside first. An operator's
+    /// (`steward volume rm`) moves it aside first, and an instance applied after that may have
+    /// made a new one in its place.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    in_place: bool,
 }
 
 impl Removal {
+    fn of(id: &InstanceId, volume: &str, in_place: bool) -> Removal {
+        Removal {
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+            ordinal: id.index,
+            volume: volume.into(),
+            in_place,
+        }
+    }
+
     fn id(&self) -> InstanceId {
         InstanceId { namespace: self.namespace.clone(), name: self.name.clone(), index: self.ordinal }
     }
@@ -256,11 +316,12 @@ impl Removal {
             name: name.into(),
             ordinal: ordinal.parse().ok()?,
             volume: volume.into(),
+            in_place: false,
         })
     }
 
-    /// The batch that journals it: its event and the record of what is owed.
-    fn journaled(&self) -> Batch {
+    /// Journals it into `batch`: its event and the record of what is owed.
+    pub(crate) fn journal_into(&self, batch: &mut Batch) {
         let body = EventBody::Daemon(DaemonEvent::VolumeRemoved {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
@@ -268,6 +329,7 @@ impl Removal {
             volume: self.volume.clone(),
         });
         let record = serde_json::to_value(self).expect("a removal serializes");
-        Batch::new().event(body.to_value()).put(Table::Meta, &self.key(), &record)
+        batch.push_event(body.to_value());
+        batch.push_put(Table::Meta, &self.key(), &record);
     }
 }

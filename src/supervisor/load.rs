@@ -104,7 +104,7 @@ impl Supervisor {
             // A job's runs are its own ids (job.rs), not the spec's count.
             let job = spec.spec.runs_to_completion();
             if !spare && !job && !ids_of(&spec.spec, spec.selection.as_deref()).contains(&rec.id) {
-                unfinished.push((rec.id.clone(), Command::Delete));
+                unfinished.push((rec.id.clone(), Command::Delete(crate::spec::pod::DeleteCause::ScaledIn)));
             } else if let Some(count_only) = unfinished_replace(&rec, &spec) {
                 unfinished.push((rec.id.clone(), Command::Replace(spec.clone(), count_only)));
             }

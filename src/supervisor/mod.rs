@@ -403,7 +403,7 @@ impl Supervisor {
 
     /// Stops and removes an instance. When it was the last of its app, the app's spec goes too.
     pub async fn delete(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.delete_instance(id).await?;
+        self.delete_instance(id, crate::spec::pod::DeleteCause::Operator).await?;
         let last = !self
             .instances
             .lock()
@@ -418,8 +418,12 @@ impl Supervisor {
 
     /// Stops and removes instance `id`; its app's spec stays. One whose actor has already ended
     /// (a delete resumed after a daemon restart finished by itself) is simply gone.
-    async fn delete_instance(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        match self.request(id, Command::Delete).await {
+    async fn delete_instance(
+        &self,
+        id: &InstanceId,
+        cause: crate::spec::pod::DeleteCause,
+    ) -> Result<(), SupervisorError> {
+        match self.request(id, Command::Delete(cause)).await {
             Ok(()) | Err(SupervisorError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
@@ -482,7 +486,10 @@ impl Supervisor {
             .filter(|i| i.namespace == namespace && i.name == name)
             .cloned()
             .collect();
-        let results = futures_util::future::join_all(ids.iter().map(|id| self.delete_instance(id))).await;
+        let results = futures_util::future::join_all(
+            ids.iter().map(|id| self.delete_instance(id, crate::spec::pod::DeleteCause::AppDeleted)),
+        )
+        .await;
         if let Some(e) = results.into_iter().find_map(Result::err) {
             // Some instance could not be stopped: the app stays, with what is left of it.
             return Err(e);

@@ -81,6 +81,10 @@ pub struct InstanceRecord {
     /// ends the pod, seen also when it happened while the daemon was away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
+    /// Why it is being deleted, from the delete's request on: its kept volumes' policy reads it
+    /// when it goes (the strongest cause asked wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_cause: Option<crate::spec::pod::DeleteCause>,
 }
 
 impl InstanceRecord {
@@ -109,6 +113,7 @@ impl InstanceRecord {
             ready_since_ms: None,
             network: None,
             holder: None,
+            delete_cause: None,
         }
     }
 

@@ -560,7 +560,7 @@ impl Supervisor {
                         return Ok(());
                     }
                     let (tx, rx) = tokio::sync::oneshot::channel();
-                    match self.send(&id(i), Command::Delete, Some(tx)) {
+                    match self.send(&id(i), Command::Delete(crate::spec::pod::DeleteCause::ScaledIn), Some(tx)) {
                         Ok(()) => Some(rx),
                         Err(SupervisorError::NotFound(_)) => None,
                         Err(e) => return Err(e),

@@ -16,6 +16,7 @@
 use super::*;
 use crate::protocol::{ScaleIn, ScaleInPhase};
 use crate::spec::model::{OnTimeout, ScaleInHook};
+use crate::spec::pod::DeleteCause;
 use driver::{Drive, Next};
 
 /// The label a scale-in's hook runs carry: the ordinal they decide.
@@ -222,7 +223,9 @@ impl Supervisor {
         reason: &str,
     ) -> Result<(), SupervisorError> {
         tracing::info!(app = %app, ordinal = s.ordinal, "scale-in removes the instance: {reason}");
-        match self.delete_instance(id).await {
+        let deleting = self.specs.lock().expect("specs lock").get(app).is_some_and(|e| e.deleting);
+        let cause = if deleting { DeleteCause::AppDeleted } else { DeleteCause::ScaledIn };
+        match self.delete_instance(id, cause).await {
             Ok(()) | Err(SupervisorError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }

@@ -278,7 +278,20 @@ pub struct VolumeSource {
     /// ("0750"); empty: 0755.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub dir_mode: String,
+    /// Dynamic, Isolated (Steward's, Kubernetes' StatefulSet `persistentVolumeClaimRetentionPolicy`
+    /// words): `Retain` (empty) keeps the ordinal's volume when its app is deleted, for
+    /// `steward volume rm`; `Delete` removes it with the app.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub when_deleted: String,
+    /// Dynamic, Isolated: as `whenDeleted`, for an ordinal removed by scaling in (an apply or a
+    /// rollout to fewer replicas); not for an instance an operator deletes by its id.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub when_scaled: String,
 }
+
+/// `whenDeleted`'s and `whenScaled`'s words.
+pub const RETAIN: &str = "Retain";
+pub const DELETE: &str = "Delete";
 
 /// The seed's default mode of a configmap's or secret's files.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;

@@ -110,10 +110,27 @@ pub enum VolumeContent {
     Kept {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit_bytes: Option<u64>,
+        /// When the instance goes, the cases in which the volume goes with it (`whenDeleted`,
+        /// `whenScaled`: Delete); none: kept for `steward volume rm`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removed_when: Vec<DeleteCause>,
     },
     /// A host directory (seed 003 Static), shared by every instance mounting it: made, with
     /// `owner` (empty: root) and `mode`, when missing; never removed by Steward.
     Static { owner: String, mode: u32, read_only: bool },
+}
+
+/// Why an instance is deleted, as far as its kept volumes care: durable in its record from the
+/// delete's request on (a delete a daemon restart resumes keeps its cause).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DeleteCause {
+    /// Its id named by an operator's delete: its kept volumes stay.
+    Operator,
+    /// Removed by scaling in: an apply or a rollout to fewer replicas (`whenScaled`).
+    ScaledIn,
+    /// Its app deleted (`whenDeleted`).
+    AppDeleted,
 }
 
 /// One key's file; `items` empty in [`VolumeContent::Files`] is every key at its own name, with
@@ -415,10 +432,16 @@ pub(crate) fn render_volumes(
             VolumeType::Dynamic | VolumeType::Isolated => {
                 let limit_bytes = (source.class == KEPT_IMAGE_CLASS).then(|| storage_bytes(&v.storage.limit)).flatten();
                 let dir = kept.join(&v.name);
+                let removed_when =
+                    [(&source.when_deleted, DeleteCause::AppDeleted), (&source.when_scaled, DeleteCause::ScaledIn)]
+                        .into_iter()
+                        .filter(|(word, _)| word.as_str() == crate::spec::pod::DELETE)
+                        .map(|(_, cause)| cause)
+                        .collect();
                 rendered.push(RenderedVolume {
                     name: v.name.clone(),
                     host_path: if limit_bytes.is_some() { dir.join(KEPT_IMAGE_MOUNT) } else { dir },
-                    content: VolumeContent::Kept { limit_bytes },
+                    content: VolumeContent::Kept { limit_bytes, removed_when },
                 });
                 continue;
             }

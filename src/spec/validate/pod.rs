@@ -212,7 +212,7 @@ fn owner_text(owner: &str) -> Result<(), String> {
 /// host directories, and Dynamic and Isolated kept per ordinal; Isolated in a stateful set
 /// only), with the source fields of their type.
 fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
-    use crate::spec::pod::{parse_file_mode, VolumeType};
+    use crate::spec::pod::{parse_file_mode, VolumeType, DELETE, RETAIN};
     let mut names = BTreeSet::new();
     for (i, v) in t.volumes.iter().enumerate() {
         let vp = at.field("volumes").index(i);
@@ -311,6 +311,14 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
                 not_for("default", !s.default.is_empty(), errors);
                 not_for("optional", s.optional, errors);
                 not_for("readonly", s.readonly, errors);
+                for (field, word) in [("whenDeleted", &s.when_deleted), ("whenScaled", &s.when_scaled)] {
+                    if !["", RETAIN, DELETE].contains(&word.as_str()) {
+                        errors.add(
+                            &sp.field(field),
+                            format!("{word:?} must be \"{RETAIN}\" (kept for `steward volume rm`) or \"{DELETE}\""),
+                        );
+                    }
+                }
             }
             VolumeType::Temp => {
                 if !["", "Memory"].contains(&s.medium.as_str()) {
@@ -355,6 +363,10 @@ fn volumes(t: &TemplateSpec, stateful: bool, at: &Path, errors: &mut Errors) {
         if v.kind != VolumeType::Static {
             not_for("owner", !s.owner.is_empty(), errors);
             not_for("dirMode", !s.dir_mode.is_empty(), errors);
+        }
+        if !matches!(v.kind, VolumeType::Dynamic | VolumeType::Isolated) {
+            not_for("whenDeleted", !s.when_deleted.is_empty(), errors);
+            not_for("whenScaled", !s.when_scaled.is_empty(), errors);
         }
         for (field, text) in [("request", &v.storage.request), ("limit", &v.storage.limit)] {
             if text.is_empty() {

@@ -236,7 +236,8 @@ impl<W: Workload> Actor<W> {
     /// Requests while stopping: a delete upgrades the stop (durably); anything else waits its turn.
     async fn during_stop(&mut self, msg: Msg) {
         match msg {
-            Msg::Request(Command::Delete, reply) => {
+            Msg::Request(Command::Delete(cause), reply) => {
+                self.note_delete_cause(cause);
                 self.feed(Event::StopRequested { goal: StopGoal::Delete }).await;
                 self.waiting.extend(reply);
             }
@@ -334,8 +335,16 @@ impl<W: Workload> Actor<W> {
         true
     }
 
+    /// Notes why it is to be deleted (recorded with the stop's next commit): the strongest
+    /// cause asked so far, its app's delete over a scale-in over an operator's.
+    pub(super) fn note_delete_cause(&mut self, cause: crate::spec::pod::DeleteCause) {
+        self.rec.delete_cause = self.rec.delete_cause.max(Some(cause));
+    }
+
     /// Removes the instance: its record, its runtime's leftovers (cgroup, containers), its run
-    /// directory. Its work directory (the application's data) is kept.
+    /// directory, and the kept volumes its policy removes for the delete's cause (journaled in
+    /// the same commit as the record's removal). Its work directory (the application's data)
+    /// is kept.
     pub(super) async fn delete(&mut self) {
         // What runs goes before the record: a record gone with a process left would be a
         // process nobody supervises (one recorded Stopped by a start cut short).
@@ -354,6 +363,14 @@ impl<W: Workload> Actor<W> {
             batch.push_event(e);
         }
         let mut batch = batch.delete(Table::Instances, &key).event(body);
+        let cause = self.rec.delete_cause.unwrap_or(crate::spec::pod::DeleteCause::Operator);
+        let going = match self.rendered() {
+            Ok(r) => crate::supervisor::kept::volumes_going(&self.rec.id, r.volumes(), cause),
+            Err(_) => Vec::new(),
+        };
+        for removal in &going {
+            removal.journal_into(&mut batch);
+        }
         let released = self.shared.ports.lock().expect("ports lock").release(&key, &mut batch);
         if !released.is_empty() {
             tracing::info!(instance = %self.rec.id, "released ports {released:?}");
@@ -371,6 +388,11 @@ impl<W: Workload> Actor<W> {
             }
             // A limited kept volume's image stays with its data, unmounted till the ordinal's next start.
             crate::runtime::volumes::release_kept(r.volumes());
+            for removal in going {
+                if let Err(e) = crate::supervisor::kept::finish_removal(&self.shared, removal).await {
+                    tracing::error!(instance = %self.rec.id, "removing a kept volume: {e}");
+                }
+            }
             // A job's or cron job's run is over for good: its work directories go with it
             // (an every-second cron would otherwise leave one a second). An app's instance
             // keeps its workPath, whose data may outlive it (docs/design.md).

@@ -74,7 +74,8 @@ pub enum Command {
     Reload,
     /// A hollow instance's run ends as if its main process exited so (see `Workload::crash`).
     Crash(crate::supervisor::state::ExitStatus),
-    Delete,
+    /// Stop and remove it; its kept volumes go as their policy says for the cause.
+    Delete(crate::spec::pod::DeleteCause),
     /// A file into what runs (`steward cp`); answered on its own channel with where it went.
     CopyIn(Box<FileCopy>, oneshot::Sender<Result<crate::protocol::FileCopied, String>>),
     /// A newer spec: restart with it if running (unless only the instance count changed, the
@@ -93,7 +94,7 @@ impl Command {
             Command::Fail(_) => "fail",
             Command::Reload => "reload",
             Command::Crash(_) => "crash",
-            Command::Delete => "delete",
+            Command::Delete(_) => "delete",
             Command::CopyIn(..) => "copy",
             Command::Replace(..) => "replace",
         }

@@ -300,7 +300,10 @@ impl<W: Workload> Actor<W> {
             }
             Command::Stop => StopGoal::Stop,
             Command::Fence => StopGoal::Fence,
-            Command::Delete => StopGoal::Delete,
+            Command::Delete(cause) => {
+                self.note_delete_cause(cause);
+                StopGoal::Delete
+            }
             Command::Restart => StopGoal::Restart,
             Command::Fail(reason) => {
                 let kind = self.rec.state.kind();
