@@ -876,6 +876,7 @@ fn all_sched_events() -> Vec<SchedEvent> {
             dropped_apps: vec![app_key.clone()],
             dropped_endpoints: vec![app_key.clone()],
             lacking: vec![],
+            draining_apps: vec!["game/world".into()],
         },
         SchedEvent::DependencyStarted {
             dependency: "infra/cache".into(),

@@ -310,3 +310,47 @@ async fn a_rollouts_surge_instance_goes_at_the_hooks_word() {
     let list = d.client.list(&[("name", "world")]).await.unwrap();
     assert!(list.iter().all(|s| s.revision == 2), "{list:?}");
 }
+
+/// A host that missed a scheduler's delete of an app with a scaleIn hook (issue 43's desired
+/// set names it no more) deletes it at its hook's word, as an operator's delete would: the
+/// server without players goes, the one with players stays until they are gone and an operator
+/// resumes; the same set handed again starts nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_set_without_the_app_deletes_it_at_its_hooks_word() {
+    let d = Daemon::start("scale-in-desired");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(0, 0), (1, 3)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 1);
+    // Placed as steward-sched places it: applied with an instance selection.
+    let doc = world(2, port, json!({})).to_string();
+    d.client.apply_selected(&doc, steward::spec::Format::Json, Some(&[0, 1])).await.unwrap();
+    running(&d, 2).await;
+    let set = steward::protocol::HostDesired {
+        as_of: d.client.node().await.unwrap().desired_mark,
+        apps: vec![],
+        endpoints: vec![],
+        every_secs: 10,
+    };
+    let outcome = d.client.put_desired(&set).await.unwrap();
+    assert_eq!(outcome.draining_apps, ["test/world"], "{outcome:?}");
+    assert!(outcome.dropped_apps.is_empty(), "not deleted at once: {outcome:?}");
+    assert_eq!(ordinals(&d).await, [0, 1], "nothing removed before its verdict");
+    let list = wait_scale_in(&d, 20, |l| l.len() == 1 && l[0].phase == ScaleInPhase::Kept).await;
+    assert_eq!(list[0].ordinal, 1);
+    assert_eq!(ordinals(&d).await, [1], "the server without players went");
+    let again = d.client.put_desired(&set).await.unwrap();
+    assert!(again.draining_apps.is_empty() && again.dropped_apps.is_empty(), "{again:?}");
+    assert_eq!(ordinals(&d).await, [1]);
+    players.lock().unwrap().insert(1, 0);
+    let (code, out, err) = d.cli(&["rollout", "resume", "test/world"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while d.client.rollout_status("test", "world").await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the app did not go\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ordinals(&d).await.is_empty());
+    let mut removed: Vec<(u32, String)> = steps(&d).await.into_iter().filter(|(_, s)| s == "removed").collect();
+    removed.sort();
+    assert_eq!(removed, [(0, "removed".into()), (1, "removed".into())], "each told once");
+}

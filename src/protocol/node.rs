@@ -230,6 +230,10 @@ pub struct HostDesired {
 pub struct DesiredOutcome {
     /// Placed apps deleted here: none of the set's.
     pub dropped_apps: Vec<String>,
+    /// Placed apps the set does not name, deleted here at their `scaleIn` hook's word: each
+    /// instance goes when its hook run says (`rollout status` shows them waiting).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub draining_apps: Vec<String>,
     /// Apps whose endpoints were forgotten here.
     pub dropped_endpoints: Vec<String>,
     /// Apps of the set with no spec here (the scheduler applies them).

@@ -281,6 +281,9 @@ pub enum SchedEvent {
         dropped_endpoints: Vec<String>,
         #[serde(default)]
         lacking: Vec<String>,
+        /// Apps it holds and the set does not name, deleted there at their scaleIn hook's word.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        draining_apps: Vec<String>,
     },
 }
 
@@ -580,10 +583,16 @@ impl SchedEvent {
             EndpointsUpdated { revision, ready, nodes, of, .. } => {
                 format!("revision {revision}: {ready} ready endpoint(s), handed to {nodes} of {of} node(s)")
             }
-            DesiredHanded { dropped_apps, dropped_endpoints, lacking, .. } => {
+            DesiredHanded { dropped_apps, dropped_endpoints, lacking, draining_apps, .. } => {
                 let mut said = Vec::new();
                 if !dropped_apps.is_empty() {
                     said.push(format!("deleted app(s) no longer meant for it: {}", dropped_apps.join(", ")));
+                }
+                if !draining_apps.is_empty() {
+                    said.push(format!(
+                        "deleting app(s) no longer meant for it at their scale-in hook's word: {}",
+                        draining_apps.join(", ")
+                    ));
                 }
                 if !dropped_endpoints.is_empty() {
                     said.push(format!("forgot endpoints of {}", dropped_endpoints.join(", ")));

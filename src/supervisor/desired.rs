@@ -137,7 +137,8 @@ impl super::Supervisor {
         let _applying = self.applying.lock().await;
         let (gone, present): (Vec<String>, Vec<String>) = {
             let specs = self.specs.lock().expect("specs lock");
-            let placed = specs.iter().filter(|(_, e)| e.selection.is_some());
+            // One already deleted at its scaleIn hook's word is on its way out.
+            let placed = specs.iter().filter(|(_, e)| e.selection.is_some() && !e.deleting);
             let gone = placed
                 .filter(|(key, _)| !named.contains(key.as_str()) && self.shared.applied_marks.known_to(key, as_of))
                 .map(|(key, _)| key.clone())
@@ -151,6 +152,18 @@ impl super::Supervisor {
         };
         for key in gone {
             let (namespace, name) = key.split_once('/').unwrap_or(("", &key));
+            // An app with a scaleIn hook goes at its word, as an operator's delete of it would.
+            match self.gate_delete(&key, "the scheduler's desired set does not name the app").await {
+                Ok(true) => {
+                    outcome.draining_apps.push(key);
+                    continue;
+                }
+                Ok(false) | Err(super::SupervisorError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::warn!(app = %key, "deleting what the desired set does not name: {e}");
+                    continue;
+                }
+            }
             match self.delete_app(namespace, name).await {
                 Ok(_) | Err(super::SupervisorError::NotFound(_)) => {
                     tracing::info!(app = %key, "deleted: the scheduler's desired set does not name it");

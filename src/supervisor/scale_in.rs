@@ -292,32 +292,51 @@ impl Supervisor {
         let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
         let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
         let hook = entry.spec.strategy.scale_in.clone().filter(|_| !force && !entry.spec.runs_to_completion());
-        let Some(hook) = hook else { return self.delete_app(namespace, name).await.map(Some) };
+        if hook.is_none() {
+            return self.delete_app(namespace, name).await.map(Some);
+        }
         let applying = self.applying.lock().await;
-        let current = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let gated = self.gate_delete(&app, "the app is being deleted").await?;
+        drop(applying);
+        if !gated {
+            return self.delete_app(namespace, name).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Records app `app`'s delete as waiting on its `scaleIn` hook's word for each instance here
+    /// (`why` told in each one's `waiting` event), and starts the driver that carries it out.
+    /// False: nothing to wait for (no hook, a job, no instance here): the caller deletes it at
+    /// once. An app already so deleted stays as it is (true). The caller holds `applying`.
+    pub(super) async fn gate_delete(&self, app: &str, why: &str) -> Result<bool, SupervisorError> {
+        let current = self.specs.lock().expect("specs lock").get(app).cloned();
         let current = current.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        let hook = current.spec.strategy.scale_in.clone().filter(|_| !current.spec.runs_to_completion());
+        let Some(hook) = hook else { return Ok(false) };
+        if current.deleting {
+            return Ok(true);
+        }
+        let (namespace, name) = (&current.spec.metadata.namespace, &current.spec.metadata.name);
         let here: Vec<u32> = {
             let instances = self.instances.lock().expect("instances lock");
-            instances.keys().filter(|i| i.namespace == namespace && i.name == name).map(|i| i.index).collect()
+            instances.keys().filter(|i| &i.namespace == namespace && &i.name == name).map(|i| i.index).collect()
         };
         if here.is_empty() {
-            drop(applying);
-            return self.delete_app(namespace, name).await.map(Some);
+            return Ok(false);
         }
         let apply = Apply { name, generation: current.generation, now_ms: crate::clock::now_ms(), tag: "-delete" };
         let (list, _) = after_apply(&current.scale_in, Some(&hook), &here, &[], &[], apply);
         let mut batch = Batch::new();
         for s in list.iter().filter(|s| !current.scale_in.iter().any(|c| c.ordinal == s.ordinal)) {
-            batch.push_event(EventBody::Daemon(event(&app, s, "waiting", "the app is being deleted")).to_value());
+            batch.push_event(EventBody::Daemon(event(app, s, "waiting", why)).to_value());
         }
         let next = SpecEntry { scale_in: list, deleting: true, ..(*current).clone() };
         let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-        batch.push_put(Table::Specs, &app, &value);
+        batch.push_put(Table::Specs, app, &value);
         self.commit(batch).await?;
-        self.specs.lock().expect("specs lock").insert(app.clone(), Arc::new(next));
-        drop(applying);
-        self.spawn_scale_in(app);
-        Ok(None)
+        self.specs.lock().expect("specs lock").insert(app.to_string(), Arc::new(next));
+        self.spawn_scale_in(app.to_string());
+        Ok(true)
     }
 
     /// An operator's `rollout resume` for the app's scale-in: a held removal (Inconclusive)

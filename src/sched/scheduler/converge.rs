@@ -83,8 +83,12 @@ impl Scheduler {
             Err(_) => Err(format!("no answer within {} s", NODE_TIMEOUT.as_secs())),
         };
         match r {
-            Ok(DesiredOutcome { dropped_apps, dropped_endpoints, lacking }) => {
-                if dropped_apps.is_empty() && dropped_endpoints.is_empty() && lacking.is_empty() {
+            Ok(DesiredOutcome { dropped_apps, dropped_endpoints, lacking, draining_apps }) => {
+                if dropped_apps.is_empty()
+                    && dropped_endpoints.is_empty()
+                    && lacking.is_empty()
+                    && draining_apps.is_empty()
+                {
                     return;
                 }
                 emit(&super::run::sched_line(SchedEvent::DesiredHanded {
@@ -92,6 +96,7 @@ impl Scheduler {
                     dropped_apps,
                     dropped_endpoints,
                     lacking,
+                    draining_apps,
                 }));
             }
             Err(e) => tracing::debug!(node, "handing the desired set: {e}"),
