@@ -71,7 +71,8 @@ cleanup() { # cleanup STATUS: the demo's status so far (0 after Ctrl-C)
     fi
     if ((${#demo_apps[@]})); then
         echo "== removing the demo's apps (${demo_apps[*]}) and stopping stewardd"
-        $steward delete "${demo_apps[@]}" --timeout 20 || true
+        # --force: at once, not at units/world.json's scale-in hook's word.
+        $steward delete "${demo_apps[@]}" --force --timeout 20 || true
     fi
     # The kept volumes of the demo's apps (units/world.json's, units/mysql*.json's): theirs to
     # remove once the apps are gone.
@@ -119,6 +120,10 @@ else
     echo "== no Docker Engine could be started: the example pods (units/webpod.json, units/cnipod.json, units/webapp.yaml, units/world.json, units/mysql.json) are skipped"
     echo "   (why: $logs/dockerd-up.log)"
 fi
+
+# units/world.json's scale-in hook asks this template.
+$steward hook template apply units/hooks/players-gone.toml >/dev/null || true
+demo_values+=("hook template demo/players-gone")
 
 # Instances from an earlier run, or other work on this state directory, are named first.
 earlier=$($steward ls 2>/dev/null | tail -n +2 || true)
@@ -233,6 +238,26 @@ if [[ " ${units[*]} " == *" units/webpod.json "* ]]; then
     echo "    found again after a restart, a scale in and out, a delete and a deploy again; steward volume rm removes it)"
     $steward logs demo/world/1 --tail 1 || true
     $steward volume ls --namespace demo || true
+    echo
+    echo "== 3 players on demo/world/1 (steward cp a players file into it); world scaled 2 -> 1"
+    echo "   (its strategy.scaleIn hook, units/hooks/players-gone.toml, asks each world to go how many play:"
+    echo "    world 1 is kept while it has players; steward rollout status says why)"
+    printf '{"players": 3}\n' >"$logs/players"
+    $steward cp "$logs/players" demo/world/1:/www/players || true
+    sed 's/"instance": 2/"instance": 1/' units/world.json >"$logs/world-1.json"
+    $steward apply -f "$logs/world-1.json" || true
+    sleep 4
+    $steward rollout status demo/world || true
+    echo
+    echo "== its players gone (players 0), steward rollout resume demo/world: its hook asks again, and it goes"
+    printf '{"players": 0}\n' >"$logs/players"
+    $steward cp "$logs/players" demo/world/1:/www/players || true
+    $steward rollout resume demo/world || true
+    for _ in $(seq 1 100); do
+        $steward status demo/world/1 >/dev/null 2>&1 || break
+        sleep 0.2
+    done
+    $steward ls --name world || true
 fi
 
 if [ "${DEMO_ONCE:-0}" = 1 ]; then

@@ -171,3 +171,54 @@ async fn the_mysql_pod_keeps_each_ordinals_data() {
     let (code, _, err) = d.cli(&["delete", "demo/mysql", "--timeout", "30"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// units/world.json with units/hooks/players-gone.toml as shipped (what scripts/demo.sh shows),
+/// on the real Docker Engine: a scale 2 → 1 keeps world 1 while its server says it has players,
+/// and removes it once they are gone and an operator resumes; its save stays for its return.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_world_example_scales_in_at_its_players_word() {
+    common::docker::shared_engine();
+    let d = Daemon::start("world-unit");
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let (code, out, err) = d.cli(&["hook", "template", "apply", &format!("{dir}/units/hooks/players-gone.toml")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let unit = format!("{dir}/units/world.json");
+    let (code, out, err) = d.cli(&["apply", "-f", &unit, "--wait", "--timeout", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let players = d.path().join("players");
+    std::fs::write(&players, "{\"players\": 3}\n").unwrap();
+    let (code, out, err) = d.cli(&["cp", players.to_str().unwrap(), "demo/world/1:/www/players"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let one = d.path().join("world-1.json");
+    std::fs::write(&one, std::fs::read_to_string(&unit).unwrap().replace("\"instance\": 2", "\"instance\": 1"))
+        .unwrap();
+    let (code, out, err) = d.cli(&["apply", "-f", one.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let status = || async { d.client.rollout_status("demo", "world").await.unwrap().scale_in };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let kept = loop {
+        let list = status().await;
+        if list.first().is_some_and(|s| s.phase == steward::protocol::ScaleInPhase::Kept) {
+            break list;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list:#?}\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(kept[0].ordinal, 1);
+    assert!(kept[0].reason.contains("Failed"), "{kept:?}");
+    d.wait_state(&id("demo", "world", 1), Kind::Running, 5).await;
+    std::fs::write(&players, "{\"players\": 0}\n").unwrap();
+    let (code, out, err) = d.cli(&["cp", players.to_str().unwrap(), "demo/world/1:/www/players"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = d.cli(&["rollout", "resume", "demo/world"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while d.client.status(&id("demo", "world", 1)).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "world 1 still there\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(status().await.is_empty());
+    assert!(d.path().join("volumes/demo/world/1/save/born").exists(), "its save stays for its return");
+    let (code, _, err) = d.cli(&["delete", "demo/world", "--force", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+}
