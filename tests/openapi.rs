@@ -1137,6 +1137,7 @@ fn every_protocol_type_matches_its_schema() {
             version: env!("CARGO_PKG_VERSION").into(),
             desired_mark: steward::protocol::DesiredMark { boot: 1_795_310_198_172_004_242, mark: 12 },
             kept_volumes: if with_ephemeral { vec!["ns/world/1".into()] } else { Vec::new() },
+            pod_dns: with_ephemeral.then(|| "10.96.0.10".into()),
         };
         assert_eq!(node.ports.pending.is_some(), configured != (31000, 31999));
         conforms_as(&c, "Node", &node);

@@ -79,6 +79,7 @@ pub(super) async fn node(State(app): State<Arc<AppState>>, caller: Caller) -> Re
         version: env!("CARGO_PKG_VERSION").to_string(),
         desired_mark: app.supervisor.desired_mark(),
         kept_volumes: app.supervisor.kept_ordinals(),
+        pod_dns: app.supervisor.pod_dns().map(|a| a.to_string()),
     }))
 }
 

@@ -53,6 +53,10 @@ pub struct NodeDocument {
     /// where its data is (issue 47).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kept_volumes: Vec<String>,
+    /// The address ClusterFirst pods ask here (`[services] pod_dns`); none: such pods are
+    /// refused here, and a scheduler places them elsewhere (seed 003 `dns`; issue 47).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_dns: Option<String>,
 }
 
 impl NodeDocument {

@@ -49,6 +49,8 @@ pub struct NodeView {
     /// The ordinals whose kept volume is here (`namespace/name/ordinal`): each is placed here
     /// and nowhere else (issue 47).
     pub kept: std::collections::BTreeSet<String>,
+    /// The daemon answers ClusterFirst pods (`[services] pod_dns`).
+    pub pod_dns: bool,
 }
 
 impl NodeView {
@@ -90,6 +92,7 @@ impl NodeView {
             free_ports: doc.ports.free,
             free: (doc.resources.capacity != Requests::default()).then(|| doc.resources.free()),
             kept: doc.kept_volumes.iter().cloned().collect(),
+            pod_dns: doc.pod_dns.is_some(),
         }
     }
 }
@@ -127,6 +130,8 @@ pub struct Request<'a> {
     pub schedule: Option<&'a Schedule>,
     /// The labels the app's instances carry (its pod affinity may pick itself).
     pub labels: BTreeMap<String, String>,
+    /// A ClusterFirst pod: placed only on a node with `[services] pod_dns`.
+    pub needs_pod_dns: bool,
 }
 
 impl<'a> Request<'a> {
@@ -147,6 +152,7 @@ impl<'a> Request<'a> {
             unpinned: false,
             schedule: Some(&spec.schedule).filter(|s| !s.is_empty()),
             labels: spec.instance_labels(),
+            needs_pod_dns: spec.needs_pod_dns(),
         }
     }
 }
@@ -170,6 +176,7 @@ impl<'a> Request<'a> {
             unpinned: false,
             schedule: None,
             labels: BTreeMap::new(),
+            needs_pod_dns: false,
         }
     }
 }
@@ -288,6 +295,10 @@ impl Round<'_, '_> {
             }
             if let Some(why) = req.closed.get(&node.name) {
                 refuse(node, None, &|| why.clone());
+                continue;
+            }
+            if req.needs_pod_dns && !node.pod_dns {
+                refuse(node, None, &|| "no [services] pod_dns: it refuses ClusterFirst pods".to_string());
                 continue;
             }
             let ports = self.ports_left[ni];
@@ -790,6 +801,21 @@ mod tests {
         assert!(e.contains("slave3: not enough cpu"), "{e}");
         req.unpinned = true;
         assert_ne!(place(&req, &nodes).unwrap()[&1], "slave3");
+    }
+
+    /// Issue 47: a ClusterFirst pod goes only to a node whose daemon answers pods' names
+    /// (`[services] pod_dns`, reported in its node document); where none does, each refusal says so.
+    #[test]
+    fn a_cluster_first_pod_goes_where_pods_can_ask_names() {
+        let mut nodes = slaves(3);
+        let req = Request { needs_pod_dns: true, ..Request::bare("ns/app", 2) };
+        let e = place(&req, &nodes).unwrap_err().to_string();
+        assert!(e.contains("slave1: no [services] pod_dns: it refuses ClusterFirst pods"), "{e}");
+        nodes[1].pod_dns = true;
+        assert_eq!(place(&req, &nodes).unwrap().values().collect::<Vec<_>>(), ["slave2", "slave2"]);
+        let doc: crate::protocol::NodeDocument =
+            serde_json::from_value(serde_json::json!({"hostname": "h", "podDns": "10.96.0.10"})).unwrap();
+        assert!(NodeView::from_node("h", &doc).pod_dns);
     }
 
     #[test]

@@ -516,11 +516,10 @@ pub(super) fn same_template(a: &ProcessSpec, b: &ProcessSpec) -> bool {
 /// A ClusterFirst pod (seed 003 `dns`) needs the daemon's responder for pods: refused, naming
 /// the field and the config key, where none is configured.
 fn check_pod_dns(spec: &ProcessSpec, configured: bool) -> Result<(), SupervisorError> {
-    let t = &spec.spec.template.spec;
-    if !spec.is_pod() || !t.dns.cluster_first(t.network) || configured {
+    if !spec.needs_pod_dns() || configured {
         return Ok(());
     }
-    let why = format!("{:?} {}", t.dns, crate::services::dns::no_pod_dns());
+    let why = format!("{:?} {}", spec.spec.template.spec.dns, crate::services::dns::no_pod_dns());
     Err(SupervisorError::InvalidSpec(crate::spec::SpecErrors(vec![crate::spec::SpecError::new(
         "spec.template.spec.dns",
         why,

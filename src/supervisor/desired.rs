@@ -103,6 +103,11 @@ impl Contact {
 const FENCE_WATCH_EVERY: Duration = Duration::from_millis(500);
 
 impl super::Supervisor {
+    /// The address ClusterFirst pods ask here (`[services] pod_dns`; GET /v1/node's `podDns`).
+    pub fn pod_dns(&self) -> Option<std::net::Ipv4Addr> {
+        self.shared.pod_dns.as_ref().map(|r| r.server)
+    }
+
     /// Where this daemon's scheduler writes stand (GET /v1/node's `desiredMark`).
     pub fn desired_mark(&self) -> DesiredMark {
         self.shared.marks.now()

@@ -713,6 +713,13 @@ impl ProcessSpec {
         self.kind == POD_KIND
     }
 
+    /// A pod whose containers ask the daemon's responder (seed 003 `dns` ClusterFirst): it runs
+    /// only on a host with `[services] pod_dns`.
+    pub fn needs_pod_dns(&self) -> bool {
+        let t = &self.spec.template.spec;
+        self.is_pod() && t.dns.cluster_first(t.network)
+    }
+
     /// A pod on a CNI network (the daemon in CNI mode, BRIDGE or USER): its ports are its own
     /// address's, nothing is published (seed 001: random ports are CNM's).
     pub fn on_cni(&self, cni_mode: bool) -> bool {
