@@ -1,7 +1,7 @@
 //! The restart-invariance test: one of every kind the API can create — instances (a foreground
 //! process with a random port, a forking one with a pidfile, one an operator stopped, one that
 //! failed, a pod), secrets, configmaps, apps' revisions and rollouts (one rolled back), hook templates and hook runs (one
-//! finished, one under way), a completed job, a cron job, a pod's kept volume — then stewardd restarted by SIGTERM and by kill -9,
+//! finished, one under way), a completed job, a cron job, a pod's kept volume, a scale-in its hook kept — then stewardd restarted by SIGTERM and by kill -9,
 //! comparing every listing before and after. Any difference fails. Secrets were once lost at
 //! every restart while hundreds of tests passed: each new kind joins this test as it lands.
 
@@ -34,7 +34,7 @@ async fn listings(d: &Daemon) -> Value {
     // The admitted requests (issue 25) are counted again from the specs at each start.
     let kept = json!({"apps": node["apps"], "ports": {"rangeStart": node["ports"]["rangeStart"], "rangeEnd": node["ports"]["rangeEnd"]}, "instances": node["instances"], "resources": node["resources"]});
     // Every app's revisions and rollout (issue 18).
-    let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling", "backed"];
+    let apps = ["fg", "forking", "stopped", "failed", "pod", "rolling", "backed", "gated"];
     let revisions: Vec<Value> = apps.iter().map(|app| get(&["rollout", "history", &format!("keep/{app}")])).collect();
     let rollouts: Vec<Value> = apps.iter().map(|app| get(&["rollout", "status", &format!("keep/{app}")])).collect();
     let crons = get(&["cron", "status", "keep/yearly"]);
@@ -211,6 +211,30 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while d.client.hook_run("keep", "going", None).await.unwrap().status.metric_results[0].count == 0 {
         assert!(std::time::Instant::now() < deadline, "no first measurement");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // A scale-in its hook refused (issue 47): ordinal 1 kept, its run's verdict recorded.
+    let gated = |n: u32| {
+        let hook = json!({"hook": {"template": "check", "args": [{"name": "port", "value": closed.to_string()}]}});
+        ns(spec("gated", n, json!({"startCmd": "exec sleep 1000"}), json!({"strategy": {"scaleIn": hook}})))
+    };
+    d.apply_json(&gated(2)).await;
+    for i in 0..2 {
+        d.wait_state(&id("keep", "gated", i), Kind::Running, 20).await;
+    }
+    d.apply_json(&gated(1)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !d
+        .client
+        .rollout_status("keep", "gated")
+        .await
+        .unwrap()
+        .scale_in
+        .iter()
+        .any(|s| s.ordinal == 1 && s.phase == steward::protocol::ScaleInPhase::Kept)
+    {
+        assert!(std::time::Instant::now() < deadline, "ordinal 1 not kept by its hook");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 

@@ -354,3 +354,38 @@ async fn a_desired_set_without_the_app_deletes_it_at_its_hooks_word() {
     removed.sort();
     assert_eq!(removed, [(0, "removed".into()), (1, "removed".into())], "each told once");
 }
+
+/// A scale-in applied with a new template (fewer instances and a new env at once): the server
+/// its hook keeps runs its old revision and generation, untouched by the rollout and by a daemon
+/// kill -9 (whose load once took a kept one for an apply cut short, and moved its generation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_server_keeps_its_revision_across_a_kill9() {
+    let mut d = Daemon::start("scale-in-revision");
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(0, 0), (1, 4)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 1);
+    let versioned = |n: u32, v: &str| {
+        let mut s = world(n, port, json!({}));
+        s["spec"]["template"]["spec"]["processes"][0]["env"] = json!([{"name": "V", "value": v}]);
+        s["strategy"]["maxUnavailable"] = json!(1);
+        s["strategy"]["maxSurge"] = json!(0);
+        s
+    };
+    d.apply_json(&versioned(2, "1")).await;
+    running(&d, 2).await;
+    d.apply_json(&versioned(1, "2")).await;
+    wait_scale_in(&d, 20, |l| l.len() == 1 && l[0].phase == ScaleInPhase::Kept).await;
+    let one = common::id("test", "world", 1);
+    d.wait(&common::id("test", "world", 0), 20, |s| s.run_revision == 2 && s.ready).await;
+    let before = d.client.status(&one).await.unwrap();
+    assert_eq!(before.run_revision, 1, "{before:?}");
+    d.restart(true);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after = d.client.status(&one).await.unwrap();
+    assert_eq!(
+        (after.pid, after.restarts, after.run_revision, after.spec_generation),
+        (before.pid, before.restarts, 1, before.spec_generation),
+        "{after:?}"
+    );
+    assert_eq!(scale_in(&d).await.len(), 1);
+}

@@ -91,9 +91,14 @@ impl Supervisor {
             // the instances it did not move where they are, and its spares with them — and the
             // failed ones it keeps for their output (failed_rollout.rs).
             let rollout = spec.rollout.as_ref();
-            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index) || r.kept.contains(&rec.id.index))
-                // Removed only at its scaleIn hook's word (scale_in.rs).
-                || spec.scale_in.iter().any(|s| s.ordinal == rec.id.index);
+            if spec.scale_in.iter().any(|s| s.ordinal == rec.id.index) {
+                // Removed only at its scaleIn hook's word (scale_in.rs), and until then it runs
+                // what it ran: no apply since its scale-in is its.
+                let own = self.revision_entry(&spec, rec.revision);
+                resumed.push(self.spawn_actor(rec, own));
+                continue;
+            }
+            let spare = rollout.is_some_and(|r| r.spares.contains(&rec.id.index) || r.kept.contains(&rec.id.index));
             if rollout.is_some() && rec.revision != spec.revision {
                 // Not (yet) moved by the rollout: it runs its own revision until the rollout's
                 // task (started below, if it progresses) moves it.
