@@ -103,10 +103,21 @@ pub(crate) fn procs_of(dir: &Path) -> Result<Vec<i32>, CgroupError> {
 /// A cgroup that does not exist (or vanishes while we walk) holds no processes.
 pub(crate) fn procs_recursive(dir: &Path, out: &mut BTreeSet<i32>) -> Result<(), CgroupError> {
     out.extend(procs_of(dir)?);
+    if !has_subdirs(dir) {
+        return Ok(());
+    }
     for child in subdirs(dir)? {
         procs_recursive(&child, out)?;
     }
     Ok(())
+}
+
+/// Whether `dir` may have child directories: a directory's link count is 2 plus its
+/// subdirectories (kernfs keeps it so for cgroups), so one stat spares a listing of the
+/// common cgroup that has none. Unknown (a stat that fails): true.
+pub(crate) fn has_subdirs(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(dir).map_or(true, |m| m.nlink() != 2)
 }
 
 /// The child cgroups (directories) of `dir`; none if `dir` is absent.

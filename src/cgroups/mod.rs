@@ -115,6 +115,10 @@ pub struct Usage {
 
 /// One instance's cgroup, whatever the version: the daemon's whole view of cgroups.
 pub trait Cgroup: Send + Sync + fmt::Debug {
+    /// How many processes the OOM killer killed in it ([`Usage::oom_kills`]), read from one
+    /// file (v1 `memory.oom_control`, v2 `memory.events`): every run's end asks. None: unknown.
+    fn oom_kills(&self) -> Option<u64>;
+
     /// Creates the cgroup (idempotent) so limits can be set and processes join: v1 in every
     /// hierarchy we use, v2 after enabling +cpu +memory +pids down to the parent as available.
     /// True when it was made just now (no directory of it existed): it then has the kernel's
@@ -378,6 +382,9 @@ impl Invalid {
 }
 
 impl Cgroup for Invalid {
+    fn oom_kills(&self) -> Option<u64> {
+        None
+    }
     fn create(&self) -> Result<bool, CgroupError> {
         Err(self.err("create cgroup"))
     }

@@ -161,6 +161,12 @@ impl Freezer for V1Freezer<'_> {
 }
 
 impl Cgroup for V1Cgroup {
+    fn oom_kills(&self) -> Option<u64> {
+        let path = self.dir_of("memory")?.join("memory.oom_control");
+        let s = common::read_optional(&path, "read OOM kills").ok()??;
+        Some(common::keyed(&s, "oom_kill").unwrap_or(0))
+    }
+
     fn create(&self) -> Result<bool, CgroupError> {
         let mut fresh = true;
         for p in self.parts() {

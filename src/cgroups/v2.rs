@@ -222,6 +222,11 @@ impl Freezer for V2Freezer<'_> {
 }
 
 impl Cgroup for V2Cgroup {
+    fn oom_kills(&self) -> Option<u64> {
+        let s = common::read_optional(&self.dir.join("memory.events"), "read OOM kills").ok()??;
+        Some(common::keyed(&s, "oom_kill").unwrap_or(0))
+    }
+
     fn create(&self) -> Result<bool, CgroupError> {
         // Enable down the chain base → … → parent, so the instance gets the controllers; the
         // instance itself is a leaf and enables nothing (it holds processes).

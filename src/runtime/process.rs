@@ -24,8 +24,48 @@ pub struct ResolvedUser {
     pub home: PathBuf,
 }
 
+/// What a user's lookup was read from: /etc/passwd's and /etc/group's inode, size and change
+/// time. A start looks a user up again only when one of them changed (an edit, a useradd, a
+/// file replaced by rename), at the price of two stats instead of reading and parsing both.
+type AccountFiles = [(u64, u64, u64, i64, i64); 2];
+
+fn account_files() -> Option<AccountFiles> {
+    use std::os::unix::fs::MetadataExt;
+    let stamp =
+        |path: &str| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.size(), m.ctime(), m.ctime_nsec()));
+    Some([stamp("/etc/passwd")?, stamp("/etc/group")?])
+}
+
+/// Users looked up, valid while the account files are as they were.
+static LOOKED_UP: std::sync::Mutex<Option<(AccountFiles, std::collections::HashMap<String, ResolvedUser>)>> =
+    std::sync::Mutex::new(None);
+
 impl ResolvedUser {
+    /// `name`'s ids, groups and home, as the account files say now (see [`AccountFiles`]: a
+    /// lookup is kept until they change; a user given by another name service than the files
+    /// is looked up again after any change of theirs).
     pub fn lookup(name: &str) -> Result<ResolvedUser, String> {
+        let files = account_files();
+        if let Some(files) = files {
+            let cache = LOOKED_UP.lock().expect("users lock");
+            if let Some(user) = cache.as_ref().filter(|(f, _)| *f == files).and_then(|(_, users)| users.get(name)) {
+                return Ok(user.clone());
+            }
+        }
+        let user = Self::read(name)?;
+        if let Some(files) = files {
+            let mut cache = LOOKED_UP.lock().expect("users lock");
+            let (kept, users) = cache.get_or_insert_with(|| (files, Default::default()));
+            if *kept != files {
+                (*kept, *users) = (files, Default::default());
+            }
+            users.insert(name.to_string(), user.clone());
+        }
+        Ok(user)
+    }
+
+    /// [`Self::lookup`] from the name services themselves.
+    fn read(name: &str) -> Result<ResolvedUser, String> {
         let user = nix::unistd::User::from_name(name)
             .map_err(|e| format!("cannot look up user {name:?}: {e}"))?
             .ok_or_else(|| format!("user {name:?} does not exist on this host"))?;
@@ -202,9 +242,15 @@ pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Re
 /// make rotation refuse the file for good.
 pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
     let file = crate::safefs::open_log(path)?;
-    nix::unistd::fchown(file.as_raw_fd(), Some(0.into()), Some(user.gid.into()))
-        .map_err(|e| crate::safefs::at(path, e.into()))?;
-    crate::fetch::sys::chmod_fd(std::os::fd::AsFd::as_fd(&file), 0o640).map_err(|e| crate::safefs::at(path, e))?;
+    // Every start passes here (a respawn too): change nothing that is already so.
+    let st = crate::fetch::sys::stat_fd(std::os::fd::AsFd::as_fd(&file)).map_err(|e| crate::safefs::at(path, e))?;
+    if (st.st_uid, st.st_gid) != (0, user.gid) {
+        nix::unistd::fchown(file.as_raw_fd(), Some(0.into()), Some(user.gid.into()))
+            .map_err(|e| crate::safefs::at(path, e.into()))?;
+    }
+    if st.st_mode & 0o7777 != 0o640 {
+        crate::fetch::sys::chmod_fd(std::os::fd::AsFd::as_fd(&file), 0o640).map_err(|e| crate::safefs::at(path, e))?;
+    }
     Ok(file)
 }
 

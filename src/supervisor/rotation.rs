@@ -28,12 +28,32 @@ pub(super) async fn rotate_logs(run_base_dir: PathBuf, rotation: LogRotation) {
     }
 }
 
+/// A run directory watched: opened again (through the run root, no symlink followed) when its
+/// files were written, and used only if it is still the directory the watch is on.
+struct RunDir {
+    name: CString,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl RunDir {
+    fn open(&self, run_base_dir: &Path) -> Option<OwnedFd> {
+        let base = OwnedFd::from(std::fs::File::open(run_base_dir).ok()?);
+        let dir = crate::safefs::open_daemon_dir_at(base.as_fd(), &self.name, &self.path).ok()?;
+        let st = sys::stat_fd(dir.as_fd()).ok()?;
+        (st.st_dev == self.dev && st.st_ino == self.ino).then_some(dir)
+    }
+}
+
 /// The run directories watched, by watch descriptor.
 struct Watched {
     run_base_dir: PathBuf,
     rotation: LogRotation,
     inotify: Option<Inotify>,
-    dirs: HashMap<WatchDescriptor, (OwnedFd, PathBuf)>,
+    /// By name and inode, not by an open descriptor: a descriptor per instance would be copied
+    /// into every spawn's child and closed at its exec (a cost that grew with the instances).
+    dirs: HashMap<WatchDescriptor, RunDir>,
     /// The run root's own watch: a run directory made there is watched at once.
     base: Option<(WatchDescriptor, OwnedFd)>,
 }
@@ -83,16 +103,18 @@ impl Watched {
                 self.rotate(dir.as_fd(), &dir_path, &file);
             }
         }
-        self.watch(dir, dir_path);
+        self.watch(&dir, instance, dir_path);
     }
 
-    /// Watches `dir` for writes (once: a directory watched already keeps its descriptor). The
-    /// watch is added by the descriptor's /proc path, so it is the directory that was checked.
-    fn watch(&mut self, dir: OwnedFd, dir_path: PathBuf) {
+    /// Watches `dir` (`name` in the run root) for writes, once. The watch is added by the
+    /// descriptor's /proc path, so it is the directory that was checked.
+    fn watch(&mut self, dir: &OwnedFd, name: &CString, dir_path: PathBuf) {
         let Some(inotify) = &self.inotify else { return };
-        match inotify.add_watch(proc_path(&dir).as_str(), AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR) {
+        let Ok(st) = sys::stat_fd(dir.as_fd()) else { return };
+        match inotify.add_watch(proc_path(dir).as_str(), AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR) {
             Ok(wd) => {
-                self.dirs.entry(wd).or_insert((dir, dir_path));
+                let run_dir = RunDir { name: name.clone(), path: dir_path, dev: st.st_dev, ino: st.st_ino };
+                self.dirs.entry(wd).or_insert(run_dir);
             }
             Err(e) => tracing::debug!("log rotation: cannot watch {}: {e}", dir_path.display()),
         }
@@ -136,14 +158,16 @@ impl Watched {
                     }
                 }
             }
+            let mut opened: HashMap<WatchDescriptor, Option<OwnedFd>> = HashMap::new();
             for (wd, name) in written {
-                let Some((dir, dir_path)) = self.dirs.get(&wd) else { continue };
+                let Some(run_dir) = self.dirs.get(&wd) else { continue };
                 let Ok(name) = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) else {
                     continue;
                 };
-                let (dir, dir_path) = (dir.as_fd(), dir_path.clone());
-                if over_limit(dir, &name, self.rotation.max_bytes) {
-                    self.rotate(dir, &dir_path, &name);
+                let dir = opened.entry(wd).or_insert_with(|| run_dir.open(&self.run_base_dir));
+                let Some(dir) = dir.as_ref() else { continue };
+                if over_limit(dir.as_fd(), &name, self.rotation.max_bytes) {
+                    self.rotate(dir.as_fd(), &run_dir.path, &name);
                 }
             }
         }

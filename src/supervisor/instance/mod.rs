@@ -77,6 +77,9 @@ pub(crate) struct Actor<W: Workload> {
     /// grace) even after the spec changed. Rendered once per start; after a daemon restart,
     /// once from the stored spec when first needed.
     rendered: Option<Arc<RenderedInstance>>,
+    /// What `rendered` was rendered from: the spec entry (held, so that its address names it)
+    /// and the ports. A start with both unchanged (a respawn) takes `rendered` as it is.
+    rendered_from: Option<(Arc<SpecEntry>, std::collections::BTreeMap<String, u16>)>,
     /// Told once the instance is resumed after a daemon start (see `mark_resumed`).
     resumed: Option<oneshot::Sender<()>>,
     /// Why the current processes ended, beyond their exit status (an OOM kill, which container):
@@ -126,6 +129,7 @@ impl<W: Workload> Actor<W> {
             probes: Vec::new(),
             resumed: None,
             rendered: None,
+            rendered_from: None,
             end_note: None,
             actions: Vec::new(),
             in_place_refused: false,

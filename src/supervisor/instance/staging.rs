@@ -22,14 +22,31 @@ impl<W: Workload> Actor<W> {
         } else {
             self.shared.ports.lock().expect("ports lock").ports_of(&self.rec.key())
         };
-        let rendered = Arc::new(self.render()?);
-        self.rendered = Some(rendered.clone());
-        let roots = &self.shared.roots;
-        process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &ResolvedUser::root())
-            .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
+        let unchanged = self
+            .rendered_from
+            .as_ref()
+            .is_some_and(|(spec, ports)| Arc::ptr_eq(spec, &self.spec) && *ports == self.rec.ports);
+        let rendered = match self.rendered.clone().filter(|_| unchanged) {
+            Some(r) => r,
+            None => {
+                let r = Arc::new(self.render()?);
+                self.rendered = Some(r.clone());
+                self.rendered_from = Some((self.spec.clone(), self.rec.ports.clone()));
+                r
+            }
+        };
         // Logs and position files go there as root: it must be the daemon's (not, say, a
-        // directory another instance's workload made and owns).
-        let run_dir = crate::safefs::open_daemon_dir(&rendered.run_dir).map_err(|e| format!("run directory {e}"))?;
+        // directory another instance's workload made and owns). Made at the first start only.
+        let run_dir = match crate::safefs::open_daemon_dir(&rendered.run_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let roots = &self.shared.roots;
+                process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &ResolvedUser::root())
+                    .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
+                crate::safefs::open_daemon_dir(&rendered.run_dir)
+            }
+            opened => opened,
+        };
+        let run_dir = run_dir.map_err(|e| format!("run directory {e}"))?;
         self.workload.prepare(&mut cx!(self), &rendered, &run_dir)?;
         Ok(rendered)
     }

@@ -71,11 +71,10 @@ impl Processes {
             if let Ok(status) = exit.try_recv() {
                 return Outcome::Exited(status);
             }
-            return match (Pidfd::open(pid), ProcessIdentity::of(pid)) {
-                (Ok(pidfd), Some(identity)) => {
-                    Outcome::Ready(Main { identity, pidfd: Arc::new(pidfd), spawned: true }, Some(exit))
-                }
-                _ => Outcome::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
+            // Our own child: not reaped (its watch has not fired), so its pid is still its own.
+            return match ProcessIdentity::of(pid) {
+                Some(identity) => Outcome::Ready(Main { identity, pidfd: None, spawned: true }, Some(exit)),
+                None => Outcome::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
             };
         };
         // Forking (systemd Type=forking): the pid in the pidfile is the main process.
@@ -102,6 +101,12 @@ impl Processes {
                         main.spawned = main_pid == pid;
                         let watch =
                             if main.spawned { launcher_exit.take() } else { Some(cx.shared.reaper.watch(main_pid)) };
+                        if !main.spawned && adopted_child(&main) {
+                            // Reparented to this daemon (its subreaper), not reaped yet: its exit
+                            // comes from the reaper, watched from before that look. Its pidfd
+                            // goes (see `Main::pidfd`).
+                            (main.spawned, main.pidfd) = (true, None);
+                        }
                         return Outcome::Ready(main, watch);
                     }
                     Err(e) => why = e,
@@ -222,7 +227,7 @@ impl Processes {
             return Err(format!("pidfile names pid {pid}, which is not a process of this instance"));
         }
         procinfo::check_name(pid, proc_name).map_err(|e| format!("pidfile names the wrong process: {e}"))?;
-        Ok(Main { identity, pidfd: Arc::new(pidfd), spawned: false })
+        Ok(Main { identity, pidfd: Some(Arc::new(pidfd)), spawned: false })
     }
 
     /// Runs a command of process `i` (start, stop, reload, restart) as `user`, in its work dir
@@ -275,18 +280,37 @@ fn start_output(rendered: &RenderedInstance, i: usize) -> String {
     }
 }
 
+/// Whether `main` is this daemon's child now (a daemonizing start's process, reparented to the
+/// subreaper when its launcher ended) and not yet reaped.
+fn adopted_child(main: &Main) -> bool {
+    procinfo::Stat::read(main.identity.pid)
+        .is_some_and(|s| s.ppid == std::process::id() as i32 && s.start_time == main.identity.start_time)
+}
+
 /// Reports main process `index`'s exit to the actor: from its pidfd (any process), with the
 /// status from the reaper when the daemon is its parent.
 pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<ExitWatch>) {
-    let (tx, pidfd, generation) = (cx.tx.clone(), main.pidfd.clone(), cx.generation);
+    let (tx, generation) = (cx.tx.clone(), cx.generation);
     let reaper = cx.shared.reaper.clone();
     let pid = main.identity.pid;
     let reaped = match reaped {
         Some(reaped) if main.spawned => {
-            watch_own_child(tx, pidfd, generation, index, reaped);
+            watch_own_child(tx, main.identity.clone(), generation, index, reaped);
             return;
         }
         other => other,
+    };
+    let pidfd = match main.pidfd.clone() {
+        Some(pidfd) => pidfd,
+        // Our child whose spawn's watch was taken: a pidfd now (the pid is its own while it
+        // is not reaped, and the reaper's watch below has not fired).
+        None => match Pidfd::open(pid) {
+            Ok(pidfd) if main.identity.is_current() => Arc::new(pidfd),
+            _ => {
+                let _ = tx.send(Msg::MainExited { generation, index, status: ExitStatus::Unknown });
+                return;
+            }
+        },
     };
     let mut reaped = reaped.unwrap_or_else(|| reaper.watch(pid));
     tokio::spawn(async move {
@@ -314,13 +338,18 @@ pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<
 
 /// Our own child: the reaper's status is all it takes (no pidfd in the event loop, a small
 /// task: thousands of instances each hold one).
-fn watch_own_child(tx: Mailbox, pidfd: Arc<Pidfd>, generation: u64, index: usize, reaped: ExitWatch) {
+fn watch_own_child(tx: Mailbox, identity: ProcessIdentity, generation: u64, index: usize, reaped: ExitWatch) {
     tokio::spawn(async move {
         let status = match reaped.await {
             Ok(status) => status,
-            // Replaced by a newer watch: the pidfd still tells when it ends.
+            // Replaced by a newer watch: a pidfd tells when it ends (opened on it while it is
+            // the same process; else it has ended).
             Err(_) => {
-                pidfd.exited().await;
+                if let Ok(pidfd) = Pidfd::open(identity.pid) {
+                    if identity.is_current() {
+                        pidfd.exited().await;
+                    }
+                }
                 ExitStatus::Unknown
             }
         };

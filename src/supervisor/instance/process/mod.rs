@@ -34,7 +34,11 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// A main process being watched.
 struct Main {
     identity: ProcessIdentity,
-    pidfd: Arc<Pidfd>,
+    /// Held for a process that is not this daemon's own child (a pidfile's, a re-adopted one):
+    /// its end is seen by it. Our own child's end comes from the reaper, and a pidfd is opened
+    /// only to signal it: a descriptor held per instance would be copied into every spawn's
+    /// child and closed again at its exec, a cost that grew with the number of instances.
+    pidfd: Option<Arc<Pidfd>>,
     /// Spawned by this daemon as the start command itself: its exit watch comes from the spawn
     /// and cannot miss the exit.
     spawned: bool,
@@ -50,6 +54,8 @@ pub(crate) struct Processes {
     launched_watches: Vec<Option<ExitWatch>>,
     /// Each process's user, resolved at the last staging.
     users: Vec<ResolvedUser>,
+    /// The processes' directories the last staging made or found (see `MadeDir`).
+    made_dirs: Vec<setup::MadeDir>,
     /// Env vars from secrets and configmaps, per process, resolved at the last staging.
     injected_env: Vec<Vec<(String, String)>>,
     /// The limits the cgroup was last created with (None: not made by this actor yet).
@@ -71,6 +77,7 @@ impl Workload for Processes {
             mains: Vec::new(),
             launched_watches: Vec::new(),
             users: Vec::new(),
+            made_dirs: Vec::new(),
             injected_env: Vec::new(),
             cgroup_limits: None,
             oom_kills_at_start: None,
@@ -215,7 +222,7 @@ impl Workload for Processes {
                 }
                 None => {
                     if let Some(Some(m)) = self.mains.get(i) {
-                        m.pidfd.signal(Signal::SIGHUP).map_err(|e| format!("SIGHUP: {e}"))?;
+                        m.signal(Signal::SIGHUP).map_err(|e| format!("SIGHUP: {e}"))?;
                     }
                 }
             }
@@ -294,6 +301,22 @@ impl Workload for Processes {
     }
 }
 
+impl Main {
+    /// Signals exactly this process (never a later one with its pid); gone already is no error.
+    fn signal(&self, sig: Signal) -> std::io::Result<()> {
+        match &self.pidfd {
+            Some(pidfd) => pidfd.signal(sig),
+            None => match Pidfd::open(self.identity.pid) {
+                // Once open the pidfd pins the process: the same start time proves it is ours.
+                Ok(pidfd) if self.identity.is_current() => pidfd.signal(sig),
+                Ok(_) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+                Err(e) => Err(e),
+            },
+        }
+    }
+}
+
 impl Processes {
     /// The process recorded at start, if it still runs: the same pid, start time and boot, in
     /// the instance's cgroup. Its name is not asked again: a foreground start command may exec
@@ -311,13 +334,13 @@ impl Processes {
             tracing::warn!(instance = %cx.rec.id, pid = identity.pid, "not in the instance's cgroup; not adopted");
             return None;
         }
-        Some(Main { identity: identity.clone(), pidfd: Arc::new(pidfd), spawned: false })
+        Some(Main { identity: identity.clone(), pidfd: Some(Arc::new(pidfd)), spawned: false })
     }
 
     /// Whether the kernel's OOM killer struck this instance since its processes started.
     /// The count read is the baseline of the next start.
     fn oom_killed(&mut self, cx: &Cx<'_>) -> Option<String> {
-        let now = self.cgroup.usage().ok()?.oom_kills;
+        let now = self.cgroup.oom_kills()?;
         let before = self.oom_kills_at_start.replace(now).unwrap_or(0);
         if now <= before {
             return None;
@@ -346,7 +369,7 @@ impl Processes {
                 },
                 _ => {
                     if let Some(m) = main {
-                        let _ = m.pidfd.signal(Signal::SIGTERM);
+                        let _ = m.signal(Signal::SIGTERM);
                         signalled_any = true;
                     }
                 }

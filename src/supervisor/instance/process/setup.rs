@@ -26,14 +26,18 @@ impl Processes {
         // Each process's user, looked up once per start (passwd and group files are read).
         self.users = rendered.processes.iter().map(|p| ResolvedUser::lookup(&p.user)).collect::<Result<_, _>>()?;
         run_dir_access(run_dir, rendered, &self.users).map_err(|e| format!("run directory {e}"))?;
+        let mut made = std::mem::take(&mut self.made_dirs);
+        made.retain(|d| d.is_still_there());
         for (p, owner) in rendered.processes.iter().zip(&self.users) {
-            process::create_owned_dirs(&root_of(&p.work_path), &p.work_path, owner)
-                .map_err(|e| format!("cannot create workPath {}: {e}", p.work_path.display()))?;
-            if let Some(parent) = p.pid_file.as_ref().and_then(|f| f.parent()) {
-                process::create_owned_dirs(&root_of(parent), parent, owner)
-                    .map_err(|e| format!("cannot create pidfile directory {}: {e}", parent.display()))?;
+            let pid_dir = p.pid_file.as_ref().and_then(|f| f.parent());
+            for (dir, what) in [(Some(p.work_path.as_path()), "workPath"), (pid_dir, "pidfile directory")] {
+                let Some(dir) = dir.filter(|d| !made.iter().any(|m| m.path == *d)) else { continue };
+                process::create_owned_dirs(&root_of(dir), dir, owner)
+                    .map_err(|e| format!("cannot create {what} {}: {e}", dir.display()))?;
+                made.extend(MadeDir::of(dir));
             }
         }
+        self.made_dirs = made;
         // Its volumes, the first process's user's (a process is not root, and sees them as they are).
         if !rendered.volumes.is_empty() {
             let owner = self.users.first().map(|u| (u.uid, u.gid)).unwrap_or((0, 0));
@@ -76,9 +80,31 @@ impl Processes {
         }
         // Known already when the last run's end was just examined (`oom_killed`).
         if self.oom_kills_at_start.is_none() {
-            self.oom_kills_at_start = Some(self.cgroup.usage().map(|u| u.oom_kills).unwrap_or(0));
+            self.oom_kills_at_start = Some(self.cgroup.oom_kills().unwrap_or(0));
         }
         Ok(())
+    }
+}
+
+/// A directory a start made (or found) for a process, as it was then: the next start of the
+/// same instance checks it by one stat, not a walk from the root, and walks again only when
+/// it was removed or replaced (another inode at the path).
+#[derive(Debug)]
+pub(super) struct MadeDir {
+    path: std::path::PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl MadeDir {
+    fn of(path: &std::path::Path) -> Option<MadeDir> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok().filter(|m| m.is_dir())?;
+        Some(MadeDir { path: path.to_path_buf(), dev: m.dev(), ino: m.ino() })
+    }
+
+    fn is_still_there(&self) -> bool {
+        MadeDir::of(&self.path).is_some_and(|now| (now.dev, now.ino) == (self.dev, self.ino))
     }
 }
 
