@@ -75,3 +75,52 @@ fn a_log_file_gets_no_colour_codes() {
     assert!(log.contains("stewardd ready"), "{log}");
     assert!(!log.contains('\u{1b}'), "no ANSI escape in a log file:\n{log}");
 }
+
+/// Issue 48: the daemon holds no descriptor per instance. Every spawn copies the daemon's
+/// descriptor table into its child, which closes it again at exec: two descriptors an instance
+/// (its main process's pidfd, the log rotation's run directory) made each start's cost grow with
+/// the number of instances. Foreground and daemonizing (pidfile) instances alike: 10 and then
+/// 110 of each leave the daemon's open descriptors where they were, give or take a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_holds_no_descriptor_per_instance() {
+    let daemon = Daemon::start("descriptors");
+    let d = &daemon;
+    let open = || std::fs::read_dir(format!("/proc/{}/fd", d.pid())).unwrap().count();
+    let apply = |n: u32| {
+        let foreground =
+            common::spec("fg", n, serde_json::json!({"startCmd": "exec sleep 1000"}), serde_json::json!({}));
+        let forking = common::spec(
+            "forking",
+            n,
+            serde_json::json!({
+                "procName": "sleep",
+                "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/p.pid",
+                "startCmd": "setsid sh -c 'echo $$ > ${pidFile}; exec sleep 1000' </dev/null >/dev/null 2>&1 &",
+                "startGracePeriod": 10
+            }),
+            serde_json::json!({}),
+        );
+        (foreground, forking)
+    };
+    let running = |n: u32| async move {
+        for name in ["fg", "forking"] {
+            for i in 0..n {
+                d.wait_state(&id("test", name, i), Kind::Running, 60).await;
+            }
+        }
+    };
+    let (fg, forking) = apply(10);
+    d.apply_json(&fg).await;
+    d.apply_json(&forking).await;
+    running(10).await;
+    // The log rotation's pass and the first starts' own descriptors settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let at_10 = open();
+    let (fg, forking) = apply(110);
+    d.apply_json(&fg).await;
+    d.apply_json(&forking).await;
+    running(110).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let at_110 = open();
+    assert!(at_110 <= at_10 + 5, "{at_10} descriptors at 20 instances, {at_110} at 220\n{}", d.log());
+}
