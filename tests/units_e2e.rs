@@ -206,6 +206,9 @@ async fn the_world_example_scales_in_at_its_players_word() {
     };
     assert_eq!(kept[0].ordinal, 1);
     assert!(kept[0].reason.contains("Failed"), "{kept:?}");
+    // The kept world is listed apart, not counted among the app's instances.
+    let progress = d.client.rollout_status("demo", "world").await.unwrap().progress;
+    assert_eq!((progress.instances, progress.updated), (1, 1), "{progress:?}");
     d.wait_state(&id("demo", "world", 1), Kind::Running, 5).await;
     std::fs::write(&players, "{\"players\": 0}\n").unwrap();
     let (code, out, err) = d.cli(&["cp", players.to_str().unwrap(), "demo/world/1:/www/players"]);

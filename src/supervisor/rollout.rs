@@ -707,6 +707,10 @@ impl Supervisor {
                 progress.spares += 1;
                 continue;
             }
+            // One a scale-in removes at its hook's word is no longer the app's (`scale_in` lists it).
+            if entry.scale_in.iter().any(|s| s.ordinal == id.index) {
+                continue;
+            }
             let rec = h.status.borrow();
             progress.instances += 1;
             if rec.revision == entry.revision {
