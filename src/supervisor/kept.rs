@@ -120,14 +120,7 @@ impl Supervisor {
                 Ok(m) if m.is_dir() => {}
                 _ => return Err(SupervisorError::NotFound(format!("kept volume {volume:?} of {id}"))),
             }
-            // A limited volume's image is unmounted first (its instance's delete did, unless cut short).
-            crate::runtime::volumes::unmount_image(&path.join(crate::spec::render::pod::KEPT_IMAGE_MOUNT));
-            let parent = aside.parent().expect("aside below the root");
-            crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-            if aside.exists() {
-                std::fs::remove_dir_all(&aside).map_err(|e| crate::safefs::at(&aside, e))?;
-            }
-            std::fs::rename(&path, &aside).map_err(|e| crate::safefs::at(&path, e))?;
+            move_aside(&path, &aside)?;
         }
         forget_ordinal_if_empty(&self.shared, id);
         crate::failpoint::hit("volume-aside");
@@ -215,13 +208,7 @@ pub(crate) async fn finish_removal(shared: &Shared, removal: Removal) -> Result<
     let in_place = removal.in_place;
     tokio::task::spawn_blocking(move || {
         if in_place && std::fs::symlink_metadata(&place).is_ok() {
-            crate::runtime::volumes::unmount_image(&place.join(crate::spec::render::pod::KEPT_IMAGE_MOUNT));
-            let parent = aside.parent().expect("aside below the root");
-            crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
-            if aside.exists() {
-                std::fs::remove_dir_all(&aside).map_err(|e| crate::safefs::at(&aside, e))?;
-            }
-            std::fs::rename(&place, &aside).map_err(|e| crate::safefs::at(&place, e))?;
+            move_aside(&place, &aside)?;
         }
         match std::fs::remove_dir_all(&aside) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -236,6 +223,20 @@ pub(crate) async fn finish_removal(shared: &Shared, removal: Removal) -> Result<
         forget_ordinal_if_empty(shared, &removal.id());
     }
     shared.store.commit(Batch::new().delete(Table::Meta, &removal.key())).await?;
+    Ok(())
+}
+
+/// Moves the kept volume at `place` to `aside` (where a removal deletes it), a leftover there
+/// replaced; a limited volume's image is unmounted first (its instance's delete did, unless cut
+/// short).
+fn move_aside(place: &Path, aside: &Path) -> Result<(), SupervisorError> {
+    crate::runtime::volumes::unmount_image(&place.join(crate::spec::render::pod::KEPT_IMAGE_MOUNT));
+    let parent = aside.parent().expect("aside below the root");
+    crate::safefs::dir_with_mode(parent, 0o700).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+    if aside.exists() {
+        std::fs::remove_dir_all(aside).map_err(|e| crate::safefs::at(aside, e))?;
+    }
+    std::fs::rename(place, aside).map_err(|e| crate::safefs::at(place, e))?;
     Ok(())
 }
 
