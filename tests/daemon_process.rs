@@ -102,25 +102,21 @@ async fn the_daemon_holds_no_descriptor_per_instance() {
         );
         (foreground, forking)
     };
-    let running = |n: u32| async move {
+    // N of each, all Running, then the daemon's open descriptors once the log rotation's pass
+    // and the starts' own descriptors settled.
+    let deployed = |n: u32| async move {
+        let (fg, forking) = apply(n);
+        d.apply_json(&fg).await;
+        d.apply_json(&forking).await;
         for name in ["fg", "forking"] {
             for i in 0..n {
                 d.wait_state(&id("test", name, i), Kind::Running, 60).await;
             }
         }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        open()
     };
-    let (fg, forking) = apply(10);
-    d.apply_json(&fg).await;
-    d.apply_json(&forking).await;
-    running(10).await;
-    // The log rotation's pass and the first starts' own descriptors settle.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let at_10 = open();
-    let (fg, forking) = apply(110);
-    d.apply_json(&fg).await;
-    d.apply_json(&forking).await;
-    running(110).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let at_110 = open();
+    let at_10 = deployed(10).await;
+    let at_110 = deployed(110).await;
     assert!(at_110 <= at_10 + 5, "{at_10} descriptors at 20 instances, {at_110} at 220\n{}", d.log());
 }
