@@ -385,7 +385,7 @@ fn grow_image(image: &Path, mount: &Path, bytes: u64, reaper: Option<&Reaper>) -
         nix::mount::umount(mount).map_err(|e| format!("cannot unmount {} to grow it: {e}", mount.display()))?;
         // `mount -o loop` frees its loop device at the unmount; wait for it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !loop_devices(image, reaper)?.is_empty() {
+        while !loop_devices(image).is_empty() {
             if std::time::Instant::now() > deadline || is_mount_point(mount, dir) {
                 return Err(format!("{} is still held by a loop device: not grown", image.display()));
             }
@@ -403,10 +403,38 @@ fn grow_image(image: &Path, mount: &Path, bytes: u64, reaper: Option<&Reaper>) -
     Ok(())
 }
 
-/// The loop devices attached to `image` (`losetup -j`), one per line.
-fn loop_devices(image: &Path, reaper: Option<&Reaper>) -> Result<String, String> {
-    let listed = tool(reaper, "losetup", &[OsStr::new("-j"), image.as_os_str()], &[])?;
-    Ok(listed.trim().to_string())
+/// The loop devices attached to `image`, read from sysfs (a bound device has a `loop`
+/// directory naming its backing file, as `losetup -j` reads it, with no tool to run).
+fn loop_devices(image: &Path) -> Vec<String> {
+    let image = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
+    let Ok(devices) = std::fs::read_dir("/sys/block") else { return Vec::new() };
+    devices
+        .flatten()
+        .filter(|d| d.file_name().to_string_lossy().starts_with("loop"))
+        .filter(|d| {
+            std::fs::read_to_string(d.path().join("loop/backing_file"))
+                .is_ok_and(|backing| Path::new(backing.trim_end_matches('\n')) == image)
+        })
+        .map(|d| d.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Waits till no loop device holds `image`: the kernel clears an auto-clearing device after
+/// the last reference to its filesystem goes, which a lazy unmount and a container's dying
+/// mount namespace leave to later. Bounded: a device still held is said, not waited on forever.
+async fn loop_devices_freed(image: &Path) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let held = loop_devices(image);
+        if held.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!("{} is still held by {}", image.display(), held.join(", "));
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 fn human_bytes(bytes: u64) -> String {
@@ -418,11 +446,15 @@ fn human_bytes(bytes: u64) -> String {
 }
 
 /// Unmounts the filesystem images of an instance's limited kept volumes (it is gone: the
-/// image and its data stay, mounted again by the ordinal's next start).
-pub fn release_kept(volumes: &[RenderedVolume]) {
+/// image and its data stay, mounted again by the ordinal's next start) and waits for their
+/// loop devices to be freed, so an instance gone leaves its image free.
+pub async fn release_kept(volumes: &[RenderedVolume]) {
     for v in volumes {
         if let VolumeContent::Kept { limit_bytes: Some(_), .. } = v.content {
             unmount_image(&v.host_path);
+            if let Some(dir) = v.host_path.parent() {
+                loop_devices_freed(&dir.join(KEPT_IMAGE_FILE)).await;
+            }
         }
     }
 }

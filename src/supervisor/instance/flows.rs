@@ -387,7 +387,7 @@ impl<W: Workload> Actor<W> {
                 let _ = std::fs::remove_dir_all(&r.run_dir);
             }
             // A limited kept volume's image stays with its data, unmounted till the ordinal's next start.
-            crate::runtime::volumes::release_kept(r.volumes());
+            crate::runtime::volumes::release_kept(r.volumes()).await;
             for removal in going {
                 if let Err(e) = crate::supervisor::kept::finish_removal(&self.shared, removal).await {
                     tracing::error!(instance = %self.rec.id, "removing a kept volume: {e}");
