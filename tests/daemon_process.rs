@@ -76,13 +76,16 @@ fn a_log_file_gets_no_colour_codes() {
     assert!(!log.contains('\u{1b}'), "no ANSI escape in a log file:\n{log}");
 }
 
-/// Issue 48: the daemon holds no descriptor per instance. Every spawn copies the daemon's
-/// descriptor table into its child, which closes it again at exec: two descriptors an instance
-/// (its main process's pidfd, the log rotation's run directory) made each start's cost grow with
-/// the number of instances. Foreground and daemonizing (pidfile) instances alike: 10 and then
-/// 110 of each leave the daemon's open descriptors where they were, give or take a few.
+/// Issue 48: a spawn does not copy the daemon's descriptors, and the daemon holds at most one
+/// per instance. A clone copies its parent's descriptor table into the child, which closes it
+/// again at exec: a cost per start that grew with what the daemon held. The child now starts
+/// on the daemon's table and takes its own copy of only what it keeps, so a main process's
+/// table is the smallest the kernel makes (its `FDSize`), however many the daemon holds; the
+/// daemon holds its own children's pidfds (their exits are told by them), nothing for a
+/// daemonizing (pidfile) instance, and nothing else per instance (the log rotation keeps its
+/// run directories by name).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_holds_no_descriptor_per_instance() {
+async fn a_spawn_copies_none_of_the_daemons_descriptors() {
     let daemon = Daemon::start("descriptors");
     let d = &daemon;
     let open = || std::fs::read_dir(format!("/proc/{}/fd", d.pid())).unwrap().count();
@@ -118,5 +121,25 @@ async fn the_daemon_holds_no_descriptor_per_instance() {
     };
     let at_10 = deployed(10).await;
     let at_110 = deployed(110).await;
-    assert!(at_110 <= at_10 + 5, "{at_10} descriptors at 20 instances, {at_110} at 220\n{}", d.log());
+    assert!(at_110 <= at_10 + 100 + 5, "{at_10} descriptors at 20 instances, {at_110} at 220\n{}", d.log());
+    let table = |pid: i32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let size = status.lines().find_map(|l| l.strip_prefix("FDSize:")).unwrap().trim().to_string();
+        size.parse::<u32>().unwrap()
+    };
+    assert!(table(d.pid()) >= 128, "the daemon holds more than a child's table: {}", table(d.pid()));
+    let children: Vec<i32> = std::fs::read_dir(format!("/proc/{}/task", d.pid()))
+        .unwrap()
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    assert!(children.len() >= 110, "{children:?}");
+    let copied: Vec<(i32, u32)> = children.iter().map(|&p| (p, table(p))).filter(|&(_, size)| size > 64).collect();
+    assert!(copied.is_empty(), "children with the daemon's table copied (pid, FDSize): {copied:?}");
 }

@@ -144,7 +144,7 @@ impl Pidfd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: the kernel just gave us this fd and nobody else owns it.
-        Ok(Pidfd { fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) } })
+        Ok(Pidfd { fd: super::spawn::held_high(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }) })
     }
 
     /// Resolves when the process has exited.

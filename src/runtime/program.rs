@@ -29,7 +29,7 @@ pub async fn run(
                 cmd.spawn().map(|child| {
                     let pid = child.id() as i32;
                     spawned = Some(child);
-                    pid
+                    (pid, None)
                 })
             })?;
             Some(watch)

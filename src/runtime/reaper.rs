@@ -6,6 +6,14 @@
 //! Exits are subscribed to *before* a spawn (as containerd does): while a spawn is in flight
 //! every reaped status is also collected, so a child that exits before its pid is even known
 //! to the caller is never missed.
+//!
+//! Two ways reap. A child spawned with a pidfd (see `spawn::modern_clone`) is reaped by its
+//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at. Everything
+//! else (children started by `std::process::Command`, daemonized grandchildren, a kernel
+//! without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks every child of the
+//! daemon per call, twice per exit at least: at 2,000 instances that walk was most of a
+//! respawn. That scan waits a moment after the signal, so the pidfds reap their own first and
+//! a burst of exits is one scan.
 
 use super::exit::ExitStatus;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -44,9 +52,33 @@ impl Reaper {
                 if sigchld.recv().await.is_none() {
                     break;
                 }
+                tokio::time::sleep(SCAN_DELAY).await;
             }
         });
         Ok(reaper)
+    }
+
+    /// Reaps `pid` by its pidfd once it ends, unless the SIGCHLD scan reaps it first (then
+    /// `waitid` finds no such child, and the scan delivered it). Outside a runtime (a test's
+    /// spawn), the scan alone.
+    fn reap_by_pidfd(&self, pid: i32, pidfd: std::os::fd::OwnedFd) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let reaper = self.clone();
+        runtime.spawn(async move {
+            let borrowed = std::os::fd::AsFd::as_fd(&pidfd);
+            // SAFETY: the AsyncFd borrows `pidfd`, which this task owns and outlives it.
+            let registered =
+                unsafe { tokio::io::unix::AsyncFd::register_with_interest(borrowed, tokio::io::Interest::READABLE) };
+            // Readable once it exited; an error leaves it to the scan.
+            let Ok(fd) = registered else { return };
+            if fd.readable().await.is_err() {
+                return;
+            }
+            drop(fd);
+            if let Some(status) = wait_pidfd(&pidfd) {
+                reaper.deliver(pid, status);
+            }
+        });
     }
 
     /// Collects every exit that is waiting. Signals coalesce, so always loop until empty.
@@ -77,9 +109,13 @@ impl Reaper {
         }
     }
 
-    /// Runs `spawn` (which returns the new child's pid) with exits collected around it, and
-    /// returns the pid with a watch on its exit that cannot miss an early one.
-    pub fn spawn<E>(&self, spawn: impl FnOnce() -> Result<i32, E>) -> Result<(i32, ExitWatch), E> {
+    /// Runs `spawn` (which returns the new child's pid, and its pidfd if it has one) with exits
+    /// collected around it, and returns the pid with a watch on its exit that cannot miss an
+    /// early one.
+    pub fn spawn<E>(
+        &self,
+        spawn: impl FnOnce() -> Result<(i32, Option<std::os::fd::OwnedFd>), E>,
+    ) -> Result<(i32, ExitWatch), E> {
         let ticket = {
             let mut inner = self.inner.lock().expect("reaper lock");
             inner.next_ticket += 1;
@@ -90,7 +126,7 @@ impl Reaper {
         let result = spawn();
         let mut inner = self.inner.lock().expect("reaper lock");
         let collected = inner.collecting.remove(&ticket).unwrap_or_default();
-        let pid = result?;
+        let (pid, pidfd) = result?;
         let (tx, rx) = oneshot::channel();
         match collected.iter().find(|(p, _)| *p == pid) {
             Some((_, status)) => {
@@ -98,6 +134,10 @@ impl Reaper {
             }
             None => {
                 inner.watchers.insert(pid, tx);
+                drop(inner);
+                if let Some(pidfd) = pidfd {
+                    self.reap_by_pidfd(pid, pidfd);
+                }
             }
         }
         Ok((pid, rx))
@@ -115,6 +155,37 @@ impl Reaper {
     /// Drops a watch that is no longer wanted (the process is known to be gone).
     pub fn forget(&self, pid: i32) {
         self.inner.lock().expect("reaper lock").watchers.remove(&pid);
+    }
+}
+
+/// How long the SIGCHLD scan waits after the signal (see the module docs).
+const SCAN_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Reaps the child a pidfd refers to if it has ended: its status, or None when it runs on or
+/// was reaped already (by the scan).
+fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> Option<ExitStatus> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: waitid fills the zeroed siginfo it is given; P_PIDFD names the child by a
+        // descriptor we hold.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG;
+        let r = unsafe { libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, flags) };
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+        // SAFETY: waitid filled a SIGCHLD siginfo (si_pid 0: not ended yet under WNOHANG).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return None;
+        }
+        return Some(match info.si_code {
+            libc::CLD_EXITED => ExitStatus::Code(status),
+            _ => ExitStatus::Signal(status),
+        });
     }
 }
 

@@ -50,7 +50,7 @@ pub struct Prepared {
 }
 
 /// The steps of the child, for the error message when one fails.
-const STEPS: [&str; 9] = [
+const STEPS: [&str; 10] = [
     "",
     "cannot start a new session",
     "cannot join the instance's cgroup",
@@ -60,6 +60,7 @@ const STEPS: [&str; 9] = [
     "cannot switch group",
     "cannot switch user",
     "cannot execute",
+    "cannot take its own descriptor table",
 ];
 const STEP_SETSID: i32 = 1;
 const STEP_CGROUP: i32 = 2;
@@ -69,6 +70,7 @@ const STEP_SETGROUPS: i32 = 5;
 const STEP_SETGID: i32 = 6;
 const STEP_SETUID: i32 = 7;
 const STEP_EXEC: i32 = 8;
+const STEP_UNSHARE: i32 = 9;
 
 /// Child stack: the child calls a handful of system calls from one small frame.
 const CHILD_STACK: usize = 64 * 1024;
@@ -129,14 +131,18 @@ impl Prepared {
     }
 
     /// Starts the program; returns its pid once it has exec'd (the calling thread waits for
-    /// that, as with vfork). A failure before exec comes back as an error naming the step; the
-    /// failed child exits 127 and is reaped like any other.
-    pub fn spawn(&self) -> io::Result<i32> {
+    /// that, as with vfork), and a pidfd of it where the kernel gives one at the clone (its
+    /// exit is seen by it, see the reaper). A failure before exec comes back as an error naming
+    /// the step; the failed child exits 127 and is reaped like any other.
+    pub fn spawn(&self) -> io::Result<(i32, Option<OwnedFd>)> {
         let mut stack = vec![0u8; CHILD_STACK];
-        let shared = ChildArgs { prepared: self, errno: AtomicI32::new(0), step: AtomicI32::new(0) };
+        let modern = modern_clone();
+        let shared = ChildArgs { prepared: self, shares: modern, errno: AtomicI32::new(0), step: AtomicI32::new(0) };
+        let mut pidfd: libc::c_int = -1;
         // SAFETY: the child runs `child_main` on `stack` with `shared`, both alive until clone
         // returns (CLONE_VFORK: after the child's exec or exit). Signals are blocked meanwhile
-        // so that none of the daemon's handlers runs on the child's stack.
+        // so that none of the daemon's handlers runs on the child's stack. With CLONE_PIDFD the
+        // kernel writes the new pidfd into `pidfd` (the parent-tid argument).
         let pid = unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut old: libc::sigset_t = std::mem::zeroed();
@@ -144,11 +150,13 @@ impl Prepared {
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
             let top = stack.as_mut_ptr().add(stack.len());
             let top = top.sub(top as usize % 16);
+            let extra = if modern { libc::CLONE_FILES | libc::CLONE_PIDFD } else { 0 };
             let pid = libc::clone(
                 child_main,
                 top.cast(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_VFORK | extra | libc::SIGCHLD,
                 (&shared as *const ChildArgs).cast_mut().cast(),
+                &mut pidfd as *mut libc::c_int,
             );
             let clone_error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -157,14 +165,52 @@ impl Prepared {
             }
             pid
         };
+        // SAFETY: a pidfd the kernel installed for this clone, owned by nobody else.
+        let pidfd = (modern && pidfd >= 0).then(|| held_high(unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) }));
         let errno = shared.errno.load(Ordering::Acquire);
         if errno != 0 {
             let step = STEPS.get(shared.step.load(Ordering::Acquire) as usize).copied().unwrap_or("cannot start");
             let os = io::Error::from_raw_os_error(errno);
             return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
         }
-        Ok(pid)
+        Ok((pid, pidfd))
     }
+}
+
+/// Moves a descriptor the daemon holds for long (a pidfd per instance) above the range where
+/// spawns' own descriptors are opened, so that those stay low: a child copies the daemon's
+/// table only up to its highest kept descriptor (see [`modern_clone`]), and with pidfds
+/// allocated lowest-first among them a burst of starts had pushed the spawns' descriptors above
+/// thousands of pidfds, each copied again. Kept where it is when nothing is free up there.
+pub fn held_high(fd: OwnedFd) -> OwnedFd {
+    static FLOOR: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+    let floor = *FLOOR.get_or_init(|| (open_files_limit() / 2).min(1024));
+    if fd.as_raw_fd() >= floor {
+        return fd;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor that we own (or -1).
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if high < 0 {
+        return fd;
+    }
+    // SAFETY: `high` is a fresh descriptor owned by nobody else; `fd` closes as it drops.
+    unsafe { std::os::fd::FromRawFd::from_raw_fd(high) }
+}
+
+/// Whether spawns clone with `CLONE_FILES | CLONE_PIDFD`: the child starts on the daemon's
+/// descriptor table and takes its own copy of only the few it keeps (`close_range` with
+/// `CLOSE_RANGE_UNSHARE`), and the parent gets a pidfd of it. Without the first, each clone
+/// copies every descriptor the daemon holds and its exec closes them all again, a cost per
+/// start that grows with what the daemon holds (its pidfds among them); the second tells the
+/// child's exit without scanning every child (see the reaper). Both are Linux 5.9's
+/// (close_range): probed once, by asking close_range to close a range that holds nothing. A
+/// kernel or seccomp filter without it gets the plain clone.
+fn modern_clone() -> bool {
+    static MODERN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: close_range of a range no descriptor is in closes nothing.
+    *MODERN.get_or_init(|| unsafe {
+        libc::syscall(libc::SYS_close_range, libc::c_uint::MAX, libc::c_uint::MAX, 0 as libc::c_uint) == 0
+    })
 }
 
 /// The soft RLIMIT_NOFILE (capped): no descriptor of this process is above it.
@@ -213,6 +259,9 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 struct ChildArgs<'a> {
     prepared: &'a Prepared,
+    /// Started on the daemon's descriptor table (`CLONE_FILES`): nothing may touch a
+    /// descriptor before the child has its own.
+    shares: bool,
     errno: AtomicI32,
     step: AtomicI32,
 }
@@ -264,6 +313,16 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // write, behind every other writer), a loaded machine may not run it for a while, and a
         // daemon killed meanwhile would find its store lock and its socket held by the child.
         // Its own descriptors are all it needs.
+        if args.shares {
+            // Its own table: the kernel copies only the descriptors below the first closed
+            // one, so the child holds those below its highest kept one and no more, whatever
+            // the daemon holds. Closing on the shared table would close the daemon's.
+            let first_closed = p.keep_fds.last().copied().unwrap_or(2).max(2) + 1;
+            let unshare = libc::CLOSE_RANGE_UNSHARE as libc::c_uint;
+            if libc::syscall(libc::SYS_close_range, first_closed as libc::c_uint, libc::c_uint::MAX, unshare) != 0 {
+                return fail(STEP_UNSHARE);
+            }
+        }
         let mut from = 3;
         for &keep in &p.keep_fds {
             close_from_to(from, keep - 1, p.fd_limit);
@@ -350,7 +409,7 @@ mod tests {
         let p =
             Prepared::new("/bin/sh", &argv, env, cwd, out.reopen().unwrap(), out.reopen().unwrap(), Vec::new(), None)
                 .unwrap();
-        (p.spawn(), out)
+        (p.spawn().map(|(pid, _pidfd)| pid), out)
     }
 
     #[test]
@@ -438,6 +497,9 @@ mod tests {
             None,
         )
         .unwrap();
+        // Many more descriptors of "the daemon's" (above the child's: opened after them), so
+        // that a copy of its table would show in the child's table size.
+        let many: Vec<std::fs::File> = (0..200).map(|_| std::fs::File::open("/dev/null").unwrap()).collect();
         // The child: ours, blocked in its write. Which descriptors does it hold? Looked at from
         // another thread, which then lets it go, while this one waits in spawn (as with vfork).
         let me = std::process::id().to_string();
@@ -467,8 +529,10 @@ mod tests {
                 let first: Vec<(String, Vec<i32>)> =
                     children.into_iter().filter_map(|c| holding(&c).map(|f| (c, f))).collect();
                 std::thread::sleep(std::time::Duration::from_millis(50));
-                if let Some((_, fds)) = first.into_iter().find(|(c, f)| holding(c).as_ref() == Some(f)) {
-                    break Some(fds);
+                if let Some((child, fds)) = first.into_iter().find(|(c, f)| holding(c).as_ref() == Some(f)) {
+                    let status = std::fs::read_to_string(format!("/proc/{child}/status")).unwrap();
+                    let table = status.lines().find_map(|l| l.strip_prefix("FDSize:")).unwrap().trim().to_string();
+                    break Some((fds, table.parse::<u32>().unwrap()));
                 }
                 if std::time::Instant::now() > deadline {
                     break None;
@@ -479,11 +543,16 @@ mod tests {
             // The reader stays open until the spawn has returned: closed, the child's write fails.
             (fds, reader)
         });
-        let pid = p.spawn().unwrap();
+        let (pid, _pidfd) = p.spawn().unwrap();
         let (fds, _reader) = inspector.join().unwrap();
-        let fds = fds.expect("no child blocked in its cgroup join");
+        let (fds, table) = fds.expect("no child blocked in its cgroup join");
         let held = held_fd.as_raw_fd();
         assert_eq!(fds, vec![0, 1, 2, writer_fd], "the held child's descriptors (the daemon's file was {held})");
+        if modern_clone() {
+            // The kernel's smallest table: nothing of the daemon's 200 above it was copied.
+            assert_eq!(table, 64, "the held child's table size (FDSize)");
+        }
+        drop(many);
         assert_eq!(wait(pid), 0);
     }
 }
