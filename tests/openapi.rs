@@ -2499,6 +2499,9 @@ fn the_sched_types_match_their_schemas() {
     let constraint = Constraint { kind: "node".into(), value: "h3".into(), equal: true, soft: false, since_ms: 5 };
     check("Constraint", serde_json::to_value(&constraint).unwrap());
     check("EngineRunBody", serde_json::to_value(EngineRunBody { status: EngineRun::Stop }).unwrap());
+    for role in ["read", "write"] {
+        check("Whoami", serde_json::to_value(steward::protocol::Whoami { role: role.into() }).unwrap());
+    }
     let entry =
         ConfigEntry { key: "reconcileSecs".into(), value: 30, default: 30, range: "1-3600".into(), about: "x".into() };
     check("ConfigEntry", serde_json::to_value(&entry).unwrap());

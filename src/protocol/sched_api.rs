@@ -124,6 +124,14 @@ pub struct EngineRunBody {
     pub status: EngineRun,
 }
 
+/// `GET /v1/whoami`: what the caller's token may do (the console shows its buttons by it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Whoami {
+    /// `read` or `write`.
+    pub role: String,
+}
+
 /// `POST /v1/notifications`, `DELETE /v1/notifications?url=`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
