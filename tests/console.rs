@@ -161,13 +161,18 @@ async fn shot(b: &Client, name: &str) {
     std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
-/// Opens console `path` in the browser (a fresh load: a deep link).
+/// Opens `steward-sched serve`'s console at `path` in the browser (a fresh load: a deep link).
 async fn open(b: &Client, path: &str) {
     b.goto(&format!("https://127.0.0.1:{PORT}{path}")).await.unwrap();
 }
 
 async fn sign_in(b: &Client, token: &str) {
     open(b, "/ui/login").await;
+    sign_in_here(b, token).await;
+}
+
+/// Fills in the sign-in form the browser shows.
+async fn sign_in_here(b: &Client, token: &str) {
     let input = b.wait().for_element(Locator::Css("#token")).await.unwrap();
     input.send_keys(token).await.unwrap();
     b.find(Locator::Css("#sign-in")).await.unwrap().click().await.unwrap();
@@ -227,9 +232,13 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     let (status, _, _) = curl(&c, None, "GET", "/v1/whoami");
     assert_eq!(status, 401);
     let (status, _, body) = curl(&c, Some(READ_TOKEN), "GET", "/v1/whoami");
-    assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()), (200, json!({"role": "read"})), "{body}");
+    assert_eq!(
+        (status, serde_json::from_str::<Value>(&body).unwrap()),
+        (200, json!({"role": "read", "server": "steward-sched"})),
+        "{body}"
+    );
     let (_, _, body) = curl(&c, Some(TOKEN), "GET", "/v1/whoami");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"role": "write"}), "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["role"], "write", "{body}");
 
     // What the pages show: an app on every host, a probe and a hook run made by hand on it.
     let path = c.dir.path().join("web.json");
@@ -399,5 +408,43 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     let (status, _, body) = curl(&c, Some(READ_TOKEN), "POST", "/v1/apps/test/web/rollout/pause");
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("this token may only read"), "{body}");
+
+    // One host's console: its stewardd's remote listener serves the same files, and the pages
+    // are that host's — its instances, an app's revisions and rollout, its node, its hook run.
+    let base = format!("https://{}:7443", host.ip);
+    b.goto(&format!("{base}/ui/apps/test/web")).await.unwrap();
+    sign_in_here(&b, TOKEN).await;
+    wait_js(
+        &b,
+        20,
+        "the host's name",
+        &format!("document.querySelector('.brand').textContent.includes('{}')", host.name),
+    )
+    .await;
+    wait_js(&b, 20, "back on the app after signing in", "location.pathname === '/ui/apps/test/web'").await;
+    wait_js(&b, 20, "both revisions", "document.querySelectorAll('tbody tr[data-key]').length >= 2 && document.querySelector('tr[data-key=\"2\"]').textContent.includes('(current)')").await;
+    wait_js(&b, 10, "its rollout complete", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    shot(&b, "host-app").await;
+    b.goto(&format!("{base}/ui/instances")).await.unwrap();
+    wait_js(
+        &b,
+        20,
+        "the host's instances",
+        "[...document.querySelectorAll('tbody tr[data-key]')].some(r => r.dataset.key.startsWith('test/probe/'))",
+    )
+    .await;
+    shot(&b, "host-instances").await;
+    b.goto(&format!("{base}/ui/hookruns/test/by-hand")).await.unwrap();
+    let points = wait_js(
+        &b,
+        20,
+        "the host's chart",
+        "document.querySelector('svg.chart') && Number(document.querySelector('svg.chart').dataset.points)",
+    )
+    .await;
+    assert_eq!(points, json!(8));
+    b.goto(&format!("{base}/ui/node")).await.unwrap();
+    wait_js(&b, 20, "the node", "document.querySelector('#node-instances') !== null").await;
+    shot(&b, "host-node").await;
     b.close().await.unwrap();
 }

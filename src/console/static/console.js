@@ -9,7 +9,10 @@
   const TOKEN_KEY = 'steward.token';
   const REFRESH_MS = 2000;
   const main = document.getElementById('main');
-  const state = { role: null, gen: 0, abort: null, timer: null };
+  // server: `steward-sched` (a cluster) or `stewardd` (one host's remote listener); host: the
+  // host's name there.
+  const state = { role: null, server: null, host: null, gen: 0, abort: null, timer: null };
+  const isHost = () => state.server === 'stewardd';
 
   // ---- DOM ------------------------------------------------------------------------------
 
@@ -176,6 +179,18 @@
 
   // ---- routing ---------------------------------------------------------------------------
 
+  const hostRoutes = [
+    [/^\/ui\/?$/, () => { navigate('/ui/instances', true); return null; }],
+    [/^\/ui\/login$/, loginPage],
+    [/^\/ui\/instances$/, instancesPage],
+    [/^\/ui\/node$/, nodePage],
+    [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, hostAppPage],
+    [/^\/ui\/hookruns$/, runsPage],
+    [/^\/ui\/hookruns\/([^/]+)\/([^/]+)$/, runPage],
+    [/^\/ui\/events$/, eventsPage],
+  ];
+  const HOST_NAV = [['/ui/instances', 'Instances'], ['/ui/node', 'Node'], ['/ui/hookruns', 'Hook runs'], ['/ui/events', 'Events']];
+
   const routes = [
     [/^\/ui\/?$/, () => { navigate('/ui/cluster', true); return null; }],
     [/^\/ui\/login$/, loginPage],
@@ -235,18 +250,23 @@
     }
     if (token() && !state.role) {
       try {
-        state.role = (await api('/v1/whoami')).role;
+        await whoami();
       } catch (e) {
         if (e.status !== 401) toast('Cannot reach the API: ' + e.message, true);
         return;
       }
     }
     drawWho();
+    if (isHost() && !document.querySelector('#nav a[href="/ui/instances"]')) {
+      fill(document.getElementById('nav'), HOST_NAV.map(([href, text]) => h('li', {}, h('a', { href }, text))));
+      document.querySelector('.brand').setAttribute('href', '/ui/instances');
+      document.querySelector('.brand').textContent = `Steward · ${state.host}`;
+    }
     for (const a of document.querySelectorAll('#nav a')) {
       const here = path === a.pathname || path.startsWith(a.pathname + '/');
       if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
-    const found = routes.find(([re]) => re.test(path));
+    const found = (isHost() ? hostRoutes : routes).find(([re]) => re.test(path));
     main.replaceChildren();
     if (!found) {
       add(main, [h('h1', {}, 'Not found'), h('p', {}, 'No console page at ', h('code', {}, path), '. ', h('a', { href: '/ui/cluster' }, 'The cluster'))]);
@@ -260,6 +280,14 @@
     if (moved) main.focus({ preventScroll: true });
     state.refresh = refresh;
     kick();
+  }
+
+  // The token's rights and the server's kind (and, on one host, its name).
+  async function whoami() {
+    const who = await api('/v1/whoami');
+    state.server = who.server;
+    state.host = who.server === 'stewardd' ? (await api('/v1/node')).hostname : null;
+    state.role = who.role;
   }
 
   function drawWho() {
@@ -301,14 +329,15 @@
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
       state.role = null;
       try {
-        state.role = (await api('/v1/whoami')).role;
+        await whoami();
       } catch (err) {
+        state.role = null;
         sessionStorage.removeItem(TOKEN_KEY);
         error.textContent = err.status === 401 ? 'That token is not accepted.' : 'Cannot reach the API: ' + err.message;
         return;
       }
       const next = query.get('next');
-      navigate(next && next.startsWith('/ui/') && !next.startsWith('/ui/login') ? next : '/ui/cluster', true);
+      navigate(next && next.startsWith('/ui/') && !next.startsWith('/ui/login') ? next : '/ui/', true);
     });
     fill(main, form);
     input.focus();
@@ -544,7 +573,10 @@
     const templates = table(['Template', 'Args', 'Metrics'], 'No hook templates.');
     add(main, [runs.el, h('h2', {}, 'Templates'), templates.el]);
     return async () => {
-      const [listing, tpl] = await Promise.all([api('/v1/hookruns'), api('/v1/hooktemplates')]);
+      const [listing, tpl] = isHost()
+        ? await Promise.all([api('/v1/hookruns').then((l) => ({ runs: l.items.map((r) => Object.assign({ node: state.host }, r)), unreachable: {} })),
+          api('/v1/hooktemplates').then((t) => t.items)])
+        : await Promise.all([api('/v1/hookruns'), api('/v1/hooktemplates')]);
       const un = Object.keys(listing.unreachable || {});
       sub.textContent = `${listing.runs.length} runs` + (un.length ? ` · not answering: ${un.join(', ')}` : '');
       const sorted = listing.runs.slice().sort((a, b) => b.createdAtMs - a.createdAtMs);
@@ -616,7 +648,7 @@
     add(main, [metrics, h('h2', {}, 'Args'), args.el]);
     const drawn = new Map();
     return async () => {
-      const found = await api(`/v1/hookruns/${enc(key)}`);
+      const found = isHost() ? { node: state.host, run: await api(`/v1/hookruns/${enc(key)}`) } : await api(`/v1/hookruns/${enc(key)}`);
       const run = found.run; const st = run.status;
       fill(phase, badge(st.phase));
       phase.dataset.phase = st.phase;
@@ -670,8 +702,8 @@
   }
 
   function eventsPage(_, query) {
-    const sub = header('Events', 'Every node\'s events and the scheduler\'s, merged, as they happen.');
-    const nodeSel = h('select', { id: 'f-node' }, h('option', { value: '' }, 'every node'), h('option', { value: 'sched' }, 'sched (the scheduler)'));
+    const sub = header('Events', isHost() ? 'This host\'s event journal, as it happens.' : 'Every node\'s events and the scheduler\'s, merged, as they happen.');
+    const nodeSel = h('select', { id: 'f-node' }, h('option', { value: '' }, 'every node'), isHost() ? null : h('option', { value: 'sched' }, 'sched (the scheduler)'));
     const typeIn = h('input', { id: 'f-type', type: 'text', placeholder: 'e.g. transition', value: query.get('type') || '' });
     const textIn = h('input', { id: 'f-q', type: 'search', placeholder: 'instance, reason…', value: query.get('q') || '' });
     const count = h('span', { class: 'muted', 'aria-live': 'off' });
@@ -704,6 +736,7 @@
     for (const el of [nodeSel, typeIn, textIn]) el.addEventListener('input', refilter);
     const line = (v) => {
       if (v.heartbeat) return;
+      if (isHost()) v = Object.assign({ node: state.host }, v);
       if (v.seq) cursors[v.node] = v.seq;
       const body = v.body || (v.gap ? Object.assign({ type: 'gap' }, v.gap) : Object.assign({ type: Object.keys(v).find((k) => k !== 'node') || 'line' }, v));
       const tr = h('tr', { 'data-node': v.node, 'data-type': body.type || '' },
@@ -718,13 +751,14 @@
     // node's last sequence number after a drop.
     const follow = async () => {
       while (gen === state.gen) {
-        const since = Object.keys(cursors).length ? Object.entries(cursors).map(([n, s]) => `${n}=${s}`).join(',') : '0';
+        const since = isHost() ? String(cursors[state.host] || 0)
+          : Object.keys(cursors).length ? Object.entries(cursors).map(([n, s]) => `${n}=${s}`).join(',') : '0';
         state.abort = new AbortController();
         try {
           const res = await fetch(`/v1/events?since=${encodeURIComponent(since)}`, { headers: { Authorization: 'Bearer ' + token() }, signal: state.abort.signal });
           if (res.status === 401) { signOut('The token is not accepted.'); return; }
           if (!res.ok) throw new Error(`events: ${res.status}`);
-          sub.textContent = 'Live: every node\'s events and the scheduler\'s, merged, newest first.';
+          sub.textContent = isHost() ? 'Live: this host\'s events, newest first.' : 'Live: every node\'s events and the scheduler\'s, merged, newest first.';
           const reader = res.body.getReader();
           const dec = new TextDecoder();
           let buf = '';
@@ -749,7 +783,7 @@
     };
     follow();
     // The node list for the filter, once.
-    api('/v1/nodes').then((list) => {
+    (isHost() ? Promise.resolve([{ name: state.host }]) : api('/v1/nodes')).then((list) => {
       for (const n of list) nodeSel.append(h('option', { value: n.name }, n.name));
       nodeSel.value = query.get('node') || '';
       refilter();
@@ -789,6 +823,92 @@
       constraints.set(engine.constraints || [], (c) => `${c.kind || c.type}/${c.value}`, (c) => [c.type || c.kind, c.value, `node ${c.equal ? '==' : '!='} ${c.value}` + (c.soft ? ' (must hold)' : ' (preferred)'), utc(c.sinceMs)]);
       notes.set(hooks, (u) => u, (u) => [h('span', { class: 'mono' }, u)]);
       config.set(conf, (e) => e.key, (e) => [h('code', {}, e.key), cell(e.value, 'num'), cell(e.default, 'num'), e.range, e.about]);
+    };
+  }
+
+  // ---- one host (stewardd's remote listener) ----------------------------------------------
+
+  const stateName = (st) => (st && typeof st === 'object' ? st.state : String(st));
+  const idText = (id) => `${id.namespace}/${id.name}/${id.index}`;
+
+  function instancesPage() {
+    const sub = header('Instances');
+    const cols = ['Instance', 'State', 'Ready', ['PID', 'num'], ['Restarts', 'num'], 'Ports', ['Revision', 'num'], 'Message'];
+    if (canWrite()) cols.push('Actions');
+    const list = table(cols, 'No instances on this host.');
+    add(main, list.el);
+    return async () => {
+      const { instances } = await api('/v1/instances');
+      const ready = instances.filter((i) => i.ready).length;
+      sub.textContent = `${instances.length} instances on ${state.host} · ${ready} ready`;
+      list.set(instances, (i) => idText(i.id), (i) => {
+        const app = `${i.id.namespace}/${i.id.name}`;
+        const row = [
+          h('a', { href: `/ui/apps/${enc(app)}`, class: 'mono' }, idText(i.id)), badge(stateName(i.state)), badge(i.ready ? 'yes' : 'no'),
+          cell(i.pid || '—', 'num'), cell(i.restarts, 'num'),
+          Object.entries(i.ports || {}).map(([n, p]) => h('span', { class: 'label' }, `${n}=${p}`)),
+          cell(i.revision !== undefined ? i.revision : '—', 'num'), i.message || ''];
+        if (canWrite()) row.push(action('Restart', 'POST', `/v1/instances/${enc(idText(i.id))}/restart`, { secondary: true, name: 'restart' }));
+        return row;
+      });
+    };
+  }
+
+  function nodePage() {
+    const sub = header('Node');
+    const cards = h('div', { class: 'cards' });
+    const labelsT = table(['Label', 'Value'], 'No labels.');
+    const attrsT = table(['Attribute', 'Value'], 'No attributes.');
+    add(main, [cards, h('h2', {}, 'Labels'), labelsT.el, h('h2', {}, 'Attributes'), attrsT.el]);
+    return async () => {
+      const n = await api('/v1/node');
+      const r = n.resources;
+      sub.textContent = `${n.hostname} · ${n.hostIp} · ${n.os}/${n.arch} · stewardd ${n.version} · load ${Number(n.loadAverage).toFixed(2)}`;
+      fill(cards,
+        h('div', { class: 'card' }, h('small', {}, 'Instances'), h('b', { id: 'node-instances' }, n.instances)),
+        h('div', { class: 'card' }, h('small', {}, 'CPU admitted'), meter(r.allocated.milliCpu, r.allocatable.milliCpu, 'CPU admitted', `${cores(r.allocated.milliCpu)} of ${cores(r.allocatable.milliCpu)} cores`, true)),
+        h('div', { class: 'card' }, h('small', {}, 'Memory admitted'), meter(r.allocated.memoryBytes, r.allocatable.memoryBytes, 'Memory admitted', `${bytes(r.allocated.memoryBytes)} of ${bytes(r.allocatable.memoryBytes)}`, true)),
+        h('div', { class: 'card' }, h('small', {}, 'CPU used'), meter(Math.round(n.cpuUsagePercent), 100, 'CPU used', `${n.cpuUsagePercent.toFixed(1)} % of ${n.cpus} cpus`)),
+        h('div', { class: 'card' }, h('small', {}, 'Memory used'), meter(n.memoryUsedBytes, n.memoryTotalBytes, 'Memory used', `${bytes(n.memoryUsedBytes)} of ${bytes(n.memoryTotalBytes)}`)));
+      labelsT.set(Object.entries(n.labels || {}), (e) => e[0], ([k, v]) => [h('code', {}, k), v]);
+      attrsT.set(Object.entries(n.attributes || {}), (e) => e[0], ([k, v]) => [h('code', {}, k), v]);
+    };
+  }
+
+  function hostAppPage([ns, name]) {
+    const key = `${ns}/${name}`;
+    const sub = header(key);
+    const phase = h('span', { id: 'phase', 'data-phase': '' });
+    add(main, h('p', {}, 'Rollout: ', phase, ' · ', h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'its events')));
+    if (canWrite()) {
+      const base = `/v1/apps/${enc(key)}`;
+      add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
+        action('Pause', 'POST', base + '/rollout/pause', { name: 'pause' }),
+        action('Resume', 'POST', base + '/rollout/resume', { name: 'resume' }),
+        action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })));
+    }
+    const overall = h('div', { class: 'cards' });
+    const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout'], 'No revisions.');
+    const inst = table(['Instance', 'State', 'Ready', ['Restarts', 'num'], ['Revision', 'num'], 'Message'], 'No instances here.');
+    add(main, [overall, h('h2', {}, 'Revisions'), revs.el, h('h2', {}, 'Instances'), inst.el]);
+    return async () => {
+      const q = `namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`;
+      const [ro, history, list] = await Promise.all([api(`/v1/apps/${enc(key)}/rollout`), api(`/v1/apps/${enc(key)}/revisions`), api(`/v1/instances?${q}`)]);
+      const r = ro.rollout; const p = ro.progress;
+      const ph = r ? r.phase : 'none';
+      fill(phase, badge(ph));
+      phase.dataset.phase = ph;
+      sub.textContent = `revision ${ro.revision} on ${state.host}` + (r ? ` · rollout ${r.from} → ${r.target}, ${r.steps} steps, started ${ago(r.startedMs)}` : '') +
+        (r && r.message ? ` · ${r.message}` : '') + (r && r.reason ? ` · ${r.reason}` : '');
+      fill(overall,
+        h('div', { class: 'card' }, h('small', {}, 'Updated'), h('div', { id: 'updated' }, meter(p.updated, p.instances, 'Instances updated', `${p.updated} of ${p.instances}`))),
+        h('div', { class: 'card' }, h('small', {}, 'Ready'), meter(p.ready, p.instances, 'Instances ready', `${p.ready} of ${p.instances}`)),
+        h('div', { class: 'card' }, h('small', {}, 'Surge instances'), h('b', {}, p.spares)));
+      revs.set(history.revisions.slice().reverse(), (v) => String(v.revision), (v) => [
+        h('b', {}, v.revision, v.current ? ' (current)' : ''), h('code', {}, v.hash), utc(v.createdMs), v.appliedBy,
+        v.outcome ? h('span', {}, badge(v.outcome.phase), v.outcome.reason ? ` ${v.outcome.reason}` : '') : '—']);
+      inst.set(list.instances, (i) => idText(i.id), (i) => [h('span', { class: 'mono' }, idText(i.id)), badge(stateName(i.state)),
+        badge(i.ready ? 'yes' : 'no'), cell(i.restarts, 'num'), cell(i.revision !== undefined ? i.revision : '—', 'num'), i.message || '']);
     };
   }
 

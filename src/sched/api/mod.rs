@@ -125,7 +125,7 @@ async fn health() -> Json<serde_json::Value> {
 /// What the caller's token may do.
 async fn whoami(caller: Caller) -> Json<crate::protocol::Whoami> {
     let role = if caller.token == Some(TokenRole::Write) { "write" } else { "read" };
-    Json(crate::protocol::Whoami { role: role.into() })
+    Json(crate::protocol::Whoami { role: role.into(), server: "steward-sched".into() })
 }
 
 async fn openapi() -> Response {
