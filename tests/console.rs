@@ -185,9 +185,12 @@ async fn buttons(b: &Client) -> u64 {
 }
 
 /// An app of 6 sleepers whose rollouts take a while: a new instance counts once it has been
-/// ready 3 s, one surge instance at a time.
-fn web(version: &str) -> Value {
+/// ready 3 s, one surge instance at a time, through the strategy's `steps` when given.
+fn web(version: &str, steps: Option<Value>) -> Value {
     let mut a = app("web", 6, json!({"strategy": {"maxUnavailable": 0, "maxSurge": 1, "minReadySeconds": 3}}));
+    if let Some(steps) = steps {
+        a["strategy"]["steps"] = steps;
+    }
     let p = &mut a["spec"]["template"]["spec"]["processes"][0];
     p["env"] = json!([{"name": "VERSION", "value": version}]);
     p["resources"] = json!({"requests": {"cpu": "250m", "memory": "256Mi"}});
@@ -242,7 +245,7 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
 
     // What the pages show: an app on every host, a probe and a hook run made by hand on it.
     let path = c.dir.path().join("web.json");
-    std::fs::write(&path, web("v1").to_string()).unwrap();
+    std::fs::write(&path, web("v1", None).to_string()).unwrap();
     ok(&c, &client, &["deploy", path.to_str().unwrap()]);
     std::fs::write(c.dir.path().join("probe.json"), probe().to_string()).unwrap();
     ok(&c, &client, &["deploy", c.dir.path().join("probe.json").to_str().unwrap()]);
@@ -256,6 +259,13 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
                                                    "jsonPath": "{$.v}", "timeoutSeconds": 2}}}]}});
     std::fs::write(c.dir.path().join("answers.json"), template.to_string()).unwrap();
     ok(&c, &client, &["hook", "template", "apply", c.dir.path().join("answers.json").to_str().unwrap()]);
+    // A gate for rollouts: the probe answers (any number will do), three times.
+    let mut gate = template.clone();
+    gate["metadata"]["name"] = json!("gate");
+    gate["spec"]["metrics"] = json!([{"name": "answers", "count": 3, "interval": "1s",
+        "provider": {"web": {"url": "http://{{ args.host }}:{{ args.port }}/v.json", "jsonPath": "{$.v}", "timeoutSeconds": 2}}}]);
+    std::fs::write(c.dir.path().join("gate.json"), gate.to_string()).unwrap();
+    ok(&c, &client, &["hook", "template", "apply", c.dir.path().join("gate.json").to_str().unwrap()]);
     let (host, port) = {
         let mut found = None;
         for h in &c.hosts {
@@ -362,9 +372,21 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     open(&b, "/ui/apps/test/web/rollout").await;
     wait_js(&b, 20, "the rollout page", "document.querySelector('#phase').dataset.phase !== ''").await;
     b.execute("window.__stay = 7", vec![]).await.unwrap();
-    std::fs::write(&path, web("v2").to_string()).unwrap();
+    let steps = json!([{"partition": 1}, {"hook": {"template": "gate", "args": [
+        {"name": "host", "value": host.ip}, {"name": "port", "value": port.to_string()}]}}]);
+    std::fs::write(&path, web("v2", Some(steps)).to_string()).unwrap();
     let mut deploy = c.sched_cmd_with(&client, &["deploy", path.to_str().unwrap()]).spawn().unwrap();
     wait_js(&b, 30, "progressing", "document.querySelector('#phase').dataset.phase === 'progressing'").await;
+    // The steps, and a node waiting on its hook run (linked to the run's page).
+    wait_js(&b, 10, "the steps", "document.querySelector('#steps').textContent.includes('hook: gate')").await;
+    wait_js(
+        &b,
+        60,
+        "a node waiting on its hook",
+        "document.querySelector('tbody a[href^=\"/ui/hookruns/test/\"]') !== null",
+    )
+    .await;
+    shot(&b, "rollout-hook").await;
     wait_js(
         &b,
         60,
