@@ -144,3 +144,45 @@ fn etag(i: usize) -> &'static str {
     });
     &tags[i]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CSP forbids inline script and style: the files must not need them, and the script
+    /// must never put text in as HTML (workloads' messages are shown).
+    #[test]
+    fn the_files_keep_to_the_policy() {
+        let text = |name: &str| {
+            let (_, _, bytes) = FILES.iter().find(|(n, _, _)| *n == name).unwrap();
+            std::str::from_utf8(bytes).unwrap()
+        };
+        let page = text(INDEX);
+        let handler = regex::Regex::new(r"\son[a-z]+\s*=").unwrap();
+        assert!(!page.contains("<script>") && !page.contains("style=") && !handler.is_match(page), "{page}");
+        assert!(page.contains(r#"<script src="/ui/static/console.js" defer></script>"#));
+        let script = text("console.js");
+        for unsafe_sink in ["innerHTML", "outerHTML =", "insertAdjacentHTML", "eval(", "new Function", "document.write"]
+        {
+            assert!(!script.contains(unsafe_sink), "console.js uses {unsafe_sink}");
+        }
+        assert!(!script.contains("setAttribute('style'"), "inline styles are refused by the CSP");
+    }
+
+    #[test]
+    fn each_file_has_its_type_and_a_distinct_tag() {
+        for (i, (name, kind, _)) in FILES.iter().enumerate() {
+            let want = match name.rsplit('.').next() {
+                Some("html") => "text/html; charset=utf-8",
+                Some("js") => "text/javascript; charset=utf-8",
+                Some("css") => "text/css; charset=utf-8",
+                Some("svg") => "image/svg+xml",
+                other => panic!("{name}: no type for {other:?}"),
+            };
+            assert_eq!(*kind, want, "{name}");
+            assert!(etag(i).starts_with('"') && etag(i).len() == 18, "{}", etag(i));
+        }
+        let tags: std::collections::BTreeSet<_> = (0..FILES.len()).map(etag).collect();
+        assert_eq!(tags.len(), FILES.len());
+    }
+}

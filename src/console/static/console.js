@@ -1,8 +1,8 @@
-// Steward console: a small single-page app over steward-sched's API (docs/console.md).
-// Hand-written, no dependencies: every view is drawn with DOM calls (never innerHTML, so text
-// from workloads stays text) and its bars and charts are inline SVG. Each view draws its frame
-// once and then only fills it, every 2 s or as the event stream speaks, so nothing moves as
-// data arrives. Routes are real paths under /ui/ (History API): deep links and Back work.
+// Steward console: a small single-page app over steward-sched's API, or one stewardd's
+// (docs/console.md). Hand-written, no dependencies: every view is drawn with DOM calls (never
+// parsed HTML, so text from workloads stays text) and its bars and charts are inline SVG. Each
+// view draws its frame once and then only fills it, every 2 s (the events page as its stream
+// speaks), so nothing moves as data arrives. Routes are real paths under /ui/ (History API): deep links and Back work.
 'use strict';
 
 (() => {
