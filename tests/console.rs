@@ -296,6 +296,18 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     assert_eq!(rows, json!(3));
     wait_js(&b, 10, "capacity bars", "document.querySelectorAll('tbody [role=meter]').length === 6").await;
     assert_eq!(buttons(&b).await, 3, "a write token sees a cordon button per node");
+    // The keyboard: the first Tab reaches the skip link, Enter on it moves to the page's content.
+    let body = b.find(Locator::Css("body")).await.unwrap();
+    body.send_keys(&fantoccini::key::Key::Tab.to_string()).await.unwrap();
+    wait_js(&b, 5, "the skip link focused", "document.activeElement.className === 'skip'").await;
+    b.active_element().await.unwrap().send_keys(&fantoccini::key::Key::Enter.to_string()).await.unwrap();
+    wait_js(
+        &b,
+        5,
+        "the content focused",
+        "document.activeElement.id === 'main' && location.pathname === '/ui/cluster'",
+    )
+    .await;
     shot(&b, "cluster").await;
 
     // The apps, then one app by following its link (no reload: the app's own routing).
@@ -372,6 +384,10 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     open(&b, "/ui/apps/test/web/rollout").await;
     wait_js(&b, 20, "the rollout page", "document.querySelector('#phase').dataset.phase !== ''").await;
     b.execute("window.__stay = 7", vec![]).await.unwrap();
+    // Layout shifts from here on, as the data streams in (the Layout Instability API).
+    let observe = "window.__cls = 0; new PerformanceObserver((l) => { for (const e of l.getEntries()) \
+                   if (!e.hadRecentInput) window.__cls += e.value; }).observe({type: 'layout-shift'});";
+    b.execute(observe, vec![]).await.unwrap();
     let steps = json!([{"partition": 1}, {"hook": {"template": "gate", "args": [
         {"name": "host", "value": host.ip}, {"name": "port", "value": port.to_string()}]}}]);
     std::fs::write(&path, web("v2", Some(steps)).to_string()).unwrap();
@@ -404,6 +420,8 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     assert_eq!(status["rollout"]["phase"], "paused", "{status:#}");
     b.find(Locator::Css("button[data-action=resume]")).await.unwrap().click().await.unwrap();
     wait_js(&b, 120, "complete", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    let shift = b.execute("return window.__cls", vec![]).await.unwrap().as_f64().unwrap();
+    assert!(shift < 0.01, "the page moved as data came in: cumulative layout shift {shift}");
     assert_eq!(b.execute("return window.__stay", vec![]).await.unwrap(), json!(7), "the page was reloaded");
     // On a phone: the same page, narrower.
     viewport(&b, 390, 844).await;

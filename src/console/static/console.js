@@ -2,7 +2,8 @@
 // (docs/console.md). Hand-written, no dependencies: every view is drawn with DOM calls (never
 // parsed HTML, so text from workloads stays text) and its bars and charts are inline SVG. Each
 // view draws its frame once and then only fills it, every 2 s (the events page as its stream
-// speaks), so nothing moves as data arrives. Routes are real paths under /ui/ (History API): deep links and Back work.
+// speaks), so nothing moves as data arrives. Routes are real paths under /ui/ (History API):
+// deep links and Back work.
 'use strict';
 
 (() => {
@@ -40,11 +41,13 @@
   const fill = (el, ...kids) => { el.replaceChildren(); return add(el, kids); };
 
   // A table whose rows are kept by key: a row whose cells read the same is left alone (so a
-  // focused button stays focused); only changed cells are redrawn.
-  function table(headers, emptyText) {
+  // focused button stays focused); only changed cells are redrawn. With `widths` (percentages
+  // of its columns) its layout is fixed: text arriving in a cell never moves the others.
+  function table(headers, emptyText, widths) {
     const tbody = h('tbody');
+    const cols = widths ? h('colgroup', {}, widths.map((w) => { const c = h('col'); c.style.width = w + '%'; return c; })) : null;
     const el = h('div', { class: 'scroll' },
-      h('table', {}, h('thead', {}, h('tr', {}, headers.map((t) => {
+      h('table', { class: widths ? 'fixed' : null }, cols, h('thead', {}, h('tr', {}, headers.map((t) => {
         const [text, cls] = Array.isArray(t) ? t : [t, null];
         return h('th', { scope: 'col', class: cls }, text);
       }))), tbody));
@@ -212,6 +215,7 @@
   document.addEventListener('click', (e) => {
     const a = e.target.closest('a[href]');
     if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    if (a.getAttribute('href').startsWith('#')) return; // in-page (the skip link)
     const url = new URL(a.href, location.href);
     if (url.origin !== location.origin || !url.pathname.startsWith('/ui/') || url.pathname.startsWith('/ui/static/')) return;
     e.preventDefault();
@@ -402,7 +406,7 @@
 
   function appsPage() {
     const sub = header('Apps');
-    const apps = table(['App', 'Ready', 'By node', 'States', ['Revision', 'num'], 'Rollout', ['Restarts', 'num']], 'No apps.');
+    const apps = table(['App', 'Ready', 'By node', 'States', ['Revision', 'num'], 'Rollout', ['Restarts', 'num']], 'No apps.', [18, 16, 20, 20, 8, 10, 8]);
     add(main, [apps.el]);
     return async () => {
       const list = await api('/v1/apps');
@@ -457,7 +461,7 @@
     const key = `${ns}/${name}`;
     const sub = header(key);
     const links = h('p', {}, h('a', { href: `/ui/apps/${enc(key)}/rollout` }, 'Its rollout'), ' · ', h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'Its events'));
-    const inst = table(['Instance', 'Node', 'State', 'Ready', ['Restarts', 'num'], 'Placement', 'Message'], 'No instances.');
+    const inst = table(['Instance', 'Node', 'State', 'Ready', ['Restarts', 'num'], 'Placement', 'Message'], 'No instances.', [16, 8, 11, 7, 8, 10, 40]);
     const eps = table(['Port', 'Endpoints (ready instances)'], 'No endpoints yet.');
     const svcs = table(['Service', 'Type', 'Port', 'Target', 'Address'], 'No services.');
     const spec = h('pre', { id: 'spec', tabindex: 0, 'aria-label': 'The spec as deployed' }, '…');
@@ -514,7 +518,7 @@
     const key = `${ns}/${name}`;
     const sub = header(`Rollout of ${key}`);
     const phase = h('span', { id: 'phase', 'data-phase': '' });
-    const head = h('p', {}, 'Phase: ', phase, ' · ', h('a', { href: `/ui/apps/${enc(key)}` }, 'the app'));
+    const head = h('p', {}, h('a', { href: `/ui/apps/${enc(key)}` }, 'The app'), ' · phase: ', phase);
     add(main, head);
     if (canWrite()) {
       const base = `/v1/apps/${enc(key)}/rollout/`;
@@ -525,8 +529,9 @@
     }
     const overall = h('div', { class: 'cards' });
     const steps = h('ol', { id: 'steps' });
-    const nodes = table(['Node', 'Revision', 'Phase', 'Step', 'Updated', 'Ready', 'Waiting on'], 'No node runs this app.');
-    add(main, [overall, h('h2', {}, 'Steps'), steps, h('h2', {}, 'Nodes, one at a time'), nodes.el]);
+    const nodes = table(['Node', 'Revision', 'Phase', 'Step', 'Updated', 'Ready', 'Waiting on'], 'No node runs this app.', [8, 9, 11, 10, 16, 16, 30]);
+    // The steps last: a new spec's steps may be more than the last one's, and move nothing.
+    add(main, [overall, h('h2', {}, 'Nodes, one at a time'), nodes.el, h('h2', {}, 'Steps'), steps]);
     let lastSteps = null;
     return async () => {
       const [ro, detail] = await Promise.all([api(`/v1/apps/${enc(key)}/rollout`), api(`/v1/apps/${enc(key)}`)]);
@@ -879,7 +884,7 @@
     const key = `${ns}/${name}`;
     const sub = header(key);
     const phase = h('span', { id: 'phase', 'data-phase': '' });
-    add(main, h('p', {}, 'Rollout: ', phase, ' · ', h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'its events')));
+    add(main, h('p', {}, h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'Its events'), ' · rollout: ', phase));
     if (canWrite()) {
       const base = `/v1/apps/${enc(key)}`;
       add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
@@ -888,8 +893,8 @@
         action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })));
     }
     const overall = h('div', { class: 'cards' });
-    const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout'], 'No revisions.');
-    const inst = table(['Instance', 'State', 'Ready', ['Restarts', 'num'], ['Revision', 'num'], 'Message'], 'No instances here.');
+    const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout'], 'No revisions.', [12, 15, 18, 30, 25]);
+    const inst = table(['Instance', 'State', 'Ready', ['Restarts', 'num'], ['Revision', 'num'], 'Message'], 'No instances here.', [18, 12, 8, 9, 9, 44]);
     add(main, [overall, h('h2', {}, 'Revisions'), revs.el, h('h2', {}, 'Instances'), inst.el]);
     return async () => {
       const q = `namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`;
