@@ -152,8 +152,10 @@ async fn wait_js(b: &Client, secs: u64, what: &str, expr: &str) -> Value {
     }
 }
 
-/// The page's screenshot, as docs/console/NAME.png.
+/// The page's screenshot, as docs/console/NAME.png (a page that showed an error fails first).
 async fn shot(b: &Client, name: &str) {
+    let errors = b.execute("return [...document.querySelectorAll('#toast .bad')].map(e => e.textContent)", vec![]);
+    assert_eq!(errors.await.unwrap(), json!([]), "{name}: the page showed errors");
     let png = b.screenshot().await.unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/console");
     std::fs::create_dir_all(&dir).unwrap();
