@@ -338,7 +338,9 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     open(&b, "/ui/apps/test/web").await;
     wait_js(&b, 20, "the app page", "document.querySelectorAll('tbody tr[data-key^=\"test/web/\"]').length === 6")
         .await;
-    shot(&b, "app").await;
+    let everywhere =
+        "[...document.querySelectorAll('tbody tr[data-key^=\"1/\"]')].some(r => r.textContent.includes('h1, h2, h3'))";
+    wait_js(&b, 10, "its revision on every node", everywhere).await;
 
     // The engine, and events streaming in.
     open(&b, "/ui/engine").await;
@@ -430,6 +432,13 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     wait_js(&b, 5, "nothing wider than the phone", "document.documentElement.scrollWidth <= 390 + 1").await;
     shot(&b, "rollout-phone").await;
     viewport(&b, 1280, 800).await;
+    // The app now: two revisions on every node, and what changed between them.
+    open(&b, "/ui/apps/test/web").await;
+    let both = "[...document.querySelectorAll('tbody tr[data-key^=\"2/\"]')].some(r => r.textContent.includes('(current)') && r.textContent.includes('h1, h2, h3'))";
+    wait_js(&b, 20, "revision 2, current on every node", both).await;
+    wait_js(&b, 10, "the diff", "[...document.querySelectorAll('.diff .add')].some(l => l.textContent.includes('v2'))")
+        .await;
+    shot(&b, "app").await;
     let _ = deploy.kill();
     let _ = deploy.wait();
 

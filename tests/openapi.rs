@@ -2504,6 +2504,14 @@ fn the_sched_types_match_their_schemas() {
     let constraint = Constraint { kind: "node".into(), value: "h3".into(), equal: true, soft: false, since_ms: 5 };
     check("Constraint", serde_json::to_value(&constraint).unwrap());
     check("EngineRunBody", serde_json::to_value(EngineRunBody { status: EngineRun::Stop }).unwrap());
+    let sample = json!({"app": "ns/web", "nodes": {
+        "h1": {"app": "ns/web", "revisions": [{"revision": 1, "hash": "0123456789abcdef", "createdMs": 5,
+               "appliedBy": "a remote caller with a write token", "current": true}]},
+        "h2": {"unreachable": "no answer"}}});
+    let revisions: steward::sched::scheduler::SchedRevisions = serde_json::from_value(sample.clone()).unwrap();
+    let back = serde_json::to_value(&revisions).unwrap();
+    assert_eq!(back, sample);
+    check("SchedRevisions", back);
     for role in ["read", "write"] {
         let who = steward::protocol::Whoami { role: role.into(), server: "steward-sched".into() };
         check("Whoami", serde_json::to_value(who).unwrap());

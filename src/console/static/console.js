@@ -451,8 +451,8 @@
     const out = []; let i = 0; let j = 0;
     while (i < x.length || j < y.length) {
       if (i < x.length && j < y.length && x[i] === y[j]) { out.push(['=', x[i]]); i += 1; j += 1; }
-      else if (j < y.length && (i >= x.length || m[i][j + 1] >= m[i + 1][j])) { out.push(['+', y[j]]); j += 1; }
-      else { out.push(['-', x[i]]); i += 1; }
+      else if (i < x.length && (j >= y.length || m[i + 1][j] >= m[i][j + 1])) { out.push(['-', x[i]]); i += 1; }
+      else { out.push(['+', y[j]]); j += 1; }
     }
     return out;
   }
@@ -466,12 +466,31 @@
     const svcs = table(['Service', 'Type', 'Port', 'Target', 'Address'], 'No services.');
     const spec = h('pre', { id: 'spec', tabindex: 0, 'aria-label': 'The spec as deployed' }, '…');
     const diff = h('pre', { class: 'diff', tabindex: 0, 'aria-label': 'Changes from the previous spec' }, '…');
-    add(main, [links, h('h2', {}, 'Instances'), inst.el, h('h2', {}, 'Endpoints'), eps.el, h('h2', {}, 'Services'), svcs.el,
-      h('h2', {}, 'Spec'), spec, h('h2', {}, 'Changes from the previous revision'), diff]);
+    const revTable = table(['Revision', 'Hash', 'Applied', 'By', 'On nodes', 'Its rollout'], 'No revisions.', [10, 15, 17, 25, 15, 18]);
+    add(main, [links, h('h2', {}, 'Instances'), inst.el, h('h2', {}, 'Revisions'), revTable.el,
+      h('h2', {}, 'Changes from the previous revision'), diff, h('h2', {}, 'Endpoints'), eps.el, h('h2', {}, 'Services'), svcs.el,
+      h('h2', {}, 'Spec'), spec]);
     let lastSpec = null;
     return async () => {
-      const [detail, endpoints, ro] = await Promise.all([
-        api(`/v1/apps/${enc(key)}`), api(`/v1/apps/${enc(key)}/endpoints`), api(`/v1/apps/${enc(key)}/rollout`).catch(() => null)]);
+      const [detail, endpoints, ro, history] = await Promise.all([
+        api(`/v1/apps/${enc(key)}`), api(`/v1/apps/${enc(key)}/endpoints`), api(`/v1/apps/${enc(key)}/rollout`).catch(() => null),
+        api(`/v1/apps/${enc(key)}/revisions`).catch(() => null)]);
+      // Each node keeps its own history; a revision is shown once with the nodes that have it.
+      const merged = new Map();
+      for (const [node, list] of Object.entries(history ? history.nodes : {})) {
+        for (const v of list.revisions || []) {
+          const k = `${v.revision}/${v.hash}`;
+          if (!merged.has(k)) merged.set(k, Object.assign({}, v, { nodes: [], current: [], outcomes: new Set() }));
+          const m = merged.get(k);
+          m.nodes.push(node);
+          if (v.current) m.current.push(node);
+          if (v.outcome) m.outcomes.add(v.outcome.phase);
+          m.createdMs = Math.min(m.createdMs, v.createdMs);
+        }
+      }
+      revTable.set([...merged.values()].sort((a, b) => b.revision - a.revision), (v) => `${v.revision}/${v.hash}`, (v) => [
+        h('b', {}, v.revision, v.current.length ? ' (current)' : ''), h('code', {}, v.hash), utc(v.createdMs), v.appliedBy,
+        v.nodes.sort().join(', '), v.outcomes.size ? [...v.outcomes].map((o) => badge(o)) : '—']);
       const revs = ro ? Object.values(ro.nodes).map((n) => n.revision).filter((r) => r !== undefined) : [];
       const ready = detail.instances.filter((p) => p.ready).length;
       sub.textContent = `revision ${revs.length ? Math.max(...revs) : '—'} · ${ready} of ${detail.instances.length} ready` +
