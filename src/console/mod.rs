@@ -1,5 +1,6 @@
 //! The web console (issue 49): a small single-page app of hand-written HTML, CSS and JavaScript,
-//! embedded in the binary and served under `/ui/` beside the API it is a client of. Its files
+//! embedded in the binary and served under `/ui/` beside the API it is a client of — by
+//! `steward-sched serve` (a cluster) and by stewardd's remote listener (one host). Its files
 //! hold no data, so they are served without a token (rate-limited like every request); each
 //! page's data is the API itself, asked with the token the user gave the console.
 //!
