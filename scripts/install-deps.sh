@@ -59,6 +59,8 @@ if ! $demo; then
     need losetup mount
     need prometheus prometheus      # tests/hook_providers.rs: a real Prometheus on 127.0.0.1
     need etcd etcd-server           # tests/sched_etcd.rs: steward-sched's shared store
+    need chromium chromium          # tests/console.rs: the web console in a real headless browser
+    need chromedriver chromium-driver #   driven over WebDriver
     [ -x /usr/sbin/nft ] || missing+=(nftables) # tests/sched_endpoints.rs: node ports in the kernel
     [ -x /usr/bin/docker-registry ] || missing+=(docker-registry) # tests/image_pulls.rs: a registry on 127.0.0.1
     [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins) # tests/cni.rs: bridge + host-local

@@ -8,6 +8,7 @@ pub mod client;
 pub mod clock;
 pub mod cni;
 pub mod config;
+pub mod console;
 pub mod cron;
 pub mod daemon;
 pub mod ephemeral_ports;

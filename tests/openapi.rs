@@ -1665,6 +1665,8 @@ async fn real_responses_match_the_document() {
     let r = check!("GET", "/v1/health", "/v1/health");
     assert_eq!(r.json()["version"], env!("CARGO_PKG_VERSION"));
     check!("GET", "/v1/node", "/v1/node");
+    let r = check!("GET", "/v1/whoami", "/v1/whoami");
+    assert_eq!(r.json()["server"], "stewardd");
     check!("GET", "/metrics", "/metrics");
     assert_eq!(check!("GET", "/v1/instances", "/v1/instances").json(), json!({"instances": []}));
 
@@ -2190,6 +2192,8 @@ async fn real_responses_match_the_document() {
     conforms(&c, "GET", "/v1/node", &r);
     assert_eq!(r.status, 200);
     check!("GET", "/v1/node", "/v1/node");
+    let r = check!("GET", "/v1/whoami", "/v1/whoami");
+    assert_eq!(r.json()["server"], "stewardd");
     check!("GET", "/metrics", "/metrics");
 
     // A reloaded port range is shown pending next to the one in effect.
@@ -2353,6 +2357,7 @@ async fn real_responses_match_the_document() {
         ("PUT", "/v1/hooktemplates/{namespace}/{name}", 503),
         ("DELETE", "/v1/hooktemplates/{namespace}/{name}", 503),
         ("GET", "/v1/hookruns", 403),
+        ("GET", "/v1/whoami", 403),
         ("POST", "/v1/hookruns", 503),
         ("GET", "/v1/hookruns/{namespace}/{name}", 403),
         ("DELETE", "/v1/hookruns/{namespace}/{name}", 503),
@@ -2499,6 +2504,18 @@ fn the_sched_types_match_their_schemas() {
     let constraint = Constraint { kind: "node".into(), value: "h3".into(), equal: true, soft: false, since_ms: 5 };
     check("Constraint", serde_json::to_value(&constraint).unwrap());
     check("EngineRunBody", serde_json::to_value(EngineRunBody { status: EngineRun::Stop }).unwrap());
+    let sample = json!({"app": "ns/web", "nodes": {
+        "h1": {"app": "ns/web", "revisions": [{"revision": 1, "hash": "0123456789abcdef", "createdMs": 5,
+               "appliedBy": "a remote caller with a write token", "current": true}]},
+        "h2": {"unreachable": "no answer"}}});
+    let revisions: steward::sched::scheduler::SchedRevisions = serde_json::from_value(sample.clone()).unwrap();
+    let back = serde_json::to_value(&revisions).unwrap();
+    assert_eq!(back, sample);
+    check("SchedRevisions", back);
+    for role in ["read", "write"] {
+        let who = steward::protocol::Whoami { role: role.into(), server: "steward-sched".into() };
+        check("Whoami", serde_json::to_value(who).unwrap());
+    }
     let entry =
         ConfigEntry { key: "reconcileSecs".into(), value: 30, default: 30, range: "1-3600".into(), about: "x".into() };
     check("ConfigEntry", serde_json::to_value(&entry).unwrap());

@@ -105,6 +105,7 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/apps/{namespace}/{name}/undo", post(rollout::undo))
         .route("/v1/events", get(events::events))
         .route("/v1/node", get(node::node))
+        .route("/v1/whoami", get(node::whoami))
         .route("/v1/secrets", get(values::list_secrets))
         .route("/v1/secrets/{namespace}/{name}", axum::routing::put(values::put_secret).delete(values::delete_secret))
         .route("/v1/configmaps", get(values::list_configmaps))

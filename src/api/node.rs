@@ -97,6 +97,17 @@ fn hollow_sample(app: &AppState) -> crate::host::UsageSample {
     }
 }
 
+/// What the caller may do here (the web console on the remote listener shows its buttons by it).
+pub(super) async fn whoami(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Json<crate::protocol::Whoami>, ApiError> {
+    let live = app.live();
+    live.access.require_read(&caller)?;
+    let role = if live.access.require_write(&caller).is_ok() { "write" } else { "read" };
+    Ok(Json(crate::protocol::Whoami { role: role.into(), server: "stewardd".into() }))
+}
+
 pub(super) async fn health() -> Json<HealthBody> {
     Json(HealthBody::ok())
 }

@@ -165,6 +165,7 @@ pub enum SchedCommand {
     /// Serve steward-sched's HTTP API (the cluster file's `[serve]`: listen, cert, key,
     /// tokens_file) and lead like `run`: several may share an etcd store (any answers, one
     /// leads). Commands given `--server` (or the cluster file's `server`) are its clients.
+    /// The web console is served beside the API at `/ui/` (docs/console.md).
     Serve {
         /// Listen here instead of `[serve] listen`.
         #[arg(long, value_name = "ADDR")]

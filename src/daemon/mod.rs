@@ -471,8 +471,10 @@ async fn serve_remote(
     let limits = config.connections.limits();
     let limiter = api::serve::ConnectionLimiter::new(limits);
     let (incoming, accepting) = api::remote::accept_tls(addr, tls, limiter).await?;
-    let app = api::router_with_limit(state, remote.max_body_bytes)
+    let api = api::router_with_limit(state, remote.max_body_bytes)
         .layer(axum::middleware::from_fn_with_state(guard.clone(), api::remote::guard));
+    // The web console for this one host, beside the API (src/console; docs/console.md).
+    let app = crate::console::with_console(api, guard.clone());
     tracing::info!(%addr, "remote API listening (TLS, bearer tokens)");
     let server = tokio::spawn(async move {
         api::serve::serve(incoming, app, limits.header_timeout, shutdown).await;

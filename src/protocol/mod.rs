@@ -45,7 +45,8 @@ pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, Sched
 pub use sched_api::{
     AppDetail, ConfigValue, Constraint, CopiedOnNode, CordonRequest, Cursors, DependencyRequest, DeployRequest,
     Deployed, DrainRequest, DriftRequest, EngineRun, EngineRunBody, HookRunRequest, InstanceRequest,
-    MaintenanceRequest, Removed, RunFound, RunsListing, ScaleRequest, UrlRequest, NOTES_HEADER, UNREACHABLE_HEADER,
+    MaintenanceRequest, Removed, RunFound, RunsListing, ScaleRequest, UrlRequest, Whoami, NOTES_HEADER,
+    UNREACHABLE_HEADER,
 };
 pub use state::{ExitStatus, Kind, State, StopGoal};
 pub use status::{InstanceList, InstanceStatus, Usage};

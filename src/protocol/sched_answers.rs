@@ -111,6 +111,24 @@ pub enum NodeRollout {
     Unreachable { unreachable: String },
 }
 
+/// `GET /v1/apps/{namespace}/{name}/revisions`: each node's revision history of the app (the
+/// web console's app page).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedRevisions {
+    pub app: String,
+    /// Each node the app has instances on: its revisions there, or why it did not answer.
+    pub nodes: BTreeMap<String, NodeRevisions>,
+}
+
+/// A node's answer to GET /v1/apps/{namespace}/{name}/revisions, or why there was none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NodeRevisions {
+    Answered(super::RevisionList),
+    Unreachable { unreachable: String },
+}
+
 /// A dependency as `depend ls` shows it: each copy with its dependents.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

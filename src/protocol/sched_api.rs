@@ -124,6 +124,17 @@ pub struct EngineRunBody {
     pub status: EngineRun,
 }
 
+/// `GET /v1/whoami` (steward-sched serve and stewardd): what the caller may do, and which server
+/// answers (the web console shows its buttons and its pages by them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Whoami {
+    /// `read` or `write`.
+    pub role: String,
+    /// `steward-sched` (a cluster) or `stewardd` (one host).
+    pub server: String,
+}
+
 /// `POST /v1/notifications`, `DELETE /v1/notifications?url=`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

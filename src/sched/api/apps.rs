@@ -93,6 +93,11 @@ pub async fn restart(With(s): State, Path(id): Path<(String, String)>, Body(byte
     answer(async move { SchedOps::restart(&s.sched, &app_id(id), index).await }).await
 }
 
+/// Each node's revision history of the app.
+pub async fn revisions(With(s): State, Path(id): Path<(String, String)>) -> Response {
+    answer(async move { s.sched.revisions(&app_id(id)).await }).await
+}
+
 pub async fn rollout(With(s): State, Path(id): Path<(String, String)>) -> Response {
     answer(s.sched.rollout_status(&app_id(id))).await
 }

@@ -2,7 +2,8 @@
 //! deployd API server): apps, dependencies, nodes and their controls, constraints, notifications,
 //! the engine, hook templates and runs, and the nodes' events merged. The CLI (`--server`) and
 //! any integration are its clients. It serves with the daemons' remote listener's TLS, tokens,
-//! rate and size limits and error shape; a read token may read, a write token change.
+//! rate and size limits and error shape; a read token may read, a write token change. The web
+//! console (src/console) is served beside it under `/ui/`.
 //!
 //! Any `serve` sharing a store answers; the one that leads (its `run` loop) applies, the others
 //! store and wait for the leader, as a deploy on a shared store always has.
@@ -44,9 +45,11 @@ pub fn router(served: Arc<Served>, max_body: usize) -> Router {
     let reads = Router::new()
         .route("/v1/health", get(health))
         .route("/v1/openapi.json", get(openapi))
+        .route("/v1/whoami", get(whoami))
         .route("/v1/apps", get(apps::list))
         .route("/v1/apps/{namespace}/{name}", get(apps::get))
         .route("/v1/apps/{namespace}/{name}/rollout", get(apps::rollout))
+        .route("/v1/apps/{namespace}/{name}/revisions", get(apps::revisions))
         .route("/v1/apps/{namespace}/{name}/endpoints", get(apps::endpoints))
         .route("/v1/nodes", get(cluster::nodes))
         .route("/v1/constraints", get(cluster::constraints))
@@ -118,6 +121,12 @@ async fn require_write(caller: Caller, req: axum::extract::Request, next: axum::
 
 async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// What the caller's token may do.
+async fn whoami(caller: Caller) -> Json<crate::protocol::Whoami> {
+    let role = if caller.token == Some(TokenRole::Write) { "write" } else { "read" };
+    Json(crate::protocol::Whoami { role: role.into(), server: "steward-sched".into() })
 }
 
 async fn openapi() -> Response {
@@ -235,8 +244,10 @@ pub async fn serve(
     let limiter = crate::api::serve::ConnectionLimiter::new(limits);
     let (incoming, accepting) = accept_tls(addr, tls, limiter).await?;
     let shutdown = served.shutdown.clone();
-    let app = router(served, config.max_body_bytes).layer(axum::middleware::from_fn_with_state(checks, guard));
-    tracing::info!(%addr, "steward-sched serves its API");
+    let api = router(served, config.max_body_bytes).layer(axum::middleware::from_fn_with_state(checks.clone(), guard));
+    // The web console's files beside the API (src/console): public, as they hold no data.
+    let app = crate::console::with_console(api, checks);
+    tracing::info!(%addr, "steward-sched serves its API and its console at /ui/");
     crate::api::serve::serve(incoming, app, limits.header_timeout, shutdown).await;
     accepting.abort();
     Ok(())

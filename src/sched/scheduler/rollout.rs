@@ -12,7 +12,7 @@
 
 use super::{app_key, check_spec, Scheduler};
 use crate::client::ClientError;
-pub use crate::protocol::sched_answers::{NodeRollout, SchedRolloutStatus};
+pub use crate::protocol::sched_answers::{NodeRevisions, NodeRollout, SchedRevisions, SchedRolloutStatus};
 use crate::protocol::{DesiredChange, RolloutPhase, RolloutProgress};
 use crate::sched::store::{App, SchedRollout};
 use crate::sched::SchedError;
@@ -325,6 +325,25 @@ impl Scheduler {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Each node's revision history of the app, asked of all its nodes at once.
+    pub async fn revisions(&self, key: &AppId) -> Result<SchedRevisions, SchedError> {
+        let app = self.stored(key).await?;
+        let asks = app.nodes().into_iter().filter_map(|node| {
+            let client = self.client(&node)?;
+            Some(async move {
+                let asked = tokio::time::timeout(super::NODE_TIMEOUT, client.revisions(&key.namespace, &key.name));
+                let answer = match asked.await {
+                    Ok(Ok(list)) => NodeRevisions::Answered(list),
+                    Ok(Err(e)) => NodeRevisions::Unreachable { unreachable: e.to_string() },
+                    Err(_) => NodeRevisions::Unreachable { unreachable: "no answer".to_string() },
+                };
+                (node, answer)
+            })
+        });
+        let nodes = futures_util::future::join_all(asks).await.into_iter().collect();
+        Ok(SchedRevisions { app: key.to_string(), nodes })
     }
 
     /// `rollout status APP`.
