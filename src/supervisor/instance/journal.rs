@@ -69,8 +69,8 @@ impl Journal {
     }
 
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
-    /// are durable.
-    fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
+    /// are durable, so work in between (a spawn) overlaps the fsync.
+    pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = std::mem::take(&mut self.held);
         let record = serde_json::to_value(rec).expect("record serializes");
         let commit = Box::pin(store.submit(batch(rec, &record, &events)));
@@ -79,7 +79,7 @@ impl Journal {
 
     /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses,
     /// then shows `rec`.
-    async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
+    pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {

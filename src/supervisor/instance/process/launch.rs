@@ -160,13 +160,10 @@ impl Processes {
     }
 
     /// Spawns as [`Self::spawn_in_instance`] does, the run's first spawn committing the
-    /// held-back transitions (Exited, Backoff, Staging, Starting): they go to the store as the
-    /// spawn returns and are durable before anything watches or reports it. A crash in between
-    /// leaves the previous record, and the next daemon's first start empties the cgroup first
-    /// (`cgroup_clear`): one tree, never two. Handed to the store after the clone, not before
-    /// it: the store thread woken while the spawn was still being prepared took the worker's
-    /// CPU for its page writes (a third of a respawn on two cores), where the fsync it could
-    /// overlap is the store's own wait.
+    /// held-back transitions (Exited, Backoff, Staging, Starting): they go to the store before
+    /// the spawn and are durable before anything watches or reports it, the spawn overlapping
+    /// the fsync. A crash in between leaves the previous record, and the next daemon's first
+    /// start empties the cgroup first (`cgroup_clear`): one tree, never two.
     async fn spawn_committed(
         &self,
         cx: &mut Cx<'_>,
@@ -176,10 +173,11 @@ impl Processes {
         user: &ResolvedUser,
         what: &str,
     ) -> std::io::Result<(i32, ExitWatch)> {
+        let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
         let spawned = self.spawn_in_instance(cx, rendered, i, command, user, what);
         crate::failpoint::hit("launch-spawned");
-        if cx.journal.has_held() {
-            cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+        if let Some(pending) = pending {
+            cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
         }
         spawned
     }
