@@ -13,7 +13,7 @@
 //! without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks every child of the
 //! daemon per call, twice per exit at least: at 2,000 instances that walk was most of a
 //! respawn. That scan waits a moment after the signal, so the pidfds reap their own first and
-//! a burst of exits is one scan.
+//! a burst of exits is one scan, unless a watched child has no pidfd (it waits for the scan).
 
 use super::exit::ExitStatus;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -33,6 +33,9 @@ pub struct Reaper {
 #[derive(Default)]
 struct Inner {
     watchers: HashMap<i32, oneshot::Sender<ExitStatus>>,
+    /// The watched pids no pidfd reaps (their status comes from the scan alone): while any is
+    /// watched, the scan runs at once on SIGCHLD.
+    scanned_only: std::collections::HashSet<i32>,
     /// Exits reaped while spawns are in flight, by spawn ticket.
     collecting: HashMap<u64, Vec<(i32, ExitStatus)>>,
     next_ticket: u64,
@@ -52,7 +55,9 @@ impl Reaper {
                 if sigchld.recv().await.is_none() {
                     break;
                 }
-                tokio::time::sleep(SCAN_DELAY).await;
+                if r.inner.lock().expect("reaper lock").scanned_only.is_empty() {
+                    tokio::time::sleep(SCAN_DELAY).await;
+                }
             }
         });
         Ok(reaper)
@@ -104,6 +109,7 @@ impl Reaper {
         for collected in inner.collecting.values_mut() {
             collected.push((pid, status));
         }
+        inner.scanned_only.remove(&pid);
         if let Some(tx) = inner.watchers.remove(&pid) {
             let _ = tx.send(status);
         }
@@ -134,6 +140,9 @@ impl Reaper {
             }
             None => {
                 inner.watchers.insert(pid, tx);
+                if pidfd.is_none() {
+                    inner.scanned_only.insert(pid);
+                }
                 drop(inner);
                 if let Some(pidfd) = pidfd {
                     self.reap_by_pidfd(pid, pidfd);
@@ -148,17 +157,23 @@ impl Reaper {
     /// callers learn of the exit from a pidfd and use this only for the status.
     pub fn watch(&self, pid: i32) -> ExitWatch {
         let (tx, rx) = oneshot::channel();
-        self.inner.lock().expect("reaper lock").watchers.insert(pid, tx);
+        let mut inner = self.inner.lock().expect("reaper lock");
+        inner.watchers.insert(pid, tx);
+        inner.scanned_only.insert(pid);
         rx
     }
 
     /// Drops a watch that is no longer wanted (the process is known to be gone).
     pub fn forget(&self, pid: i32) {
-        self.inner.lock().expect("reaper lock").watchers.remove(&pid);
+        let mut inner = self.inner.lock().expect("reaper lock");
+        inner.watchers.remove(&pid);
+        inner.scanned_only.remove(&pid);
     }
 }
 
-/// How long the SIGCHLD scan waits after the signal (see the module docs).
+/// How long the SIGCHLD scan waits after the signal when every watched child has a pidfd (see
+/// the module docs): a daemonizing instance's main, a check command's child are scanned for at
+/// once.
 const SCAN_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Reaps the child a pidfd refers to if it has ended: its status, or None when it runs on or
