@@ -144,7 +144,40 @@ impl Pidfd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: the kernel just gave us this fd and nobody else owns it.
-        Ok(Pidfd { fd: super::spawn::held_high(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }) })
+        Ok(Pidfd::from_owned(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+    }
+
+    /// A pidfd the kernel gave otherwise (`CLONE_PIDFD`), held as any other (see
+    /// [`super::spawn::held_high`]).
+    pub fn from_owned(fd: OwnedFd) -> Pidfd {
+        Pidfd { fd: super::spawn::held_high(fd) }
+    }
+
+    /// Reaps the process, our child, if it has ended (`waitid(P_PIDFD)`: that one child looked
+    /// at): its status, or None while it runs or once another reaped it.
+    pub fn reap(&self) -> Option<super::exit::ExitStatus> {
+        loop {
+            // SAFETY: waitid fills the zeroed siginfo it is given; P_PIDFD names the child by
+            // the descriptor we hold.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let flags = libc::WEXITED | libc::WNOHANG;
+            let r = unsafe { libc::waitid(libc::P_PIDFD, self.fd.as_raw_fd() as libc::id_t, &mut info, flags) };
+            if r < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return None;
+            }
+            // SAFETY: waitid filled a SIGCHLD siginfo (si_pid 0: not ended yet under WNOHANG).
+            let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+            if pid == 0 {
+                return None;
+            }
+            return Some(match info.si_code {
+                libc::CLD_EXITED => super::exit::ExitStatus::Code(status),
+                _ => super::exit::ExitStatus::Signal(status),
+            });
+        }
     }
 
     /// Resolves when the process has exited.

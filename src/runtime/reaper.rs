@@ -63,24 +63,13 @@ impl Reaper {
         Ok(reaper)
     }
 
-    /// Reaps `pid` by its pidfd once it ends, unless the SIGCHLD scan reaps it first (then
-    /// `waitid` finds no such child, and the scan delivered it). Outside a runtime (a test's
-    /// spawn), the scan alone.
-    fn reap_by_pidfd(&self, pid: i32, pidfd: std::os::fd::OwnedFd) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    /// Reaps `pid` by its pidfd once it ends, unless the SIGCHLD scan reaps it first (then the
+    /// pidfd finds no such child, and the scan delivered it).
+    fn reap_by_pidfd(&self, runtime: &tokio::runtime::Handle, pid: i32, pidfd: super::process::Pidfd) {
         let reaper = self.clone();
         runtime.spawn(async move {
-            let borrowed = std::os::fd::AsFd::as_fd(&pidfd);
-            // SAFETY: the AsyncFd borrows `pidfd`, which this task owns and outlives it.
-            let registered =
-                unsafe { tokio::io::unix::AsyncFd::register_with_interest(borrowed, tokio::io::Interest::READABLE) };
-            // Readable once it exited; an error leaves it to the scan.
-            let Ok(fd) = registered else { return };
-            if fd.readable().await.is_err() {
-                return;
-            }
-            drop(fd);
-            if let Some(status) = wait_pidfd(&pidfd) {
+            pidfd.exited().await;
+            if let Some(status) = pidfd.reap() {
                 reaper.deliver(pid, status);
             }
         });
@@ -140,12 +129,14 @@ impl Reaper {
             }
             None => {
                 inner.watchers.insert(pid, tx);
-                if pidfd.is_none() {
+                // Outside a runtime (a test's spawn) the scan alone.
+                let by_pidfd = pidfd.zip(tokio::runtime::Handle::try_current().ok());
+                if by_pidfd.is_none() {
                     inner.scanned_only.insert(pid);
                 }
                 drop(inner);
-                if let Some(pidfd) = pidfd {
-                    self.reap_by_pidfd(pid, pidfd);
+                if let Some((pidfd, runtime)) = by_pidfd {
+                    self.reap_by_pidfd(&runtime, pid, super::process::Pidfd::from_owned(pidfd));
                 }
             }
         }
@@ -175,34 +166,6 @@ impl Reaper {
 /// the module docs): a daemonizing instance's main, a check command's child are scanned for at
 /// once.
 const SCAN_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// Reaps the child a pidfd refers to if it has ended: its status, or None when it runs on or
-/// was reaped already (by the scan).
-fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> Option<ExitStatus> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: waitid fills the zeroed siginfo it is given; P_PIDFD names the child by a
-        // descriptor we hold.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let flags = libc::WEXITED | libc::WNOHANG;
-        let r = unsafe { libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, flags) };
-        if r < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return None;
-        }
-        // SAFETY: waitid filled a SIGCHLD siginfo (si_pid 0: not ended yet under WNOHANG).
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return None;
-        }
-        return Some(match info.si_code {
-            libc::CLD_EXITED => ExitStatus::Code(status),
-            _ => ExitStatus::Signal(status),
-        });
-    }
-}
 
 fn set_child_subreaper() -> std::io::Result<()> {
     // SAFETY: prctl with integer arguments only.

@@ -166,7 +166,7 @@ impl Prepared {
             pid
         };
         // SAFETY: a pidfd the kernel installed for this clone, owned by nobody else.
-        let pidfd = (modern && pidfd >= 0).then(|| held_high(unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) }));
+        let pidfd = (modern && pidfd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) });
         let errno = shared.errno.load(Ordering::Acquire);
         if errno != 0 {
             let step = STEPS.get(shared.step.load(Ordering::Acquire) as usize).copied().unwrap_or("cannot start");

@@ -182,28 +182,29 @@
 
   // ---- routing ---------------------------------------------------------------------------
 
-  const hostRoutes = [
-    [/^\/ui\/?$/, () => { navigate('/ui/instances', true); return null; }],
+  // What both consoles have: the landing redirect (to `home`), sign-in, hook runs and events.
+  const sharedRoutes = (home) => [
+    [/^\/ui\/?$/, () => { navigate(home, true); return null; }],
     [/^\/ui\/login$/, loginPage],
-    [/^\/ui\/instances$/, instancesPage],
-    [/^\/ui\/node$/, nodePage],
-    [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, hostAppPage],
     [/^\/ui\/hookruns$/, runsPage],
     [/^\/ui\/hookruns\/([^/]+)\/([^/]+)$/, runPage],
     [/^\/ui\/events$/, eventsPage],
   ];
+
+  const hostRoutes = [
+    ...sharedRoutes('/ui/instances'),
+    [/^\/ui\/instances$/, instancesPage],
+    [/^\/ui\/node$/, nodePage],
+    [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, hostAppPage],
+  ];
   const HOST_NAV = [['/ui/instances', 'Instances'], ['/ui/node', 'Node'], ['/ui/hookruns', 'Hook runs'], ['/ui/events', 'Events']];
 
   const routes = [
-    [/^\/ui\/?$/, () => { navigate('/ui/cluster', true); return null; }],
-    [/^\/ui\/login$/, loginPage],
+    ...sharedRoutes('/ui/cluster'),
     [/^\/ui\/cluster$/, clusterPage],
     [/^\/ui\/apps$/, appsPage],
     [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, appPage],
     [/^\/ui\/apps\/([^/]+)\/([^/]+)\/rollout$/, rolloutPage],
-    [/^\/ui\/hookruns$/, runsPage],
-    [/^\/ui\/hookruns\/([^/]+)\/([^/]+)$/, runPage],
-    [/^\/ui\/events$/, eventsPage],
     [/^\/ui\/engine$/, enginePage],
   ];
 

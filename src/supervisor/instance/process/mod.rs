@@ -35,9 +35,9 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 struct Main {
     identity: ProcessIdentity,
     /// Held for a process that is not this daemon's own child (a pidfile's, a re-adopted one):
-    /// its end is seen by it. Our own child's end comes from the reaper, and a pidfd is opened
-    /// only to signal it: a descriptor held per instance would be copied into every spawn's
-    /// child and closed again at its exec, a cost that grew with the number of instances.
+    /// its end is seen by it. Our own child's end comes from the reaper, which holds the pidfd
+    /// of its clone for it (registered for the exit: one descriptor is not registered twice),
+    /// so a pidfd is opened here only to signal it.
     pidfd: Option<Arc<Pidfd>>,
     /// Spawned by this daemon as the start command itself: its exit watch comes from the spawn
     /// and cannot miss the exit.
