@@ -80,6 +80,17 @@ pub fn open_daemon_dir_at(dir: BorrowedFd<'_>, name: &CString, path: &Path) -> i
 /// Opens `name` in `dir` (shown as `path`) without following a symlink and without blocking on
 /// a fifo; refused unless it is a regular file with one link.
 pub fn open_regular_at(dir: BorrowedFd<'_>, name: &CString, path: &Path, flags: i32, mode: u32) -> io::Result<File> {
+    open_regular_stat_at(dir, name, path, flags, mode).map(|(file, _)| file)
+}
+
+/// [`open_regular_at`], with the file's stat as checked.
+fn open_regular_stat_at(
+    dir: BorrowedFd<'_>,
+    name: &CString,
+    path: &Path,
+    flags: i32,
+    mode: u32,
+) -> io::Result<(File, libc::stat)> {
     let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
     let fd = loop {
         // SAFETY: openat with a valid directory fd, a NUL-terminated name, flags and a mode.
@@ -98,8 +109,8 @@ pub fn open_regular_at(dir: BorrowedFd<'_>, name: &CString, path: &Path, flags: 
     };
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     let file = unsafe { File::from_raw_fd(fd) };
-    check_regular(&file, path)?;
-    Ok(file)
+    let st = check_regular(&file, path)?;
+    Ok((file, st))
 }
 
 /// A regular file with exactly one link: not a device or fifo, and not a hard link to a file
@@ -127,13 +138,18 @@ pub fn open_log(path: &Path) -> io::Result<File> {
 
 /// [`open_log`] of `name` in `dir` (shown as `path`).
 pub fn open_log_at(dir: BorrowedFd<'_>, name: &CString, path: &Path) -> io::Result<File> {
+    open_log_stat_at(dir, name, path).map(|(file, _)| file)
+}
+
+/// [`open_log_at`], with the file's stat as checked (its owner and mode, for the caller).
+pub fn open_log_stat_at(dir: BorrowedFd<'_>, name: &CString, path: &Path) -> io::Result<(File, libc::stat)> {
     let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT;
-    match open_regular_at(dir, name, path, flags, 0o640) {
-        Ok(f) => Ok(f),
+    match open_regular_stat_at(dir, name, path, flags, 0o640) {
+        Ok(opened) => Ok(opened),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             tracing::warn!("{e}; replacing it with a new log file");
             sys::unlink(dir, name, false).map_err(|e| at(path, e))?;
-            open_regular_at(dir, name, path, flags | libc::O_EXCL, 0o640)
+            open_regular_stat_at(dir, name, path, flags | libc::O_EXCL, 0o640)
         }
         Err(e) => Err(e),
     }
@@ -255,6 +271,18 @@ pub fn remove_workload_dir(path: &Path) -> io::Result<()> {
 /// directory swapped for a symlink after its creation cannot turn the chown into one of
 /// something else. So a refusal creates nothing, anywhere.
 pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    let root_fd = open_workload_dir(root, Some((0, 0)))?;
+    create_dirs_from(root_fd.as_fd(), root, dir, uid, gid)
+}
+
+/// [`create_dirs`] below a root held open ([`HeldRoot`]): no walk from `/` to it.
+pub fn create_dirs_under(root: &HeldRoot, dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    let root_fd = root.open()?;
+    create_dirs_from(root_fd.as_fd(), &root.path, dir, uid, gid)
+}
+
+/// [`create_dirs`] from `root_fd`, the directory at `root` opened as [`open_workload_dir`] does.
+fn create_dirs_from(root_fd: BorrowedFd<'_>, root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
     let rel = dir.strip_prefix(root).map_err(|_| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not below {}", dir.display(), root.display()))
     })?;
@@ -264,14 +292,18 @@ pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()
             format!("{} is a symlink or not a directory; refusing to follow it", shown.display()),
         )
     };
-    let mut cur = open_workload_dir(root, Some((0, 0)))?;
+    // The directory walked so far (None: still the root).
+    let mut walked: Option<OwnedFd> = None;
+    fn at_dir<'a>(walked: &'a Option<OwnedFd>, root: BorrowedFd<'a>) -> BorrowedFd<'a> {
+        walked.as_ref().map_or(root, |d| d.as_fd())
+    }
     let mut shown = root.to_path_buf();
     let mut parts = rel.components().peekable();
     // What exists is only walked.
     while let Some(part) = parts.peek() {
         let name = sys::name(part.as_os_str().as_bytes()).map_err(|e| at(&shown.join(part), e))?;
-        match sys::open_dir(cur.as_fd(), &name) {
-            Ok(next) => cur = next,
+        match sys::open_dir(at_dir(&walked, root_fd), &name) {
+            Ok(next) => walked = Some(next),
             Err(e) if e.kind() == io::ErrorKind::NotFound => break,
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
                 return Err(refused(&shown.join(part)))
@@ -285,12 +317,12 @@ pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()
     for part in parts {
         shown.push(part);
         let name = sys::name(part.as_os_str().as_bytes()).map_err(|e| at(&shown, e))?;
-        let created = match sys::mkdir(cur.as_fd(), &name, 0o700) {
+        let created = match sys::mkdir(at_dir(&walked, root_fd), &name, 0o700) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
             Err(e) => return Err(at(&shown, e)),
         };
-        let next = sys::open_dir(cur.as_fd(), &name).map_err(|e| match e.raw_os_error() {
+        let next = sys::open_dir(at_dir(&walked, root_fd), &name).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) | Some(libc::ENOTDIR) => refused(&shown),
             _ => at(&shown, e),
         })?;
@@ -298,9 +330,48 @@ pub fn create_dirs(root: &Path, dir: &Path, uid: u32, gid: u32) -> io::Result<()
             sys::chown_fd(next.as_fd(), uid, gid).map_err(|e| at(&shown, e))?;
             sys::chmod_fd(next.as_fd(), 0o755).map_err(|e| at(&shown, e))?;
         }
-        cur = next;
+        walked = Some(next);
     }
     Ok(())
+}
+
+/// A root of the daemon's (`work_base_dir`, `run_base_dir`) opened once as
+/// [`open_workload_dir`] walks it (every component from `/` root's), then reused while its path
+/// still names the same directory: an instance's first start makes its directories below it
+/// with one stat of the root instead of a walk from `/` (five opens). A root replaced (another
+/// inode at the path) is walked again.
+#[derive(Debug)]
+pub struct HeldRoot {
+    path: PathBuf,
+    held: std::sync::Mutex<Option<(std::sync::Arc<OwnedFd>, u64, u64)>>,
+}
+
+impl HeldRoot {
+    pub fn new(path: &Path) -> HeldRoot {
+        HeldRoot { path: path.to_path_buf(), held: std::sync::Mutex::new(None) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The root's descriptor, opened again only if the path names another directory now.
+    pub fn open(&self) -> io::Result<std::sync::Arc<OwnedFd>> {
+        use std::os::unix::fs::MetadataExt;
+        // Missing: the walk below makes it.
+        let now = std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()));
+        let mut held = self.held.lock().expect("held root lock");
+        if let Some((fd, dev, ino)) = held.as_ref() {
+            if now == Some((*dev, *ino)) {
+                return Ok(fd.clone());
+            }
+        }
+        let fd = open_workload_dir(&self.path, Some((0, 0)))?;
+        let st = sys::stat_fd(fd.as_fd()).map_err(|e| at(&self.path, e))?;
+        let fd = std::sync::Arc::new(fd);
+        *held = Some((fd.clone(), st.st_dev, st.st_ino));
+        Ok(fd)
+    }
 }
 
 #[cfg(test)]

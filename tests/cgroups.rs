@@ -209,7 +209,7 @@ fn limits_reach_the_kernel_and_usage_is_read() {
     }
     let mut fx = Fixture::real("limits");
     let (key, cg) = fx.instance("demo.limits");
-    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0), pids_max: None })
+    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0), pids_max: None }, false)
         .unwrap_or_else(|e| panic!("{e}"));
     match fx.hierarchy.version() {
         Version::V1 => {
@@ -222,7 +222,7 @@ fn limits_reach_the_kernel_and_usage_is_read() {
             assert_eq!(read(&fx.file(&key, "memory.max")), "67108864");
         }
     }
-    cg.set_limits(&Limits::default()).unwrap();
+    cg.set_limits(&Limits::default(), false).unwrap();
     match fx.hierarchy.version() {
         Version::V1 => {
             assert_eq!(read(&fx.file(&key, "cpu.cfs_quota_us")), "-1");
@@ -258,7 +258,8 @@ fn memory_limit_brings_the_oom_killer() {
     }
     let mut fx = Fixture::real("oom");
     let (_key, cg) = fx.instance("demo.oom");
-    cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(16.0), pids_max: None }).unwrap_or_else(|e| panic!("{e}"));
+    cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(16.0), pids_max: None }, false)
+        .unwrap_or_else(|e| panic!("{e}"));
     // 200 MB in one process, against a 16 MB limit (no swap on the CI machine; with swap a
     // v1 host would page instead, but the kernel still kills when swap runs out).
     let script = if Path::new("/usr/bin/perl").exists() {
@@ -291,7 +292,8 @@ fn cpu_limit_holds_a_busy_loop_to_half_a_core() {
     }
     let mut fx = Fixture::real("cpu");
     let (_key, cg) = fx.instance("demo.cpu");
-    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: None, pids_max: None }).unwrap_or_else(|e| panic!("{e}"));
+    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: None, pids_max: None }, false)
+        .unwrap_or_else(|e| panic!("{e}"));
     // Two busy loops: they want 2 cores, so the quota (not the other load on the machine)
     // decides what they get.
     let mut child = spawn_in(cg.as_ref(), "while :; do :; done & while :; do :; done");
@@ -374,10 +376,11 @@ fn v2_on_a_private_cgroup2_mount() {
         assert!(!cg.contains(std::process::id() as i32));
         assert!(fx.hierarchy.list_instances().contains(&key));
         // Unlimited needs no controller; a limit reports the missing one (when it is missing).
-        cg.set_limits(&Limits::default()).unwrap();
+        cg.set_limits(&Limits::default(), false).unwrap();
         let has_cpu = Path::new(&cg.path()).join("cpu.max").exists();
         if !has_cpu {
-            let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }).unwrap_err();
+            let e =
+                cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }, false).unwrap_err();
             assert!(matches!(e, CgroupError::Unavailable { controller: "cpu", .. }), "{e}");
         }
         let usage = cg.usage().unwrap();

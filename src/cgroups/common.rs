@@ -63,6 +63,25 @@ pub(crate) fn write_if_changed(
     }
 }
 
+/// Sets one limit file: in a cgroup made just now ([`super::Cgroup::create`] said so) it holds
+/// the kernel's default (unlimited), so a limit is written without reading and a reset is not
+/// written at all; otherwise as [`write_if_changed`]. A start of a new instance then opens only
+/// the files of the limits it has.
+pub(crate) fn put_limit(
+    path: &Path,
+    value: &str,
+    op: &'static str,
+    fresh: bool,
+    limiting: bool,
+    same: impl Fn(&str) -> bool,
+) -> Result<(), CgroupError> {
+    match (fresh, limiting) {
+        (true, false) => Ok(()),
+        (true, true) => write(path, value, op),
+        (false, _) => write_if_changed(path, value, op, same),
+    }
+}
+
 /// Parses one unsigned integer file (memory.current, cpuacct.usage, ...).
 pub(crate) fn parse_u64(content: &str, path: &Path, op: &'static str) -> Result<u64, CgroupError> {
     content.trim().parse().map_err(|_| CgroupError::Parse { op, path: path.to_path_buf(), content: content.into() })

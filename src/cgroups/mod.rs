@@ -150,7 +150,9 @@ pub trait Cgroup: Send + Sync + fmt::Debug {
     fn signal_all(&self, sig: nix::sys::signal::Signal) -> Result<usize, CgroupError>;
 
     /// Applies CPU and memory limits; None resets to unlimited (where the controller exists).
-    fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError>;
+    /// `fresh`: the cgroup was made just now ([`Cgroup::create`] said so) and has the kernel's
+    /// defaults, so nothing is read first and only what limits is written.
+    fn set_limits(&self, limits: &Limits, fresh: bool) -> Result<(), CgroupError>;
 
     /// Current resource use. A controller that is not available reads as 0.
     fn usage(&self) -> Result<Usage, CgroupError>;
@@ -406,7 +408,7 @@ impl Cgroup for Invalid {
     fn signal_all(&self, _sig: nix::sys::signal::Signal) -> Result<usize, CgroupError> {
         Err(self.err("signal every process in"))
     }
-    fn set_limits(&self, _limits: &Limits) -> Result<(), CgroupError> {
+    fn set_limits(&self, _limits: &Limits, _fresh: bool) -> Result<(), CgroupError> {
         Err(self.err("set limits of"))
     }
     fn usage(&self) -> Result<Usage, CgroupError> {

@@ -79,7 +79,7 @@ fn v2_detected_by_cgroup_controllers() {
 fn v2_cpu_limits_written_exactly() {
     let (t, _h, cg) = v2_instance(false);
     let at = |cores: Option<f64>| {
-        cg.set_limits(&Limits { cpu_cores: cores, memory_mb: None, pids_max: None }).unwrap();
+        cg.set_limits(&Limits { cpu_cores: cores, memory_mb: None, pids_max: None }, false).unwrap();
         get(t.path(), "steward/demo.gamesvc.0/cpu.max")
     };
     assert_eq!(at(Some(0.5)), "50000 100000");
@@ -94,7 +94,7 @@ fn v2_cpu_limits_written_exactly() {
 fn v2_memory_limits_written_exactly() {
     let (t, _h, cg) = v2_instance(false);
     let at = |mb: Option<f64>| {
-        cg.set_limits(&Limits { cpu_cores: None, memory_mb: mb, pids_max: None }).unwrap();
+        cg.set_limits(&Limits { cpu_cores: None, memory_mb: mb, pids_max: None }, false).unwrap();
         get(t.path(), "steward/demo.gamesvc.0/memory.max")
     };
     assert_eq!(at(Some(64.0)), "67108864");
@@ -108,11 +108,11 @@ fn v2_limits_without_controller() {
     fs::remove_file(t.path().join("steward/demo.gamesvc.0/cpu.max")).unwrap();
     fs::remove_file(t.path().join("steward/demo.gamesvc.0/memory.max")).unwrap();
     // Unlimited needs nothing to be written.
-    cg.set_limits(&Limits::default()).unwrap();
-    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }).unwrap_err();
+    cg.set_limits(&Limits::default(), false).unwrap();
+    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }, false).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "cpu", .. }), "{e}");
     assert!(e.to_string().contains("cpu.max"), "{e}");
-    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }, false).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "memory", .. }), "{e}");
 }
 
@@ -120,9 +120,9 @@ fn v2_limits_without_controller() {
 fn invalid_limits_rejected_before_writing() {
     let (t, _h, cg) = v2_instance(false);
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        let e = cg.set_limits(&Limits { cpu_cores: Some(bad), memory_mb: None, pids_max: None }).unwrap_err();
+        let e = cg.set_limits(&Limits { cpu_cores: Some(bad), memory_mb: None, pids_max: None }, false).unwrap_err();
         assert!(matches!(e, CgroupError::InvalidLimit { what: "cpu", .. }), "{e}");
-        let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(bad), pids_max: None }).unwrap_err();
+        let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(bad), pids_max: None }, false).unwrap_err();
         assert!(matches!(e, CgroupError::InvalidLimit { what: "memory", .. }), "{e}");
     }
     assert_eq!(get(t.path(), "steward/demo.gamesvc.0/cpu.max"), "max 100000\n");
@@ -512,20 +512,50 @@ fn v1_create_makes_the_cgroup_in_every_hierarchy() {
 }
 
 #[test]
+fn a_fresh_cgroup_gets_only_its_limits_written_and_nothing_read() {
+    // A cgroup made just now holds the kernel's defaults: a reset would write them again, so
+    // files the limits do not name stay as they are (here, markers no reset would leave).
+    let (t, _h, cg) = v1_instance();
+    let rel = "steward/demo.gamesvc.0";
+    let untouched = ["cpu/{rel}/cpu.cfs_period_us", "cpu/{rel}/cpu.cfs_quota_us", "memory/{rel}/memory.limit_in_bytes"];
+    for f in untouched {
+        put(t.path(), &f.replace("{rel}", rel), "untouched");
+    }
+    put(t.path(), &format!("pids/{rel}/pids.max"), "untouched");
+    cg.set_limits(&Limits { cpu_cores: None, memory_mb: None, pids_max: Some(64) }, true).unwrap();
+    assert_eq!(get(t.path(), &format!("pids/{rel}/pids.max")), "64");
+    for f in untouched {
+        assert_eq!(get(t.path(), &f.replace("{rel}", rel)), "untouched", "{f}");
+    }
+    // A limit is written without reading what was there.
+    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: None, pids_max: None }, true).unwrap();
+    assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "50000");
+
+    let (t, _h, cg) = v2_instance(false);
+    for f in ["cpu.max", "memory.max", "pids.max"] {
+        put(t.path(), &format!("{rel}/{f}"), "untouched");
+    }
+    cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(64.0), pids_max: None }, true).unwrap();
+    assert_eq!(get(t.path(), &format!("{rel}/memory.max")), "67108864");
+    assert_eq!(get(t.path(), &format!("{rel}/cpu.max")), "untouched");
+    assert_eq!(get(t.path(), &format!("{rel}/pids.max")), "untouched");
+}
+
+#[test]
 fn v1_limits_written_exactly() {
     let (t, _h, cg) = v1_instance();
     let rel = "steward/demo.gamesvc.0";
     put(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us"), "250000\n");
     put(t.path(), &format!("pids/{rel}/pids.max"), "max\n");
-    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0), pids_max: None }).unwrap();
+    cg.set_limits(&Limits { cpu_cores: Some(0.5), memory_mb: Some(64.0), pids_max: None }, false).unwrap();
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us")), "100000");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "50000");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "67108864");
-    cg.set_limits(&Limits { cpu_cores: Some(3.0), memory_mb: Some(1.5), pids_max: Some(64) }).unwrap();
+    cg.set_limits(&Limits { cpu_cores: Some(3.0), memory_mb: Some(1.5), pids_max: Some(64) }, false).unwrap();
     assert_eq!(get(t.path(), &format!("pids/{rel}/pids.max")), "64");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "300000");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "1572864");
-    cg.set_limits(&Limits::default()).unwrap();
+    cg.set_limits(&Limits::default(), false).unwrap();
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_period_us")), "100000");
     assert_eq!(get(t.path(), &format!("cpu/{rel}/cpu.cfs_quota_us")), "-1");
     assert_eq!(get(t.path(), &format!("memory/{rel}/memory.limit_in_bytes")), "-1");
@@ -540,10 +570,10 @@ fn v1_limits_without_controller() {
     let h = Hierarchy::detect_v1(&config, &format!("1 1 0:1 / {r}/pids rw - cgroup cgroup rw,pids\n")).unwrap();
     let cg = h.instance("a.b.0");
     cg.create().unwrap();
-    cg.set_limits(&Limits::default()).unwrap();
-    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }).unwrap_err();
+    cg.set_limits(&Limits::default(), false).unwrap();
+    let e = cg.set_limits(&Limits { cpu_cores: Some(1.0), memory_mb: None, pids_max: None }, false).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "cpu", .. }), "{e}");
-    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }).unwrap_err();
+    let e = cg.set_limits(&Limits { cpu_cores: None, memory_mb: Some(1.0), pids_max: None }, false).unwrap_err();
     assert!(matches!(e, CgroupError::Unavailable { controller: "memory", .. }), "{e}");
     assert_eq!(cg.usage().unwrap(), Usage::default());
 }

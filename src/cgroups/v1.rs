@@ -218,7 +218,7 @@ impl Cgroup for V1Cgroup {
         common::signal_pids(&self.pids()?, sig, &self.main_dir())
     }
 
-    fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
+    fn set_limits(&self, limits: &Limits, fresh: bool) -> Result<(), CgroupError> {
         let unavailable = |op, controller| CgroupError::Unavailable { op, path: self.main_dir(), controller };
         // Every value is checked before anything is written: no half-applied limits.
         let cpu = match (self.dir_of("cpu"), limits.cpu_cores) {
@@ -245,23 +245,21 @@ impl Cgroup for V1Cgroup {
         };
         if let Some((dir, quota)) = cpu {
             // Period first: the kernel validates the quota against the period in force.
-            let exact = |_: &str| false;
-            common::write_if_changed(
-                &dir.join("cpu.cfs_period_us"),
-                &CPU_PERIOD_US.to_string(),
-                "set cpu period of",
-                exact,
-            )?;
-            common::write_if_changed(&dir.join("cpu.cfs_quota_us"), &quota, "set cpu quota of", exact)?;
+            let (exact, limiting) = (|_: &str| false, limits.cpu_cores.is_some());
+            let period = CPU_PERIOD_US.to_string();
+            common::put_limit(&dir.join("cpu.cfs_period_us"), &period, "set cpu period of", fresh, limiting, exact)?;
+            common::put_limit(&dir.join("cpu.cfs_quota_us"), &quota, "set cpu quota of", fresh, limiting, exact)?;
         }
         if let Some((dir, bytes)) = memory {
             // "-1" reads back as the largest page-aligned value: unlimited either way.
             let unlimited = |cur: &str| bytes == "-1" && cur.parse::<u64>().is_ok_and(|v| v >= 1 << 62);
-            common::write_if_changed(&dir.join("memory.limit_in_bytes"), &bytes, "set memory limit of", unlimited)?;
+            let (path, limiting) = (dir.join("memory.limit_in_bytes"), limits.memory_mb.is_some());
+            common::put_limit(&path, &bytes, "set memory limit of", fresh, limiting, unlimited)?;
         }
         if let Some(dir) = pids {
             let max = limits.pids_max.map_or("max".to_string(), |n| n.to_string());
-            match common::write_if_changed(&dir.join("pids.max"), &max, "set tasks limit of", |_| false) {
+            let limiting = limits.pids_max.is_some();
+            match common::put_limit(&dir.join("pids.max"), &max, "set tasks limit of", fresh, limiting, |_| false) {
                 // No file to say "unlimited" in is unlimited.
                 Err(e) if e.is_not_found() && limits.pids_max.is_none() => {}
                 other => other?,

@@ -177,11 +177,12 @@ impl V2Cgroup {
         &self,
         file: &str,
         value: &str,
+        fresh: bool,
         limiting: bool,
         controller: &'static str,
     ) -> Result<(), CgroupError> {
         let path = self.dir.join(file);
-        match common::write_if_changed(&path, value, "set limit", |_| false) {
+        match common::put_limit(&path, value, "set limit", fresh, limiting, |_| false) {
             Err(e) if e.is_not_found() && self.dir.is_dir() => {
                 if limiting {
                     Err(CgroupError::Unavailable { op: "set limit", path, controller })
@@ -291,7 +292,7 @@ impl Cgroup for V2Cgroup {
         common::signal_pids(&self.pids()?, sig, &self.dir)
     }
 
-    fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
+    fn set_limits(&self, limits: &Limits, fresh: bool) -> Result<(), CgroupError> {
         // Every value is checked before anything is written: no half-applied limits.
         let cpu = match limits.cpu_cores {
             Some(c) => format!("{} {CPU_PERIOD_US}", cpu_quota_us(c, &self.dir)?),
@@ -302,9 +303,9 @@ impl Cgroup for V2Cgroup {
             None => "max".to_string(),
         };
         let pids = limits.pids_max.map_or("max".to_string(), |n| n.to_string());
-        self.write_limit("cpu.max", &cpu, limits.cpu_cores.is_some(), "cpu")?;
-        self.write_limit("memory.max", &memory, limits.memory_mb.is_some(), "memory")?;
-        self.write_limit("pids.max", &pids, limits.pids_max.is_some(), "pids")
+        self.write_limit("cpu.max", &cpu, fresh, limits.cpu_cores.is_some(), "cpu")?;
+        self.write_limit("memory.max", &memory, fresh, limits.memory_mb.is_some(), "memory")?;
+        self.write_limit("pids.max", &pids, fresh, limits.pids_max.is_some(), "pids")
     }
 
     fn usage(&self) -> Result<Usage, CgroupError> {

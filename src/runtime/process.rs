@@ -274,9 +274,26 @@ pub fn create_owned_dirs(root: &Path, dir: &Path, user: &ResolvedUser) -> io::Re
 /// protected_hardlinks wants the owner, or read and write permission): a second link would
 /// make rotation refuse the file for good.
 pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
-    let file = crate::safefs::open_log(path)?;
+    let [file] = open_logs(path.parent().unwrap_or(Path::new("/")), [path], user)?;
+    Ok(file)
+}
+
+/// [`open_log`] of each of `paths`, all in the run directory `dir`, which is opened once.
+pub fn open_logs<const N: usize>(dir: &Path, paths: [&Path; N], user: &ResolvedUser) -> io::Result<[File; N]> {
+    let dir_fd = crate::safefs::open_daemon_dir(dir)?;
+    let mut files = Vec::with_capacity(N);
+    for path in paths {
+        let name = path.file_name().unwrap_or_default();
+        let name = crate::fetch::sys::name(name.as_encoded_bytes()).map_err(|e| crate::safefs::at(path, e))?;
+        let (file, st) = crate::safefs::open_log_stat_at(std::os::fd::AsFd::as_fd(&dir_fd), &name, path)?;
+        files.push(owned_log(file, st, path, user)?);
+    }
+    Ok(files.try_into().unwrap_or_else(|_| unreachable!("one file per path")))
+}
+
+/// A log file as the workload's group reads it (see [`open_log`]).
+fn owned_log(file: File, st: libc::stat, path: &Path, user: &ResolvedUser) -> io::Result<File> {
     // Every start passes here (a respawn too): change nothing that is already so.
-    let st = crate::fetch::sys::stat_fd(std::os::fd::AsFd::as_fd(&file)).map_err(|e| crate::safefs::at(path, e))?;
     if (st.st_uid, st.st_gid) != (0, user.gid) {
         nix::unistd::fchown(file.as_raw_fd(), Some(0.into()), Some(user.gid.into()))
             .map_err(|e| crate::safefs::at(path, e.into()))?;

@@ -98,12 +98,37 @@ pub struct LogRotation {
     pub every: std::time::Duration,
 }
 
+/// The roots instances' directories are made below, held open (see [`crate::safefs::HeldRoot`]).
+#[derive(Debug)]
+pub struct RootDirs {
+    pub work: crate::safefs::HeldRoot,
+    pub run: crate::safefs::HeldRoot,
+}
+
+impl RootDirs {
+    fn of(roots: &Roots) -> RootDirs {
+        let held = crate::safefs::HeldRoot::new;
+        RootDirs { work: held(&roots.work_base_dir), run: held(&roots.run_base_dir) }
+    }
+
+    /// The held root `dir` is below: the work root for a workPath, else the run root.
+    pub fn of_dir(&self, dir: &std::path::Path) -> &crate::safefs::HeldRoot {
+        if dir.starts_with(self.work.path()) {
+            &self.work
+        } else {
+            &self.run
+        }
+    }
+}
+
 /// Shared by every instance actor.
 pub struct Shared {
     pub store: Store,
     pub reaper: Reaper,
     pub cgroups: Hierarchy,
     pub roots: Roots,
+    /// `roots.work_base_dir` and `roots.run_base_dir` held open for instances' first starts.
+    pub root_dirs: RootDirs,
     pub host_ip: String,
     pub counters: Counters,
     /// Host ports held by instances (durable in the store's Ports table).
@@ -279,6 +304,7 @@ impl Supervisor {
             store,
             reaper,
             cgroups,
+            root_dirs: RootDirs::of(&config.roots),
             roots: config.roots,
             host_ip: config.host_ip,
             counters: Counters::default(),

@@ -38,9 +38,18 @@ struct RunDir {
 }
 
 impl RunDir {
-    fn open(&self, run_base_dir: &Path) -> Option<OwnedFd> {
-        let base = OwnedFd::from(std::fs::File::open(run_base_dir).ok()?);
-        let dir = crate::safefs::open_daemon_dir_at(base.as_fd(), &self.name, &self.path).ok()?;
+    /// Through the run root's descriptor while it is watched (`held`: every write of a log
+    /// comes here, two at each start), else through its path.
+    fn open(&self, held: Option<&OwnedFd>, run_base_dir: &Path) -> Option<OwnedFd> {
+        let opened;
+        let base = match held {
+            Some(base) => base.as_fd(),
+            None => {
+                opened = OwnedFd::from(std::fs::File::open(run_base_dir).ok()?);
+                opened.as_fd()
+            }
+        };
+        let dir = crate::safefs::open_daemon_dir_at(base, &self.name, &self.path).ok()?;
         let st = sys::stat_fd(dir.as_fd()).ok()?;
         (st.st_dev == self.dev && st.st_ino == self.ino).then_some(dir)
     }
@@ -164,7 +173,8 @@ impl Watched {
                 let Ok(name) = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) else {
                     continue;
                 };
-                let dir = opened.entry(wd).or_insert_with(|| run_dir.open(&self.run_base_dir));
+                let held = self.base.as_ref().map(|(_, base)| base);
+                let dir = opened.entry(wd).or_insert_with(|| run_dir.open(held, &self.run_base_dir));
                 let Some(dir) = dir.as_ref() else { continue };
                 if over_limit(dir.as_fd(), &name, self.rotation.max_bytes) {
                     self.rotate(dir.as_fd(), &run_dir.path, &name);

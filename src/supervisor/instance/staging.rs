@@ -4,7 +4,7 @@
 use super::messages::{next_interrupt, Command, Reply};
 use super::workload::Workload;
 use super::{cx, Actor};
-use crate::runtime::process::{self, ResolvedUser};
+use crate::runtime::process::ResolvedUser;
 use crate::spec::{self, RenderContext, RenderedInstance};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +39,7 @@ impl<W: Workload> Actor<W> {
         // directory another instance's workload made and owns). Made at the first start only.
         let run_dir = match crate::safefs::open_daemon_dir(&rendered.run_dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let roots = &self.shared.roots;
-                process::create_owned_dirs(&roots.run_base_dir, &rendered.run_dir, &ResolvedUser::root())
+                crate::safefs::create_dirs_under(&self.shared.root_dirs.run, &rendered.run_dir, 0, 0)
                     .map_err(|e| format!("cannot create {}: {e}", rendered.run_dir.display()))?;
                 crate::safefs::open_daemon_dir(&rendered.run_dir)
             }

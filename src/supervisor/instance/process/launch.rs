@@ -243,8 +243,7 @@ impl Processes {
     ) -> std::io::Result<(i32, ExitWatch)> {
         let p = &rendered.processes[i];
         let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
-        let mut stdout = process::open_log(&log("stdout"), user)?;
-        let mut stderr = process::open_log(&log("stderr"), user)?;
+        let [mut stdout, mut stderr] = process::open_logs(&rendered.run_dir, [&log("stdout"), &log("stderr")], user)?;
         if what == "start" || what == "init" {
             // Where each run's output begins, in both files (`steward logs` shows it).
             use std::io::Write;

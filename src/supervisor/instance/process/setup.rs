@@ -2,7 +2,7 @@
 //! and configmaps, its cgroup and limits.
 
 use super::Processes;
-use crate::runtime::process::{self, ResolvedUser};
+use crate::runtime::process::ResolvedUser;
 use crate::spec::RenderedInstance;
 use crate::supervisor::instance::workload::Cx;
 use crate::supervisor::values;
@@ -15,14 +15,6 @@ impl Processes {
         rendered: &RenderedInstance,
         run_dir: &std::os::fd::OwnedFd,
     ) -> Result<(), String> {
-        let roots = &cx.shared.roots;
-        let root_of = |p: &std::path::Path| {
-            if p.starts_with(&roots.work_base_dir) {
-                roots.work_base_dir.clone()
-            } else {
-                roots.run_base_dir.clone()
-            }
-        };
         // Each process's user, looked up once per start (passwd and group files are read).
         self.users = rendered.processes.iter().map(|p| ResolvedUser::lookup(&p.user)).collect::<Result<_, _>>()?;
         run_dir_access(run_dir, rendered, &self.users).map_err(|e| format!("run directory {e}"))?;
@@ -32,7 +24,7 @@ impl Processes {
             let pid_dir = p.pid_file.as_ref().and_then(|f| f.parent());
             for (dir, what) in [(Some(p.work_path.as_path()), "workPath"), (pid_dir, "pidfile directory")] {
                 let Some(dir) = dir.filter(|d| !made.iter().any(|m| m.path == *d)) else { continue };
-                process::create_owned_dirs(&root_of(dir), dir, owner)
+                crate::safefs::create_dirs_under(cx.shared.root_dirs.of_dir(dir), dir, owner.uid, owner.gid)
                     .map_err(|e| format!("cannot create {what} {}: {e}", dir.display()))?;
                 made.extend(MadeDir::of(dir));
             }
@@ -72,9 +64,7 @@ impl Processes {
                 self.cgroup_clear.store(true, Ordering::Relaxed);
             }
             // A cgroup made just now has the kernel's defaults: unlimited, no OOM kill yet.
-            if !fresh || limits != crate::cgroups::Limits::default() {
-                self.cgroup.set_limits(&limits).map_err(|e| format!("cannot set resource limits: {e}"))?;
-            }
+            self.cgroup.set_limits(&limits, fresh).map_err(|e| format!("cannot set resource limits: {e}"))?;
             self.cgroup_limits = Some(limits);
             self.oom_kills_at_start = fresh.then_some(0);
         }
