@@ -190,6 +190,13 @@ async fn sign_in_here(b: &Client, token: &str) {
         .await;
 }
 
+/// JavaScript: true once button `shown` is on the page and button `hidden` is not.
+fn only_button(shown: &str, hidden: &str) -> String {
+    format!(
+        "document.querySelector('button[data-action={shown}]') !== null && document.querySelector('button[data-action={hidden}]') === null"
+    )
+}
+
 async fn buttons(b: &Client) -> u64 {
     b.execute("return document.querySelectorAll('button[data-action]').length", vec![]).await.unwrap().as_u64().unwrap()
 }
@@ -372,6 +379,11 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     let typed = b.find(Locator::Css("#f-type")).await.unwrap();
     typed.send_keys("transition").await.unwrap();
     wait_js(&b, 10, "only transitions shown", "[...document.querySelectorAll('#events tr')].filter(r => !r.hidden).every(r => r.dataset.type === 'transition') && location.search.includes('type=transition')").await;
+    // Newest first by the events' own times, whichever node's backlog came first.
+    let by_time = "[...document.querySelectorAll('#events tr')].map(r => Number(r.dataset.at))";
+    let times = b.execute(&format!("return {by_time}"), vec![]).await.unwrap();
+    let times: Vec<u64> = serde_json::from_value(times).unwrap();
+    assert!(times.len() > 10 && times.windows(2).all(|w| w[0] >= w[1]), "not newest first: {times:?}");
     shot(&b, "events").await;
 
     // The hook run: a point per measurement, the condition's bound drawn.
@@ -405,6 +417,7 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     std::fs::write(&path, web("v2", Some(steps)).to_string()).unwrap();
     let mut deploy = c.sched_cmd_with(&client, &["deploy", path.to_str().unwrap()]).spawn().unwrap();
     wait_js(&b, 30, "progressing", "document.querySelector('#phase').dataset.phase === 'progressing'").await;
+    wait_js(&b, 10, "Pause, not Resume, while it progresses", &only_button("pause", "resume")).await;
     // The steps, and a node waiting on its hook run (linked to the run's page).
     wait_js(&b, 10, "the steps", "document.querySelector('#steps').textContent.includes('hook: gate')").await;
     wait_js(
@@ -428,10 +441,13 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     // Pause from the page: the API says paused.
     b.find(Locator::Css("button[data-action=pause]")).await.unwrap().click().await.unwrap();
     wait_js(&b, 20, "paused on the page", "document.querySelector('#phase').dataset.phase === 'paused'").await;
+    wait_js(&b, 10, "Resume, not Pause, while it is paused", &only_button("resume", "pause")).await;
     let status = ok(&c, &client, &["rollout", "status", "test/web"]);
     assert_eq!(status["rollout"]["phase"], "paused", "{status:#}");
     b.find(Locator::Css("button[data-action=resume]")).await.unwrap().click().await.unwrap();
     wait_js(&b, 120, "complete", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    let toggles = "document.querySelectorAll('button[data-action=pause], button[data-action=resume]').length";
+    assert_eq!(b.execute(&format!("return {toggles}"), vec![]).await.unwrap(), json!(0), "complete: nothing to pause");
     let shift = b.execute("return window.__cls", vec![]).await.unwrap().as_f64().unwrap();
     assert!(shift < 0.01, "the page moved as data came in: cumulative layout shift {shift}");
     assert_eq!(b.execute("return window.__stay", vec![]).await.unwrap(), json!(7), "the page was reloaded");

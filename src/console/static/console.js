@@ -180,6 +180,28 @@
   }
   const canWrite = () => state.role === 'write';
 
+  // The rollout's buttons: Undo, then Pause while the rollout progresses or Resume while it is
+  // paused (neither once it has ended: the API refuses both then). They come last in their row
+  // of fixed height, so nothing moves as they come and go; a focused one hands focus to the
+  // one that replaces it.
+  function rolloutActions(base, undo) {
+    const slot = h('span', { class: 'toggle' });
+    const el = h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' }, undo, slot);
+    let shown = null;
+    return {
+      el,
+      phase(phase) {
+        const want = phase === 'progressing' ? 'pause' : phase === 'paused' ? 'resume' : null;
+        if (want === shown) return;
+        shown = want;
+        const focused = slot.contains(document.activeElement);
+        fill(slot, want === 'pause' ? action('Pause', 'POST', base + 'pause', { name: 'pause' })
+          : want === 'resume' ? action('Resume', 'POST', base + 'resume', { name: 'resume' }) : null);
+        if (focused && slot.firstChild) slot.firstChild.focus();
+      },
+    };
+  }
+
   // ---- routing ---------------------------------------------------------------------------
 
   // What both consoles have: the landing redirect (to `home`), sign-in, hook runs and events.
@@ -540,13 +562,10 @@
     const phase = h('span', { id: 'phase', 'data-phase': '' });
     const head = h('p', {}, h('a', { href: `/ui/apps/${enc(key)}` }, 'The app'), ' · phase: ', phase);
     add(main, head);
-    if (canWrite()) {
-      const base = `/v1/apps/${enc(key)}/rollout/`;
-      add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
-        action('Pause', 'POST', base + 'pause', { name: 'pause' }),
-        action('Resume', 'POST', base + 'resume', { name: 'resume' }),
-        action('Undo', 'POST', base + 'undo', { name: 'undo', secondary: true, confirm: `Roll ${key} back to its last good revision?` })));
-    }
+    const base = `/v1/apps/${enc(key)}/rollout/`;
+    const actions = canWrite() ? rolloutActions(base,
+      action('Undo', 'POST', base + 'undo', { name: 'undo', secondary: true, confirm: `Roll ${key} back to its last good revision?` })) : null;
+    if (actions) add(main, actions.el);
     const overall = h('div', { class: 'cards' });
     const steps = h('ol', { id: 'steps' });
     const nodes = table(['Node', 'Revision', 'Phase', 'Step', 'Updated', 'Ready', 'Waiting on'], 'No node runs this app.', [8, 9, 11, 10, 16, 16, 30]);
@@ -559,6 +578,7 @@
       const ph = r ? r.phase : 'none';
       fill(phase, badge(ph));
       phase.dataset.phase = ph;
+      if (actions) actions.phase(ph);
       sub.textContent = r ? `started ${utc(r.startedMs)} (${ago(r.startedMs)}) · changed ${ago(r.updatedMs)}` +
         (r.rollback ? ' · a rollback' : '') + (r.reason ? ` · ${r.reason}` : '') : 'This app has not changed since it was deployed.';
       const p = ro.progress;
@@ -764,11 +784,18 @@
       if (isHost()) v = Object.assign({ node: state.host }, v);
       if (v.seq) cursors[v.node] = v.seq;
       const body = v.body || (v.gap ? Object.assign({ type: 'gap' }, v.gap) : Object.assign({ type: Object.keys(v).find((k) => k !== 'node') || 'line' }, v));
-      const tr = h('tr', { 'data-node': v.node, 'data-type': body.type || '' },
+      // A line without a time of its own (a gap) is placed as of its arrival.
+      const at = v.at_ms || Date.now();
+      const tr = h('tr', { 'data-node': v.node, 'data-type': body.type || '', 'data-at': at },
         h('td', {}, utc(v.at_ms)), h('td', {}, v.node), h('td', { class: 'num' }, v.seq || ''), h('td', {}, h('code', {}, body.type || '')),
         h('td', { class: 'what' }, summary(body)));
       tr.hidden = !matches(tr);
-      tbody.prepend(tr);
+      // Newest first by the event's time, not its arrival: the stream brings each node's
+      // backlog in turn, so one node's old events come after another's new ones. A live event
+      // is the newest and goes on top at once; a backlog's is placed among those already kept.
+      let before = tbody.firstElementChild;
+      while (before && Number(before.dataset.at) > at) before = before.nextElementSibling;
+      tbody.insertBefore(tr, before);
       while (tbody.children.length > MAX) tbody.lastChild.remove();
     };
     const gen = state.gen;
@@ -905,13 +932,10 @@
     const sub = header(key);
     const phase = h('span', { id: 'phase', 'data-phase': '' });
     add(main, h('p', {}, h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'Its events'), ' · rollout: ', phase));
-    if (canWrite()) {
-      const base = `/v1/apps/${enc(key)}`;
-      add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
-        action('Pause', 'POST', base + '/rollout/pause', { name: 'pause' }),
-        action('Resume', 'POST', base + '/rollout/resume', { name: 'resume' }),
-        action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })));
-    }
+    const base = `/v1/apps/${enc(key)}`;
+    const actions = canWrite() ? rolloutActions(base + '/rollout/',
+      action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })) : null;
+    if (actions) add(main, actions.el);
     const overall = h('div', { class: 'cards' });
     const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout'], 'No revisions.', [12, 15, 18, 30, 25]);
     const inst = table(['Instance', 'State', 'Ready', ['Restarts', 'num'], ['Revision', 'num'], 'Message'], 'No instances here.', [18, 12, 8, 9, 9, 44]);
@@ -923,6 +947,7 @@
       const ph = r ? r.phase : 'none';
       fill(phase, badge(ph));
       phase.dataset.phase = ph;
+      if (actions) actions.phase(ph);
       sub.textContent = `revision ${ro.revision} on ${state.host}` + (r ? ` · rollout ${r.from} → ${r.target}, ${r.steps} steps, started ${ago(r.startedMs)}` : '') +
         (r && r.message ? ` · ${r.message}` : '') + (r && r.reason ? ` · ${r.reason}` : '');
       fill(overall,
