@@ -2,8 +2,9 @@
 //! (WebDriver, the fantoccini crate), against `steward-sched serve` over three
 //! network-namespace hosts: its files are public and carry a strict Content-Security-Policy;
 //! each page renders with live data; a rollout started from the CLI is seen progressing without
-//! a reload; Pause on the page pauses it (as the CLI then reads); a read-only token sees no
-//! buttons and the API refuses it anyway; a hook run's chart shows its measurements.
+//! a reload; Pause on the page pauses it (as the CLI then reads); an app's page shows what each
+//! revision changed; a read-only token sees no buttons (but the diffs) and the API refuses it
+//! anyway; a hook run's chart shows its measurements.
 //! Screenshots of each page at 1280×800 are written to target/console-screenshots/, or with
 //! `STEWARD_CONSOLE_SCREENSHOTS=1` to docs/console/ (the ones the README shows): a test run
 //! leaves the checkout as it was.
@@ -190,6 +191,24 @@ async fn sign_in_here(b: &Client, token: &str) {
         .await;
 }
 
+/// JavaScript: true once the page's diff shows the line `"value": "FROM"` removed and
+/// `"value": "TO"` added (VERSION's, as the specs' JSON has it), and no other version's line.
+fn diff_shows(from: &str, to: &str) -> String {
+    format!(
+        "(() => {{ const t = (sel) => [...document.querySelectorAll(sel)].map(l => l.textContent.replace(/\\s+/g, ' ').trim()); \
+         const del = t('#diff .del'), add = t('#diff .add'), all = t('#diff span').join('\\n'); \
+         return del.includes('- \"value\": \"{from}\"') && add.includes('+ \"value\": \"{to}\"') \
+           && !/\"value\": \"v[0-9]\"/.test(all.replace(/\"value\": \"({from}|{to})\"/g, '')); }})()"
+    )
+}
+
+/// JavaScript: true once button `shown` is on the page and button `hidden` is not.
+fn only_button(shown: &str, hidden: &str) -> String {
+    format!(
+        "document.querySelector('button[data-action={shown}]') !== null && document.querySelector('button[data-action={hidden}]') === null"
+    )
+}
+
 async fn buttons(b: &Client) -> u64 {
     b.execute("return document.querySelectorAll('button[data-action]').length", vec![]).await.unwrap().as_u64().unwrap()
 }
@@ -372,6 +391,11 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     let typed = b.find(Locator::Css("#f-type")).await.unwrap();
     typed.send_keys("transition").await.unwrap();
     wait_js(&b, 10, "only transitions shown", "[...document.querySelectorAll('#events tr')].filter(r => !r.hidden).every(r => r.dataset.type === 'transition') && location.search.includes('type=transition')").await;
+    // Newest first by the events' own times, whichever node's backlog came first.
+    let by_time = "[...document.querySelectorAll('#events tr')].map(r => Number(r.dataset.at))";
+    let times = b.execute(&format!("return {by_time}"), vec![]).await.unwrap();
+    let times: Vec<u64> = serde_json::from_value(times).unwrap();
+    assert!(times.len() > 10 && times.windows(2).all(|w| w[0] >= w[1]), "not newest first: {times:?}");
     shot(&b, "events").await;
 
     // The hook run: a point per measurement, the condition's bound drawn.
@@ -405,6 +429,7 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     std::fs::write(&path, web("v2", Some(steps)).to_string()).unwrap();
     let mut deploy = c.sched_cmd_with(&client, &["deploy", path.to_str().unwrap()]).spawn().unwrap();
     wait_js(&b, 30, "progressing", "document.querySelector('#phase').dataset.phase === 'progressing'").await;
+    wait_js(&b, 10, "Pause, not Resume, while it progresses", &only_button("pause", "resume")).await;
     // The steps, and a node waiting on its hook run (linked to the run's page).
     wait_js(&b, 10, "the steps", "document.querySelector('#steps').textContent.includes('hook: gate')").await;
     wait_js(
@@ -428,10 +453,13 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     // Pause from the page: the API says paused.
     b.find(Locator::Css("button[data-action=pause]")).await.unwrap().click().await.unwrap();
     wait_js(&b, 20, "paused on the page", "document.querySelector('#phase').dataset.phase === 'paused'").await;
+    wait_js(&b, 10, "Resume, not Pause, while it is paused", &only_button("resume", "pause")).await;
     let status = ok(&c, &client, &["rollout", "status", "test/web"]);
     assert_eq!(status["rollout"]["phase"], "paused", "{status:#}");
     b.find(Locator::Css("button[data-action=resume]")).await.unwrap().click().await.unwrap();
     wait_js(&b, 120, "complete", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    let toggles = "document.querySelectorAll('button[data-action=pause], button[data-action=resume]').length";
+    assert_eq!(b.execute(&format!("return {toggles}"), vec![]).await.unwrap(), json!(0), "complete: nothing to pause");
     let shift = b.execute("return window.__cls", vec![]).await.unwrap().as_f64().unwrap();
     assert!(shift < 0.01, "the page moved as data came in: cumulative layout shift {shift}");
     assert_eq!(b.execute("return window.__stay", vec![]).await.unwrap(), json!(7), "the page was reloaded");
@@ -440,15 +468,54 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     wait_js(&b, 5, "nothing wider than the phone", "document.documentElement.scrollWidth <= 390 + 1").await;
     shot(&b, "rollout-phone").await;
     viewport(&b, 1280, 800).await;
-    // The app now: two revisions on every node, and what changed between them.
-    open(&b, "/ui/apps/test/web").await;
-    let both = "[...document.querySelectorAll('tbody tr[data-key^=\"2/\"]')].some(r => r.textContent.includes('(current)') && r.textContent.includes('h1, h2, h3'))";
-    wait_js(&b, 20, "revision 2, current on every node", both).await;
-    wait_js(&b, 10, "the diff", "[...document.querySelectorAll('.diff .add')].some(l => l.textContent.includes('v2'))")
-        .await;
-    shot(&b, "app").await;
     let _ = deploy.kill();
     let _ = deploy.wait();
+
+    // A third revision (rolled out quickly), then the app: what each revision changed.
+    let mut v3 = web("v3", None);
+    v3["strategy"] = json!({"maxUnavailable": 1, "maxSurge": 1});
+    std::fs::write(&path, v3.to_string()).unwrap();
+    ok(&c, &client, &["deploy", path.to_str().unwrap()]);
+    open(&b, "/ui/apps/test/web").await;
+    let third = "[...document.querySelectorAll('tbody tr[data-key^=\"3/\"]')].some(r => r.textContent.includes('(current)') && r.textContent.includes('h1, h2, h3'))";
+    wait_js(&b, 30, "revision 3, current on every node", third).await;
+    // Without a revision chosen, the current one's changes.
+    wait_js(&b, 20, "revision 3's diff", &diff_shows("v2", "v3")).await;
+    let caption = b.find(Locator::Css("#diff-caption")).await.unwrap().text().await.unwrap();
+    assert_eq!(caption, "What revision 3 changed from revision 2 (as h1 keeps them)");
+    // Revision 2's, by the keyboard (Enter on its link): in place, its address a deep link, and
+    // nothing on the page moves.
+    b.execute("window.__stay = 8", vec![]).await.unwrap();
+    b.execute(observe, vec![]).await.unwrap();
+    let link = b.find(Locator::Css("tr[data-key^='2/'] a[data-rev]")).await.unwrap();
+    assert_eq!(link.text().await.unwrap(), "diff from 1");
+    link.send_keys(&fantoccini::key::Key::Enter.to_string()).await.unwrap();
+    wait_js(&b, 20, "revision 2's diff", &diff_shows("v1", "v2")).await;
+    wait_js(&b, 5, "its row chosen", "document.querySelector('tr.chosen').dataset.key.startsWith('2/')").await;
+    assert_eq!(
+        b.execute("return location.pathname + location.search", vec![]).await.unwrap(),
+        json!("/ui/apps/test/web/revisions/2?node=h1")
+    );
+    assert_eq!(
+        b.execute("return document.activeElement.dataset.rev", vec![]).await.unwrap(),
+        json!("2"),
+        "focus stays on the link"
+    );
+    assert_eq!(b.execute("return window.__stay", vec![]).await.unwrap(), json!(8), "the page was reloaded");
+    let shift = b.execute("return window.__cls", vec![]).await.unwrap().as_f64().unwrap();
+    assert!(shift < 0.01, "choosing a revision moved the page: cumulative layout shift {shift}");
+    // The revisions and the diff in view.
+    b.execute("document.querySelector('#diff').scrollIntoView({block: 'end'})", vec![]).await.unwrap();
+    shot(&b, "app").await;
+    // serve's read of one revision: a node's, and a 404 naming the app, the revision and the
+    // revisions kept.
+    let (status, _, body) = curl(&c, Some(READ_TOKEN), "GET", "/v1/apps/test/web/revisions/2");
+    let found: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, &found["node"], &found["revision"]), (200, &json!("h1"), &json!(2)), "{body}");
+    assert_eq!(found["spec"]["spec"]["template"]["spec"]["processes"][0]["env"][0]["value"], "v2", "{body}");
+    let (status, _, body) = curl(&c, Some(READ_TOKEN), "GET", "/v1/apps/test/web/revisions/9?node=h2");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("h2: no revision 9 of test/web (kept: 1, 2, 3)"), "{body}");
 
     // A read-only token: the same pages, no buttons; the API refuses its changes anyway.
     b.find(Locator::Css("#who button")).await.unwrap().click().await.unwrap();
@@ -467,6 +534,11 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     let (status, _, body) = curl(&c, Some(READ_TOKEN), "POST", "/v1/apps/test/web/rollout/pause");
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("this token may only read"), "{body}");
+    // It reads the diffs: a deep link to revision 2's, as another node keeps it.
+    open(&b, "/ui/apps/test/web/revisions/2?node=h3").await;
+    wait_js(&b, 20, "revision 2's diff, read-only", &diff_shows("v1", "v2")).await;
+    let caption = b.find(Locator::Css("#diff-caption")).await.unwrap().text().await.unwrap();
+    assert_eq!(caption, "What revision 2 changed from revision 1 (as h3 keeps them)");
 
     // One host's console: its stewardd's remote listener serves the same files, and the pages
     // are that host's — its instances, an app's revisions and rollout, its node, its hook run.
@@ -481,8 +553,12 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     )
     .await;
     wait_js(&b, 20, "back on the app after signing in", "location.pathname === '/ui/apps/test/web'").await;
-    wait_js(&b, 20, "both revisions", "document.querySelectorAll('tbody tr[data-key]').length >= 2 && document.querySelector('tr[data-key=\"2\"]').textContent.includes('(current)')").await;
+    wait_js(&b, 20, "three revisions", "document.querySelectorAll('tbody tr[data-key]').length >= 3 && document.querySelector('tr[data-key=\"3\"]').textContent.includes('(current)')").await;
     wait_js(&b, 10, "its rollout complete", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    wait_js(&b, 20, "the host's diff of revision 3", &diff_shows("v2", "v3")).await;
+    b.find(Locator::Css("tr[data-key='2'] a[data-rev]")).await.unwrap().click().await.unwrap();
+    wait_js(&b, 20, "the host's diff of revision 2", &diff_shows("v1", "v2")).await;
+    assert_eq!(b.execute("return location.pathname", vec![]).await.unwrap(), json!("/ui/apps/test/web/revisions/2"));
     shot(&b, "host-app").await;
     b.goto(&format!("{base}/ui/instances")).await.unwrap();
     wait_js(
@@ -505,5 +581,14 @@ async fn the_console_shows_the_fleet_live_and_acts_with_the_tokens_rights() {
     b.goto(&format!("{base}/ui/node")).await.unwrap();
     wait_js(&b, 20, "the node", "document.querySelector('#node-instances') !== null").await;
     shot(&b, "host-node").await;
+    // The host's read token (its remote.tokens_file's `TOKEN read`): the app's diffs, no button.
+    b.find(Locator::Css("#who button")).await.unwrap().click().await.unwrap();
+    wait_js(&b, 10, "signed out of the host", "document.querySelector('#token') !== null").await;
+    b.goto(&format!("{base}/ui/apps/test/web/revisions/2")).await.unwrap();
+    sign_in_here(&b, READ_TOKEN).await;
+    wait_js(&b, 20, "a read-only token", "document.querySelector('#role').dataset.role === 'read'").await;
+    wait_js(&b, 20, "the host's diff, read-only", &diff_shows("v1", "v2")).await;
+    wait_js(&b, 10, "its rollout", "document.querySelector('#phase').dataset.phase === 'complete'").await;
+    assert_eq!(buttons(&b).await, 0, "a read-only token sees no buttons on the host's app");
     b.close().await.unwrap();
 }

@@ -1198,6 +1198,16 @@ fn every_protocol_type_matches_its_schema() {
         current: true,
         outcome: Some(RolloutPhase::Failed { reason: "instance 3 of revision 2: exited".into() }),
     };
+    let one = steward::protocol::RevisionSpec {
+        app: "ns/app".into(),
+        info: revision.clone(),
+        // A spec as the store keeps it: serde's output of the parsed spec.
+        spec: serde_json::to_value(
+            serde_json::from_value::<steward::spec::ProcessSpec>(spec("app", 1, json!({}), json!({}))).unwrap(),
+        )
+        .unwrap(),
+    };
+    conforms_as(&c, "RevisionSpec", &one);
     conforms_as(
         &c,
         "RevisionList",
@@ -1953,9 +1963,21 @@ async fn real_responses_match_the_document() {
     // Revisions (web2 made revision 2) and undo: listed, unknown (404), refused (403), not a
     // request (400), no such revision (404), the current one (422), done (202).
     const UNDO: &str = "/v1/apps/{namespace}/{name}/undo";
+    const REVISION: &str = "/v1/apps/{namespace}/{name}/revisions/{revision}";
     let r = check!("GET", REVISIONS, "/v1/apps/test/web/revisions");
     assert_eq!(r.json()["revisions"].as_array().map(Vec::len), Some(2), "{}", r.json());
     assert_eq!(check!("GET", REVISIONS, "/v1/apps/test/none/revisions").status, 404);
+    // One revision and its spec: read (200), not a number (400), not kept or no app (404).
+    let r = check!("GET", REVISION, "/v1/apps/test/web/revisions/2");
+    assert_eq!(
+        (r.status, &r.json()["spec"]["spec"]["template"]["spec"]["processes"][0]["startCmd"]),
+        (200, &json!("exec sleep 1001")),
+        "{}",
+        r.json()
+    );
+    assert_eq!(check!("GET", REVISION, "/v1/apps/test/web/revisions/two").status, 400);
+    assert_eq!(check!("GET", REVISION, "/v1/apps/test/web/revisions/99").status, 404);
+    assert_eq!(check!("GET", REVISION, "/v1/apps/test/none/revisions/1").status, 404);
     let r = call_as(&d, true, "POST", "/v1/apps/test/web/undo", None).await;
     conforms(&c, "POST", UNDO, &r);
     assert_eq!(r.status, 403);
@@ -2311,6 +2333,8 @@ async fn real_responses_match_the_document() {
         ("DELETE", "/v1/apps/{namespace}/{name}", 409),
         ("DELETE", "/v1/apps/{namespace}/{name}", 503),
         ("GET", "/v1/apps/{namespace}/{name}/revisions", 403),
+        ("GET", "/v1/apps/{namespace}/{name}/revisions/{revision}", 403),
+        ("GET", "/v1/apps/{namespace}/{name}/revisions/{revision}", 503),
         ("POST", "/v1/apps/{namespace}/{name}/undo", 409),
         ("POST", "/v1/apps/{namespace}/{name}/undo", 503),
         ("GET", "/v1/apps/{namespace}/{name}/rollout", 403),
@@ -2512,6 +2536,12 @@ fn the_sched_types_match_their_schemas() {
     let back = serde_json::to_value(&revisions).unwrap();
     assert_eq!(back, sample);
     check("SchedRevisions", back);
+    let mut sample = json!({"node": "h1", "app": "ns/web", "revision": 2, "hash": "0123456789abcdef", "createdMs": 5,
+        "appliedBy": "user root (uid 0)", "current": true, "outcome": {"phase": "complete"},
+        "spec": {"apiVersion": "v4", "kind": "process"}});
+    let one: steward::sched::scheduler::SchedRevision = serde_json::from_value(sample.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&one).unwrap(), sample);
+    check("SchedRevision", sample.take());
     for role in ["read", "write"] {
         let who = steward::protocol::Whoami { role: role.into(), server: "steward-sched".into() };
         check("Whoami", serde_json::to_value(who).unwrap());

@@ -6,6 +6,7 @@ mod common;
 
 use common::{id, spec, Daemon};
 use serde_json::json;
+use steward::client::ClientError;
 use steward::protocol::RevisionList;
 use steward::supervisor::state::Kind;
 
@@ -112,6 +113,56 @@ async fn changed_specs_are_revisions_and_undo_goes_back() {
     d.apply_json(&versioned("v9", 1)).await;
     let h = history(&d).await;
     assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [1]);
+}
+
+/// GET /v1/apps/{namespace}/{name}/revisions/{revision} (`rollout history --revision N`, the
+/// console's diffs): each kept revision with the spec it applied, as applied; one not kept is a
+/// 404 naming the app and the revision and listing those kept. A reader may read it.
+#[tokio::test]
+async fn each_revision_reads_back_the_spec_it_applied() {
+    let d = Daemon::start_with("revisions-read", "allow_read_for_all = true\n");
+    for v in ["v1", "v2", "v3"] {
+        d.apply_json(&versioned(v, 1)).await;
+        wait_version(&d, 0, v).await;
+    }
+    let h = history(&d).await;
+    assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [1, 2, 3], "{h:#?}");
+    let mut specs = Vec::new();
+    for (n, v) in [(1, "v1"), (2, "v2"), (3, "v3")] {
+        let r = d.client.revision("test", "web", n).await.unwrap();
+        assert_eq!(r.app, "test/web");
+        assert_eq!(r.info, h.revisions[n as usize - 1], "revision {n}: its entry of the history");
+        let env = &r.spec["spec"]["template"]["spec"]["processes"][0]["env"];
+        assert_eq!(env, &json!([{"name": "VERSION", "value": v}]), "revision {n}: {:#}", r.spec);
+        specs.push(r.spec);
+    }
+    // The specs differ as applied, and in nothing else.
+    assert!(specs[0] != specs[1] && specs[1] != specs[2]);
+    for s in &mut specs {
+        s["spec"]["template"]["spec"]["processes"][0]["env"] = json!(null);
+    }
+    assert!(specs[0] == specs[1] && specs[1] == specs[2], "{specs:#?}");
+
+    match d.client.revision("test", "web", 7).await {
+        Err(ClientError::Api { status: 404, message, .. }) => {
+            assert_eq!(message, "no revision 7 of test/web (kept: 1, 2, 3)")
+        }
+        other => panic!("revision 7: {other:?}"),
+    }
+    match d.client.revision("test", "none", 1).await {
+        Err(ClientError::Api { status: 404, message, .. }) => assert_eq!(message, "no app test/none"),
+        other => panic!("an unknown app: {other:?}"),
+    }
+
+    // The CLI, as a user who may only read.
+    let (code, out, err) = d.cli_as(Some("nobody"), &["rollout", "history", "test/web", "--revision", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("revision:    2\n") && out.contains("\"value\": \"v2\""), "{out}");
+    let (code, out, _) = d.cli(&["rollout", "history", "test/web", "--revision", "3"]);
+    assert!(code == 0 && out.starts_with("revision:    3 (current)\n"), "{out}");
+    let (code, _, err) = d.cli(&["rollout", "history", "test/web", "--revision", "7"]);
+    assert_eq!(code, 4, "not found: {err}");
+    assert!(err.contains("no revision 7 of test/web (kept: 1, 2, 3)"), "{err}");
 }
 
 #[tokio::test]

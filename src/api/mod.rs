@@ -98,6 +98,7 @@ pub fn router_with_limit(state: Arc<AppState>, max_body: usize) -> Router {
         )
         .route("/v1/apps/{namespace}/{name}", axum::routing::delete(instances::delete_app))
         .route("/v1/apps/{namespace}/{name}/revisions", get(rollout::revisions))
+        .route("/v1/apps/{namespace}/{name}/revisions/{revision}", get(rollout::revision))
         .route("/v1/apps/{namespace}/{name}/rollout", get(rollout::rollout))
         .route("/v1/apps/{namespace}/{name}/rollout/pause", post(rollout::pause))
         .route("/v1/apps/{namespace}/{name}/rollout/resume", post(rollout::resume))

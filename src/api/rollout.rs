@@ -4,7 +4,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::Body;
 use super::AppState;
-use crate::protocol::{Applied, RevisionList, RolloutBody, UndoRequest};
+use crate::protocol::{Applied, RevisionList, RevisionSpec, RolloutBody, UndoRequest};
 use crate::supervisor::SupervisorError;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +20,17 @@ pub(super) async fn revisions(
 ) -> Result<Json<RevisionList>, ApiError> {
     app.live().access.require_read(&caller)?;
     Ok(Json(app.supervisor.revisions(&namespace, &name)?))
+}
+
+/// GET /v1/apps/{namespace}/{name}/revisions/{revision}: the revision and its spec.
+pub(super) async fn revision(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    Path((namespace, name, revision)): Path<(String, String, String)>,
+) -> Result<Json<RevisionSpec>, ApiError> {
+    app.live().access.require_read(&caller)?;
+    let n = revision.parse().map_err(|_| ApiError::bad_request(format!("{revision:?} is not a revision number")))?;
+    Ok(Json(app.supervisor.revision(&namespace, &name, n)?))
 }
 
 /// GET /v1/apps/{namespace}/{name}/rollout.

@@ -13,7 +13,27 @@ pub(super) async fn run(client: &Client, cmd: RolloutCommand, output: Output) ->
         (ns.to_string(), name.to_string())
     };
     match cmd {
-        RolloutCommand::History { app } => {
+        RolloutCommand::History { app, revision: Some(n) } => {
+            let (namespace, name) = split(&app);
+            let found = client.revision(&namespace, &name, n).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&found).unwrap_or_default()),
+                Output::Text => {
+                    let r = &found.info;
+                    crate::say!("revision:    {}{}", r.revision, if r.current { " (current)" } else { "" });
+                    crate::say!("hash:        {}", r.hash);
+                    crate::say!("created:     {}", crate::clock::rfc3339_utc(r.created_ms));
+                    crate::say!("applied by:  {}", r.applied_by);
+                    match &r.outcome {
+                        Some(RolloutPhase::Failed { reason }) => crate::say!("outcome:     failed: {reason}"),
+                        Some(phase) => crate::say!("outcome:     {}", phase.name()),
+                        None => {}
+                    }
+                    crate::say!("spec:\n{}", serde_json::to_string_pretty(&found.spec).unwrap_or_default());
+                }
+            }
+        }
+        RolloutCommand::History { app, revision: None } => {
             let (namespace, name) = split(&app);
             let list = client.revisions(&namespace, &name).await?;
             match output {

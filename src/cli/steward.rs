@@ -312,6 +312,10 @@ pub enum RolloutCommand {
         /// namespace/name
         #[arg(value_name = "APP", value_parser = app_arg)]
         app: String,
+        /// Show this revision instead: its entry and the spec it applied (what `undo
+        /// --to-revision N` would apply again).
+        #[arg(long, value_name = "N")]
+        revision: Option<u64>,
     },
     /// Apply an earlier revision's spec again (as a new revision, with the app's current
     /// instance count): the last good one (the last whose rollout completed), or --to-revision N.

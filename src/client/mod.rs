@@ -673,6 +673,16 @@ impl Client {
         self.json(Method::GET, &format!("/v1/apps/{}/{}/revisions", encode(namespace), encode(name))).await
     }
 
+    /// One kept revision of the app and the spec it applied.
+    pub async fn revision(
+        &self,
+        namespace: &str,
+        name: &str,
+        revision: u64,
+    ) -> Result<crate::protocol::RevisionSpec, ClientError> {
+        self.json(Method::GET, &format!("/v1/apps/{}/{}/revisions/{revision}", encode(namespace), encode(name))).await
+    }
+
     /// The app's rollout here, if it has had one.
     pub async fn rollout(&self, namespace: &str, name: &str) -> Result<Option<crate::protocol::Rollout>, ClientError> {
         Ok(self.rollout_status(namespace, name).await?.rollout)

@@ -5,7 +5,7 @@
 //! page's data is the API itself, asked with the token the user gave the console.
 //!
 //! Why vanilla and embedded: no npm, no bundler and no CDN keep `cargo build` offline and
-//! reproducible and the binary lean (the files are ~60 KB); see docs/console.md.
+//! reproducible and the binary lean (the files are ~70 KB); see docs/console.md.
 
 use crate::api::remote::{Guard, RemotePeer};
 use axum::extract::{ConnectInfo, Request, State};

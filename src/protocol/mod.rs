@@ -39,7 +39,8 @@ pub use node::{
     PortsDocument, ResourcesDocument,
 };
 pub use rollout::{
-    RevisionInfo, RevisionList, Rollout, RolloutBody, RolloutPhase, RolloutProgress, ScaleIn, ScaleInPhase, UndoRequest,
+    RevisionInfo, RevisionList, RevisionSpec, Rollout, RolloutBody, RolloutPhase, RolloutProgress, ScaleIn,
+    ScaleInPhase, UndoRequest,
 };
 pub use sched::{DeployCause, DesiredChange, NodeItem, NodeLine, NodeState, SchedEvent, SchedLine, WatchLine};
 pub use sched_api::{

@@ -29,6 +29,16 @@ pub struct RevisionList {
     pub revisions: Vec<RevisionInfo>,
 }
 
+/// GET /v1/apps/{namespace}/{name}/revisions/{revision}: one kept revision and the spec it
+/// applied, as the host keeps it (what `undo` would apply again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionSpec {
+    pub app: String,
+    #[serde(flatten)]
+    pub info: RevisionInfo,
+    pub spec: serde_json::Value,
+}
+
 /// POST /v1/apps/{namespace}/{name}/undo.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

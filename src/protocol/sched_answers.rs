@@ -129,6 +129,16 @@ pub enum NodeRevisions {
     Unreachable { unreachable: String },
 }
 
+/// `GET /v1/apps/{namespace}/{name}/revisions/{revision}`: that revision and its spec as one
+/// node keeps it (each node numbers its own revisions; the web console's diffs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SchedRevision {
+    /// The node that answered.
+    pub node: String,
+    #[serde(flatten)]
+    pub revision: super::RevisionSpec,
+}
+
 /// A dependency as `depend ls` shows it: each copy with its dependents.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -6,7 +6,7 @@
 
 use super::apply::ApplyOutcome;
 use super::*;
-use crate::protocol::{RevisionInfo, RevisionList};
+use crate::protocol::{RevisionInfo, RevisionList, RevisionSpec};
 use sha2::{Digest, Sha256};
 
 /// Revisions kept per app unless stewardd.toml says otherwise.
@@ -200,6 +200,23 @@ impl Supervisor {
         Ok(RevisionList { app, revisions })
     }
 
+    /// Revision `n` of an app with the spec it applied, as kept for `undo`.
+    pub fn revision(&self, namespace: &str, name: &str, n: u64) -> Result<RevisionSpec, SupervisorError> {
+        let RevisionList { app, revisions } = self.revisions(namespace, name)?;
+        let Some(info) = revisions.iter().find(|r| r.revision == n).cloned() else {
+            return Err(SupervisorError::NotFound(format!("revision {n} of {app} (kept: {})", kept(&revisions))));
+        };
+        let unreadable = || SupervisorError::Failed(format!("stored revision {n} of {app} has no spec"));
+        let mut stored = self
+            .shared
+            .store
+            .get(Table::Revisions, &key(&app, n))?
+            .ok_or_else(|| SupervisorError::NotFound(format!("revision {n} of {app}")))?;
+        // The spec as the store keeps it, not parsed and written again.
+        let spec = stored.get_mut("spec").map(serde_json::Value::take).ok_or_else(unreadable)?;
+        Ok(RevisionSpec { app, info, spec })
+    }
+
     /// Applies an earlier revision's spec again, with the app's current instance count and
     /// host selection: a new revision (its `applied_by` says which it went back to). `to`: the
     /// revision; the newest one before the current when None.
@@ -241,11 +258,10 @@ impl Supervisor {
                 .or_else(|| list.revisions.iter().rev().find(|r| r.revision < current)),
         };
         let Some(target) = target else {
-            let kept: Vec<String> = list.revisions.iter().map(|r| r.revision.to_string()).collect();
             let what = to.map_or("earlier revision".to_string(), |n| format!("revision {n}"));
             return Err(SupervisorError::NotFound(format!(
                 "{what} of {app} to go back to (kept: {})",
-                if kept.is_empty() { "none".to_string() } else { kept.join(", ") }
+                kept(&list.revisions)
             )));
         };
         let stored = self
@@ -267,5 +283,15 @@ impl Supervisor {
         spec.strategy = strategy;
         let by = format!("undo to revision {} by {by}", target.revision);
         self.apply_going_back(spec, selection, &by, rollback_of.map(|failed| (failed, target.revision)), false).await
+    }
+}
+
+/// The numbers of the revisions kept (`1, 2, 3`, or `none`), for a message.
+fn kept(revisions: &[RevisionInfo]) -> String {
+    let numbers: Vec<String> = revisions.iter().map(|r| r.revision.to_string()).collect();
+    if numbers.is_empty() {
+        "none".to_string()
+    } else {
+        numbers.join(", ")
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use steward::supervisor::state::Kind;
 
 pub const TOKEN: &str = "sched-token-0123456789abcdef";
-/// A token `steward-sched serve` accepts for reading only.
+/// A token `steward-sched serve` and the hosts' remote listeners accept for reading only.
 pub const READ_TOKEN: &str = "sched-read-token-0123456789";
 
 pub fn ip(args: &[&str]) {
@@ -160,8 +160,9 @@ impl Cluster {
 
         let dir = tempfile::Builder::new().prefix("steward-sched-").tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The hosts' remote listeners take TOKEN, and READ_TOKEN for reading only.
         let tokens = dir.path().join("tokens");
-        std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+        std::fs::write(&tokens, format!("{TOKEN}\n{READ_TOKEN} read\n")).unwrap();
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut hosts = Vec::new();
         let mut nodes = String::new();

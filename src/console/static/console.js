@@ -180,6 +180,28 @@
   }
   const canWrite = () => state.role === 'write';
 
+  // The rollout's buttons: Undo, then Pause while the rollout progresses or Resume while it is
+  // paused (neither once it has ended: the API refuses both then). They come last in their row
+  // of fixed height, so nothing moves as they come and go; a focused one hands focus to the
+  // one that replaces it.
+  function rolloutActions(base, undo) {
+    const slot = h('span', { class: 'toggle' });
+    const el = h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' }, undo, slot);
+    let shown = null;
+    return {
+      el,
+      phase(phase) {
+        const want = phase === 'progressing' ? 'pause' : phase === 'paused' ? 'resume' : null;
+        if (want === shown) return;
+        shown = want;
+        const focused = slot.contains(document.activeElement);
+        fill(slot, want === 'pause' ? action('Pause', 'POST', base + 'pause', { name: 'pause' })
+          : want === 'resume' ? action('Resume', 'POST', base + 'resume', { name: 'resume' }) : null);
+        if (focused && slot.firstChild) slot.firstChild.focus();
+      },
+    };
+  }
+
   // ---- routing ---------------------------------------------------------------------------
 
   // What both consoles have: the landing redirect (to `home`), sign-in, hook runs and events.
@@ -196,6 +218,7 @@
     [/^\/ui\/instances$/, instancesPage],
     [/^\/ui\/node$/, nodePage],
     [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, hostAppPage],
+    [/^\/ui\/apps\/([^/]+)\/([^/]+)\/revisions\/(\d+)$/, hostAppPage],
   ];
   const HOST_NAV = [['/ui/instances', 'Instances'], ['/ui/node', 'Node'], ['/ui/hookruns', 'Hook runs'], ['/ui/events', 'Events']];
 
@@ -204,6 +227,7 @@
     [/^\/ui\/cluster$/, clusterPage],
     [/^\/ui\/apps$/, appsPage],
     [/^\/ui\/apps\/([^/]+)\/([^/]+)$/, appPage],
+    [/^\/ui\/apps\/([^/]+)\/([^/]+)\/revisions\/(\d+)$/, appPage],
     [/^\/ui\/apps\/([^/]+)\/([^/]+)\/rollout$/, rolloutPage],
     [/^\/ui\/engine$/, enginePage],
   ];
@@ -458,7 +482,107 @@
     return out;
   }
 
-  function appPage([ns, name]) {
+  // A line diff of two specs' JSON, with two lines of context around each change; `before`
+  // null: the spec alone (no predecessor is kept).
+  function drawDiff(box, before, after) {
+    if (before === null) { fill(box, after.split('\n').map((line) => h('span', {}, `  ${line}`))); return; }
+    if (before === after) { box.textContent = 'The same spec as the revision before it.'; return; }
+    fill(box, diffLines(before, after)
+      .filter(([op], i, all) => op !== '=' || all.slice(Math.max(0, i - 2), i + 3).some(([o]) => o !== '='))
+      .map(([op, line]) => h('span', { class: op === '+' ? 'add' : op === '-' ? 'del' : '' }, `${op === '=' ? ' ' : op} ${line}`)));
+  }
+
+  // What each revision changed: its spec against its predecessor's (the newest older revision
+  // the same node keeps: each node numbers its own), both read with `GET …/revisions/{n}` (the
+  // specs the nodes keep for undo; a revision's spec never changes, so each is read once). One
+  // box of fixed height below the revisions: a revision's link (mouse or keyboard) redraws only
+  // the box and puts the revision in the address (`…/revisions/N`, a deep link); without one,
+  // the current revision's changes show. `wanted`: the deep link's {n, node}, or null.
+  function revisionDiffs(key, wanted) {
+    const caption = h('p', { id: 'diff-caption', class: 'sub', 'aria-live': 'polite' }, 'Loading…');
+    const box = h('pre', { id: 'diff', class: 'diff', tabindex: 0, 'aria-labelledby': 'diff-caption' }, '');
+    const specs = new Map();
+    let lists = {};
+    let chosen = wanted;
+    let drawn = null;
+    const query = (node) => (isHost() ? '' : `?node=${encodeURIComponent(node)}`);
+    const href = (n, node) => `/ui/apps/${enc(key)}/revisions/${n}${query(node)}`;
+    const specOf = (node, n) => {
+      const k = `${node}/${n}`;
+      if (!specs.has(k)) {
+        specs.set(k, api(`/v1/apps/${enc(key)}/revisions/${n}${query(node)}`)
+          .then((r) => JSON.stringify(r.spec, null, 2))
+          .catch((e) => { specs.delete(k); throw e; }));
+      }
+      return specs.get(k);
+    };
+    const before = (node, n) => (lists[node] || []).map((r) => r.revision).filter((r) => r < n).reduce((a, b) => Math.max(a, b), 0) || null;
+    const keeps = (node, n) => (lists[node] || []).some((r) => r.revision === n);
+    // The revision to show: the one chosen (on its node, or the first that keeps it), else the
+    // current one.
+    const pick = () => {
+      const nodes = Object.keys(lists).sort();
+      if (chosen) return { n: chosen.n, node: chosen.node || nodes.find((nd) => keeps(nd, chosen.n)) };
+      const current = nodes.flatMap((nd) => lists[nd].filter((r) => r.current).map((r) => ({ n: r.revision, node: nd })));
+      return current.sort((a, b) => b.n - a.n)[0] || null;
+    };
+    function mark(at) {
+      for (const a of main.querySelectorAll('a[data-rev]')) {
+        const on = !!at && Number(a.dataset.rev) === at.n && a.dataset.nodes.split(',').includes(at.node);
+        if (on) a.setAttribute('aria-current', 'true'); else a.removeAttribute('aria-current');
+        a.closest('tr').classList.toggle('chosen', on);
+      }
+    }
+    async function show() {
+      const at = pick();
+      mark(at);
+      if (!at || !keeps(at.node, at.n)) {
+        drawn = null;
+        caption.textContent = !at ? 'No revision is kept.' : `Revision ${at.n} is not kept` + (at.node && !isHost() ? ` on ${at.node}.` : '.');
+        box.textContent = '';
+        return;
+      }
+      const prev = before(at.node, at.n);
+      const sig = `${at.node}/${at.n}/${prev}`;
+      if (sig === drawn) return;
+      drawn = sig;
+      caption.textContent = (prev ? `What revision ${at.n} changed from revision ${prev}` : `Revision ${at.n}, the oldest kept: its spec`) +
+        (isHost() ? '' : ` (as ${at.node} keeps them)`);
+      try {
+        const [a, b] = await Promise.all([prev ? specOf(at.node, prev) : null, specOf(at.node, at.n)]);
+        if (drawn === sig) drawDiff(box, a, b);
+      } catch (e) {
+        // Asked again at the next refresh: a node that did not answer may answer then.
+        if (drawn === sig) { drawn = null; box.textContent = `Cannot read it: ${e.message}`; }
+      }
+    }
+    // The cell of a revision's row that shows its changes: `nodes`, those that keep it (the
+    // first is asked).
+    function link(n, nodes) {
+      const node = nodes[0];
+      const prev = before(node, n);
+      return h('a', {
+        href: href(n, node), 'data-rev': n, 'data-nodes': nodes.join(','), 'aria-controls': 'diff',
+        'aria-label': prev ? `What revision ${n} changed from revision ${prev}` : `Revision ${n}'s spec`,
+        onclick: (e) => {
+          if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+          e.preventDefault();
+          history.pushState(null, '', href(n, node));
+          chosen = { n, node };
+          show();
+        },
+      }, prev ? `diff from ${prev}` : 'its spec');
+    }
+    return {
+      els: [h('h2', {}, 'Changes'), caption, box],
+      link,
+      // Each node's revisions (oldest first), as last read; then the rows are drawn (`draw`)
+      // and the box follows.
+      update(byNode, draw) { lists = byNode; draw(); show(); },
+    };
+  }
+
+  function appPage([ns, name, revision], query) {
     const key = `${ns}/${name}`;
     const sub = header(key);
     const links = h('p', {}, h('a', { href: `/ui/apps/${enc(key)}/rollout` }, 'Its rollout'), ' · ', h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'Its events'));
@@ -466,10 +590,10 @@
     const eps = table(['Port', 'Endpoints (ready instances)'], 'No endpoints yet.');
     const svcs = table(['Service', 'Type', 'Port', 'Target', 'Address'], 'No services.');
     const spec = h('pre', { id: 'spec', tabindex: 0, 'aria-label': 'The spec as deployed' }, '…');
-    const diff = h('pre', { class: 'diff', tabindex: 0, 'aria-label': 'Changes from the previous spec' }, '…');
-    const revTable = table(['Revision', 'Hash', 'Applied', 'By', 'On nodes', 'Its rollout'], 'No revisions.', [10, 15, 17, 25, 15, 18]);
+    const revTable = table(['Revision', 'Hash', 'Applied', 'By', 'On nodes', 'Its rollout', 'Changes'], 'No revisions.', [9, 14, 16, 22, 13, 13, 13]);
+    const diffs = revisionDiffs(key, revision ? { n: Number(revision), node: query.get('node') } : null);
     add(main, [links, h('h2', {}, 'Instances'), inst.el, h('h2', {}, 'Revisions'), revTable.el,
-      h('h2', {}, 'Changes from the previous revision'), diff, h('h2', {}, 'Endpoints'), eps.el, h('h2', {}, 'Services'), svcs.el,
+      diffs.els, h('h2', {}, 'Endpoints'), eps.el, h('h2', {}, 'Services'), svcs.el,
       h('h2', {}, 'Spec'), spec]);
     let lastSpec = null;
     return async () => {
@@ -477,8 +601,10 @@
         api(`/v1/apps/${enc(key)}`), api(`/v1/apps/${enc(key)}/endpoints`), api(`/v1/apps/${enc(key)}/rollout`).catch(() => null),
         api(`/v1/apps/${enc(key)}/revisions`).catch(() => null)]);
       // Each node keeps its own history; a revision is shown once with the nodes that have it.
+      const byNode = {};
       const merged = new Map();
       for (const [node, list] of Object.entries(history ? history.nodes : {})) {
+        if (list.revisions) byNode[node] = list.revisions;
         for (const v of list.revisions || []) {
           const k = `${v.revision}/${v.hash}`;
           if (!merged.has(k)) merged.set(k, Object.assign({}, v, { nodes: [], current: [], outcomes: new Set() }));
@@ -489,9 +615,9 @@
           m.createdMs = Math.min(m.createdMs, v.createdMs);
         }
       }
-      revTable.set([...merged.values()].sort((a, b) => b.revision - a.revision), (v) => `${v.revision}/${v.hash}`, (v) => [
+      diffs.update(byNode, () => revTable.set([...merged.values()].sort((a, b) => b.revision - a.revision), (v) => `${v.revision}/${v.hash}`, (v) => [
         h('b', {}, v.revision, v.current.length ? ' (current)' : ''), h('code', {}, v.hash), utc(v.createdMs), v.appliedBy,
-        v.nodes.sort().join(', '), v.outcomes.size ? [...v.outcomes].map((o) => badge(o)) : '—']);
+        v.nodes.sort().join(', '), v.outcomes.size ? [...v.outcomes].map((o) => badge(o)) : '—', diffs.link(v.revision, v.nodes)]));
       const revs = ro ? Object.values(ro.nodes).map((n) => n.revision).filter((r) => r !== undefined) : [];
       const ready = detail.instances.filter((p) => p.ready).length;
       sub.textContent = `revision ${revs.length ? Math.max(...revs) : '—'} · ${ready} of ${detail.instances.length} ready` +
@@ -508,13 +634,6 @@
       if (text !== lastSpec) {
         lastSpec = text;
         spec.textContent = text;
-        if (detail.app.previous) {
-          fill(diff, diffLines(JSON.stringify(detail.app.previous, null, 2), text)
-            .filter(([op], i, all) => op !== '=' || all.slice(Math.max(0, i - 2), i + 3).some(([o]) => o !== '='))
-            .map(([op, line]) => h('span', { class: op === '+' ? 'add' : op === '-' ? 'del' : '' }, `${op === '=' ? ' ' : op} ${line}`)));
-        } else {
-          diff.textContent = 'No previous revision is kept: this is the first spec deployed.';
-        }
       }
     };
   }
@@ -540,13 +659,10 @@
     const phase = h('span', { id: 'phase', 'data-phase': '' });
     const head = h('p', {}, h('a', { href: `/ui/apps/${enc(key)}` }, 'The app'), ' · phase: ', phase);
     add(main, head);
-    if (canWrite()) {
-      const base = `/v1/apps/${enc(key)}/rollout/`;
-      add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
-        action('Pause', 'POST', base + 'pause', { name: 'pause' }),
-        action('Resume', 'POST', base + 'resume', { name: 'resume' }),
-        action('Undo', 'POST', base + 'undo', { name: 'undo', secondary: true, confirm: `Roll ${key} back to its last good revision?` })));
-    }
+    const base = `/v1/apps/${enc(key)}/rollout/`;
+    const actions = canWrite() ? rolloutActions(base,
+      action('Undo', 'POST', base + 'undo', { name: 'undo', secondary: true, confirm: `Roll ${key} back to its last good revision?` })) : null;
+    if (actions) add(main, actions.el);
     const overall = h('div', { class: 'cards' });
     const steps = h('ol', { id: 'steps' });
     const nodes = table(['Node', 'Revision', 'Phase', 'Step', 'Updated', 'Ready', 'Waiting on'], 'No node runs this app.', [8, 9, 11, 10, 16, 16, 30]);
@@ -559,6 +675,7 @@
       const ph = r ? r.phase : 'none';
       fill(phase, badge(ph));
       phase.dataset.phase = ph;
+      if (actions) actions.phase(ph);
       sub.textContent = r ? `started ${utc(r.startedMs)} (${ago(r.startedMs)}) · changed ${ago(r.updatedMs)}` +
         (r.rollback ? ' · a rollback' : '') + (r.reason ? ` · ${r.reason}` : '') : 'This app has not changed since it was deployed.';
       const p = ro.progress;
@@ -764,11 +881,18 @@
       if (isHost()) v = Object.assign({ node: state.host }, v);
       if (v.seq) cursors[v.node] = v.seq;
       const body = v.body || (v.gap ? Object.assign({ type: 'gap' }, v.gap) : Object.assign({ type: Object.keys(v).find((k) => k !== 'node') || 'line' }, v));
-      const tr = h('tr', { 'data-node': v.node, 'data-type': body.type || '' },
+      // A line without a time of its own (a gap) is placed as of its arrival.
+      const at = v.at_ms || Date.now();
+      const tr = h('tr', { 'data-node': v.node, 'data-type': body.type || '', 'data-at': at },
         h('td', {}, utc(v.at_ms)), h('td', {}, v.node), h('td', { class: 'num' }, v.seq || ''), h('td', {}, h('code', {}, body.type || '')),
         h('td', { class: 'what' }, summary(body)));
       tr.hidden = !matches(tr);
-      tbody.prepend(tr);
+      // Newest first by the event's time, not its arrival: the stream brings each node's
+      // backlog in turn, so one node's old events come after another's new ones. A live event
+      // is the newest and goes on top at once; a backlog's is placed among those already kept.
+      let before = tbody.firstElementChild;
+      while (before && Number(before.dataset.at) > at) before = before.nextElementSibling;
+      tbody.insertBefore(tr, before);
       while (tbody.children.length > MAX) tbody.lastChild.remove();
     };
     const gen = state.gen;
@@ -900,22 +1024,20 @@
     };
   }
 
-  function hostAppPage([ns, name]) {
+  function hostAppPage([ns, name, revision]) {
     const key = `${ns}/${name}`;
     const sub = header(key);
     const phase = h('span', { id: 'phase', 'data-phase': '' });
     add(main, h('p', {}, h('a', { href: `/ui/events?q=${encodeURIComponent(key + '/')}` }, 'Its events'), ' · rollout: ', phase));
-    if (canWrite()) {
-      const base = `/v1/apps/${enc(key)}`;
-      add(main, h('div', { class: 'actions', role: 'group', 'aria-label': 'Rollout actions' },
-        action('Pause', 'POST', base + '/rollout/pause', { name: 'pause' }),
-        action('Resume', 'POST', base + '/rollout/resume', { name: 'resume' }),
-        action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })));
-    }
+    const base = `/v1/apps/${enc(key)}`;
+    const actions = canWrite() ? rolloutActions(base + '/rollout/',
+      action('Undo', 'POST', base + '/undo', { name: 'undo', secondary: true, confirm: `Apply ${key}'s previous revision again?` })) : null;
+    if (actions) add(main, actions.el);
     const overall = h('div', { class: 'cards' });
-    const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout'], 'No revisions.', [12, 15, 18, 30, 25]);
+    const revs = table(['Revision', 'Hash', 'Applied', 'By', 'Its rollout', 'Changes'], 'No revisions.', [11, 14, 17, 27, 18, 13]);
+    const diffs = revisionDiffs(key, revision ? { n: Number(revision), node: state.host } : null);
     const inst = table(['Instance', 'State', 'Ready', ['Restarts', 'num'], ['Revision', 'num'], 'Message'], 'No instances here.', [18, 12, 8, 9, 9, 44]);
-    add(main, [overall, h('h2', {}, 'Revisions'), revs.el, h('h2', {}, 'Instances'), inst.el]);
+    add(main, [overall, h('h2', {}, 'Revisions'), revs.el, diffs.els, h('h2', {}, 'Instances'), inst.el]);
     return async () => {
       const q = `namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`;
       const [ro, history, list] = await Promise.all([api(`/v1/apps/${enc(key)}/rollout`), api(`/v1/apps/${enc(key)}/revisions`), api(`/v1/instances?${q}`)]);
@@ -923,15 +1045,16 @@
       const ph = r ? r.phase : 'none';
       fill(phase, badge(ph));
       phase.dataset.phase = ph;
+      if (actions) actions.phase(ph);
       sub.textContent = `revision ${ro.revision} on ${state.host}` + (r ? ` · rollout ${r.from} → ${r.target}, ${r.steps} steps, started ${ago(r.startedMs)}` : '') +
         (r && r.message ? ` · ${r.message}` : '') + (r && r.reason ? ` · ${r.reason}` : '');
       fill(overall,
         h('div', { class: 'card' }, h('small', {}, 'Updated'), h('div', { id: 'updated' }, meter(p.updated, p.instances, 'Instances updated', `${p.updated} of ${p.instances}`))),
         h('div', { class: 'card' }, h('small', {}, 'Ready'), meter(p.ready, p.instances, 'Instances ready', `${p.ready} of ${p.instances}`)),
         h('div', { class: 'card' }, h('small', {}, 'Surge instances'), h('b', {}, p.spares)));
-      revs.set(history.revisions.slice().reverse(), (v) => String(v.revision), (v) => [
+      diffs.update({ [state.host]: history.revisions }, () => revs.set(history.revisions.slice().reverse(), (v) => String(v.revision), (v) => [
         h('b', {}, v.revision, v.current ? ' (current)' : ''), h('code', {}, v.hash), utc(v.createdMs), v.appliedBy,
-        v.outcome ? h('span', {}, badge(v.outcome.phase), v.outcome.reason ? ` ${v.outcome.reason}` : '') : '—']);
+        v.outcome ? h('span', {}, badge(v.outcome.phase), v.outcome.reason ? ` ${v.outcome.reason}` : '') : '—', diffs.link(v.revision, [state.host])]));
       inst.set(list.instances, (i) => idText(i.id), (i) => [h('span', { class: 'mono' }, idText(i.id)), badge(stateName(i.state)),
         badge(i.ready ? 'yes' : 'no'), cell(i.restarts, 'num'), cell(i.revision !== undefined ? i.revision : '—', 'num'), i.message || '']);
     };

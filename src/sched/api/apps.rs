@@ -98,6 +98,25 @@ pub async fn revisions(With(s): State, Path(id): Path<(String, String)>) -> Resp
     answer(async move { s.sched.revisions(&app_id(id)).await }).await
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionQuery {
+    /// The node whose revision to read (each numbers its own); else the first that keeps it.
+    node: Option<String>,
+}
+
+/// One revision of the app and its spec, as a node that keeps it has it.
+pub async fn revision(
+    With(s): State,
+    Path((namespace, name, revision)): Path<(String, String, String)>,
+    Query(q): Query<RevisionQuery>,
+) -> Response {
+    let Ok(n) = revision.parse() else {
+        return ApiError::bad_request(format!("{revision:?} is not a revision number")).into_response();
+    };
+    answer(async move { s.sched.revision(&AppId::new(&namespace, &name), n, q.node.as_deref()).await }).await
+}
+
 pub async fn rollout(With(s): State, Path(id): Path<(String, String)>) -> Response {
     answer(s.sched.rollout_status(&app_id(id))).await
 }

@@ -50,6 +50,7 @@ pub fn router(served: Arc<Served>, max_body: usize) -> Router {
         .route("/v1/apps/{namespace}/{name}", get(apps::get))
         .route("/v1/apps/{namespace}/{name}/rollout", get(apps::rollout))
         .route("/v1/apps/{namespace}/{name}/revisions", get(apps::revisions))
+        .route("/v1/apps/{namespace}/{name}/revisions/{revision}", get(apps::revision))
         .route("/v1/apps/{namespace}/{name}/endpoints", get(apps::endpoints))
         .route("/v1/nodes", get(cluster::nodes))
         .route("/v1/constraints", get(cluster::constraints))

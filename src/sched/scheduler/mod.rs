@@ -37,7 +37,7 @@ pub use deploy::checked_documents;
 pub use hooks::{RunOnNode, TemplateStored};
 pub use intents::{Deleted, Intent};
 pub use nodes::{NodeListing, NodeLive};
-pub use rollout::{NodeRevisions, NodeRollout, SchedRevisions, SchedRolloutStatus};
+pub use rollout::{NodeRevisions, NodeRollout, SchedRevision, SchedRevisions, SchedRolloutStatus};
 pub use run::NodesWatch;
 
 use super::cluster::Cluster;

@@ -12,7 +12,9 @@
 
 use super::{app_key, check_spec, Scheduler};
 use crate::client::ClientError;
-pub use crate::protocol::sched_answers::{NodeRevisions, NodeRollout, SchedRevisions, SchedRolloutStatus};
+pub use crate::protocol::sched_answers::{
+    NodeRevisions, NodeRollout, SchedRevision, SchedRevisions, SchedRolloutStatus,
+};
 use crate::protocol::{DesiredChange, RolloutPhase, RolloutProgress};
 use crate::sched::store::{App, SchedRollout};
 use crate::sched::SchedError;
@@ -344,6 +346,35 @@ impl Scheduler {
         });
         let nodes = futures_util::future::join_all(asks).await.into_iter().collect();
         Ok(SchedRevisions { app: key.to_string(), nodes })
+    }
+
+    /// Revision `n` of the app with its spec, asked of `node`, else of its nodes in name order
+    /// until one keeps it (each node numbers its own revisions: the console names the node).
+    pub async fn revision(&self, key: &AppId, n: u64, node: Option<&str>) -> Result<SchedRevision, SchedError> {
+        let nodes = self.stored(key).await?.nodes();
+        let asked: Vec<&String> = nodes.iter().filter(|n| node.is_none_or(|want| *n == want)).collect();
+        if let (Some(want), true) = (node, asked.is_empty()) {
+            return Err(SchedError::NotFound(format!("{key} has no instance on node {want}")));
+        }
+        // Why each node asked had none; a node's 404 names the app, the revision and those it keeps.
+        let mut missed = Vec::new();
+        for node in asked {
+            let Some(client) = self.client(node) else {
+                missed.push(format!("{node}: not in the cluster file"));
+                continue;
+            };
+            let call = tokio::time::timeout(super::NODE_TIMEOUT, client.revision(&key.namespace, &key.name, n));
+            match call.await {
+                Ok(Ok(revision)) => return Ok(SchedRevision { node: node.clone(), revision }),
+                Ok(Err(e @ ClientError::Api { status: 404, .. })) => missed.push(format!("{node}: {e}")),
+                Ok(Err(e)) => missed.push(format!("{node}: did not answer ({e})")),
+                Err(_) => missed.push(format!("{node}: did not answer")),
+            }
+        }
+        if missed.is_empty() {
+            return Err(SchedError::NotFound(format!("no revision {n} of {key}: it has no instances on any node")));
+        }
+        Err(SchedError::NotFound(missed.join("; ")))
     }
 
     /// `rollout status APP`.
