@@ -68,20 +68,32 @@ struct Outcome {
     pruned: Vec<u64>,
 }
 
+/// While commits follow each other (the last one ended less than this ago), a group waits up
+/// to [`GATHER`] for more requests before committing: a burst of starts then shares each commit
+/// among more of them (each commit costs a sync and its pages whatever it holds). A request
+/// after a quiet moment is committed at once.
+const BUSY: std::time::Duration = std::time::Duration::from_millis(2);
+const GATHER: std::time::Duration = std::time::Duration::from_micros(500);
+
 pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: usize) {
     let mut group = Vec::new();
+    let mut last_commit: Option<std::time::Instant> = None;
     while let Ok(first) = rx.recv() {
         // Take what is queued, up to `max_group` requests or events, whichever comes first:
         // a subscriber that keeps up between groups then never lags (buffer >= max_group).
         let mut events = first.events();
         group.push(first);
+        let busy = last_commit.is_some_and(|at| at.elapsed() < BUSY);
+        let gather_until = std::time::Instant::now() + if busy { GATHER } else { std::time::Duration::ZERO };
         while group.len() < max_group && events < max_group {
-            match rx.try_recv() {
-                Ok(request) => {
+            let left = gather_until.saturating_duration_since(std::time::Instant::now());
+            let next = if left.is_zero() { rx.try_recv().ok() } else { rx.recv_timeout(left).ok() };
+            match next {
+                Some(request) => {
                     events += request.events();
                     group.push(request);
                 }
-                Err(_) => break,
+                None => break,
             }
         }
         let last_seq = shared.last_seq.load(Ordering::Acquire);
@@ -101,6 +113,7 @@ pub(crate) fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Request>, max_group: u
                     }
                 }
                 finish(&shared, group.drain(..), last_seq, at_ms, outcome);
+                last_commit = Some(std::time::Instant::now());
             }
             Err(e) => {
                 shared.failed_txns.fetch_add(1, Ordering::Relaxed);
