@@ -28,12 +28,12 @@ const RMDIR_RETRY: Duration = Duration::from_millis(500);
 
 /// Reads a whole cgroupfs file.
 pub(crate) fn read(path: &Path, op: &'static str) -> Result<String, CgroupError> {
-    fs::read_to_string(path).map_err(CgroupError::io(op, path))
+    crate::runtime::procinfo::read_kernel_file(path).map_err(CgroupError::io(op, path))
 }
 
 /// Reads a file that may legitimately be absent (controller not available): None then.
 pub(crate) fn read_optional(path: &Path, op: &'static str) -> Result<Option<String>, CgroupError> {
-    match fs::read_to_string(path) {
+    match crate::runtime::procinfo::read_kernel_file(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(CgroupError::io(op, path)(e)),
@@ -57,7 +57,7 @@ pub(crate) fn write_if_changed(
     op: &'static str,
     same: impl Fn(&str) -> bool,
 ) -> Result<(), CgroupError> {
-    match fs::read_to_string(path) {
+    match crate::runtime::procinfo::read_kernel_file(path) {
         Ok(current) if current.trim() == value || same(current.trim()) => Ok(()),
         _ => write(path, value, op),
     }
@@ -98,7 +98,7 @@ pub(crate) fn keyed(content: &str, key: &str) -> Option<u64> {
 
 /// pids.current and pids.max in `dir` (a pids controller's): 0 and None where they are not.
 pub(crate) fn tasks(dir: &std::path::Path) -> (u64, Option<u64>) {
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let read = |f: &str| crate::runtime::procinfo::read_kernel_file(&dir.join(f)).ok();
     let current = read("pids.current").and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     let max = read("pids.max").and_then(|s| s.trim().parse().ok());
     (current, max)
@@ -362,5 +362,5 @@ pub(crate) fn read_proc_cgroup(pid: i32) -> Option<String> {
     if pid <= 0 {
         return None;
     }
-    fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
+    crate::runtime::procinfo::read_kernel_file(Path::new(&format!("/proc/{pid}/cgroup"))).ok()
 }

@@ -31,6 +31,24 @@ impl ProcessIdentity {
     }
 }
 
+/// Reads a file of the kernel's (/proc, /sys, cgroupfs) whole: its size is not asked first
+/// (they all say 0) and the usual small one comes in one 4 KiB read, where `fs::read_to_string`
+/// stats the file and probes with 32 bytes before (an exit's OOM and emptiness checks read six).
+pub fn read_kernel_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let (mut text, mut chunk) = (Vec::new(), [0u8; 4096]);
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// The kernel's id of this boot; changes on every reboot, so it is read once per daemon (every
 /// spawn takes an identity).
 pub fn boot_id() -> std::sync::Arc<str> {
@@ -54,7 +72,7 @@ pub struct Stat {
 
 impl Stat {
     pub fn read(pid: i32) -> Option<Stat> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let text = read_kernel_file(std::path::Path::new(&format!("/proc/{pid}/stat"))).ok()?;
         Stat::parse(&text)
     }
 

@@ -39,7 +39,7 @@ impl Workload for Hollow {
         Hollow::default()
     }
 
-    fn prepare(&mut self, _: &mut Cx<'_>, _: &RenderedInstance, _: &std::os::fd::OwnedFd) -> Result<(), String> {
+    fn prepare(&mut self, _: &mut Cx<'_>, _: &RenderedInstance, _: std::os::fd::OwnedFd) -> Result<(), String> {
         Ok(())
     }
 

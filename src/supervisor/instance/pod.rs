@@ -53,9 +53,9 @@ impl Workload for Pod {
         &mut self,
         cx: &mut Cx<'_>,
         rendered: &RenderedInstance,
-        run_dir: &std::os::fd::OwnedFd,
+        run_dir: std::os::fd::OwnedFd,
     ) -> Result<(), String> {
-        super::process::run_dir_access(run_dir, rendered, &[]).map_err(|e| format!("run directory {e}"))?;
+        super::process::run_dir_access(&run_dir, rendered, &[]).map_err(|e| format!("run directory {e}"))?;
         let Some(pod) = &rendered.pod else { return Err("the spec renders no pod".into()) };
         self.injected_env = pod.containers.iter().map(|c| inject(cx, rendered, c)).collect::<Result<_, _>>()?;
         self.init_injected_env =

@@ -46,7 +46,7 @@ impl<W: Workload> Actor<W> {
             opened => opened,
         };
         let run_dir = run_dir.map_err(|e| format!("run directory {e}"))?;
-        self.workload.prepare(&mut cx!(self), &rendered, &run_dir)?;
+        self.workload.prepare(&mut cx!(self), &rendered, run_dir)?;
         Ok(rendered)
     }
 

@@ -144,13 +144,14 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
 
     fn new(shared: &Shared, rec: &InstanceRecord) -> Self;
 
-    /// Staging's kind-specific part, after the run directory (`run_dir`, opened) exists:
-    /// users, working directories, secrets and configmaps, the cgroup.
+    /// Staging's kind-specific part, after the run directory (`run_dir`, opened and checked)
+    /// exists: users, working directories, secrets and configmaps, the cgroup. The workload may
+    /// keep the directory's descriptor for the launch that follows.
     fn prepare(
         &mut self,
         cx: &mut Cx<'_>,
         rendered: &RenderedInstance,
-        run_dir: &std::os::fd::OwnedFd,
+        run_dir: std::os::fd::OwnedFd,
     ) -> Result<(), String>;
 
     /// Ends whatever an earlier run left, so that exactly one runs; false when it would not go.
