@@ -24,6 +24,16 @@ pub(crate) enum Op {
 #[must_use]
 pub struct Batch {
     pub(crate) ops: Vec<Op>,
+    pub(crate) on_durable: Option<OnDurable>,
+}
+
+/// What runs once a batch is durable, before its events are published (see [`Batch::on_durable`]).
+pub(crate) struct OnDurable(pub(crate) Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for OnDurable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDurable")
+    }
 }
 
 impl Batch {
@@ -46,6 +56,14 @@ impl Batch {
     /// Append an event to the journal; its sequence number is returned by the commit.
     pub fn event(mut self, body: Value) -> Batch {
         self.push_event(body);
+        self
+    }
+
+    /// Runs `f` on the store's thread once the batch is durable and before any of its events
+    /// is published: what an event announces (a record shown to readers) is there for whoever
+    /// the event wakes. Not run if the commit fails.
+    pub fn on_durable(mut self, f: impl FnOnce() + Send + 'static) -> Batch {
+        self.on_durable = Some(OnDurable(Box::new(f)));
         self
     }
 

@@ -219,6 +219,9 @@ fn finish(shared: &Shared, group: impl Iterator<Item = Request>, start: u64, at_
         match request {
             Request::Commit { batch, reply } => {
                 batches += 1;
+                if let Some(hook) = batch.on_durable {
+                    (hook.0)();
+                }
                 let mut seqs = Vec::new();
                 for op in batch.ops {
                     if let Op::Event { body, .. } = op {

@@ -73,7 +73,14 @@ impl Journal {
     pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = std::mem::take(&mut self.held);
         let record = serde_json::to_value(rec).expect("record serializes");
-        let commit = Box::pin(store.submit(batch(rec, &record, &events)));
+        // Shown by the store once durable, before the events go out: a reader an event wakes
+        // (steward-sched lists the node's instances on one) finds what it announces.
+        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
+        let show = move || {
+            status.send_replace(shown);
+            waker.notify_one();
+        };
+        let commit = Box::pin(store.submit(batch(rec, &record, &events).on_durable(show)));
         PendingCommit { commit, record, events }
     }
 
@@ -83,6 +90,8 @@ impl Journal {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {
+                // Shown by the store before its events went out (see `begin`).
+                Ok(_) if attempt == 1 => return,
                 Ok(_) => break,
                 Err(e) if attempt < 6 => {
                     tracing::error!(instance = %rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
@@ -106,4 +115,35 @@ fn batch(rec: &InstanceRecord, record: &serde_json::Value, events: &[serde_json:
         batch.push_event(e.clone());
     }
     batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::InstanceId;
+
+    /// A reader woken by an event (steward-sched lists the node's instances when it hears one)
+    /// must find the status the event announces: it was shown a moment after the event, when
+    /// the actor ran again, and a listing in between read the state before (the endpoints then
+    /// followed a readiness change only at the next reconcile pass, 9 s late).
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_event_is_published_only_once_its_record_is_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
+        let mut rec = InstanceRecord::new(id, 1, 0);
+        let (status, shown) = watch::channel(rec.clone());
+        let mut journal = Journal::new(status, Default::default());
+        let mut events = store.subscribe();
+        rec.ready = true;
+        let committer = {
+            let (store, rec) = (store.clone(), rec.clone());
+            tokio::spawn(async move { journal.commit(&store, &rec, vec![serde_json::json!({"ready": true})]).await })
+        };
+        let event = events.recv().await.unwrap();
+        assert_eq!(event.body["ready"], true);
+        // Read at once, before the committer runs again (one thread: it has not yet).
+        assert!(shown.borrow().ready, "the record the event announces is shown when the event is out");
+        committer.await.unwrap();
+    }
 }
