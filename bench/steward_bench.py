@@ -60,6 +60,8 @@ def start_daemon(prefix):
     with open(conf, "w") as f:
         f.write(f'work_base_dir = "{d}/work"\nrun_base_dir = "{d}/run"\nstate_dir = "{d}/state"\n'
                 f'socket = "{sock}"\ncgroup_parent = "{parent}"\nhost_ip = "127.0.0.1"\n')
+        # More settings, one per line (a cgroup v2 run on a hybrid host: see docs/performance.md).
+        f.write(os.environ.get("STEWARD_BENCH_CONF", "").replace("\\n", "\n") + "\n")
     log = open(os.path.join(d, "stewardd.log"), "w")
     daemon = subprocess.Popen([STEWARDD, "--config", conf], stdout=log, stderr=log)
     while True:  # the socket file can exist a moment before the daemon answers on it

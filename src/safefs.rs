@@ -368,7 +368,8 @@ impl HeldRoot {
         }
         let fd = open_workload_dir(&self.path, Some((0, 0)))?;
         let st = sys::stat_fd(fd.as_fd()).map_err(|e| at(&self.path, e))?;
-        let fd = std::sync::Arc::new(fd);
+        // Held for the daemon's life: above the spawns' descriptors (see `spawn::held_high`).
+        let fd = std::sync::Arc::new(crate::runtime::spawn::held_high(fd));
         *held = Some((fd.clone(), st.st_dev, st.st_ino));
         Ok(fd)
     }

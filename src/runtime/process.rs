@@ -285,7 +285,7 @@ pub fn open_logs<const N: usize>(dir: &Path, paths: [&Path; N], user: &ResolvedU
 }
 
 /// [`open_logs`] in the run directory already open as `dir_fd` (checked the daemon's).
-pub fn open_logs_at<const N: usize>(
+fn open_logs_at<const N: usize>(
     dir_fd: &std::os::fd::OwnedFd,
     dir: &Path,
     paths: [&Path; N],

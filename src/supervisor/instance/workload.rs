@@ -145,8 +145,9 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     fn new(shared: &Shared, rec: &InstanceRecord) -> Self;
 
     /// Staging's kind-specific part, after the run directory (`run_dir`, opened and checked)
-    /// exists: users, working directories, secrets and configmaps, the cgroup. The workload may
-    /// keep the directory's descriptor for the launch that follows.
+    /// exists: users, working directories, secrets and configmaps, the cgroup. Its descriptor
+    /// is not kept: a descriptor held per start in flight would push the spawns' own above the
+    /// smallest table a child can copy (tests/daemon_process.rs).
     fn prepare(
         &mut self,
         cx: &mut Cx<'_>,

@@ -52,10 +52,8 @@ impl Processes {
         // The run's output begins at its first command: the first init step, else startCmd.
         let what = if p.init_steps.is_empty() { "start" } else { "start after init" };
         let spawned = self.spawn_committed(cx, rendered, i, &p.start_cmd, &user, what).await;
-        // Launched: waiting out the grace period or for the pidfile holds no place, and later
-        // commands (stop, reload) open the run directory anew.
+        // Launched: waiting out the grace period or for the pidfile holds no place.
         *cx.launch_place = None;
-        self.staged_run_dir = None;
         let (pid, mut exit) = match spawned {
             Ok(x) => x,
             Err(e) => return Outcome::Failed(format!("cannot run startCmd: {e}")),
@@ -247,10 +245,7 @@ impl Processes {
         let log = |stream: &str| rendered.run_dir.join(format!("{}.{stream}.log", p.proc_name));
         let (out, err) = (log("stdout"), log("stderr"));
         let logs = [out.as_path(), err.as_path()];
-        let [mut stdout, mut stderr] = match &self.staged_run_dir {
-            Some(dir) => process::open_logs_at(dir, &rendered.run_dir, logs, user)?,
-            None => process::open_logs(&rendered.run_dir, logs, user)?,
-        };
+        let [mut stdout, mut stderr] = process::open_logs(&rendered.run_dir, logs, user)?;
         if what == "start" || what == "init" {
             // Where each run's output begins, in both files (`steward logs` shows it).
             use std::io::Write;

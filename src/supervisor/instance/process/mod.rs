@@ -67,9 +67,6 @@ pub(crate) struct Processes {
     /// again. False when the actor begins, so its first start clears whatever an earlier daemon
     /// left there (a spawn whose commit a crash cut short, see `launch`).
     cgroup_clear: AtomicBool,
-    /// The run directory as the last staging opened and checked it, kept until its launch has
-    /// spawned (the logs are opened in it: no second walk to it).
-    staged_run_dir: Option<std::os::fd::OwnedFd>,
 }
 
 impl Workload for Processes {
@@ -85,7 +82,6 @@ impl Workload for Processes {
             cgroup_limits: None,
             oom_kills_at_start: None,
             cgroup_clear: AtomicBool::new(false),
-            staged_run_dir: None,
         }
     }
 
@@ -95,10 +91,7 @@ impl Workload for Processes {
         rendered: &RenderedInstance,
         run_dir: std::os::fd::OwnedFd,
     ) -> Result<(), String> {
-        self.staged_run_dir = None;
-        self.set_up(cx, rendered, &run_dir)?;
-        self.staged_run_dir = Some(run_dir);
-        Ok(())
+        self.set_up(cx, rendered, &run_dir)
     }
 
     async fn clear(&mut self, _cx: &mut Cx<'_>) -> bool {
