@@ -281,22 +281,12 @@ pub fn open_log(path: &Path, user: &ResolvedUser) -> io::Result<File> {
 /// [`open_log`] of each of `paths`, all in the run directory `dir`, which is opened once.
 pub fn open_logs<const N: usize>(dir: &Path, paths: [&Path; N], user: &ResolvedUser) -> io::Result<[File; N]> {
     let dir_fd = crate::safefs::open_daemon_dir(dir)?;
-    open_logs_at(&dir_fd, dir, paths, user)
-}
-
-/// [`open_logs`] in the run directory already open as `dir_fd` (checked the daemon's).
-fn open_logs_at<const N: usize>(
-    dir_fd: &std::os::fd::OwnedFd,
-    dir: &Path,
-    paths: [&Path; N],
-    user: &ResolvedUser,
-) -> io::Result<[File; N]> {
     debug_assert!(paths.iter().all(|p| p.parent() == Some(dir)));
     let mut files = Vec::with_capacity(N);
     for path in paths {
         let name = path.file_name().unwrap_or_default();
         let name = crate::fetch::sys::name(name.as_encoded_bytes()).map_err(|e| crate::safefs::at(path, e))?;
-        let (file, st) = crate::safefs::open_log_stat_at(std::os::fd::AsFd::as_fd(dir_fd), &name, path)?;
+        let (file, st) = crate::safefs::open_log_stat_at(std::os::fd::AsFd::as_fd(&dir_fd), &name, path)?;
         files.push(owned_log(file, st, path, user)?);
     }
     Ok(files.try_into().unwrap_or_else(|_| unreachable!("one file per path")))

@@ -73,31 +73,34 @@ impl Journal {
     pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = std::mem::take(&mut self.held);
         let record = serde_json::to_value(rec).expect("record serializes");
-        // Shown by the store once durable, before the events go out: a reader an event wakes
-        // (steward-sched lists the node's instances on one) finds what it announces.
-        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
-        let show = move || {
-            status.send_replace(shown);
-            waker.notify_one();
-        };
-        let commit = Box::pin(store.submit(batch(rec, &record, &events).on_durable(show)));
+        let commit = Box::pin(store.submit(self.batch(rec, &record, &events)));
         PendingCommit { commit, record, events }
     }
 
-    /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses,
-    /// then shows `rec`.
+    /// The record and events to commit, `rec` shown by the store once durable and before the
+    /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
+    /// finds what it announces.
+    fn batch(&self, rec: &InstanceRecord, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
+        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
+        batch(rec, record, events).on_durable(move || {
+            status.send_replace(shown);
+            waker.notify_one();
+        })
+    }
+
+    /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses
+    /// (the store shows `rec` once it is durable, see [`Self::batch`]).
     pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {
-                // Shown by the store before its events went out (see `begin`).
-                Ok(_) if attempt == 1 => return,
-                Ok(_) => break,
+                // Shown by the store before its events went out (see `batch`).
+                Ok(_) => return,
                 Err(e) if attempt < 6 => {
                     tracing::error!(instance = %rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
-                    pending.commit = Box::pin(store.submit(batch(rec, &pending.record, &pending.events)));
+                    pending.commit = Box::pin(store.submit(self.batch(rec, &pending.record, &pending.events)));
                 }
                 Err(e) => {
                     tracing::error!(instance = %rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
@@ -105,7 +108,6 @@ impl Journal {
                 }
             }
         }
-        self.show(rec);
     }
 }
 
