@@ -137,6 +137,15 @@ pub trait Cgroup: Send + Sync + fmt::Debug {
     /// empty. This is how the daemon knows an instance is really gone.
     fn pids(&self) -> Result<Vec<i32>, CgroupError>;
 
+    /// Whether one kernel file shows that no process is left in the cgroup tree, without
+    /// listing it: every run's end asks before a restart, and a stop polls it. v2 reads
+    /// `cgroup.events` ("populated 0"), v1 the pids hierarchy's `pids.current` (0; it counts a
+    /// zombie too). False means not known so: something is there, or the file is not; then
+    /// [`Cgroup::pids`] lists every hierarchy.
+    fn known_empty(&self) -> bool {
+        false
+    }
+
     /// Whether `pid` is in the cgroup (or below it), from /proc/PID/cgroup: checks a pidfile's
     /// pid and re-adopted processes. False if the process is gone.
     fn contains(&self, pid: i32) -> bool;

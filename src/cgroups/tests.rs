@@ -223,6 +223,27 @@ fn v2_pids_cover_nested_cgroups() {
     assert_eq!(cg.pids().unwrap(), vec![10, 11, 12, 13]);
 }
 
+/// One file says an instance's cgroup tree is empty (every run's end asks): v2's
+/// cgroup.events, v1's pids.current; anything else leaves it to the listing.
+#[test]
+fn one_file_says_a_cgroup_is_empty() {
+    let (t, _h, cg) = v2_instance(false);
+    assert!(cg.known_empty(), "populated 0");
+    put(t.path(), "steward/demo.gamesvc.0/cgroup.events", "populated 1\nfrozen 0\n");
+    assert!(!cg.known_empty(), "populated 1");
+    fs::remove_file(t.path().join("steward/demo.gamesvc.0/cgroup.events")).unwrap();
+    assert!(!cg.known_empty(), "no cgroup.events: not known");
+
+    let (t, _h, cg) = v1_instance();
+    assert!(!cg.known_empty(), "no pids.current: not known");
+    put(t.path(), "pids/steward/demo.gamesvc.0/pids.current", "2\n");
+    assert!(!cg.known_empty(), "two tasks");
+    put(t.path(), "pids/steward/demo.gamesvc.0/pids.current", "0\n");
+    // Processes listed in another hierarchy do not count: the pids hierarchy tracks.
+    put(t.path(), "memory/steward/demo.gamesvc.0/cgroup.procs", "10\n");
+    assert!(cg.known_empty(), "pids.current 0");
+}
+
 #[test]
 fn absent_cgroup_is_empty_and_killing_it_kills_nothing() {
     let t = v2_root();
@@ -779,6 +800,49 @@ mod real {
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
         // Left thawed.
         assert_eq!(fs::read_to_string(cg.dir.join("cgroup.freeze")).unwrap().trim(), "0");
+        cg.remove().unwrap();
+        h.remove_parent().unwrap();
+    }
+
+    /// The file the end of a run reads says empty only once the last process is gone and
+    /// reaped (on v1 a zombie still counts; then the listing decides, which skips zombies):
+    /// on this host's hierarchy, and on a private cgroup2 mount.
+    #[test]
+    fn an_instance_is_known_empty_once_its_last_process_is_reaped() {
+        if !is_root() {
+            eprintln!("SKIP known_empty: needs root");
+            return;
+        }
+        let parent = format!("steward-unit-empty-{}", std::process::id());
+        let host = CgroupConfig { mount_root: "/sys/fs/cgroup".into(), parent: parent.clone() };
+        check_known_empty(&Hierarchy::detect(&host).unwrap());
+        let dir = TempDir::new().unwrap();
+        let mounted = Command::new("mount").args(["-t", "cgroup2", "none"]).arg(dir.path()).status();
+        if !matches!(mounted, Ok(s) if s.success()) {
+            eprintln!("SKIP known_empty on v2: cannot mount cgroup2 at {}", dir.path().display());
+            return;
+        }
+        let config = CgroupConfig { mount_root: dir.path().into(), parent };
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let checked = Hierarchy::detect_v2(&config, &mountinfo, &own, 0).map(|h| check_known_empty(&h));
+        let _ = Command::new("umount").arg(dir.path()).status();
+        checked.unwrap();
+    }
+
+    fn check_known_empty(h: &Hierarchy) {
+        let cg = h.instance("empty.test.0");
+        cg.create().unwrap();
+        let mut child = spawn_in(cg.as_ref(), "exec sleep 1000");
+        assert_eq!(wait_for(cg.as_ref(), 1).len(), 1);
+        assert!(!cg.known_empty(), "{}: a process runs in it", h.version());
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        if h.version() == Version::V1 {
+            assert!(!cg.known_empty(), "a zombie still counts on v1");
+        }
+        child.wait().unwrap();
+        assert!(cg.known_empty(), "{}: nothing left after the reap", h.version());
         cg.remove().unwrap();
         h.remove_parent().unwrap();
     }

@@ -200,6 +200,15 @@ impl Cgroup for V1Cgroup {
         Ok(all.into_iter().collect())
     }
 
+    fn known_empty(&self) -> bool {
+        // The pids hierarchy is the one that tracks: its count is hierarchical and includes
+        // zombies, so 0 means nothing, anywhere below. (A root workload that moves itself out
+        // of our pids cgroup alone escapes this check, as leaving every hierarchy escapes all.)
+        let Some(dir) = self.dir_of("pids") else { return false };
+        common::read_optional(&dir.join("pids.current"), "count tasks in")
+            .is_ok_and(|s| s.is_some_and(|s| s.trim() == "0"))
+    }
+
     fn contains(&self, pid: i32) -> bool {
         let Some(content) = common::read_proc_cgroup(pid) else { return false };
         self.parts().any(|p| {

@@ -257,6 +257,12 @@ impl Cgroup for V2Cgroup {
         Ok(all.into_iter().collect())
     }
 
+    fn known_empty(&self) -> bool {
+        // Hierarchical, and an exited task has left its cgroup even before it is reaped.
+        common::read_optional(&self.dir.join("cgroup.events"), "read events of")
+            .is_ok_and(|s| s.is_some_and(|s| common::keyed(&s, "populated") == Some(0)))
+    }
+
     fn contains(&self, pid: i32) -> bool {
         let Some(content) = common::read_proc_cgroup(pid) else { return false };
         common::proc_cgroup_path(&content, None).is_some_and(|at| common::path_within(at, &self.kernel_path))

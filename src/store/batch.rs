@@ -47,6 +47,13 @@ impl Batch {
         self
     }
 
+    /// [`Batch::put`] of a record serialized already (straight from its type, once: an
+    /// instance's journal retries a commit with the same bytes).
+    pub fn put_json(mut self, table: Table, key: &str, json: Vec<u8>) -> Batch {
+        self.ops.push(Op::Put { table, key: key.to_owned(), value: json });
+        self
+    }
+
     /// Remove the record `key` of `table` (no error if it is absent).
     pub fn delete(mut self, table: Table, key: &str) -> Batch {
         self.push_delete(table, key);

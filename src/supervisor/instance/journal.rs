@@ -12,8 +12,8 @@ use tokio::sync::watch;
 /// A commit on its way to the store (see [`Journal::begin`]).
 pub(crate) struct PendingCommit {
     commit: Pin<Box<dyn Future<Output = Result<Vec<u64>, StoreError>> + Send>>,
-    /// What was sent, for a retry.
-    record: serde_json::Value,
+    /// What was sent, for a retry: the record's JSON, serialized once.
+    record: Vec<u8>,
     events: Vec<serde_json::Value>,
 }
 
@@ -72,7 +72,8 @@ impl Journal {
     /// are durable, so work in between (a spawn) overlaps the fsync.
     pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = std::mem::take(&mut self.held);
-        let record = serde_json::to_value(rec).expect("record serializes");
+        // Straight to JSON: no `Value` tree built only to be serialized again.
+        let record = serde_json::to_vec(rec).expect("record serializes");
         let commit = Box::pin(store.submit(self.batch(rec, &record, &events)));
         PendingCommit { commit, record, events }
     }
@@ -80,7 +81,7 @@ impl Journal {
     /// The record and events to commit, `rec` shown by the store once durable and before the
     /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
     /// finds what it announces.
-    fn batch(&self, rec: &InstanceRecord, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
+    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value]) -> Batch {
         let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
         batch(rec, record, events).on_durable(move || {
             status.send_replace(shown);
@@ -111,8 +112,8 @@ impl Journal {
     }
 }
 
-fn batch(rec: &InstanceRecord, record: &serde_json::Value, events: &[serde_json::Value]) -> Batch {
-    let mut batch = Batch::new().put(Table::Instances, &rec.key(), record);
+fn batch(rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value]) -> Batch {
+    let mut batch = Batch::new().put_json(Table::Instances, &rec.key(), record.to_vec());
     for e in events {
         batch.push_event(e.clone());
     }

@@ -392,6 +392,9 @@ impl Processes {
 /// No live process left in the cgroup. Zombies do not count: after a daemon restart they
 /// belong to another parent (PID 1 on most hosts), which may reap them late.
 fn cgroup_empty(cgroup: &dyn Cgroup) -> bool {
+    if cgroup.known_empty() {
+        return true;
+    }
     cgroup.pids().map(|p| p.iter().all(|pid| !procinfo::is_alive(*pid))).unwrap_or(true)
 }
 
