@@ -25,6 +25,24 @@ use tokio::sync::oneshot;
 /// Receives the exit status of one pid.
 pub type ExitWatch = oneshot::Receiver<ExitStatus>;
 
+/// Who gets a watched pid's status: a watch to await, or a call made by whoever reaps it (see
+/// [`Reaper::on_exit`]: no task waits per process).
+enum Watcher {
+    Watch(oneshot::Sender<ExitStatus>),
+    Call(Box<dyn FnOnce(ExitStatus) + Send>),
+}
+
+impl Watcher {
+    fn tell(self, status: ExitStatus) {
+        match self {
+            Watcher::Watch(tx) => {
+                let _ = tx.send(status);
+            }
+            Watcher::Call(deliver) => deliver(status),
+        }
+    }
+}
+
 #[derive(Clone, Default)]
 pub struct Reaper {
     inner: Arc<Mutex<Inner>>,
@@ -32,7 +50,7 @@ pub struct Reaper {
 
 #[derive(Default)]
 struct Inner {
-    watchers: HashMap<i32, oneshot::Sender<ExitStatus>>,
+    watchers: HashMap<i32, Watcher>,
     /// The watched pids no pidfd reaps (their status comes from the scan alone): while any is
     /// watched, the scan runs at once on SIGCHLD.
     scanned_only: std::collections::HashSet<i32>,
@@ -94,13 +112,44 @@ impl Reaper {
     }
 
     fn deliver(&self, pid: i32, status: ExitStatus) {
-        let mut inner = self.inner.lock().expect("reaper lock");
-        for collected in inner.collecting.values_mut() {
-            collected.push((pid, status));
+        let watcher = {
+            let mut inner = self.inner.lock().expect("reaper lock");
+            for collected in inner.collecting.values_mut() {
+                collected.push((pid, status));
+            }
+            inner.scanned_only.remove(&pid);
+            inner.watchers.remove(&pid)
+        };
+        if let Some(watcher) = watcher {
+            watcher.tell(status);
         }
-        inner.scanned_only.remove(&pid);
-        if let Some(tx) = inner.watchers.remove(&pid) {
-            let _ = tx.send(status);
+    }
+
+    /// Hands the exit of `pid`, watched by `watch` (from [`Reaper::spawn`]), to `deliver`,
+    /// called by whatever reaps it (its pidfd's task, or the scan): the status goes straight
+    /// to its reader, with no task per process awaiting the watch in between. At once if it
+    /// has been reaped already. Err gives the watch back when a newer watch of the same pid
+    /// replaced it (it will never fire).
+    pub fn on_exit(
+        &self,
+        pid: i32,
+        mut watch: ExitWatch,
+        deliver: impl FnOnce(ExitStatus) + Send + 'static,
+    ) -> Result<(), ExitWatch> {
+        let mut inner = self.inner.lock().expect("reaper lock");
+        // Under the lock nothing is delivered meanwhile: the watch's sender is either still
+        // in `watchers` (nothing came yet), or it has sent, or it was dropped (replaced).
+        match watch.try_recv() {
+            Ok(status) => {
+                drop(inner);
+                deliver(status);
+                Ok(())
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {
+                inner.watchers.insert(pid, Watcher::Call(Box::new(deliver)));
+                Ok(())
+            }
+            Err(oneshot::error::TryRecvError::Closed) => Err(watch),
         }
     }
 
@@ -128,7 +177,7 @@ impl Reaper {
                 let _ = tx.send(*status);
             }
             None => {
-                inner.watchers.insert(pid, tx);
+                inner.watchers.insert(pid, Watcher::Watch(tx));
                 // Outside a runtime (a test's spawn) the scan alone.
                 let by_pidfd = pidfd.zip(tokio::runtime::Handle::try_current().ok());
                 if by_pidfd.is_none() {
@@ -149,7 +198,7 @@ impl Reaper {
     pub fn watch(&self, pid: i32) -> ExitWatch {
         let (tx, rx) = oneshot::channel();
         let mut inner = self.inner.lock().expect("reaper lock");
-        inner.watchers.insert(pid, tx);
+        inner.watchers.insert(pid, Watcher::Watch(tx));
         inner.scanned_only.insert(pid);
         rx
     }
@@ -174,5 +223,53 @@ fn set_child_subreaper() -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    /// `sh -c script` as a child reaped by its pidfd (no SIGCHLD scan in a test process: it
+    /// would take other tests' children).
+    fn spawn(reaper: &Reaper, script: &str) -> (i32, ExitWatch) {
+        reaper
+            .spawn(|| -> std::io::Result<(i32, Option<OwnedFd>)> {
+                let child = std::process::Command::new("/bin/sh").args(["-c", script]).spawn()?;
+                let pid = child.id() as i32;
+                // SAFETY: pidfd_open returns a new descriptor we own, or -1.
+                let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+                assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+                Ok((pid, Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })))
+            })
+            .unwrap()
+    }
+
+    /// The status goes straight to its reader (no task per process waits on the watch): from
+    /// the pidfd's task when handed over before the exit, at once when it came already, and
+    /// not at all through a watch that a newer one replaced (the caller gets it back).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_exit_goes_to_its_reader_from_whatever_reaps_it() {
+        let reaper = Reaper::default();
+
+        let (pid, watch) = spawn(&reaper, "sleep 0.3; exit 3");
+        let (tx, rx) = oneshot::channel();
+        assert!(reaper.on_exit(pid, watch, move |s| tx.send(s).unwrap()).is_ok());
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), rx).await.unwrap().unwrap();
+        assert_eq!(status, ExitStatus::Code(3));
+
+        let (pid, watch) = spawn(&reaper, "exit 4");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let (tx, rx) = std::sync::mpsc::channel();
+        assert!(reaper.on_exit(pid, watch, move |s| tx.send(s).unwrap()).is_ok());
+        assert_eq!(rx.try_recv(), Ok(ExitStatus::Code(4)), "reaped already: told at once");
+
+        let (pid, watch) = spawn(&reaper, "exec sleep 30");
+        let newer = reaper.watch(pid);
+        assert!(reaper.on_exit(pid, watch, |_| panic!("a replaced watch is not called")).is_err());
+        nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), newer).await.unwrap().unwrap();
+        assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
     }
 }

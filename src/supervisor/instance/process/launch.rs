@@ -296,7 +296,7 @@ pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<
     let pid = main.identity.pid;
     let reaped = match reaped {
         Some(reaped) if main.spawned => {
-            watch_own_child(tx, main.identity.clone(), generation, index, reaped);
+            watch_own_child(&reaper, tx, main.identity.clone(), generation, index, reaped);
             return;
         }
         other => other,
@@ -337,23 +337,33 @@ pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<
     });
 }
 
-/// Our own child: the reaper's status is all it takes (no pidfd in the event loop, a small
-/// task: thousands of instances each hold one).
-fn watch_own_child(tx: Mailbox, identity: ProcessIdentity, generation: u64, index: usize, reaped: ExitWatch) {
+/// Our own child's exit goes to the actor from whatever reaps it (its pidfd's task): no task
+/// of its own waits for it. A watch replaced by a newer one (a re-adopting actor's) never
+/// fires: then a pidfd tells when it ends (opened on it while it is the same process; else it
+/// has ended).
+fn watch_own_child(
+    reaper: &crate::runtime::reaper::Reaper,
+    tx: Mailbox,
+    identity: ProcessIdentity,
+    generation: u64,
+    index: usize,
+    reaped: ExitWatch,
+) {
+    let deliver = {
+        let tx = tx.clone();
+        move |status| {
+            let _ = tx.send(Msg::MainExited { generation, index, status });
+        }
+    };
+    if reaper.on_exit(identity.pid, reaped, deliver).is_ok() {
+        return;
+    }
     tokio::spawn(async move {
-        let status = match reaped.await {
-            Ok(status) => status,
-            // Replaced by a newer watch: a pidfd tells when it ends (opened on it while it is
-            // the same process; else it has ended).
-            Err(_) => {
-                if let Ok(pidfd) = Pidfd::open(identity.pid) {
-                    if identity.is_current() {
-                        pidfd.exited().await;
-                    }
-                }
-                ExitStatus::Unknown
+        if let Ok(pidfd) = Pidfd::open(identity.pid) {
+            if identity.is_current() {
+                pidfd.exited().await;
             }
-        };
-        let _ = tx.send(Msg::MainExited { generation, index, status });
+        }
+        let _ = tx.send(Msg::MainExited { generation, index, status: ExitStatus::Unknown });
     });
 }
