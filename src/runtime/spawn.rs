@@ -480,7 +480,9 @@ mod tests {
         // One of "the daemon's" descriptors: a file the child must not hold.
         let held = tempfile::NamedTempFile::new().unwrap();
         let held_fd = std::fs::File::open(held.path()).unwrap();
-        let (reader, writer) = nix::unistd::pipe().unwrap();
+        // Close-on-exec, as the daemon's own are: other tests' children, once they exec, must
+        // not hold the writer too (the inspector below looks for the child that holds it).
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         // Fill the pipe: the child's one-byte write (its "cgroup join") blocks until we read.
         nix::fcntl::fcntl(writer.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
         while nix::unistd::write(&writer, &[0u8; 4096]).is_ok() {}
