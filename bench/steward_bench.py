@@ -136,6 +136,26 @@ def sleeper_spec(n, pidfile=False):
             "spec": {"instance": n, "template": {"spec": {"processes": [proc]}}}}
 
 
+def tasks_file(parent):
+    """The v1 pids hierarchy's count of every task in the daemon's instances (`parent`, the
+    cgroup_parent start_daemon gave it; made by the first start), or None where there is no
+    such hierarchy (a v2 layout without the pids controller)."""
+    return f"/sys/fs/cgroup/pids/{parent}/pids.current" if os.path.isdir("/sys/fs/cgroup/pids") else None
+
+
+def running_by_count(path, n, t0):
+    """Seconds from t0 until `path` (a pids.current) counts N tasks: one small file a poll, the
+    same cost at every N (the children lists cost the poller O(N) a poll, 1.6 s of the two
+    cores' CPU over a burst of 5,000: docs/performance.md, issue 48's fourth step)."""
+    while True:
+        try:
+            if int(open(path).read()) >= n:
+                return time.monotonic() - t0
+        except FileNotFoundError:  # before the first start made the daemon's cgroup
+            pass
+        time.sleep(0.001)
+
+
 def deploy(daemon, sock, n, pidfile=False):
     """Apply N sleepers; returns seconds until all N main processes are children of the daemon
     (directly, or reparented to it), then waits for the daemon to settle (all Running)."""
@@ -143,7 +163,24 @@ def deploy(daemon, sock, n, pidfile=False):
     api(sock, "POST", "/v1/apply", json.dumps(sleeper_spec(n, pidfile)).encode())
     while len(children(daemon.pid)) < n:
         time.sleep(0.001)
-    t_all = time.monotonic() - t0
+    return settle(sock, n, time.monotonic() - t0)
+
+
+def deploy_counted(sock, n, parent):
+    """Apply N foreground sleepers; returns seconds until the pids hierarchy counts N tasks in
+    the instances' cgroups (None without a v1 pids hierarchy), then waits for all Running. A
+    sleeper joins its cgroup after its clone and before its exec: the same moment, within the
+    join, as a child showing in the daemon's children list."""
+    path = tasks_file(parent)
+    if path is None:
+        return None
+    t0 = time.monotonic()
+    api(sock, "POST", "/v1/apply", json.dumps(sleeper_spec(n)).encode())
+    return settle(sock, n, running_by_count(path, n, t0))
+
+
+def settle(sock, n, t_all):
+    """Returns t_all once the daemon settled (all Running, committed), or after 30 s."""
     # Let the daemon settle (Running transitions committed) before measuring respawns.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -153,6 +190,40 @@ def deploy(daemon, sock, n, pidfile=False):
         time.sleep(0.05)
     time.sleep(1)
     return t_all
+
+
+def own_cgroup_procs(pid):
+    """The `cgroup.procs` of the v1 pids cgroup `pid` is in (its instance's own), or None."""
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, ctl, path = line.rstrip("\n").split(":", 2)
+        if "pids" in ctl.split(","):
+            return f"/sys/fs/cgroup/pids{path}/cgroup.procs"
+    return None
+
+
+def respawn_latencies_by_cgroup(daemon_pid, k):
+    """kill -9 one instance's main K times; seconds until its own cgroup holds a new process
+    (sorted): one small list a poll, as peer_s6.py polls the one supervisor of its victim (the
+    children of the daemon are every instance's). The new process shows there once it joined
+    the cgroup, after its clone and before its exec."""
+    lat = []
+    for i in range(k):
+        before = sorted(children(daemon_pid))
+        victim = before[i % len(before)]
+        procs = own_cgroup_procs(victim)
+        if procs is None:
+            return None
+        t1 = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        while True:
+            now = open(procs).read().split()
+            if now and str(victim) not in now:
+                break
+            time.sleep(0.0002)
+        lat.append(time.monotonic() - t1)
+        time.sleep(0.05)
+    lat.sort()
+    return lat
 
 
 def respawn_latencies(daemon_pid, n, k):
