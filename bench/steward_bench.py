@@ -201,48 +201,52 @@ def own_cgroup_procs(pid):
     return None
 
 
-def respawn_latencies_by_cgroup(daemon_pid, k):
-    """kill -9 one instance's main K times; seconds until its own cgroup holds a new process
-    (sorted): one small list a poll, as peer_s6.py polls the one supervisor of its victim (the
-    children of the daemon are every instance's). The new process shows there once it joined
-    the cgroup, after its clone and before its exec."""
+def kill_and_time(daemon_pid, k, replaced):
+    """kill -9 one of the daemon's children K times; seconds until `replaced(victim)` (sorted),
+    or None when it returns None for a victim (nothing to poll)."""
     lat = []
     for i in range(k):
         before = sorted(children(daemon_pid))
         victim = before[i % len(before)]
-        procs = own_cgroup_procs(victim)
-        if procs is None:
+        done = replaced(victim)
+        if done is None:
             return None
         t1 = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        while True:
-            now = open(procs).read().split()
-            if now and str(victim) not in now:
-                break
+        while not done():
             time.sleep(0.0002)
         lat.append(time.monotonic() - t1)
         time.sleep(0.05)
     lat.sort()
     return lat
+
+
+def respawn_latencies_by_cgroup(daemon_pid, k):
+    """Respawn latencies polled by the victim's own cgroup: until it holds a new process. One
+    small list a poll, as peer_s6.py polls the one supervisor of its victim (the children of
+    the daemon are every instance's). The new process shows there once it joined the cgroup,
+    after its clone and before its exec."""
+    def replaced(victim):
+        procs = own_cgroup_procs(victim)
+        if procs is None:
+            return None
+
+        def done():
+            now = open(procs).read().split()
+            return bool(now) and str(victim) not in now
+        return done
+    return kill_and_time(daemon_pid, k, replaced)
 
 
 def respawn_latencies(daemon_pid, n, k):
-    """kill -9 one child K times; seconds until it is gone and N children are back (sorted)."""
-    lat = []
-    for i in range(k):
-        before = children(daemon_pid)
-        victim = sorted(before)[i % len(before)]
-        t1 = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
-        while True:
+    """Respawn latencies polled by the daemon's children: until the victim is gone and N
+    children are back."""
+    def replaced(victim):
+        def done():
             now = children(daemon_pid)
-            if victim not in now and len(now) == n:
-                break
-            time.sleep(0.0002)
-        lat.append(time.monotonic() - t1)
-        time.sleep(0.05)
-    lat.sort()
-    return lat
+            return victim not in now and len(now) == n
+        return done
+    return kill_and_time(daemon_pid, k, replaced)
 
 
 def p99(lat):
