@@ -288,9 +288,19 @@ impl Hooks {
         Ok(())
     }
 
+    /// Starts `key`'s task unless one drives it already: a restart's `resume` can meet a run
+    /// created meanwhile (the scale-in driver creates runs as the daemon loads), and two tasks
+    /// of one run would each commit it, the second's start dropping the first's stop signal.
     fn spawn_driver(&self, key: String) {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        self.inner.stops.lock().expect("hook stops lock").insert(key.clone(), stop_tx);
+        let stop_rx = {
+            let mut stops = self.inner.stops.lock().expect("hook stops lock");
+            if stops.contains_key(&key) {
+                return;
+            }
+            let (stop_tx, stop_rx) = watch::channel(false);
+            stops.insert(key.clone(), stop_tx);
+            stop_rx
+        };
         let hooks = self.clone();
         tokio::spawn(async move {
             if let Err(e) = hooks.drive(&key, stop_rx).await {
@@ -375,7 +385,8 @@ impl Hooks {
                         break;
                     }
                 }
-                _ = stop.changed() => {
+                // Only a stop asked for ends it early (a stop signal gone is no verdict).
+                Ok(()) = stop.changed() => {
                     metrics.abort_all();
                     run.terminate(now_ms());
                     self.commit_run(run.clone(), None).await?;
@@ -384,5 +395,61 @@ impl Hooks {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::MetricPhase;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Answers every request on a loopback port with `body` (JSON).
+    async fn answering(body: &'static str) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
+                });
+            }
+        });
+        port
+    }
+
+    /// A restart's resume that meets a run just created (the scale-in driver creates runs as the
+    /// daemon loads) leaves it to its one task: it used to start a second, whose start dropped
+    /// the first's stop signal, and the first then ended the run as terminated: Successful, a
+    /// server with players removed.
+    #[tokio::test]
+    async fn a_run_resumed_as_it_is_created_is_driven_once_to_its_own_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = Hooks::open(Store::open(dir.path()).unwrap(), 1 << 20).unwrap();
+        let port = answering(r#"{"players": 3}"#).await;
+        let template = format!(
+            r#"{{"kind": "HookTemplate", "metadata": {{"name": "drained", "namespace": "test"}},
+                "spec": {{"metrics": [{{"name": "players", "count": 1, "successCondition": "asInt(result) == 0",
+                  "provider": {{"web": {{"url": "http://127.0.0.1:{port}/players", "jsonPath": "{{$.players}}"}}}}}}]}}}}"#
+        );
+        hooks.put_template(super::super::parse_template(&template, crate::spec::Format::Json).unwrap()).await.unwrap();
+        let req = CreateHookRun {
+            template: "drained".into(),
+            namespace: "test".into(),
+            name: Some("world-scale-in-1".into()),
+            args: BTreeMap::new(),
+            labels: BTreeMap::new(),
+        };
+        hooks.create_run(req).await.unwrap();
+        hooks.resume();
+        let run = hooks.wait("test", "world-scale-in-1").await.unwrap();
+        assert_eq!(run.status.phase, MetricPhase::Failed, "{:?}", run.status);
+        assert_eq!(run.status.metric_results[0].count, 1, "measured once: {:?}", run.status);
     }
 }
