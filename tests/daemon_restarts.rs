@@ -257,3 +257,43 @@ async fn a_delete_interrupted_by_a_daemon_restart_completes_after_it() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("generation 1"), "{out}");
 }
+
+/// An app's delete answered before it finished (`--timeout 0`: 202 Accepted) is recorded before
+/// that answer: a kill -9 right after it cannot lose it (it used to be answered first and
+/// recorded as its instances stopped, the spec going last, so the restarted daemon kept the app
+/// and ran its instances again). The restarted daemon finishes it: the instances stop and the
+/// spec goes; an apply then makes a new app.
+#[tokio::test]
+async fn an_answered_app_delete_survives_a_kill_9_right_after_the_answer() {
+    let mut d = Daemon::start("appdelkill");
+    let s = spec(
+        "slow",
+        2,
+        json!({"startCmd": "trap '' TERM; sleep 1000 & wait"}),
+        json!({"killPolicy": {"gracePeriod": 2}}),
+    );
+    let file = spec_file(&d, "slow.json", &s);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = d.cli(&["delete", "test/slow", "--timeout", "0"]);
+    assert_eq!((code, out.trim()), (0, "test/slow: deleting"), "{err}");
+    d.restart(true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = d.client.list(&[("name", "slow")]).await.unwrap();
+        let app = d.client.rollout_status("test", "slow").await;
+        if left.is_empty() && app.is_err() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answered delete was lost: {left:?} {:?}\n{}",
+            app.map(|a| a.revision),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("generation 1"), "a new app: {out}");
+}

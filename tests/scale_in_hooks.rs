@@ -63,7 +63,7 @@ async fn ordinals(d: &Daemon) -> Vec<u32> {
 }
 
 async fn scale_in(d: &Daemon) -> Vec<ScaleIn> {
-    d.client.rollout_status("test", "world").await.unwrap().scale_in
+    d.client.rollout_status("test", "world").await.unwrap_or_else(|e| panic!("{e}\n{}", d.log())).scale_in
 }
 
 /// Waits until the app's scale-in list is `pred`'s.
@@ -272,6 +272,30 @@ async fn an_apps_delete_waits_for_each_instances_hook_unless_forced() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("test/world: deleted with test/world/0, test/world/1"), "{out}");
     assert!(d.client.rollout_status("test", "world").await.is_err(), "the app is gone");
+}
+
+/// An app's delete at its hooks' word, answered at once (`--timeout 0`: 202), is recorded
+/// before that answer: a kill -9 right after it cannot lose it. A pause before the record holds
+/// the window open (the answer used to come first). The restarted daemon goes on with it: the
+/// server without players goes, the one with players is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_app_delete_survives_a_kill_9_right_after_the_answer() {
+    let mut d = Daemon::start("scale-in-delete-kill");
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "app-delete-record~500".into())];
+    d.restart(false);
+    let players: Players = Arc::new(Mutex::new(BTreeMap::from([(0, 0), (1, 3)])));
+    let port = players_endpoint(&players).await;
+    put_template(&d, 1);
+    d.apply_json(&world(2, port, json!({}))).await;
+    running(&d, 2).await;
+    let (code, out, err) = d.cli(&["delete", "test/world", "--timeout", "0"]);
+    assert_eq!((code, out.trim()), (0, "test/world: deleting"), "{err}");
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    let list = wait_scale_in(&d, 20, |l| l.len() == 1 && l[0].phase == ScaleInPhase::Kept).await;
+    assert_eq!(list[0].ordinal, 1);
+    assert_eq!(ordinals(&d).await, [1], "the server without players went");
 }
 
 /// A rollout's surge instance, done with, goes at the hook's word as well: the rollout

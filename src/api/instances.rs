@@ -7,7 +7,7 @@ use super::extract::{Path, Query};
 use super::AppState;
 use crate::protocol::{Deleted, InstanceList, InstanceStatus};
 use crate::spec::InstanceId;
-use crate::supervisor::{state::Kind, ListFilter, SupervisorError};
+use crate::supervisor::{state::Kind, AppDelete, ListFilter, SupervisorError};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -161,6 +161,9 @@ pub(super) async fn delete_app(
     let timeout = q.timeout.map(secs).transpose()?;
     let sup_app = app.clone();
     let force = q.force;
+    // Told once the delete is recorded: nothing is answered before (a 202 lost to a kill -9
+    // would be a lie); not told, the work ended with its error.
+    let (recorded, is_recorded) = tokio::sync::oneshot::channel::<()>();
     // In its own task, like an instance's delete: a client hanging up cannot cut it short.
     let work = tokio::spawn(async move {
         let supervisor = &sup_app.supervisor;
@@ -170,11 +173,13 @@ pub(super) async fn delete_app(
         // Subscribed before the delete: its appDeleted cannot pass unseen.
         let mut journal = supervisor.store().subscribe();
         let gone = || !supervisor.specs().iter().any(|s| s.metadata.namespace == namespace && s.metadata.name == name);
-        match supervisor.delete_app_gated(&namespace, &name, force).await? {
-            Some(ids) => Ok::<_, SupervisorError>(ids),
+        let how = supervisor.record_app_delete(&namespace, &name, force).await?;
+        let _ = recorded.send(());
+        match how {
+            AppDelete::Now => supervisor.delete_app(&namespace, &name).await,
             // At its scale-in hooks' word: done when its spec is gone, looked at again at each
             // event journaled (its appDeleted among them).
-            None => loop {
+            AppDelete::AtHooksWord => loop {
                 if gone() {
                     break Ok(ids);
                 }
@@ -186,6 +191,9 @@ pub(super) async fn delete_app(
     });
     let deleted =
         |ids: Vec<InstanceId>| Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response();
+    if is_recorded.await.is_err() {
+        return work.await.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from);
+    }
     match timeout {
         Some(t) => match tokio::time::timeout(t, work).await {
             Ok(r) => r.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from),

@@ -120,13 +120,19 @@ impl Supervisor {
             let _ = self.send(&id, cmd, None);
         }
         let loaded = resumed.len();
+        // Deleted at once (not at hooks' word) and cut short: finished below, and none of
+        // their drivers starts again (a rollout or a cron would make instances meanwhile).
+        let at_once = |e: &SpecEntry| e.deleting && e.scale_in.is_empty();
+        let deleting_at_once: Vec<String> = specs.iter().filter(|(_, e)| at_once(e)).map(|(k, _)| k.clone()).collect();
         let rolling: Vec<String> = specs
             .iter()
+            .filter(|(_, e)| !at_once(e))
             .filter(|(_, e)| e.rollout.as_ref().is_some_and(|r| r.phase == crate::protocol::RolloutPhase::Progressing))
             .map(|(k, _)| k.clone())
             .collect();
         let jobs: Vec<String> = specs
             .iter()
+            .filter(|(_, e)| !at_once(e))
             .filter(|(_, e)| e.job.as_ref().is_some_and(|j| j.phase == crate::protocol::JobPhase::Running))
             .map(|(k, _)| k.clone())
             .collect();
@@ -140,7 +146,7 @@ impl Supervisor {
             .lock()
             .expect("specs lock")
             .iter()
-            .filter(|(_, e)| e.cron.is_some())
+            .filter(|(_, e)| e.cron.is_some() && !at_once(e))
             .map(|(k, _)| k.clone())
             .collect();
         for app in crons {
@@ -155,15 +161,17 @@ impl Supervisor {
             .lock()
             .expect("specs lock")
             .iter()
-            .filter(|(_, e)| {
-                e.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting)
-                    || (e.deleting && e.scale_in.is_empty())
-            })
+            .filter(|(_, e)| e.scale_in.iter().any(|s| s.phase == crate::protocol::ScaleInPhase::Waiting))
             .map(|(k, _)| k.clone())
             .collect();
         for app in scaling_in {
             tracing::info!(app = %app, "resuming its scale-in");
             self.spawn_scale_in(app);
+        }
+        for app in deleting_at_once {
+            tracing::info!(app = %app, "finishing its delete, cut short by the daemon's end");
+            let sup = self.clone();
+            tokio::spawn(async move { sup.finish_app_delete(&app).await });
         }
         // A failed rollout whose autoRollback the daemon's end cut short (roll_back changes
         // nothing where it went back already: the app's current rollout is then the rollback).
@@ -173,7 +181,10 @@ impl Supervisor {
             .expect("specs lock")
             .values()
             .filter(|e| {
-                e.rollout.as_ref().is_some_and(|r| matches!(r.phase, crate::protocol::RolloutPhase::Failed { .. }))
+                !at_once(e)
+                    && e.rollout
+                        .as_ref()
+                        .is_some_and(|r| matches!(r.phase, crate::protocol::RolloutPhase::Failed { .. }))
             })
             .cloned()
             .collect();

@@ -29,6 +29,7 @@ pub use apply::ApplyOutcome;
 use load::{ensure_reachable, open_store};
 pub use rotation::rotate_all;
 use rotation::rotate_logs;
+pub use scale_in::AppDelete;
 
 use crate::cgroups::{CgroupConfig, Hierarchy};
 use crate::protocol::{DaemonEvent, EventBody, InstanceChange};

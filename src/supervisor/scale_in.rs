@@ -22,6 +22,15 @@ use driver::{Drive, Next};
 /// The label a scale-in's hook runs carry: the ordinal they decide.
 const SCALE_IN_LABEL: &str = "steward/scale-in";
 
+/// How an app's recorded delete goes on (see [`Supervisor::record_app_delete`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppDelete {
+    /// Each instance waits on the app's `scaleIn` hook: the scale-in driver carries it out.
+    AtHooksWord,
+    /// At once, by [`Supervisor::delete_app`].
+    Now,
+}
+
 /// The app's scale-in list after an apply that counts `ids` (spares aside) where `here` are
 /// the app's instances on this host: ordinals counted again leave it (returned, to cancel),
 /// instances no longer counted join it as Waiting — when the spec has a `scaleIn` hook. Without
@@ -115,10 +124,11 @@ impl Supervisor {
     pub(super) async fn scale_in_pass(&self, app: &str) -> Next {
         let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return Next::Done };
         if entry.deleting && entry.scale_in.is_empty() {
-            // Deleted at its hooks' word: the last instance went, the spec goes.
+            // Deleted at its hooks' word: the last instance went, the spec goes (with whatever
+            // instance a forced delete cut short left).
             let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
-            return match self.forget_app(ns, name).await {
-                Ok(()) => Next::Done,
+            return match self.delete_app(ns, name).await {
+                Ok(_) | Err(SupervisorError::NotFound(_)) => Next::Done,
                 Err(e) => {
                     tracing::warn!(app = %app, "removing the deleted app's spec: {e}");
                     Next::retry()
@@ -278,30 +288,54 @@ impl Supervisor {
         Ok(())
     }
 
-    /// `steward delete NS/APP`: without `force`, an app with a `scaleIn` hook is deleted at its
-    /// word: every instance waits on its own run as in a scale-in to 0 (recorded with the app's
-    /// `deleting`, durably), and the spec goes once the last has. None: so recorded (the driver
-    /// carries it out); Some: deleted at once (no hook, no instance, a job, or forced).
-    pub async fn delete_app_gated(
+    /// `steward delete NS/APP`, recorded: the app's `deleting` is committed before this returns,
+    /// so a delete answered after it survives a kill -9 (the restarted daemon finishes it, see
+    /// [`Supervisor::finish_app_delete`]). Without `force`, an app with a `scaleIn` hook is
+    /// deleted at its word: every instance waits on its own run as in a scale-in to 0, and the
+    /// spec goes once the last has (the scale-in driver carries it out). Otherwise (no hook, a
+    /// job, no instance here, or forced: waiting removals are dropped) the caller deletes it at
+    /// once with [`Supervisor::delete_app`].
+    pub async fn record_app_delete(
         &self,
         namespace: &str,
         name: &str,
         force: bool,
-    ) -> Result<Option<Vec<InstanceId>>, SupervisorError> {
+    ) -> Result<AppDelete, SupervisorError> {
         let app = app_key(namespace, name);
-        let entry = self.specs.lock().expect("specs lock").get(&app).cloned();
-        let entry = entry.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
-        let hook = entry.spec.strategy.scale_in.clone().filter(|_| !force && !entry.spec.runs_to_completion());
-        if hook.is_none() {
-            return self.delete_app(namespace, name).await.map(Some);
+        crate::failpoint::pause("app-delete-record");
+        let _applying = self.applying.lock().await;
+        if !force && self.gate_delete(&app, "the app is being deleted").await? {
+            return Ok(AppDelete::AtHooksWord);
         }
-        let applying = self.applying.lock().await;
-        let gated = self.gate_delete(&app, "the app is being deleted").await?;
-        drop(applying);
-        if !gated {
-            return self.delete_app(namespace, name).await.map(Some);
+        let current = self.specs.lock().expect("specs lock").get(&app).cloned();
+        let current = current.ok_or_else(|| SupervisorError::NotFound(format!("app {app}")))?;
+        if !current.deleting || !current.scale_in.is_empty() {
+            let next = SpecEntry { deleting: true, scale_in: Vec::new(), ..(*current).clone() };
+            let value = serde_json::to_value(&next).map_err(|e| SupervisorError::Failed(e.to_string()))?;
+            self.commit(Batch::new().put(Table::Specs, &app, &value)).await?;
+            self.specs.lock().expect("specs lock").insert(app, Arc::new(next));
         }
-        Ok(None)
+        Ok(AppDelete::Now)
+    }
+
+    /// Finishes app `app`'s delete recorded at once (see [`Supervisor::record_app_delete`]) and
+    /// cut short by the daemon's end: what is left of its instances stops, its spec goes. Tried
+    /// again while an instance cannot be stopped; given up if the app was applied again.
+    pub(super) async fn finish_app_delete(&self, app: &str) {
+        loop {
+            let Some(entry) = self.specs.lock().expect("specs lock").get(app).cloned() else { return };
+            if !entry.deleting {
+                return;
+            }
+            let (namespace, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
+            match self.delete_app(namespace, name).await {
+                Ok(_) | Err(SupervisorError::NotFound(_)) => return,
+                Err(e) => {
+                    tracing::warn!(app = %app, "finishing its delete: {e} (tried again in 5 s)");
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
+            }
+        }
     }
 
     /// Records app `app`'s delete as waiting on its `scaleIn` hook's word for each instance here
