@@ -181,3 +181,36 @@ async fn a_remote_flood_of_silent_connections_is_capped_and_dropped() {
     let client = steward::client::Client::remote(&addr, None, tls, "abcdefghijklmnop0123").unwrap();
     client.health().await.unwrap();
 }
+
+/// An answer given without the request's body read (an unknown route, a path refused before
+/// the body, a refused token) ends the connection, and says so (`connection: close`): the
+/// server cannot read its next request past a body left unread. It used to close the
+/// connection without saying so; a client sending its body after the headers (urllib3 does)
+/// then sent its next request into the closed connection (schemathesis, over TLS: "EOF
+/// occurred in violation of protocol").
+#[tokio::test]
+async fn an_answer_that_leaves_the_body_unread_says_the_connection_closes() {
+    let d = Daemon::start("unreadbody");
+    for path in ["/v1/nosuch", "/v1/apps/%FF/x/restart", "/v1/apps/test/x/scale"] {
+        let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: steward\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // Answered before its body is sent (the route refuses it without reading on).
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+        assert!(answer.starts_with("http/1.1 4"), "{path}: {answer}");
+        if answer.contains("\r\nconnection: close\r\n") {
+            continue;
+        }
+        // Not said to close: then it must serve the next request.
+        let _ = s.write_all(b"{}GET /v1/health HTTP/1.1\r\nHost: steward\r\n\r\n");
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        let rest = String::from_utf8_lossy(&rest);
+        assert!(rest.contains("HTTP/1.1 200"), "{path}: kept open by its answer ({answer}), yet closed: {rest:?}");
+    }
+}

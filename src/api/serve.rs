@@ -190,11 +190,20 @@ async fn connection<Io: Stream, C: PeerInfo>(
         .expect("a number is a header value");
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(ConnectInfo(info.clone()));
+        let (req, read_to_end) = TrackedBody::wrap(req);
         let answer = router.clone().oneshot(req);
         let keep_alive = keep_alive.clone();
         async move {
             let mut resp = answer.await?;
-            resp.headers_mut().insert("keep-alive", keep_alive);
+            // A body left unread (a route, a path or a token refused before it) ends the
+            // connection once answered — hyper cannot find the next request past it — and the
+            // answer says so, or the client sends its next request into a closed connection.
+            let header = if read_to_end.load(Ordering::Acquire) {
+                ("keep-alive", keep_alive)
+            } else {
+                ("connection", hyper::header::HeaderValue::from_static("close"))
+            };
+            resp.headers_mut().insert(header.0, header.1);
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
@@ -215,6 +224,47 @@ async fn connection<Io: Stream, C: PeerInfo>(
         tracing::debug!("connection ended: {e}");
     }
     drop(slot);
+}
+
+/// A request's body that tells whether it was read to its end.
+struct TrackedBody {
+    inner: hyper::body::Incoming,
+    read_to_end: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TrackedBody {
+    fn wrap(
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> (hyper::Request<TrackedBody>, Arc<std::sync::atomic::AtomicBool>) {
+        use hyper::body::Body;
+        let read_to_end = Arc::new(std::sync::atomic::AtomicBool::new(req.body().is_end_stream()));
+        let flag = read_to_end.clone();
+        (req.map(|inner| TrackedBody { inner, read_to_end: flag }), read_to_end)
+    }
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = hyper::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, hyper::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read_to_end.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 #[cfg(test)]
