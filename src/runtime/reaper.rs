@@ -8,8 +8,7 @@
 //! to the caller is never missed.
 //!
 //! Two ways reap. A child spawned with a pidfd (see `spawn::modern_clone`) is reaped by its
-//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at, by one thread
-//! that waits on every such pidfd (`pidfd_reaper`). Everything
+//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at. Everything
 //! else (children started by `std::process::Command`, daemonized grandchildren, a kernel
 //! without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks every child of the
 //! daemon per call, twice per exit at least: at 2,000 instances that walk was most of a
@@ -17,7 +16,6 @@
 //! a burst of exits is one scan, unless a watched child has no pidfd (it waits for the scan).
 
 use super::exit::ExitStatus;
-use super::pidfd_reaper::PidfdReaper;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -59,8 +57,6 @@ struct Inner {
     /// Exits reaped while spawns are in flight, by spawn ticket.
     collecting: HashMap<u64, Vec<(i32, ExitStatus)>>,
     next_ticket: u64,
-    /// The thread that reaps children by their pidfds, started with the first such child.
-    by_pidfd: Option<Arc<PidfdReaper>>,
 }
 
 impl Reaper {
@@ -85,22 +81,16 @@ impl Reaper {
         Ok(reaper)
     }
 
-    /// The pidfd reaping thread, started on first use; None if it cannot start (the scan
-    /// reaps alone then).
-    fn pidfd_reaper(&self, inner: &mut Inner) -> Option<Arc<PidfdReaper>> {
-        if inner.by_pidfd.is_none() {
-            let reaper = Arc::downgrade(&self.inner);
-            let deliver = move |pid, status| {
-                if let Some(inner) = reaper.upgrade() {
-                    Reaper { inner }.deliver(pid, status);
-                }
-            };
-            match PidfdReaper::start(Box::new(deliver)) {
-                Ok(r) => inner.by_pidfd = Some(r),
-                Err(e) => tracing::warn!("pidfd reaping thread: {e}; reaping on SIGCHLD alone"),
+    /// Reaps `pid` by its pidfd once it ends, unless the SIGCHLD scan reaps it first (then the
+    /// pidfd finds no such child, and the scan delivered it).
+    fn reap_by_pidfd(&self, runtime: &tokio::runtime::Handle, pid: i32, pidfd: super::process::Pidfd) {
+        let reaper = self.clone();
+        runtime.spawn(async move {
+            pidfd.exited().await;
+            if let Some(status) = pidfd.reap() {
+                reaper.deliver(pid, status);
             }
-        }
-        inner.by_pidfd.clone()
+        });
     }
 
     /// Collects every exit that is waiting. Signals coalesce, so always loop until empty.
@@ -136,7 +126,7 @@ impl Reaper {
     }
 
     /// Hands the exit of `pid`, watched by `watch` (from [`Reaper::spawn`]), to `deliver`,
-    /// called by whatever reaps it (the pidfd reaping thread, or the scan): the status goes straight
+    /// called by whatever reaps it (its pidfd's task, or the scan): the status goes straight
     /// to its reader, with no task per process awaiting the watch in between. At once if it
     /// has been reaped already. Err gives the watch back when a newer watch of the same pid
     /// replaced it (it will never fire).
@@ -188,17 +178,14 @@ impl Reaper {
             }
             None => {
                 inner.watchers.insert(pid, Watcher::Watch(tx));
-                // Added under the lock: a scan that reaps the child meanwhile delivers to the
-                // watch, and its pidfd then finds no child.
-                let by_pidfd = pidfd.and_then(|pidfd| {
-                    let reaper = self.pidfd_reaper(&mut inner)?;
-                    Some(reaper.add(pid, super::process::Pidfd::from_owned(pidfd)))
-                });
-                if let Some(Err(e)) = &by_pidfd {
-                    tracing::warn!(pid, "waiting on a pidfd: {e}; reaped on SIGCHLD");
-                }
-                if !matches!(by_pidfd, Some(Ok(()))) {
+                // Outside a runtime (a test's spawn) the scan alone.
+                let by_pidfd = pidfd.zip(tokio::runtime::Handle::try_current().ok());
+                if by_pidfd.is_none() {
                     inner.scanned_only.insert(pid);
+                }
+                drop(inner);
+                if let Some((pidfd, runtime)) = by_pidfd {
+                    self.reap_by_pidfd(&runtime, pid, super::process::Pidfd::from_owned(pidfd));
                 }
             }
         }
@@ -260,8 +247,8 @@ mod tests {
     }
 
     /// The status goes straight to its reader (no task per process waits on the watch): from
-    /// the pidfd reaping thread when handed over before the exit, at once when it came already,
-    /// and not at all through a watch that a newer one replaced (the caller gets it back).
+    /// the pidfd's task when handed over before the exit, at once when it came already, and
+    /// not at all through a watch that a newer one replaced (the caller gets it back).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_exit_goes_to_its_reader_from_whatever_reaps_it() {
         let reaper = Reaper::default();

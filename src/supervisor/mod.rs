@@ -215,7 +215,7 @@ pub enum SupervisorError {
 
 pub(super) struct Handle {
     tx: instance::Mailbox,
-    status: watch::Receiver<Arc<InstanceRecord>>,
+    status: watch::Receiver<InstanceRecord>,
 }
 
 /// The supervisor of every instance on this host.
@@ -549,7 +549,7 @@ impl Supervisor {
             // An ended actor's handle (see `sweep`) answers for nothing; this one handle is
             // checked, not all of them: status is asked often (apply --wait polls it).
             let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?;
-            let r = Arc::clone(&h.status.borrow());
+            let r = h.status.borrow().clone();
             // Its actor ended: deleted (record gone), or panicked and about to be replaced by
             // one that records it Failed (record kept: answer with the last one, not a 404).
             if h.status.has_changed().is_err()

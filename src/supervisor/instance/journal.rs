@@ -3,10 +3,9 @@
 //! durable (docs/design.md, "Durability").
 
 use crate::store::{Batch, Store, StoreError, Table};
-use crate::supervisor::record::{InstanceRecord, SharedRecord};
+use crate::supervisor::record::InstanceRecord;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -23,13 +22,13 @@ pub(crate) struct Journal {
     /// (nothing to fetch), its transitions are committed together with the Starting that
     /// follows it, while the spawn runs.
     held: Vec<serde_json::Value>,
-    status: watch::Sender<Arc<InstanceRecord>>,
+    status: watch::Sender<InstanceRecord>,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Journal {
-    pub fn new(status: watch::Sender<Arc<InstanceRecord>>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
+    pub fn new(status: watch::Sender<InstanceRecord>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
         Journal { held: Vec::new(), status, waker }
     }
 
@@ -49,21 +48,21 @@ impl Journal {
 
     /// Shows `rec` to status readers without a commit: for what is not durable by design
     /// (a health result that changes nothing, containers' details).
-    pub fn show(&self, rec: &SharedRecord) {
-        self.status.send_replace(rec.share());
+    pub fn show(&self, rec: &InstanceRecord) {
+        self.status.send_replace(rec.clone());
         self.waker.notify_one();
     }
 
     /// Shows a progress message (a download's) in the status without a commit.
     pub fn show_progress(&self, message: String) {
-        self.status.send_modify(|r| Arc::make_mut(r).message = message);
+        self.status.send_modify(|r| r.message = message);
     }
 
     /// Writes `rec` and the held events with `events` durably, then shows it. A store that keeps
     /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
-    pub async fn commit(&mut self, store: &Store, rec: &SharedRecord, events: Vec<serde_json::Value>) {
+    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<serde_json::Value>) {
         self.held.extend(events);
         let pending = self.begin(store, rec);
         self.finish(store, rec, pending).await;
@@ -71,10 +70,10 @@ impl Journal {
 
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
     /// are durable, so work in between (a spawn) overlaps the fsync.
-    pub fn begin(&mut self, store: &Store, rec: &SharedRecord) -> PendingCommit {
+    pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = std::mem::take(&mut self.held);
         // Straight to JSON: no `Value` tree built only to be serialized again.
-        let record = serde_json::to_vec(&**rec).expect("record serializes");
+        let record = serde_json::to_vec(rec).expect("record serializes");
         let commit = Box::pin(store.submit(self.batch(rec, &record, &events)));
         PendingCommit { commit, record, events }
     }
@@ -82,8 +81,8 @@ impl Journal {
     /// The record and events to commit, `rec` shown by the store once durable and before the
     /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
     /// finds what it announces.
-    fn batch(&self, rec: &SharedRecord, record: &[u8], events: &[serde_json::Value]) -> Batch {
-        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.share());
+    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value]) -> Batch {
+        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
         batch(rec, record, events).on_durable(move || {
             status.send_replace(shown);
             waker.notify_one();
@@ -92,7 +91,7 @@ impl Journal {
 
     /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses
     /// (the store shows `rec` once it is durable, see [`Self::batch`]).
-    pub async fn finish(&mut self, store: &Store, rec: &SharedRecord, mut pending: PendingCommit) {
+    pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {
@@ -135,8 +134,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
-        let mut rec = SharedRecord::new(InstanceRecord::new(id, 1, 0));
-        let (status, shown) = watch::channel(rec.share());
+        let mut rec = InstanceRecord::new(id, 1, 0);
+        let (status, shown) = watch::channel(rec.clone());
         let mut journal = Journal::new(status, Default::default());
         let mut events = store.subscribe();
         rec.ready = true;

@@ -8,7 +8,7 @@
 //! their verdicts), [`workload`] (the interface) with [`process`], [`pod`] and [`hollow`]
 //! behind it.
 
-use super::record::{now_ms, InstanceRecord, SharedRecord};
+use super::record::{now_ms, InstanceRecord};
 use super::state::{self, Event, State, StopGoal};
 use super::Shared;
 use crate::spec::RenderedInstance;
@@ -55,7 +55,7 @@ pub(super) use cx;
 
 pub(crate) struct Actor<W: Workload> {
     shared: Arc<Shared>,
-    rec: SharedRecord,
+    rec: InstanceRecord,
     spec: Arc<SpecEntry>,
     /// What runs the instance.
     workload: W,
@@ -108,10 +108,9 @@ impl<W: Workload> Actor<W> {
         shared: Arc<Shared>,
         rec: InstanceRecord,
         spec: Arc<SpecEntry>,
-    ) -> (Self, Mailbox, watch::Receiver<Arc<InstanceRecord>>) {
+    ) -> (Self, Mailbox, watch::Receiver<InstanceRecord>) {
         let (tx, rx) = messages::mailbox();
-        let rec = SharedRecord::new(rec);
-        let (status, status_rx) = watch::channel(rec.share());
+        let (status, status_rx) = watch::channel(rec.clone());
         let workload = W::new(&shared, &rec);
         // Every change shown wakes the app's driver (a rollout, a job) that waits for it.
         let waker = shared.wakers.of(&crate::supervisor::app_key(&rec.id.namespace, &rec.id.name));
