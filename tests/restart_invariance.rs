@@ -172,8 +172,12 @@ async fn every_kind_survives_sigterm_and_kill9_unchanged() {
     nightly["restartPolicy"] = json!({"policy": "Never"});
     d.apply_json(&nightly).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while d.client.job("keep", "nightly").await.unwrap().status.phase != steward::protocol::JobPhase::Complete {
-        assert!(std::time::Instant::now() < deadline, "the job did not complete");
+    loop {
+        let job = d.client.job("keep", "nightly").await.unwrap();
+        if job.status.phase == steward::protocol::JobPhase::Complete {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the job did not complete: {job:?}\n{}", d.log());
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     // A cron job (its next tick a year away) with one triggered tick that ran.
