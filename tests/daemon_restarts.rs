@@ -16,6 +16,21 @@ fn spec_file(d: &Daemon, file: &str, s: &serde_json::Value) -> String {
     path.display().to_string()
 }
 
+/// Applies app test/slow (`instances` that ignore SIGTERM, stopped by SIGKILL after `grace`
+/// seconds) and waits for it; its spec file, for the CLI.
+fn apply_slow(d: &Daemon, instances: u32, grace: u32) -> String {
+    let s = spec(
+        "slow",
+        instances,
+        json!({"startCmd": "trap '' TERM; sleep 1000 & wait"}),
+        json!({"killPolicy": {"gracePeriod": grace}}),
+    );
+    let file = spec_file(d, "slow.json", &s);
+    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    file
+}
+
 fn names(out: &str) -> Vec<String> {
     let v: Vec<serde_json::Value> = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
     v.iter().map(|s| format!("{}/{} {:?}", s["namespace"], s["name"], s["keys"])).collect()
@@ -231,15 +246,7 @@ async fn apply_restores_deleted_instances_and_delete_takes_whole_apps() {
 #[tokio::test]
 async fn a_delete_interrupted_by_a_daemon_restart_completes_after_it() {
     let mut d = Daemon::start("delresume");
-    let s = spec(
-        "slow",
-        1,
-        json!({"startCmd": "trap '' TERM; sleep 1000 & wait"}),
-        json!({"killPolicy": {"gracePeriod": 3}}),
-    );
-    let file = spec_file(&d, "slow.json", &s);
-    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
-    assert_eq!(code, 0, "{out}{err}");
+    let file = apply_slow(&d, 1, 3);
     let iid = id("test", "slow", 0);
     let (code, _, err) = d.cli(&["delete", "test/slow/0", "--timeout", "0"]);
     assert_eq!(code, 0, "{err}");
@@ -266,15 +273,7 @@ async fn a_delete_interrupted_by_a_daemon_restart_completes_after_it() {
 #[tokio::test]
 async fn an_answered_app_delete_survives_a_kill_9_right_after_the_answer() {
     let mut d = Daemon::start("appdelkill");
-    let s = spec(
-        "slow",
-        2,
-        json!({"startCmd": "trap '' TERM; sleep 1000 & wait"}),
-        json!({"killPolicy": {"gracePeriod": 2}}),
-    );
-    let file = spec_file(&d, "slow.json", &s);
-    let (code, out, err) = d.cli(&["apply", "-f", &file, "--wait"]);
-    assert_eq!(code, 0, "{out}{err}");
+    let file = apply_slow(&d, 2, 2);
     let (code, out, err) = d.cli(&["delete", "test/slow", "--timeout", "0"]);
     assert_eq!((code, out.trim()), (0, "test/slow: deleting"), "{err}");
     d.restart(true);
