@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The package test (run by scripts/test.sh, root only). On this machine, for real:
-#   1. scripts/package.sh builds the deb and the rpm (one release build), and the same build
+#   1. scripts/package.sh packs the deb and the rpm from the dev build scripts/test.sh has made
+#      (--profile dev --fast: what is tested is the packing, not the optimiser or the compressor), and the same build
 #      again as a higher deb version (0.1.0-2) for the upgrade;
 #   2. lintian reports no error on the deb; dpkg-deb and rpm -qlp/-qcp/--scripts list the
 #      expected files, conffile and maintainer scripts; every man page renders with
@@ -88,10 +89,10 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- 1. build ------------------------------------------------------------------------------
-bash scripts/package.sh --out "$work/v1" >"$work/built"
+bash scripts/package.sh --profile dev --fast --out "$work/v1" >"$work/built"
 deb1="$(grep '\.deb$' "$work/built")"
 rpm1="$(grep '\.rpm$' "$work/built")"
-deb2="$(bash scripts/package.sh --no-rpm --deb-version 0.1.0-2 --out "$work/v2" | grep '\.deb$')"
+deb2="$(bash scripts/package.sh --profile dev --fast --no-rpm --deb-version 0.1.0-2 --out "$work/v2" | grep '\.deb$')"
 [ -f "$deb1" ] && [ -f "$rpm1" ] && [ -f "$deb2" ] || fail "package.sh did not build all three packages"
 ok "built $(basename "$deb1"), $(basename "$rpm1") and $(basename "$deb2")"
 
@@ -248,7 +249,7 @@ dpkg-query -W -f='${Status}' steward 2>/dev/null | grep -q 'not-installed' ||
 ok "dpkg -P removed /var/lib/steward, /etc/steward, /run/steward and the unit's symlinks"
 
 # ---- 6. the rpm's scriptlets ---------------------------------------------------------------
-rpm2="$(bash scripts/package.sh --no-deb --rpm-release 2 --out "$work/rpm2" | grep '\.rpm$')"
+rpm2="$(bash scripts/package.sh --profile dev --fast --no-deb --rpm-release 2 --out "$work/rpm2" | grep '\.rpm$')"
 run_rpm() { # Debian's rpm warns that alien is the way; --nodeps: its database is empty
     rpm --nodeps "$@" >"$work/rpm.log" 2>&1 || { cat "$work/rpm.log" >&2; fail "rpm $*"; }
 }
