@@ -296,3 +296,60 @@ async fn an_answered_app_delete_survives_a_kill_9_right_after_the_answer() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("generation 1"), "a new app: {out}");
 }
+
+/// An instance's stop, restart or delete answered without a timeout (202) is recorded before
+/// that answer: a kill -9 right after it cannot lose it. A pause in the actor before it takes
+/// the request holds the window open (the answer used to come as soon as the request was sent,
+/// so the restarted daemon re-adopted the instance as Running). Each is found done after the
+/// restart: 0 stopped, 1 deleted, 2 restarted (a new pid), 0 started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answered_instance_actions_survive_a_kill_9_right_after_the_answer() {
+    let mut d = Daemon::start("actionkill");
+    let paused = || vec![("STEWARD_FAILPOINTS".to_string(), "instance-request~700".to_string())];
+    d.env = paused();
+    d.restart(false);
+    d.apply_json(&spec("quick", 3, json!({"startCmd": "exec sleep 1000"}), json!({}))).await;
+    let mut pids = Vec::new();
+    for i in 0..3 {
+        pids.push(d.wait(&id("test", "quick", i), 20, |s| s.state.kind() == Kind::Running).await.pid.unwrap());
+    }
+
+    d.client.action(&id("test", "quick", 0), "stop", None).await.unwrap();
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    // Lost, it is re-adopted as Running and stays so (the wait shows its status).
+    d.wait(&id("test", "quick", 0), 20, |s| s.state.kind() == Kind::Stopped).await;
+    assert!(wait_gone(pids[0], 10).await, "the stopped instance's process ended");
+
+    d.env = paused();
+    d.restart(false);
+    assert!(!d.client.delete_finished(&id("test", "quick", 1), None).await.unwrap(), "answered at once (202)");
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while d.client.status(&id("test", "quick", 1)).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the answered delete was lost\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(wait_gone(pids[1], 10).await, "the deleted instance's process ended");
+
+    d.env = paused();
+    d.restart(false);
+    d.client.action(&id("test", "quick", 2), "restart", None).await.unwrap();
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    let s = d.wait(&id("test", "quick", 2), 20, |s| s.state.kind() == Kind::Running && s.pid != Some(pids[2])).await;
+    assert!(wait_gone(pids[2], 10).await, "the answered restart was lost: {} still runs ({s:?})", pids[2]);
+
+    d.env = paused();
+    d.restart(false);
+    d.client.action(&id("test", "quick", 0), "start", None).await.unwrap();
+    d.kill9();
+    d.env.clear();
+    d.spawn();
+    // Lost, it stays Stopped.
+    d.wait(&id("test", "quick", 0), 20, |s| s.state.kind() == Kind::Running).await;
+}

@@ -7,6 +7,7 @@ use super::extract::{Path, Query};
 use super::AppState;
 use crate::protocol::{Deleted, InstanceList, InstanceStatus};
 use crate::spec::InstanceId;
+use crate::supervisor::instance::Command;
 use crate::supervisor::{state::Kind, AppDelete, ListFilter, SupervisorError};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -101,26 +102,27 @@ pub(super) async fn action(
         let message = format!("no action {action:?} ({ACTIONS})");
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message).field("action"));
     }
-    let reason = q.reason.clone().unwrap_or_else(|| "failed by request".to_string());
-    let crash = match (q.signal, q.exit_code) {
-        (Some(signal), _) => crate::supervisor::state::ExitStatus::Signal(signal),
-        (None, code) => crate::supervisor::state::ExitStatus::Code(code.unwrap_or(1)),
+    let timeout = q.timeout.map(secs).transpose()?;
+    let command = match action.as_str() {
+        "start" => Command::Start,
+        "stop" => Command::Stop,
+        "restart" => Command::Restart,
+        "reload" => Command::Reload,
+        "fail" => Command::Fail(q.reason.clone().unwrap_or_else(|| "failed by request".to_string())),
+        _ => Command::Crash(match (q.signal, q.exit_code) {
+            (Some(signal), _) => crate::supervisor::state::ExitStatus::Signal(signal),
+            (None, code) => crate::supervisor::state::ExitStatus::Code(code.unwrap_or(1)),
+        }),
     };
-    let sup_app = app.clone();
-    let id2 = id.clone();
-    let work = async move {
-        let s = &sup_app.supervisor;
-        match action.as_str() {
-            "start" => s.start(&id2).await,
-            "stop" => s.stop(&id2).await,
-            "restart" => s.restart(&id2).await,
-            "reload" => s.reload(&id2).await,
-            "fail" => s.fail(&id2, reason).await,
-            "crash" => s.crash(&id2, crash).await,
-            other => Err(SupervisorError::NotFound(format!("action {other:?} ({ACTIONS})"))),
-        }
+    let (recorded, is_recorded) = tokio::sync::oneshot::channel();
+    let (sup_app, id2) = (app.clone(), id.clone());
+    // In its own task: a client hanging up cannot cut it short.
+    let work = tokio::spawn(async move { sup_app.supervisor.act(&id2, command, recorded).await });
+    let code = match once_recorded(timeout, is_recorded, work).await? {
+        Some(()) => StatusCode::OK,
+        None => StatusCode::ACCEPTED,
     };
-    run_maybe_waiting(&app, &id, q.timeout, work).await
+    Ok((code, Json(app.supervisor.status(&id)?)).into_response())
 }
 
 pub(super) async fn delete(
@@ -132,18 +134,38 @@ pub(super) async fn delete(
     app.live().access.require_write(&caller)?;
     let id = instance_id(namespace, name, index)?;
     app.supervisor.status(&id)?;
+    let timeout = q.timeout.map(secs).transpose()?;
+    let (recorded, is_recorded) = tokio::sync::oneshot::channel();
     let sup_app = app.clone();
-    let id2 = id.clone();
     // Always in its own task, so a client hanging up cannot cut the cleanup after the delete.
-    let work = tokio::spawn(async move { sup_app.supervisor.delete(&id2).await });
-    match q.timeout {
-        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
-            Ok(r) => {
-                r.map_err(ApiError::internal)?.map(|_| StatusCode::NO_CONTENT.into_response()).map_err(ApiError::from)
-            }
-            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
+    let work = tokio::spawn(async move { sup_app.supervisor.delete_noting(&id, Some(recorded)).await });
+    Ok(match once_recorded(timeout, is_recorded, work).await? {
+        Some(()) => StatusCode::NO_CONTENT.into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
+    })
+}
+
+/// Waits for an instance's request (`work`) to be durable (`is_recorded`), then, with a
+/// timeout, up to it for the request to be done. Some: done, with what it gave; None: under way
+/// (202). Nothing is answered before the request is durable: an answer a kill -9 could undo
+/// would be a lie. Never told, the work ended first: its result is the answer.
+async fn once_recorded<T>(
+    timeout: Option<Duration>,
+    is_recorded: tokio::sync::oneshot::Receiver<()>,
+    work: tokio::task::JoinHandle<Result<T, SupervisorError>>,
+) -> Result<Option<T>, ApiError> {
+    let done = |r: Result<Result<T, SupervisorError>, tokio::task::JoinError>| {
+        r.map_err(ApiError::internal)?.map(Some).map_err(ApiError::from)
+    };
+    if is_recorded.await.is_err() {
+        return done(work.await);
+    }
+    match timeout {
+        Some(t) => match tokio::time::timeout(t, work).await {
+            Ok(r) => done(r),
+            Err(_) => Ok(None),
         },
-        None => Ok(StatusCode::ACCEPTED.into_response()),
+        None => Ok(None),
     }
 }
 
@@ -189,18 +211,10 @@ pub(super) async fn delete_app(
             },
         }
     });
-    let deleted =
-        |ids: Vec<InstanceId>| Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response();
-    if is_recorded.await.is_err() {
-        return work.await.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from);
-    }
-    match timeout {
-        Some(t) => match tokio::time::timeout(t, work).await {
-            Ok(r) => r.map_err(ApiError::internal)?.map(deleted).map_err(ApiError::from),
-            Err(_) => Ok(StatusCode::ACCEPTED.into_response()),
-        },
-        None => Ok(StatusCode::ACCEPTED.into_response()),
-    }
+    Ok(match once_recorded(timeout, is_recorded, work).await? {
+        Some(ids) => Json(Deleted { deleted: ids.iter().map(ToString::to_string).collect() }).into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
+    })
 }
 
 /// A `timeout` query value: seconds, 0 to 3600.
@@ -211,28 +225,4 @@ fn secs(t: f64) -> Result<Duration, ApiError> {
         );
     }
     Ok(Duration::from_secs_f64(t.min(3600.0)))
-}
-
-/// Runs an instance action; with a timeout, waits for it and answers with the status.
-async fn run_maybe_waiting(
-    app: &Arc<AppState>,
-    id: &InstanceId,
-    timeout: Option<f64>,
-    work: impl std::future::Future<Output = Result<(), SupervisorError>> + Send + 'static,
-) -> Result<Response, ApiError> {
-    match timeout {
-        None => {
-            tokio::spawn(async move {
-                if let Err(e) = work.await {
-                    tracing::info!("action failed: {e}");
-                }
-            });
-            Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response())
-        }
-        Some(t) => match tokio::time::timeout(secs(t)?, work).await {
-            Ok(Ok(())) => Ok((StatusCode::OK, Json(app.supervisor.status(id)?)).into_response()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Ok((StatusCode::ACCEPTED, Json(app.supervisor.status(id)?)).into_response()),
-        },
-    }
 }

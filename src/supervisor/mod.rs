@@ -375,15 +375,43 @@ impl Supervisor {
     }
 
     fn send(&self, id: &InstanceId, cmd: Command, reply: Option<instance::Reply>) -> Result<(), SupervisorError> {
+        self.send_noting(id, cmd, reply, None)
+    }
+
+    /// [`Self::send`], and `recorded` told once the instance has the command durably (see
+    /// `instance::Msg::Recorded`).
+    fn send_noting(
+        &self,
+        id: &InstanceId,
+        cmd: Command,
+        reply: Option<instance::Reply>,
+        recorded: Option<oneshot::Sender<()>>,
+    ) -> Result<(), SupervisorError> {
         let instances = self.instances.lock().expect("instances lock");
         let handle = instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?;
-        handle.tx.send(Msg::Request(cmd, reply)).map_err(|_| SupervisorError::NotFound(format!("instance {id}")))
+        let gone = |_| SupervisorError::NotFound(format!("instance {id}"));
+        handle.tx.send(Msg::Request(cmd, reply)).map_err(gone)?;
+        if let Some(recorded) = recorded {
+            handle.tx.send(Msg::Recorded(recorded)).map_err(gone)?;
+        }
+        Ok(())
     }
 
     /// Sends a command and waits until the instance has carried it out.
     async fn request(&self, id: &InstanceId, cmd: Command) -> Result<(), SupervisorError> {
+        self.request_noting(id, cmd, None).await
+    }
+
+    /// [`Self::request`]; `recorded`, when given, is told as soon as the instance has the
+    /// command durably, which may be long before it is carried out (a stop's grace period).
+    async fn request_noting(
+        &self,
+        id: &InstanceId,
+        cmd: Command,
+        recorded: Option<oneshot::Sender<()>>,
+    ) -> Result<(), SupervisorError> {
         let (tx, rx) = oneshot::channel();
-        self.send(id, cmd, Some(tx))?;
+        self.send_noting(id, cmd, Some(tx), recorded)?;
         match rx.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(SupervisorError::Failed(reason)),
@@ -393,6 +421,21 @@ impl Supervisor {
 
     pub async fn start(&self, id: &InstanceId) -> Result<(), SupervisorError> {
         self.request(id, Command::Start).await
+    }
+
+    /// An operator's action on instance `id` (start, stop, restart, reload, fail, crash), done
+    /// when this returns; `recorded` is told once the instance has it durably: the API answers
+    /// a request it does not wait for only then (an answer before it could be lost to a kill -9).
+    pub async fn act(
+        &self,
+        id: &InstanceId,
+        cmd: Command,
+        recorded: oneshot::Sender<()>,
+    ) -> Result<(), SupervisorError> {
+        if matches!(cmd, Command::Crash(_)) {
+            self.check_hollow()?;
+        }
+        self.request_noting(id, cmd, Some(recorded)).await
     }
 
     pub async fn stop(&self, id: &InstanceId) -> Result<(), SupervisorError> {
@@ -430,7 +473,16 @@ impl Supervisor {
 
     /// Stops and removes an instance. When it was the last of its app, the app's spec goes too.
     pub async fn delete(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.delete_instance(id, crate::spec::pod::DeleteCause::Operator).await?;
+        self.delete_noting(id, None).await
+    }
+
+    /// [`Self::delete`]; `recorded` is told once the instance has the delete durably.
+    pub async fn delete_noting(
+        &self,
+        id: &InstanceId,
+        recorded: Option<oneshot::Sender<()>>,
+    ) -> Result<(), SupervisorError> {
+        self.delete_instance_noting(id, crate::spec::pod::DeleteCause::Operator, recorded).await?;
         let last = !self
             .instances
             .lock()
@@ -450,7 +502,16 @@ impl Supervisor {
         id: &InstanceId,
         cause: crate::spec::pod::DeleteCause,
     ) -> Result<(), SupervisorError> {
-        match self.request(id, Command::Delete(cause)).await {
+        self.delete_instance_noting(id, cause, None).await
+    }
+
+    async fn delete_instance_noting(
+        &self,
+        id: &InstanceId,
+        cause: crate::spec::pod::DeleteCause,
+        recorded: Option<oneshot::Sender<()>>,
+    ) -> Result<(), SupervisorError> {
+        match self.request_noting(id, Command::Delete(cause), recorded).await {
             Ok(()) | Err(SupervisorError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
@@ -604,12 +665,18 @@ impl Supervisor {
     /// Tells a hollow instance's run to end as if its main process exited with `status`: its
     /// restart policy follows. Refused (409) unless this is a hollow host.
     pub async fn crash(&self, id: &InstanceId, status: state::ExitStatus) -> Result<(), SupervisorError> {
-        if !self.shared.hollow {
-            return Err(SupervisorError::Conflict(
-                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
-            ));
-        }
+        self.check_hollow()?;
         self.request(id, Command::Crash(status)).await
+    }
+
+    /// Only a hollow host's instances can be told to crash.
+    fn check_hollow(&self) -> Result<(), SupervisorError> {
+        match self.shared.hollow {
+            true => Ok(()),
+            false => Err(SupervisorError::Conflict(
+                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
+            )),
+        }
     }
 
     /// Whether `name` is one of instance `id`'s processes (procName) or, for a pod, containers

@@ -162,7 +162,7 @@ impl<W: Workload> Actor<W> {
                 tokio::select! {
                     biased;
                     launched = &mut launching => break launched,
-                    m = next_interrupt(&mut self.rx), if interrupt.is_none() => {
+                    m = next_interrupt(&mut self.rx, &self.marks), if interrupt.is_none() => {
                         cancel.set();
                         interrupt = Some(m);
                     }
@@ -228,8 +228,8 @@ impl<W: Workload> Actor<W> {
             Ok(()) => self.feed(Event::StopCompleted).await,
             Err(reason) => self.feed(Event::StopFailed { reason }).await,
         };
-        for (cmd, reply) in std::mem::take(&mut self.deferred) {
-            let _ = self.tx.send(Msg::Request(cmd, reply));
+        for msg in std::mem::take(&mut self.deferred) {
+            let _ = self.tx.send(msg);
         }
     }
 
@@ -244,7 +244,10 @@ impl<W: Workload> Actor<W> {
             // Served once the stop is done, in the order they came. (Not sent back into the
             // queue being read: the stop's loop would take it again at once, for ever, never
             // yielding its thread.)
-            Msg::Request(cmd, reply) => self.deferred.push((cmd, reply)),
+            Msg::Request(..) => self.deferred.push(msg),
+            // After a request served later: it waits for it, in order.
+            Msg::Recorded(_) if !self.deferred.is_empty() => self.deferred.push(msg),
+            Msg::Recorded(tx) => self.marks.when_durable(tx),
             Msg::MainExited { .. } | Msg::Checked { .. } | Msg::RuntimeLost { .. } | Msg::HookFailed { .. } => {}
         }
     }

@@ -6,8 +6,9 @@ use crate::store::{Batch, Store, StoreError, Table};
 use crate::supervisor::record::InstanceRecord;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// A commit on its way to the store (see [`Journal::begin`]).
 pub(crate) struct PendingCommit {
@@ -15,6 +16,68 @@ pub(crate) struct PendingCommit {
     /// What was sent, for a retry: the record's JSON, serialized once.
     record: Vec<u8>,
     events: Vec<serde_json::Value>,
+    /// Its number among the journal's commits (see [`DurableMarks`]).
+    seq: u64,
+}
+
+/// Who waits for what the actor has done so far to be durable: a request answered before it is
+/// carried out (the API's 202) is answered only once its transition is, or a kill -9 in between
+/// would lose what was answered. Shared by the journal, which counts its commits, and the
+/// actor's message loops, which take the waits in the order of the requests.
+#[derive(Default)]
+pub(crate) struct DurableMarks(Mutex<Marks>);
+
+#[derive(Default)]
+struct Marks {
+    /// Events are held for the next commit.
+    held: bool,
+    /// Commits begun, and the last known durable (commits become durable in order: one actor
+    /// waits for each before it begins the next).
+    begun: u64,
+    durable: u64,
+    /// Each with the commit it waits for.
+    waiting: Vec<(u64, oneshot::Sender<()>)>,
+}
+
+impl DurableMarks {
+    /// Tells `tx` once everything committed or held so far is durable: at once if it is.
+    pub fn when_durable(&self, tx: oneshot::Sender<()>) {
+        let mut m = self.0.lock().expect("durable marks lock");
+        let needed = m.begun + u64::from(m.held);
+        if needed <= m.durable {
+            let _ = tx.send(());
+        } else {
+            m.waiting.push((needed, tx));
+        }
+    }
+
+    fn hold(&self) {
+        self.0.lock().expect("durable marks lock").held = true;
+    }
+
+    /// A commit begins, carrying whatever was held: its number.
+    fn begin(&self) -> u64 {
+        let mut m = self.0.lock().expect("durable marks lock");
+        m.held = false;
+        m.begun += 1;
+        m.begun
+    }
+
+    /// Commit `seq` (and every one before it) is durable.
+    fn durable(&self, seq: u64) {
+        let ready: Vec<_> = {
+            let mut m = self.0.lock().expect("durable marks lock");
+            m.durable = m.durable.max(seq);
+            let durable = m.durable;
+            let (ready, waiting) =
+                std::mem::take(&mut m.waiting).into_iter().partition(|(needed, _)| *needed <= durable);
+            m.waiting = waiting;
+            ready
+        };
+        for (_, tx) in ready {
+            let _ = tx.send(());
+        }
+    }
 }
 
 pub(crate) struct Journal {
@@ -25,16 +88,26 @@ pub(crate) struct Journal {
     status: watch::Sender<InstanceRecord>,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
+    marks: Arc<DurableMarks>,
 }
 
 impl Journal {
     pub fn new(status: watch::Sender<InstanceRecord>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
-        Journal { held: Vec::new(), status, waker }
+        Journal { held: Vec::new(), status, waker, marks: Arc::default() }
+    }
+
+    /// Who waits for this journal's commits (shared with the actor's message loops).
+    pub fn marks(&self) -> Arc<DurableMarks> {
+        self.marks.clone()
     }
 
     /// Holds `events` for the next commit.
     pub fn hold(&mut self, events: impl IntoIterator<Item = serde_json::Value>) {
+        let before = self.held.len();
         self.held.extend(events);
+        if self.held.len() > before {
+            self.marks.hold();
+        }
     }
 
     pub fn has_held(&self) -> bool {
@@ -74,18 +147,20 @@ impl Journal {
         let events = std::mem::take(&mut self.held);
         // Straight to JSON: no `Value` tree built only to be serialized again.
         let record = serde_json::to_vec(rec).expect("record serializes");
-        let commit = Box::pin(store.submit(self.batch(rec, &record, &events)));
-        PendingCommit { commit, record, events }
+        let seq = self.marks.begin();
+        let commit = Box::pin(store.submit(self.batch(rec, &record, &events, seq)));
+        PendingCommit { commit, record, events, seq }
     }
 
     /// The record and events to commit, `rec` shown by the store once durable and before the
     /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
     /// finds what it announces.
-    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value]) -> Batch {
-        let (status, waker, shown) = (self.status.clone(), self.waker.clone(), rec.clone());
+    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
+        let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.clone(), self.marks.clone());
         batch(rec, record, events).on_durable(move || {
             status.send_replace(shown);
             waker.notify_one();
+            marks.durable(seq);
         })
     }
 
@@ -101,7 +176,8 @@ impl Journal {
                     tracing::error!(instance = %rec.id, "store commit failed (attempt {attempt}), retrying: {e}");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
-                    pending.commit = Box::pin(store.submit(self.batch(rec, &pending.record, &pending.events)));
+                    pending.commit =
+                        Box::pin(store.submit(self.batch(rec, &pending.record, &pending.events, pending.seq)));
                 }
                 Err(e) => {
                     tracing::error!(instance = %rec.id, "store keeps refusing writes: {e}; stewardd exits so it can start clean (instances keep running)");
@@ -124,6 +200,33 @@ fn batch(rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value]) -> B
 mod tests {
     use super::*;
     use crate::spec::InstanceId;
+
+    /// A wait for what is done so far to be durable ends at once when nothing is held or in
+    /// flight, else with the commit that carries it: not with the one already in flight when
+    /// events were held after it began.
+    #[test]
+    fn a_wait_ends_with_the_commit_that_carries_what_came_before_it() {
+        let marks = DurableMarks::default();
+        let told = || {
+            let (tx, rx) = oneshot::channel();
+            marks.when_durable(tx);
+            rx
+        };
+        let mut at_rest = told();
+        assert_eq!(at_rest.try_recv(), Ok(()), "nothing pending: at once");
+        let first = marks.begin();
+        let mut in_flight = told();
+        marks.hold();
+        let mut held = told();
+        assert!(in_flight.try_recv().is_err() && held.try_recv().is_err());
+        marks.durable(first);
+        assert_eq!(in_flight.try_recv(), Ok(()), "the commit in flight carried what came before");
+        assert!(held.try_recv().is_err(), "held after that commit began: not carried by it");
+        let second = marks.begin();
+        assert!(held.try_recv().is_err());
+        marks.durable(second);
+        assert_eq!(held.try_recv(), Ok(()));
+    }
 
     /// A reader woken by an event (steward-sched lists the node's instances when it hears one)
     /// must find the status the event announces: it was shown a moment after the event, when

@@ -183,6 +183,10 @@ pub enum ProbeReport {
 
 pub enum Msg {
     Request(Command, Option<Reply>),
+    /// Told once every request sent before it is durable (its transition committed; for one
+    /// served only after a stop, once it is served): what the API waits for before it answers
+    /// a request it does not wait to see done.
+    Recorded(oneshot::Sender<()>),
     /// Main process (a pod: container) `index` of the run `generation` ended.
     MainExited {
         generation: u64,
@@ -215,10 +219,12 @@ pub(super) fn answer(reply: Option<Reply>, result: Result<(), String>) {
 
 /// The next request that must interrupt a start (stop, restart, delete, a new spec). A start
 /// request is already being served and a reload has nothing to reload yet: both are answered
-/// here. Exits are ignored: no main process is watched during a start.
-pub(super) async fn next_interrupt(rx: &mut Inbox) -> (Command, Option<Reply>) {
+/// here, and a wait for them to be durable waits for the start's commit (`marks`). Exits are
+/// ignored: no main process is watched during a start.
+pub(super) async fn next_interrupt(rx: &mut Inbox, marks: &super::journal::DurableMarks) -> (Command, Option<Reply>) {
     loop {
         match rx.recv().await {
+            Some(Msg::Recorded(tx)) => marks.when_durable(tx),
             Some(Msg::Request(Command::Start, reply)) => answer(reply, Ok(())),
             Some(Msg::Request(Command::Reload, reply)) => {
                 answer(reply, Err("cannot reload: instance is starting".into()))

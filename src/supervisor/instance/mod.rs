@@ -91,8 +91,10 @@ pub(crate) struct Actor<W: Workload> {
     in_place_refused: bool,
     /// The run was just launched: its postStart hook runs once it is watched.
     post_start_due: bool,
-    /// Requests that came during a stop, served after it.
-    deferred: Vec<(Command, Option<Reply>)>,
+    /// Requests that came during a stop, served after it (and the waits for them to be durable).
+    deferred: Vec<Msg>,
+    /// Who waits for the journal's commits (the journal's own, reachable while it is lent out).
+    marks: Arc<journal::DurableMarks>,
     /// A place among the launches in progress (see `Shared::launches`), held from staging to
     /// the first spawn.
     launch_permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -114,7 +116,9 @@ impl<W: Workload> Actor<W> {
         let workload = W::new(&shared, &rec);
         // Every change shown wakes the app's driver (a rollout, a job) that waits for it.
         let waker = shared.wakers.of(&crate::supervisor::app_key(&rec.id.namespace, &rec.id.name));
+        let journal = journal::Journal::new(status, waker);
         let actor = Actor {
+            marks: journal.marks(),
             shared,
             rec,
             spec,
@@ -122,7 +126,7 @@ impl<W: Workload> Actor<W> {
             generation: 0,
             tx: tx.clone(),
             rx,
-            journal: journal::Journal::new(status, waker),
+            journal,
             waiting: Vec::new(),
             deleted: false,
             health_tasks: Vec::new(),
@@ -184,6 +188,11 @@ impl<W: Workload> Actor<W> {
             let Some(msg) = msg else { return };
             match msg {
                 Msg::Request(cmd, reply) => Box::pin(self.handle(cmd, reply)).await,
+                Msg::Recorded(tx) => {
+                    // At rest nothing should be held; if something is, it is made durable now.
+                    Box::pin(self.flush_unjournaled()).await;
+                    self.marks.when_durable(tx);
+                }
                 Msg::MainExited { generation, index, status } if generation == self.generation => {
                     Box::pin(self.on_exit(index, status)).await;
                 }
@@ -299,6 +308,7 @@ impl<W: Workload> Actor<W> {
                 return;
             }
             Command::Start => {
+                crate::failpoint::pause("instance-request");
                 self.waiting.extend(reply);
                 return self.feed(Event::Start).await;
             }
@@ -317,6 +327,8 @@ impl<W: Workload> Actor<W> {
                 StopGoal::Fail { reason }
             }
         };
+        // A test's window between a request's answer and its record (tests/daemon_restarts.rs).
+        crate::failpoint::pause("instance-request");
         self.waiting.extend(reply);
         self.feed(Event::StopRequested { goal }).await;
     }

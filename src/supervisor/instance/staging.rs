@@ -76,7 +76,7 @@ impl<W: Workload> Actor<W> {
                 let fetch = self.shared.fetcher.fetch(uri, &user, &progress);
                 let result = tokio::select! {
                     r = fetch => r,
-                    interrupt = next_interrupt(&mut self.rx) => return Ok(Some(interrupt)),
+                    interrupt = next_interrupt(&mut self.rx, &self.marks) => return Ok(Some(interrupt)),
                 };
                 match result {
                     Ok(f) => {
