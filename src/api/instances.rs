@@ -147,8 +147,10 @@ pub(super) async fn delete(
 
 /// Waits for an instance's request (`work`) to be durable (`is_recorded`), then, with a
 /// timeout, up to it for the request to be done. Some: done, with what it gave; None: under way
-/// (202). Nothing is answered before the request is durable: an answer a kill -9 could undo
-/// would be a lie. Never told, the work ended first: its result is the answer.
+/// (202), or not waited for. Nothing is answered before the request is durable: an answer a
+/// kill -9 could undo would be a lie. Never told, the work ended first: with its error, which is
+/// the answer, or done (a stopped instance's delete can end its actor before it reads the wait),
+/// answered as any request without a timeout is (202).
 async fn once_recorded<T>(
     timeout: Option<Duration>,
     is_recorded: tokio::sync::oneshot::Receiver<()>,
@@ -158,7 +160,7 @@ async fn once_recorded<T>(
         r.map_err(ApiError::internal)?.map(Some).map_err(ApiError::from)
     };
     if is_recorded.await.is_err() {
-        return done(work.await);
+        return Ok(done(work.await)?.filter(|_| timeout.is_some()));
     }
     match timeout {
         Some(t) => match tokio::time::timeout(t, work).await {
