@@ -78,9 +78,9 @@ for page in man/*.[1-8]; do
     gzip -9n <"$page" >"$stage/man/man$section/$(basename "$page").gz"
 done
 
-$stage/bin/steward completions bash >"$stage/completions/steward.bash"
-$stage/bin/steward completions zsh >"$stage/completions/_steward"
-$stage/bin/steward completions fish >"$stage/completions/steward.fish"
+"$stage/bin/steward" completions bash >"$stage/completions/steward.bash"
+"$stage/bin/steward" completions zsh >"$stage/completions/_steward"
+"$stage/bin/steward" completions fish >"$stage/completions/steward.fish"
 
 # The example units' package, in the default package repository, so that
 # /usr/share/doc/steward/examples/*.{json,toml} run as installed.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The package test (run by scripts/test.sh, root only). On this machine, for real:
 #   1. scripts/package.sh packs the deb and the rpm from the dev build scripts/test.sh has made
-#      (--profile dev --fast: what is tested is the packing, not the optimiser or the compressor), and the same build
-#      again as a higher deb version (0.1.0-2) for the upgrade;
+#      (--profile dev --fast: what is tested is the packing, not the optimiser or the
+#      compressor), and the same build again as a higher deb version (0.1.0-2) for the upgrade;
 #   2. lintian reports no error on the deb; dpkg-deb and rpm -qlp/-qcp/--scripts list the
 #      expected files, conffile and maintainer scripts; every man page renders with
 #      `man --warnings -l` without a warning;

@@ -138,7 +138,7 @@ pub(super) async fn delete(
     let (recorded, is_recorded) = tokio::sync::oneshot::channel();
     let sup_app = app.clone();
     // Always in its own task, so a client hanging up cannot cut the cleanup after the delete.
-    let work = tokio::spawn(async move { sup_app.supervisor.delete_noting(&id, Some(recorded)).await });
+    let work = tokio::spawn(async move { sup_app.supervisor.delete(&id, recorded).await });
     Ok(match once_recorded(timeout, is_recorded, work).await? {
         Some(()) => StatusCode::NO_CONTENT.into_response(),
         None => StatusCode::ACCEPTED.into_response(),

@@ -426,30 +426,24 @@ impl Supervisor {
     /// An operator's action on instance `id` (start, stop, restart, reload, fail, crash), done
     /// when this returns; `recorded` is told once the instance has it durably: the API answers
     /// a request it does not wait for only then (an answer before it could be lost to a kill -9).
+    /// A crash (its run ends as if its main process exited so; its restart policy follows) is
+    /// for a hollow host's instances only (409 elsewhere).
     pub async fn act(
         &self,
         id: &InstanceId,
         cmd: Command,
         recorded: oneshot::Sender<()>,
     ) -> Result<(), SupervisorError> {
-        if matches!(cmd, Command::Crash(_)) {
-            self.check_hollow()?;
+        if matches!(cmd, Command::Crash(_)) && !self.shared.hollow {
+            return Err(SupervisorError::Conflict(
+                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
+            ));
         }
         self.request_noting(id, cmd, Some(recorded)).await
     }
 
     pub async fn stop(&self, id: &InstanceId) -> Result<(), SupervisorError> {
         self.request(id, Command::Stop).await
-    }
-
-    pub async fn restart(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.request(id, Command::Restart).await
-    }
-
-    /// Fails what runs for `reason`: its restart policy restarts it (counted, after its
-    /// backoff) or gives up, as for a failed local health check.
-    pub async fn fail(&self, id: &InstanceId, reason: String) -> Result<(), SupervisorError> {
-        self.request(id, Command::Fail(reason)).await
     }
 
     /// Writes a file into what instance `id` runs (`steward cp`): where it went.
@@ -467,22 +461,10 @@ impl Supervisor {
         }
     }
 
-    pub async fn reload(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.request(id, Command::Reload).await
-    }
-
-    /// Stops and removes an instance. When it was the last of its app, the app's spec goes too.
-    pub async fn delete(&self, id: &InstanceId) -> Result<(), SupervisorError> {
-        self.delete_noting(id, None).await
-    }
-
-    /// [`Self::delete`]; `recorded` is told once the instance has the delete durably.
-    pub async fn delete_noting(
-        &self,
-        id: &InstanceId,
-        recorded: Option<oneshot::Sender<()>>,
-    ) -> Result<(), SupervisorError> {
-        self.delete_instance_noting(id, crate::spec::pod::DeleteCause::Operator, recorded).await?;
+    /// Stops and removes an instance (an operator's delete). When it was the last of its app, the
+    /// app's spec goes too. `recorded` is told once the instance has the delete durably.
+    pub async fn delete(&self, id: &InstanceId, recorded: oneshot::Sender<()>) -> Result<(), SupervisorError> {
+        self.delete_instance_noting(id, crate::spec::pod::DeleteCause::Operator, Some(recorded)).await?;
         let last = !self
             .instances
             .lock()
@@ -660,23 +642,6 @@ impl Supervisor {
                 None => (cpu, memory),
             }
         })
-    }
-
-    /// Tells a hollow instance's run to end as if its main process exited with `status`: its
-    /// restart policy follows. Refused (409) unless this is a hollow host.
-    pub async fn crash(&self, id: &InstanceId, status: state::ExitStatus) -> Result<(), SupervisorError> {
-        self.check_hollow()?;
-        self.request(id, Command::Crash(status)).await
-    }
-
-    /// Only a hollow host's instances can be told to crash.
-    fn check_hollow(&self) -> Result<(), SupervisorError> {
-        match self.shared.hollow {
-            true => Ok(()),
-            false => Err(SupervisorError::Conflict(
-                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
-            )),
-        }
     }
 
     /// Whether `name` is one of instance `id`'s processes (procName) or, for a pod, containers
