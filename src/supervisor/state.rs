@@ -54,6 +54,12 @@ pub const TRANSITIONS: &[(Kind, Kind)] = {
         // backoff
         (Backoff, Stopped),
         (Backoff, Failed),
+        // a delete from rest is recorded as one before the record goes
+        (Staging, Stopping),
+        (Backoff, Stopping),
+        (Stopped, Stopping),
+        (Exited, Stopping),
+        (Failed, Stopping),
     ]
 };
 
@@ -226,12 +232,14 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
         (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Stop | StopGoal::Fence }) => {
             to(State::Stopped, Nothing)
         }
+        // A delete is recorded (Stopping with its goal) before the record goes, and stays so
+        // until it has: a daemon that dies in between takes the delete up again.
         (State::Staging | State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Delete }) => {
-            to(State::Stopped, Delete)
+            to(State::Stopping { goal: StopGoal::Delete }, Delete)
         }
         (State::Stopped | State::Exited { .. } | State::Failed { .. }, Event::StopRequested { goal }) => match goal {
             StopGoal::Stop | StopGoal::Fence | StopGoal::Fail { .. } => same(Nothing),
-            StopGoal::Delete => same(Delete),
+            StopGoal::Delete => to(State::Stopping { goal: StopGoal::Delete }, Delete),
             StopGoal::Restart => to(State::Staging, Start),
         },
         (State::Backoff { .. }, Event::StopRequested { goal: StopGoal::Restart }) => to(State::Staging, Start),
@@ -246,7 +254,7 @@ pub fn step(state: &State, event: &Event, ctx: &Context) -> Result<Step, Illegal
         (State::Stopping { .. }, Event::MainExited { .. }) => same(Nothing),
         (State::Stopping { goal }, Event::StopCompleted) => match goal {
             StopGoal::Stop | StopGoal::Fence => to(State::Stopped, Nothing),
-            StopGoal::Delete => to(State::Stopped, Delete),
+            StopGoal::Delete => same(Delete),
             StopGoal::Restart => to(State::Staging, Start),
             StopGoal::Fail { reason } => after_failure(reason.clone()),
         },
@@ -317,6 +325,7 @@ mod tests {
             State::Stopping { goal: StopGoal::Stop },
             State::Stopping { goal: StopGoal::Restart },
             State::Stopping { goal: StopGoal::Fail { reason: "x".into() } },
+            State::Stopping { goal: StopGoal::Delete },
             State::Stopped,
             State::Exited { status: ExitStatus::Code(0) },
             State::Failed { reason: "x".into() },
@@ -472,10 +481,14 @@ mod tests {
         assert_eq!(act(&State::Running, restart(), false), (Kind::Stopping, Stop));
         assert_eq!(act(&State::Running, restart(), true), (Kind::Running, RestartInPlace));
         assert_eq!(act(&State::Starting, restart(), true), (Kind::Stopping, Stop), "in place only when running");
-        assert_eq!(act(&stopped, delete(), false), (Kind::Stopped, Delete));
-        assert_eq!(act(&State::Backoff { until_ms: 9 }, delete(), false), (Kind::Stopped, Delete));
+        assert_eq!(act(&stopped, delete(), false), (Kind::Stopping, Delete));
+        assert_eq!(act(&State::Backoff { until_ms: 9 }, delete(), false), (Kind::Stopping, Delete));
         let deleting = State::Stopping { goal: StopGoal::Delete };
-        assert_eq!(act(&deleting, Event::StopCompleted, false), (Kind::Stopped, Delete));
+        assert_eq!(
+            act(&deleting, Event::StopCompleted, false),
+            (Kind::Stopping, Delete),
+            "stays until the record goes"
+        );
         let restarting = State::Stopping { goal: StopGoal::Restart };
         assert_eq!(act(&restarting, Event::StopCompleted, false), (Kind::Staging, Start));
         assert_eq!(act(&State::Running, Event::SpecChanged, false), (Kind::Stopping, Stop));

@@ -351,12 +351,10 @@ impl<W: Workload> Actor<W> {
     pub(super) async fn delete(&mut self) {
         // What runs goes before the record: a record gone with a process left would be a
         // process nobody supervises (one recorded Stopped by a start cut short).
+        // It cannot go: Failed with why (answered so), and a later delete tries again.
         if let Err(reason) = self.workload.before_delete(&mut cx!(self)).await {
             tracing::error!(instance = %self.rec.id, "{reason}");
-            for r in self.waiting.drain(..) {
-                let _ = r.send(Err(reason.clone()));
-            }
-            return;
+            return self.feed(Event::StopFailed { reason }).await;
         }
         crate::failpoint::hit("delete-record");
         let key = self.rec.key();
