@@ -36,6 +36,9 @@ pub struct Config {
     pub cgroup_root: PathBuf,
     /// Set the kernel's `favordynmods` on the cgroup v2 mount at start (see `cgroups::dynmods`).
     pub cgroup_favor_dynmods: bool,
+    /// Let go of the code pages a start-up or a burst mapped, at a quiet tick (see
+    /// `daemon::memory::release_code_pages`).
+    pub release_code_pages: bool,
     /// cpu kept back from instances' requests (cores or "500m"): allocatable is what the host
     /// has less this.
     pub reserved_cpu: crate::spec::model::NumberText,
@@ -367,6 +370,7 @@ impl Default for Config {
             cgroup_parent: "steward".into(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             cgroup_favor_dynmods: true,
+            release_code_pages: true,
             reserved_cpu: crate::spec::model::NumberText("0".into()),
             reserved_memory: crate::spec::model::NumberText("0".into()),
             log_max_bytes: 10 * 1024 * 1024,

@@ -1,5 +1,5 @@
-//! stewardd as a process: how fast and how bounded its end is after SIGTERM, and a log file
-//! without terminal colour codes.
+//! stewardd as a process: how fast and how bounded its end is after SIGTERM, a log file without
+//! terminal colour codes, the descriptors a spawn copies, the code pages it lets go when quiet.
 
 mod common;
 
@@ -142,4 +142,45 @@ async fn a_spawn_copies_none_of_the_daemons_descriptors() {
     assert!(children.len() >= 110, "{children:?}");
     let copied: Vec<(i32, u32)> = children.iter().map(|&p| (p, table(p))).filter(|&(_, size)| size > 64).collect();
     assert!(copied.is_empty(), "children with the daemon's table copied (pid, FDSize): {copied:?}");
+}
+
+/// The daemon's resident file pages (its code and read-only data), from /proc.
+fn resident_file_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("RssFile:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// After a burst (an apply of 20 instances) and a quiet tick, the daemon lets go of the code
+/// pages the burst mapped (`release_code_pages`, issue 48: they stayed resident for its life);
+/// they come back as they are used: the instances answer, stop and start as before. With
+/// `release_code_pages = false` what was mapped stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_daemon_lets_go_of_its_code_pages_unless_told_not_to() {
+    for release in [true, false] {
+        let d = Daemon::start_with(&format!("code-pages-{release}"), &format!("release_code_pages = {release}\n"));
+        let spec = common::spec("burst", 20, serde_json::json!({"startCmd": "exec sleep 1000"}), serde_json::json!({}));
+        d.apply_json(&spec).await;
+        for i in 0..20 {
+            d.wait_state(&id("test", "burst", i), Kind::Running, 20).await;
+        }
+        let after_burst = resident_file_kib(d.pid());
+        // The trimmer's tick is 2 s: the burst is over after one quiet tick.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let quiet = resident_file_kib(d.pid());
+        if release {
+            assert!(
+                quiet < after_burst / 2,
+                "code pages kept: {after_burst} KiB resident after the burst, {quiet} KiB once quiet"
+            );
+        } else {
+            assert!(
+                quiet * 10 >= after_burst * 9,
+                "release_code_pages = false let go: {after_burst} KiB, then {quiet} KiB"
+            );
+        }
+        d.client.action(&id("test", "burst", 3), "restart", Some(20.0)).await.unwrap();
+        d.wait_state(&id("test", "burst", 3), Kind::Running, 20).await;
+        assert_eq!(d.client.list(&[("name", "burst")]).await.unwrap().len(), 20);
+    }
 }

@@ -339,7 +339,7 @@ async fn serve(config: Config, config_path: Option<&Path>) -> Result<Ending, Dae
     };
     let guard = remote.as_ref().map(|(guard, _)| guard.clone());
     let pruning = tokio::spawn(prune_events(state.clone(), config.events.clone()));
-    let trimming = tokio::spawn(memory::trim_after_bursts(state.supervisor.store().clone()));
+    let trimming = tokio::spawn(memory::trim_after_bursts(state.supervisor.store().clone(), config.release_code_pages));
     tracing::info!(socket = %config.socket.display(), host_ip, remote = ?config.remote.listen, "stewardd ready");
     notify::notify(&format!(
         "READY=1\nSTATUS=supervising {} instance(s)",
