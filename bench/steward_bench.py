@@ -193,12 +193,18 @@ def settle(sock, n, t_all):
 
 
 def own_cgroup_procs(pid):
-    """The `cgroup.procs` of the v1 pids cgroup `pid` is in (its instance's own), or None."""
+    """The `cgroup.procs` of the cgroup `pid` is in (its instance's own): the v1 pids one, or
+    the v2 one where the pids hierarchy has it at its root (a run on a hybrid host's v2 tree,
+    STEWARD_BENCH_CONF with cgroup_root = "/sys/fs/cgroup/unified"); None if neither."""
+    v2 = None
     for line in open(f"/proc/{pid}/cgroup"):
-        _, ctl, path = line.rstrip("\n").split(":", 2)
-        if "pids" in ctl.split(","):
+        hierarchy, ctl, path = line.rstrip("\n").split(":", 2)
+        if "pids" in ctl.split(",") and path != "/":
             return f"/sys/fs/cgroup/pids{path}/cgroup.procs"
-    return None
+        if hierarchy == "0" and path != "/":
+            mount = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+            v2 = f"{mount}{path}/cgroup.procs"
+    return v2
 
 
 def kill_and_time(daemon_pid, k, replaced):
