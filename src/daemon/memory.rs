@@ -42,10 +42,10 @@ pub async fn trim_after_bursts(store: Store, release_code: bool) {
     }
 }
 
-/// How many events make a burst whose code is let go once it is over (a start is about three:
-/// an apply of some 40 instances, as many respawns). Not less: a respawn maps 3-4 MiB of code again (the
-/// 64 KiB around each fault), 0.15-0.3 ms on the first respawn after a release, so letting go
-/// after every lone respawn made each of them that much slower.
+/// How many events make a burst whose code is let go once it is over (a start is about
+/// three: an apply of some 40 instances, as many respawns). Not less: a respawn maps 3-4 MiB of
+/// code again (the 64 KiB around each fault), 0.15-0.3 ms on the first respawn after a release,
+/// so letting go after every lone respawn made each of them that much slower.
 const BURST_EVENTS: u64 = 128;
 
 /// Lets go of the mapped pages of the daemon's code and read-only data (every file mapping of

@@ -64,9 +64,8 @@ struct Inner {
     /// Exits reaped while spawns are in flight, by spawn ticket.
     collecting: HashMap<u64, Vec<(i32, ExitStatus)>>,
     next_ticket: u64,
-    /// Children a pidfd reaps: not reaped yet, and the last ones it reaped (a SIGCHLD about
-    /// one of them comes as or after its pidfd reaped it).
-    by_pidfd: std::collections::HashSet<i32>,
+    /// The last children their pidfds reaped (a SIGCHLD about one comes as or after its pidfd
+    /// reaped it; one not reaped yet is a watched child not in `scanned_only`).
     reaped_by_pidfd: std::collections::VecDeque<i32>,
 }
 
@@ -78,7 +77,8 @@ impl Inner {
     /// for them). Unknown (`None`: the handler lost count) is no.
     fn all_reaped_by_pidfds(&self, told: Option<Vec<i32>>) -> bool {
         let Some(pids) = told.filter(|pids| !pids.is_empty()) else { return false };
-        pids.iter().all(|p| self.by_pidfd.contains(p) || self.reaped_by_pidfd.contains(p))
+        let pidfds = |p: &i32| self.watchers.contains_key(p) && !self.scanned_only.contains(p);
+        pids.iter().all(|p| pidfds(p) || self.reaped_by_pidfd.contains(p))
     }
 }
 
@@ -130,18 +130,14 @@ impl Reaper {
         let reaper = self.clone();
         runtime.spawn(async move {
             pidfd.exited().await;
-            let reaped = pidfd.reap();
-            {
-                let mut inner = reaper.inner.lock().expect("reaper lock");
-                inner.by_pidfd.remove(&pid);
-                if reaped.is_some() {
+            if let Some(status) = pidfd.reap() {
+                {
+                    let mut inner = reaper.inner.lock().expect("reaper lock");
                     if inner.reaped_by_pidfd.len() == REMEMBERED_REAPS {
                         inner.reaped_by_pidfd.pop_front();
                     }
                     inner.reaped_by_pidfd.push_back(pid);
                 }
-            }
-            if let Some(status) = reaped {
                 reaper.deliver(pid, status);
             }
         });
@@ -234,10 +230,9 @@ impl Reaper {
                 inner.watchers.insert(pid, Watcher::Watch(tx));
                 // Outside a runtime (a test's spawn) the scan alone.
                 let by_pidfd = pidfd.zip(tokio::runtime::Handle::try_current().ok());
-                match by_pidfd {
-                    Some(_) => inner.by_pidfd.insert(pid),
-                    None => inner.scanned_only.insert(pid),
-                };
+                if by_pidfd.is_none() {
+                    inner.scanned_only.insert(pid);
+                }
                 drop(inner);
                 if let Some((pidfd, runtime)) = by_pidfd {
                     self.reap_by_pidfd(&runtime, pid, super::process::Pidfd::from_owned(pidfd));
@@ -345,10 +340,13 @@ mod tests {
     #[test]
     fn a_scan_is_skipped_only_for_signals_about_the_pidfds_children() {
         let mut inner = Inner::default();
-        inner.by_pidfd.insert(10);
+        let (tx, _rx) = oneshot::channel();
+        inner.watchers.insert(10, Watcher::Watch(tx));
         inner.reaped_by_pidfd.push_back(11);
         assert!(inner.all_reaped_by_pidfds(Some(vec![10, 11])));
         assert!(!inner.all_reaped_by_pidfds(Some(vec![10, 12])), "12 is nobody's: a daemonized grandchild");
+        inner.scanned_only.insert(10);
+        assert!(!inner.all_reaped_by_pidfds(Some(vec![10])), "10 is watched, and no pidfd reaps it");
         assert!(!inner.all_reaped_by_pidfds(Some(vec![])), "told nothing: the handler had not noted it yet");
         assert!(!inner.all_reaped_by_pidfds(None), "more signals than slots");
     }

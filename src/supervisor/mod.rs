@@ -435,9 +435,7 @@ impl Supervisor {
         recorded: oneshot::Sender<()>,
     ) -> Result<(), SupervisorError> {
         if matches!(cmd, Command::Crash(_)) && !self.shared.hollow {
-            return Err(SupervisorError::Conflict(
-                "only a hollow host's instances can be told to crash (runtime = \"hollow\")".into(),
-            ));
+            return Err(SupervisorError::Conflict(instance::CRASH_NEEDS_HOLLOW.into()));
         }
         self.request_noting(id, cmd, Some(recorded)).await
     }

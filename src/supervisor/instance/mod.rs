@@ -35,6 +35,9 @@ pub use messages::{Command, Fenced, FileCopy, Mailbox, Msg, Reply, SpecEntry, MA
 pub(crate) use pod::Pod;
 pub(crate) use process::Processes;
 
+/// Why a crash (`POST …/crash`) is refused where the instance is not hollow.
+pub const CRASH_NEEDS_HOLLOW: &str = "only a hollow host's instances can be told to crash (runtime = \"hollow\")";
+
 /// The parts of the actor a workload may use while it works (see [`workload::Cx`]), borrowed
 /// field by field so that the workload itself stays free to borrow.
 macro_rules! cx {

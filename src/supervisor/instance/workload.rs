@@ -247,6 +247,6 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     /// Ends the run as if main 0 exited with `status` (`POST …/crash`): only a hollow
     /// instance, which has no process to kill, can be told to.
     fn crash(&mut self, _cx: &mut Cx<'_>, _status: ExitStatus) -> Result<(), String> {
-        Err("only a hollow host's instances can be told to crash (runtime = \"hollow\")".into())
+        Err(super::CRASH_NEEDS_HOLLOW.into())
     }
 }
