@@ -160,10 +160,12 @@ impl Processes {
     }
 
     /// Spawns as [`Self::spawn_in_instance`] does, the run's first spawn committing the
-    /// held-back transitions (Exited, Backoff, Staging, Starting): they go to the store before
-    /// the spawn and are durable before anything watches or reports it, the spawn overlapping
-    /// the fsync. A crash in between leaves the previous record, and the next daemon's first
-    /// start empties the cgroup first (`cgroup_clear`): one tree, never two.
+    /// held-back transitions (Exited, Backoff, Staging, Starting): they are durable before
+    /// anything watches or reports the spawn. They go to the store right after the clone, so
+    /// that neither their serializing nor the store thread it wakes delays the clone; the
+    /// commit overlaps the child's exec. A crash before it is durable leaves the previous
+    /// record, and the next daemon's first start empties the cgroup first (`cgroup_clear`):
+    /// one tree, never two.
     async fn spawn_committed(
         &self,
         cx: &mut Cx<'_>,
@@ -173,10 +175,10 @@ impl Processes {
         user: &ResolvedUser,
         what: &str,
     ) -> std::io::Result<(i32, ExitWatch)> {
-        let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
         let spawned = self.spawn_in_instance(cx, rendered, i, command, user, what);
         crate::failpoint::hit("launch-spawned");
-        if let Some(pending) = pending {
+        if cx.journal.has_held() {
+            let pending = cx.journal.begin(&cx.shared.store, cx.rec);
             cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
         }
         spawned
