@@ -25,6 +25,18 @@ async fn history(d: &Daemon) -> RevisionList {
     d.client.revisions("test", "web").await.unwrap()
 }
 
+/// The history once the last rollout has its outcome: under load it may still be under way when
+/// the instances already run the new version, and a later read would then differ from this one.
+async fn settled_history(d: &Daemon) -> RevisionList {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut h = history(d).await;
+    while h.revisions.last().is_none_or(|r| r.outcome.is_none()) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        h = history(d).await;
+    }
+    h
+}
+
 fn version_of(d: &Daemon, index: u32) -> String {
     std::fs::read_to_string(d.work_dir().join(format!("test.web.{index}")).join("version")).unwrap_or_default()
 }
@@ -125,7 +137,7 @@ async fn each_revision_reads_back_the_spec_it_applied() {
         d.apply_json(&versioned(v, 1)).await;
         wait_version(&d, 0, v).await;
     }
-    let h = history(&d).await;
+    let h = settled_history(&d).await;
     assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [1, 2, 3], "{h:#?}");
     let mut specs = Vec::new();
     for (n, v) in [(1, "v1"), (2, "v2"), (3, "v3")] {
@@ -171,13 +183,7 @@ async fn history_is_bounded_and_survives_kill_9_and_sigterm() {
     for v in 1..=5 {
         d.apply_json(&versioned(&format!("v{v}"), 1)).await;
     }
-    // Compared once the last rollout has its outcome (under load it may still be under way).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut h = history(&d).await;
-    while h.revisions.last().is_none_or(|r| r.outcome.is_none()) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        h = history(&d).await;
-    }
+    let h = settled_history(&d).await;
     assert_eq!(h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(), [3, 4, 5], "{h:#?}");
     for kill9 in [true, false] {
         d.restart(kill9);
@@ -202,12 +208,18 @@ async fn an_app_scaled_to_zero_keeps_its_spec_and_revisions() {
     d.wait_state(&id("test", "web", 1), Kind::Running, 20).await;
     let (code, out, err) = d.cli(&["apply", "-f", &write(&d, &versioned("v2", 0))]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(d.client.list(&[]).await.unwrap().is_empty(), "nothing runs");
+    let left = d.client.list(&[]).await.unwrap();
+    assert!(left.is_empty(), "nothing runs: {left:#?}\n{:#?}", d.client.rollout("test", "web").await);
     assert!(d.cgroup_pids(&id("test", "web", 0)).is_empty());
     // The rollout to revision 2 ends with nothing left to move (its end is in the history).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while d.client.rollout("test", "web").await.unwrap().is_some_and(|r| r.is_active()) {
-        assert!(std::time::Instant::now() < deadline, "the rollout did not end");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rollout did not end: {:#?}\n{:#?}",
+            d.client.rollout("test", "web").await,
+            d.client.list(&[]).await
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let h = history(&d).await;

@@ -807,3 +807,26 @@ async fn a_surge_instance_never_shares_another_instances_directories() {
     let steward::protocol::RolloutPhase::Failed { reason } = &failed.phase else { unreachable!() };
     assert!(reason.contains("test/other/2"), "the reason names the clash: {reason}");
 }
+
+/// Scaled to 0 in the middle of a rollout: every instance goes, the surge instance too, none is
+/// made after, and the rollout ends (nothing is left to move). The instances the apply deletes
+/// are no longer the rollout's to replace or cover for while they stop: the rollout once made a
+/// new surge instance for them after the apply had returned, and then waited on them forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn scaled_to_zero_mid_rollout_nothing_runs_and_the_rollout_ends() {
+    let d = Daemon::start("rollout-to-zero");
+    // The surge instance waits out minReadySeconds: the rollout is mid-way when the count goes.
+    let strategy = json!({"minReadySeconds": 60, "maxUnavailable": 0, "maxSurge": 1});
+    d.apply_json(&app("v1", 3, strategy.clone())).await;
+    all_on(&d, 1, 3, 30).await;
+    d.apply_json(&app("v2", 3, strategy.clone())).await;
+    wait_rollout(&d, |r| r.target == 2 && !r.spares.is_empty(), 30).await;
+    d.apply_json(&app("v2", 0, strategy)).await;
+    let left = d.client.list(&[]).await.unwrap();
+    assert!(left.is_empty(), "the apply returned with instances left: {left:#?}");
+    let ended = wait_rollout(&d, |r| !r.is_active(), 10).await;
+    assert_eq!(ended.phase, steward::protocol::RolloutPhase::Complete, "{ended:#?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = d.client.list(&[]).await.unwrap();
+    assert!(left.is_empty(), "made after the apply: {left:#?}");
+}

@@ -474,11 +474,19 @@ impl Supervisor {
     fn members(&self, entry: &SpecEntry, rollout: &Rollout) -> Vec<Member> {
         let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let gate = ReadyGate::of(&entry.spec);
+        // The ids the spec counts here (`ids_of`; a selection is kept sorted by the apply).
+        let counted = |index: u32| match entry.selection.as_deref() {
+            Some(selection) => selection.binary_search(&index).is_ok(),
+            None => index < entry.spec.spec.instance,
+        };
         let instances = self.instances.lock().expect("instances lock");
         instances
             .iter()
             .filter(|(id, _)| &id.namespace == ns && &id.name == name)
-            // Waiting on a scale-in's hook: no longer the app's, not moved (scale_in.rs).
+            // Scaled in (the apply deletes it) or waiting on a scale-in's hook (scale_in.rs): no
+            // longer the app's, neither moved nor covered for while it goes. A spare is the
+            // rollout's own.
+            .filter(|(id, _)| counted(id.index) || rollout.spares.contains(&id.index))
             .filter(|(id, _)| !entry.scale_in.iter().any(|s| s.ordinal == id.index))
             .map(|(id, h)| {
                 let rec = h.status.borrow();
