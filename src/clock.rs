@@ -56,7 +56,11 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// `now + wait`, saturating: a wait too long for the clock means "as good as never", not a
 /// panic (a spec's numbers are bounded, but a record stored by an older version may not be).
 pub fn deadline_after(wait: std::time::Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
+    deadline_from(tokio::time::Instant::now(), wait)
+}
+
+/// `start + wait`, saturating as [`deadline_after`]: a wait timed from when something began.
+pub fn deadline_from(start: tokio::time::Instant, wait: std::time::Duration) -> tokio::time::Instant {
     // A century is never reached and never overflows the monotonic clock.
-    now.checked_add(wait).unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400))
+    start.checked_add(wait).unwrap_or_else(|| start + std::time::Duration::from_secs(100 * 365 * 86_400))
 }

@@ -243,6 +243,46 @@ async fn crash_loops_back_off_even_with_interval_zero() {
     assert_eq!(st.restarts, 1);
 }
 
+/// A run is timed from its spawn, not from when its start became durable: on a host whose disk
+/// takes 500 ms a commit (a failpoint holds every commit that long), a process that outlives its
+/// 1 s startGracePeriod by 0.3 s is Running before it ends (seed 000: the grace is waited "after
+/// startCmd is executed"), and its 1.3 s runs are no quick ends, so its restarts with interval 0
+/// stay immediate past the crash-loop floor's three. Timed from the commit, the grace ended
+/// after the process and every run was a quick end (the floor: 100 ms, doubling).
+#[tokio::test]
+async fn runs_are_timed_from_the_spawn_even_when_commits_are_slow() {
+    let mut d = Daemon::start("slowdisk");
+    d.env = vec![("STEWARD_FAILPOINTS".into(), "store-commit~500".into())];
+    d.restart(false);
+    let always = json!({"restartPolicy": {"policy": "Always", "interval": 0}});
+    let process = json!({"startCmd": "exec sleep 1.3", "startGracePeriod": 1});
+    d.apply_json(&spec("slowdisk", 1, process, always)).await;
+    let iid = id("test", "slowdisk", 0);
+    d.wait(&iid, 60, |s| s.restarts >= 5).await;
+    let mut events = Vec::new();
+    d.client
+        .events(0, false, |e| {
+            events.push(e.body.to_value());
+            true
+        })
+        .await
+        .unwrap();
+    let moves: Vec<(String, String)> = events
+        .iter()
+        .filter(|b| b["instance"] == "test/slowdisk/0" && b["type"] == "transition")
+        .map(|b| {
+            (b["to"].as_str().unwrap_or_default().to_string(), b["message"].as_str().unwrap_or_default().to_string())
+        })
+        .collect();
+    let backoffs: Vec<usize> = (1..moves.len()).filter(|&j| moves[j].0 == "Backoff").collect();
+    assert!(backoffs.len() >= 5, "{moves:#?}");
+    for (k, &j) in backoffs.iter().take(5).enumerate() {
+        assert_eq!(moves[j - 1].0, "Running", "run {} ended Running, not in its grace: {moves:#?}", k + 1);
+        let message = &moves[j].1;
+        assert!(message.ends_with(&format!("restart {} in 0 ms", k + 1)), "restart {}: {message:?}", k + 1);
+    }
+}
+
 /// A stopCmd that hangs and a grandchild that ignores SIGTERM: after gracePeriod nothing is left.
 /// The instance has run longer than its grace period (issue 42: every time rule is also tried
 /// with instances older than its window): the grace counts from the stop, not from the start.

@@ -201,6 +201,8 @@ fn write_group(
         txn.abort().map_err(db_err(path, "abort"))?;
         return Err(StoreError::Injected { path: path.to_path_buf() });
     }
+    // A test's slow disk (`store-commit~MS`): every group's fsync takes that long.
+    crate::failpoint::pause("store-commit");
     txn.commit().map_err(db_err(path, "commit"))?;
     Ok(Outcome { last_seq: seq, first_seq, journal_bytes: bytes, pruned })
 }

@@ -23,7 +23,7 @@ pub const QUICK_FLOOR_MAX_MS: u64 = 10_000;
 pub struct RestartCounter {
     /// Restarts scheduled since the count was last reset.
     pub attempts: u32,
-    /// When the current main process became Running (unix ms).
+    /// When the current run began (unix ms): its start command's spawn, for processes.
     pub running_since_ms: Option<u64>,
     /// Quick ends in a row (see [`QUICK_END_MS`]); any longer run resets it.
     #[serde(default)]

@@ -174,10 +174,11 @@ impl<W: Workload> Actor<W> {
             return interrupt;
         }
         match launched {
-            Launched::Running => {
+            Launched::Running { since_ms } => {
                 self.post_start_due = true;
                 let now = now_ms();
-                self.rec.counter.running_since_ms = Some(now);
+                // Timed from the spawn: a run's length is the process's, not less the commit's.
+                self.rec.counter.running_since_ms = Some(since_ms.min(now));
                 self.rec.last_start_ms = Some(now);
                 self.feed(Event::MainReady).await;
             }

@@ -53,7 +53,7 @@ impl Workload for Hollow {
         *cx.launch_place = None;
         // No pid: the slots say how many it runs, and that it was recorded running.
         cx.rec.mains = vec![None; mains_of(rendered)];
-        Launched::Running
+        Launched::Running { since_ms: crate::supervisor::record::now_ms() }
     }
 
     fn watch(&mut self, cx: &mut Cx<'_>) {

@@ -179,7 +179,7 @@ impl Workload for Pod {
         show_address(cx.rec);
         cx.rec.mains = cx.rec.containers.iter().map(container_identity).collect();
         self.exited = vec![None; ids.len()];
-        Launched::Running
+        Launched::Running { since_ms: crate::supervisor::record::now_ms() }
     }
 
     /// Watches every container for its exit, and copies its output into the run dir's log

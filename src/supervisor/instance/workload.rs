@@ -48,8 +48,11 @@ impl Cx<'_> {
 /// How a launch ended.
 pub(crate) enum Launched {
     /// Everything runs; the record names it (`mains`, `containers`). Not yet watched: see
-    /// [`Workload::watch`].
-    Running,
+    /// [`Workload::watch`]. `since_ms`: when the run began (a process's spawn), which the
+    /// restart policy's run lengths are timed from.
+    Running {
+        since_ms: u64,
+    },
     Failed(String),
     /// A main process ended within its start grace period.
     Exited(ExitStatus),

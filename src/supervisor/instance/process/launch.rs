@@ -25,10 +25,20 @@ pub(super) const PIDFILE_POLL: Duration = Duration::from_millis(20);
 const PIDFILE_RECHECK: Duration = Duration::from_millis(250);
 
 pub(super) enum Outcome {
-    Ready(Main, Option<ExitWatch>),
+    /// The main process, its exit's watch, and when its start command was spawned (unix ms).
+    Ready(Main, Option<ExitWatch>, u64),
     Failed(String),
     Exited(ExitStatus),
     Cancelled,
+}
+
+/// A command spawned in the instance: its pid, its exit's watch, and when the spawn returned
+/// (monotonic, for the waits timed from it; unix ms, for the record).
+struct Spawned {
+    pid: i32,
+    exit: ExitWatch,
+    at: Instant,
+    at_ms: u64,
 }
 
 impl Processes {
@@ -54,12 +64,13 @@ impl Processes {
         let spawned = self.spawn_committed(cx, rendered, i, &p.start_cmd, &user, what).await;
         // Launched: waiting out the grace period or for the pidfile holds no place.
         *cx.launch_place = None;
-        let (pid, mut exit) = match spawned {
+        let Spawned { pid, mut exit, at, at_ms } = match spawned {
             Ok(x) => x,
             Err(e) => return Outcome::Failed(format!("cannot run startCmd: {e}")),
         };
-        let grace = Duration::from_secs(p.start_grace_period_secs);
-        let deadline = crate::clock::deadline_after(grace);
+        // Seed 000: the grace is waited "after startCmd is executed", so from the spawn, not
+        // from when its commit was durable (a slow disk would lengthen every grace).
+        let deadline = crate::clock::deadline_from(at, Duration::from_secs(p.start_grace_period_secs));
         let Some(pid_file) = &p.pid_file else {
             // Foreground: the start command is the main process if it is still alive after the grace.
             tokio::select! {
@@ -73,7 +84,7 @@ impl Processes {
             }
             // Our own child: not reaped (its watch has not fired), so its pid is still its own.
             return match ProcessIdentity::of(pid) {
-                Some(identity) => Outcome::Ready(Main { identity, pidfd: None, spawned: true }, Some(exit)),
+                Some(identity) => Outcome::Ready(Main { identity, pidfd: None, spawned: true }, Some(exit), at_ms),
                 None => Outcome::Exited(exit.await.unwrap_or(ExitStatus::Unknown)),
             };
         };
@@ -107,7 +118,7 @@ impl Processes {
                             // goes (see `Main::pidfd`).
                             (main.spawned, main.pidfd) = (true, None);
                         }
-                        return Outcome::Ready(main, watch);
+                        return Outcome::Ready(main, watch, at_ms);
                     }
                     Err(e) => why = e,
                 },
@@ -172,14 +183,17 @@ impl Processes {
         command: &str,
         user: &ResolvedUser,
         what: &str,
-    ) -> std::io::Result<(i32, ExitWatch)> {
+    ) -> std::io::Result<Spawned> {
         let pending = cx.journal.has_held().then(|| cx.journal.begin(&cx.shared.store, cx.rec));
         let spawned = self.spawn_in_instance(cx, rendered, i, command, user, what);
+        // The child has exec'd (the spawn returns once it has): what is timed from the start
+        // is timed from here, however long the commit then takes.
+        let (at, at_ms) = (Instant::now(), now_ms());
         crate::failpoint::hit("launch-spawned");
         if let Some(pending) = pending {
             cx.journal.finish(&cx.shared.store, cx.rec, pending).await;
         }
-        spawned
+        spawned.map(|(pid, exit)| Spawned { pid, exit, at, at_ms })
     }
 
     /// One init step of process `i` (seed 003 `initializers`): run as its user, in its workPath,
@@ -196,13 +210,14 @@ impl Processes {
     ) -> Option<Outcome> {
         let name = &step.name;
         let what = if n == 0 { "init" } else { "next init step" };
-        let (pid, exit) = match self.spawn_committed(cx, rendered, i, &step.command, user, what).await {
+        let Spawned { pid, exit, at, .. } = match self.spawn_committed(cx, rendered, i, &step.command, user, what).await
+        {
             Ok(x) => x,
             Err(e) => return Some(Outcome::Failed(format!("cannot run init step {name}: {e}"))),
         };
-        let timeout = Duration::from_secs(step.timeout_secs);
+        let deadline = crate::clock::deadline_from(at, Duration::from_secs(step.timeout_secs));
         let status = tokio::select! {
-            status = tokio::time::timeout(timeout, exit) => status,
+            status = tokio::time::timeout_at(deadline, exit) => status,
             _ = cancel.wait() => return Some(Outcome::Cancelled),
         };
         let failed = match status {

@@ -110,9 +110,12 @@ impl Workload for Processes {
         // Sized exactly: thousands of instances keep this for as long as they run.
         self.mains = Vec::with_capacity(rendered.processes.len());
         self.launched_watches = Vec::with_capacity(rendered.processes.len());
+        // The run began with the first process's start command.
+        let mut since_ms = None;
         for i in 0..rendered.processes.len() {
             let failed = match self.launch_one(cx, rendered, i, cancel).await {
-                launch::Outcome::Ready(main, watch) => {
+                launch::Outcome::Ready(main, watch, spawned_ms) => {
+                    since_ms.get_or_insert(spawned_ms);
                     self.mains.push(Some(main));
                     self.launched_watches.push(watch);
                     continue;
@@ -129,7 +132,7 @@ impl Workload for Processes {
             return failed;
         }
         cx.rec.mains = self.mains.iter().map(|m| m.as_ref().map(|m| m.identity.clone())).collect();
-        Launched::Running
+        Launched::Running { since_ms: since_ms.unwrap_or_else(crate::supervisor::record::now_ms) }
     }
 
     fn watch(&mut self, cx: &mut Cx<'_>) {
