@@ -8,7 +8,7 @@ respawn (clock ticks, coarse) and the p50 and p25 of exit -> reap, reap -> clone
 
 usage: python3 bench/ab_respawn.py STEWARDD_A STEWARDD_B [N] [KILLS]   (root; perf installed)
 """
-import os, re, signal, statistics, subprocess, sys, time
+import os, signal, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import steward_bench as s  # noqa: E402
@@ -33,8 +33,7 @@ for path, tag in ((A, "a"), (B, "b")):
 time.sleep(3)
 victims = [sorted(s.children(d.pid))[:kills] for d, _, _ in daemons]
 data = "/tmp/steward-ab-respawn.data"
-events = "sched:sched_process_exit,syscalls:sys_enter_wait4,syscalls:sys_enter_waitid,syscalls:sys_enter_clone"
-rec = subprocess.Popen(["perf", "record", "-q", "-a", "-e", events, "-o", data], stderr=subprocess.DEVNULL)
+rec = subprocess.Popen(["perf", "record", "-q", "-a", "-e", s.RESPAWN_EVENTS, "-o", data], stderr=subprocess.DEVNULL)
 time.sleep(1.5)
 cpu0 = [cpu_ticks(d.pid) for d, _, _ in daemons]
 for k in range(kills):
@@ -47,30 +46,10 @@ rec.send_signal(signal.SIGINT)
 rec.wait()
 for d, _, parent in daemons:
     s.stop_everything(d, parent)
-out = subprocess.run(["perf", "script", "-i", data, "-F", "pid,time,event"], capture_output=True, text=True).stdout
-rows = []
-for line in out.splitlines():
-    m = re.match(r"\s*(\d+)\s+([\d.]+):\s+(\S+):", line)
-    if m:
-        rows.append((int(m.group(1)), float(m.group(2)), m.group(3)))
+rows = s.perf_rows(data)
 tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
 for (d, _, _), vs, name, ticks in zip(daemons, victims, (A, B), cpu):
-    vs = set(vs)
-    spans = {"exit -> reap": [], "reap -> clone": [], "exit -> clone": []}
-    for i, (pid, t0, ev) in enumerate(rows):
-        if ev != "sched:sched_process_exit" or pid not in vs:
-            continue
-        reaped = None
-        for pid2, t, ev2 in rows[i + 1:]:
-            if t - t0 > 0.04:
-                break
-            if pid2 == d.pid and "wait" in ev2 and reaped is None:
-                reaped = t
-            if pid2 == d.pid and ev2.endswith("clone") and reaped is not None:
-                spans["exit -> reap"].append(reaped - t0)
-                spans["reap -> clone"].append(t - reaped)
-                spans["exit -> clone"].append(t - t0)
-                break
+    spans = s.respawn_spans(rows, d.pid, vs, window=0.04)
     figures = "  ".join(
         f"{k} p50 {statistics.median(v) * 1e3:.3f} p25 {statistics.quantiles(v, n=4)[0] * 1e3:.3f} ms"
         for k, v in spans.items() if len(v) > 1)

@@ -7,7 +7,7 @@ reap -> clone and exit -> clone. Unlike steward_bench.py's respawn figure, no po
 
 usage: python3 bench/respawn_timeline.py [STEWARDD] [N]   (root; perf installed)
 """
-import os, re, signal, statistics, subprocess, sys, time
+import os, signal, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import steward_bench as s  # noqa: E402
@@ -21,9 +21,7 @@ time.sleep(0.5)
 print(f"{n} running after {s.deploy(d, sock, n):.3f} s")
 time.sleep(2)
 victims = sorted(s.children(d.pid))[:30]
-events = ("sched:sched_process_exit,syscalls:sys_enter_wait4,syscalls:sys_enter_waitid,"
-          "syscalls:sys_enter_clone")
-rec = subprocess.Popen(["perf", "record", "-q", "-a", "-e", events, "-o", data], stderr=subprocess.DEVNULL)
+rec = subprocess.Popen(["perf", "record", "-q", "-a", "-e", s.RESPAWN_EVENTS, "-o", data], stderr=subprocess.DEVNULL)
 time.sleep(1.5)
 for v in victims:
     os.kill(v, signal.SIGKILL)
@@ -32,31 +30,7 @@ time.sleep(0.5)
 rec.send_signal(signal.SIGINT)
 rec.wait()
 s.stop_everything(d, parent)
-out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,tid,time,event"],
-                     capture_output=True, text=True).stdout
-rows = []
-for line in out.splitlines():
-    m = re.match(r"\s*(.+?)\s+(\d+)/(\d+)\s+([\d.]+):\s+(\S+):", line)
-    if m:
-        rows.append((int(m.group(2)), float(m.group(4)), m.group(5)))
-exits = {v for v in victims}
-spans = {"exit -> reap": [], "reap -> clone": [], "exit -> clone": []}
-for i, (pid, t0, event) in enumerate(rows):
-    if event != "sched:sched_process_exit" or pid not in exits:
-        continue
-    reaped = cloned = None
-    for pid2, t, event2 in rows[i + 1:]:
-        if t - t0 > 0.05:
-            break
-        if pid2 == d.pid and event2 in ("syscalls:sys_enter_wait4", "syscalls:sys_enter_waitid") and reaped is None:
-            reaped = t
-        if pid2 == d.pid and event2 == "syscalls:sys_enter_clone" and reaped is not None:
-            cloned = t
-            break
-    if reaped and cloned:
-        spans["exit -> reap"].append(reaped - t0)
-        spans["reap -> clone"].append(cloned - reaped)
-        spans["exit -> clone"].append(cloned - t0)
+spans = s.respawn_spans(s.perf_rows(data), d.pid, victims)
 for name, values in spans.items():
     if values:
         print(f"{name}: p50 {statistics.median(values) * 1000:.3f} ms, min {min(values) * 1000:.3f} ms (n={len(values)})")

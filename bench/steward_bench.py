@@ -7,7 +7,7 @@ usage: steward_bench.py N [K] [--pidfile]   (needs target/release/stewardd and s
 With --pidfile each instance is a forking daemon that writes its pidfile (systemd Type=forking),
 so the main process is a grandchild reparented to the daemon (child subreaper).
 """
-import json, os, signal, socket, statistics, subprocess, sys, tempfile, time, http.client
+import json, os, re, signal, socket, statistics, subprocess, sys, tempfile, time, http.client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEWARDD = os.path.join(ROOT, "target/release/stewardd")
@@ -253,6 +253,50 @@ def respawn_latencies(daemon_pid, n, k):
             return victim not in now and len(now) == n
         return done
     return kill_and_time(daemon_pid, k, replaced)
+
+
+# The tracepoints a respawn is timed by: the victim's exit, the daemon's reaping call and its
+# next clone (bench/respawn_timeline.py, bench/ab_respawn.py).
+RESPAWN_EVENTS = ("sched:sched_process_exit,syscalls:sys_enter_wait4,syscalls:sys_enter_waitid,"
+                  "syscalls:sys_enter_clone")
+
+
+def perf_rows(data):
+    """(pid, seconds, event name) of each sample in the `perf record` file `data`, in order."""
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "pid,time,event"],
+                         capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+([\d.]+):\s+(\S+):", line)
+        if m:
+            rows.append((int(m.group(1)), float(m.group(2)), m.group(3)))
+    return rows
+
+
+def respawn_spans(rows, daemon_pid, victims, window=0.05):
+    """From perf_rows of RESPAWN_EVENTS: for each exit of a pid in `victims`, the daemon's
+    first reaping call after it and its next clone within `window` seconds. Returns the lists
+    of seconds "exit -> reap", "reap -> clone" and "exit -> clone" (respawns not found within
+    the window are left out)."""
+    victims = set(victims)
+    spans = {"exit -> reap": [], "reap -> clone": [], "exit -> clone": []}
+    for i, (pid, t0, event) in enumerate(rows):
+        if event != "sched:sched_process_exit" or pid not in victims:
+            continue
+        reaped = None
+        for pid2, t, event2 in rows[i + 1:]:
+            if t - t0 > window:
+                break
+            if pid2 != daemon_pid:
+                continue
+            if reaped is None and event2 in ("syscalls:sys_enter_wait4", "syscalls:sys_enter_waitid"):
+                reaped = t
+            elif reaped is not None and event2 == "syscalls:sys_enter_clone":
+                spans["exit -> reap"].append(reaped - t0)
+                spans["reap -> clone"].append(t - reaped)
+                spans["exit -> clone"].append(t - t0)
+                break
+    return spans
 
 
 def p99(lat):
