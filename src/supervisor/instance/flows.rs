@@ -265,7 +265,7 @@ impl<W: Workload> Actor<W> {
         let mut noted = Vec::new();
         if let Some(why) = &end.oom {
             let detail = OomKilled { reason: why.clone() };
-            noted.push(EventBody::instance(self.rec.key(), InstanceChange::OomKilled { detail }).to_value());
+            noted.push(EventBody::instance(self.rec.key(), InstanceChange::OomKilled { detail }));
         }
         self.end_note = end.oom.or(end.which);
         self.feed_noting(Event::MainExited { status }, noted).await;

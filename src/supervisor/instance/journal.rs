@@ -2,6 +2,7 @@
 //! before anything acts on them, and the status watch, which shows a record only once it is
 //! durable (docs/design.md, "Durability").
 
+use crate::protocol::EventBody;
 use crate::store::{Batch, Store, StoreError, Table};
 use crate::supervisor::record::InstanceRecord;
 use std::future::Future;
@@ -83,8 +84,9 @@ impl DurableMarks {
 pub(crate) struct Journal {
     /// Events of transitions taken but not yet committed: when staging is local work only
     /// (nothing to fetch), its transitions are committed together with the Starting that
-    /// follows it, while the spawn runs.
-    held: Vec<serde_json::Value>,
+    /// follows it, while the spawn runs. Typed until the commit begins: a respawn builds their
+    /// JSON after its clone (see `spawn_committed`), not on the way to it.
+    held: Vec<EventBody>,
     status: watch::Sender<InstanceRecord>,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
@@ -102,7 +104,7 @@ impl Journal {
     }
 
     /// Holds `events` for the next commit.
-    pub fn hold(&mut self, events: impl IntoIterator<Item = serde_json::Value>) {
+    pub fn hold(&mut self, events: impl IntoIterator<Item = EventBody>) {
         let before = self.held.len();
         self.held.extend(events);
         if self.held.len() > before {
@@ -116,7 +118,7 @@ impl Journal {
 
     /// The held events, taken (a delete commits them with the record's removal).
     pub fn take_held(&mut self) -> Vec<serde_json::Value> {
-        std::mem::take(&mut self.held)
+        std::mem::take(&mut self.held).iter().map(EventBody::to_value).collect()
     }
 
     /// Shows `rec` to status readers without a commit: for what is not durable by design
@@ -135,7 +137,7 @@ impl Journal {
     /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
-    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<serde_json::Value>) {
+    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<EventBody>) {
         self.held.extend(events);
         let pending = self.begin(store, rec);
         self.finish(store, rec, pending).await;
@@ -144,7 +146,7 @@ impl Journal {
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
     /// are durable, so work in between (a spawn) overlaps the fsync.
     pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
-        let events = std::mem::take(&mut self.held);
+        let events: Vec<serde_json::Value> = std::mem::take(&mut self.held).iter().map(EventBody::to_value).collect();
         // Straight to JSON: no `Value` tree built only to be serialized again.
         let record = serde_json::to_vec(rec).expect("record serializes");
         let seq = self.marks.begin();
@@ -244,7 +246,8 @@ mod tests {
         rec.ready = true;
         let committer = {
             let (store, rec) = (store.clone(), rec.clone());
-            tokio::spawn(async move { journal.commit(&store, &rec, vec![serde_json::json!({"ready": true})]).await })
+            let ready = EventBody::Other(serde_json::json!({"ready": true}));
+            tokio::spawn(async move { journal.commit(&store, &rec, vec![ready]).await })
         };
         let event = events.recv().await.unwrap();
         assert_eq!(event.body["ready"], true);

@@ -18,7 +18,7 @@ impl<W: Workload> Actor<W> {
 
     /// [`Self::feed`] with more events journaled in the same commit, after the transition's.
     /// Returns whether the event was legal.
-    pub(super) async fn feed_noting(&mut self, event: Event, noted: Vec<serde_json::Value>) -> bool {
+    pub(super) async fn feed_noting(&mut self, event: Event, noted: Vec<EventBody>) -> bool {
         let Some((mut action, first)) = self.transition(&event) else {
             self.end_note = None;
             return false;
@@ -72,7 +72,7 @@ impl<W: Workload> Actor<W> {
 
     /// The state machine's step applied to the record in memory; returns what to do, and the
     /// event to journal when the state changed. None: the event is illegal in this state.
-    fn transition(&mut self, event: &Event) -> Option<(state::Action, Option<serde_json::Value>)> {
+    fn transition(&mut self, event: &Event) -> Option<(state::Action, Option<EventBody>)> {
         // Only a restart asks whether it can be done in place (every step passes here).
         let restarts_in_place =
             matches!(event, Event::StopRequested { goal: StopGoal::Restart }) && !self.in_place_refused && {
@@ -144,11 +144,11 @@ impl<W: Workload> Actor<W> {
 
     /// The journal entry of the transition just made (a crash loop journals four of these per
     /// restart: `Transition::new` leaves out what says nothing).
-    pub(super) fn transition_body(&self, from: state::Kind, reason: &str) -> serde_json::Value {
+    pub(super) fn transition_body(&self, from: state::Kind, reason: &str) -> EventBody {
         let pids = self.rec.mains.iter().map(|m| m.as_ref().map(|m| m.pid)).collect();
         let rec = &self.rec;
         let transition = Transition::new(from, &rec.state, reason, &rec.message, pids, &rec.containers);
-        EventBody::instance(rec.key(), InstanceChange::Transition(transition)).to_value()
+        EventBody::instance(rec.key(), InstanceChange::Transition(transition))
     }
 
     /// Keeps why a run ended: its main process's (a pod: which container's) end, or the health
@@ -171,12 +171,12 @@ impl<W: Workload> Actor<W> {
     /// Journals an event that is no transition (a reload, a changed spec, a health change).
     pub(super) async fn commit_event(&mut self, change: InstanceChange) {
         self.rec.updated_ms = now_ms();
-        let body = EventBody::instance(self.rec.key(), change).to_value();
+        let body = EventBody::instance(self.rec.key(), change);
         self.persist(vec![body]).await;
     }
 
     /// Writes the record (and events) durably before anything acts on it (see `journal`).
-    pub(super) async fn persist(&mut self, events: Vec<serde_json::Value>) {
+    pub(super) async fn persist(&mut self, events: Vec<EventBody>) {
         self.journal.commit(&self.shared.store, &self.rec, events).await;
     }
 }

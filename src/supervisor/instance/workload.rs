@@ -40,7 +40,7 @@ impl Cx<'_> {
     /// Journals an event that changes no state (a container that ended while others run on).
     pub async fn note(&mut self, change: crate::protocol::InstanceChange) {
         self.rec.updated_ms = crate::supervisor::record::now_ms();
-        let body = crate::protocol::EventBody::instance(self.rec.key(), change).to_value();
+        let body = crate::protocol::EventBody::instance(self.rec.key(), change);
         self.journal.commit(&self.shared.store, self.rec, vec![body]).await;
     }
 }
