@@ -830,3 +830,22 @@ async fn scaled_to_zero_mid_rollout_nothing_runs_and_the_rollout_ends() {
     let left = d.client.list(&[]).await.unwrap();
     assert!(left.is_empty(), "made after the apply: {left:#?}");
 }
+
+/// An instance an operator deletes in the middle of a rollout does not hold it: the rollout
+/// moves the others and completes without waiting on the one that went, which stays deleted
+/// (an apply brings it back, not the rollout).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_deleted_mid_rollout_does_not_hold_it() {
+    let d = Daemon::start("rollout-delete-one");
+    let strategy = json!({"minReadySeconds": 1, "maxUnavailable": 0, "maxSurge": 1});
+    d.apply_json(&app("v1", 3, strategy.clone())).await;
+    all_on(&d, 1, 3, 30).await;
+    d.apply_json(&app("v2", 3, strategy)).await;
+    wait_rollout(&d, |r| r.target == 2 && !r.spares.is_empty(), 30).await;
+    let (code, _, err) = d.cli(&["delete", "test/roll/2"]);
+    assert_eq!(code, 0, "{err}");
+    let ended = wait_rollout(&d, |r| !r.is_active(), 30).await;
+    assert_eq!(ended.phase, steward::protocol::RolloutPhase::Complete, "{ended:#?}");
+    let left: Vec<u32> = d.client.list(&[]).await.unwrap().iter().map(|s| s.id.index).collect();
+    assert_eq!(left, [0, 1], "the deleted instance stays deleted, the spare is gone");
+}
