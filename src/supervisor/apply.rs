@@ -494,6 +494,16 @@ pub(super) fn new_records(
     Ok(created)
 }
 
+/// Whether `spec` counts instance `index` on this host: as [`ids_of`] lists them, without the
+/// list (`selection` is kept sorted by the apply).
+pub(super) fn counts(spec: &ProcessSpec, selection: Option<&[u32]>, index: u32) -> bool {
+    match selection {
+        _ if spec.runs_to_completion() => false,
+        Some(selection) => selection.binary_search(&index).is_ok(),
+        None => index < spec.spec.instance,
+    }
+}
+
 /// The ids of `spec` this host runs: `selection`, else all of `spec.instance`.
 pub(super) fn ids_of(spec: &ProcessSpec, selection: Option<&[u32]>) -> Vec<InstanceId> {
     let id = |index| InstanceId { namespace: spec.metadata.namespace.clone(), name: spec.metadata.name.clone(), index };

@@ -474,11 +474,7 @@ impl Supervisor {
     fn members(&self, entry: &SpecEntry, rollout: &Rollout) -> Vec<Member> {
         let (ns, name) = (&entry.spec.metadata.namespace, &entry.spec.metadata.name);
         let gate = ReadyGate::of(&entry.spec);
-        // The ids the spec counts here (`ids_of`; a selection is kept sorted by the apply).
-        let counted = |index: u32| match entry.selection.as_deref() {
-            Some(selection) => selection.binary_search(&index).is_ok(),
-            None => index < entry.spec.spec.instance,
-        };
+        let counted = |index: u32| super::apply::counts(&entry.spec, entry.selection.as_deref(), index);
         let instances = self.instances.lock().expect("instances lock");
         instances
             .iter()

@@ -116,7 +116,8 @@ impl Journal {
         !self.held.is_empty()
     }
 
-    /// The held events, taken (a delete commits them with the record's removal).
+    /// The held events, taken as the store writes them: by the next commit, or by a delete with
+    /// the record's removal.
     pub fn take_held(&mut self) -> Vec<serde_json::Value> {
         std::mem::take(&mut self.held).iter().map(EventBody::to_value).collect()
     }
@@ -146,7 +147,7 @@ impl Journal {
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
     /// are durable, so work in between (a spawn) overlaps the fsync.
     pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
-        let events: Vec<serde_json::Value> = std::mem::take(&mut self.held).iter().map(EventBody::to_value).collect();
+        let events = self.take_held();
         // Straight to JSON: no `Value` tree built only to be serialized again.
         let record = serde_json::to_vec(rec).expect("record serializes");
         let seq = self.marks.begin();
