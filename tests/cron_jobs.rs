@@ -240,7 +240,16 @@ async fn trigger_obeys_the_concurrency_policy_unless_forced() {
     assert_eq!(sampling.await.unwrap(), 1, "Replace never runs both: {replaced:#?}");
     let first = &replaced.status.executions[0];
     assert!(matches!(&first.job.phase, JobPhase::Failed { reason } if reason.contains("replaced")), "{replaced:#?}");
-    assert_eq!(with_processes(&d, "replace").await, 1);
+    // The new run is Active from its creation, before its instance has a process: wait for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while with_processes(&d, "replace").await != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new run never started: {:#?}",
+            d.client.list(&[("name", "replace")]).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // Allow: both go.
     let (code, out, err) = d.cli(&["cron", "trigger", "test/allow"]);

@@ -215,7 +215,7 @@ pub enum SupervisorError {
 
 pub(super) struct Handle {
     tx: instance::Mailbox,
-    status: watch::Receiver<InstanceRecord>,
+    status: watch::Receiver<Arc<InstanceRecord>>,
 }
 
 /// The supervisor of every instance on this host.

@@ -85,7 +85,8 @@ impl<W: Workload> Actor<W> {
                 }
             }));
         }
-        self.rec.health.truncate(self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1));
+        let kept = self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+        self.rec.health.truncate(kept);
         self.set_ready(self.all_ready());
     }
 

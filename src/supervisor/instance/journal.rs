@@ -4,7 +4,7 @@
 
 use crate::protocol::EventBody;
 use crate::store::{Batch, Store, StoreError, Table};
-use crate::supervisor::record::InstanceRecord;
+use crate::supervisor::record::{InstanceRecord, SharedRecord};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -87,14 +87,15 @@ pub(crate) struct Journal {
     /// follows it, while the spawn runs. Typed until the commit begins: a respawn builds their
     /// JSON after its clone (see `spawn_committed`), not on the way to it.
     held: Vec<EventBody>,
-    status: watch::Sender<InstanceRecord>,
+    /// What status readers see: the actor's record itself while it is unchanged (shared).
+    status: watch::Sender<Arc<InstanceRecord>>,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
     marks: Arc<DurableMarks>,
 }
 
 impl Journal {
-    pub fn new(status: watch::Sender<InstanceRecord>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
+    pub fn new(status: watch::Sender<Arc<InstanceRecord>>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
         Journal { held: Vec::new(), status, waker, marks: Arc::default() }
     }
 
@@ -124,21 +125,21 @@ impl Journal {
 
     /// Shows `rec` to status readers without a commit: for what is not durable by design
     /// (a health result that changes nothing, containers' details).
-    pub fn show(&self, rec: &InstanceRecord) {
-        self.status.send_replace(rec.clone());
+    pub fn show(&self, rec: &SharedRecord) {
+        self.status.send_replace(rec.share());
         self.waker.notify_one();
     }
 
     /// Shows a progress message (a download's) in the status without a commit.
     pub fn show_progress(&self, message: String) {
-        self.status.send_modify(|r| r.message = message);
+        self.status.send_modify(|r| Arc::make_mut(r).message = message);
     }
 
     /// Writes `rec` and the held events with `events` durably, then shows it. A store that keeps
     /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
-    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<EventBody>) {
+    pub async fn commit(&mut self, store: &Store, rec: &SharedRecord, events: Vec<EventBody>) {
         self.held.extend(events);
         let pending = self.begin(store, rec);
         self.finish(store, rec, pending).await;
@@ -146,10 +147,10 @@ impl Journal {
 
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
     /// are durable, so work in between (a spawn) overlaps the fsync.
-    pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
+    pub fn begin(&mut self, store: &Store, rec: &SharedRecord) -> PendingCommit {
         let events = self.take_held();
         // Straight to JSON: no `Value` tree built only to be serialized again.
-        let record = serde_json::to_vec(rec).expect("record serializes");
+        let record = serde_json::to_vec(&**rec).expect("record serializes");
         let seq = self.marks.begin();
         let commit = Box::pin(store.submit(self.batch(rec, &record, &events, seq)));
         PendingCommit { commit, record, events, seq }
@@ -158,8 +159,8 @@ impl Journal {
     /// The record and events to commit, `rec` shown by the store once durable and before the
     /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
     /// finds what it announces.
-    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
-        let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.clone(), self.marks.clone());
+    fn batch(&self, rec: &SharedRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
+        let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.share(), self.marks.clone());
         batch(rec, record, events).on_durable(move || {
             status.send_replace(shown);
             waker.notify_one();
@@ -169,7 +170,7 @@ impl Journal {
 
     /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses
     /// (the store shows `rec` once it is durable, see [`Self::batch`]).
-    pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
+    pub async fn finish(&mut self, store: &Store, rec: &SharedRecord, mut pending: PendingCommit) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {
@@ -240,8 +241,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
-        let mut rec = InstanceRecord::new(id, 1, 0);
-        let (status, shown) = watch::channel(rec.clone());
+        let mut rec = SharedRecord::new(InstanceRecord::new(id, 1, 0));
+        let (status, shown) = watch::channel(rec.share());
         let mut journal = Journal::new(status, Default::default());
         let mut events = store.subscribe();
         rec.ready = true;

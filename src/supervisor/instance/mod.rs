@@ -8,7 +8,7 @@
 //! their verdicts), [`workload`] (the interface) with [`process`], [`pod`] and [`hollow`]
 //! behind it.
 
-use super::record::{now_ms, InstanceRecord};
+use super::record::{now_ms, InstanceRecord, SharedRecord};
 use super::state::{self, Event, State, StopGoal};
 use super::Shared;
 use crate::spec::RenderedInstance;
@@ -58,7 +58,7 @@ pub(super) use cx;
 
 pub(crate) struct Actor<W: Workload> {
     shared: Arc<Shared>,
-    rec: InstanceRecord,
+    rec: SharedRecord,
     spec: Arc<SpecEntry>,
     /// What runs the instance.
     workload: W,
@@ -113,9 +113,10 @@ impl<W: Workload> Actor<W> {
         shared: Arc<Shared>,
         rec: InstanceRecord,
         spec: Arc<SpecEntry>,
-    ) -> (Self, Mailbox, watch::Receiver<InstanceRecord>) {
+    ) -> (Self, Mailbox, watch::Receiver<Arc<InstanceRecord>>) {
         let (tx, rx) = messages::mailbox();
-        let (status, status_rx) = watch::channel(rec.clone());
+        let rec = SharedRecord::new(rec);
+        let (status, status_rx) = watch::channel(rec.share());
         let workload = W::new(&shared, &rec);
         // Every change shown wakes the app's driver (a rollout, a job) that waits for it.
         let waker = shared.wakers.of(&crate::supervisor::app_key(&rec.id.namespace, &rec.id.name));
