@@ -87,9 +87,10 @@ pub struct InstanceRecord {
     pub delete_cause: Option<crate::spec::pod::DeleteCause>,
 }
 
-/// An instance's record as its actor holds it: one allocation shared with the status watch
-/// that shows it, copied only when the actor changes it while it is shown (copy on write). At
-/// rest the actor and the watch hold one record, not two (~700 bytes an instance, issue 48).
+/// An instance's record as its actor holds it: one allocation shared with what status readers
+/// are shown (`shown`), copied only when the actor changes it while it is shown (copy on
+/// write). At rest the actor and its readers hold one record, not two (~700 bytes an instance,
+/// issue 48).
 #[derive(Debug, Clone)]
 pub struct SharedRecord(std::sync::Arc<InstanceRecord>);
 
@@ -206,7 +207,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// What the watch shows and what the actor holds are one allocation until the actor
+    /// What readers are shown and what the actor holds are one allocation until the actor
     /// changes the record; the change copies it and leaves what is shown as it was; a record
     /// nobody shows is changed in place.
     #[test]

@@ -1,15 +1,16 @@
 //! An instance's journal: its record and its transitions' events, committed to the store
-//! before anything acts on them, and the status watch, which shows a record only once it is
-//! durable (docs/design.md, "Durability").
+//! before anything acts on them, and what status readers are shown (`shown`): a record only
+//! once it is durable (docs/design.md, "Durability").
 
 use crate::protocol::EventBody;
 use crate::store::{Batch, Store, StoreError, Table};
 use crate::supervisor::record::{InstanceRecord, SharedRecord};
+use crate::supervisor::shown::ShownWriter;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 /// A commit on its way to the store (see [`Journal::begin`]).
 pub(crate) struct PendingCommit {
@@ -88,14 +89,14 @@ pub(crate) struct Journal {
     /// JSON after its clone (see `spawn_committed`), not on the way to it.
     held: Vec<EventBody>,
     /// What status readers see: the actor's record itself while it is unchanged (shared).
-    status: watch::Sender<Arc<InstanceRecord>>,
+    status: ShownWriter,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
     marks: Arc<DurableMarks>,
 }
 
 impl Journal {
-    pub fn new(status: watch::Sender<Arc<InstanceRecord>>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
+    pub fn new(status: ShownWriter, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
         Journal { held: Vec::new(), status, waker, marks: Arc::default() }
     }
 
@@ -126,13 +127,13 @@ impl Journal {
     /// Shows `rec` to status readers without a commit: for what is not durable by design
     /// (a health result that changes nothing, containers' details).
     pub fn show(&self, rec: &SharedRecord) {
-        self.status.send_replace(rec.share());
+        self.status.show(rec.share());
         self.waker.notify_one();
     }
 
     /// Shows a progress message (a download's) in the status without a commit.
     pub fn show_progress(&self, message: String) {
-        self.status.send_modify(|r| Arc::make_mut(r).message = message);
+        self.status.modify(|r| r.message = message);
     }
 
     /// Writes `rec` and the held events with `events` durably, then shows it. A store that keeps
@@ -162,7 +163,7 @@ impl Journal {
     fn batch(&self, rec: &SharedRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
         let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.share(), self.marks.clone());
         batch(rec, record, events).on_durable(move || {
-            status.send_replace(shown);
+            status.show(shown);
             waker.notify_one();
             marks.durable(seq);
         })
@@ -242,7 +243,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
         let mut rec = SharedRecord::new(InstanceRecord::new(id, 1, 0));
-        let (status, shown) = watch::channel(rec.share());
+        let (status, shown) = crate::supervisor::shown::channel(rec.share());
         let mut journal = Journal::new(status, Default::default());
         let mut events = store.subscribe();
         rec.ready = true;
@@ -254,7 +255,7 @@ mod tests {
         let event = events.recv().await.unwrap();
         assert_eq!(event.body["ready"], true);
         // Read at once, before the committer runs again (one thread: it has not yet).
-        assert!(shown.borrow().ready, "the record the event announces is shown when the event is out");
+        assert!(shown.get().ready, "the record the event announces is shown when the event is out");
         committer.await.unwrap();
     }
 }
