@@ -5,7 +5,6 @@ pub mod command;
 pub mod dirwatch;
 pub mod docker;
 pub mod exit;
-pub mod pidfd_reaper;
 pub mod process;
 pub mod procinfo;
 pub mod program;

@@ -136,12 +136,6 @@ pub struct Pidfd {
     fd: OwnedFd,
 }
 
-impl AsRawFd for Pidfd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
 impl Pidfd {
     pub fn open(pid: i32) -> io::Result<Pidfd> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
@@ -186,8 +180,7 @@ impl Pidfd {
         }
     }
 
-    /// Resolves when the process has exited (a task awaiting it; the reaper waits for its
-    /// children's pidfds on one thread instead, see `pidfd_reaper`).
+    /// Resolves when the process has exited.
     pub async fn exited(&self) {
         loop {
             // Registered for this wait only.

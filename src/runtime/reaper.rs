@@ -8,8 +8,7 @@
 //! to the caller is never missed.
 //!
 //! Two ways reap. A child spawned with a pidfd (see `spawn::modern_clone`) is reaped by its
-//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at, by one thread
-//! that waits on every such pidfd ([`PidfdReaper`]). Everything
+//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at. Everything
 //! else (children started by `std::process::Command`, daemonized grandchildren, a kernel
 //! without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks every child of the
 //! daemon per call: 6 µs at 500 children, 106 µs at 2,000, 302 µs at 5,000 (measured), for
@@ -23,7 +22,6 @@
 //! is one scan.
 
 use super::exit::ExitStatus;
-use super::pidfd_reaper::PidfdReaper;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -69,8 +67,6 @@ struct Inner {
     /// The last children their pidfds reaped (a SIGCHLD about one comes as or after its pidfd
     /// reaped it; one not reaped yet is a watched child not in `scanned_only`).
     reaped_by_pidfd: std::collections::VecDeque<i32>,
-    /// The thread that reaps children by their pidfds, started with the first such child.
-    by_pidfd: Option<Arc<PidfdReaper>>,
 }
 
 /// How many pids reaped by their pidfds are remembered for the SIGCHLDs about them.
@@ -128,36 +124,23 @@ impl Reaper {
         Ok(reaper)
     }
 
-    /// The pidfd reaping thread, started on first use; None if it cannot start (the scan
-    /// reaps alone then).
-    fn pidfd_reaper(&self, inner: &mut Inner) -> Option<Arc<PidfdReaper>> {
-        if inner.by_pidfd.is_none() {
-            // Weak: the thread does not keep a dropped reaper (a test's) alive.
-            let reaper = Arc::downgrade(&self.inner);
-            let deliver = move |pid, status| {
-                if let Some(inner) = reaper.upgrade() {
-                    Reaper { inner }.reaped_by_pidfd(pid, status);
+    /// Reaps `pid` by its pidfd once it ends, unless the SIGCHLD scan reaps it first (then the
+    /// pidfd finds no such child, and the scan delivered it).
+    fn reap_by_pidfd(&self, runtime: &tokio::runtime::Handle, pid: i32, pidfd: super::process::Pidfd) {
+        let reaper = self.clone();
+        runtime.spawn(async move {
+            pidfd.exited().await;
+            if let Some(status) = pidfd.reap() {
+                {
+                    let mut inner = reaper.inner.lock().expect("reaper lock");
+                    if inner.reaped_by_pidfd.len() == REMEMBERED_REAPS {
+                        inner.reaped_by_pidfd.pop_front();
+                    }
+                    inner.reaped_by_pidfd.push_back(pid);
                 }
-            };
-            match PidfdReaper::start(Box::new(deliver)) {
-                Ok(r) => inner.by_pidfd = Some(r),
-                Err(e) => tracing::warn!("pidfd reaping thread: {e}; reaping on SIGCHLD alone"),
+                reaper.deliver(pid, status);
             }
-        }
-        inner.by_pidfd.clone()
-    }
-
-    /// A child's status from its pidfd: remembered for the SIGCHLD about it (no scan for
-    /// that one), then delivered.
-    fn reaped_by_pidfd(&self, pid: i32, status: ExitStatus) {
-        {
-            let mut inner = self.inner.lock().expect("reaper lock");
-            if inner.reaped_by_pidfd.len() == REMEMBERED_REAPS {
-                inner.reaped_by_pidfd.pop_front();
-            }
-            inner.reaped_by_pidfd.push_back(pid);
-        }
-        self.deliver(pid, status);
+        });
     }
 
     /// Collects every exit that is waiting. Signals coalesce, so always loop until empty.
@@ -193,7 +176,7 @@ impl Reaper {
     }
 
     /// Hands the exit of `pid`, watched by `watch` (from [`Reaper::spawn`]), to `deliver`,
-    /// called by whatever reaps it (the pidfd reaping thread, or the scan): the status goes straight
+    /// called by whatever reaps it (its pidfd's task, or the scan): the status goes straight
     /// to its reader, with no task per process awaiting the watch in between. At once if it
     /// has been reaped already. Err gives the watch back when a newer watch of the same pid
     /// replaced it (it will never fire).
@@ -245,17 +228,14 @@ impl Reaper {
             }
             None => {
                 inner.watchers.insert(pid, Watcher::Watch(tx));
-                // Added under the lock: a scan that reaps the child meanwhile delivers to the
-                // watch once the lock is free, and the pidfd then finds no child.
-                let by_pidfd = pidfd.and_then(|pidfd| {
-                    let reaper = self.pidfd_reaper(&mut inner)?;
-                    Some(reaper.add(pid, super::process::Pidfd::from_owned(pidfd)))
-                });
-                if let Some(Err(e)) = &by_pidfd {
-                    tracing::warn!(pid, "waiting on a pidfd: {e}; reaped on SIGCHLD");
-                }
-                if !matches!(by_pidfd, Some(Ok(()))) {
+                // Outside a runtime (a test's spawn) the scan alone.
+                let by_pidfd = pidfd.zip(tokio::runtime::Handle::try_current().ok());
+                if by_pidfd.is_none() {
                     inner.scanned_only.insert(pid);
+                }
+                drop(inner);
+                if let Some((pidfd, runtime)) = by_pidfd {
+                    self.reap_by_pidfd(&runtime, pid, super::process::Pidfd::from_owned(pidfd));
                 }
             }
         }
@@ -390,8 +370,8 @@ mod tests {
     }
 
     /// The status goes straight to its reader (no task per process waits on the watch): from
-    /// the pidfd reaping thread when handed over before the exit, at once when it came already,
-    /// and not at all through a watch that a newer one replaced (the caller gets it back).
+    /// the pidfd's task when handed over before the exit, at once when it came already, and
+    /// not at all through a watch that a newer one replaced (the caller gets it back).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_exit_goes_to_its_reader_from_whatever_reaps_it() {
         let reaper = Reaper::default();

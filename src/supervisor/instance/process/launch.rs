@@ -359,10 +359,10 @@ pub(super) fn watch_main(cx: &Cx<'_>, index: usize, main: &Main, reaped: Option<
     });
 }
 
-/// Our own child's exit goes to the actor from whatever reaps it (the pidfd reaping thread):
-/// no task of its own waits for it. A watch replaced by a newer one (a re-adopting actor's)
-/// never fires: then a pidfd tells when it ends (opened on it while it is the same process;
-/// else it has ended).
+/// Our own child's exit goes to the actor from whatever reaps it (its pidfd's task): no task
+/// of its own waits for it. A watch replaced by a newer one (a re-adopting actor's) never
+/// fires: then a pidfd tells when it ends (opened on it while it is the same process; else it
+/// has ended).
 fn watch_own_child(
     reaper: &crate::runtime::reaper::Reaper,
     tx: Mailbox,
