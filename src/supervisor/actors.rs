@@ -75,7 +75,7 @@ impl ActorWatch {
             // The actor is dropped when its panic is caught: before a new one takes its place.
             let Err(payload) = AssertUnwindSafe(run).catch_unwind().await else { return };
             let what = panic_message(&*payload);
-            let rec = InstanceRecord::clone(&last.get());
+            let rec = last.borrow().clone();
             tracing::error!(instance = %id, "the instance's actor panicked (a bug in stewardd): {what}");
             // In a row: soon after the previous actor's start.
             let in_a_row = if started.elapsed() < PANICS_IN_A_ROW_WITHIN { panics + 1 } else { 1 };

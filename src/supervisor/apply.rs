@@ -180,7 +180,7 @@ impl Supervisor {
                         name: spec.metadata.name.clone(),
                         index: *i,
                     };
-                    instances.get(&id).is_some_and(|h| h.status.get().state.kind() == state::Kind::Stopped)
+                    instances.get(&id).is_some_and(|h| h.status.borrow().state.kind() == state::Kind::Stopped)
                 });
                 Some(r)
             }
@@ -293,8 +293,8 @@ impl Supervisor {
             let Some(handle) = instances.get(id) else { continue };
             // A rollout moves the instances not on its revision, in its own time; one that failed
             // leaves them where they are.
-            if entry.rollout.is_some() && handle.status.get().revision != revision {
-                let rec = handle.status.get();
+            if entry.rollout.is_some() && handle.status.borrow().revision != revision {
+                let rec = handle.status.borrow();
                 if entry.rollout.as_ref().is_some_and(crate::protocol::Rollout::is_active)
                     && rec.state.kind() != state::Kind::Stopped
                 {
@@ -303,7 +303,7 @@ impl Supervisor {
                 continue;
             }
             // An operator's stop holds: a stopped instance takes the new spec at its next start.
-            if !count_only && handle.status.get().state.kind() != state::Kind::Stopped {
+            if !count_only && handle.status.borrow().state.kind() != state::Kind::Stopped {
                 changed.push(id.clone());
             }
             let _ = handle.tx.send(Msg::Request(Command::Replace(entry.clone(), count_only), None));
@@ -371,7 +371,7 @@ impl Supervisor {
             .iter()
             .filter_map(|id| {
                 let ports =
-                    self.instances.lock().expect("instances lock").get(id).map(|h| h.status.get().ports.clone());
+                    self.instances.lock().expect("instances lock").get(id).map(|h| h.status.borrow().ports.clone());
                 paths::of(spec, id.index, roots, ports)
             })
             .collect();
@@ -389,7 +389,7 @@ impl Supervisor {
                 .filter(|(id, _)| app_key(&id.namespace, &id.name) != key)
                 .filter_map(|(id, h)| {
                     let entry = specs.get(&app_key(&id.namespace, &id.name))?.clone();
-                    Some((entry, id.clone(), h.status.get().ports.clone()))
+                    Some((entry, id.clone(), h.status.borrow().ports.clone()))
                 })
                 .collect()
         };

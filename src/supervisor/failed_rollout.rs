@@ -17,7 +17,7 @@ impl Supervisor {
         let id = spare_id(entry, index);
         let instances = self.instances.lock().expect("instances lock");
         instances.get(&id).is_some_and(|h| {
-            let rec = h.status.get();
+            let rec = h.status.borrow();
             rec.revision == entry.revision
                 && matches!(rec.state.kind(), state::Kind::Failed | state::Kind::Exited | state::Kind::Backoff)
         })
@@ -57,7 +57,7 @@ impl Supervisor {
         let instances = self.instances.lock().expect("instances lock");
         for (id, h) in instances.iter().filter(|(id, _)| &id.namespace == ns && &id.name == name) {
             let ended = {
-                let rec = h.status.get();
+                let rec = h.status.borrow();
                 rec.revision == entry.revision
                     && matches!(rec.state.kind(), state::Kind::Failed | state::Kind::Exited | state::Kind::Backoff)
             };

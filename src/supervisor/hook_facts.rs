@@ -22,7 +22,7 @@ impl Supervisor {
             .expect("instances lock")
             .get(&id)
             .map(|h| {
-                let record = h.status.get();
+                let record = h.status.borrow();
                 let address = record.network.as_ref().and_then(|n| n.address()).map(|a| a.to_string());
                 (record.ports.clone(), address)
             })

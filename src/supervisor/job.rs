@@ -73,7 +73,7 @@ impl Supervisor {
         let mut stops = Vec::new();
         for run in next.runs.iter_mut().filter(|r| r.phase == RunPhase::Active) {
             let id = job_id(entry, run.index);
-            let rec = self.instances.lock().expect("instances lock").get(&id).map(|h| h.status.get());
+            let rec = self.instances.lock().expect("instances lock").get(&id).map(|h| h.status.borrow().clone());
             let Some(rec) = rec else {
                 end_run(run, RunPhase::Failed, None, "its instance was deleted".into(), now);
                 continue;

@@ -24,7 +24,6 @@ pub mod revisions;
 pub mod rollout;
 mod rotation;
 mod scale_in;
-pub(crate) mod shown;
 
 pub use apply::ApplyOutcome;
 use load::{ensure_reachable, open_store};
@@ -42,7 +41,7 @@ use record::{now_ms, InstanceRecord, InstanceStatus, Usage};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use values::ValueKind;
 
 /// What the supervisor needs from the daemon's configuration.
@@ -216,7 +215,7 @@ pub enum SupervisorError {
 
 pub(super) struct Handle {
     tx: instance::Mailbox,
-    status: shown::Shown,
+    status: watch::Receiver<InstanceRecord>,
 }
 
 /// The supervisor of every instance on this host.
@@ -504,7 +503,7 @@ impl Supervisor {
     /// deleted, which a delete interrupted by a daemon restart completes on its own after the
     /// restart, with nobody waiting to remove the handle.
     fn sweep(&self) {
-        self.instances.lock().expect("instances lock").retain(|_, h| !h.status.actor_ended());
+        self.instances.lock().expect("instances lock").retain(|_, h| h.status.has_changed().is_ok());
     }
 
     /// Removes an app's spec (once it has no instance here).
@@ -578,7 +577,7 @@ impl Supervisor {
             .filter(|(id, _)| filter.name.as_ref().is_none_or(|n| *n == id.name))
             .map(|(id, h)| InstanceStatus {
                 kept: kept.contains(id),
-                ..InstanceStatus::from_record(&h.status.get(), None)
+                ..InstanceStatus::from_record(&h.status.borrow(), None)
             })
             .filter(|s| filter.state.is_none_or(|k| s.state.kind() == k))
             .collect()
@@ -591,10 +590,12 @@ impl Supervisor {
             // An ended actor's handle (see `sweep`) answers for nothing; this one handle is
             // checked, not all of them: status is asked often (apply --wait polls it).
             let h = instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?;
-            let r = h.status.get();
+            let r = h.status.borrow().clone();
             // Its actor ended: deleted (record gone), or panicked and about to be replaced by
             // one that records it Failed (record kept: answer with the last one, not a 404).
-            if h.status.actor_ended() && !self.shared.store.get(Table::Instances, &r.key()).is_ok_and(|v| v.is_some()) {
+            if h.status.has_changed().is_err()
+                && !self.shared.store.get(Table::Instances, &r.key()).is_ok_and(|v| v.is_some())
+            {
                 return Err(SupervisorError::NotFound(format!("instance {id}")));
             }
             r
@@ -634,7 +635,7 @@ impl Supervisor {
         let now = now_ms();
         instances.iter().fold((0, 0), |(cpu, memory), (id, h)| {
             let Some(entry) = specs.get(&app_key(&id.namespace, &id.name)) else { return (cpu, memory) };
-            match instance::hollow::usage(&entry.spec, &h.status.get(), now) {
+            match instance::hollow::usage(&entry.spec, &h.status.borrow(), now) {
                 Some(u) => (cpu + instance::hollow::busy_milli_cpu(&entry.spec), memory + u.memory_bytes),
                 None => (cpu, memory),
             }
@@ -666,12 +667,13 @@ impl Supervisor {
         timeout: std::time::Duration,
         done: impl Fn(&InstanceRecord) -> bool,
     ) -> Result<InstanceStatus, SupervisorError> {
-        let shown = {
+        let mut rx = {
             let instances = self.instances.lock().expect("instances lock");
             instances.get(id).ok_or_else(|| SupervisorError::NotFound(format!("instance {id}")))?.status.clone()
         };
-        let _ = tokio::time::timeout(timeout, shown.wait_for(done)).await;
-        Ok(InstanceStatus::from_record(&shown.get(), None))
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|r| done(r))).await;
+        let rec = rx.borrow().clone();
+        Ok(InstanceStatus::from_record(&rec, None))
     }
 
     /// Creates or replaces a secret or configmap; instances see it at their next (re)start.

@@ -87,39 +87,6 @@ pub struct InstanceRecord {
     pub delete_cause: Option<crate::spec::pod::DeleteCause>,
 }
 
-/// An instance's record as its actor holds it: one allocation shared with what status readers
-/// are shown (`shown`), copied only when the actor changes it while it is shown (copy on
-/// write). At rest the actor and its readers hold one record, not two (~700 bytes an instance,
-/// issue 48).
-#[derive(Debug, Clone)]
-pub struct SharedRecord(std::sync::Arc<InstanceRecord>);
-
-impl SharedRecord {
-    pub fn new(rec: InstanceRecord) -> SharedRecord {
-        SharedRecord(std::sync::Arc::new(rec))
-    }
-
-    /// The record as it is now, to show: shares the allocation until the actor changes it.
-    pub fn share(&self) -> std::sync::Arc<InstanceRecord> {
-        self.0.clone()
-    }
-}
-
-impl std::ops::Deref for SharedRecord {
-    type Target = InstanceRecord;
-
-    fn deref(&self) -> &InstanceRecord {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for SharedRecord {
-    /// Copies the record first if it is shown (shared): what is shown changes only when shown.
-    fn deref_mut(&mut self) -> &mut InstanceRecord {
-        std::sync::Arc::make_mut(&mut self.0)
-    }
-}
-
 impl InstanceRecord {
     pub fn new(id: InstanceId, spec_generation: u64, now_ms: u64) -> InstanceRecord {
         InstanceRecord {
@@ -200,34 +167,4 @@ fn summarize_health(checks: &[Option<crate::health::Health>]) -> Option<String> 
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    /// What readers are shown and what the actor holds are one allocation until the actor
-    /// changes the record; the change copies it and leaves what is shown as it was; a record
-    /// nobody shows is changed in place.
-    #[test]
-    fn a_shown_record_is_held_once_and_copied_only_when_changed() {
-        let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
-        let mut rec = SharedRecord::new(InstanceRecord::new(id, 1, 0));
-        let shown = rec.share();
-        assert!(Arc::ptr_eq(&shown, &rec.share()), "shown and held: one record");
-        let _read = rec.state.clone();
-        assert!(Arc::ptr_eq(&shown, &rec.share()), "a read copies nothing");
-        rec.message = "changed".into();
-        assert_eq!(shown.message, "", "what is shown changes only when shown");
-        assert_eq!(rec.message, "changed");
-        assert!(!Arc::ptr_eq(&shown, &rec.share()));
-        drop(shown);
-        let ptr = Arc::as_ptr(&rec.share());
-        rec.restarts += 1;
-        assert_eq!(Arc::as_ptr(&rec.share()), ptr, "a record nobody shows is changed in place");
-        let shown = rec.share();
-        rec.restarts += 1;
-        assert_eq!((shown.restarts, rec.restarts), (1, 2));
-    }
 }

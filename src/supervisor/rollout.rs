@@ -459,7 +459,7 @@ impl Supervisor {
             .iter()
             .filter(|(id, _)| &id.namespace == ns && &id.name == name)
             .filter(|(_, h)| {
-                let rec = h.status.get();
+                let rec = h.status.borrow();
                 // A failed one stays the old revision's: taking the target would fail the rollout.
                 matches!(rec.state.kind(), state::Kind::Running | state::Kind::Stopped)
                     && rec.revision != entry.revision
@@ -485,7 +485,7 @@ impl Supervisor {
             .filter(|(id, _)| counted(id.index) || rollout.spares.contains(&id.index))
             .filter(|(id, _)| !entry.scale_in.iter().any(|s| s.ordinal == id.index))
             .map(|(id, h)| {
-                let rec = h.status.get();
+                let rec = h.status.borrow();
                 Member {
                     id: id.index,
                     revision: rec.revision,
@@ -715,7 +715,7 @@ impl Supervisor {
             if entry.scale_in.iter().any(|s| s.ordinal == id.index) {
                 continue;
             }
-            let rec = h.status.get();
+            let rec = h.status.borrow();
             progress.instances += 1;
             if rec.revision == entry.revision {
                 progress.updated += 1;

@@ -85,8 +85,7 @@ impl<W: Workload> Actor<W> {
                 }
             }));
         }
-        let kept = self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
-        self.rec.health.truncate(kept);
+        self.rec.health.truncate(self.rec.health.iter().rposition(Option::is_some).map_or(0, |i| i + 1));
         self.set_ready(self.all_ready());
     }
 

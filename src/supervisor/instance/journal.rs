@@ -1,16 +1,15 @@
 //! An instance's journal: its record and its transitions' events, committed to the store
-//! before anything acts on them, and what status readers are shown (`shown`): a record only
-//! once it is durable (docs/design.md, "Durability").
+//! before anything acts on them, and the status watch, which shows a record only once it is
+//! durable (docs/design.md, "Durability").
 
 use crate::protocol::EventBody;
 use crate::store::{Batch, Store, StoreError, Table};
-use crate::supervisor::record::{InstanceRecord, SharedRecord};
-use crate::supervisor::shown::ShownWriter;
+use crate::supervisor::record::InstanceRecord;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// A commit on its way to the store (see [`Journal::begin`]).
 pub(crate) struct PendingCommit {
@@ -88,15 +87,14 @@ pub(crate) struct Journal {
     /// follows it, while the spawn runs. Typed until the commit begins: a respawn builds their
     /// JSON after its clone (see `spawn_committed`), not on the way to it.
     held: Vec<EventBody>,
-    /// What status readers see: the actor's record itself while it is unchanged (shared).
-    status: ShownWriter,
+    status: watch::Sender<InstanceRecord>,
     /// The app's driver's wake-up (supervisor/driver.rs).
     waker: std::sync::Arc<tokio::sync::Notify>,
     marks: Arc<DurableMarks>,
 }
 
 impl Journal {
-    pub fn new(status: ShownWriter, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
+    pub fn new(status: watch::Sender<InstanceRecord>, waker: std::sync::Arc<tokio::sync::Notify>) -> Journal {
         Journal { held: Vec::new(), status, waker, marks: Arc::default() }
     }
 
@@ -126,21 +124,21 @@ impl Journal {
 
     /// Shows `rec` to status readers without a commit: for what is not durable by design
     /// (a health result that changes nothing, containers' details).
-    pub fn show(&self, rec: &SharedRecord) {
-        self.status.show(rec.share());
+    pub fn show(&self, rec: &InstanceRecord) {
+        self.status.send_replace(rec.clone());
         self.waker.notify_one();
     }
 
     /// Shows a progress message (a download's) in the status without a commit.
     pub fn show_progress(&self, message: String) {
-        self.status.modify(|r| r.message = message);
+        self.status.send_modify(|r| r.message = message);
     }
 
     /// Writes `rec` and the held events with `events` durably, then shows it. A store that keeps
     /// refusing (redb refuses every write after an I/O error) ends the daemon: acting on a
     /// transition the store does not hold could start an instance twice after a crash, while a
     /// restarted daemon (systemd restarts it) re-adopts everything from the last durable state.
-    pub async fn commit(&mut self, store: &Store, rec: &SharedRecord, events: Vec<EventBody>) {
+    pub async fn commit(&mut self, store: &Store, rec: &InstanceRecord, events: Vec<EventBody>) {
         self.held.extend(events);
         let pending = self.begin(store, rec);
         self.finish(store, rec, pending).await;
@@ -148,10 +146,10 @@ impl Journal {
 
     /// `rec` and the held events, handed to the store now; [`Self::finish`] waits until they
     /// are durable, so work in between (a spawn) overlaps the fsync.
-    pub fn begin(&mut self, store: &Store, rec: &SharedRecord) -> PendingCommit {
+    pub fn begin(&mut self, store: &Store, rec: &InstanceRecord) -> PendingCommit {
         let events = self.take_held();
         // Straight to JSON: no `Value` tree built only to be serialized again.
-        let record = serde_json::to_vec(&**rec).expect("record serializes");
+        let record = serde_json::to_vec(rec).expect("record serializes");
         let seq = self.marks.begin();
         let commit = Box::pin(store.submit(self.batch(rec, &record, &events, seq)));
         PendingCommit { commit, record, events, seq }
@@ -160,10 +158,10 @@ impl Journal {
     /// The record and events to commit, `rec` shown by the store once durable and before the
     /// events go out: a reader an event wakes (steward-sched lists the node's instances on one)
     /// finds what it announces.
-    fn batch(&self, rec: &SharedRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
-        let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.share(), self.marks.clone());
+    fn batch(&self, rec: &InstanceRecord, record: &[u8], events: &[serde_json::Value], seq: u64) -> Batch {
+        let (status, waker, shown, marks) = (self.status.clone(), self.waker.clone(), rec.clone(), self.marks.clone());
         batch(rec, record, events).on_durable(move || {
-            status.show(shown);
+            status.send_replace(shown);
             waker.notify_one();
             marks.durable(seq);
         })
@@ -171,7 +169,7 @@ impl Journal {
 
     /// Waits for a commit from [`Self::begin`], retrying it with backoff if the store refuses
     /// (the store shows `rec` once it is durable, see [`Self::batch`]).
-    pub async fn finish(&mut self, store: &Store, rec: &SharedRecord, mut pending: PendingCommit) {
+    pub async fn finish(&mut self, store: &Store, rec: &InstanceRecord, mut pending: PendingCommit) {
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
             match (&mut pending.commit).await {
@@ -242,8 +240,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let id = InstanceId { namespace: "test".into(), name: "web".into(), index: 0 };
-        let mut rec = SharedRecord::new(InstanceRecord::new(id, 1, 0));
-        let (status, shown) = crate::supervisor::shown::channel(rec.share());
+        let mut rec = InstanceRecord::new(id, 1, 0);
+        let (status, shown) = watch::channel(rec.clone());
         let mut journal = Journal::new(status, Default::default());
         let mut events = store.subscribe();
         rec.ready = true;
@@ -255,7 +253,7 @@ mod tests {
         let event = events.recv().await.unwrap();
         assert_eq!(event.body["ready"], true);
         // Read at once, before the committer runs again (one thread: it has not yet).
-        assert!(shown.get().ready, "the record the event announces is shown when the event is out");
+        assert!(shown.borrow().ready, "the record the event announces is shown when the event is out");
         committer.await.unwrap();
     }
 }

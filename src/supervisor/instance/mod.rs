@@ -4,18 +4,18 @@
 //!
 //! The rooms: [`messages`] (what the actor is told), [`flows`] (start, stop, end, resume,
 //! delete), [`staging`] (render, directories, downloads), [`transition`] (the state machine's
-//! steps on the record), [`journal`] (commits and what status readers are shown), [`health`] (checks and
+//! steps on the record), [`journal`] (commits and the status watch), [`health`] (checks and
 //! their verdicts), [`workload`] (the interface) with [`process`], [`pod`] and [`hollow`]
 //! behind it.
 
-use super::record::{now_ms, InstanceRecord, SharedRecord};
+use super::record::{now_ms, InstanceRecord};
 use super::state::{self, Event, State, StopGoal};
 use super::Shared;
 use crate::spec::RenderedInstance;
 use messages::{answer, Inbox};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 pub(crate) use workload::Workload;
 
 mod flows;
@@ -58,7 +58,7 @@ pub(super) use cx;
 
 pub(crate) struct Actor<W: Workload> {
     shared: Arc<Shared>,
-    rec: SharedRecord,
+    rec: InstanceRecord,
     spec: Arc<SpecEntry>,
     /// What runs the instance.
     workload: W,
@@ -66,7 +66,7 @@ pub(crate) struct Actor<W: Workload> {
     generation: u64,
     tx: Mailbox,
     rx: Inbox,
-    /// The record's commits and what status readers are shown.
+    /// The record's commits and the status watch.
     journal: journal::Journal,
     /// Replies owed when the current operation ends.
     waiting: Vec<Reply>,
@@ -109,10 +109,13 @@ pub fn cgroup_key(rec: &InstanceRecord) -> String {
 }
 
 impl<W: Workload> Actor<W> {
-    pub fn new(shared: Arc<Shared>, rec: InstanceRecord, spec: Arc<SpecEntry>) -> (Self, Mailbox, super::shown::Shown) {
+    pub fn new(
+        shared: Arc<Shared>,
+        rec: InstanceRecord,
+        spec: Arc<SpecEntry>,
+    ) -> (Self, Mailbox, watch::Receiver<InstanceRecord>) {
         let (tx, rx) = messages::mailbox();
-        let rec = SharedRecord::new(rec);
-        let (status, status_rx) = super::shown::channel(rec.share());
+        let (status, status_rx) = watch::channel(rec.clone());
         let workload = W::new(&shared, &rec);
         // Every change shown wakes the app's driver (a rollout, a job) that waits for it.
         let waker = shared.wakers.of(&crate::supervisor::app_key(&rec.id.namespace, &rec.id.name));

@@ -9,7 +9,7 @@ use super::messages::{Mailbox, SpecEntry};
 use crate::health::Outcome;
 use crate::spec::render::RenderedCheck;
 use crate::spec::RenderedInstance;
-use crate::supervisor::record::{InstanceRecord, SharedRecord};
+use crate::supervisor::record::InstanceRecord;
 use crate::supervisor::state::ExitStatus;
 use crate::supervisor::Shared;
 use std::future::Future;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// no transition), and what its watchers and probes report through.
 pub(crate) struct Cx<'a> {
     pub shared: &'a Arc<Shared>,
-    pub rec: &'a mut SharedRecord,
+    pub rec: &'a mut InstanceRecord,
     pub journal: &'a mut Journal,
     pub spec: &'a Arc<SpecEntry>,
     /// The current run as rendered at its start (None: the spec no longer renders).
