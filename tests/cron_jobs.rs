@@ -241,13 +241,16 @@ async fn trigger_obeys_the_concurrency_policy_unless_forced() {
     let first = &replaced.status.executions[0];
     assert!(matches!(&first.job.phase, JobPhase::Failed { reason } if reason.contains("replaced")), "{replaced:#?}");
     // The new run is Active from its creation, before its instance has a process: wait for it.
+    // Never two meanwhile: the wait keeps the check it replaces.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while with_processes(&d, "replace").await != 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the new run never started: {:#?}",
-            d.client.list(&[("name", "replace")]).await
-        );
+    loop {
+        let going = with_processes(&d, "replace").await;
+        let list = || async { d.client.list(&[("name", "replace")]).await };
+        assert!(going <= 1, "Replace runs both: {:#?}", list().await);
+        if going == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the new run never started: {:#?}", list().await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
