@@ -162,16 +162,28 @@ impl Reaper {
     }
 
     fn deliver(&self, pid: i32, status: ExitStatus) {
-        let watcher = {
-            let mut inner = self.inner.lock().expect("reaper lock");
-            for collected in inner.collecting.values_mut() {
-                collected.push((pid, status));
+        if let Some(call) = self.take_exit(pid, status) {
+            call.tell(status);
+        }
+    }
+
+    /// Notes `pid`'s exit under the lock, and tells its watch there too (a oneshot's send
+    /// neither blocks nor re-enters the reaper): [`Reaper::on_exit`], under the same lock,
+    /// then finds a watch either still waiting or told, never taken and not yet told (it
+    /// would register a call nobody makes, and drop the watch the status then goes to). A
+    /// call `on_exit` registered is returned, to be made outside the lock.
+    fn take_exit(&self, pid: i32, status: ExitStatus) -> Option<Watcher> {
+        let mut inner = self.inner.lock().expect("reaper lock");
+        for collected in inner.collecting.values_mut() {
+            collected.push((pid, status));
+        }
+        inner.scanned_only.remove(&pid);
+        match inner.watchers.remove(&pid)? {
+            watch @ Watcher::Watch(_) => {
+                watch.tell(status);
+                None
             }
-            inner.scanned_only.remove(&pid);
-            inner.watchers.remove(&pid)
-        };
-        if let Some(watcher) = watcher {
-            watcher.tell(status);
+            call @ Watcher::Call(_) => Some(call),
         }
     }
 
@@ -367,6 +379,27 @@ mod tests {
         told.count.store(65, Ordering::SeqCst);
         assert_eq!(told.take(), None, "more than the slots");
         assert_eq!(told.take(), Some(vec![]));
+    }
+
+    /// An exit being delivered while its watch is handed over to `on_exit` (the reaper took the
+    /// pid's watcher; the actor hands over the watch before the reaper told it): the status
+    /// still reaches the reader. It once was sent to the watch `on_exit` had just dropped, and a
+    /// run's end was never seen (a job's run Active for ever).
+    #[test]
+    fn an_exit_delivered_while_its_watch_is_handed_over_is_not_lost() {
+        let reaper = Reaper::default();
+        let (tx, watch) = oneshot::channel();
+        reaper.inner.lock().unwrap().watchers.insert(7, Watcher::Watch(tx));
+        // The reaper has taken pid 7's exit under its lock and not finished delivering it...
+        let rest = reaper.take_exit(7, ExitStatus::Code(3));
+        // ...when the actor hands the watch over...
+        let (told_tx, told) = std::sync::mpsc::channel();
+        assert!(reaper.on_exit(7, watch, move |s| told_tx.send(s).unwrap()).is_ok());
+        // ...and then the reaper finishes.
+        if let Some(watcher) = rest {
+            watcher.tell(ExitStatus::Code(3));
+        }
+        assert_eq!(told.try_recv(), Ok(ExitStatus::Code(3)), "the exit was lost");
     }
 
     /// The status goes straight to its reader (no task per process waits on the watch): from
