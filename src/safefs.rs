@@ -250,6 +250,22 @@ pub fn replace_file(path: &Path, data: &[u8], mode: u32, uid: u32, gid: u32) -> 
     result.map_err(|e| at(path, e))
 }
 
+/// Removes file `path` from a workload's tree, if it is there: the entry itself (a symlink the
+/// workload planted is removed, never followed), found through its directory opened as
+/// [`open_workload_dir`] does. A directory of that name is an error.
+pub fn remove_workload_file(path: &Path) -> io::Result<()> {
+    let (parent, name) = split(path)?;
+    let dir = match open_workload_dir(parent, None) {
+        Ok(dir) => dir,
+        Err(_) if std::fs::symlink_metadata(parent).is_err() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match sys::unlink(dir.as_fd(), &name, false) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(at(path, e)),
+        _ => Ok(()),
+    }
+}
+
 /// Removes a workload's directory `path` and everything in it, as root, without following a
 /// symlink anywhere (one the workload planted on the way to it, or in it, is removed, not
 /// followed) and without crossing into another filesystem mounted inside it.

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use steward::protocol::{JobBody, JobPhase, RunPhase};
+use steward::spec::Format;
+use steward::supervisor::state::Kind;
 
 fn job(name: &str, start: &str, job: Value, policy: &str) -> Value {
     let mut doc = spec(name, 1, json!({"startCmd": start, "startGracePeriod": 0}), json!({}));
@@ -123,14 +125,18 @@ async fn a_kill_9_neither_loses_nor_repeats_a_run() {
     let marks = d.path().join("marks");
     let start = format!("echo started >> {}; sleep 1.5", marks.display());
     d.apply_json(&job("steady", &start, json!({"completions": 3}), "Never")).await;
-    // Killed while run 0 is going; back before it ends: re-adopted, its end seen after.
+    // Killed while run 0 is going; back before it ends: re-adopted, its end seen after. Killed
+    // once its process is recorded: a kill between the spawn and that commit starts it again
+    // (docs/design.md, "A crash during a start"), which this test is not about.
     wait_job(&d, "steady", 10, |j| j.active == 1).await;
+    d.wait_state(&common::id("test", "steady", 0), Kind::Running, 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     d.kill9();
     tokio::time::sleep(Duration::from_millis(300)).await;
     d.spawn();
     // Killed while run 1 is going; back after it ended: its wrapper's exit code tells how.
     wait_job(&d, "steady", 20, |j| j.status.runs.len() == 2 && j.active == 1).await;
+    d.wait_state(&common::id("test", "steady", 1), Kind::Running, 10).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     d.kill9();
     tokio::time::sleep(Duration::from_millis(2000)).await;
@@ -140,7 +146,7 @@ async fn a_kill_9_neither_loses_nor_repeats_a_run() {
     assert_eq!((j.status.succeeded, j.status.runs.len()), (3, 3), "{j:#?}");
     assert!(j.status.runs.iter().all(|r| r.exit_code == Some(0)), "{j:#?}");
     let text = std::fs::read_to_string(&marks).unwrap();
-    assert_eq!(text.lines().count(), 3, "each run started once: {text}");
+    assert_eq!(text.lines().count(), 3, "each run started once: {text}\n{}", d.log());
     // And the listing is the same across one more restart.
     let before = d.client.job("test", "steady").await.unwrap();
     d.restart(true);
@@ -154,4 +160,50 @@ async fn a_kill_9_neither_loses_nor_repeats_a_run() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(d.client.list(&[("name", "endless")]).await.unwrap().is_empty());
     assert!(d.client.job("test", "endless").await.is_err(), "the app is gone");
+}
+
+/// A kill -9 right after a run's spawn, before its record says it started (the failpoint
+/// `launch-spawned`): the next daemon takes the run up where it is — still going, or ended
+/// with the code its wrapper wrote — and never starts its command again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_between_a_runs_spawn_and_its_record_does_not_start_it_again() {
+    let mut d = Daemon::start("job-spawn-kill");
+    for (name, script, back_after_end, code) in
+        [("going", "sleep 1.5", false, 0), ("ended", "exit 0", true, 0), ("failed", "exit 3", true, 3)]
+    {
+        let marks = d.path().join(format!("{name}.marks"));
+        d.env = vec![("STEWARD_FAILPOINTS".into(), "launch-spawned@1".into())];
+        d.restart(true);
+        let start = format!("echo started >> {}; {script}", marks.display());
+        // Answered before its run's spawn (or cut by the kill): the failpoint decides.
+        // backoffLimit 0: a failed run is not retried, so one run is all there may be.
+        let doc = job(name, &start, json!({"backoffLimit": 0}), "Never");
+        let _ = d.client.apply(&doc.to_string(), Format::Json).await;
+        let pid = d.pid();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while common::alive(pid) {
+            assert!(std::time::Instant::now() < deadline, "{name}: the failpoint was not reached\n{}", d.log());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The run's command has begun (and, for the short ones, ended) before the daemon is back.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&marks).unwrap_or_default().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{name}: the run never began");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if back_after_end {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        d.env.clear();
+        d.spawn();
+        let j = wait_job(&d, name, 30, |j| j.status.phase != JobPhase::Running).await;
+        let text = std::fs::read_to_string(&marks).unwrap();
+        assert_eq!(text.lines().count(), 1, "{name}: the run started once: {text}\n{}", d.log());
+        assert_eq!(j.status.runs.len(), 1, "{name}: {j:#?}");
+        assert_eq!(j.status.runs[0].exit_code, Some(code), "{name}: {j:#?}\n{}", d.log());
+        match code {
+            0 => assert_eq!(j.status.phase, JobPhase::Complete, "{name}: {j:#?}"),
+            _ => assert!(matches!(j.status.phase, JobPhase::Failed { .. }), "{name}: {j:#?}"),
+        }
+    }
 }

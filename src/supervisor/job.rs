@@ -235,7 +235,8 @@ impl Supervisor {
     }
 
     /// The exit code a run's wrapper wrote, if it did (a run that ended while the daemon was
-    /// away).
+    /// away). Read as the workload's own file: a symlink or hard link it planted there to a
+    /// file of root's gets nothing read.
     fn recorded_exit(&self, entry: &SpecEntry, index: u32) -> Option<i32> {
         let ctx = crate::spec::RenderContext {
             roots: &self.shared.roots,
@@ -245,7 +246,9 @@ impl Supervisor {
         let rendered = crate::spec::render(&entry.spec, index, &ctx).ok()?;
         let p = rendered.processes.first()?;
         let file = crate::spec::render::job_exit_file(&p.work_path, &p.proc_name);
-        std::fs::read_to_string(&file).ok()?.trim().parse().ok()
+        let uid = crate::runtime::process::ResolvedUser::lookup(&p.user).ok()?.uid;
+        let text = crate::safefs::read_workload_file(&file, uid, 64).ok()?;
+        String::from_utf8_lossy(&text).trim().parse().ok()
     }
 
     /// Ends a running job (no more runs start) with `reason`, as a delete of the app does first.

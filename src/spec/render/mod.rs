@@ -679,11 +679,14 @@ pub fn job_exit_file(work_path: &std::path::Path, proc_name: &str) -> PathBuf {
 }
 
 /// A job run's startCmd, run in a subshell whose exit code the outer shell writes to `exit_file`
-/// (a stop's SIGTERM is passed on to it).
+/// (a stop's SIGTERM is passed on to it). The file says `started` before the command runs:
+/// after a crash of the daemon during the start, it tells a run that began (taken up, never
+/// started again) from one that did not (the daemon removes the file before the start's
+/// record is durable; see `Processes::take_up_start`).
 fn job_wrapper(start_cmd: &str, exit_file: &std::path::Path) -> String {
     let file = shell_quote(&exit_file.display().to_string());
     format!(
-        "rm -f {file}\n( {start_cmd}\n) &\nchild=$!\ntrap 'kill -TERM $child 2>/dev/null' TERM INT\n\
+        "printf 'started\\n' > {file}\n( {start_cmd}\n) &\nchild=$!\ntrap 'kill -TERM $child 2>/dev/null' TERM INT\n\
          wait $child; code=$?\nwhile kill -0 $child 2>/dev/null; do wait $child; code=$?; done\n\
          printf '%s\\n' \"$code\" > {file}.tmp && mv -f {file}.tmp {file}\nexit $code"
     )

@@ -25,6 +25,14 @@ impl<W: Workload> Actor<W> {
                 self.mark_resumed();
             }
             State::Starting => {
+                self.ensure_rendered();
+                if let Some(found) = self.workload.take_up_start(&mut cx!(self)).await {
+                    self.new_generation();
+                    self.take_up_started(found).await;
+                    self.flush_unjournaled().await;
+                    self.mark_resumed();
+                    return;
+                }
                 self.mark_resumed();
                 // The start was interrupted before its main process was recorded. The cgroup
                 // (or dockerd) holds whatever it launched: clear it so that exactly one runs.
@@ -55,6 +63,25 @@ impl<W: Workload> Actor<W> {
                 self.watch_run();
             }
             Readopted::Ended { index, status } => self.on_exit(index, status).await,
+            Readopted::Lost(reason) => self.lose(reason).await,
+        }
+    }
+
+    /// A start the daemon did not live to record, taken up (see `Workload::take_up_start`):
+    /// Running as a launch would have made it (its postStart hook is not run: whether it ran
+    /// is not known), or ended as a launch that saw its end.
+    async fn take_up_started(&mut self, found: Readopted) {
+        match found {
+            Readopted::Running => {
+                let now = now_ms();
+                self.rec.counter.running_since_ms = Some(now);
+                self.rec.last_start_ms = Some(now);
+                self.feed(Event::MainReady).await;
+            }
+            Readopted::Ended { status, .. } => {
+                self.rec.last_exit = Some(status);
+                self.feed(Event::MainExited { status }).await;
+            }
             Readopted::Lost(reason) => self.lose(reason).await,
         }
     }

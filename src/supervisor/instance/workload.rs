@@ -178,6 +178,14 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
     /// as `Msg::MainExited` of `cx.generation`.
     fn watch(&mut self, cx: &mut Cx<'_>);
 
+    /// After a daemon restart, for a record that says Starting (its main processes not yet
+    /// recorded): what of that start can be taken up as it is — a job run whose command began
+    /// is never started again. None: nothing of it began, or nothing tells (it is cleared and
+    /// started anew).
+    fn take_up_start(&mut self, _cx: &mut Cx<'_>) -> impl Future<Output = Option<Readopted>> + Send {
+        std::future::ready(None)
+    }
+
     /// After a daemon restart: takes up what the record names, if it still runs.
     fn readopt(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Readopted> + Send;
 

@@ -54,6 +54,14 @@ impl Processes {
         let Some(user) = self.users.get(i).cloned() else {
             return Outcome::Failed("the process's user was not resolved".into());
         };
+        if cx.spec.spec.runs_to_completion() && p.pid_file.is_none() {
+            // A job run's exit record: an earlier attempt's goes before this start's record is
+            // durable (`spawn_committed`), so after a crash it speaks of this attempt only.
+            let file = crate::spec::render::job_exit_file(&p.work_path, &p.proc_name);
+            if let Err(e) = crate::safefs::remove_workload_file(&file) {
+                return Outcome::Failed(format!("cannot clear the run's exit record: {e}"));
+            }
+        }
         for (n, step) in p.init_steps.iter().enumerate() {
             if let Some(failed) = self.run_init_step(cx, rendered, i, (n, step), &user, cancel).await {
                 return failed;
@@ -189,6 +197,12 @@ impl Processes {
         user: &ResolvedUser,
         what: &str,
     ) -> std::io::Result<Spawned> {
+        // A job run's start is durable before its command can run: after a crash, a record that
+        // says Starting then may mean the command began, and its exit record tells
+        // (`take_up_start`); a run is never started twice.
+        if cx.spec.spec.runs_to_completion() && cx.journal.has_held() {
+            cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+        }
         let alone = cx.shared.launches.available_permits() + 1 >= crate::supervisor::CONCURRENT_LAUNCHES;
         let before = (!alone && cx.journal.has_held()).then(|| cx.journal.begin(&cx.shared.store, cx.rec));
         let spawned = self.spawn_in_instance(cx, rendered, i, command, user, what);

@@ -145,6 +145,36 @@ impl Workload for Processes {
         }
     }
 
+    /// A job run (one foreground process, its startCmd wrapped: spec/render `job_wrapper`) whose
+    /// exit record exists began its command: the daemon removed the record before the start's
+    /// Starting was durable, and the wrapper writes it first thing. Its cgroup, emptied before
+    /// the spawn, holds that attempt alone: the oldest live process there is the wrapper (all
+    /// else of the run descends from it), taken up as the main process; none left means the
+    /// run ended while the daemon was away (the job reads its code from the record).
+    async fn take_up_start(&mut self, cx: &mut Cx<'_>) -> Option<Readopted> {
+        let rendered = cx.rendered?.clone();
+        let [p] = rendered.processes.as_slice() else { return None };
+        if !cx.spec.spec.runs_to_completion() || p.pid_file.is_some() {
+            return None;
+        }
+        let record = crate::spec::render::job_exit_file(&p.work_path, &p.proc_name);
+        if std::fs::symlink_metadata(&record).is_err() {
+            return None;
+        }
+        let oldest = self.cgroup.pids().unwrap_or_default().into_iter().filter_map(ProcessIdentity::of);
+        let main = oldest.min_by_key(|id| id.start_time).and_then(|id| self.adopt(cx, &id));
+        self.launched_watches.clear();
+        let Some(main) = main else {
+            tracing::info!(instance = %cx.rec.id, "its run began and ended while the daemon was away");
+            self.mains.clear();
+            return Some(Readopted::Ended { index: 0, status: ExitStatus::Unknown });
+        };
+        tracing::info!(instance = %cx.rec.id, pid = main.identity.pid, "took up the run that began while the daemon was away");
+        cx.rec.mains = vec![Some(main.identity.clone())];
+        self.mains = vec![Some(main)];
+        Some(Readopted::Running)
+    }
+
     /// Re-adopts the recorded main processes: same pid, same start time, same boot, still in
     /// our cgroup. Anything else means the process ended while we were away. Nothing here
     /// depends on the spec rendering again: a live process is never killed for a spec's sake.
@@ -330,7 +360,12 @@ impl Processes {
         // matching start time afterwards proves it is the same one.
         let pidfd = Pidfd::open(identity.pid).ok()?;
         if !identity.is_current() {
-            tracing::warn!(instance = %cx.rec.id, pid = identity.pid, "pid was reused by another process; not adopted");
+            // The same process, ended and not reaped yet by its new parent, is no reuse: its
+            // end is logged by the caller.
+            let ended = procinfo::Stat::read(identity.pid).is_some_and(|s| s.start_time == identity.start_time);
+            if !ended {
+                tracing::warn!(instance = %cx.rec.id, pid = identity.pid, "pid was reused by another process; not adopted");
+            }
             return None;
         }
         if !self.cgroup.contains(identity.pid) {
