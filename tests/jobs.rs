@@ -168,11 +168,16 @@ async fn a_kill_9_neither_loses_nor_repeats_a_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kill_between_a_runs_spawn_and_its_record_does_not_start_it_again() {
     let mut d = Daemon::start("job-spawn-kill");
-    for (name, script, back_after_end, code) in
-        [("going", "sleep 1.5", false, 0), ("ended", "exit 0", true, 0), ("failed", "exit 3", true, 3)]
-    {
+    // Killed after the spawn: the run is going, or has ended (0 or 3), when the daemon is back.
+    // Killed after the start's commit and before the spawn: nothing of the run began.
+    for (name, point, script, back_after_end, code) in [
+        ("going", "launch-spawned@1", "sleep 1.5", false, 0),
+        ("ended", "launch-spawned@1", "exit 0", true, 0),
+        ("failed", "launch-spawned@1", "exit 3", true, 3),
+        ("unborn", "job-start-committed@1", "exit 0", false, 0),
+    ] {
         let marks = d.path().join(format!("{name}.marks"));
-        d.env = vec![("STEWARD_FAILPOINTS".into(), "launch-spawned@1".into())];
+        d.env = vec![("STEWARD_FAILPOINTS".into(), point.into())];
         d.restart(true);
         let start = format!("echo started >> {}; {script}", marks.display());
         // Answered before its run's spawn (or cut by the kill): the failpoint decides.
@@ -185,11 +190,16 @@ async fn a_kill_between_a_runs_spawn_and_its_record_does_not_start_it_again() {
             assert!(std::time::Instant::now() < deadline, "{name}: the failpoint was not reached\n{}", d.log());
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // The run's command has begun (and, for the short ones, ended) before the daemon is back.
+        // The run's command has begun (and, for the short ones, ended) before the daemon is back;
+        // or it never was spawned.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(&marks).unwrap_or_default().is_empty() {
+        while point.starts_with("launch-spawned") && std::fs::read_to_string(&marks).unwrap_or_default().is_empty() {
             assert!(std::time::Instant::now() < deadline, "{name}: the run never began");
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !point.starts_with("launch-spawned") {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!marks.exists(), "{name}: spawned after all");
         }
         if back_after_end {
             tokio::time::sleep(Duration::from_millis(500)).await;

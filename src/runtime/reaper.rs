@@ -265,6 +265,23 @@ impl Reaper {
         rx
     }
 
+    /// A watched pid (see [`Reaper::watch`]) found to be this daemon's child after all (a
+    /// daemonizing start's process, reparented to the subreaper when its launcher ended):
+    /// reaped by its pidfd from now on. Left to the scan, it made every SIGCHLD walk every
+    /// child at once for as long as it ran. A scan that reaps it first delivers as before (the
+    /// pidfd then finds no child to reap).
+    pub fn reap_adopted(&self, pid: i32, pidfd: super::process::Pidfd) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        {
+            let mut inner = self.inner.lock().expect("reaper lock");
+            if !inner.watchers.contains_key(&pid) {
+                return;
+            }
+            inner.scanned_only.remove(&pid);
+        }
+        self.reap_by_pidfd(&runtime, pid, pidfd);
+    }
+
     /// Drops a watch that is no longer wanted (the process is known to be gone).
     pub fn forget(&self, pid: i32) {
         let mut inner = self.inner.lock().expect("reaper lock");
@@ -400,6 +417,24 @@ mod tests {
             watcher.tell(ExitStatus::Code(3));
         }
         assert_eq!(told.try_recv(), Ok(ExitStatus::Code(3)), "the exit was lost");
+    }
+
+    /// A watched pid found to be our child is reaped by its pidfd, not left to the scan (none
+    /// runs in a test: the status could come from the pidfd alone), and no longer makes every
+    /// SIGCHLD scan.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_adopted_child_is_reaped_by_its_pidfd() {
+        let reaper = Reaper::default();
+        // Reaped by the pidfd, never by the handle: `wait` would find no child.
+        let child = std::process::Command::new("/bin/sh").args(["-c", "sleep 0.2; exit 5"]).spawn().unwrap();
+        let pid = child.id() as i32;
+        std::mem::forget(child);
+        let watch = reaper.watch(pid);
+        assert!(reaper.inner.lock().unwrap().scanned_only.contains(&pid));
+        reaper.reap_adopted(pid, crate::runtime::process::Pidfd::open(pid).unwrap());
+        assert!(reaper.inner.lock().unwrap().scanned_only.is_empty(), "no scan for it");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), watch).await.unwrap().unwrap();
+        assert_eq!(status, ExitStatus::Code(5));
     }
 
     /// The status goes straight to its reader (no task per process waits on the watch): from

@@ -122,9 +122,12 @@ impl Processes {
                             if main.spawned { launcher_exit.take() } else { Some(cx.shared.reaper.watch(main_pid)) };
                         if !main.spawned && adopted_child(&main) {
                             // Reparented to this daemon (its subreaper), not reaped yet: its exit
-                            // comes from the reaper, watched from before that look. Its pidfd
-                            // goes (see `Main::pidfd`).
-                            (main.spawned, main.pidfd) = (true, None);
+                            // comes from the reaper, watched from before that look, which reaps
+                            // it by this pidfd (see `Main::pidfd`: the actor holds none).
+                            main.spawned = true;
+                            if let Some(pidfd) = main.pidfd.take().and_then(|p| Arc::try_unwrap(p).ok()) {
+                                cx.shared.reaper.reap_adopted(main_pid, pidfd);
+                            }
                         }
                         return Outcome::Ready(main, watch, at_ms);
                     }
@@ -202,6 +205,7 @@ impl Processes {
         // (`take_up_start`); a run is never started twice.
         if cx.spec.spec.runs_to_completion() && cx.journal.has_held() {
             cx.journal.commit(&cx.shared.store, cx.rec, Vec::new()).await;
+            crate::failpoint::hit("job-start-committed");
         }
         let alone = cx.shared.launches.available_permits() + 1 >= crate::supervisor::CONCURRENT_LAUNCHES;
         let before = (!alone && cx.journal.has_held()).then(|| cx.journal.begin(&cx.shared.store, cx.rec));
