@@ -8,11 +8,12 @@
 //! to the caller is never missed.
 //!
 //! Two ways reap. A child spawned with a pidfd (see `spawn::modern_clone`) is reaped by its
-//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at. Everything
-//! else (children started by `std::process::Command`, daemonized grandchildren, a kernel
-//! without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks every child of the
-//! daemon per call: 6 µs at 500 children, 106 µs at 2,000, 302 µs at 5,000 (measured), for
-//! every exit. So the scan runs only when a SIGCHLD may be about a child no pidfd reaps: the
+//! own pidfd (`waitid(P_PIDFD)`) as soon as it is readable: one child looked at, and so is a
+//! daemonizing start's main found reparented to the daemon ([`Reaper::reap_adopted`]).
+//! Everything else (children started by `std::process::Command`, other daemonized
+//! grandchildren, a kernel without pidfds) is reaped on SIGCHLD by `waitpid(-1)`, which walks
+//! every child of the daemon per call: 6 µs at 500 children, 106 µs at 2,000, 302 µs at
+//! 5,000 (measured), for every exit. So the scan runs only when a SIGCHLD may be about a child no pidfd reaps: the
 //! signal's own `si_pid` is noted by a handler ([`Told`]), and a signal that named only
 //! children of the pidfds is no reason to scan. Signals coalesce (one pending SIGCHLD stands
 //! for any number of exits), so a skipped scan is made up within [`CATCH_UP`]: an exit the
