@@ -217,3 +217,34 @@ async fn a_kill_between_a_runs_spawn_and_its_record_does_not_start_it_again() {
         }
     }
 }
+
+/// An OnFailure run that ends while the daemon is away (its status told to another parent):
+/// its wrapper's record says how. A success is not restarted as an unknown end would be, and a
+/// failure is restarted and counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_on_failure_run_that_ended_while_the_daemon_was_away_ends_by_its_record() {
+    let mut d = Daemon::start("job-away");
+    for (name, code) in [("good", 0), ("bad", 4)] {
+        let marks = d.path().join(format!("{name}.marks"));
+        let start = format!("echo started >> {}; sleep 1; exit {code}", marks.display());
+        d.apply_json(&job(name, &start, json!({"backoffLimit": 0}), "OnFailure")).await;
+        wait_job(&d, name, 10, |j| j.active == 1).await;
+        d.wait_state(&common::id("test", name, 0), Kind::Running, 10).await;
+        d.kill9();
+        // Its run ends (and records its code) while no daemon watches.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        d.spawn();
+        let j = wait_job(&d, name, 30, |j| j.status.phase != JobPhase::Running).await;
+        let text = std::fs::read_to_string(&marks).unwrap();
+        match code {
+            0 => {
+                assert_eq!(j.status.phase, JobPhase::Complete, "{name}: {j:#?}\n{}", d.log());
+                assert_eq!(text.lines().count(), 1, "{name}: a success was run again: {text}\n{}", d.log());
+            }
+            _ => {
+                assert!(matches!(j.status.phase, JobPhase::Failed { .. }), "{name}: {j:#?}");
+                assert_eq!(j.status.runs[0].restarts, 1, "{name}: its failure counted: {j:#?}");
+            }
+        }
+    }
+}

@@ -235,8 +235,7 @@ impl Supervisor {
     }
 
     /// The exit code a run's wrapper wrote, if it did (a run that ended while the daemon was
-    /// away). Read as the workload's own file: a symlink or hard link it planted there to a
-    /// file of root's gets nothing read.
+    /// away).
     fn recorded_exit(&self, entry: &SpecEntry, index: u32) -> Option<i32> {
         let ctx = crate::spec::RenderContext {
             roots: &self.shared.roots,
@@ -244,11 +243,7 @@ impl Supervisor {
             allocated_ports: &BTreeMap::new(),
         };
         let rendered = crate::spec::render(&entry.spec, index, &ctx).ok()?;
-        let p = rendered.processes.first()?;
-        let file = crate::spec::render::job_exit_file(&p.work_path, &p.proc_name);
-        let uid = crate::runtime::process::ResolvedUser::lookup(&p.user).ok()?.uid;
-        let text = crate::safefs::read_workload_file(&file, uid, 64).ok()?;
-        String::from_utf8_lossy(&text).trim().parse().ok()
+        recorded_job_exit(rendered.processes.first()?)
     }
 
     /// Ends a running job (no more runs start) with `reason`, as a delete of the app does first.
@@ -320,4 +315,14 @@ pub(super) fn job_due(spec: &JobSpec, status: &JobStatus, now: u64) -> Option<u6
         due.push(status.started_ms + spec.job_deadline * 1000 + 1);
     }
     due.into_iter().filter(|t| *t > now).min()
+}
+
+/// The exit code job run process `p`'s wrapper recorded (spec/render `job_wrapper`), if it did:
+/// `started` alone means it began and its end was not recorded. Read as the workload's own
+/// file: a symlink or hard link it planted there to a file of root's gets nothing read.
+pub(crate) fn recorded_job_exit(p: &crate::spec::render::RenderedProcess) -> Option<i32> {
+    let file = crate::spec::render::job_exit_file(&p.work_path, &p.proc_name);
+    let uid = crate::runtime::process::ResolvedUser::lookup(&p.user).ok()?.uid;
+    let text = crate::safefs::read_workload_file(&file, uid, 64).ok()?;
+    String::from_utf8_lossy(&text).trim().parse().ok()
 }

@@ -78,10 +78,7 @@ impl<W: Workload> Actor<W> {
                 self.rec.last_start_ms = Some(now);
                 self.feed(Event::MainReady).await;
             }
-            Readopted::Ended { status, .. } => {
-                self.rec.last_exit = Some(status);
-                self.feed(Event::MainExited { status }).await;
-            }
+            Readopted::Ended { index, status } => self.on_exit(index, status).await,
             Readopted::Lost(reason) => self.lose(reason).await,
         }
     }
@@ -283,6 +280,12 @@ impl<W: Workload> Actor<W> {
     /// Main process (container) `index` ended: the run ends, unless the workload says it goes on.
     pub(super) async fn on_exit(&mut self, index: usize, status: ExitStatus) {
         self.ensure_rendered();
+        // An end the kernel told another parent: a job run's own record says how it ended (an
+        // OnFailure run that succeeded while the daemon was away is not run again).
+        let status = match status {
+            ExitStatus::Unknown => self.workload.recorded_end(&cx!(self), index).unwrap_or(status),
+            known => known,
+        };
         let Some(end) = self.workload.on_end(&mut cx!(self), index, status).await else { return };
         let which = end.which.clone().unwrap_or_else(|| format!("main process {index}"));
         tracing::info!(instance = %self.rec.id, "{which} {status}");

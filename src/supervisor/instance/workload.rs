@@ -186,6 +186,12 @@ pub(crate) trait Workload: Send + Sync + Sized + 'static {
         std::future::ready(None)
     }
 
+    /// How main `index` ended, as the run itself recorded it, for an end whose status the
+    /// kernel told another parent (the daemon was away): a job run's wrapper's code.
+    fn recorded_end(&self, _cx: &Cx<'_>, _index: usize) -> Option<ExitStatus> {
+        None
+    }
+
     /// After a daemon restart: takes up what the record names, if it still runs.
     fn readopt(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Readopted> + Send;
 

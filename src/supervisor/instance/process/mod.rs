@@ -175,6 +175,14 @@ impl Workload for Processes {
         Some(Readopted::Running)
     }
 
+    fn recorded_end(&self, cx: &Cx<'_>, index: usize) -> Option<ExitStatus> {
+        let p = cx.rendered?.processes.get(index)?;
+        if !cx.spec.spec.runs_to_completion() || p.pid_file.is_some() {
+            return None;
+        }
+        crate::supervisor::job::recorded_job_exit(p).map(ExitStatus::Code)
+    }
+
     /// Re-adopts the recorded main processes: same pid, same start time, same boot, still in
     /// our cgroup. Anything else means the process ended while we were away. Nothing here
     /// depends on the spec rendering again: a live process is never killed for a spec's sake.
