@@ -254,12 +254,7 @@ pub fn replace_file(path: &Path, data: &[u8], mode: u32, uid: u32, gid: u32) -> 
 /// workload planted is removed, never followed), found through its directory opened as
 /// [`open_workload_dir`] does. A directory of that name is an error.
 pub fn remove_workload_file(path: &Path) -> io::Result<()> {
-    let (parent, name) = split(path)?;
-    let dir = match open_workload_dir(parent, None) {
-        Ok(dir) => dir,
-        Err(_) if std::fs::symlink_metadata(parent).is_err() => return Ok(()),
-        Err(e) => return Err(e),
-    };
+    let Some((dir, name)) = workload_parent(path)? else { return Ok(()) };
     match sys::unlink(dir.as_fd(), &name, false) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(at(path, e)),
         _ => Ok(()),
@@ -270,13 +265,19 @@ pub fn remove_workload_file(path: &Path) -> io::Result<()> {
 /// symlink anywhere (one the workload planted on the way to it, or in it, is removed, not
 /// followed) and without crossing into another filesystem mounted inside it.
 pub fn remove_workload_dir(path: &Path) -> io::Result<()> {
-    let (parent, name) = split(path)?;
-    let dir = match open_workload_dir(parent, None) {
-        Ok(dir) => dir,
-        Err(_) if std::fs::symlink_metadata(parent).is_err() => return Ok(()),
-        Err(e) => return Err(e),
-    };
+    let Some((dir, name)) = workload_parent(path)? else { return Ok(()) };
     sys::remove_tree(dir.as_fd(), &name).map_err(|e| at(path, e))
+}
+
+/// The directory holding `path` in a workload's tree, opened as [`open_workload_dir`] does, and
+/// `path`'s name in it; None when that directory does not exist (nothing there to remove).
+fn workload_parent(path: &Path) -> io::Result<Option<(OwnedFd, CString)>> {
+    let (parent, name) = split(path)?;
+    match open_workload_dir(parent, None) {
+        Ok(dir) => Ok(Some((dir, name))),
+        Err(_) if std::fs::symlink_metadata(parent).is_err() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Creates `dir` and any missing parents below `root` (a configured root, a workPath, a
