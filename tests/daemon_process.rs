@@ -253,3 +253,60 @@ async fn exits_nobody_watches_are_reaped_however_the_signals_coalesce() {
         assert!(s.restarts >= 1, "{s:?}");
     }
 }
+
+/// The pidfds the daemon holds on `pid` (a pidfd's fdinfo names its process).
+fn pidfds_on(daemon: i32, pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{daemon}/fdinfo"))
+        .unwrap()
+        .flatten()
+        .filter(|f| {
+            let info = std::fs::read_to_string(f.path()).unwrap_or_default();
+            info.lines().any(|l| l.strip_prefix("Pid:").is_some_and(|p| p.trim() == pid.to_string()))
+        })
+        .count()
+}
+
+/// A daemonizing main whose pidfile is read while its launcher still runs is the launcher's
+/// child then; when the launcher ends it is the daemon's (its subreaper), and from then on it is
+/// reaped by a pidfd of the reaper's (not left to the scan of every child on every SIGCHLD,
+/// src/supervisor/instance/process/launch.rs `adopt_when_launcher_ends`). Its end is reported
+/// with its signal, it is not left a zombie, and it is started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_main_its_launcher_leaves_behind_is_reaped_by_its_pidfd_and_reported() {
+    let d = Daemon::start("launcher-lingers");
+    let spec = common::spec(
+        "lingering",
+        1,
+        serde_json::json!({
+            "procName": "sleep",
+            "pidFile": "${run_base_dir}/${namespace}.${processname}.${instanceid}/p.pid",
+            "startCmd": "sleep 1000 & echo $! > ${pidFile}; sleep 1",
+            "startGracePeriod": 10
+        }),
+        serde_json::json!({}),
+    );
+    d.apply_json(&spec).await;
+    let iid = id("test", "lingering", 0);
+    let main = d.wait_state(&iid, Kind::Running, 20).await.pid.unwrap();
+    let ppid = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap()
+    };
+    assert_ne!(ppid(main), d.pid(), "read while its launcher ran: the launcher's child");
+    assert_eq!(pidfds_on(d.pid(), main), 1, "the actor's, to see its end");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ppid(main) != d.pid() || pidfds_on(d.pid(), main) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the launcher ended: the main is the daemon's child (parent {}), reaped by a pidfd ({} held)",
+            ppid(main),
+            pidfds_on(d.pid(), main)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(main), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let s = d.wait(&iid, 20, |s| s.restarts >= 1 && s.state.kind() == Kind::Running && s.pid != Some(main)).await;
+    let exit = s.last_exit.map(|e| format!("{e:?}")).unwrap_or_default();
+    assert!(exit.contains('9'), "ended by its signal, not an unknown end: {s:?}");
+    assert!(zombie_children(d.pid()).is_empty(), "{:?}", zombie_children(d.pid()));
+}

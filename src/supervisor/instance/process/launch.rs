@@ -128,6 +128,8 @@ impl Processes {
                             if let Some(pidfd) = main.pidfd.take().and_then(|p| Arc::try_unwrap(p).ok()) {
                                 cx.shared.reaper.reap_adopted(main_pid, pidfd);
                             }
+                        } else if let Some(launcher) = launcher_exit.take().filter(|_| !main.spawned) {
+                            adopt_when_launcher_ends(&cx.shared.reaper, pid, launcher, main.identity.clone());
                         }
                         return Outcome::Ready(main, watch, at_ms);
                     }
@@ -324,8 +326,36 @@ fn start_output(rendered: &RenderedInstance, i: usize) -> String {
 /// Whether `main` is this daemon's child now (a daemonizing start's process, reparented to the
 /// subreaper when its launcher ended) and not yet reaped.
 fn adopted_child(main: &Main) -> bool {
-    procinfo::Stat::read(main.identity.pid)
-        .is_some_and(|s| s.ppid == std::process::id() as i32 && s.start_time == main.identity.start_time)
+    is_our_child(&main.identity)
+}
+
+fn is_our_child(identity: &ProcessIdentity) -> bool {
+    procinfo::Stat::read(identity.pid)
+        .is_some_and(|s| s.ppid == std::process::id() as i32 && s.start_time == identity.start_time)
+}
+
+/// A pidfile's main read while its launcher still ran is the launcher's child (else a
+/// grandchild's): when the launcher ends, a main it leaves to this daemon (the subreaper) is
+/// handed to the reaper's pidfd. Left to the SIGCHLD scan for life, such mains made every exit
+/// walk every child at once (2.2 wait4 calls per respawn at 2,000 daemonizing instances).
+fn adopt_when_launcher_ends(
+    reaper: &crate::runtime::reaper::Reaper,
+    launcher: i32,
+    launcher_exit: ExitWatch,
+    main: ProcessIdentity,
+) {
+    let r = reaper.clone();
+    let adopt = move |_| {
+        // Opened before the look: a child of ours not yet reaped keeps its pid, so a pidfd
+        // opened on the process the look then finds is that process's.
+        if let Ok(pidfd) = Pidfd::open(main.pid) {
+            if is_our_child(&main) {
+                r.reap_adopted(main.pid, pidfd);
+            }
+        }
+    };
+    // Err: a newer watch of the launcher's pid replaced this one; the main stays scanned.
+    let _ = reaper.on_exit(launcher, launcher_exit, adopt);
 }
 
 /// Reports main process `index`'s exit to the actor: from its pidfd (any process), with the
