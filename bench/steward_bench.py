@@ -137,22 +137,37 @@ def sleeper_spec(n, pidfile=False):
 
 
 def tasks_file(parent):
-    """The v1 pids hierarchy's count of every task in the daemon's instances (`parent`, the
-    cgroup_parent start_daemon gave it; made by the first start), or None where there is no
-    such hierarchy (a v2 layout without the pids controller)."""
+    """The count of every task in the daemon's instances (`parent`, the cgroup_parent
+    start_daemon gave it; made by the first start): the v1 pids hierarchy's `pids.current`, or
+    on a v2 `cgroup_root` (STEWARD_BENCH_CONF) the v2 one's where that tree has the pids
+    controller. None where there is no such file (a v2 tree without pids, as on this hybrid
+    host's unified mount): the instances are not in the v1 hierarchies then, and a v1 count
+    would never reach N."""
+    conf = os.environ.get("STEWARD_BENCH_CONF", "").replace("\\n", "\n")
+    root = next((l.split("=", 1)[1].strip().strip('"') for l in conf.splitlines()
+                 if l.strip().startswith("cgroup_root")), None)
+    if root is not None:
+        try:
+            has_pids = "pids" in open(os.path.join(root, "cgroup.subtree_control")).read().split()
+        except OSError:
+            has_pids = False
+        return os.path.join(root, parent, "pids.current") if has_pids else None
     return f"/sys/fs/cgroup/pids/{parent}/pids.current" if os.path.isdir("/sys/fs/cgroup/pids") else None
 
 
-def running_by_count(path, n, t0):
+def running_by_count(path, n, t0, limit=120):
     """Seconds from t0 until `path` (a pids.current) counts N tasks: one small file a poll, the
     same cost at every N (the children lists cost the poller O(N) a poll, 1.6 s of the two
-    cores' CPU over a burst of 5,000: docs/performance.md, issue 48's fourth step)."""
+    cores' CPU over a burst of 5,000: docs/performance.md, issue 48's fourth step). Raises
+    after `limit` seconds rather than wait for ever on a count that is not the instances'."""
     while True:
         try:
             if int(open(path).read()) >= n:
                 return time.monotonic() - t0
         except FileNotFoundError:  # before the first start made the daemon's cgroup
             pass
+        if time.monotonic() - t0 > limit:
+            raise RuntimeError(f"{path} did not count {n} tasks within {limit} s")
         time.sleep(0.001)
 
 
