@@ -15,12 +15,12 @@
 //! every child of the daemon per call: 6 µs at 500 children, 106 µs at 2,000, 302 µs at
 //! 5,000 (measured), for every exit. So the scan runs only when a SIGCHLD may be about a
 //! child no pidfd reaps: the signal's own `si_pid` is noted by a handler ([`Told`]), and a
-//! signal that named only children of the pidfds is no reason to scan. Signals coalesce (one pending SIGCHLD stands
-//! for any number of exits), so a skipped scan is made up within [`CATCH_UP`]: an exit the
-//! coalescing hid (a daemonized grandchild nobody watches) is reaped that late at worst. While
-//! any watched child has no pidfd, every signal scans at once (its reader waits for the scan);
-//! otherwise the scan waits a moment, so the pidfds reap their own first and a burst of exits
-//! is one scan.
+//! signal that named only children of the pidfds is no reason to scan. Signals coalesce (one
+//! pending SIGCHLD stands for any number of exits), so a skipped scan is made up within
+//! [`CATCH_UP`]: an exit the coalescing hid (a daemonized grandchild nobody watches) is reaped
+//! that late at worst. While any watched child has no pidfd, every signal scans at once (its
+//! reader waits for the scan); otherwise the scan waits a moment, so the pidfds reap their own
+//! first and a burst of exits is one scan.
 
 use super::exit::ExitStatus;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};

@@ -120,7 +120,7 @@ impl Processes {
                         main.spawned = main_pid == pid;
                         let watch =
                             if main.spawned { launcher_exit.take() } else { Some(cx.shared.reaper.watch(main_pid)) };
-                        if !main.spawned && adopted_child(&main) {
+                        if !main.spawned && is_our_child(&main.identity) {
                             // Reparented to this daemon (its subreaper), not reaped yet: its exit
                             // comes from the reaper, watched from before that look, which reaps
                             // it by this pidfd (see `Main::pidfd`: the actor holds none).
@@ -128,7 +128,8 @@ impl Processes {
                             if let Some(pidfd) = main.pidfd.take().and_then(|p| Arc::try_unwrap(p).ok()) {
                                 cx.shared.reaper.reap_adopted(main_pid, pidfd);
                             }
-                        } else if let Some(launcher) = launcher_exit.take().filter(|_| !main.spawned) {
+                        } else if let Some(launcher) = launcher_exit.take() {
+                            // (None when the launcher is the main: its watch was taken above.)
                             adopt_when_launcher_ends(&cx.shared.reaper, pid, launcher, main.identity.clone());
                         }
                         return Outcome::Ready(main, watch, at_ms);
@@ -323,12 +324,8 @@ fn start_output(rendered: &RenderedInstance, i: usize) -> String {
     }
 }
 
-/// Whether `main` is this daemon's child now (a daemonizing start's process, reparented to the
-/// subreaper when its launcher ended) and not yet reaped.
-fn adopted_child(main: &Main) -> bool {
-    is_our_child(&main.identity)
-}
-
+/// Whether the process is this daemon's child now (a daemonizing start's process, reparented
+/// to the subreaper when its launcher ended) and not yet reaped.
 fn is_our_child(identity: &ProcessIdentity) -> bool {
     procinfo::Stat::read(identity.pid)
         .is_some_and(|s| s.ppid == std::process::id() as i32 && s.start_time == identity.start_time)
